@@ -1,0 +1,72 @@
+"""queuesgd: predict the throughput of distributed SGD from formal models.
+
+Public names are imported lazily (PEP 562), so ``import queuesgd`` is cheap and
+SymPy, SciPy and the catalog load only when used.
+
+Examples
+--------
+>>> import queuesgd as q
+>>> net = q.ClosedNetwork([q.Delay("compute", 1.0), q.Queue("ps", 0.25)], population=4)
+>>> round(q.mva(net).throughput, 4)
+2.4471
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # distributions
+    "Distribution": "queuesgd.distributions",
+    "Exponential": "queuesgd.distributions",
+    "Deterministic": "queuesgd.distributions",
+    "Erlang": "queuesgd.distributions",
+    "HyperExponential": "queuesgd.distributions",
+    "Normal": "queuesgd.distributions",
+    "LogNormal": "queuesgd.distributions",
+    "Gamma": "queuesgd.distributions",
+    "Empirical": "queuesgd.distributions",
+    "PhaseType": "queuesgd.distributions",
+    "fit_phase_type": "queuesgd.distributions",
+    # workloads and clusters
+    "Workload": "queuesgd.workload",
+    "Cluster": "queuesgd.workload",
+    "Layer": "queuesgd.workload",
+    "load_workload": "queuesgd.catalog",
+    "list_workloads": "queuesgd.catalog",
+    # closed queueing networks
+    "ClosedNetwork": "queuesgd.queueing",
+    "Delay": "queuesgd.queueing",
+    "Queue": "queuesgd.queueing",
+    "mva": "queuesgd.queueing",
+    "MVAResult": "queuesgd.queueing",
+    "MVASeries": "queuesgd.queueing",
+    "Bounds": "queuesgd.queueing",
+    "asymptotic_bounds": "queuesgd.queueing",
+    "balanced_bounds": "queuesgd.queueing",
+    "repairman_throughput": "queuesgd.queueing",
+    # schemes and predictions
+    "AsyncPS": "queuesgd.schemes",
+    "predict": "queuesgd.predict",
+    "sweep": "queuesgd.predict",
+    "Prediction": "queuesgd.predict",
+    "SweepResult": "queuesgd.predict",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'queuesgd' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,102 @@
+"""Shared argument checks: one place that turns bad input into clear errors.
+
+Every public constructor validates its arguments with these helpers so that the
+messages read the same everywhere (``field: got X; accepted: Y``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable
+from typing import Any
+
+from queuesgd.errors import InvalidParameterError, UnknownNameError
+
+
+def is_symbolic(value: Any) -> bool:
+    """True if ``value`` is a SymPy expression (SymPy imported lazily)."""
+    mod = type(value).__module__
+    if not mod.startswith("sympy"):
+        return False
+    import sympy
+
+    return isinstance(value, sympy.Basic) and not isinstance(value, sympy.Number)
+
+
+def _as_sympy_number(value: Any) -> float | None:
+    mod = type(value).__module__
+    if mod.startswith("sympy"):
+        import sympy
+
+        if isinstance(value, sympy.Number):
+            return float(value)
+    return None
+
+
+def positive(field: str, value: Any, *, symbolic: bool = False, allow_zero: bool = False) -> Any:
+    """Return ``value`` as a float if it is a finite number > 0 (or >= 0).
+
+    With ``symbolic=True`` a SymPy expression is returned unchanged unless
+    SymPy can prove it is not positive. SymPy numbers (``Rational(1, 3)``) are
+    kept exact when ``symbolic=True``.
+    """
+    accepted = "a finite number >= 0" if allow_zero else "a finite number > 0"
+    if symbolic:
+        accepted += " or a SymPy expression"
+    if isinstance(value, bool):
+        raise InvalidParameterError(field, value, accepted)
+    sym_num = _as_sympy_number(value)
+    if sym_num is not None:
+        ok = math.isfinite(sym_num) and (sym_num > 0 or (allow_zero and sym_num == 0))
+        if not ok:
+            raise InvalidParameterError(field, value, accepted)
+        return value if symbolic else sym_num
+    if is_symbolic(value):
+        if not symbolic:
+            raise InvalidParameterError(field, value, accepted.replace(" or a SymPy expression", ""))
+        if value.is_nonpositive and not (allow_zero and value.is_zero):
+            raise InvalidParameterError(field, value, accepted)
+        if value.is_negative:
+            raise InvalidParameterError(field, value, accepted)
+        return value
+    if not isinstance(value, numbers.Real):
+        raise InvalidParameterError(field, value, accepted)
+    f = float(value)
+    if not math.isfinite(f) or f < 0 or (f == 0 and not allow_zero):
+        raise InvalidParameterError(field, value, accepted)
+    return f
+
+
+def integer(field: str, value: Any, *, minimum: int = 1) -> int:
+    """Return ``value`` as an int if it is an integer >= ``minimum``.
+
+    Floats with an integral value (``4.0``) are accepted; booleans are not.
+    """
+    accepted = f"an integer >= {minimum}"
+    if isinstance(value, bool):
+        raise InvalidParameterError(field, value, accepted)
+    if isinstance(value, numbers.Integral):
+        out = int(value)
+    elif isinstance(value, numbers.Real) and math.isfinite(float(value)) and float(value).is_integer():
+        out = int(value)
+    else:
+        raise InvalidParameterError(field, value, accepted)
+    if out < minimum:
+        raise InvalidParameterError(field, value, accepted)
+    return out
+
+
+def name(field: str, value: Any) -> str:
+    """Return ``value`` if it is a non-empty string."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidParameterError(field, value, "a non-empty string")
+    return value
+
+
+def choice(field: str, value: Any, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise UnknownNameError."""
+    options = list(choices)
+    if not isinstance(value, str) or value not in options:
+        raise UnknownNameError(field, value, options)
+    return value

@@ -1,0 +1,103 @@
+"""Exceptions raised by queuesgd.
+
+Every error a user can cause is a subclass of :class:`QueuesgdError` and of
+``ValueError`` or ``TypeError``, and its message names the offending field and
+says what would be accepted.
+
+Examples
+--------
+>>> from queuesgd.errors import InvalidParameterError
+>>> err = InvalidParameterError("population", -1, "an integer >= 1")
+>>> print(err)
+population: got -1; accepted: an integer >= 1
+>>> isinstance(err, ValueError)
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "QueuesgdError",
+    "InvalidParameterError",
+    "UnitError",
+    "UnknownNameError",
+    "StateSpaceTooLargeError",
+    "NotRepresentable",
+    "ConvergenceError",
+    "MissingDependencyError",
+]
+
+
+class QueuesgdError(Exception):
+    """Base class of every queuesgd error."""
+
+
+class InvalidParameterError(QueuesgdError, ValueError):
+    """A parameter has a value that is not accepted.
+
+    Parameters
+    ----------
+    field : str
+        Name of the parameter (dotted for nested fields, e.g.
+        ``"stations[2].demand"``).
+    got : object
+        The value that was received.
+    accepted : str
+        Plain-language description of what would be accepted.
+    """
+
+    def __init__(self, field: str, got: Any, accepted: str) -> None:
+        self.field = field
+        self.got = got
+        self.accepted = accepted
+        super().__init__(f"{field}: got {got!r}; accepted: {accepted}")
+
+
+class UnitError(InvalidParameterError):
+    """A string could not be parsed as a quantity with a unit."""
+
+
+class UnknownNameError(InvalidParameterError):
+    """A name (station, class, workload, scheme, ...) is not known.
+
+    Examples
+    --------
+    >>> print(UnknownNameError("station", "cpu", ["disk", "think"]))
+    station: got 'cpu'; accepted: one of 'disk', 'think'
+    """
+
+    def __init__(self, field: str, got: Any, known: Any) -> None:
+        names = ", ".join(repr(k) for k in known)
+        super().__init__(field, got, f"one of {names}" if names else "(none defined)")
+
+
+class StateSpaceTooLargeError(QueuesgdError, ValueError):
+    """An exact method would need more states than allowed.
+
+    The message suggests an approximate method.
+    """
+
+
+class NotRepresentable(QueuesgdError, ValueError):
+    """A model or method cannot represent the requested scheme or network."""
+
+
+class ConvergenceError(QueuesgdError, ValueError):
+    """An iterative method did not converge within its iteration limit."""
+
+
+class MissingDependencyError(QueuesgdError, ImportError):
+    """An optional dependency is not installed.
+
+    Examples
+    --------
+    >>> print(MissingDependencyError("matplotlib", "plot"))
+    matplotlib is not installed: pip install queuesgd[plot]
+    """
+
+    def __init__(self, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(f"{package} is not installed: pip install queuesgd[{extra}]")

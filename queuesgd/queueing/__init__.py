@@ -1,0 +1,20 @@
+"""Closed queueing networks: model, exact and approximate MVA, bounds."""
+
+from queuesgd.queueing.bounds import Bounds, asymptotic_bounds, balanced_bounds
+from queuesgd.queueing.mva import mva
+from queuesgd.queueing.network import ClosedNetwork, Delay, Queue
+from queuesgd.queueing.results import MVAResult, MVASeries
+from queuesgd.queueing.symbolic import repairman_throughput
+
+__all__ = [
+    "ClosedNetwork",
+    "Delay",
+    "Queue",
+    "mva",
+    "MVAResult",
+    "MVASeries",
+    "Bounds",
+    "asymptotic_bounds",
+    "balanced_bounds",
+    "repairman_throughput",
+]
