@@ -1,0 +1,375 @@
+"""What one worker computes and sends per step, and the cluster it runs on.
+
+Plain, validated, immutable data; no solver logic. Sizes, times and rates are
+stored in SI units (bytes, seconds, bytes per second); the constructors also
+accept unit strings such as ``"97.5MiB"``, ``"128ms"`` or ``"10Gbit/s"``,
+parsed once by :mod:`queuesgd.units`.
+
+- :class:`Layer` -- one gradient tensor of a per-layer profile, in backward
+  order (the order in which gradients become ready).
+- :class:`Workload` -- the per-step compute time (a distribution), the
+  gradient and parameter sizes, the mini-batch size, the parameter server's
+  update time and, optionally, the per-layer profile.
+- :class:`Cluster` -- number of workers, per-link bandwidth and latency,
+  parameter-server shards and optional per-worker speed factors.
+
+Examples
+--------
+>>> from queuesgd.workload import Cluster, Workload
+>>> w = Workload("128ms", "97.5MiB", batch_size=32)
+>>> round(w.samples_per_second_single, 2)
+250.0
+>>> Cluster(8, "10Gbit/s").bandwidth
+1250000000.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from queuesgd import _checks
+from queuesgd.distributions import Deterministic, Distribution
+from queuesgd.errors import InvalidParameterError
+from queuesgd.units import parse_bandwidth, parse_bytes, parse_seconds
+
+__all__ = ["Layer", "Workload", "Cluster"]
+
+# Relative tolerance for "the layer sizes add up to gradient_bytes" (sizes are
+# integers in practice; the tolerance only absorbs float rounding).
+_SUM_RTOL = 1e-9
+
+
+def _bytes(field_name: str, value: Any, *, allow_zero: bool = False) -> float:
+    return _checks.positive(field_name, parse_bytes(value, field_name), allow_zero=allow_zero)
+
+
+def _seconds(field_name: str, value: Any, *, allow_zero: bool = False) -> float:
+    return _checks.positive(field_name, parse_seconds(value, field_name), allow_zero=allow_zero)
+
+
+def _fmt_seconds(value: float) -> str:
+    return f"{value:.6g} s"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One gradient tensor of a per-layer (per-tensor) profile.
+
+    A profile lists the tensors in *backward order*, the order in which their
+    gradients become ready during back-propagation (last layer first). The
+    backward pass is taken to be sequential, so tensor ``i`` becomes ready
+    ``backward_time`` seconds after tensor ``i - 1`` (the first one,
+    ``backward_time`` after the backward pass starts): ``backward_time`` is
+    both the back-propagation time attributable to this tensor and its
+    :attr:`ready_gap`. A zero is allowed (a bias gradient that becomes ready
+    together with its layer's weight gradient).
+
+    Parameters
+    ----------
+    name : str
+        Tensor or layer name (``"tensor0"`` for traces that carry none).
+    gradient_bytes : float or str
+        Size of the gradient tensor, in bytes (or a unit string, ``"4KiB"``).
+    backward_time : float or str
+        Seconds of backward computation attributable to this tensor: the time
+        from the previous tensor's gradient being ready to this one's.
+    forward_time : float, str or None
+        Seconds of forward computation of this layer, or ``None`` when the
+        profile does not record it (backward-only traces, such as the
+        catalog's).
+
+    Examples
+    --------
+    >>> Layer("fc.weight", "8000KB", "16us")
+    Layer(name='fc.weight', gradient_bytes=8000000.0, backward_time=1.6e-05, forward_time=None)
+    >>> Layer("fc.weight", 8e6, 1.6e-5).ready_gap
+    1.6e-05
+    """
+
+    name: str
+    gradient_bytes: float
+    backward_time: float
+    forward_time: float | None = None
+
+    def __post_init__(self) -> None:
+        _checks.name("Layer.name", self.name)
+        label = f"Layer({self.name!r})"
+        object.__setattr__(self, "gradient_bytes", _bytes(f"{label}.gradient_bytes", self.gradient_bytes))
+        object.__setattr__(
+            self, "backward_time", _seconds(f"{label}.backward_time", self.backward_time, allow_zero=True)
+        )
+        if self.forward_time is not None:
+            object.__setattr__(
+                self, "forward_time", _seconds(f"{label}.forward_time", self.forward_time, allow_zero=True)
+            )
+
+    @property
+    def ready_gap(self) -> float:
+        """Seconds from the previous tensor's gradient being ready to this one's (= ``backward_time``)."""
+        return self.backward_time
+
+
+@dataclass(frozen=True, repr=False)
+class Workload:
+    """What one worker computes and sends per training step.
+
+    Parameters
+    ----------
+    compute : Distribution, float or str
+        Time one worker (speed factor 1) needs for one step -- forward,
+        backward and local bookkeeping on one mini-batch -- as a
+        :class:`~queuesgd.distributions.Distribution` of seconds. A number or
+        a unit string (``"128ms"``) means a deterministic time.
+    gradient_bytes : float, str or None
+        Bytes of gradient a worker sends per step (``"97.5MiB"`` accepted).
+        ``None`` derives it from ``layers`` (the sum of their sizes).
+    parameter_bytes : float, str or None
+        Bytes of parameters a worker receives per step; defaults to
+        ``gradient_bytes`` (dense model, same dtype).
+    batch_size : int
+        Training samples per worker per step (the mini-batch size).
+    update_time : float or str
+        Seconds a parameter server needs to apply one gradient (``0`` if
+        negligible).
+    layers : sequence of Layer or None
+        Optional per-tensor profile in backward order. When given, the layer
+        sizes must add up to ``gradient_bytes``.
+    name : str or None
+        Label used in reports.
+
+    Examples
+    --------
+    >>> w = Workload("128ms", "97.5MiB", batch_size=32, name="resnet50")
+    >>> w  # doctest: +NORMALIZE_WHITESPACE
+    Workload(name='resnet50', compute=Deterministic(value=0.128), gradient_bytes=102236160.0,
+             parameter_bytes=102236160.0, batch_size=32, update_time=0.0, layers=None)
+    >>> w.compute_time, round(w.samples_per_second_single, 1)
+    (0.128, 250.0)
+
+    The gradient size can come from the layers:
+
+    >>> layers = [Layer("fc.bias", 4000, "0.7ms"), Layer("fc.weight", 8192000, "16us")]
+    >>> w = Workload(0.2, None, layers=layers)
+    >>> w.gradient_bytes, round(w.backward_time, 6)
+    (8196000.0, 0.000716)
+    """
+
+    compute: Distribution
+    gradient_bytes: float | None
+    parameter_bytes: float | None = None
+    batch_size: int = 1
+    update_time: float = 0.0
+    layers: tuple[Layer, ...] | None = field(default=None)
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        if self.name is not None:
+            _checks.name("Workload.name", self.name)
+        set_(self, "compute", _compute("Workload.compute", self.compute))
+        set_(self, "batch_size", _checks.integer("Workload.batch_size", self.batch_size, minimum=1))
+        set_(self, "update_time", _seconds("Workload.update_time", self.update_time, allow_zero=True))
+
+        layers = self.layers
+        if layers is not None:
+            if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence):
+                raise InvalidParameterError("Workload.layers", layers, "a sequence of Layer, or None")
+            layers = tuple(layers)
+            if not layers:
+                raise InvalidParameterError(
+                    "Workload.layers", layers, "a non-empty sequence of Layer, or None"
+                )
+            for i, layer in enumerate(layers):
+                if not isinstance(layer, Layer):
+                    raise InvalidParameterError(f"Workload.layers[{i}]", layer, "a queuesgd.workload.Layer")
+            set_(self, "layers", layers)
+
+        if self.gradient_bytes is None:
+            if layers is None:
+                raise InvalidParameterError(
+                    "Workload.gradient_bytes", None, "a size in bytes (or give layers to derive it from)"
+                )
+            set_(self, "gradient_bytes", math.fsum(layer.gradient_bytes for layer in layers))
+        else:
+            set_(self, "gradient_bytes", _bytes("Workload.gradient_bytes", self.gradient_bytes))
+            if layers is not None:
+                total = math.fsum(layer.gradient_bytes for layer in layers)
+                if not math.isclose(total, self.gradient_bytes, rel_tol=_SUM_RTOL):
+                    raise InvalidParameterError(
+                        "Workload.gradient_bytes",
+                        self.gradient_bytes,
+                        f"the sum of the layers' gradient_bytes ({total:.17g}), or None to derive it",
+                    )
+
+        if self.parameter_bytes is None:
+            set_(self, "parameter_bytes", self.gradient_bytes)
+        else:
+            set_(self, "parameter_bytes", _bytes("Workload.parameter_bytes", self.parameter_bytes))
+
+    def __repr__(self) -> str:
+        layers = "None" if self.layers is None else f"<{len(self.layers)} layers>"
+        return (
+            f"Workload(name={self.name!r}, compute={self.compute!r}, gradient_bytes={self.gradient_bytes!r}, "
+            f"parameter_bytes={self.parameter_bytes!r}, batch_size={self.batch_size!r}, "
+            f"update_time={self.update_time!r}, layers={layers})"
+        )
+
+    @property
+    def compute_time(self) -> float:
+        """Mean compute time of one step on one worker of speed 1, in seconds."""
+        return float(self.compute.mean)
+
+    @property
+    def samples_per_second_single(self) -> float:
+        """Throughput of one worker alone, ignoring communication: ``batch_size / compute_time``."""
+        return self.batch_size / self.compute_time
+
+    @property
+    def backward_time(self) -> float | None:
+        """Total backward time of the layer profile in seconds (``None`` without layers)."""
+        if self.layers is None:
+            return None
+        return math.fsum(layer.backward_time for layer in self.layers)
+
+    @property
+    def ready_times(self) -> np.ndarray | None:
+        """Seconds from the start of the backward pass at which each layer's gradient is ready.
+
+        The cumulative sum of the layers' ``backward_time`` (``None`` without layers).
+        """
+        if self.layers is None:
+            return None
+        return np.cumsum([layer.backward_time for layer in self.layers])
+
+
+def _compute(field_name: str, value: Any) -> Distribution:
+    if isinstance(value, Distribution):
+        mean = float(value.mean)
+        if not (math.isfinite(mean) and mean > 0):
+            raise InvalidParameterError(field_name, value, "a distribution of seconds with a finite mean > 0")
+        return value
+    return Deterministic(_seconds(field_name, value))
+
+
+_KEEP: Any = object()
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The machines a workload runs on.
+
+    Parameters
+    ----------
+    workers : int
+        Number of workers (``>= 1``).
+    bandwidth : float or str
+        Bandwidth of each link, per direction, in bytes per second; unit
+        strings distinguish bits from bytes (``"10Gbit/s"`` is 1.25e9 B/s,
+        ``"10GB/s"`` is 1e10 B/s).
+    latency : float or str
+        One-way latency per message, in seconds (``"50us"``).
+    ps_shards : int
+        Number of parameter-server shards; the parameters are split evenly
+        across them (ignored by all-reduce schemes).
+    speeds : sequence of float or None
+        Per-worker speed factors, one per worker; worker ``i`` computes a step
+        in ``compute / speeds[i]`` (a speed of 2 is twice as fast). ``None``
+        means every worker has speed 1.
+    name : str or None
+        Label used in reports.
+
+    Examples
+    --------
+    >>> c = Cluster(4, "10Gbit/s", latency="50us")
+    >>> c
+    Cluster(workers=4, bandwidth=1250000000.0, latency=5e-05, ps_shards=1, speeds=None, name=None)
+    >>> c.with_workers(8).workers
+    8
+    >>> Cluster(2, "1GB/s", speeds=[1, 0.5]).speed_factors
+    array([1. , 0.5])
+    """
+
+    workers: int
+    bandwidth: float
+    latency: float = 0.0
+    ps_shards: int = 1
+    speeds: tuple[float, ...] | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        if self.name is not None:
+            _checks.name("Cluster.name", self.name)
+        set_(self, "workers", _checks.integer("Cluster.workers", self.workers, minimum=1))
+        set_(
+            self,
+            "bandwidth",
+            _checks.positive("Cluster.bandwidth", parse_bandwidth(self.bandwidth, "Cluster.bandwidth")),
+        )
+        set_(self, "latency", _seconds("Cluster.latency", self.latency, allow_zero=True))
+        set_(self, "ps_shards", _checks.integer("Cluster.ps_shards", self.ps_shards, minimum=1))
+        if self.speeds is not None:
+            speeds = self.speeds
+            if isinstance(speeds, (str, bytes)) or not isinstance(speeds, (Sequence, np.ndarray)):
+                raise InvalidParameterError(
+                    "Cluster.speeds", speeds, "a sequence of speed factors > 0, or None"
+                )
+            speeds = tuple(_checks.positive(f"Cluster.speeds[{i}]", s) for i, s in enumerate(speeds))
+            if len(speeds) != self.workers:
+                raise InvalidParameterError(
+                    "Cluster.speeds",
+                    self.speeds,
+                    f"one speed factor per worker ({self.workers} values), or None",
+                )
+            set_(self, "speeds", speeds)
+
+    @property
+    def speed_factors(self) -> np.ndarray:
+        """Per-worker speed factors as an array of length ``workers`` (ones when ``speeds`` is None)."""
+        if self.speeds is None:
+            return np.ones(self.workers)
+        return np.asarray(self.speeds, dtype=float)
+
+    def with_workers(self, workers: int, *, speeds: Sequence[float] | None = _KEEP) -> Cluster:
+        """Return a copy with ``workers`` workers.
+
+        Per-worker ``speeds`` are kept when their number still matches;
+        otherwise pass new ``speeds`` (or ``speeds=None`` for all ones).
+
+        Examples
+        --------
+        >>> c = Cluster(2, "1GB/s", speeds=[1.0, 2.0])
+        >>> c.with_workers(3, speeds=[1, 1, 2]).speeds
+        (1.0, 1.0, 2.0)
+        >>> c.with_workers(3)  # doctest: +NORMALIZE_WHITESPACE
+        Traceback (most recent call last):
+        ...
+        queuesgd.errors.InvalidParameterError: Cluster.speeds: got (1.0, 2.0); accepted:
+        one speed factor per worker (3 values), or None; pass speeds= to with_workers
+        """
+        if speeds is _KEEP:
+            speeds = self.speeds
+            n = _checks.integer("Cluster.workers", workers, minimum=1)
+            if speeds is not None and len(speeds) != n:
+                raise InvalidParameterError(
+                    "Cluster.speeds",
+                    speeds,
+                    f"one speed factor per worker ({n} values), or None; pass speeds= to with_workers",
+                )
+        return dataclasses.replace(self, workers=workers, speeds=speeds)
+
+    def with_bandwidth(self, bandwidth: float | str) -> Cluster:
+        """Return a copy with a different per-link ``bandwidth`` (bytes/s or a unit string).
+
+        Examples
+        --------
+        >>> Cluster(4, "10Gbit/s").with_bandwidth("100Gbit/s").bandwidth
+        12500000000.0
+        """
+        return dataclasses.replace(self, bandwidth=bandwidth)

@@ -1,0 +1,337 @@
+"""The workload catalog, checked against the numbers in the data's own README.
+
+Independent source: ``models/traces/training-bottleneck/README.md`` (copied
+from the netx-repo/training-bottleneck data) states the tensor counts, byte
+totals and backward times; the single-GPU batch times are the authors'.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from queuesgd.catalog import (
+    catalog_dirs,
+    list_workloads,
+    load_trace,
+    load_vector_add_curve,
+    load_workload,
+    vector_add_time,
+    workload_info,
+)
+from queuesgd.distributions import Deterministic
+from queuesgd.errors import InvalidParameterError, UnknownNameError
+from queuesgd.workload import Workload
+
+REPO = Path(__file__).resolve().parents[1]
+TRACES = REPO / "models" / "traces" / "training-bottleneck"
+
+# name: (tensors, gradient bytes, backward ms, single-GPU batch seconds), from the README.
+README_TOTALS = {
+    "resnet50": (161, 102_228_128, 64.81, 0.12808580219559176),
+    "resnet101": (314, 178_196_640, 106.41, 0.19200599479476405),
+    "vgg16": (58, 553_463_968, 111.62, 0.19452352295080985),
+}
+
+
+@pytest.fixture(autouse=True)
+def _no_user_catalog(monkeypatch):
+    monkeypatch.delenv("QUEUESGD_MODELS", raising=False)
+
+
+def _vec_add_points() -> tuple[np.ndarray, np.ndarray]:
+    """Parse cuda_vec_add.log independently of the library (plain str.split)."""
+    rows = [line.split(",") for line in (TRACES / "cuda_vec_add.log").read_text().split("\n") if line]
+    return np.array([float(r[0]) for r in rows]), np.array([float(r[1]) for r in rows])
+
+
+def test_list_workloads_contains_the_three():
+    names = list_workloads()
+    assert {"resnet50", "resnet101", "vgg16"} <= set(names)
+    assert names == sorted(names)
+
+
+@pytest.mark.parametrize("name", sorted(README_TOTALS))
+def test_trace_totals_match_readme(name):
+    tensors, nbytes, backward_ms, _ = README_TOTALS[name]
+    layers = load_trace(TRACES / f"{name}.bk.log")
+    assert len(layers) == tensors
+    assert sum(layer.gradient_bytes for layer in layers) == nbytes
+    assert sum(layer.backward_time for layer in layers) * 1e3 == pytest.approx(backward_ms, abs=0.005)
+    assert all(layer.forward_time is None for layer in layers)
+    assert [layer.name for layer in layers[:2]] == ["tensor0", "tensor1"]
+
+
+@pytest.mark.parametrize("name", sorted(README_TOTALS))
+def test_load_workload_matches_readme(name):
+    tensors, nbytes, backward_ms, batch_time = README_TOTALS[name]
+    w = load_workload(name)
+    assert isinstance(w, Workload)
+    assert w.name == name
+    assert w.batch_size == 32
+    assert isinstance(w.compute, Deterministic)
+    assert w.compute_time == batch_time
+    assert w.samples_per_second_single == pytest.approx(32 / batch_time)
+    assert len(w.layers) == tensors
+    assert w.gradient_bytes == nbytes
+    assert w.parameter_bytes == nbytes
+    assert w.backward_time * 1e3 == pytest.approx(backward_ms, abs=0.005)
+    assert w.ready_times[-1] == pytest.approx(w.backward_time)
+    # The backward pass is part of, and shorter than, the whole step.
+    assert w.backward_time < w.compute_time
+
+
+def test_first_trace_line_parsed_in_seconds():
+    # resnet50.bk.log line 4: "552.6383717854818,4000" -> 552.6 us, 4000 bytes (the fc bias).
+    first = load_trace(TRACES / "resnet50.bk.log")[0]
+    assert first.gradient_bytes == 4000.0
+    assert first.backward_time == pytest.approx(552.6383717854818e-6, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(README_TOTALS))
+def test_update_time_is_linear_interpolation_of_vec_add_curve(name):
+    xs, ys = _vec_add_points()
+    nbytes = README_TOTALS[name][1]
+    assert xs[0] <= nbytes <= xs[-1]
+    expected = float(np.interp(nbytes, xs, ys))
+    assert load_workload(name).update_time == pytest.approx(expected, rel=1e-12)
+
+
+def test_update_time_by_hand_for_vgg16():
+    # 553,463,968 B lies between 335,544,320 B (1.22295 ms) and 671,088,640 B (2.43368 ms).
+    frac = (553_463_968 - 335_544_320) / (671_088_640 - 335_544_320)
+    expected = 0.00122295 + frac * (0.00243368 - 0.00122295)
+    assert load_workload("vgg16").update_time == pytest.approx(expected, rel=1e-12)
+
+
+def test_names_are_case_insensitive():
+    assert load_workload("ResNet50").gradient_bytes == load_workload("RESNET50").gradient_bytes
+
+
+def test_unknown_workload_lists_known_names():
+    with pytest.raises(UnknownNameError) as info:
+        load_workload("alexnet")
+    err = info.value
+    assert err.field == "workload"
+    assert err.got == "alexnet"
+    assert "'resnet50'" in str(err) and "'vgg16'" in str(err)
+    assert isinstance(err, ValueError)
+
+
+def test_workload_info_has_provenance():
+    info = workload_info("resnet101")
+    assert info["source"]["license"] == "Apache-2.0"
+    assert "netx-repo/training-bottleneck" in info["source"]["repository"]
+    assert info["framework"] == "PyTorch" and info["hardware"] == "NVIDIA V100"
+    assert info["dtype"] == "float32"
+    assert Path(info["path"]).name == "resnet101.json"
+
+
+def test_license_and_attribution_shipped_with_traces():
+    assert "Apache License" in (TRACES / "LICENSE").read_text()
+    readme = (TRACES / "README.md").read_text()
+    assert "netx-repo/training-bottleneck" in readme and "Apache License 2.0" in readme
+
+
+# ---------------------------------------------------------------- vector-add curve
+
+
+def test_vector_add_curve_matches_independent_parse():
+    xs, ys = _vec_add_points()
+    nbytes, seconds = load_vector_add_curve(TRACES / "cuda_vec_add.log")
+    np.testing.assert_array_equal(nbytes, xs)
+    np.testing.assert_array_equal(seconds, ys)
+    default_bytes, _ = load_vector_add_curve()
+    assert len(default_bytes) == 25
+
+
+def test_vector_add_time_interpolates_clamps_and_extrapolates():
+    xs, ys = _vec_add_points()
+    curve = (xs, ys)
+    sizes = np.array([40.0, 1e3, 5e7, 3e8])
+    np.testing.assert_allclose(vector_add_time(sizes, curve), np.interp(sizes, xs, ys), rtol=1e-12)
+    assert vector_add_time(0, curve) == ys[0]  # below the curve: launch cost
+    slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+    assert vector_add_time(2 * xs[-1], curve) == pytest.approx(ys[-1] + slope * xs[-1], rel=1e-12)
+    assert vector_add_time("64MiB", curve) == pytest.approx(np.interp(2**26, xs, ys))
+    with pytest.raises(InvalidParameterError, match="nbytes"):
+        vector_add_time(-1, curve)
+
+
+# ---------------------------------------------------------------- malformed files
+
+
+def _write_trace(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "bad.bk.log"
+    path.write_text("comment\n1\n" + body)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ("3\n1.0,4\n2.0,8\n", "bad.bk.log: tensor count"),  # says 3, has 2
+        ("1\n1.0,4\n2.0,8\n", "bad.bk.log: tensor count"),  # says 1, has 2
+        ("2\n1.0,4\n2.0\n", "bad.bk.log line 5"),  # missing field
+        ("2\n1.0,4\n,8\n", "bad.bk.log line 5: gap_us"),  # empty field
+        ("2\n1.0,4\n-2.0,8\n", "bad.bk.log line 5: gap_us"),  # negative time
+        ("2\nabc,4\n2.0,8\n", "bad.bk.log line 4: gap_us"),  # non-numeric
+        ("2\n1.0,4\n2.0,-8\n", "bad.bk.log line 5: bytes"),  # negative size
+        ("2\n1.0,4\n2.0,0\n", "bad.bk.log line 5: bytes"),  # empty tensor
+        ("2\n1.0,4\n2.0,nan\n", "bad.bk.log line 5: bytes"),  # not finite
+        ("2\n1.0,4,7\n2.0,8\n", "bad.bk.log line 4"),  # extra field
+        ("two\n1.0,4\n", "bad.bk.log line 3: tensor count"),
+        ("2.5\n1.0,4\n", "bad.bk.log line 3: tensor count"),
+    ],
+)
+def test_malformed_trace_names_line_and_field(tmp_path, body, field):
+    with pytest.raises(InvalidParameterError) as info:
+        load_trace(_write_trace(tmp_path, body))
+    assert info.value.field == field
+
+
+def test_malformed_trace_header(tmp_path):
+    path = tmp_path / "short.bk.log"
+    path.write_text("comment\n1\n")
+    with pytest.raises(InvalidParameterError, match="short.bk.log line 3"):
+        load_trace(path)
+    path.write_text("comment\n0\n1\n1.0,4\n")
+    with pytest.raises(InvalidParameterError, match="short.bk.log line 2: batches"):
+        load_trace(path)
+    with pytest.raises(InvalidParameterError, match="path"):
+        load_trace(tmp_path / "missing.bk.log")
+
+
+def test_trailing_blank_lines_and_crlf_are_accepted(tmp_path):
+    path = tmp_path / "ok.bk.log"
+    path.write_bytes(b"comment\r\n1\r\n2\r\n10,4\r\n0,8\r\n\r\n")
+    layers = load_trace(path)
+    assert [(x.gradient_bytes, x.backward_time) for x in layers] == [(4.0, 1e-5), (8.0, 0.0)]
+
+
+def test_malformed_vector_add_curve(tmp_path):
+    path = tmp_path / "vec.log"
+    path.write_text("40,1e-5\n20,2e-5\n")
+    with pytest.raises(InvalidParameterError) as info:
+        load_vector_add_curve(path)
+    assert info.value.field == "vec.log line 2: bytes"
+    path.write_text("40,1e-5\n80,x\n")
+    with pytest.raises(InvalidParameterError) as info:
+        load_vector_add_curve(path)
+    assert info.value.field == "vec.log line 2: seconds"
+
+
+# ---------------------------------------------------------------- user catalogs
+
+
+def _user_catalog(tmp_path: Path, name: str, entry: dict) -> Path:
+    (tmp_path / "workloads").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "workloads" / f"{name}.json").write_text(json.dumps(entry))
+    return tmp_path
+
+
+def test_user_directory_from_env_adds_and_shadows(tmp_path, monkeypatch):
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "tiny.bk.log").write_text("c\n1\n2\n1000,4000\n500,6000\n")
+    _user_catalog(
+        tmp_path,
+        "Tiny",
+        {
+            "name": "tiny",
+            "compute": "20ms",
+            "batch_size": 8,
+            "trace": "../traces/tiny.bk.log",
+            "update_time": "1ms",
+        },
+    )
+    _user_catalog(tmp_path, "vgg16", {"name": "VGG16", "compute": 1.0, "gradient_bytes": "1MB"})
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    assert catalog_dirs()[0] == tmp_path.resolve()
+    assert {"tiny", "resnet50", "vgg16"} <= set(list_workloads())
+    tiny = load_workload("TINY")
+    assert tiny.gradient_bytes == 10_000.0
+    assert tiny.backward_time == pytest.approx(1.5e-3)
+    assert tiny.update_time == pytest.approx(1e-3)
+    assert tiny.samples_per_second_single == pytest.approx(400.0)
+    assert load_workload("vgg16").gradient_bytes == 1e6  # the user's entry wins
+    # A JSON path works without the environment variable too.
+    assert load_workload(tmp_path / "workloads" / "Tiny.json").batch_size == 8
+
+
+def test_user_entry_with_distribution_and_derived_update(tmp_path, monkeypatch):
+    curve = tmp_path / "curve.log"
+    curve.write_text("0,1e-5\n1000000,1.1e-3\n")
+    _user_catalog(
+        tmp_path,
+        "noisy",
+        {
+            "compute": {"distribution": "Exponential", "mean": 0.05},
+            "gradient_bytes": "500kB",
+            "update_time": {"vector_add_curve": "../curve.log"},
+        },
+    )
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    w = load_workload("noisy")
+    assert w.compute_time == pytest.approx(0.05)
+    assert w.update_time == pytest.approx(1e-5 + 0.5 * (1.1e-3 - 1e-5))
+    assert w.name == "noisy" and w.batch_size == 1
+
+
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ({"name": "other", "compute": 1.0, "gradient_bytes": 1}, "bad.json: name"),
+        ({"gradient_bytes": 1}, "bad.json: compute"),
+        ({"compute": 1.0, "gradient_bytes": 1, "trace": "nope.log"}, "bad.json: trace"),
+        ({"compute": {"distribution": "Cauchy"}, "gradient_bytes": 1}, "bad.json: compute.distribution"),
+        ({"compute": 1.0, "gradient_bytes": 1, "update_time": {"curve": "x"}}, "bad.json: update_time"),
+        ({"compute": 1.0, "gradient_bytes": "lots"}, "bad.json: gradient_bytes"),
+        ({"compute": 1.0, "gradient_bytes": 1, "batch_size": 0}, "Workload.batch_size"),
+    ],
+)
+def test_bad_user_entries_name_the_field(tmp_path, monkeypatch, entry, field):
+    _user_catalog(tmp_path, "bad", entry)
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    with pytest.raises(InvalidParameterError) as info:
+        load_workload("bad")
+    assert info.value.field == field
+
+
+def test_invalid_json_names_the_line(tmp_path, monkeypatch):
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "broken.json").write_text('{\n  "compute": 1.0,\n}\n')
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    with pytest.raises(InvalidParameterError, match="broken.json line 3"):
+        load_workload("broken")
+
+
+def test_missing_json_path():
+    with pytest.raises(InvalidParameterError, match="workload"):
+        load_workload("/nonexistent/model.json")
+
+
+@pytest.mark.parametrize(
+    ("spec", "mean", "scv"),
+    [
+        ({"distribution": "LogNormal", "mean": 0.31, "scv": 0.01}, 0.31, 0.01),
+        ({"distribution": "Gamma", "shape": 100, "mean": 0.31}, 0.31, 0.01),
+        ({"distribution": "Deterministic", "value": 0.31}, 0.31, 0.0),
+    ],
+)
+def test_user_entry_distribution_specs(tmp_path, monkeypatch, spec, mean, scv):
+    _user_catalog(tmp_path, "dist", {"compute": spec, "gradient_bytes": 1})
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    w = load_workload("dist")
+    assert w.compute_time == pytest.approx(mean, rel=1e-12)
+    assert float(w.compute.scv) == pytest.approx(scv, abs=1e-12)
+
+
+def test_user_entry_bad_distribution_parameters(tmp_path, monkeypatch):
+    _user_catalog(tmp_path, "dist", {"compute": {"distribution": "Normal", "mu": 1}, "gradient_bytes": 1})
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    with pytest.raises(InvalidParameterError, match="parameters accepted by Normal") as info:
+        load_workload("dist")
+    assert info.value.field == "dist.json: compute"
