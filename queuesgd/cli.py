@@ -46,7 +46,7 @@ def split_list(text: str) -> list[str]:
 def _ints(field: str, text: str) -> list[int]:
     out = []
     for s in split_list(text):
-        if not re.fullmatch(r"\d+", s):
+        if not re.fullmatch(r"\d+", s) or int(s) < 1:
             raise InvalidParameterError(field, s, "positive integers separated by commas, e.g. 1,2,4,8")
         out.append(int(s))
     return out

@@ -1,0 +1,168 @@
+"""AsyncPS against independent sources: the product-form normalization constant
+computed by brute force in the test, the one-worker closed form, the asymptotic
+limit, the CTMC of the same network, and the machine-repairman formula."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import queuesgd as q
+from queuesgd.errors import InvalidParameterError
+
+
+def normalization_throughput(delays: list[float], queues: list[float], n: int) -> float:
+    """X(n) = G(n-1)/G(n) for delays + single-server queues (product form, by enumeration)."""
+    z = sum(delays)
+
+    def G(m: int) -> float:
+        total = 0.0
+        for counts in itertools.product(range(m + 1), repeat=len(queues)):
+            k = sum(counts)
+            if k > m:
+                continue
+            term = math.prod(d**c for d, c in zip(queues, counts))
+            total += term * z ** (m - k) / math.factorial(m - k)
+        return total
+
+    return G(n - 1) / G(n)
+
+
+W = q.Workload(compute=0.05, gradient_bytes="20MB", parameter_bytes="20MB", batch_size=16, update_time="4ms")
+C = q.Cluster(workers=1, bandwidth="1Gbit/s", latency="1ms")
+
+
+def test_stations_and_demands_by_hand():
+    net = q.AsyncPS().queueing_network(W, C)
+    assert net.station_names == ("compute", "latency", "uplink", "update", "downlink")
+    # 20 MB at 1 Gbit/s = 20e6 / 125e6 = 0.16 s
+    assert net.demands[:, 0].tolist() == pytest.approx([0.05, 0.002, 0.16, 0.004, 0.16], rel=1e-15)
+
+
+def test_one_worker_is_sum_of_phases():
+    p = q.predict(q.AsyncPS(), W, C)
+    assert p.iteration_rate == pytest.approx(1 / (0.05 + 0.002 + 0.16 + 0.004 + 0.16), rel=1e-12)
+    assert p.throughput == pytest.approx(16 * p.iteration_rate, rel=1e-15)
+    assert p.breakdown["waiting"] == pytest.approx(0.0, abs=1e-15)
+    assert p.breakdown["communication"] == pytest.approx(0.002 + 0.32, rel=1e-12)
+
+
+@pytest.mark.parametrize("workers", [2, 3, 5, 8])
+def test_matches_normalization_constant(workers):
+    p = q.predict(q.AsyncPS(), W, C.with_workers(workers))
+    expected = normalization_throughput([0.05, 0.002], [0.16, 0.004, 0.16], workers)
+    assert p.iteration_rate == pytest.approx(expected, rel=1e-12)
+
+
+def test_saturates_at_bottleneck():
+    # one clear bottleneck (uplink 0.16 s, downlink 0.08 s): X -> 1/0.16 geometrically fast
+    w = q.Workload(compute=0.05, gradient_bytes="20MB", parameter_bytes="10MB", batch_size=16, update_time="4ms")
+    p = q.predict(q.AsyncPS(), w, C.with_workers(400))
+    assert p.iteration_rate == pytest.approx(1 / 0.16, rel=1e-9)
+    assert p.bottleneck == "uplink"
+    assert p.stations["uplink"].utilization == pytest.approx(1.0, rel=1e-6)
+
+
+def test_sharding_raises_the_ceiling():
+    c = q.Cluster(workers=400, bandwidth="1Gbit/s", latency="1ms", ps_shards=4)
+    w = q.Workload(compute=0.05, gradient_bytes="20MB", parameter_bytes="10MB", batch_size=16, update_time="4ms")
+    p = q.predict(q.AsyncPS(), w, c)
+    # four uplink shards of 0.04 s each share the bottleneck: X(N) -> 4/0.16 like N/(N+3)
+    assert p.iteration_rate == pytest.approx(4 / 0.16, rel=2e-2)
+    assert p.iteration_rate < 4 / 0.16
+    # one worker alone still moves all its bytes over its own link
+    p1 = q.predict(q.AsyncPS(), W, c.with_workers(1))
+    assert p1.iteration_rate == pytest.approx(1 / 0.376, rel=1e-12)
+
+
+def test_repairman_special_case():
+    # no latency, no update, tiny parameters: compute delay + one uplink queue
+    w = q.Workload(compute=0.3, gradient_bytes=125e6, parameter_bytes=1, batch_size=1)
+    c = q.Cluster(workers=1, bandwidth=125e6)
+    for n in (1, 2, 7, 30):
+        x = q.predict(q.AsyncPS(), w, c.with_workers(n)).iteration_rate
+        D, Z = 1.0 + 1 / 125e6, 0.3
+        expected = normalization_throughput([Z], [1.0, 1 / 125e6], n)
+        assert x == pytest.approx(expected, rel=1e-10)
+        # and the closed form X = (1 - p0)/D with p0 Erlang-B (the downlink is negligible)
+        r = Z / 1.0
+        p0 = (r**n / math.factorial(n)) / sum(r**j / math.factorial(j) for j in range(n + 1))
+        assert x == pytest.approx((1 - p0) / D, rel=1e-6)
+
+
+@pytest.mark.parametrize("workers", [1, 3, 6])
+def test_ctmc_agrees_with_mva(workers):
+    c = q.Cluster(workers=workers, bandwidth="1Gbit/s", latency="1ms", ps_shards=2)
+    a = q.predict(q.AsyncPS(), W, c, method="mva")
+    b = q.predict(q.AsyncPS(), W, c, method="ctmc")
+    assert b.method == "ctmc"
+    assert a.iteration_rate == pytest.approx(b.iteration_rate, rel=1e-9)
+    for s in a.stations:
+        assert a.stations[s].queue_length == pytest.approx(b.stations[s].queue_length, rel=1e-8, abs=1e-12)
+
+
+def test_heterogeneous_speeds_exact_vs_ctmc():
+    c = q.Cluster(workers=4, bandwidth="1Gbit/s", speeds=[1, 1, 2, 4])
+    a = q.predict(q.AsyncPS(), W, c)
+    b = q.predict(q.AsyncPS(), W, c, method="ctmc")
+    assert a.model.classes == ("speed=1", "speed=2", "speed=4")
+    assert a.iteration_rate == pytest.approx(b.iteration_rate, rel=1e-9)
+
+
+def test_equal_speeds_scale_compute():
+    fast = q.predict(q.AsyncPS(), W, q.Cluster(workers=5, bandwidth="1Gbit/s", latency="1ms", speeds=[2] * 5))
+    w2 = q.Workload(compute=0.025, gradient_bytes="20MB", batch_size=16, update_time="4ms")
+    ref = normalization_throughput([0.025, 0.002], [0.16, 0.004, 0.16], 5)
+    assert fast.iteration_rate == pytest.approx(ref, rel=1e-12)
+    assert q.predict(q.AsyncPS(), w2, C.with_workers(5)).iteration_rate == pytest.approx(ref, rel=1e-12)
+
+
+def test_sweep_rows_match_normalization_constant():
+    t = q.sweep(q.AsyncPS(), W, C, workers=[1, 2, 4], bandwidth=["1Gbit/s", "10Gbit/s"], latency=["1ms", 0])
+    assert len(t) == 12
+    for row in t.rows():
+        g = 20e6 / row["bandwidth"]
+        delays = [0.05, 2 * row["latency"]]
+        x = normalization_throughput(delays, [g, 0.004, g], row["workers"])
+        assert row["iteration_rate"] == pytest.approx(x, rel=1e-12)
+        assert row["throughput"] == pytest.approx(16 * x, rel=1e-12)
+        x1 = 1 / (sum(delays) + 2 * g + 0.004)
+        assert row["scaling_factor"] == pytest.approx(x / (row["workers"] * x1), rel=1e-12)
+
+
+def test_sweep_is_predict_row_by_row_on_catalog_workload():
+    t = q.sweep(q.AsyncPS(), "resnet50", q.Cluster(workers=1, bandwidth="10Gbit/s"), workers=[1, 16, 64])
+    for row in t.rows():
+        p = q.predict(q.AsyncPS(), "resnet50", q.Cluster(workers=row["workers"], bandwidth="10Gbit/s"))
+        assert row["throughput"] == pytest.approx(p.throughput, rel=1e-12)
+        assert row["bottleneck"] == p.bottleneck
+
+
+def test_bad_input():
+    with pytest.raises(InvalidParameterError, match="scheme"):
+        q.predict("async", W, C)
+    with pytest.raises(InvalidParameterError, match="method"):
+        q.predict(q.AsyncPS(), W, C, method="magic")
+    with pytest.raises(InvalidParameterError, match="workers"):
+        q.sweep(q.AsyncPS(), W, C, workers=[0, 2])
+    with pytest.raises(InvalidParameterError, match="bandwidth"):
+        q.sweep(q.AsyncPS(), W, C, bandwidth=["fast"])
+    with pytest.raises(InvalidParameterError, match="workload"):
+        q.predict(q.AsyncPS(), "resnet9000", C)
+    with pytest.raises(InvalidParameterError, match="column"):
+        q.sweep(q.AsyncPS(), W, C)["nope"]
+
+
+def test_vectorized_sweep_large_grid_consistent():
+    workers = np.arange(1, 101)
+    bw = np.geomspace(1e8, 1e10, 100)
+    t = q.sweep(q.AsyncPS(), W, C, workers=workers, bandwidth=bw)
+    assert len(t) == 10_000
+    x = t["iteration_rate"].reshape(100, 100, 1)[..., 0]
+    # throughput never falls as workers are added or bandwidth grows
+    assert np.all(np.diff(x, axis=0) >= -1e-12)
+    assert np.all(np.diff(x, axis=1) >= -1e-12)
+    assert np.all(t["scaling_factor"] <= 1 + 1e-12)
