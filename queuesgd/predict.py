@@ -278,7 +278,7 @@ class SweepResult:
         for i in range(len(self)):
             lines.append(
                 f"{c['workers'][i]:>8d} {units.format_bandwidth(c['bandwidth'][i]):>14} "
-                f"{(units.format_seconds(c['latency'][i]) if c['latency'][i] else "0"):>10} {c['throughput'][i]:>12.2f} "
+                f"{(units.format_seconds(c['latency'][i]) if c['latency'][i] else '0'):>10} {c['throughput'][i]:>12.2f} "
                 f"{c['scaling_factor'][i]:>8.3f}  {c['bottleneck'][i]}"
             )
         return "\n".join(lines)
