@@ -65,8 +65,8 @@ def mva_batch(template: ClosedNetwork, demands: np.ndarray, population: np.ndarr
     >>> from queuesgd import ClosedNetwork, Delay, Queue
     >>> net = ClosedNetwork([Delay("think", 2.0), Queue("cpu", 1.0)], population=1)
     >>> r = mva_batch(net, [[2.0, 1.0], [2.0, 0.5]], population=[2, 2])
-    >>> r.throughput.round(6).tolist()      # 4/7 and 0.8 by hand
-    [0.571429, 0.8]
+    >>> r.throughput.round(6).tolist()      # 3/5 and 10/13 by hand
+    [0.6, 0.769231]
     """
     if not template.single_class:
         raise InvalidParameterError("template", template, "a single-class ClosedNetwork")

@@ -80,10 +80,10 @@ def mva(
     --------
     >>> from queuesgd import ClosedNetwork, Delay, Queue, mva
     >>> net = ClosedNetwork([Delay("think", 2.0), Queue("cpu", 1.0)], population=2)
-    >>> round(mva(net).throughput, 6)   # machine repairman, N=2: 4/7
-    0.571429
+    >>> round(mva(net).throughput, 12)   # by hand: N=1 gives X=1/3, Q=1/3; N=2: R=4/3, X=2/(2+4/3)=3/5
+    0.6
     >>> mva(net, population=range(1, 3)).throughput.round(6).tolist()
-    [0.333333, 0.571429]
+    [0.333333, 0.6]
     """
     if not isinstance(net, ClosedNetwork):
         raise InvalidParameterError("net", net, "a ClosedNetwork")

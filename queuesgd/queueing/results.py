@@ -149,7 +149,7 @@ class MVASeries:
     >>> from queuesgd import ClosedNetwork, Delay, Queue, mva
     >>> s = mva(ClosedNetwork([Delay("z", 1.0), Queue("q", 1.0)], 1), population=range(1, 4))
     >>> s.population.tolist(), s.throughput.round(4).tolist()
-    ([1, 2, 3], [0.5, 0.8, 0.9412])
+    ([1, 2, 3], [0.5, 0.8, 0.9375])
     """
 
     network: ClosedNetwork
