@@ -1,0 +1,216 @@
+"""Brute-force CTMC solution of a closed network: an independent check of MVA.
+
+In a product-form network the steady-state means depend on the routing only
+through the demands, so :func:`ctmc_solve` builds the simplest Markov chain
+with those demands: each class cycles through the stations it visits (demand
+> 0) in declaration order, one visit per cycle, with exponential service of
+mean ``D_kc`` per visit.
+
+* A queue with ``c`` servers is processor sharing with capacity
+  ``min(n_k, c)``: class ``c`` completes at rate
+  ``min(n_k, c) * (n_kc / n_k) / D_kc`` where ``n_k`` is the station's total.
+  With one class this is the FCFS exponential ``c``-server queue.
+* A delay (infinite server) completes class ``c`` at rate ``n_kc / D_kc``.
+
+The state is the vector of counts ``n_kc``. States are enumerated as the
+cartesian product of each class's compositions of its population over its
+stations, and indexed by a mixed-radix number whose digits are the ranks of
+the per-class compositions (so the index is exact and never overflows). The
+generator is assembled with NumPy and solved by
+:func:`queuesgd.markov.steady_state`.
+"""
+
+from __future__ import annotations
+
+from math import comb, prod
+
+import numpy as np
+import scipy.sparse as sp
+
+from queuesgd import _checks, markov
+from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
+from queuesgd.queueing.network import ClosedNetwork
+from queuesgd.queueing.results import MVAResult
+
+__all__ = ["ctmc_solve", "state_count"]
+
+
+def _n_compositions(n: int, parts: int) -> int:
+    """Number of ways to place ``n`` customers on ``parts`` stations."""
+    return comb(n + parts - 1, parts - 1)
+
+
+def state_count(net: ClosedNetwork) -> int:
+    """Number of states of the CTMC that :func:`ctmc_solve` would build.
+
+    Examples
+    --------
+    >>> from queuesgd import ClosedNetwork, Delay, Queue
+    >>> state_count(ClosedNetwork([Delay("z", 1.0), Queue("a", 1.0), Queue("b", 1.0)], population=3))
+    10
+    """
+    D = net.demands
+    visits = (D != 0).sum(axis=0)
+    return prod(_n_compositions(int(n), int(m)) for n, m in zip(net.population_vector, visits))
+
+
+def _compositions(n: int, parts: int) -> np.ndarray:
+    """All compositions of ``n`` into ``parts`` non-negative parts, (count, parts) int.
+
+    Built part by part (no Python loop over compositions), in lexicographic
+    order of the leading parts, which :func:`_rank` inverts.
+    """
+    rows = np.zeros((1, 0), dtype=np.int64)
+    rem = np.array([n], dtype=np.int64)
+    for _ in range(parts - 1):
+        counts = rem + 1
+        parent = np.repeat(np.arange(len(rem)), counts)
+        starts = np.cumsum(counts) - counts
+        value = np.arange(counts.sum()) - np.repeat(starts, counts)
+        rows = np.hstack([rows[parent], value[:, None]])
+        rem = rem[parent] - value
+    return np.hstack([rows, rem[:, None]])
+
+
+def _binom_table(n: int, parts: int) -> np.ndarray:
+    """``T[r, p]`` = number of compositions of ``r`` into ``p`` parts, r <= n, p <= parts."""
+    T = np.zeros((n + 1, parts + 1), dtype=np.int64)
+    for p in range(1, parts + 1):
+        for r in range(n + 1):
+            T[r, p] = _n_compositions(r, p)
+    return T
+
+
+def _rank(comp: np.ndarray, n: int, T: np.ndarray) -> np.ndarray:
+    """Position of each composition (rows of ``comp``) in :func:`_compositions` order.
+
+    Compositions of ``r`` into ``p`` parts whose first part is below ``a``
+    number ``T[r, p] - T[r - a, p]`` (hockey-stick identity).
+    """
+    parts = comp.shape[1]
+    rank = np.zeros(len(comp), dtype=np.int64)
+    rem = np.full(len(comp), n, dtype=np.int64)
+    for j in range(parts - 1):
+        p = parts - j
+        a = comp[:, j]
+        rank += T[rem, p] - T[rem - a, p]
+        rem = rem - a
+    return rank
+
+
+def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000) -> MVAResult:
+    """Solve a closed network exactly through its continuous-time Markov chain.
+
+    A brute-force check of :func:`~queuesgd.queueing.mva`: it shares no code
+    with the MVA recursions. Exact for the product-form network (multi-server
+    queues and several classes included); cost grows with the number of
+    states, ``prod_c C(N_c + V_c - 1, V_c - 1)`` for ``V_c`` stations visited
+    by class ``c``.
+
+    Parameters
+    ----------
+    net : ClosedNetwork
+        The network, with numeric demands.
+    max_states : int
+        Refuse chains larger than this.
+
+    Returns
+    -------
+    MVAResult
+        ``method="ctmc"``; throughput ``X_c`` = rate of class-``c`` departures
+        from its first station, queue length ``E[n_kc]``, residence time
+        ``Q / X``.
+
+    Raises
+    ------
+    StateSpaceTooLargeError
+        If the chain would have more than ``max_states`` states.
+    NotRepresentable
+        If a demand is symbolic.
+
+    Examples
+    --------
+    Machine repairman, think 2 s, repair 1 s, 2 machines: ``X = 0.6``.
+
+    >>> from queuesgd import ClosedNetwork, Delay, Queue
+    >>> r = ctmc_solve(ClosedNetwork([Delay("think", 2.0), Queue("cpu", 1.0)], population=2))
+    >>> round(r.throughput, 12), r.method
+    (0.6, 'ctmc')
+    """
+    if not isinstance(net, ClosedNetwork):
+        raise InvalidParameterError("net", net, "a ClosedNetwork")
+    max_states = _checks.integer("max_states", max_states)
+    if net.symbolic:
+        raise NotRepresentable("ctmc_solve needs numeric demands; use mva(net) for symbolic demands")
+    n_states = state_count(net)
+    if n_states > max_states:
+        raise StateSpaceTooLargeError(
+            f"ctmc_solve: the chain has {n_states:,} states > max_states={max_states:,}; "
+            "use mva(net) (exact) or mva(net, method='linearizer'), or raise max_states"
+        )
+
+    D = net.demands
+    K, C = D.shape
+    N = net.population_vector
+    is_delay = net.is_delay
+    servers = np.where(is_delay, 1.0, net.servers)  # unused for delays
+
+    # --- states: cartesian product of per-class compositions ----------------
+    visited = [np.flatnonzero(D[:, c] != 0) for c in range(C)]
+    comps = [_compositions(int(N[c]), len(visited[c])) for c in range(C)]
+    sizes = np.array([len(x) for x in comps], dtype=np.int64)
+    strides = np.concatenate(([1], np.cumprod(sizes[::-1])[:-1]))[::-1]  # class 0 most significant
+    S = int(sizes.prod())
+    idx = np.arange(S, dtype=np.int64)
+    ranks = (idx[:, None] // strides[None, :]) % sizes[None, :]  # (S, C)
+    n = np.zeros((S, K, C), dtype=np.int64)
+    for c in range(C):
+        n[:, visited[c], c] = comps[c][ranks[:, c]]
+    total = n.sum(axis=2)  # (S, K)
+
+    # --- departure rates: rate[s, k, c] ---------------------------------------
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv_d = np.where(D != 0, 1.0 / np.where(D != 0, D, 1.0), 0.0)  # (K, C)
+        share = np.where(total[:, :, None] > 0, n / np.maximum(total, 1)[:, :, None], 0.0)
+        capacity = np.minimum(total, servers[None, :])  # (S, K)
+        rate_q = capacity[:, :, None] * share * inv_d[None]
+        rate_d = n * inv_d[None]
+    rate = np.where(is_delay[None, :, None], rate_d, rate_q)
+
+    # --- generator: class c moves from visited[c][i] to visited[c][i+1] -------
+    rows, cols, vals = [], [], []
+    for c in range(C):
+        stations = visited[c]
+        m = len(stations)
+        if m < 2:  # a class at one station only: departures return at once
+            continue
+        T = _binom_table(int(N[c]), m)
+        comp = comps[c][ranks[:, c]]
+        for i in range(m):
+            j = (i + 1) % m
+            src = np.flatnonzero(comp[:, i] > 0)
+            new = comp[src].copy()
+            new[:, i] -= 1
+            new[:, j] += 1
+            dst = idx[src] + (_rank(new, int(N[c]), T) - ranks[src, c]) * strides[c]
+            rows.append(src)
+            cols.append(dst)
+            vals.append(rate[src, stations[i], c])
+    if rows:
+        r = np.concatenate(rows)
+        q = np.concatenate(cols)
+        v = np.concatenate(vals)
+    else:
+        r = q = np.zeros(0, dtype=np.int64)
+        v = np.zeros(0)
+    out = np.bincount(r, weights=v, minlength=S)
+    G = sp.csr_matrix(
+        (np.concatenate([v, -out]), (np.concatenate([r, idx]), np.concatenate([q, idx]))), shape=(S, S)
+    )
+    pi = markov.steady_state(G)
+
+    # --- measures ---------------------------------------------------------------
+    Q = np.einsum("s,skc->kc", pi, n.astype(float))
+    X = np.array([pi @ rate[:, visited[c][0], c] for c in range(C)])
+    R = np.divide(Q, X[None, :], out=np.zeros_like(Q), where=X[None, :] > 0)
+    return MVAResult.from_arrays(net, "ctmc", X, R, Q)
