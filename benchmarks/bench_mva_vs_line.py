@@ -74,7 +74,9 @@ def bench_population_range(n_max: int) -> bool:
     delay = {"think": 1.0}
     net = q.ClosedNetwork([q.Delay("think", 1.0)] + [q.Queue(k, v) for k, v in queue_demands.items()], 1)
     t_ours, series = timed(lambda: q.mva(net, population=range(1, n_max + 1)))
-    t_line, x_line = timed(lambda: line_throughput(line_closed_network(delay, queue_demands, n_max)), repeat=1)
+    t_line, x_line = timed(
+        lambda: line_throughput(line_closed_network(delay, queue_demands, n_max)), repeat=1
+    )
     ok = True
     print(f"[1] 20 stations, N = 1..{n_max:,}")
     print(f"    queuesgd, all {n_max:,} populations in one call : {t_ours * 1e3:9.1f} ms")
@@ -94,7 +96,9 @@ def bench_sweep(sample: int) -> bool:
     cluster = q.Cluster(workers=1, bandwidth="10Gbit/s")
     workers = np.arange(1, 101)
     bandwidth = np.geomspace(125e6, 12.5e9, 100)  # 1 Gbit/s .. 100 Gbit/s
-    t_ours, table = timed(lambda: q.sweep(q.AsyncPS(), workload, cluster, workers=workers, bandwidth=bandwidth))
+    t_ours, table = timed(
+        lambda: q.sweep(q.AsyncPS(), workload, cluster, workers=workers, bandwidth=bandwidth)
+    )
     rng = np.random.default_rng(7)
     rows = rng.choice(len(table), size=sample, replace=False)
     line_times, ok, worst = [], True, 0.0

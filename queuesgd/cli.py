@@ -60,9 +60,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("predict", help="predict samples/s for a scheme over workers and bandwidths")
     p.add_argument("--scheme", default="async-ps", help=f"coordination scheme: {', '.join(SCHEMES)}")
-    p.add_argument("--workload", default="resnet50", help="catalog workload name (see `queuesgd catalog list`)")
+    p.add_argument(
+        "--workload", default="resnet50", help="catalog workload name (see `queuesgd catalog list`)"
+    )
     p.add_argument("--workers", default="1,2,4,8,16,32,64", help="comma-separated worker counts")
-    p.add_argument("--bandwidth", default="10Gbit/s", help="link bandwidth(s), e.g. 10Gbit/s or 1,10,25Gbit/s")
+    p.add_argument(
+        "--bandwidth", default="10Gbit/s", help="link bandwidth(s), e.g. 10Gbit/s or 1,10,25Gbit/s"
+    )
     p.add_argument("--latency", default="0", help="one-way latency(s), e.g. 50us")
     p.add_argument("--ps-shards", default="1", help="number of parameter-server shards")
     p.add_argument("--json", action="store_true", help="print machine-readable rows")
@@ -77,12 +81,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from queuesgd import units
+    from queuesgd import _checks, units
     from queuesgd.catalog import load_workload
-    from queuesgd.predict import sweep
+    from queuesgd.prediction import sweep
     from queuesgd.schemes import SCHEMES
     from queuesgd.workload import Cluster
-    from queuesgd import _checks
 
     scheme = SCHEMES[_checks.choice("--scheme", args.scheme, SCHEMES)]()
     workload = load_workload(args.workload)
@@ -151,7 +154,10 @@ def _catalog(args: argparse.Namespace) -> int:
     if args.action == "list":
         for name in list_workloads():
             w = load_workload(name)
-            print(f"{name:<12} batch {w.batch_size:<4} compute {w.compute.mean * 1e3:8.2f} ms  gradient {w.gradient_bytes / 1e6:8.1f} MB")
+            print(
+                f"{name:<12} batch {w.batch_size:<4} compute {w.compute.mean * 1e3:8.2f} ms  "
+                f"gradient {w.gradient_bytes / 1e6:8.1f} MB"
+            )
         return 0
     w = load_workload(args.name)
     print(repr(w))

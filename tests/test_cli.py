@@ -13,11 +13,18 @@ from queuesgd.cli import main, split_list
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "queuesgd", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "queuesgd", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_predict_json_rows_match_python(capsys):
-    assert main(["predict", "--workload", "resnet50", "--workers", "1,8,64", "--bandwidth", "10Gbit/s", "--json"]) == 0
+    assert (
+        main(
+            ["predict", "--workload", "resnet50", "--workers", "1,8,64", "--bandwidth", "10Gbit/s", "--json"]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     assert [r["workers"] for r in rows] == [1, 8, 64]
     for r in rows:

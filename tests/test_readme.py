@@ -16,5 +16,6 @@ def test_ci_runs_the_readme_test_command():
 def test_readme_main_command_is_a_predict():
     readme = (ROOT / "README.md").read_text()
     assert any(
-        line.startswith("pip install -e . && queuesgd predict --scheme async-ps") for line in readme.splitlines()
+        line.startswith("pip install -e . && queuesgd predict --scheme async-ps")
+        for line in readme.splitlines()
     )

@@ -27,10 +27,14 @@ def _populations(net: ClosedNetwork, population: object) -> np.ndarray | None:
     if population is None or isinstance(population, (int, np.integer, Mapping)):
         return None
     if isinstance(population, (str, bytes)) or not isinstance(population, Iterable):
-        raise InvalidParameterError("population", population, "an int, a {class: int} mapping, or an iterable of ints")
+        raise InvalidParameterError(
+            "population", population, "an int, a {class: int} mapping, or an iterable of ints"
+        )
     if not net.single_class:
         raise InvalidParameterError(
-            "population", population, "a single population (ranges of populations need a single-class network)"
+            "population",
+            population,
+            "a single population (ranges of populations need a single-class network)",
         )
     pops = np.array([_checks.integer("population", p) for p in population], dtype=int)
     if pops.size == 0:
@@ -94,7 +98,8 @@ def mva(
     symbolic = net.symbolic
     if symbolic and method != "exact":
         raise NotRepresentable(
-            f"method={method!r} is iterative and needs numeric demands; use method='exact' for symbolic demands"
+            f"method={method!r} is iterative and needs numeric demands; "
+            "use method='exact' for symbolic demands"
         )
     D = net.demands
     delay = net.is_delay

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from queuesgd.errors import InvalidParameterError, UnknownNameError
 __all__ = ["Delay", "Queue", "ClosedNetwork", "Station"]
 
 #: One class: a number or a SymPy expression; several: a ``{class: demand}`` mapping.
-Demand = Union[float, Any, Mapping[str, Any]]
+Demand = float | Any | Mapping[str, Any]
 
 
 def _freeze_demand(field_name: str, demand: Any) -> Any:
@@ -104,7 +104,7 @@ class Queue:
         object.__setattr__(self, "servers", _checks.integer(f"Queue({self.name!r}).servers", self.servers))
 
 
-Station = Union[Delay, Queue]
+Station = Delay | Queue
 
 
 @dataclass(frozen=True)
@@ -140,9 +140,7 @@ class ClosedNetwork:
 
     def __post_init__(self) -> None:
         if isinstance(self.stations, (Delay, Queue)) or not isinstance(self.stations, Sequence):
-            raise InvalidParameterError(
-                "stations", self.stations, "a list of Delay and Queue stations"
-            )
+            raise InvalidParameterError("stations", self.stations, "a list of Delay and Queue stations")
         stations = tuple(self.stations)
         if not stations:
             raise InvalidParameterError("stations", [], "a non-empty list of Delay and Queue stations")
@@ -171,9 +169,7 @@ class ClosedNetwork:
                         if cls not in frozen:
                             raise UnknownNameError(f"{st.name}.demand class", cls, classes)
             for cls in classes:
-                if not any(
-                    (not isinstance(st.demand, Mapping)) or cls in st.demand for st in stations
-                ):
+                if not any((not isinstance(st.demand, Mapping)) or cls in st.demand for st in stations):
                     raise InvalidParameterError(
                         f"population[{cls!r}]", cls, "a class that visits at least one station"
                     )

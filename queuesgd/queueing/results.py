@@ -51,10 +51,12 @@ def bottleneck_station(net: ClosedNetwork) -> str:
     """
     D = net.demands
     load_rows = []
-    for k, st in enumerate(net.stations):
+    for k in range(len(net.stations)):
         total = D[k].sum()
         load_rows.append(total if net.is_delay[k] else total / net.servers[k])
-    candidates = [k for k in range(len(net.stations)) if not net.is_delay[k]] or list(range(len(net.stations)))
+    candidates = [k for k in range(len(net.stations)) if not net.is_delay[k]] or list(
+        range(len(net.stations))
+    )
     try:
         best = max(candidates, key=lambda k: float(load_rows[k]))
     except TypeError:
@@ -101,7 +103,9 @@ class MVAResult:
     bottleneck: str
 
     @classmethod
-    def from_arrays(cls, net: ClosedNetwork, method: str, X: np.ndarray, R: np.ndarray, Q: np.ndarray) -> MVAResult:
+    def from_arrays(
+        cls, net: ClosedNetwork, method: str, X: np.ndarray, R: np.ndarray, Q: np.ndarray
+    ) -> MVAResult:
         """Wrap solver arrays: X (C,), R and Q (K, C)."""
         N = net.population_vector
         cycle = np.array([N[c] / X[c] if X[c] != 0 else np.inf for c in range(len(N))], dtype=X.dtype)
@@ -120,6 +124,7 @@ class MVAResult:
         """A plain-text table of the per-station measures."""
         lines = [f"{'station':<16}{'residence':>14}{'queue':>14}{'utilization':>14}"]
         for s in self.network.station_names:
+
             def fmt(v: Any) -> str:
                 if isinstance(v, Mapping):
                     v = sum(v.values())
@@ -127,7 +132,10 @@ class MVAResult:
                     return f"{float(v):14.6g}"
                 except TypeError:
                     return f"{str(v):>14}"
-            lines.append(f"{s:<16}{fmt(self.residence_time[s])}{fmt(self.queue_length[s])}{fmt(self.utilization[s])}")
+
+            lines.append(
+                f"{s:<16}{fmt(self.residence_time[s])}{fmt(self.queue_length[s])}{fmt(self.utilization[s])}"
+            )
         return "\n".join(lines)
 
 
@@ -190,7 +198,11 @@ class MVASeries:
         """The measures at one population, as an :class:`MVAResult`."""
         hits = np.flatnonzero(self.population == population)
         if not len(hits):
-            raise InvalidParameterError("population", population, f"one of the solved populations {self.population.min()}..{self.population.max()}")
+            raise InvalidParameterError(
+                "population",
+                population,
+                f"one of the solved populations {self.population.min()}..{self.population.max()}",
+            )
         i = hits[0]
         names = self.network.station_names
         X = np.array([self.throughput[i]])

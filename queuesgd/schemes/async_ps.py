@@ -83,7 +83,9 @@ class AsyncPS(Scheme):
         3.846154
         """
         names, kinds = self._layout(cluster.ps_shards)
-        D = self.demand_matrix(workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards)[0]
+        D = self.demand_matrix(
+            workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards
+        )[0]
         keep = D > 0
         speeds = cluster.speeds
         if speeds is None or len(set(speeds)) == 1:

@@ -59,7 +59,9 @@ def test_matches_normalization_constant(workers):
 
 def test_saturates_at_bottleneck():
     # one clear bottleneck (uplink 0.16 s, downlink 0.08 s): X -> 1/0.16 geometrically fast
-    w = q.Workload(compute=0.05, gradient_bytes="20MB", parameter_bytes="10MB", batch_size=16, update_time="4ms")
+    w = q.Workload(
+        compute=0.05, gradient_bytes="20MB", parameter_bytes="10MB", batch_size=16, update_time="4ms"
+    )
     p = q.predict(q.AsyncPS(), w, C.with_workers(400))
     assert p.iteration_rate == pytest.approx(1 / 0.16, rel=1e-9)
     assert p.bottleneck == "uplink"
@@ -68,7 +70,9 @@ def test_saturates_at_bottleneck():
 
 def test_sharding_raises_the_ceiling():
     c = q.Cluster(workers=400, bandwidth="1Gbit/s", latency="1ms", ps_shards=4)
-    w = q.Workload(compute=0.05, gradient_bytes="20MB", parameter_bytes="10MB", batch_size=16, update_time="4ms")
+    w = q.Workload(
+        compute=0.05, gradient_bytes="20MB", parameter_bytes="10MB", batch_size=16, update_time="4ms"
+    )
     p = q.predict(q.AsyncPS(), w, c)
     # four uplink shards of 0.04 s each share the bottleneck: X(N) -> 4/0.16 like N/(N+3)
     assert p.iteration_rate == pytest.approx(4 / 0.16, rel=2e-2)

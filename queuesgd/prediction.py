@@ -112,12 +112,16 @@ def _check_scheme(scheme: Any) -> Scheme:
         from queuesgd.schemes import SCHEMES
 
         raise InvalidParameterError(
-            "scheme", scheme, "a scheme object such as " + ", ".join(f"{c.__name__}()" for c in SCHEMES.values())
+            "scheme",
+            scheme,
+            "a scheme object such as " + ", ".join(f"{c.__name__}()" for c in SCHEMES.values()),
         )
     return scheme
 
 
-def _average_over_classes(result: MVAResult, net: ClosedNetwork) -> tuple[float, dict[str, float], dict[str, float], dict[str, float]]:
+def _average_over_classes(
+    result: MVAResult, net: ClosedNetwork
+) -> tuple[float, dict[str, float], dict[str, float], dict[str, float]]:
     """Total iteration rate and per-iteration station measures averaged over classes."""
     if net.single_class:
         X = result.throughput
@@ -133,9 +137,7 @@ def _average_over_classes(result: MVAResult, net: ClosedNetwork) -> tuple[float,
     return X, R, Q, U
 
 
-def predict(
-    scheme: Scheme, workload: Workload | str, cluster: Cluster, method: str = "auto"
-) -> Prediction:
+def predict(scheme: Scheme, workload: Workload | str, cluster: Cluster, method: str = "auto") -> Prediction:
     """Predict the throughput of ``scheme`` running ``workload`` on ``cluster``.
 
     Parameters
@@ -272,13 +274,16 @@ class SweepResult:
 
     def table(self) -> str:
         """A plain-text table for a terminal."""
-        head = f"{'workers':>8} {'bandwidth':>14} {'latency':>10} {'samples/s':>12} {'scaling':>8}  bottleneck"
+        head = (
+            f"{'workers':>8} {'bandwidth':>14} {'latency':>10} {'samples/s':>12} {'scaling':>8}  bottleneck"
+        )
         lines = [head]
         c = self.columns
         for i in range(len(self)):
+            lat = units.format_seconds(c["latency"][i]) if c["latency"][i] else "0"
             lines.append(
                 f"{c['workers'][i]:>8d} {units.format_bandwidth(c['bandwidth'][i]):>14} "
-                f"{(units.format_seconds(c['latency'][i]) if c['latency'][i] else '0'):>10} {c['throughput'][i]:>12.2f} "
+                f"{lat:>10} {c['throughput'][i]:>12.2f} "
                 f"{c['scaling_factor'][i]:>8.3f}  {c['bottleneck'][i]}"
             )
         return "\n".join(lines)
@@ -326,9 +331,16 @@ def sweep(
     if not isinstance(cluster, Cluster):
         raise InvalidParameterError("cluster", cluster, "a Cluster")
     if cluster.speeds is not None:
-        raise NotRepresentable("sweep needs homogeneous workers (speeds=None); use predict for heterogeneous ones")
+        raise NotRepresentable(
+            "sweep needs homogeneous workers (speeds=None); use predict for heterogeneous ones"
+        )
     W = _grid("workers", workers, cluster.workers, lambda f, v: _checks.integer(f, v)).astype(int)
-    B = _grid("bandwidth", bandwidth, cluster.bandwidth, lambda f, v: _checks.positive(f, units.parse_bandwidth(v, f)))
+    B = _grid(
+        "bandwidth",
+        bandwidth,
+        cluster.bandwidth,
+        lambda f, v: _checks.positive(f, units.parse_bandwidth(v, f)),
+    )
     L = _grid("latency", latency, cluster.latency, lambda f, v: units.parse_seconds(v, f))
     if not hasattr(scheme, "demand_matrix"):
         raise NotRepresentable(f"{type(scheme).__name__} has no vectorized sweep")
