@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "balanced_bounds": "queuesgd.queueing",
     "repairman_throughput": "queuesgd.queueing",
     # schemes and predictions
+    "PetriNet": "queuesgd.petri",
     "AsyncPS": "queuesgd.schemes",
     "predict": "queuesgd.prediction",
     "sweep": "queuesgd.prediction",
