@@ -48,6 +48,8 @@ _EXPORTS: dict[str, str] = {
     "asymptotic_bounds": "queuesgd.queueing",
     "balanced_bounds": "queuesgd.queueing",
     "repairman_throughput": "queuesgd.queueing",
+    "ctmc_solve": "queuesgd.queueing",
+    "mva_batch": "queuesgd.queueing",
     # schemes and predictions
     "PetriNet": "queuesgd.petri",
     "AsyncPS": "queuesgd.schemes",

@@ -170,11 +170,11 @@ def schweitzer(
     Examples
     --------
     Machine repairman (think 2 s, one server of 1 s) with 2 customers; exact
-    MVA gives 4/7 = 0.5714:
+    MVA gives 0.6, Bard-Schweitzer ``2 / (2 + sqrt(2))``:
 
     >>> X, R, Q = schweitzer(np.array([[2.0], [1.0]]), np.array([True, False]), np.array([np.inf, 1.0]), [2])
     >>> round(float(X[0]), 4)
-    0.5486
+    0.5858
     """
     Dq, Dfix, N = _prepare(D, is_delay, servers, N)
     pops = N[None, :]
@@ -208,8 +208,8 @@ def linearizer(
     Examples
     --------
     >>> X, R, Q = linearizer(np.array([[2.0], [1.0]]), np.array([True, False]), np.array([np.inf, 1.0]), [2])
-    >>> round(float(X[0]), 4)   # exact: 4/7
-    0.5714
+    >>> round(float(X[0]), 4)   # exact: 0.6
+    0.6002
     """
     Dq, Dfix, N = _prepare(D, is_delay, servers, N)
     C = len(N)

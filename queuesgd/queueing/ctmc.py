@@ -98,7 +98,7 @@ def _rank(comp: np.ndarray, n: int, T: np.ndarray) -> np.ndarray:
     return rank
 
 
-def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000) -> MVAResult:
+def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000, *, method: str = "auto") -> MVAResult:
     """Solve a closed network exactly through its continuous-time Markov chain.
 
     A brute-force check of :func:`~queuesgd.queueing.mva`: it shares no code
@@ -113,6 +113,10 @@ def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000) -> MVAResult:
         The network, with numeric demands.
     max_states : int
         Refuse chains larger than this.
+    method : {"auto", "direct", "iterative"}
+        Passed to :func:`queuesgd.markov.steady_state`. Several classes make
+        a high-dimensional chain whose LU factors fill in: from about 10^4
+        states ``"iterative"`` is usually faster there.
 
     Returns
     -------
@@ -207,7 +211,7 @@ def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000) -> MVAResult:
     G = sp.csr_matrix(
         (np.concatenate([v, -out]), (np.concatenate([r, idx]), np.concatenate([q, idx]))), shape=(S, S)
     )
-    pi = markov.steady_state(G)
+    pi = markov.steady_state(G, method=method)
 
     # --- measures ---------------------------------------------------------------
     Q = np.einsum("s,skc->kc", pi, n.astype(float))
