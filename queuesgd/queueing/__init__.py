@@ -1,8 +1,8 @@
 """Closed queueing networks: model, exact and approximate MVA, bounds."""
 
+from queuesgd.queueing.batch import BatchResult, mva_batch
 from queuesgd.queueing.bounds import Bounds, asymptotic_bounds, balanced_bounds
 from queuesgd.queueing.ctmc import ctmc_solve
-from queuesgd.queueing.batch import BatchResult, mva_batch
 from queuesgd.queueing.mva import mva
 from queuesgd.queueing.network import ClosedNetwork, Delay, Queue
 from queuesgd.queueing.results import MVAResult, MVASeries
