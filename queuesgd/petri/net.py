@@ -20,6 +20,7 @@ from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 
 if TYPE_CHECKING:
+    from queuesgd.petri.solve import GSPNSolution
     from queuesgd.petri.statespace import StateSpace
 
 __all__ = ["PetriNet", "Place", "Transition", "INFINITE"]
@@ -308,6 +309,141 @@ class PetriNet:
 
         return state_space(self, max_states=max_states)
 
+    def solve(self, method: str = "auto", symbolic: bool = False, max_states: int = 2_000_000) -> GSPNSolution:
+        """Steady state of the net's CTMC (see :func:`queuesgd.petri.solve.solve`)."""
+        from queuesgd.petri.solve import solve
+
+        return solve(self, method=method, symbolic=symbolic, max_states=max_states)
+
+    def simulate(
+        self,
+        *,
+        until: float | None = None,
+        firings: int | None = None,
+        warmup: float = 0.0,
+        batches: int = 20,
+        delays: Mapping[str, Any] | None = None,
+        rng: np.random.Generator | int | None = None,
+        confidence: float = 0.95,
+        max_vanishing: int = 10_000,
+        predicates: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Discrete-event simulation with any firing-time laws (see :func:`queuesgd.petri.simulate.simulate`).
+
+        Returns a :class:`~queuesgd.petri.simulate.SimulationResult` whose
+        ``throughput(t)``, ``mean_tokens(p)`` and ``probability(name)`` are
+        estimates with confidence intervals (batch means).
+
+        Examples
+        --------
+        An M/M/1/3 queue: throughput ``1 - p3 = 0.9333`` (``p_n`` proportional to ``0.5**n``).
+
+        >>> net = PetriNet("mm13")
+        >>> _ = net.place("queue")
+        >>> _ = net.timed("arrive", rate=1.0, outputs={"queue": 1}, inhibitors={"queue": 3})
+        >>> _ = net.timed("serve", rate=2.0, inputs={"queue": 1})
+        >>> X = net.simulate(until=10_000, rng=0).throughput("serve")
+        >>> round(X.mean, 2), X.low < 0.9333 < X.high
+        (0.93, True)
+        """
+        from queuesgd.petri.simulate import simulate
+
+        return simulate(
+            self,
+            until=until,
+            firings=firings,
+            warmup=warmup,
+            batches=batches,
+            delays=delays,
+            rng=rng,
+            confidence=confidence,
+            max_vanishing=max_vanishing,
+            predicates=predicates,
+        )
+
+
+    # ---- interchange (PNML and SNAKES; see docs/petri-interchange.md) ----------------
+    def to_pnml(self) -> str:
+        """The net as a PNML P/T-net document (see :func:`queuesgd.petri.pnml.to_pnml`).
+
+        Rates, weights, priorities, servers and inhibitor arcs go into
+        ``<toolspecific tool="queuesgd">`` elements.
+
+        Examples
+        --------
+        >>> net = PetriNet("mm13")
+        >>> _ = net.place("queue")
+        >>> _ = net.timed("arrive", rate=1.0, outputs={"queue": 1}, inhibitors={"queue": 3})
+        >>> _ = net.timed("serve", rate=2.0, inputs={"queue": 1})
+        >>> back = PetriNet.from_pnml(net.to_pnml())
+        >>> back.inhibit.tolist(), back.rates.tolist()
+        ([[3], [0]], [1.0, 2.0])
+        """
+        from queuesgd.petri.pnml import to_pnml
+
+        return to_pnml(self)
+
+    @classmethod
+    def from_pnml(cls, text_or_path: Any, default_rate: Any = None) -> PetriNet:
+        """Read a net from PNML text or a file (see :func:`queuesgd.petri.pnml.from_pnml`).
+
+        ``default_rate`` is the rate of transitions that carry no queuesgd
+        data (PNML written by other tools); without it they raise an error.
+
+        Examples
+        --------
+        >>> text = '''<pnml><net id="n" type="http://www.pnml.org/version-2009/grammar/ptnet"><page id="g">
+        ...   <place id="a"><initialMarking><text>1</text></initialMarking></place>
+        ...   <transition id="t"/><arc id="e" source="a" target="t"/></page></net></pnml>'''
+        >>> net = PetriNet.from_pnml(text, default_rate=2.0)
+        >>> net.transition_names, net.rates.tolist()
+        (('t',), [2.0])
+        """
+        from queuesgd.petri.pnml import from_pnml
+
+        return from_pnml(text_or_path, default_rate=default_rate)
+
+    def to_snakes(self) -> Any:
+        """The net as a SNAKES P/T net with black tokens (see :func:`queuesgd.petri.snakes_io.to_snakes`).
+
+        Needs ``pip install queuesgd[snakes]``. Stochastic data is kept in a
+        ``queuesgd`` transition label.
+
+        Examples
+        --------
+        >>> net = PetriNet("loop")
+        >>> _ = net.place("idle", tokens=2)
+        >>> _ = net.timed("work", rate=1.5, inputs={"idle": 1}, outputs={"idle": 1})
+        >>> snet = net.to_snakes()
+        >>> snet.place("idle").tokens
+        MultiSet([dot, dot])
+        >>> PetriNet.from_snakes(snet).rates.tolist()
+        [1.5]
+        """
+        from queuesgd.petri.snakes_io import to_snakes
+
+        return to_snakes(self)
+
+    @classmethod
+    def from_snakes(cls, snakes_net: Any, default_rate: Any = None) -> PetriNet:
+        """Read a SNAKES P/T net (see :func:`queuesgd.petri.snakes_io.from_snakes`).
+
+        ``default_rate`` is the rate of transitions without a ``queuesgd``
+        label (nets built in SNAKES); without it they raise an error.
+
+        Examples
+        --------
+        >>> from snakes.nets import PetriNet as SnakesNet, Place, Transition, Value, dot
+        >>> s = SnakesNet("s")
+        >>> s.add_place(Place("p", [dot]))
+        >>> s.add_transition(Transition("t"))
+        >>> s.add_input("p", "t", Value(dot))
+        >>> PetriNet.from_snakes(s, default_rate=3.0).pre.tolist()
+        [[1]]
+        """
+        from queuesgd.petri.snakes_io import from_snakes
+
+        return from_snakes(snakes_net, default_rate=default_rate)
 
 def _numeric_or_object(vals: list[Any]) -> np.ndarray:
     if any(_checks.is_symbolic(v) or type(v).__module__.startswith("sympy") for v in vals):
