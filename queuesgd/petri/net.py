@@ -309,7 +309,9 @@ class PetriNet:
 
         return state_space(self, max_states=max_states)
 
-    def solve(self, method: str = "auto", symbolic: bool = False, max_states: int = 2_000_000) -> GSPNSolution:
+    def solve(
+        self, method: str = "auto", symbolic: bool = False, max_states: int = 2_000_000
+    ) -> GSPNSolution:
         """Steady state of the net's CTMC (see :func:`queuesgd.petri.solve.solve`)."""
         from queuesgd.petri.solve import solve
 

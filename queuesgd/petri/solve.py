@@ -42,8 +42,11 @@ class GSPNSolution:
         SymPy expressions when solved symbolically).
     method : str
         What ran: ``"direct"``, ``"iterative"`` or ``"symbolic"``.
-    rates : ndarray (T,)
-        Rates used (NaN for immediate transitions).
+    flows : ndarray (E,)
+        Steady-state frequency of each edge of ``space``:
+        ``pi[src] * rate * degree * prob`` (exact SymPy when symbolic).
+    firings : scipy.sparse matrix or ndarray (E, T)
+        ``space.immediate_firings`` (exact SymPy when symbolic).
 
     Examples
     --------
@@ -66,7 +69,8 @@ class GSPNSolution:
     space: StateSpace
     probabilities: np.ndarray
     method: str
-    rates: np.ndarray = field(repr=False)
+    flows: np.ndarray = field(repr=False)
+    firings: Any = field(repr=False)
 
     def __repr__(self) -> str:
         return f"GSPNSolution({self.space.net_name!r}, markings={len(self.space)}, method={self.method!r})"
@@ -95,11 +99,6 @@ class GSPNSolution:
             raise UnknownNameError("place", name, names)
         return names.index(name)
 
-    def _edge_flows(self) -> np.ndarray:
-        """Firing flow of each edge: ``pi[src] * rate * degree * prob``."""
-        s = self.space
-        return self.probabilities[s.src] * self.rates[s.transition] * s.degree * s.prob
-
     def throughput(self, transition: str) -> Any:
         """Mean firings per unit time of a timed or an immediate transition.
 
@@ -109,22 +108,28 @@ class GSPNSolution:
         """
         t = self._transition(transition)
         s = self.space
-        flows = self._edge_flows()
-        r = s.rates[t]
-        if not (isinstance(r, float) and np.isnan(r)):  # timed
-            return self._simplify(flows[s.transition == t].sum())
-        col = s.immediate_firings[:, t]
-        if sp.issparse(col):
-            col = col.toarray().ravel()
+        if s.transition_names[t] in self._timed_names:
+            return self._simplify(self.flows[s.transition == t].sum())
+        col = self.firings[:, t]
+        col = col.toarray().ravel() if sp.issparse(col) else np.asarray(col).ravel()
         nz = np.flatnonzero(col != 0)
-        return self._simplify((flows[nz] * col[nz]).sum())
+        return self._simplify((self.flows[nz] * col[nz]).sum())
+
+    @property
+    def _timed_names(self) -> set[str]:
+        r = self.space.rates
+        return {
+            n for n, x in zip(self.space.transition_names, r) if not (isinstance(x, float) and np.isnan(x))
+        }
 
     def mean_tokens(self, place: str) -> Any:
         """Mean number of tokens in ``place``."""
         p = self._place(place)
         return self._simplify((self.probabilities * self.space.markings[:, p]).sum())
 
-    def probability(self, predicate: Callable[[Mapping[str, Any]], Any], *, vectorized: bool | None = None) -> Any:
+    def probability(
+        self, predicate: Callable[[Mapping[str, Any]], Any], *, vectorized: bool | None = None
+    ) -> Any:
         """Steady-state probability of the markings where ``predicate`` holds.
 
         Parameters
@@ -156,7 +161,9 @@ class GSPNSolution:
                 mask = out
             elif vectorized:
                 raise InvalidParameterError(
-                    "predicate", f"a result of shape {getattr(out, 'shape', None)}", f"a boolean array of shape ({S},)"
+                    "predicate",
+                    f"a result of shape {getattr(out, 'shape', None)}",
+                    f"a boolean array of shape ({S},)",
                 )
         if mask is None:
             names = self.space.place_names
@@ -199,7 +206,8 @@ def _check_graph(space: StateSpace) -> np.ndarray | None:
         i = int(stuck[0])
         raise InvalidParameterError(
             "net",
-            f"an absorbing marking: {fmt(i)} (state {i}) can never be left (its timed transitions lead back to it)",
+            f"an absorbing marking: {fmt(i)} (state {i}) can never be left "
+            "(its timed transitions lead back to it)",
             "a net where every reachable marking can be left",
         )
     A = sp.csr_matrix((np.ones(int(moves.sum())), (space.src[moves], space.dst[moves])), shape=(S, S))
@@ -215,7 +223,8 @@ def _check_graph(space: StateSpace) -> np.ndarray | None:
         b = int(np.flatnonzero(lab == closed[1])[0])
         raise InvalidParameterError(
             "net",
-            f"{closed.size} closed classes of markings that cannot reach each other, e.g. {fmt(a)} and {fmt(b)}",
+            f"{closed.size} closed classes of markings that cannot reach each other, "
+            f"e.g. {fmt(a)} and {fmt(b)}",
             "a net whose recurrent markings form one class (the steady state would depend on chance "
             "in the transient phase; simulate it with net.simulate)",
         )
@@ -297,17 +306,26 @@ def solve(
     space = state_space(net, max_states=max_states)
     rec = _check_graph(space)
     if symbolic:
-        try:
-            from queuesgd.petri.symbolic import symbolic_steady_state
-        except ImportError as exc:  # pragma: no cover - until queuesgd.petri.symbolic lands
-            raise NotImplementedError("symbolic GSPN solution needs queuesgd.petri.symbolic") from exc
+        from queuesgd.petri.symbolic import _exact, symbolic_steady_state
+
         if rec is not None:
             raise InvalidParameterError(
-                "net", "transient markings", "an irreducible net for symbolic=True (solve numerically instead)"
+                "net",
+                "transient markings",
+                "an irreducible net for symbolic=True (solve numerically instead)",
             )
         pi = np.asarray(symbolic_steady_state(space, net), dtype=object)
-        rates_o = np.array(rates, dtype=object)
-        return GSPNSolution(space=space, probabilities=pi, method="symbolic", rates=rates_o)
+        # the same exact reading of floats as the symbolic solver (0.1 -> 1/10)
+        ex = np.vectorize(_exact, otypes=[object])
+        rates_x = np.array(
+            [_exact(r) if not isinstance(r, float) or r == r else r for r in rates], dtype=object
+        )
+        e = space.src.size
+        flows = pi[space.src] * rates_x[space.transition] * ex(space.degree) * ex(space.prob) if e else pi[:0]
+        F = space.immediate_firings
+        F = F.toarray() if sp.issparse(F) else np.asarray(F)
+        firings = ex(F.astype(object)) if F.size else F.astype(object)
+        return GSPNSolution(space=space, probabilities=pi, method="symbolic", flows=flows, firings=firings)
     Q = space.generator()
     n = len(space) if rec is None else rec.size
     ran = method if method != "auto" else ("direct" if n <= AUTO_DIRECT_LIMIT else "iterative")
@@ -316,4 +334,8 @@ def solve(
     else:
         pi = np.zeros(len(space))
         pi[rec] = steady_state(Q[rec][:, rec], method=ran)
-    return GSPNSolution(space=space, probabilities=pi, method=ran, rates=np.asarray(rates, dtype=float))
+    r = np.asarray(rates, dtype=float)
+    flows = pi[space.src] * r[space.transition] * space.degree * space.prob.astype(float)
+    return GSPNSolution(
+        space=space, probabilities=pi, method=ran, flows=flows, firings=space.immediate_firings.tocsc()
+    )

@@ -54,7 +54,7 @@ Implementation notes
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -268,17 +268,17 @@ def _hash(rows: np.ndarray, mult: np.ndarray) -> np.ndarray:
     return h
 
 
-def _unique_rows(rows: np.ndarray, mult: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """First index of each distinct row (in order of first appearance) and the inverse map."""
+def _unique_rows(rows: np.ndarray, mult: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """First index of each distinct row (in order of first appearance), the inverse map, and their keys."""
     keys = _hash(rows, mult)
-    _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    ukeys, first, inv = np.unique(keys, return_index=True, return_inverse=True)
     inv = inv.ravel()
     if not np.array_equal(rows, rows[first[inv]]):
         raise _HashCollision
     order = np.argsort(first, kind="stable")  # first-appearance order, deterministic
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
-    return first[order], rank[inv]
+    return first[order], rank[inv], ukeys[order]
 
 
 class _Store:
@@ -308,9 +308,8 @@ class _Store:
 
     def add(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ids of ``rows`` (new rows appended in order) and the ids that are new."""
-        first, inv = _unique_rows(rows, self.mult)
+        first, inv, k = _unique_rows(rows, self.mult)
         reps = rows[first]
-        k = _hash(reps, self.mult)
         ids = self._find(k)
         found = ids >= 0
         if found.any() and not np.array_equal(self.rows[ids[found]], reps[found]):
@@ -581,7 +580,7 @@ class _Compiled:
             mc = mk[rows] + self.C_imm[j]
             ec = ent[rows]
             self.check_tokens(mc, "vanishing")
-            first, inv = _unique_rows(np.column_stack((ec, mc)), self.mult)
+            first, inv, _ = _unique_rows(np.column_stack((ec, mc)), self.mult)
             k = first.size
             ent, mk = ec[first], mc[first]
             q = _group_sum(qc, inv, k)
@@ -595,7 +594,7 @@ class _Compiled:
         d = np.concatenate([o[1] for o in out])
         qq = np.concatenate([o[2] for o in out])
         zz = np.concatenate([o[3] for o in out])
-        first, inv = _unique_rows(np.column_stack((e, d)), self.mult)
+        first, inv, _ = _unique_rows(np.column_stack((e, d)), self.mult)
         k = first.size
         q = _group_sum(qq, inv, k)
         z = _group_sum(zz, inv, k)
@@ -610,7 +609,6 @@ class _Compiled:
             f = z / q[:, None]
         o = np.argsort(e, kind="stable")
         return e[o], d[o], q[o], f[o]
-
 
     def check_endless(self, parents: np.ndarray, j: np.ndarray) -> None:
         """An immediate transition that only adds tokens to places no choice depends on fires forever."""
@@ -687,7 +685,9 @@ class _Compiled:
             z_out[:, u] = z_out[:, u] + q[a] * Y[col][vid[a], k]
         return ent[a], Tg.rows[k], q_out, z_out
 
-    def _check_traps(self, V: _Store, src: np.ndarray, j: np.ndarray, dst: np.ndarray, tan: np.ndarray) -> None:
+    def _check_traps(
+        self, V: _Store, src: np.ndarray, j: np.ndarray, dst: np.ndarray, tan: np.ndarray
+    ) -> None:
         from scipy.sparse.csgraph import connected_components
 
         nv = V.n
@@ -819,7 +819,9 @@ def state_space(net: PetriNet, max_states: int = 2_000_000, *, max_tokens: int =
             return _generate(net, max_states, max_tokens, seed)
         except _HashCollision:  # ~1e-7 per million markings: try other constants
             continue
-    raise RuntimeError("state_space: repeated 64-bit hash collisions; please report this net")  # pragma: no cover
+    raise RuntimeError(
+        "state_space: repeated 64-bit hash collisions; please report this net"
+    )  # pragma: no cover
 
 
 def _generate(net: PetriNet, max_states: int, max_tokens: int, seed: int) -> StateSpace:
@@ -870,7 +872,7 @@ def _generate(net: PetriNet, max_states: int, max_tokens: int, seed: int) -> Sta
                 fires = None
                 if van.any():
                     vs = succ[van]
-                    first, inv = _unique_rows(vs, mult)
+                    first, inv, _ = _unique_rows(vs, mult)
                     ent, drows, q, f = cn.resolve(vs[first])
                     counts = np.bincount(ent, minlength=first.size)
                     starts = np.cumsum(counts) - counts

@@ -10,7 +10,7 @@ import sympy
 
 from queuesgd import ClosedNetwork, Delay, PetriNet, Queue, mva
 from queuesgd.errors import InvalidParameterError, UnknownNameError
-from queuesgd.petri.solve import GSPNSolution, solve
+from queuesgd.petri.solve import GSPNSolution
 
 
 def mmck(lam: float, mu: float, c: int, K: int, inhibitor: bool) -> PetriNet:
@@ -110,7 +110,9 @@ def test_fork_join_barrier_cycle_time_is_harmonic(n):
         net.place(f"run{i}", tokens=1)
         net.place(f"done{i}")
         net.timed(f"task{i}", rate=mu, inputs={f"run{i}": 1}, outputs={f"done{i}": 1})
-    net.immediate("barrier", inputs={f"done{i}": 1 for i in range(n)}, outputs={f"run{i}": 1 for i in range(n)})
+    net.immediate(
+        "barrier", inputs={f"done{i}": 1 for i in range(n)}, outputs={f"run{i}": 1 for i in range(n)}
+    )
     sol = net.solve()
     assert len(sol.space) == 2**n - 1
     H = sum(1 / k for k in range(1, n + 1))  # E[max of n Exp(mu)] = H_n / mu
@@ -273,3 +275,36 @@ def test_symbolic_solution():
     norm = mu**2 + lam * mu + lam**2
     assert sympy.simplify(sol.throughput("serve") - lam * mu * (mu + lam) / norm) == 0
     assert sympy.simplify(sol.mean_tokens("q") - (lam * mu + 2 * lam**2) / norm) == 0
+
+
+def test_symbolic_solution_of_a_numeric_net_is_exact():
+    pytest.importorskip("queuesgd.petri.symbolic")
+    net = PetriNet("repair")
+    net.place("up", tokens=2)
+    net.place("down")
+    net.timed("fail", rate=1.0, inputs={"up": 1}, outputs={"down": 1}, servers="infinite")
+    net.timed("repair", rate=2.0, inputs={"down": 1}, outputs={"up": 1})
+    sol = net.solve(symbolic=True)
+    # p(down=0,1,2) proportional to 1, 1, 1/2: X = 2 * (1 - 2/5) = 6/5
+    assert sol.throughput("repair") == sympy.Rational(6, 5)
+    assert sol.mean_tokens("down") == sympy.Rational(4, 5)
+    assert sol.probability(lambda m: m["down"] == 2) == sympy.Rational(1, 5)
+
+
+def test_symbolic_weights_give_symbolic_immediate_throughputs():
+    pytest.importorskip("queuesgd.petri.symbolic")
+    a, b = sympy.symbols("a b", positive=True)
+    net = PetriNet("symbranch")
+    net.place("src", tokens=1)
+    net.place("choose")
+    net.place("x")
+    net.place("y")
+    net.timed("start", rate=1, inputs={"src": 1}, outputs={"choose": 1})
+    net.immediate("gx", inputs={"choose": 1}, outputs={"x": 1}, weight=a)
+    net.immediate("gy", inputs={"choose": 1}, outputs={"y": 1}, weight=b)
+    net.timed("bx", rate=1, inputs={"x": 1}, outputs={"src": 1})
+    net.timed("by", rate=1, inputs={"y": 1}, outputs={"src": 1})
+    sol = net.solve(symbolic=True)
+    # every cycle: Exp(1) + Exp(1), X = 1/2 whatever the branch; gx takes a share a/(a+b)
+    assert sympy.simplify(sol.throughput("start") - sympy.Rational(1, 2)) == 0
+    assert sympy.simplify(sol.throughput("gx") - a / (2 * (a + b))) == 0

@@ -123,8 +123,10 @@ def test_branching_probabilities_are_weight_ratios():
     ss = net.state_space()
     assert len(ss) == 4
     start = ss.transition == net.transition_names.index("start")
-    got = {ss.marking(int(d))["a"] * "a" + ss.marking(int(d))["b"] * "b" + ss.marking(int(d))["c"] * "c": p
-           for d, p in zip(ss.dst[start], ss.prob[start])}
+    got = {
+        ss.marking(int(d))["a"] * "a" + ss.marking(int(d))["b"] * "b" + ss.marking(int(d))["c"] * "c": p
+        for d, p in zip(ss.dst[start], ss.prob[start])
+    }
     assert got == pytest.approx({"a": 1 / 8, "b": 2 / 8, "c": 5 / 8}, abs=1e-15)
     F = ss.immediate_firings.toarray()
     for d, row in zip(ss.dst[start], F[start]):
@@ -236,7 +238,9 @@ def test_symbolic_weights_give_sympy_probabilities():
     ss = net.state_space()
     assert ss.prob.dtype == object
     start = np.flatnonzero(ss.transition == net.transition_names.index("start"))
-    got = sorted(sympy.simplify(p - a / (a + b)) == 0 or sympy.simplify(p - b / (a + b)) == 0 for p in ss.prob[start])
+    got = sorted(
+        sympy.simplify(p - a / (a + b)) == 0 or sympy.simplify(p - b / (a + b)) == 0 for p in ss.prob[start]
+    )
     assert got == [True, True]
     with pytest.raises(InvalidParameterError, match="symbolic"):
         ss.generator()
