@@ -26,6 +26,8 @@ __all__ = [
     "StateSpaceTooLargeError",
     "NotRepresentable",
     "ConvergenceError",
+    "TimelessTrapError",
+    "UnboundedNetError",
     "MissingDependencyError",
 ]
 
@@ -78,6 +80,14 @@ class StateSpaceTooLargeError(QueuesgdError, ValueError):
 
     The message suggests an approximate method.
     """
+
+
+class TimelessTrapError(QueuesgdError, ValueError):
+    """Immediate transitions of a Petri net can fire forever without reaching a tangible marking."""
+
+
+class UnboundedNetError(StateSpaceTooLargeError):
+    """Some places of a Petri net can hold arbitrarily many tokens."""
 
 
 class NotRepresentable(QueuesgdError, ValueError):

@@ -121,7 +121,9 @@ class PetriNet:
         if arcs is None:
             return MappingProxyType({})
         if not isinstance(arcs, Mapping):
-            raise InvalidParameterError(f"transition {tname!r} {role}", arcs, "a {place: multiplicity} mapping")
+            raise InvalidParameterError(
+                f"transition {tname!r} {role}", arcs, "a {place: multiplicity} mapping"
+            )
         out = {}
         for p, k in arcs.items():
             if p not in self._places:
@@ -279,7 +281,10 @@ class PetriNet:
     @property
     def weights(self) -> np.ndarray:
         """Weights of immediate transitions (NaN where not given or timed); object dtype if symbolic."""
-        vals = [t.weight if (not t.timed and t.weight is not None) else math.nan for t in self._transitions.values()]
+        vals = [
+            t.weight if (not t.timed and t.weight is not None) else math.nan
+            for t in self._transitions.values()
+        ]
         return _numeric_or_object(vals)
 
     @property
@@ -363,7 +368,6 @@ class PetriNet:
             predicates=predicates,
         )
 
-
     # ---- interchange (PNML and SNAKES; see docs/petri-interchange.md) ----------------
     def to_pnml(self) -> str:
         """The net as a PNML P/T-net document (see :func:`queuesgd.petri.pnml.to_pnml`).
@@ -446,6 +450,7 @@ class PetriNet:
         from queuesgd.petri.snakes_io import from_snakes
 
         return from_snakes(snakes_net, default_rate=default_rate)
+
 
 def _numeric_or_object(vals: list[Any]) -> np.ndarray:
     if any(_checks.is_symbolic(v) or type(v).__module__.startswith("sympy") for v in vals):

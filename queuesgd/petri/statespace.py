@@ -64,8 +64,9 @@ import scipy.sparse as sp
 from queuesgd import _checks
 from queuesgd.errors import (
     InvalidParameterError,
-    QueuesgdError,
     StateSpaceTooLargeError,
+    TimelessTrapError,
+    UnboundedNetError,
     UnknownNameError,
 )
 
@@ -82,14 +83,6 @@ _PATH_STEPS = 64
 _CHUNK_CELLS = 1 << 23
 #: Largest dense right-hand side (vanishing markings x tangible exits) of the linear fallback.
 _LINEAR_CELLS = 50_000_000
-
-
-class TimelessTrapError(QueuesgdError, ValueError):
-    """Immediate transitions can fire forever without reaching a tangible marking."""
-
-
-class UnboundedNetError(StateSpaceTooLargeError):
-    """Some places of the net can hold arbitrarily many tokens."""
 
 
 class _HashCollision(Exception):
