@@ -274,6 +274,18 @@ def conserved_quantity(net: PetriNet, invariant: Mapping[str, int], marking: Any
     -------
     int
         The same for every marking reachable from ``marking``.
+
+    Examples
+    --------
+    >>> from queuesgd.petri.net import PetriNet
+    >>> net = PetriNet("cycle")
+    >>> _ = net.place("a", tokens=2)
+    >>> _ = net.place("b")
+    >>> _ = net.timed("go", 1.0, inputs={"a": 1}, outputs={"b": 1})
+    >>> _ = net.timed("back", 1.0, inputs={"b": 1}, outputs={"a": 1})
+    >>> inv = p_invariants(net)[0]
+    >>> inv, conserved_quantity(net, inv), conserved_quantity(net, inv, {"a": 0, "b": 2})
+    ({'a': 1, 'b': 1}, 2, 2)
     """
     vec = _marking_vector(net, marking)
     idx = {p: i for i, p in enumerate(net.place_names)}

@@ -132,6 +132,20 @@ def symbolic_generator(space: StateSpace, net: PetriNet) -> sympy.Matrix:
     Returns
     -------
     sympy.Matrix, shape (S, S)
+
+    Examples
+    --------
+    >>> import sympy
+    >>> from queuesgd.petri.net import PetriNet
+    >>> lam, mu = sympy.symbols("lambda mu", positive=True)
+    >>> net = PetriNet("mm11")
+    >>> _ = net.place("q")
+    >>> _ = net.timed("arrive", rate=lam, outputs={"q": 1}, inhibitors={"q": 1})
+    >>> _ = net.timed("serve", rate=mu, inputs={"q": 1})
+    >>> symbolic_generator(net.state_space(), net)
+    Matrix([
+    [-lambda, lambda],
+    [     mu,    -mu]])
     """
     entries, n = _generator_entries(space, net)
     return _dense_generator(entries, n)
