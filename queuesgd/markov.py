@@ -24,7 +24,7 @@ from scipy.sparse.csgraph import connected_components
 from queuesgd import _checks
 from queuesgd.errors import ConvergenceError, InvalidParameterError
 
-__all__ = ["steady_state", "METHODS", "AUTO_DIRECT_LIMIT"]
+__all__ = ["steady_state", "choose_method", "METHODS", "AUTO_DIRECT_LIMIT"]
 
 METHODS = ("auto", "direct", "iterative")
 
@@ -234,6 +234,29 @@ def _iterative(A: sp.csr_matrix, tol: float, rounds: int = 10) -> np.ndarray:
     )
 
 
+def choose_method(n: int, dimension: int | None = None) -> str:
+    """The solution method ``"auto"`` stands for, given the chain's size and shape.
+
+    Sparse LU for small chains (<= 5,000 states) and for chains whose states
+    lie on a lattice of dimension <= 2 (up to ``AUTO_DIRECT_LIMIT`` states);
+    Gauss-Seidel (``"iterative"``) otherwise. LU fill-in grows quickly with
+    the dimension: a 53,130-state chain on a 5-dimensional lattice did not
+    factor in 5 minutes, while Gauss-Seidel took 3 s; two-dimensional chains
+    factor fast even at 10^6 states. ``dimension=None`` (unknown) keeps LU up
+    to ``AUTO_DIRECT_LIMIT``.
+
+    Examples
+    --------
+    >>> choose_method(1_000), choose_method(50_000, dimension=5), choose_method(50_000, dimension=2)
+    ('direct', 'iterative', 'direct')
+    """
+    if n <= 5_000:
+        return "direct"
+    if dimension is None or dimension <= 2:
+        return "direct" if n <= AUTO_DIRECT_LIMIT else "iterative"
+    return "iterative"
+
+
 def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndarray:
     """Stationary distribution ``pi`` of an irreducible CTMC: ``pi Q = 0``, ``sum(pi) = 1``.
 
@@ -282,7 +305,7 @@ def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndar
         return np.ones(1)
     _check_irreducible(A)
     if method == "auto":
-        method = "direct" if n <= AUTO_DIRECT_LIMIT else "iterative"
+        method = choose_method(n)
     if method == "direct":
         return _direct(A, tol)
     return _iterative(A, tol)

@@ -20,7 +20,7 @@ from scipy.sparse.csgraph import connected_components
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, UnknownNameError
-from queuesgd.markov import AUTO_DIRECT_LIMIT, METHODS, steady_state
+from queuesgd.markov import METHODS, choose_method, steady_state
 from queuesgd.petri.statespace import StateSpace, state_space
 
 if TYPE_CHECKING:
@@ -239,21 +239,6 @@ def _fmt(space: StateSpace) -> Callable[[int], str]:
     return fmt
 
 
-def _auto_method(net: PetriNet, n: int) -> str:
-    """Sparse LU for small chains and for chains on lattices of dimension <= 2.
-
-    The reachable markings lie in a lattice whose dimension is at most the
-    rank of the incidence matrix. LU fill-in grows quickly with that
-    dimension (a 53,130-marking ring of 6 places did not factor in 5 minutes,
-    while Gauss-Seidel took 3 s); two-dimensional chains factor fast even at
-    10^6 markings.
-    """
-    if n <= 5_000:
-        return "direct"
-    dim = int(np.linalg.matrix_rank(net.incidence.astype(float)))
-    return "direct" if dim <= 2 and n <= AUTO_DIRECT_LIMIT else "iterative"
-
-
 def solve(
     net: PetriNet,
     method: str = "auto",
@@ -343,7 +328,9 @@ def solve(
         return GSPNSolution(space=space, probabilities=pi, method="symbolic", flows=flows, firings=firings)
     Q = space.generator()
     n = len(space) if rec is None else rec.size
-    ran = method if method != "auto" else _auto_method(net, n)
+    # the reachable markings lie in a lattice of dimension <= rank(incidence)
+    dim = int(np.linalg.matrix_rank(net.incidence.astype(float)))
+    ran = method if method != "auto" else choose_method(n, dim)
     if rec is None:
         pi = steady_state(Q, method=ran)
     else:

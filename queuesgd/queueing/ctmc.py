@@ -211,6 +211,10 @@ def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000, *, method: str = "
     G = sp.csr_matrix(
         (np.concatenate([v, -out]), (np.concatenate([r, idx]), np.concatenate([q, idx]))), shape=(S, S)
     )
+    if method == "auto":
+        # class c's customers spread over the stations it visits: a lattice of dimension visits - 1
+        dimension = int(sum(max(int(np.count_nonzero(D[:, c] > 0)) - 1, 0) for c in range(D.shape[1])))
+        method = markov.choose_method(S, dimension)
     pi = markov.steady_state(G, method=method)
 
     # --- measures ---------------------------------------------------------------
