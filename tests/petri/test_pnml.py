@@ -4,61 +4,15 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-import numpy as np
 import pytest
 import sympy
+from petri_helpers import assert_same_net, rich_net
 
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.petri import PetriNet
 from queuesgd.petri.pnml import PTNET_TYPE, from_pnml, parse_srepr, to_pnml
 
 NS = "{http://www.pnml.org/version-2009/grammar/pnml}"
-
-
-def assert_same_net(a: PetriNet, b: PetriNet) -> None:
-    """Same places, tokens, arcs and stochastic data (symbolic values compared exactly)."""
-    assert a.name == b.name
-    assert a.place_names == b.place_names
-    assert a.transition_names == b.transition_names
-    np.testing.assert_array_equal(a.initial_marking, b.initial_marking)
-    np.testing.assert_array_equal(a.pre, b.pre)
-    np.testing.assert_array_equal(a.post, b.post)
-    np.testing.assert_array_equal(a.inhibit, b.inhibit)
-    np.testing.assert_array_equal(a.is_timed, b.is_timed)
-    np.testing.assert_array_equal(a.priorities, b.priorities)
-    np.testing.assert_array_equal(a.servers, b.servers)
-    for ta, tb in zip(a.transitions.values(), b.transitions.values()):
-        assert (ta.kind, ta.rate, ta.weight, ta.priority, ta.servers) == (
-            tb.kind,
-            tb.rate,
-            tb.weight,
-            tb.priority,
-            tb.servers,
-        ), ta.name
-        assert type(ta.rate) is type(tb.rate) and type(ta.weight) is type(tb.weight), ta.name
-
-
-def rich_net() -> PetriNet:
-    """Every feature: multiplicities, inhibitors (alone and on an input place), immediate
-    transitions with and without weights and several priorities, k and infinite servers,
-    symbolic and exact-rational rates and weights."""
-    mu = sympy.Symbol("mu", positive=True)
-    w = sympy.Symbol("w", positive=True)
-    net = PetriNet("rich")
-    net.place("idle", tokens=4)
-    net.place("busy")
-    net.place("done")
-    net.place("lock", tokens=1)
-    net.timed("start", rate=2.5, inputs={"idle": 2, "lock": 1}, outputs={"busy": 2}, servers=3)
-    net.timed("work", rate=mu, inputs={"busy": 1}, outputs={"done": 1}, servers="infinite")
-    net.timed(
-        "slow", rate=sympy.Rational(1, 3), inputs={"busy": 1}, outputs={"done": 1}, inhibitors={"done": 3}
-    )
-    net.immediate("barrier", inputs={"done": 4}, outputs={"idle": 4}, weight=w, priority=2)
-    net.immediate("release", inputs={"done": 1, "busy": 1}, outputs={"lock": 1}, inhibitors={"busy": 3})
-    net.immediate("relock", inputs={"lock": 1}, outputs={"lock": 1}, weight=0.25, inhibitors={"lock": 2})
-    net.timed("arrive", rate=1e-3, outputs={"idle": 1}, inhibitors={"idle": 6, "done": 1})
-    return net
 
 
 def mm1k(k: int = 3) -> PetriNet:

@@ -11,6 +11,7 @@ from math import comb
 import numpy as np
 import pytest
 import sympy
+from petri_helpers import assert_same_net, rich_net
 
 from queuesgd.errors import InvalidParameterError, MissingDependencyError, NotRepresentable
 from queuesgd.petri import PetriNet, snakes_io
@@ -36,45 +37,6 @@ with warnings.catch_warnings():
     )
     from snakes.nets import PetriNet as SnakesNet
     from snakes.nets import Test as ReadArc
-
-
-def assert_same_net(a: PetriNet, b: PetriNet, *, stochastic: bool = True) -> None:
-    assert a.place_names == b.place_names
-    assert a.transition_names == b.transition_names
-    np.testing.assert_array_equal(a.initial_marking, b.initial_marking)
-    np.testing.assert_array_equal(a.pre, b.pre)
-    np.testing.assert_array_equal(a.post, b.post)
-    np.testing.assert_array_equal(a.inhibit, b.inhibit)
-    if stochastic:
-        assert a.name == b.name
-        for ta, tb in zip(a.transitions.values(), b.transitions.values()):
-            assert (ta.kind, ta.rate, ta.weight, ta.priority, ta.servers) == (
-                tb.kind,
-                tb.rate,
-                tb.weight,
-                tb.priority,
-                tb.servers,
-            ), ta.name
-            assert type(ta.rate) is type(tb.rate) and type(ta.weight) is type(tb.weight), ta.name
-
-
-def rich_net() -> PetriNet:
-    mu = sympy.Symbol("mu", positive=True)
-    net = PetriNet("rich")
-    net.place("idle", tokens=4)
-    net.place("busy")
-    net.place("done")
-    net.place("lock", tokens=1)
-    net.timed("start", rate=2.5, inputs={"idle": 2, "lock": 1}, outputs={"busy": 2}, servers=3)
-    net.timed("work", rate=mu, inputs={"busy": 1}, outputs={"done": 1}, servers="infinite")
-    net.timed(
-        "slow", rate=sympy.Rational(1, 3), inputs={"busy": 1}, outputs={"done": 1}, inhibitors={"done": 3}
-    )
-    net.immediate("barrier", inputs={"done": 4}, outputs={"idle": 4}, weight=sympy.Symbol("w"), priority=2)
-    net.immediate("release", inputs={"done": 1, "busy": 1}, outputs={"lock": 1}, inhibitors={"busy": 3})
-    net.immediate("relock", inputs={"lock": 1}, outputs={"lock": 1}, weight=0.25, inhibitors={"lock": 2})
-    net.timed("arrive", rate=1e-3, outputs={"idle": 1}, inhibitors={"idle": 6, "done": 1})
-    return net
 
 
 # ---- timed-only nets with a known number of reachable markings --------------------------------

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import sympy
+from petri_helpers import symbolic_branch_net
 
 from queuesgd import ClosedNetwork, Delay, PetriNet, Queue, mva
 from queuesgd.errors import InvalidParameterError, UnknownNameError
@@ -294,16 +295,7 @@ def test_symbolic_solution_of_a_numeric_net_is_exact():
 def test_symbolic_weights_give_symbolic_immediate_throughputs():
     pytest.importorskip("queuesgd.petri.symbolic")
     a, b = sympy.symbols("a b", positive=True)
-    net = PetriNet("symbranch")
-    net.place("src", tokens=1)
-    net.place("choose")
-    net.place("x")
-    net.place("y")
-    net.timed("start", rate=1, inputs={"src": 1}, outputs={"choose": 1})
-    net.immediate("gx", inputs={"choose": 1}, outputs={"x": 1}, weight=a)
-    net.immediate("gy", inputs={"choose": 1}, outputs={"y": 1}, weight=b)
-    net.timed("bx", rate=1, inputs={"x": 1}, outputs={"src": 1})
-    net.timed("by", rate=1, inputs={"y": 1}, outputs={"src": 1})
+    net = symbolic_branch_net(a, b)
     sol = net.solve(symbolic=True)
     # every cycle: Exp(1) + Exp(1), X = 1/2 whatever the branch; gx takes a share a/(a+b)
     assert sympy.simplify(sol.throughput("start") - sympy.Rational(1, 2)) == 0

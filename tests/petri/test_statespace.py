@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import sympy
+from petri_helpers import symbolic_branch_net
 
 from queuesgd import PetriNet
 from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError, UnknownNameError
@@ -225,16 +226,7 @@ def test_higher_priority_preempts():
 
 def test_symbolic_weights_give_sympy_probabilities():
     a, b = sympy.symbols("a b", positive=True)
-    net = PetriNet("sym")
-    net.place("src", tokens=1)
-    net.place("choose")
-    net.place("x")
-    net.place("y")
-    net.timed("start", rate=1.0, inputs={"src": 1}, outputs={"choose": 1})
-    net.immediate("gx", inputs={"choose": 1}, outputs={"x": 1}, weight=a)
-    net.immediate("gy", inputs={"choose": 1}, outputs={"y": 1}, weight=b)
-    net.timed("bx", rate=1.0, inputs={"x": 1}, outputs={"src": 1})
-    net.timed("by", rate=1.0, inputs={"y": 1}, outputs={"src": 1})
+    net = symbolic_branch_net(a, b)
     ss = net.state_space()
     assert ss.prob.dtype == object
     start = np.flatnonzero(ss.transition == net.transition_names.index("start"))
