@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "Gamma": "queuesgd.distributions",
     "Empirical": "queuesgd.distributions",
     "PhaseType": "queuesgd.distributions",
+    "Shifted": "queuesgd.distributions",
     "fit_phase_type": "queuesgd.distributions",
     # workloads and clusters
     "Workload": "queuesgd.workload",

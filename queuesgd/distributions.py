@@ -55,6 +55,7 @@ __all__ = [
     "Gamma",
     "Empirical",
     "PhaseType",
+    "Shifted",
     "fit_phase_type",
 ]
 
@@ -868,6 +869,80 @@ class Empirical(Distribution):
 
     def _scaled(self, factor):
         return Empirical(self._samples * factor)
+
+
+class Shifted(Distribution):
+    """The law of ``base + shift``: a duration delayed by a constant ``shift`` (>= 0).
+
+    Models an injected straggler delay (eager-SGD's "sleep d seconds before
+    the forward pass"). Mean ``base.mean + shift``, variance that of ``base``.
+
+    Examples
+    --------
+    >>> s = Shifted(Exponential(mean=1.0), "320ms")
+    >>> s.mean, s.variance
+    (1.32, 1.0)
+    >>> round(s.cdf(1.32), 6) == round(Exponential(mean=1.0).cdf(1.0), 6)
+    True
+    """
+
+    __slots__ = ("_base", "_shift")
+
+    def __init__(self, base: Distribution, shift: Any) -> None:
+        if not isinstance(base, Distribution):
+            raise InvalidParameterError("Shifted.base", base, "a queuesgd.distributions.Distribution")
+        self._set(_base=base, _shift=_time("Shifted.shift", shift, allow_zero=True, symbolic=True))
+
+    def _params(self) -> dict[str, Any]:
+        return {"base": self._base, "shift": self._shift}
+
+    def _key(self) -> tuple:
+        return (self._base._key(), type(self._base).__name__, self._shift)
+
+    @property
+    def is_symbolic(self) -> bool:
+        return self._base.is_symbolic or _checks.is_symbolic(self._shift)
+
+    def subs(self, mapping: Mapping[Any, Any]) -> Distribution:
+        shift = self._shift
+        if _is_sympy(shift):
+            shift = shift.subs(mapping)
+            if not _checks.is_symbolic(shift):
+                shift = float(shift)
+        return Shifted(self._base.subs(mapping), shift)
+
+    def _numeric(self, what: str) -> None:
+        self._base._numeric(what)
+        super()._numeric(what)
+
+    @property
+    def base(self) -> Distribution:
+        """The undelayed law."""
+        return self._base
+
+    @property
+    def shift(self) -> Any:
+        """The constant delay, seconds."""
+        return self._shift
+
+    @property
+    def mean(self) -> Any:
+        return self._base.mean + self._shift
+
+    @property
+    def variance(self) -> Any:
+        return self._base.variance
+
+    _symbolic_ok = True
+
+    def _sample(self, gen, total):
+        return np.asarray(self._base._sample(gen, total), dtype=float) + self._shift
+
+    def _cdf(self, x):
+        return self._base._cdf(x - self._shift)
+
+    def _scaled(self, factor):
+        return Shifted(self._base.scaled(factor), self._shift * factor)
 
 
 class PhaseType(Distribution):

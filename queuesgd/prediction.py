@@ -2,37 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from queuesgd import _checks, units
-from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
-from queuesgd.queueing import ClosedNetwork, MVAResult, mva
-from queuesgd.queueing.batch import mva_batch
-from queuesgd.schemes.base import Scheme
+from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["Prediction", "StationBreakdown", "SweepResult", "predict", "sweep"]
-
-
-@dataclass(frozen=True)
-class StationBreakdown:
-    """Where one iteration's time goes at one station (seconds per iteration).
-
-    ``residence_time = service_time + waiting_time``; ``utilization`` is per
-    server for a queue, mean busy servers for a delay.
-    """
-
-    residence_time: float
-    service_time: float
-    waiting_time: float
-    utilization: float
-    queue_length: float
 
 
 @dataclass(frozen=True)
@@ -60,13 +44,23 @@ class Prediction:
     bottleneck : str
         The most utilized resource.
     staleness : float or None
-        Mean staleness where the method gives it, else None.
+        Mean staleness (updates applied between a gradient's parameter read
+        and its own update) where the scheme has staleness, else None.
     method : str
-        The solution method that ran (``"mva"``, ``"ctmc"``, ``"linearizer"``).
+        The solution method that ran (``"closed_form"``, ``"mva"``,
+        ``"ctmc"``, ``"simulate"``; ``"linearizer"`` where exact multi-class
+        MVA was too large).
     reason : str
-        Why that method was chosen.
+        Why that method was chosen, and any approximation it made (a
+        phase-type fit of a non-exponential law, for instance).
     model : object
-        The model that was solved (e.g. a :class:`~queuesgd.ClosedNetwork`).
+        The model that was solved (a :class:`~queuesgd.ClosedNetwork`, a
+        :class:`~queuesgd.PetriNet`, a :class:`~queuesgd.formula.Formula`...).
+    details : mapping
+        Scheme-specific results (participation, staleness distribution,
+        chosen cutoff, number of CTMC states, ...).
+    interval : tuple of float or None
+        95% confidence interval of ``throughput`` (simulation only).
     """
 
     scheme: str
@@ -82,6 +76,8 @@ class Prediction:
     method: str
     reason: str
     model: Any
+    details: Mapping[str, Any] = field(default_factory=dict)
+    interval: tuple[float, float] | None = None
 
     @property
     def updates_per_second(self) -> float:
@@ -119,41 +115,71 @@ def _check_scheme(scheme: Any) -> Scheme:
     return scheme
 
 
-def _average_over_classes(
-    result: MVAResult, net: ClosedNetwork
-) -> tuple[float, dict[str, float], dict[str, float], dict[str, float]]:
-    """Total iteration rate and per-iteration station measures averaged over classes."""
-    if net.single_class:
-        X = result.throughput
-        R = dict(result.residence_time)
-        Q = dict(result.queue_length)
-        U = dict(result.utilization)
-        return X, R, Q, U
-    Xc = result.throughput
-    X = float(sum(Xc.values()))
-    R = {s: sum(Xc[c] * v[c] for c in Xc) / X for s, v in result.residence_time.items()}
-    Q = {s: float(sum(v.values())) for s, v in result.queue_length.items()}
-    U = {s: float(sum(v.values())) for s, v in result.utilization.items()}
-    return X, R, Q, U
+def _check_cluster(cluster: Any) -> Cluster:
+    if not isinstance(cluster, Cluster):
+        raise InvalidParameterError("cluster", cluster, "a Cluster")
+    return cluster
 
 
-def predict(scheme: Scheme, workload: Workload | str, cluster: Cluster, method: str = "auto") -> Prediction:
+def _wrap(
+    scheme: Scheme, workload: Workload, cluster: Cluster, sol: SchemeSolution, reason: str
+) -> Prediction:
+    per_second = sol.iteration_rate * sol.gradients_per_update * workload.batch_size
+    interval = None
+    if sol.interval is not None:
+        interval = (sol.interval[0] * workload.batch_size, sol.interval[1] * workload.batch_size)
+    return Prediction(
+        scheme=scheme.key,
+        workers=cluster.workers,
+        throughput=float(per_second),
+        iteration_rate=float(sol.iteration_rate),
+        gradients_per_update=float(sol.gradients_per_update),
+        iteration_time=float(sol.iteration_time),
+        breakdown=MappingProxyType(dict(sol.breakdown)),
+        stations=MappingProxyType(dict(sol.stations)),
+        bottleneck=sol.bottleneck,
+        staleness=None if sol.staleness is None else float(sol.staleness),
+        method=sol.method,
+        reason=reason,
+        model=sol.model,
+        details=MappingProxyType(dict(sol.details)),
+        interval=interval,
+    )
+
+
+def predict(
+    scheme: Scheme,
+    workload: Workload | str,
+    cluster: Cluster,
+    method: str = "auto",
+    *,
+    rng: np.random.Generator | int | None = None,
+    iterations: int | None = None,
+) -> Prediction:
     """Predict the throughput of ``scheme`` running ``workload`` on ``cluster``.
 
     Parameters
     ----------
     scheme : Scheme
-        A coordination scheme, e.g. ``AsyncPS()``.
+        A coordination scheme, e.g. ``SyncPS()``, ``AsyncPS()``,
+        ``BackupWorkers(backups=2)``.
     workload : Workload or str
         What one worker computes and sends per step, or a catalog name
         (``"resnet50"``).
     cluster : Cluster
         Workers, links, stragglers.
     method : str
-        ``"auto"`` (the cheapest exact method; ``Prediction.reason`` says
-        which and why) or one of ``scheme.methods``: ``"mva"`` (exact mean
-        value analysis), ``"ctmc"`` (the Markov chain of the network, solved
-        exactly; small clusters only).
+        ``"auto"`` (the cheapest exact method that applies;
+        ``Prediction.reason`` says which and why) or one of
+        ``scheme.methods``: ``"closed_form"``, ``"mva"`` (exact mean value
+        analysis), ``"ctmc"`` (the Markov chain of the scheme's Petri net,
+        solved exactly; a non-exponential law is replaced by a phase-type fit
+        and the reason says so) or ``"simulate"`` (Monte Carlo with the
+        actual laws; ``Prediction.interval`` is its 95% confidence interval).
+    rng : numpy.random.Generator or int, optional
+        Randomness for ``"simulate"`` (and for schemes that sample).
+    iterations : int, optional
+        Length of a simulation, in iterations (the scheme's default if None).
 
     Returns
     -------
@@ -171,67 +197,16 @@ def predict(scheme: Scheme, workload: Workload | str, cluster: Cluster, method: 
     """
     scheme = _check_scheme(scheme)
     workload = _resolve_workload(workload)
-    if not isinstance(cluster, Cluster):
-        raise InvalidParameterError("cluster", cluster, "a Cluster")
+    cluster = _check_cluster(cluster)
     method = _checks.choice("method", method, ("auto",) + scheme.methods)
-    net = scheme.queueing_network(workload, cluster)
-    if method == "ctmc":
-        from queuesgd.queueing.ctmc import ctmc_solve
-
-        result = ctmc_solve(net)
-        used, reason = "ctmc", "requested: exact CTMC of the closed network"
-    elif method == "mva":
-        result = mva(net, "exact")
-        used, reason = "mva", "requested: exact mean value analysis"
+    scheme.check(workload, cluster)
+    if method == "auto":
+        used, why = scheme.auto_method(workload, cluster)
     else:
-        try:
-            result = mva(net, "exact")
-            used, reason = "mva", "product-form closed network: exact MVA is the cheapest exact method"
-        except StateSpaceTooLargeError as err:
-            result = mva(net, "linearizer")
-            used, reason = "linearizer", f"exact multi-class MVA too large ({err}); Linearizer approximation"
-    X, R, Q, U = _average_over_classes(result, net)
-    demand = {s: _mean_demand(net, s, result) for s in net.station_names}
-    stations = {
-        s: StationBreakdown(
-            residence_time=float(R[s]),
-            service_time=float(demand[s]),
-            waiting_time=float(R[s] - demand[s]),
-            utilization=float(U[s]),
-            queue_length=float(Q[s]),
-        )
-        for s in net.station_names
-    }
-    phases = {"compute": 0.0, "communication": 0.0, "update": 0.0, "waiting": 0.0}
-    for s, b in stations.items():
-        phases[scheme.phase_of(s)] += b.service_time
-        phases["waiting"] += b.waiting_time
-    return Prediction(
-        scheme=scheme.key,
-        workers=cluster.workers,
-        throughput=float(X) * workload.batch_size,
-        iteration_rate=float(X),
-        gradients_per_update=1.0,
-        iteration_time=float(sum(R.values())),
-        breakdown=MappingProxyType(phases),
-        stations=MappingProxyType(stations),
-        bottleneck=result.bottleneck,
-        staleness=None,
-        method=used,
-        reason=reason,
-        model=net,
-    )
-
-
-def _mean_demand(net: ClosedNetwork, station: str, result: MVAResult) -> float:
-    d = net.station(station).demand
-    if not isinstance(d, Mapping):
-        if net.single_class:
-            return float(d)
-        d = {c: d for c in net.classes}
-    X = result.throughput
-    total = sum(X.values())
-    return float(sum(X[c] * d.get(c, 0.0) for c in X) / total)
+        used, why = method, f"requested: {method}"
+    sol = scheme.solve(workload, cluster, used, rng=rng, iterations=iterations)
+    reason = why if not sol.reason or sol.reason == why else f"{why}; {sol.reason}"
+    return _wrap(scheme, workload, cluster, sol, reason)
 
 
 @dataclass(frozen=True)
@@ -242,11 +217,14 @@ class SweepResult:
     ----------
     scheme : str
     columns : mapping of str to ndarray
-        ``workers``, ``bandwidth`` (bytes/s), ``latency`` (s), ``throughput``
-        (samples/s), ``iteration_rate`` (updates/s), ``scaling_factor``
-        (throughput / (workers x single-worker throughput at the same
-        bandwidth and latency)) and ``bottleneck``.
+        ``workers``, ``bandwidth`` (bytes/s), ``latency`` (s), one column per
+        swept scheme parameter, ``throughput`` (samples/s),
+        ``iteration_rate`` (updates/s), ``gradients_per_update``,
+        ``scaling_factor`` (throughput / (workers x the throughput of one
+        worker computing alone, ``batch_size / E[compute]``), as in Zhang et
+        al., NetAI 2020), ``bottleneck`` and ``method``.
     method : str
+        The method(s) that ran, comma-separated when they differ by row.
     """
 
     scheme: str
@@ -274,19 +252,41 @@ class SweepResult:
 
     def table(self) -> str:
         """A plain-text table for a terminal."""
-        head = (
-            f"{'workers':>8} {'bandwidth':>14} {'latency':>10} {'samples/s':>12} {'scaling':>8}  bottleneck"
-        )
-        lines = [head]
         c = self.columns
+        extra = [k for k in c if k not in _FIXED_COLUMNS]
+        head = f"{'workers':>8} {'bandwidth':>14} {'latency':>10} "
+        head += "".join(f"{k:>10} " for k in extra)
+        head += f"{'samples/s':>12} {'grads/upd':>9} {'scaling':>8}  bottleneck"
+        lines = [head]
         for i in range(len(self)):
             lat = units.format_seconds(c["latency"][i]) if c["latency"][i] else "0"
-            lines.append(
-                f"{c['workers'][i]:>8d} {units.format_bandwidth(c['bandwidth'][i]):>14} "
-                f"{lat:>10} {c['throughput'][i]:>12.2f} "
+            line = f"{c['workers'][i]:>8d} {units.format_bandwidth(c['bandwidth'][i]):>14} {lat:>10} "
+            line += "".join(f"{_fmt_param(c[k][i]):>10} " for k in extra)
+            line += (
+                f"{c['throughput'][i]:>12.2f} {c['gradients_per_update'][i]:>9.3g} "
                 f"{c['scaling_factor'][i]:>8.3f}  {c['bottleneck'][i]}"
             )
+            lines.append(line)
         return "\n".join(lines)
+
+
+_FIXED_COLUMNS = (
+    "workers",
+    "bandwidth",
+    "latency",
+    "throughput",
+    "iteration_rate",
+    "gradients_per_update",
+    "scaling_factor",
+    "bottleneck",
+    "method",
+)
+
+
+def _fmt_param(v: Any) -> str:
+    if isinstance(v, (float, np.floating)):
+        return f"{v:.4g}"
+    return str(v)
 
 
 def _grid(field: str, values: Any, default: Any, parse: Any) -> np.ndarray:
@@ -302,6 +302,15 @@ def _grid(field: str, values: Any, default: Any, parse: Any) -> np.ndarray:
     return out
 
 
+def _param_values(name: str, values: Any) -> list[Any]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        return [values]
+    out = list(values)
+    if not out:
+        raise InvalidParameterError(name, values, "a non-empty list")
+    return out
+
+
 def sweep(
     scheme: Scheme,
     workload: Workload | str,
@@ -310,12 +319,20 @@ def sweep(
     workers: Iterable[int] | int | None = None,
     bandwidth: Iterable[Any] | Any = None,
     latency: Iterable[Any] | Any = None,
+    method: str = "auto",
+    rng: np.random.Generator | int | None = None,
+    iterations: int | None = None,
+    **parameters: Any,
 ) -> SweepResult:
-    """Predict every combination of workers x bandwidth x latency in one call.
+    """Predict every combination of workers x bandwidth x latency x scheme parameters.
 
-    Values left out come from ``cluster``. For :class:`~queuesgd.AsyncPS` the
-    whole grid is one vectorized exact MVA recursion (identical to calling
-    :func:`predict` row by row).
+    Values left out come from ``cluster`` and ``scheme``. Scheme parameters
+    are given by name (``backups=[0, 1, 2]``, ``timeout=["50ms", "80ms"]``).
+    Where the scheme has a vectorized exact solution (a closed form, or exact
+    MVA for :class:`~queuesgd.AsyncPS`) each parameter combination is one
+    NumPy evaluation over the whole workers x bandwidth x latency grid
+    (identical to calling :func:`predict` row by row); otherwise every row
+    is a :func:`predict` call with ``method``.
 
     Examples
     --------
@@ -328,12 +345,20 @@ def sweep(
     """
     scheme = _check_scheme(scheme)
     workload = _resolve_workload(workload)
-    if not isinstance(cluster, Cluster):
-        raise InvalidParameterError("cluster", cluster, "a Cluster")
-    if cluster.speeds is not None:
+    cluster = _check_cluster(cluster)
+    method = _checks.choice("method", method, ("auto",) + scheme.methods)
+    if cluster.speeds is not None and workers is not None:
         raise NotRepresentable(
-            "sweep needs homogeneous workers (speeds=None); use predict for heterogeneous ones"
+            "sweep over workers needs homogeneous workers (speeds=None); use predict for heterogeneous ones"
         )
+    known = scheme.parameters()
+    for name in parameters:
+        if name not in known:
+            raise InvalidParameterError(
+                name,
+                parameters[name],
+                f"a parameter of {type(scheme).__name__}: {', '.join(known) or 'none'}",
+            )
     W = _grid("workers", workers, cluster.workers, lambda f, v: _checks.integer(f, v)).astype(int)
     B = _grid(
         "bandwidth",
@@ -342,22 +367,72 @@ def sweep(
         lambda f, v: _checks.positive(f, units.parse_bandwidth(v, f)),
     )
     L = _grid("latency", latency, cluster.latency, lambda f, v: units.parse_seconds(v, f))
-    if not hasattr(scheme, "demand_matrix"):
-        raise NotRepresentable(f"{type(scheme).__name__} has no vectorized sweep")
+    names = list(parameters)
+    combos = list(itertools.product(*(_param_values(k, parameters[k]) for k in names)))
     grid = np.array(list(itertools.product(range(len(W)), range(len(B)), range(len(L)))))
     w, b, lat = W[grid[:, 0]], B[grid[:, 1]], L[grid[:, 2]]
-    shards = cluster.ps_shards
-    D = scheme.demand_matrix(workload, b, lat, shards)
-    res = mva_batch(scheme.template(shards), D, w)
-    X = res.throughput
-    X1 = 1.0 / D.sum(axis=1)  # one worker never queues: X(1) = 1 / sum of demands
-    cols = {
-        "workers": w,
-        "bandwidth": b,
-        "latency": lat,
-        "throughput": X * workload.batch_size,
-        "iteration_rate": X,
-        "scaling_factor": X / (w * X1),
-        "bottleneck": res.bottleneck,
-    }
-    return SweepResult(scheme.key, MappingProxyType(cols), "mva")
+    parts: list[dict[str, Any]] = []
+    for combo in combos:
+        s = scheme.replace(**dict(zip(names, combo))) if names else scheme
+        part = _sweep_one(s, workload, cluster, w, b, lat, method, rng, iterations)
+        for k, v in zip(names, combo):
+            part[k] = np.array([v] * len(w), dtype=object if isinstance(v, str) else None)
+        parts.append(part)
+    cols: dict[str, np.ndarray] = {}
+    order = ["workers", "bandwidth", "latency", *names, "throughput", "iteration_rate"]
+    order += ["gradients_per_update", "scaling_factor", "bottleneck", "method"]
+    for p in parts:
+        p["throughput"] = p["iteration_rate"] * p["gradients_per_update"] * workload.batch_size
+        p["scaling_factor"] = p["throughput"] / (p["workers"] * workload.samples_per_second_single)
+    for k in order:
+        cols[k] = np.concatenate([p[k] for p in parts])
+    used = ", ".join(dict.fromkeys(cols["method"].tolist()))
+    return SweepResult(scheme.key, MappingProxyType(cols), used)
+
+
+def _sweep_one(
+    scheme: Scheme,
+    workload: Workload,
+    cluster: Cluster,
+    w: np.ndarray,
+    b: np.ndarray,
+    lat: np.ndarray,
+    method: str,
+    rng: Any,
+    iterations: int | None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"workers": w, "bandwidth": b, "latency": lat}
+    batch = None
+    if method in ("auto", "closed_form", "mva"):
+        for n in np.unique(w):
+            scheme.check(workload, cluster.with_workers(int(n)))
+        try:
+            batch = scheme.solve_batch(workload, cluster, w, b, lat)
+        except NotRepresentable:
+            batch = None
+        if batch is not None and method != "auto" and batch["method"] != method:
+            batch = None
+    if batch is not None:
+        out["iteration_rate"] = np.asarray(batch["iteration_rate"], dtype=float)
+        out["gradients_per_update"] = np.broadcast_to(
+            np.asarray(batch["gradients_per_update"], dtype=float), w.shape
+        ).copy()
+        bn = batch.get("bottleneck")
+        out["bottleneck"] = (
+            np.array([""] * len(w), dtype=object) if bn is None else np.asarray(bn, dtype=object)
+        )
+        out["method"] = np.array([batch["method"]] * len(w), dtype=object)
+        return out
+    rate, gpu, bott, meth = [], [], [], []
+    for n, bw, la in zip(w, b, lat):
+        c = dataclasses.replace(cluster, workers=int(n), bandwidth=float(bw), latency=float(la))
+        p = predict(scheme, workload, c, method, rng=rng, iterations=iterations)
+        rate.append(p.iteration_rate)
+        gpu.append(p.gradients_per_update)
+        bott.append(p.bottleneck)
+        meth.append(p.method)
+    out["iteration_rate"] = np.array(rate, dtype=float)
+    out["gradients_per_update"] = np.array(gpu, dtype=float)
+    out["bottleneck"] = np.array(bott, dtype=object)
+    out["method"] = np.array(meth, dtype=object)
+    return out

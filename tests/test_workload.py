@@ -171,7 +171,8 @@ def test_cluster_defaults_and_latency_units():
     assert c.ps_shards == 1 and c.speeds is None
     np.testing.assert_array_equal(c.speed_factors, np.ones(8))
     assert repr(c) == (
-        "Cluster(workers=8, bandwidth=12500000000.0, latency=5e-05, ps_shards=1, speeds=None, name='p3dn')"
+        "Cluster(workers=8, bandwidth=12500000000.0, latency=5e-05, ps_shards=1, speeds=None, "
+        "stragglers=None, name='p3dn')"
     )
 
 

@@ -9,13 +9,16 @@ download). Every completed cycle applies one gradient to the model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from queuesgd.queueing import ClosedNetwork, Delay, Queue
-from queuesgd.schemes.base import Scheme
+from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
+from queuesgd.queueing import ClosedNetwork, Delay, MVAResult, Queue, mva
+from queuesgd.queueing.batch import mva_batch
+from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["AsyncPS"]
@@ -109,6 +112,88 @@ class AsyncPS(Scheme):
                 stations.append(kind(n, float(d)))
         return ClosedNetwork(stations, classes)
 
+    # ---- solvers ---------------------------------------------------------------------
+    def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
+        return "mva", "product-form closed network: exact MVA is the cheapest exact method"
+
+    def solve(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        method: str,
+        *,
+        rng: Any = None,
+        iterations: int | None = None,
+    ) -> SchemeSolution:
+        if cluster.stragglers is not None:
+            raise NotRepresentable(
+                "AsyncPS with RandomDelay stragglers: the closed network has no per-step random delay"
+            )
+        net = self.queueing_network(workload, cluster)
+        if method == "ctmc":
+            from queuesgd.queueing.ctmc import ctmc_solve
+
+            result = ctmc_solve(net)
+            used, reason = "ctmc", "exact CTMC of the closed network"
+        elif method == "mva":
+            try:
+                result = mva(net, "exact")
+                used, reason = "mva", "exact mean value analysis"
+            except StateSpaceTooLargeError as err:
+                result = mva(net, "linearizer")
+                used, reason = (
+                    "linearizer",
+                    f"exact multi-class MVA too large ({err}); Linearizer approximation",
+                )
+        else:
+            raise NotRepresentable(f"AsyncPS cannot be solved with method {method!r}")
+        X, R, Q, U = _average_over_classes(result, net)
+        stations = {}
+        for s in net.station_names:
+            d = _mean_demand(net, s, result)
+            stations[s] = StationBreakdown(
+                residence_time=float(R[s]),
+                service_time=d,
+                waiting_time=float(R[s] - d),
+                utilization=float(U[s]),
+                queue_length=float(Q[s]),
+            )
+        phases = {"compute": 0.0, "communication": 0.0, "update": 0.0, "waiting": 0.0}
+        for s, b in stations.items():
+            phases[self.phase_of(s)] += b.service_time
+            phases["waiting"] += b.waiting_time
+        return SchemeSolution(
+            iteration_rate=float(X),
+            gradients_per_update=1.0,
+            iteration_time=float(sum(R.values())),
+            breakdown=phases,
+            method=used,
+            reason=reason,
+            stations=stations,
+            bottleneck=result.bottleneck,
+            model=net,
+        )
+
+    def solve_batch(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        workers: np.ndarray,
+        bandwidth: np.ndarray,
+        latency: np.ndarray,
+    ) -> dict[str, Any]:
+        if cluster.speeds is not None or cluster.stragglers is not None:
+            raise NotRepresentable("the vectorized AsyncPS solution needs identical workers")
+        shards = cluster.ps_shards
+        D = self.demand_matrix(workload, bandwidth, latency, shards)
+        res = mva_batch(self.template(shards), D, workers)
+        return {
+            "iteration_rate": res.throughput,
+            "gradients_per_update": np.ones_like(res.throughput),
+            "bottleneck": res.bottleneck,
+            "method": "mva",
+        }
+
     # ---- vectorized pieces, shared by predict and sweep ------------------------
     @staticmethod
     def _layout(shards: int) -> tuple[list[str], list[type]]:
@@ -150,3 +235,33 @@ class AsyncPS(Scheme):
         if station.startswith("update"):
             return "update"
         return "communication"
+
+
+def _average_over_classes(
+    result: MVAResult, net: ClosedNetwork
+) -> tuple[float, dict[str, float], dict[str, float], dict[str, float]]:
+    """Total iteration rate and per-iteration station measures averaged over classes."""
+    if net.single_class:
+        return (
+            result.throughput,
+            dict(result.residence_time),
+            dict(result.queue_length),
+            dict(result.utilization),
+        )
+    Xc = result.throughput
+    X = float(sum(Xc.values()))
+    R = {s: sum(Xc[c] * v[c] for c in Xc) / X for s, v in result.residence_time.items()}
+    Q = {s: float(sum(v.values())) for s, v in result.queue_length.items()}
+    U = {s: float(sum(v.values())) for s, v in result.utilization.items()}
+    return X, R, Q, U
+
+
+def _mean_demand(net: ClosedNetwork, station: str, result: MVAResult) -> float:
+    d = net.station(station).demand
+    if not isinstance(d, Mapping):
+        if net.single_class:
+            return float(d)
+        d = {c: d for c in net.classes}
+    X = result.throughput
+    total = sum(X.values())
+    return float(sum(X[c] * d.get(c, 0.0) for c in X) / total)
