@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "Workload": "queuesgd.workload",
     "Cluster": "queuesgd.workload",
     "Layer": "queuesgd.workload",
+    "RandomDelay": "queuesgd.workload",
     "load_workload": "queuesgd.catalog",
     "list_workloads": "queuesgd.catalog",
     # closed queueing networks

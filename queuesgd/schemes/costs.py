@@ -12,7 +12,6 @@ NumPy arrays (sweeps) and SymPy symbols (:func:`queuesgd.derive`).
   ``2 ceil(log2 n) (alpha + S/B)``.
 - :func:`hierarchical_allreduce` -- ring inside each node, ring across the
   node leaders, ring inside each node again.
-- :func:`worker_laws` -- each worker's compute-time law (speed factors applied).
 
 Examples
 --------
@@ -26,10 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd.distributions import Distribution
-from queuesgd.workload import Cluster, Workload
-
-__all__ = ["hierarchical_allreduce", "ps_round", "ring_allreduce", "tree_allreduce", "worker_laws"]
+__all__ = ["hierarchical_allreduce", "ps_round", "ring_allreduce", "tree_allreduce"]
 
 
 def _is_sym(*values: Any) -> bool:
@@ -129,28 +125,3 @@ def hierarchical_allreduce(
     intra = 2 * (g - 1) / g * size / intra_bandwidth + 2 * (g - 1) * intra_latency
     inter = 2 * (m - 1) / m * size / bandwidth + 2 * (m - 1) * latency
     return intra + inter
-
-
-def worker_laws(workload: Workload, cluster: Cluster) -> list[Distribution]:
-    """Each worker's compute-time law: ``workload.compute`` scaled by ``1 / speeds[i]``.
-
-    Random straggler delays (``cluster.stragglers``) are *not* included:
-    they hit a random set of workers every step.
-
-    Examples
-    --------
-    >>> from queuesgd import Workload, Cluster
-    >>> laws = worker_laws(Workload(0.1, 1e6), Cluster(2, "1GB/s", speeds=[1, 2]))
-    >>> [law.mean for law in laws]
-    [0.1, 0.05]
-    """
-    base = workload.compute
-    if cluster.speeds is None:
-        return [base] * cluster.workers
-    cache: dict[float, Distribution] = {}
-    out = []
-    for s in cluster.speeds:
-        if s not in cache:
-            cache[s] = base if s == 1.0 else base.scaled(1.0 / s)
-        out.append(cache[s])
-    return out
