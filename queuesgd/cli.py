@@ -1,4 +1,4 @@
-"""Command line: ``queuesgd predict | catalog``.
+"""Command line: ``queuesgd predict | sweep | derive | catalog``.
 
 Every user error prints one line on stderr and exits with status 2.
 """
@@ -52,13 +52,25 @@ def _ints(field: str, text: str) -> list[int]:
     return out
 
 
-def _build_parser() -> argparse.ArgumentParser:
+# Scheme parameters that the command line cannot express (objects).
+_NOT_ON_CLI = frozenset({"predictor"})
+
+
+def _scheme_options() -> dict[str, set[str]]:
+    """Scheme parameter name -> the schemes that have it."""
     from queuesgd.schemes import SCHEMES
 
-    parser = _Parser(prog="queuesgd", description="Predict the throughput of distributed SGD training.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    out: dict[str, set[str]] = {}
+    for key, cls in SCHEMES.items():
+        for name in cls.parameters():
+            if name not in _NOT_ON_CLI:
+                out.setdefault(name, set()).add(key)
+    return out
 
-    p = sub.add_parser("predict", help="predict samples/s for a scheme over workers and bandwidths")
+
+def _add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
+    from queuesgd.schemes import SCHEMES
+
     p.add_argument("--scheme", default="async-ps", help=f"coordination scheme: {', '.join(SCHEMES)}")
     p.add_argument(
         "--workload", default="resnet50", help="catalog workload name (see `queuesgd catalog list`)"
@@ -69,8 +81,48 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--latency", default="0", help="one-way latency(s), e.g. 50us")
     p.add_argument("--ps-shards", default="1", help="number of parameter-server shards")
+    p.add_argument(
+        "--compute",
+        metavar="LAW",
+        help="compute-time law with the workload's mean: deterministic, exponential, "
+        "erlang:K, lognormal:SCV, gamma:SCV, normal:CV",
+    )
+    p.add_argument(
+        "--stragglers", metavar="K:DELAY", help="delay K random workers by DELAY every step, e.g. 2:320ms"
+    )
+    p.add_argument("--method", default="auto", help="auto, closed_form, mva, ctmc or simulate")
+    p.add_argument("--seed", type=int, default=0, help="random seed for method simulate")
+    p.add_argument("--iterations", type=int, help="simulated iterations (method simulate)")
+    each = "comma-separated values" if lists else "a value"
+    for name, keys in sorted(_scheme_options().items()):
+        p.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=f"param_{name}",
+            metavar="VALUES" if lists else "VALUE",
+            help=f"{each} for the scheme parameter {name} ({', '.join(sorted(keys))})",
+        )
     p.add_argument("--json", action="store_true", help="print machine-readable rows")
     p.add_argument("--plot", metavar="FILE.png", help="save a scaling curve")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from queuesgd.schemes import SCHEMES
+
+    parser = _Parser(prog="queuesgd", description="Predict the throughput of distributed SGD training.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("predict", help="predict samples/s for a scheme over workers and bandwidths")
+    _add_common(p, lists=False)
+    p = sub.add_parser("sweep", help="like predict, with lists for the scheme's parameters too")
+    _add_common(p, lists=True)
+
+    d = sub.add_parser("derive", help="print a scheme's throughput formula")
+    d.add_argument("scheme", help=f"coordination scheme: {', '.join(SCHEMES)}")
+    d.add_argument("--compute", default="exponential", help="compute-time law: exponential or deterministic")
+    d.add_argument("--workers", type=int, help="fixed number of workers (schemes solved by MVA)")
+    d.add_argument("--latex", action="store_true", help="print LaTeX")
+    d.add_argument("--limit", metavar="SYMBOL", help="also print the limit as SYMBOL -> infinity")
+    d.add_argument("--optimize", metavar="SYMBOL", help="also print the SYMBOL that maximizes throughput")
 
     c = sub.add_parser("catalog", help="list or show the built-in workloads")
     csub = c.add_subparsers(dest="action", required=True, parser_class=_Parser)
@@ -80,32 +132,141 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _predict(args: argparse.Namespace) -> int:
+def _value(text: str) -> Any:
+    """A scheme parameter from the command line: an int, a float, or the string (units parsed later)."""
+    if re.fullmatch(r"[+-]?\d+", text):
+        return int(text)
+    if _NUMBER.match(text):
+        return float(text)
+    return text
+
+
+def _compute_law(text: str, mean: float) -> Any:
+    from queuesgd import distributions as d
+
+    kind, _, arg = text.partition(":")
+    kinds = "deterministic, exponential, erlang:K, lognormal:SCV, gamma:SCV, normal:CV"
+    try:
+        if kind == "deterministic" and not arg:
+            return d.Deterministic(mean)
+        if kind == "exponential" and not arg:
+            return d.Exponential(mean=mean)
+        if kind == "erlang" and arg:
+            return d.Erlang(int(arg), mean=mean)
+        if kind == "lognormal" and arg:
+            return d.LogNormal.from_mean_scv(mean, float(arg))
+        if kind == "gamma" and arg:
+            return d.Gamma.from_mean_scv(mean, float(arg))
+        if kind == "normal" and arg:
+            return d.Normal(mean, float(arg) * mean)
+    except ValueError as err:
+        if isinstance(err, QueuesgdError):
+            raise InvalidParameterError("--compute", text, f"{kinds} ({err})") from None
+        raise InvalidParameterError("--compute", text, kinds) from None
+    raise InvalidParameterError("--compute", text, kinds)
+
+
+def _stragglers(text: str) -> Any:
+    from queuesgd.workload import RandomDelay
+
+    k, sep, delay = text.partition(":")
+    if not sep or not re.fullmatch(r"\d+", k.strip()):
+        raise InvalidParameterError("--stragglers", text, "K:DELAY, e.g. 2:320ms (K random workers delayed)")
+    return RandomDelay(int(k), delay.strip())
+
+
+def _setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dict[str, list[Any]]]:
+    import dataclasses
+
     from queuesgd import _checks, units
     from queuesgd.catalog import load_workload
-    from queuesgd.prediction import sweep
     from queuesgd.schemes import SCHEMES
     from queuesgd.workload import Cluster
 
-    scheme = SCHEMES[_checks.choice("--scheme", args.scheme, SCHEMES)]()
+    key = _checks.choice("--scheme", args.scheme, SCHEMES)
+    cls = SCHEMES[key]
+    params: dict[str, list[Any]] = {}
+    own = set(cls.parameters())
+    for name in _scheme_options():
+        text = getattr(args, f"param_{name}")
+        if text is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if name not in own:
+            accepted = ", ".join("--" + p.replace("_", "-") for p in cls.parameters() if p not in _NOT_ON_CLI)
+            raise InvalidParameterError(flag, text, f"a parameter of {key}: {accepted or 'it has none'}")
+        values = [_value(v) for v in (split_list(text) if lists else [text])]
+        params[name] = values
+    scheme = cls(**{k: v[0] for k, v in params.items()})
     workload = load_workload(args.workload)
+    if args.compute:
+        workload = dataclasses.replace(workload, compute=_compute_law(args.compute, workload.compute_time))
+    stragglers = _stragglers(args.stragglers) if args.stragglers else None
+    workers = _ints("--workers", args.workers)
+    cluster = Cluster(
+        workers=max(workers),
+        bandwidth=units.parse_bandwidth(split_list(args.bandwidth)[0], "--bandwidth"),
+        latency=units.parse_seconds(split_list(args.latency)[0], "--latency"),
+        ps_shards=_checks.integer("--ps-shards", _ints("--ps-shards", args.ps_shards)[0]),
+        stragglers=stragglers,
+    )
+    return scheme, workload, cluster, params
+
+
+def _predict(args: argparse.Namespace, *, lists: bool) -> int:
+    from queuesgd import units
+    from queuesgd.prediction import sweep
+
+    scheme, workload, cluster, params = _setup(args, lists=lists)
     workers = _ints("--workers", args.workers)
     bandwidth = [units.parse_bandwidth(b, "--bandwidth") for b in split_list(args.bandwidth)]
     latency = [units.parse_seconds(x, "--latency") for x in split_list(args.latency)]
-    shards = _checks.integer("--ps-shards", _ints("--ps-shards", args.ps_shards)[0])
-    cluster = Cluster(workers=workers[0], bandwidth=bandwidth[0], latency=latency[0], ps_shards=shards)
-    table = sweep(scheme, workload, cluster, workers=workers, bandwidth=bandwidth, latency=latency)
+    swept = {k: v for k, v in params.items() if len(v) > 1}
+    table = sweep(
+        scheme,
+        workload,
+        cluster,
+        workers=workers,
+        bandwidth=bandwidth,
+        latency=latency,
+        method=args.method,
+        rng=args.seed,
+        iterations=args.iterations,
+        **swept,
+    )
     if args.plot:
         _plot(table, workload.name or args.workload, args.plot)
     if args.json:
         rows = []
         for r in table.rows():
-            r = {"scheme": table.scheme, "workload": args.workload, **r, "method": table.method}
-            rows.append(r)
+            rows.append({"scheme": table.scheme, "workload": args.workload, **r})
         print(json.dumps(rows, indent=1))
     else:
-        print(f"{table.scheme} · {args.workload} · batch {workload.batch_size} · method {table.method}")
+        fixed = ", ".join(f"{k}={v[0]}" for k, v in params.items() if len(v) == 1)
+        print(
+            f"{table.scheme}{' (' + fixed + ')' if fixed else ''} · {args.workload} · "
+            f"batch {workload.batch_size} · method {table.method}"
+        )
         print(table.table())
+    return 0
+
+
+def _derive(args: argparse.Namespace) -> int:
+    from queuesgd.derive import derive
+
+    options = {} if args.workers is None else {"workers": args.workers}
+    f = derive(args.scheme, compute=args.compute, **options)
+    print(f.latex() if args.latex else str(f))
+    if args.limit:
+        import sympy
+
+        lim = f.limit(args.limit)
+        print(f"limit {args.limit} -> oo: " + (sympy.latex(lim) if args.latex else sympy.sstr(lim)))
+    if args.optimize:
+        import sympy
+
+        best = f.optimize(args.optimize)
+        print(f"optimal {args.optimize}: " + (sympy.latex(best) if args.latex else sympy.sstr(best)))
     return 0
 
 
@@ -132,8 +293,8 @@ def _plot(table: Any, title: str, path: str) -> None:
             label = units.format_bandwidth(b) + (f", {units.format_seconds(lat)}" if lat else "")
             ax.plot(c["workers"][m][order], c["throughput"][m][order], marker="o", label=label)
     w = np.unique(c["workers"])
-    first = c["throughput"] / (c["scaling_factor"] * c["workers"])
-    ax.plot(w, w * float(np.max(first)), "k--", lw=0.8, label="linear scaling")
+    single = float(np.max(c["throughput"] / (c["scaling_factor"] * c["workers"])))
+    ax.plot(w, w * single, "k--", lw=0.8, label="linear scaling (one worker computing alone)")
     ax.set_xlabel("workers")
     ax.set_ylabel("samples / s")
     ax.set_title(f"{table.scheme}: {title}")
@@ -176,8 +337,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command == "predict":
-            return _predict(args)
+        if args.command in ("predict", "sweep"):
+            return _predict(args, lists=args.command == "sweep")
+        if args.command == "derive":
+            return _derive(args)
         return _catalog(args)
     except (QueuesgdError, ValueError, TypeError) as err:
         if not isinstance(err, QueuesgdError):
