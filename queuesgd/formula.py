@@ -57,7 +57,21 @@ _PARSERS = {
 def _numeric_modules() -> list[Any]:
     from queuesgd.orderstats import harmonic
 
-    return [{"harmonic": harmonic, "ceiling": np.ceil, "floor": np.floor}, "numpy", "scipy"]
+    return [{"qsgd_harmonic": harmonic, "ceiling": np.ceil, "floor": np.floor}, "numpy", "scipy"]
+
+
+def _for_lambdify(expr: Any) -> Any:
+    """Hide ``harmonic`` from SymPy's printers.
+
+    SymPy 1.13's NumPy printer rewrites ``harmonic(n)`` as
+    ``polygamma(0, n + 1) + euler_gamma`` without parentheses, so
+    ``mu/harmonic(n)`` evaluates as ``mu/polygamma(0, n + 1) + euler_gamma``.
+    A plain function name avoids the rewrite; it is bound to
+    :func:`queuesgd.orderstats.harmonic`.
+    """
+    import sympy
+
+    return expr.replace(sympy.harmonic, sympy.Function("qsgd_harmonic"))
 
 
 @dataclass(frozen=True)
@@ -181,7 +195,9 @@ class Formula:
             raise UnknownNameError("symbol", extra[0], tuple(self.symbols))
         fn = self._lambdified.get(names)
         if fn is None:
-            fn = sympy.lambdify([self.symbols[k] for k in names], self.expr, modules=_numeric_modules())
+            fn = sympy.lambdify(
+                [self.symbols[k] for k in names], _for_lambdify(self.expr), modules=_numeric_modules()
+            )
             self._lambdified[names] = fn
         args = [np.asarray(self._value(k, values[k]), dtype=float) for k in names]
         with np.errstate(divide="ignore", invalid="ignore"):

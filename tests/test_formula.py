@@ -1,0 +1,73 @@
+"""Formula: printing, substitution, vectorized evaluation, limits and optima against calculus by hand."""
+
+import math
+
+import numpy as np
+import pytest
+import sympy
+
+from queuesgd.errors import InvalidParameterError, NotRepresentable, UnknownNameError
+from queuesgd.formula import Formula
+
+n, t, B, G, mu = sympy.symbols("n t B G mu", positive=True)
+
+
+def ring_like() -> Formula:
+    # n workers of step t, ring all-reduce of G bytes at B (no latency): X = n / (t + 2 (n-1)/n G/B)
+    expr = n / (t + 2 * (n - 1) / n * G / B)
+    return Formula(expr, {"n": n, "t": t, "B": B, "G": G}, {"n": "workers", "t": "s"}, "ring")
+
+
+def test_evaluate_broadcasts_and_matches_direct_arithmetic():
+    f = ring_like()
+    ns = np.array([1, 2, 8, 64])
+    got = f.evaluate(n=ns, t=0.1, B="10Gbit/s", G="100MB")
+    want = ns / (0.1 + 2 * (ns - 1) / ns * 100e6 / 1.25e9)
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    grid = f.evaluate(n=ns[:, None], t=0.1, B=np.array([1.25e9, 1.25e10])[None, :], G=100e6)
+    assert grid.shape == (4, 2)
+
+
+def test_harmonic_evaluates_exactly():
+    f = Formula(n * mu / sympy.harmonic(n), {"n": n, "mu": mu}, {}, "sync")
+    for k in (1, 5, 100, 1000):
+        assert f.evaluate(n=k, mu=2.0) == pytest.approx(k * 2.0 / math.fsum(1 / i for i in range(1, k + 1)))
+
+
+def test_limit_and_symbolic_optimum_by_hand():
+    f = ring_like()
+    # n -> oo: n / (t + 2G/B) grows without bound
+    assert f.limit("n") == sympy.oo
+    # with a latency term 2 (n - 1) a the optimum is finite: d/dn [n / (t + c + 2 a n)] > 0 always... use n^2 cost
+    a = sympy.Symbol("a", positive=True)
+    g = Formula(n / (t + a * n**2), {"n": n, "t": t, "a": a}, {}, "quad")
+    assert sympy.simplify(g.optimize("n") - sympy.sqrt(t / a)) == 0
+    assert g.optimize("n", t=1.0, a=0.01) == 10
+
+
+def test_numeric_optimum_over_a_continuous_symbol():
+    T = sympy.Symbol("T", positive=True)
+    f = Formula(T * sympy.exp(-T), {"T": T}, {}, "x")  # max at T = 1
+    assert f.optimize("T", upper=50) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_subs_latex_and_str():
+    f = ring_like().subs(t="100ms", G=1e8)
+    assert set(f.free_names) == {"B", "n"}
+    assert f.latex().startswith("X = ")
+    assert "workers" in str(f)
+
+
+def test_errors_name_the_symbol():
+    f = ring_like()
+    with pytest.raises(UnknownNameError, match="symbol"):
+        f.subs(q=1)
+    with pytest.raises(InvalidParameterError, match="evaluate"):
+        f.evaluate(n=2)
+    with pytest.raises(InvalidParameterError, match="n"):
+        f.subs(n="10ms")  # no unit strings for a count
+    with pytest.raises(InvalidParameterError, match="Formula.symbols"):
+        Formula(n * t, {"n": n}, {}, "bad")
+    h = Formula(n * sympy.exp(-n) + sympy.harmonic(n), {"n": n}, {}, "x")
+    with pytest.raises(NotRepresentable, match="stationary point"):
+        h.optimize("n")
