@@ -88,7 +88,7 @@ def _add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
         "erlang:K, lognormal:SCV, gamma:SCV, normal:CV",
     )
     p.add_argument(
-        "--stragglers", metavar="K:DELAY", help="delay K random workers by DELAY every step, e.g. 2:320ms"
+        "--random-delay", metavar="K:DELAY", help="delay K random workers by DELAY every step, e.g. 2:320ms"
     )
     p.add_argument("--method", default="auto", help="auto, closed_form, mva, ctmc or simulate")
     p.add_argument("--seed", type=int, default=0, help="random seed for method simulate")
@@ -166,12 +166,14 @@ def _compute_law(text: str, mean: float) -> Any:
     raise InvalidParameterError("--compute", text, kinds)
 
 
-def _stragglers(text: str) -> Any:
+def _random_delay(text: str) -> Any:
     from queuesgd.workload import RandomDelay
 
     k, sep, delay = text.partition(":")
     if not sep or not re.fullmatch(r"\d+", k.strip()):
-        raise InvalidParameterError("--stragglers", text, "K:DELAY, e.g. 2:320ms (K random workers delayed)")
+        raise InvalidParameterError(
+            "--random-delay", text, "K:DELAY, e.g. 2:320ms (K random workers delayed)"
+        )
     return RandomDelay(int(k), delay.strip())
 
 
@@ -201,7 +203,7 @@ def _setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dic
     workload = load_workload(args.workload)
     if args.compute:
         workload = dataclasses.replace(workload, compute=_compute_law(args.compute, workload.compute_time))
-    stragglers = _stragglers(args.stragglers) if args.stragglers else None
+    stragglers = _random_delay(args.random_delay) if args.random_delay else None
     workers = _ints("--workers", args.workers)
     cluster = Cluster(
         workers=max(workers),
