@@ -201,7 +201,15 @@ class Formula:
             self._lambdified[names] = fn
         args = [np.asarray(self._value(k, values[k]), dtype=float) for k in names]
         with np.errstate(divide="ignore", invalid="ignore"):
-            out = np.asarray(fn(*args), dtype=float)
+            try:
+                out = np.asarray(fn(*args), dtype=float)
+            except (TypeError, ValueError):
+                # A finite Sum whose bound is a symbol (sum over j = 1..n) lambdifies to a Python
+                # loop over range(n): evaluate it element by element.
+                def one(*a: float) -> float:
+                    return float(fn(*(int(v) if float(v).is_integer() else float(v) for v in a)))
+
+                out = np.asarray(np.vectorize(one, otypes=[float])(*args), dtype=float)
         if args:
             out = np.broadcast_to(out, np.broadcast_shapes(*(a.shape for a in args)))
         return float(out) if out.ndim == 0 else np.array(out)

@@ -38,7 +38,7 @@ def test_limit_and_symbolic_optimum_by_hand():
     f = ring_like()
     # n -> oo: n / (t + 2G/B) grows without bound
     assert f.limit("n") == sympy.oo
-    # with a latency term 2 (n - 1) a the optimum is finite: d/dn [n / (t + c + 2 a n)] > 0 always... use n^2 cost
+    # a cost growing like n^2 gives a finite optimum: d/dn [n / (t + a n^2)] = 0 at n = sqrt(t/a)
     a = sympy.Symbol("a", positive=True)
     g = Formula(n / (t + a * n**2), {"n": n, "t": t, "a": a}, {}, "quad")
     assert sympy.simplify(g.optimize("n") - sympy.sqrt(t / a)) == 0
@@ -71,3 +71,10 @@ def test_errors_name_the_symbol():
     h = Formula(n * sympy.exp(-n) + sympy.harmonic(n), {"n": n}, {}, "x")
     with pytest.raises(NotRepresentable, match="stationary point"):
         h.optimize("n")
+
+
+def test_finite_sum_with_a_symbolic_bound_evaluates_elementwise():
+    j, x = sympy.symbols("j x", positive=True)
+    f = Formula(sympy.Sum(x**j / j, (j, 1, n)), {"n": n, "x": x, "j": j}, {}, "partial log series")
+    got = f.evaluate(n=np.array([1, 2, 3]), x=0.5)
+    np.testing.assert_allclose(got, [0.5, 0.625, 0.625 + 0.125 / 3], rtol=1e-15)
