@@ -185,7 +185,10 @@ def _setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dic
     from queuesgd.schemes import SCHEMES
     from queuesgd.workload import Cluster
 
-    key = _checks.choice("--scheme", args.scheme, SCHEMES)
+    from queuesgd.schemes import ALIASES
+
+    key = _checks.choice("--scheme", args.scheme, [*SCHEMES, *ALIASES])
+    key = ALIASES.get(key, key)
     cls = SCHEMES[key]
     params: dict[str, list[Any]] = {}
     own = set(cls.parameters())
@@ -199,7 +202,7 @@ def _setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dic
             raise InvalidParameterError(flag, text, f"a parameter of {key}: {accepted or 'it has none'}")
         values = [_value(v) for v in (split_list(text) if lists else [text])]
         params[name] = values
-    scheme = cls(**{k: v[0] for k, v in params.items()})
+    scheme = _make_scheme(cls, {k: v[0] for k, v in params.items()})
     workload = load_workload(args.workload)
     if args.compute:
         workload = dataclasses.replace(workload, compute=_compute_law(args.compute, workload.compute_time))
@@ -213,6 +216,21 @@ def _setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dic
         stragglers=stragglers,
     )
     return scheme, workload, cluster, params
+
+
+def _make_scheme(cls: Any, params: dict[str, Any]) -> Any:
+    import dataclasses
+
+    required = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    missing = [name for name in required if name not in params]
+    if missing:
+        flag = "--" + missing[0].replace("_", "-")
+        raise InvalidParameterError(flag, None, f"a value: {cls.key} needs {flag}")
+    return cls(**params)
 
 
 def _predict(args: argparse.Namespace, *, lists: bool) -> int:
@@ -254,7 +272,7 @@ def _predict(args: argparse.Namespace, *, lists: bool) -> int:
 
 
 def _derive(args: argparse.Namespace) -> int:
-    from queuesgd.derive import derive
+    from queuesgd.derivation import derive
 
     options = {} if args.workers is None else {"workers": args.workers}
     f = derive(args.scheme, compute=args.compute, **options)

@@ -5,21 +5,39 @@ workers are customers circulating through their own computation (a delay
 station) and the parameter server's resources (queues): the PS inbound link
 (gradient upload), the PS update, and the PS outbound link (parameter
 download). Every completed cycle applies one gradient to the model.
+
+Three roads to the same numbers: exact MVA of the closed network
+(``method="mva"``), the CTMC of the equivalent generalized stochastic Petri
+net (``method="ctmc"``, :meth:`AsyncPS.petri_net`) and a discrete-event
+simulation with the actual compute law (``method="simulate"``). Each also
+gives the mean *staleness* of the applied gradients (see
+``docs/schemes/async-ps.md`` for the definition and the arrival-theorem
+argument).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from queuesgd import _checks
+from queuesgd.distributions import Distribution, Exponential, PhaseType, _rng
 from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
 from queuesgd.queueing import ClosedNetwork, Delay, MVAResult, Queue, mva
 from queuesgd.queueing.batch import mva_batch
+from queuesgd.queueing.results import bottleneck_station
 from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown
+from queuesgd.schemes.laws import add_phase_type_stage, sample_compute
 from queuesgd.workload import Cluster, Workload
+
+if TYPE_CHECKING:
+    from queuesgd.formula import Formula
+    from queuesgd.petri import PetriNet
 
 __all__ = ["AsyncPS"]
 
@@ -71,7 +89,7 @@ class AsyncPS(Scheme):
     """
 
     key: ClassVar[str] = "async-ps"
-    methods: ClassVar[tuple[str, ...]] = ("mva", "ctmc")
+    methods: ClassVar[tuple[str, ...]] = ("mva", "ctmc", "simulate")
 
     # ---- one network ---------------------------------------------------------
     def queueing_network(self, workload: Workload, cluster: Cluster) -> ClosedNetwork:
@@ -112,6 +130,119 @@ class AsyncPS(Scheme):
                 stations.append(kind(n, float(d)))
         return ClosedNetwork(stations, classes)
 
+    # ---- the Petri net -----------------------------------------------------------------
+    def petri_net(self, workload: Workload, cluster: Cluster) -> PetriNet:
+        """The GSPN of the same model as :meth:`queueing_network`, identical workers lumped.
+
+        One group of workers per distinct speed (suffix ``[speed=2]`` when
+        there are several). A group's tokens start in ``ready``, compute
+        through the phase-type stage ``compute`` (counting places, infinite
+        server; a law that is not phase-type is replaced by its fit), wait the
+        latency (``latency``, infinite-server exponential of mean 2 x latency,
+        left out when 0), then visit ``uplink``, ``update`` and ``downlink``
+        (``uplink[i]`` ... per shard): single-server exponential transitions
+        ``<station>.end`` in sequence, back to ``ready``. With several groups a
+        shared queue is a server place ``<station>.idle``, per-group waiting
+        and in-service places ``<station>.wait[g]`` and ``<station>.busy[g]``,
+        and immediate ``<station>.start[g]#j`` transitions that pick the next
+        customer uniformly at random among those waiting (random order of
+        service; with class-independent exponential service it has the same
+        product-form counts as FCFS).
+
+        Examples
+        --------
+        >>> from queuesgd import AsyncPS, Workload, Cluster
+        >>> w = Workload(compute=0.1, gradient_bytes="10MB", batch_size=32, update_time="5ms")
+        >>> net = AsyncPS().petri_net(w, Cluster(workers=3, bandwidth="1Gbit/s", latency="1ms"))
+        >>> net.place_names
+        ('ready', 'latency', 'uplink', 'update', 'downlink', 'compute')
+        >>> round(net.solve().throughput("update.end"), 9) == round(
+        ...     AsyncPS().solve(w, Cluster(3, "1Gbit/s", latency="1ms"), "mva").iteration_rate, 9)
+        True
+        """
+        if cluster.stragglers is not None:
+            raise NotRepresentable(
+                "AsyncPS with RandomDelay stragglers: the Petri net has no per-step random delay; "
+                "use method='simulate'"
+            )
+        return self._build_net(workload, cluster)[0]
+
+    def _build_net(self, workload: Workload, cluster: Cluster) -> tuple[Any, dict[str, Any]]:
+        from queuesgd.petri import PetriNet
+
+        names, _ = self._layout(cluster.ps_shards)
+        D = self.demand_matrix(
+            workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards
+        )[0]
+        groups = _speed_groups(cluster)
+        multi = len(groups) > 1
+        tag = {s: (f"[speed={s:g}]" if multi else "") for s in groups}
+        ph, note = _compute_phase_type(workload.compute)
+        net = PetriNet("async-ps")
+        for s, n in groups.items():
+            net.place(f"ready{tag[s]}", n)
+        seq = [k for k in range(1, len(names)) if D[k] > 0]  # latency and the PS queues
+        places: dict[str, list[str]] = {"compute": []}
+        entry: dict[tuple[int, float], str] = {}
+        # entry places first (a stage's target must exist before the stage)
+        for k in seq:
+            st = names[k]
+            places[st] = []
+            if k == 1 or not multi:
+                for s in groups:
+                    p = f"{st}{tag[s]}"
+                    net.place(p)
+                    entry[k, s] = p
+                    places[st].append(p)
+            else:
+                net.place(f"{st}.idle", 1)
+                for s in groups:
+                    net.place(f"{st}.wait{tag[s]}")
+                    net.place(f"{st}.busy{tag[s]}")
+                    entry[k, s] = f"{st}.wait{tag[s]}"
+                    places[st] += [f"{st}.wait{tag[s]}", f"{st}.busy{tag[s]}"]
+        for s in groups:
+            target = entry[seq[0], s] if seq else f"ready{tag[s]}"
+            law = ph if s == 1.0 else ph.scaled(1.0 / s)
+            places["compute"] += add_phase_type_stage(
+                net, f"compute{tag[s]}", law, f"ready{tag[s]}", target, priority=2 + len(places["compute"])
+            )
+        write_station = _write_station(names, D)
+        writes: dict[float, list[str]] = {s: [] for s in groups}
+        for pos, k in enumerate(seq):
+            st = names[k]
+            for s in groups:
+                nxt = entry[seq[pos + 1], s] if pos + 1 < len(seq) else f"ready{tag[s]}"
+                if k == 1:
+                    net.timed(f"{st}.end{tag[s]}", 1.0 / D[k], {entry[k, s]: 1}, {nxt: 1}, servers="infinite")
+                elif not multi:
+                    net.timed(f"{st}.end", 1.0 / D[k], {entry[k, s]: 1}, {nxt: 1})
+                else:
+                    wait, busy, n = f"{st}.wait{tag[s]}", f"{st}.busy{tag[s]}", groups[s]
+                    for j in range(1, n + 1):  # enabled j = 1..wait times: picks a group with prob wait/total
+                        out = {busy: 1, **({wait: j - 1} if j > 1 else {})}
+                        net.immediate(f"{st}.start{tag[s]}#{j}", {wait: j, f"{st}.idle": 1}, out, weight=1.0)
+                    net.timed(f"{st}.end{tag[s]}", 1.0 / D[k], {busy: 1}, {nxt: 1, f"{st}.idle": 1})
+                if st == write_station:
+                    writes[s].append(f"{st}.end{tag[s]}")
+        read = _read_station(names, D)
+        if read is None:
+            waiting: dict[str, Any] = {}
+        elif multi:
+            waiting = {"wait": [f"{read}.wait{tag[s]}" for s in groups]}
+        else:
+            waiting = {"single": read}
+        info = {
+            "groups": groups,
+            "places": places,
+            "writes": writes,
+            "waiting": waiting,
+            "note": note,
+            "names": [names[k] for k in [0, *seq]],
+            "demands": {names[k]: float(D[k]) for k in [0, *seq]},
+        }
+        return net, info
+
     # ---- solvers ---------------------------------------------------------------------
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
         return "mva", "product-form closed network: exact MVA is the cheapest exact method"
@@ -125,32 +256,161 @@ class AsyncPS(Scheme):
         rng: Any = None,
         iterations: int | None = None,
     ) -> SchemeSolution:
+        """Solve by ``"mva"`` (exact MVA), ``"ctmc"`` (the GSPN's CTMC) or ``"simulate"``.
+
+        Every method sets ``staleness`` (mean updates applied by other workers
+        between a worker's parameter read and its own update). ``"simulate"``
+        uses the actual compute law (with speeds and ``RandomDelay``
+        stragglers), a fixed delay of 2 x latency and exponential PS service
+        times as in the network, and adds ``details["staleness_distribution"]``.
+
+        Examples
+        --------
+        >>> from queuesgd import AsyncPS, Workload, Cluster
+        >>> w = Workload(compute=0.1, gradient_bytes="10MB", batch_size=32)
+        >>> sol = AsyncPS().solve(w, Cluster(workers=1, bandwidth="1Gbit/s"), "mva")
+        >>> round(sol.iteration_rate, 6), sol.staleness      # 1 / (0.1 + 2 x 0.08); alone: never stale
+        (3.846154, 0.0)
+        """
+        if method == "simulate":
+            return self._simulate(workload, cluster, rng, iterations)
         if cluster.stragglers is not None:
             raise NotRepresentable(
-                "AsyncPS with RandomDelay stragglers: the closed network has no per-step random delay"
+                "AsyncPS with RandomDelay stragglers: the closed network has no per-step random delay; "
+                "use method='simulate'"
             )
-        net = self.queueing_network(workload, cluster)
         if method == "ctmc":
-            from queuesgd.queueing.ctmc import ctmc_solve
-
-            result = ctmc_solve(net)
-            used, reason = "ctmc", "exact CTMC of the closed network"
-        elif method == "mva":
-            try:
-                result = mva(net, "exact")
-                used, reason = "mva", "exact mean value analysis"
-            except StateSpaceTooLargeError as err:
-                result = mva(net, "linearizer")
-                used, reason = (
-                    "linearizer",
-                    f"exact multi-class MVA too large ({err}); Linearizer approximation",
-                )
-        else:
+            return self._solve_ctmc(workload, cluster)
+        if method != "mva":
             raise NotRepresentable(f"AsyncPS cannot be solved with method {method!r}")
+        net = self.queueing_network(workload, cluster)
+        try:
+            result = mva(net, "exact")
+            used, reason, exact = "mva", "exact mean value analysis", "exact"
+        except StateSpaceTooLargeError as err:
+            result = mva(net, "linearizer")
+            used, reason, exact = (
+                "linearizer",
+                f"exact multi-class MVA too large ({err}); Linearizer approximation",
+                "linearizer",
+            )
         X, R, Q, U = _average_over_classes(result, net)
+        demands = {s: _mean_demand(net, s, result) for s in net.station_names}
+        staleness = self.mva_staleness(workload, cluster, exact)
+        return self._solution(X, R, Q, U, demands, used, reason, staleness, result.bottleneck, net, {})
+
+    def mva_staleness(self, workload: Workload, cluster: Cluster, method: str = "exact") -> float:
+        """Mean staleness by the arrival theorem (exact for the product-form network).
+
+        When a worker's update completes, the other workers are distributed
+        as the time-stationary network with that worker removed (Reiser and
+        Lavenberg 1980; Sevcik and Mitrani 1981; per class with several
+        speeds). Each of them whose read precedes that instant and whose own
+        update follows it -- everywhere except waiting (not yet served) at
+        the first downlink -- sees this update inside its window; counting
+        updates per window or windows per update gives the same mean, so
+
+            staleness = (W - 1) - (Q_dl(W - 1) - U_dl(W - 1))
+
+        with ``Q_dl`` and ``U_dl`` the queue length and utilization of the
+        (first) downlink. With several speeds the class-``c`` value uses the
+        population minus one class-``c`` worker and the mean is weighted by
+        class throughput.
+
+        Examples
+        --------
+        >>> from queuesgd import AsyncPS, Workload, Cluster
+        >>> w = Workload(compute=0.1, gradient_bytes="10MB", batch_size=32)
+        >>> round(AsyncPS().mva_staleness(w, Cluster(workers=2, bandwidth="1Gbit/s")), 12)
+        1.0
+        """
+        n = cluster.workers
+        if n == 1:
+            return 0.0
+        names, _ = self._layout(cluster.ps_shards)
+        D = self.demand_matrix(
+            workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards
+        )[0]
+        read = _read_station(names, D)
+        speeds = cluster.speed_factors
+        groups = _speed_groups(cluster)
+        full = mva(self.queueing_network(workload, cluster), method)
+        Xc = full.throughput if isinstance(full.throughput, Mapping) else {None: full.throughput}
+        total, weight = 0.0, 0.0
+        for s in groups:
+            rest = list(speeds)
+            rest.remove(s)
+            smaller = dataclasses.replace(
+                cluster, workers=n - 1, speeds=tuple(rest) if cluster.speeds else None
+            )
+            out_net = self.queueing_network(workload, smaller)
+            r = mva(out_net, method)
+            _, _, Q, U = _average_over_classes(r, out_net)
+            waiting = 0.0 if read is None else float(Q[read] - U[read])
+            x = float(Xc[f"speed={s:g}"] if len(groups) > 1 else Xc[None])
+            total += x * ((n - 1) - waiting)
+            weight += x
+        return total / weight
+
+    def _solve_ctmc(self, workload: Workload, cluster: Cluster) -> SchemeSolution:
+        net, info = self._build_net(workload, cluster)
+        sol = net.solve()
+        space = sol.space
+        pi = np.asarray(sol.probabilities, dtype=float)
+        M = space.markings
+        col = {p: i for i, p in enumerate(space.place_names)}
+        tcol = {t: i for i, t in enumerate(space.transition_names)}
+        flows = np.asarray(sol.flows, dtype=float)
+        # writes: firings of the last update (or uplink) station; window count at the source marking
+        n = cluster.workers
+        wait = info["waiting"]
+        if "single" in wait:
+            k = M[:, col[wait["single"]]]
+            waiting = k - np.minimum(k, 1)
+        elif "wait" in wait:
+            waiting = M[:, [col[p] for p in wait["wait"]]].sum(axis=1)
+        else:
+            waiting = np.zeros(M.shape[0])
+        Xc = {}
+        stale_sum = 0.0
+        for s, ts in info["writes"].items():
+            mask = np.isin(space.transition, [tcol[t] for t in ts])
+            f = flows[mask]
+            Xc[s] = float(f.sum())
+            stale_sum += float(f @ ((n - 1) - waiting[space.src[mask]]))
+        X = sum(Xc.values())
+        staleness = stale_sum / X if n > 1 else 0.0
+        Q = {st: float(pi @ M[:, [col[p] for p in ps]].sum(axis=1)) for st, ps in info["places"].items()}
+        demands = dict(info["demands"])
+        demands["compute"] = sum(Xc[s] * demands["compute"] / s for s in Xc) / X
+        R = {st: Q[st] / X for st in Q}
+        U = {st: (Q[st] if st in ("compute", "latency") else X * demands[st]) for st in Q}
+        reason = "exact CTMC of the Petri net"
+        details: dict[str, Any] = {"states": len(space)}
+        if info["note"]:
+            reason += f"; {info['note']}"
+            details["phase_type"] = info["note"]
+        bottleneck = bottleneck_station(self.queueing_network(workload, cluster))
+        return self._solution(X, R, Q, U, demands, "ctmc", reason, staleness, bottleneck, net, details)
+
+    def _solution(
+        self,
+        X: float,
+        R: Mapping[str, float],
+        Q: Mapping[str, float],
+        U: Mapping[str, float],
+        demands: Mapping[str, float],
+        method: str,
+        reason: str,
+        staleness: float,
+        bottleneck: str,
+        model: Any,
+        details: dict[str, Any],
+        interval: tuple[float, float] | None = None,
+    ) -> SchemeSolution:
         stations = {}
-        for s in net.station_names:
-            d = _mean_demand(net, s, result)
+        for s in R:
+            d = float(demands[s])
             stations[s] = StationBreakdown(
                 residence_time=float(R[s]),
                 service_time=d,
@@ -167,11 +427,210 @@ class AsyncPS(Scheme):
             gradients_per_update=1.0,
             iteration_time=float(sum(R.values())),
             breakdown=phases,
-            method=used,
+            method=method,
             reason=reason,
+            staleness=float(staleness),
+            details=details,
+            interval=interval,
             stations=stations,
-            bottleneck=result.bottleneck,
-            model=net,
+            bottleneck=bottleneck,
+            model=model,
+        )
+
+    def _simulate(
+        self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
+    ) -> SchemeSolution:
+        """Discrete-event simulation; the PS queues form an order-preserving FCFS tandem."""
+        from scipy import stats
+
+        n = cluster.workers
+        total = 20_000 if iterations is None else _checks.integer("iterations", iterations, minimum=100)
+        gen = _rng(np.random.default_rng() if rng is None else rng)
+        names, _ = self._layout(cluster.ps_shards)
+        D = self.demand_matrix(
+            workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards
+        )[0]
+        qk = [k for k in range(2, len(names)) if D[k] > 0]
+        qnames = [names[k] for k in qk]
+        K = len(qk)
+        write_k = qnames.index(_write_station(names, D))
+        read = _read_station(names, D)
+        read_k = None if read is None else qnames.index(read)
+        lat = float(D[1])
+        warm = max(total // 10, 5 * n)
+        cycles = total + warm
+        S = gen.exponential(size=(cycles, K)) * D[qk][None, :]
+        rows = 2 * cycles // n + 16
+        comp = sample_compute(workload, cluster, gen, rows)
+        passes = np.zeros(n, dtype=np.int64)
+        A = np.empty(cycles)
+        C = np.empty(cycles)
+        dep = np.empty((cycles, K))
+        who = np.empty(cycles, dtype=np.int64)
+        begin = np.empty(cycles)
+        rk = -1 if read_k is None else read_k
+        heap = [(float(comp[0, w]) + lat, w) for w in range(n)]
+        heapq.heapify(heap)
+        passes[:] = 1
+        last_c = comp[0].tolist()
+        prev = [0.0] * K
+        svc = S.tolist()
+        for j in range(cycles):
+            a, w = heapq.heappop(heap)
+            s = svc[j]
+            d = a
+            for k in range(K):  # FCFS tandem: D_k = max(D_{k-1}, previous customer's D_k) + S_k
+                d = d if d > prev[k] else prev[k]
+                if k == rk:
+                    begin[j] = d  # start of service at the read station
+                d += s[k]
+                prev[k] = d
+            A[j] = a
+            C[j] = last_c[w]
+            dep[j] = prev
+            who[j] = w
+            p = passes[w]
+            if p >= comp.shape[0]:
+                comp = np.vstack([comp, sample_compute(workload, cluster, gen, rows)])
+            c = float(comp[p, w])
+            passes[w] = p + 1
+            last_c[w] = c
+            heapq.heappush(heap, (d + c + lat, w))
+        # ---- measures over the passes after warm-up --------------------------------------
+        W = dep[:, write_k]
+        reads = dep[:, -1] if read_k is None else begin
+        order = np.lexsort((np.arange(cycles), who))
+        prev_pass = np.full(cycles, -1, dtype=np.int64)
+        same = who[order][1:] == who[order][:-1]
+        prev_pass[order[1:][same]] = order[:-1][same]
+        idx = np.arange(warm, cycles)
+        idx = idx[prev_pass[idx] >= 0]
+        read_time = reads[prev_pass[idx]]
+        stale = idx - np.searchsorted(W, read_time, side="right")
+        t0, t1 = W[warm - 1], W[-1]
+        X = (cycles - warm) / (t1 - t0)
+        nb = 20
+        counts = np.histogram(W[warm:], bins=np.linspace(t0, t1, nb + 1))[0]
+        rates = counts / ((t1 - t0) / nb)
+        tq = float(stats.t.ppf(0.975, nb - 1))
+        half = tq * rates.std(ddof=1) / np.sqrt(nb)
+        groups = np.array_split(stale, nb)
+        sm = np.array([g.mean() for g in groups])
+        s_half = tq * sm.std(ddof=1) / np.sqrt(nb)
+        values, freq = np.unique(stale, return_counts=True)
+        dist = {int(v): float(f / stale.size) for v, f in zip(values, freq)}
+        # per-station means (Little's law for queue lengths)
+        sl = slice(warm, cycles)
+        before = np.column_stack([A, dep[:, :-1]])
+        res = (dep - before)[sl].mean(axis=0)
+        svc_mean = S[sl].mean(axis=0)
+        R = {"compute": float(C[sl].mean())}
+        demands = {"compute": R["compute"]}
+        if lat > 0:
+            R["latency"] = demands["latency"] = lat
+        for k, st in enumerate(qnames):
+            R[st] = float(res[k])
+            demands[st] = float(svc_mean[k])
+        Q = {st: X * r for st, r in R.items()}
+        U = {st: (Q[st] if st in ("compute", "latency") else X * demands[st]) for st in R}
+        details = {
+            "staleness_distribution": dist,
+            "staleness_interval": (float(sm.mean() - s_half), float(sm.mean() + s_half)),
+            "updates": int(cycles - warm),
+        }
+        reason = (
+            f"discrete-event simulation of {cycles - warm} updates after {warm} warm-up: actual compute law, "
+            "fixed latency, exponential PS service times"
+        )
+        bottleneck = bottleneck_station(self.queueing_network(workload, cluster))
+        return self._solution(
+            X,
+            R,
+            Q,
+            U,
+            demands,
+            "simulate",
+            reason,
+            float(stale.mean()),
+            bottleneck,
+            None,
+            details,
+            interval=(float(X - half), float(X + half)),
+        )
+
+    # ---- formula -----------------------------------------------------------------------
+    def formula(self, compute: str = "exponential", workers: int | None = None) -> Formula:
+        """Throughput (samples/s) for a fixed number of workers, exact for the product-form network.
+
+        ``X(N) = G(N-1) / G(N)`` with ``G`` the product form's normalization
+        constant written out in the symbols (the same number as exact MVA).
+        It has no closed form in ``n``, so ``workers`` must be a number
+        (the expression grows with it: 5,000 characters at 8 workers). Symbols: ``mu`` compute rate
+        (``compute="exponential"``) or ``t`` mean compute time
+        (``"deterministic"``: the same expression, since the delay station is
+        insensitive to the law), ``m`` batch size, ``G``/``P`` gradient and
+        parameter bytes, ``B`` bandwidth, ``alpha`` one-way latency, ``u``
+        update time; one PS shard.
+
+        Examples
+        --------
+        >>> from queuesgd import AsyncPS
+        >>> f = AsyncPS().formula(workers=1)
+        >>> f.expr
+        B*m*mu/(2*B*alpha*mu + B*mu*u + B + G*mu + P*mu)
+        >>> round(f.evaluate(mu=10, m=32, G=10e6, P=10e6, B=125e6, alpha=0, u=0), 4)
+        123.0769
+        """
+        import sympy
+
+        from queuesgd.formula import Formula
+
+        compute = _checks.choice("AsyncPS.formula.compute", compute, ("exponential", "deterministic"))
+        if workers is None:
+            raise NotRepresentable(
+                "AsyncPS throughput is the exact MVA recursion over the population, which has no closed "
+                "form in n; pass workers=N for the rational function at N workers"
+            )
+        N = _checks.integer("AsyncPS.formula.workers", workers)
+        sym = {k: sympy.Symbol(k, positive=True) for k in ("m", "G", "P", "B", "alpha", "u")}
+        if compute == "exponential":
+            sym["mu"] = sympy.Symbol("mu", positive=True)
+            z = 1 / sym["mu"]
+        else:
+            sym["t"] = sympy.Symbol("t", positive=True)
+            z = sym["t"]
+        # Normalization constant of the product form (Buzen's convolution, written out): the two delays
+        # merge into one of demand Z; h_k is the complete homogeneous polynomial of the queue demands.
+        Z = z + 2 * sym["alpha"]
+        D = (sym["G"] / sym["B"], sym["u"], sym["P"] / sym["B"])
+
+        def h(k: int) -> Any:
+            return sum(
+                D[0] ** a * D[1] ** b * D[2] ** (k - a - b) for a in range(k + 1) for b in range(k - a + 1)
+            )
+
+        def norm(n: int) -> Any:
+            return sum(Z ** (n - k) / sympy.factorial(n - k) * h(k) for k in range(n + 1))
+
+        X = sym["m"] * norm(N - 1) / norm(N)  # X(N) = G(N-1) / G(N)
+        expr = sympy.cancel(X) if N <= 4 else sympy.together(X)
+        meaning = {
+            "m": "batch size (samples per worker step)",
+            "G": "gradient bytes",
+            "P": "parameter bytes",
+            "B": "bandwidth of each link, bytes/s",
+            "alpha": "one-way latency, s",
+            "u": "PS update time per gradient, s",
+            "mu": "compute rate, 1/s",
+            "t": "mean compute time, s",
+        }
+        return Formula(
+            expr,
+            sym,
+            {k: meaning[k] for k in sym},
+            f"async-ps throughput, {N} workers, {compute} compute",
+            "closed network: compute and latency delays, FCFS exponential uplink, update and downlink "
+            "queues (one PS shard); exact product form",
         )
 
     def solve_batch(
@@ -265,3 +724,44 @@ def _mean_demand(net: ClosedNetwork, station: str, result: MVAResult) -> float:
     X = result.throughput
     total = sum(X.values())
     return float(sum(X[c] * d.get(c, 0.0) for c in X) / total)
+
+
+def _speed_groups(cluster: Cluster) -> dict[float, int]:
+    """Workers per distinct speed, in order of first appearance."""
+    groups: dict[float, int] = {}
+    for s in cluster.speed_factors:
+        groups[float(s)] = groups.get(float(s), 0) + 1
+    return groups
+
+
+def _write_station(names: list[str], D: np.ndarray) -> str:
+    """The station whose completion applies a gradient: the last update queue (or uplink without one)."""
+    ups = [n for n, d in zip(names, D) if d > 0 and (n.startswith("update") or n.startswith("uplink"))]
+    return ups[-1]
+
+
+def _read_station(names: list[str], D: np.ndarray) -> str | None:
+    """The first downlink queue (a worker's parameter read starts with its service), or None."""
+    downs = [n for n, d in zip(names, D) if d > 0 and n.startswith("downlink")]
+    return downs[0] if downs else None
+
+
+def _compute_phase_type(law: Distribution) -> tuple[PhaseType, str]:
+    """The compute law for the CTMC, and a note ('' when it is the law itself).
+
+    A phase-type law (exponential, Erlang, hyperexponential...) is used as it
+    is. Any other law is replaced by the exponential law of the same mean:
+    the compute station is a delay, and a product-form network is
+    insensitive to a delay's law beyond its mean, so every measure
+    (throughput, queue lengths, staleness) stays exact and the chain stays
+    small (a 20-phase fit would multiply the states for nothing).
+    """
+    try:
+        return law.to_phase_type(), ""
+    except NotRepresentable:
+        pass
+    mean = float(law.mean)
+    return Exponential(mean=mean).to_phase_type(), (
+        f"{law!r} replaced by the exponential law of the same mean in the CTMC: exact, since the "
+        "compute delay station is insensitive to its law beyond the mean"
+    )

@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 
 import queuesgd as q
-from queuesgd.errors import InvalidParameterError
+from queuesgd.distributions import Deterministic, Erlang, Exponential
+from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.queueing.ctmc import ctmc_solve
+from queuesgd.schemes.async_ps import AsyncPS
 
 
 def normalization_throughput(delays: list[float], queues: list[float], n: int) -> float:
@@ -170,3 +173,150 @@ def test_vectorized_sweep_large_grid_consistent():
     assert np.all(np.diff(x, axis=0) >= -1e-12)
     assert np.all(np.diff(x, axis=1) >= -1e-12)
     assert np.all(t["scaling_factor"] <= 1 + 1e-12)
+
+
+# ---- the Petri net, staleness, simulation, formula (issue 4) ---------------------------------
+
+WE = q.Workload(
+    compute=Exponential(mean=0.05),
+    gradient_bytes="20MB",
+    parameter_bytes="20MB",
+    batch_size=16,
+    update_time="4ms",
+)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 5])
+@pytest.mark.parametrize("shards", [1, 2])
+def test_gspn_ctmc_agrees_with_mva_and_network_ctmc(workers, shards):
+    c = q.Cluster(workers=workers, bandwidth="1Gbit/s", latency="1ms", ps_shards=shards)
+    a = AsyncPS().solve(WE, c, "mva")
+    b = AsyncPS().solve(WE, c, "ctmc")
+    ref = ctmc_solve(AsyncPS().queueing_network(WE, c))
+    assert b.model.name == "async-ps"  # the Petri net was solved, not the network
+    assert b.iteration_rate == pytest.approx(a.iteration_rate, rel=1e-9)
+    assert b.iteration_rate == pytest.approx(ref.throughput, rel=1e-9)
+    for s in a.stations:
+        assert b.stations[s].queue_length == pytest.approx(ref.queue_length[s], rel=1e-8, abs=1e-12)
+    # staleness: arrival theorem (MVA at W-1) against the CTMC's Palm average over update firings
+    assert b.staleness == pytest.approx(a.staleness, rel=1e-9, abs=1e-12)
+
+
+def test_staleness_heterogeneous_speeds_mva_vs_ctmc():
+    c = q.Cluster(workers=4, bandwidth="1Gbit/s", latency="1ms", speeds=[1, 1, 2, 4])
+    a = AsyncPS().solve(WE, c, "mva")
+    b = AsyncPS().solve(WE, c, "ctmc")
+    assert b.iteration_rate == pytest.approx(a.iteration_rate, rel=1e-9)
+    assert b.staleness == pytest.approx(a.staleness, rel=1e-9)
+
+
+def test_staleness_one_and_two_workers():
+    for method in ("mva", "ctmc"):
+        assert AsyncPS().solve(WE, C.with_workers(1), method).staleness == 0.0
+        # alone, the other worker never waits for the downlink: it is always inside the window
+        assert AsyncPS().solve(WE, C.with_workers(2), method).staleness == pytest.approx(1.0, rel=1e-12)
+
+
+def test_staleness_three_workers_by_hand():
+    # compute Z, uplink U, downlink D; at a write the 2 others see the N=2 network (arrival theorem)
+    # and are outside the window only when both sit at the downlink, one waiting:
+    # staleness = 2 - P2(d = 2) = 2 - D^2 / G(2), G(2) = Z^2/2 + U^2 + D^2 + ZU + ZD + UD.
+    w = q.Workload(compute=Exponential(mean=0.05), gradient_bytes="20MB", parameter_bytes="10MB")
+    c = q.Cluster(workers=3, bandwidth="1Gbit/s")
+    Z, U, D = 0.05, 0.16, 0.08
+    G2 = Z**2 / 2 + U**2 + D**2 + Z * U + Z * D + U * D
+    expected = 2 - D**2 / G2
+    for method in ("mva", "ctmc"):
+        assert AsyncPS().solve(w, c, method).staleness == pytest.approx(expected, rel=1e-12)
+
+
+def test_staleness_approaches_w_minus_one_with_a_slow_ps():
+    w = q.Workload(compute=0.05, gradient_bytes="1MB", update_time="1s")
+    for n in (10, 40):
+        p = q.predict(AsyncPS(), w, q.Cluster(workers=n, bandwidth="10Gbit/s"))
+        assert p.staleness == pytest.approx(n - 1, rel=1e-6)
+    # and it never exceeds W - 1
+    p = q.predict(AsyncPS(), W, C.with_workers(12))
+    assert 0 < p.staleness <= 11
+
+
+@pytest.mark.parametrize("workers", [3, 5])
+def test_erlang_compute_ctmc_is_insensitive(workers):
+    # the CTMC with the exact Erlang-3 phases equals MVA (which only sees the mean)
+    w = q.Workload(compute=Erlang(3, mean=0.05), gradient_bytes="20MB", batch_size=16, update_time="4ms")
+    c = q.Cluster(workers=workers, bandwidth="1Gbit/s", latency="1ms")
+    a = AsyncPS().solve(w, c, "mva")
+    b = AsyncPS().solve(w, c, "ctmc")
+    assert "replaced" not in b.reason
+    assert b.details["states"] > AsyncPS().solve(WE, c, "ctmc").details["states"]
+    assert b.iteration_rate == pytest.approx(a.iteration_rate, rel=1e-9)
+    assert b.staleness == pytest.approx(a.staleness, rel=1e-9)
+
+
+def test_ctmc_with_deterministic_compute_says_what_it_did():
+    b = AsyncPS().solve(W, C.with_workers(3), "ctmc")
+    assert "insensitive" in b.reason and "phase_type" in b.details
+
+
+@pytest.mark.parametrize("compute", [Exponential(mean=0.05), Deterministic(0.05)])
+def test_simulation_matches_mva_within_ci(compute):
+    # exponential PS service: the simulation is the product-form network with the actual compute law;
+    # MVA only sees the compute mean (insensitivity of the delay station)
+    w = q.Workload(compute=compute, gradient_bytes="20MB", batch_size=16, update_time="4ms")
+    c = q.Cluster(workers=5, bandwidth="1Gbit/s", latency="1ms", ps_shards=2)
+    a = q.predict(AsyncPS(), w, c)
+    s = q.predict(AsyncPS(), w, c, method="simulate", rng=7, iterations=40_000)
+    assert s.method == "simulate"
+    assert s.interval[0] <= a.throughput <= s.interval[1]
+    lo, hi = s.details["staleness_interval"]
+    assert lo <= a.staleness <= hi
+    dist = s.details["staleness_distribution"]
+    assert sum(dist.values()) == pytest.approx(1.0, rel=1e-12)
+    assert sum(k * v for k, v in dist.items()) == pytest.approx(s.staleness, rel=1e-12)
+    assert max(dist) >= 4  # five workers: up to 4 other updates fit in one window
+
+
+def test_simulation_one_worker_is_exact_in_staleness():
+    s = q.predict(AsyncPS(), WE, C, method="simulate", rng=3, iterations=2000)
+    assert s.staleness == 0.0 and s.details["staleness_distribution"] == {0: 1.0}
+    x = 1 / (0.05 + 0.002 + 0.16 + 0.004 + 0.16)
+    assert s.interval[0] / 16 <= x <= s.interval[1] / 16
+
+
+def test_stragglers_only_by_simulation():
+    c = q.Cluster(workers=4, bandwidth="1Gbit/s", stragglers=q.RandomDelay(1, 0.5))
+    with pytest.raises(NotRepresentable, match="simulate"):
+        q.predict(AsyncPS(), W, c)
+    s = q.predict(AsyncPS(), W, c, method="simulate", rng=0, iterations=2000)
+    fast = q.predict(AsyncPS(), W, q.Cluster(workers=4, bandwidth="1Gbit/s"))
+    assert s.throughput < fast.throughput
+
+
+@pytest.mark.parametrize("compute", ["exponential", "deterministic"])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_formula_equals_numeric_mva(compute, workers):
+    f = AsyncPS().formula(compute, workers=workers)
+    values = dict(m=16, G=20e6, P=10e6, B=125e6, alpha=1e-3, u=4e-3)
+    values.update(mu=20.0) if compute == "exponential" else values.update(t=0.05)
+    w = q.Workload(compute=0.05, gradient_bytes=20e6, parameter_bytes=10e6, batch_size=16, update_time=4e-3)
+    c = q.Cluster(workers=workers, bandwidth=125e6, latency=1e-3)
+    assert f.evaluate(**values) == pytest.approx(q.predict(AsyncPS(), w, c).throughput, rel=1e-12)
+    # and against the brute-force normalization constant
+    x = normalization_throughput([0.05, 2e-3], [0.16, 4e-3, 0.08], workers)
+    assert f.evaluate(**values) == pytest.approx(16 * x, rel=1e-12)
+
+
+def test_formula_needs_a_population():
+    with pytest.raises(NotRepresentable, match="workers=N"):
+        AsyncPS().formula()
+    with pytest.raises(InvalidParameterError, match="AsyncPS.formula.workers"):
+        AsyncPS().formula(workers=0)
+    with pytest.raises(InvalidParameterError, match="compute"):
+        AsyncPS().formula("weibull", workers=2)
+
+
+def test_petri_net_layout():
+    net = AsyncPS().petri_net(W, q.Cluster(workers=3, bandwidth="1Gbit/s", ps_shards=2, speeds=[1, 2, 2]))
+    names = set(net.place_names)
+    assert {"uplink[0].idle", "uplink[1].wait[speed=2]", "downlink[1].busy[speed=1]"} <= names
+    assert "latency" not in " ".join(names)  # no latency: no latency stage

@@ -1,0 +1,157 @@
+"""Synchronous decentralized SGD: wait for every worker, then one all-reduce.
+
+Three collectives (alpha-beta costs of :mod:`queuesgd.schemes.costs`): a
+ring (reduce-scatter then all-gather; Patarasuk and Yuan 2009), a binary
+tree (reduce then broadcast; Thakur et al. 2005) and a two-level
+hierarchical all-reduce (ring inside each node, ring across nodes, ring
+inside again; Jia et al. 2018). After the all-reduce every worker applies
+the averaged gradient itself, in parallel: ``workload.update_time`` once per
+iteration. See ``docs/schemes/allreduce.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from queuesgd import _checks, units
+from queuesgd.errors import InvalidParameterError
+from queuesgd.schemes.barrier import BarrierScheme, _SymbolicWorkload
+from queuesgd.schemes.costs import hierarchical_allreduce, ring_allreduce, tree_allreduce
+from queuesgd.workload import Cluster, Workload
+
+__all__ = ["HierarchicalAllReduce", "RingAllReduce", "TreeAllReduce"]
+
+
+class _AllReduce(BarrierScheme):
+    _message_symbol: ClassVar[str] = "S"
+
+    def _collective(self, n: Any, size: Any, bandwidth: Any, latency: Any, workload: Any) -> Any:
+        raise NotImplementedError
+
+    def costs(
+        self, n: Any, k: Any, workload: Any, bandwidth: Any, latency: Any, shards: Any
+    ) -> tuple[Any, Any]:
+        """``(all-reduce of the gradient, one local update)``; ``ps_shards`` is ignored."""
+        comm = self._collective(n, workload.gradient_bytes, bandwidth, latency, workload)
+        return comm, workload.update_time
+
+    def _assumptions(self) -> str:
+        return (
+            "n i.i.d. compute times; the barrier waits for all n; then one all-reduce of the S-byte "
+            "gradient (alpha-beta costs, full-duplex links) and a local update u on every worker in "
+            "parallel; no overlap"
+        )
+
+
+@dataclass(frozen=True)
+class RingAllReduce(_AllReduce):
+    """Synchronous SGD with a ring all-reduce: ``E[max] + 2(n-1)/n S/B + 2(n-1) alpha + u``.
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster, predict
+    >>> w = Workload(0.1, "100MB", batch_size=32)
+    >>> p = predict(RingAllReduce(), w, Cluster(workers=4, bandwidth="1GB/s"))
+    >>> round(p.iteration_time, 12)           # 0.1 + 2 x 3/4 x 0.1 s
+    0.25
+    """
+
+    key: ClassVar[str] = "ring-allreduce"
+
+    def _collective(self, n: Any, size: Any, bandwidth: Any, latency: Any, workload: Any) -> Any:
+        return ring_allreduce(n, size, bandwidth, latency)
+
+
+@dataclass(frozen=True)
+class TreeAllReduce(_AllReduce):
+    """Synchronous SGD with a binary-tree all-reduce: ``E[max] + 2 ceil(log2 n) (alpha + S/B) + u``.
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster, predict
+    >>> w = Workload(0.1, "100MB", batch_size=32)
+    >>> p = predict(TreeAllReduce(), w, Cluster(workers=4, bandwidth="1GB/s"))
+    >>> round(p.iteration_time, 12)           # 0.1 + 2 x 2 levels x 0.1 s
+    0.5
+    """
+
+    key: ClassVar[str] = "tree-allreduce"
+
+    def _collective(self, n: Any, size: Any, bandwidth: Any, latency: Any, workload: Any) -> Any:
+        return tree_allreduce(n, size, bandwidth, latency)
+
+
+@dataclass(frozen=True)
+class HierarchicalAllReduce(_AllReduce):
+    """Synchronous SGD with a two-level all-reduce: inside each node, across nodes, inside again.
+
+    Parameters
+    ----------
+    per_node : int
+        Workers per node (``g``); the number of workers must be a multiple.
+    intra_bandwidth : float or str
+        Bandwidth between the workers of one node (``"100Gbit/s"``, NVLink or
+        PCIe), bytes/s.
+    intra_latency : float or str
+        One-way latency inside a node, seconds.
+
+    The iteration time is ``E[max] + 2(g-1)/g S/B_intra + 2(g-1) alpha_intra
+    + 2(r-1)/r S/B + 2(r-1) alpha + u`` with ``r = n / g`` nodes (see
+    :func:`~queuesgd.schemes.costs.hierarchical_allreduce`).
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster, predict
+    >>> w = Workload(0.1, "100MB", batch_size=32)
+    >>> s = HierarchicalAllReduce(per_node=2, intra_bandwidth="10GB/s")
+    >>> p = predict(s, w, Cluster(workers=4, bandwidth="1GB/s"))
+    >>> round(p.iteration_time, 12)           # 0.1 + 2 x 1/2 x 0.01 s + 2 x 1/2 x 0.1 s
+    0.21
+    >>> predict(s, w, Cluster(workers=3, bandwidth="1GB/s"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: HierarchicalAllReduce.per_node: got 2; accepted: ...
+    """
+
+    key: ClassVar[str] = "hierarchical-allreduce"
+
+    per_node: int = 8
+    intra_bandwidth: float | str = "100Gbit/s"
+    intra_latency: float | str = 0.0
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "per_node", _checks.integer("HierarchicalAllReduce.per_node", self.per_node))
+        bw = units.parse_bandwidth(self.intra_bandwidth, "HierarchicalAllReduce.intra_bandwidth")
+        set_(self, "intra_bandwidth", _checks.positive("HierarchicalAllReduce.intra_bandwidth", bw))
+        lat = units.parse_seconds(self.intra_latency, "HierarchicalAllReduce.intra_latency")
+        set_(
+            self,
+            "intra_latency",
+            _checks.positive("HierarchicalAllReduce.intra_latency", lat, allow_zero=True),
+        )
+
+    def check(self, workload: Workload, cluster: Cluster) -> None:
+        if cluster.workers % self.per_node:
+            raise InvalidParameterError(
+                "HierarchicalAllReduce.per_node",
+                self.per_node,
+                f"a divisor of the number of workers (= {cluster.workers}): the workers fill whole nodes",
+            )
+
+    def _symbols(self) -> dict[str, Any]:
+        import sympy
+
+        return {
+            "g": sympy.Symbol("g", integer=True, positive=True),
+            "B_intra": sympy.Symbol("B_intra", positive=True),
+            "alpha_intra": sympy.Symbol("alpha_intra", positive=True),
+        }
+
+    def _collective(self, n: Any, size: Any, bandwidth: Any, latency: Any, workload: Any) -> Any:
+        if isinstance(workload, _SymbolicWorkload):
+            g, bi, ai = (workload.syms[k] for k in ("g", "B_intra", "alpha_intra"))
+        else:
+            g, bi, ai = self.per_node, self.intra_bandwidth, self.intra_latency
+        return hierarchical_allreduce(n, g, size, bandwidth, latency, bi, ai)

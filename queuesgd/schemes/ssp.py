@@ -1,0 +1,533 @@
+"""Stale synchronous parallel (SSP) SGD: workers may run ahead of the slowest by a bounded number of clocks.
+
+Source: Ho, Cipar, Cui, Kim, Lee, Gibbons, Gibson, Ganger and Xing, "More
+effective distributed ML via a stale synchronous parallel parameter server",
+NIPS 2013 (see ``docs/schemes/stale-synchronous.md``). Each worker repeats
+compute then communicate (push its gradient, pull the parameters); its clock
+counts completed iterations. With staleness bound ``s`` a worker whose clock
+is ``c`` may start its next iteration only if every worker's clock is at
+least ``c - s``: ``s = 0`` is bulk-synchronous (a barrier every iteration),
+``s = inf`` is asynchronous (no waiting at all).
+
+Three roads: the barrier's order statistic for ``s = 0`` and the
+no-blocking sum for ``s = inf`` (``closed_form``), the CTMC of the worker
+counts per clock offset and phase (``ctmc``), and a vectorized Monte Carlo
+recursion over iterations with the actual compute law (``simulate``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from math import comb, prod
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
+
+from queuesgd import _checks, markov
+from queuesgd.distributions import Deterministic, Distribution, Exponential, PhaseType, Shifted, _rng
+from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
+from queuesgd.orderstats import expected_max
+from queuesgd.queueing.ctmc import _binom_table, _compositions, _rank
+from queuesgd.schemes.base import Scheme, SchemeSolution
+from queuesgd.schemes.laws import ctmc_law, sample_compute
+from queuesgd.workload import Cluster, Workload
+
+__all__ = ["StaleSynchronous"]
+
+
+@dataclass(frozen=True)
+class StaleSynchronous(Scheme):
+    """Stale synchronous parallel SGD (Ho et al., NIPS 2013) with staleness bound ``staleness``.
+
+    Each worker repeats: compute a gradient (``workload.compute`` divided by
+    its speed), then communicate -- push the gradient and pull the
+    parameters, an exponential time of mean
+    ``2 latency + (gradient_bytes + parameter_bytes) / bandwidth + update_time``
+    per worker, with **no contention at the parameter server** (contention
+    on the PS links is what :class:`~queuesgd.schemes.async_ps.AsyncPS`
+    models). A worker's clock counts its completed iterations; a worker at
+    clock ``c`` may start the next iteration only when the slowest worker's
+    clock is at least ``c - staleness``, else it blocks. Every completed
+    iteration applies one gradient.
+
+    Parameters
+    ----------
+    staleness : int or math.inf
+        The bound ``s >= 0``: 0 is bulk-synchronous (a barrier every
+        iteration), ``math.inf`` asynchronous.
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster, predict
+    >>> w = Workload(compute=0.1, gradient_bytes="10MB", batch_size=32)
+    >>> p = predict(StaleSynchronous(staleness=2), w, Cluster(workers=1, bandwidth="1Gbit/s"))
+    >>> round(p.iteration_rate, 6)          # alone: 1 / (0.1 + 2 x 10 MB / 125 MB/s)
+    3.846154
+    """
+
+    staleness: int | float = 1
+
+    key: ClassVar[str] = "stale-synchronous"
+    methods: ClassVar[tuple[str, ...]] = ("closed_form", "ctmc", "simulate")
+    #: Largest CTMC ``method="auto"`` builds; beyond it auto simulates.
+    max_states: ClassVar[int] = 200_000
+
+    def __post_init__(self) -> None:
+        s = self.staleness
+        accepted = "an integer >= 0, or math.inf (asynchronous)"
+        if isinstance(s, float) and math.isinf(s) and s > 0:
+            return
+        try:
+            value = _checks.integer("StaleSynchronous.staleness", s, minimum=0)
+        except InvalidParameterError:
+            raise InvalidParameterError("StaleSynchronous.staleness", s, accepted) from None
+        object.__setattr__(self, "staleness", value)
+
+    # ---- shared pieces ---------------------------------------------------------------
+    @staticmethod
+    def communication_time(workload: Workload, cluster: Cluster) -> tuple[float, float]:
+        """``(communication, update)`` mean seconds of one worker's communicate phase.
+
+        ``communication = 2 latency + (G + P) / B``; the phase lasts
+        ``communication + update`` (exponential in every method).
+
+        Examples
+        --------
+        >>> from queuesgd import Workload, Cluster
+        >>> w = Workload(compute=0.1, gradient_bytes="10MB", update_time="5ms")
+        >>> StaleSynchronous.communication_time(w, Cluster(4, "1Gbit/s", latency="1ms"))
+        (0.162, 0.005)
+        """
+        comm = (
+            2.0 * cluster.latency + (workload.gradient_bytes + workload.parameter_bytes) / cluster.bandwidth
+        )
+        return float(comm), float(workload.update_time)
+
+    @staticmethod
+    def _groups(cluster: Cluster) -> dict[float, int]:
+        groups: dict[float, int] = {}
+        for s in cluster.speed_factors:
+            groups[float(s)] = groups.get(float(s), 0) + 1
+        return groups
+
+    def state_count(self, workload: Workload, cluster: Cluster) -> int:
+        """Number of CTMC states before removing the unreachable ones (no worker at offset 0).
+
+        With ``k`` compute phases there are ``L = (s + 1)(k + 1) + k`` places
+        per speed class (offset 0..s from the slowest worker x (k phases +
+        communicating), plus blocked workers by the phase they will start
+        in), so ``prod_c C(n_c + L - 1, L - 1)`` states: polynomial of degree
+        ``L - 1`` in ``n``; e.g. exponential compute, s = 2, 8 workers:
+        ``C(14, 6) = 3003``.
+
+        Examples
+        --------
+        >>> from queuesgd import Workload, Cluster
+        >>> from queuesgd.distributions import Exponential
+        >>> StaleSynchronous(2).state_count(Workload(Exponential(mean=0.1), 1e6), Cluster(8, "1GB/s"))
+        3003
+        """
+        if math.isinf(self.staleness):
+            raise NotRepresentable("StaleSynchronous(staleness=inf) has no finite clock-offset chain")
+        k = ctmc_law(workload.compute)[0].phases
+        L = (int(self.staleness) + 1) * (k + 1) + k
+        return prod(comb(n + L - 1, L - 1) for n in self._groups(cluster).values())
+
+    # ---- method choice -----------------------------------------------------------------
+    def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
+        s = self.staleness
+        if math.isinf(s):
+            return "closed_form", "staleness=inf: no worker ever blocks, each runs at 1 / (compute + comm)"
+        if cluster.stragglers is not None:
+            return (
+                "simulate",
+                "RandomDelay stragglers: only the simulation draws the delayed workers per step",
+            )
+        if s == 0:
+            return "closed_form", "staleness=0 is bulk-synchronous: E[max over workers] in closed form"
+        count = self.state_count(workload, cluster)
+        if count <= self.max_states:
+            return "ctmc", f"exact CTMC of the clock offsets ({count:,} states at most)"
+        return "simulate", f"the CTMC would have {count:,} states > {self.max_states:,}: Monte Carlo"
+
+    def solve(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        method: str,
+        *,
+        rng: Any = None,
+        iterations: int | None = None,
+    ) -> SchemeSolution:
+        """Solve by ``"closed_form"`` (s = 0 or inf), ``"ctmc"`` or ``"simulate"``.
+
+        Examples
+        --------
+        >>> from queuesgd import Workload, Cluster
+        >>> from queuesgd.distributions import Exponential
+        >>> w = Workload(compute=Exponential(mean=0.1), gradient_bytes="1MB")
+        >>> c = Cluster(workers=2, bandwidth="20MB/s")           # comm: exponential, mean 0.1 s
+        >>> sol = StaleSynchronous(0).solve(w, c, "closed_form")
+        >>> round(sol.iteration_rate, 9)      # 2 / E[max of two Erlang(2, mean 0.2)] = 2 / 0.275
+        7.272727273
+        """
+        if method == "closed_form":
+            return self._closed_form(workload, cluster)
+        if method == "ctmc":
+            return self._ctmc(workload, cluster)
+        if method == "simulate":
+            return self._simulate(workload, cluster, rng, iterations)
+        raise NotRepresentable(f"StaleSynchronous cannot be solved with method {method!r}")
+
+    # ---- closed forms ------------------------------------------------------------------
+    def _closed_form(self, workload: Workload, cluster: Cluster) -> SchemeSolution:
+        comm, upd = self.communication_time(workload, cluster)
+        n = cluster.workers
+        speeds = cluster.speed_factors
+        mean_c = float(workload.compute.mean)
+        if math.isinf(self.staleness):
+            extra = 0.0
+            if cluster.stragglers is not None:
+                extra = cluster.stragglers.count * cluster.stragglers.delay / n
+            cycles = mean_c / speeds + extra + comm + upd
+            X = float(np.sum(1.0 / cycles))
+            compute = float(np.sum((mean_c / speeds + extra) / cycles) / X)
+            return self._solution(
+                X,
+                n,
+                compute,
+                comm,
+                upd,
+                0.0,
+                "closed_form",
+                "no blocking: X = sum_i 1 / (E[C_i] + comm)",
+                {"blocked_fraction": 0.0},
+            )
+        if self.staleness != 0:
+            raise NotRepresentable(
+                f"StaleSynchronous(staleness={self.staleness}) has no closed form (only 0 and inf); "
+                "use method='ctmc' or 'simulate'"
+            )
+        if cluster.stragglers is not None:
+            raise NotRepresentable(
+                "StaleSynchronous with RandomDelay stragglers: the delayed set changes every step; "
+                "use method='simulate'"
+            )
+        laws, note = self._sum_laws(workload, cluster)
+        period = float(laws[0].mean) if n == 1 else expected_max(laws)
+        X = n / period
+        compute = float(np.mean(mean_c / speeds))
+        waiting = period - compute - comm - upd
+        reason = "bulk-synchronous barrier: X = n / E[max_i (C_i + comm_i)] (order statistics)"
+        details: dict[str, Any] = {"blocked_fraction": waiting / period}
+        if note:
+            reason += f"; {note}"
+            details["phase_type"] = note
+        return self._solution(X, n, compute, comm, upd, waiting, "closed_form", reason, details)
+
+    def _sum_laws(self, workload: Workload, cluster: Cluster) -> tuple[list[Distribution], str]:
+        """Per-worker law of compute + exponential communicate (exact where possible)."""
+        comm, upd = self.communication_time(workload, cluster)
+        rate = 1.0 / (comm + upd)
+        law = workload.compute
+        note = ""
+        cache: dict[float, Distribution] = {}
+        for s in self._groups(cluster):
+            if isinstance(law, Deterministic):
+                cache[s] = Shifted(Exponential(rate), float(law.value) / s)
+                continue
+            ph, note = ctmc_law(law)
+            ph = ph if s == 1.0 else ph.scaled(1.0 / s)
+            cache[s] = _convolve_exponential(ph, rate)
+        return [cache[float(s)] for s in cluster.speed_factors], note
+
+    # ---- CTMC --------------------------------------------------------------------------
+    def _ctmc(self, workload: Workload, cluster: Cluster) -> SchemeSolution:
+        if math.isinf(self.staleness):
+            raise NotRepresentable(
+                "StaleSynchronous(staleness=inf): no clock-offset chain; use method='closed_form'"
+            )
+        if cluster.stragglers is not None:
+            raise NotRepresentable(
+                "StaleSynchronous with RandomDelay stragglers in a CTMC; use method='simulate'"
+            )
+        count = self.state_count(workload, cluster)
+        if count > 2_000_000:
+            raise StateSpaceTooLargeError(
+                f"StaleSynchronous CTMC: {count:,} states > 2,000,000; use method='simulate'"
+            )
+        comm, upd = self.communication_time(workload, cluster)
+        gamma = 1.0 / (comm + upd)
+        ph, note = ctmc_law(workload.compute)
+        groups = self._groups(cluster)
+        laws = [ph if s == 1.0 else ph.scaled(1.0 / s) for s in groups]
+        pops = list(groups.values())
+        pi, nstate = _ssp_chain(int(self.staleness), laws, pops, gamma)
+        k = ph.phases
+        s = int(self.staleness)
+        L = (s + 1) * (k + 1) + k
+        slot = np.arange(L)
+        is_comm = (slot < (s + 1) * (k + 1)) & (slot % (k + 1) == k)
+        is_blocked = slot >= (s + 1) * (k + 1)
+        is_run = ~is_comm & ~is_blocked
+        tot = nstate.sum(axis=1).astype(float)  # (S, L): all classes together
+        mean = pi @ tot
+        X = gamma * float(mean[is_comm].sum())
+        n = cluster.workers
+        computing, communicating, blocked = (float(mean[m].sum()) for m in (is_run, is_comm, is_blocked))
+        reason = f"exact CTMC of the clock offsets ({len(pi):,} states)"
+        details: dict[str, Any] = {"blocked_fraction": blocked / n, "states": len(pi)}
+        if note:
+            reason += f"; {note}"
+            details["phase_type"] = note
+        share = upd / (comm + upd)
+        return self._solution(
+            X,
+            n,
+            computing / X,
+            communicating * (1 - share) / X,
+            communicating * share / X,
+            blocked / X,
+            "ctmc",
+            reason,
+            details,
+        )
+
+    # ---- simulation --------------------------------------------------------------------
+    def _simulate(
+        self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
+    ) -> SchemeSolution:
+        from scipy import stats
+
+        n = cluster.workers
+        total = 20_000 if iterations is None else _checks.integer("iterations", iterations, minimum=100)
+        rounds = max(total // n, 50)
+        warm = max(rounds // 10, 5)
+        gen = _rng(np.random.default_rng() if rng is None else rng)
+        comm, upd = self.communication_time(workload, cluster)
+        C = sample_compute(workload, cluster, gen, rounds)
+        M = gen.exponential(comm + upd, size=(rounds, n))
+        s = self.staleness
+        E = np.zeros((rounds + 1, n))  # E[k] = completion of iteration k (E[0] = 0)
+        start = np.zeros((rounds, n))
+        Bmax = np.zeros(rounds + 1)  # Bmax[k] = time every worker has completed k iterations
+        lag = None if math.isinf(s) else int(s) + 1
+        for r in range(1, rounds + 1):  # one vectorized step per iteration index, over all workers
+            gate = Bmax[r - lag] if lag is not None and r - lag >= 0 else 0.0
+            st = np.maximum(E[r - 1], gate)
+            start[r - 1] = st
+            E[r] = st + C[r - 1] + M[r - 1]
+            Bmax[r] = E[r].max()
+        t0, t1 = float(E[warm].max()), float(E[rounds].min())
+        if not t1 > t0:
+            raise InvalidParameterError("iterations", iterations, "more iterations (the run is too short)")
+        times = E[1:]  # (rounds, n)
+        flat = np.sort(times.ravel())
+        in_win = (times > t0) & (times <= t1)
+        X = float(in_win.sum() / (t1 - t0))
+        nb = 20
+        counts = np.histogram(times[in_win], bins=np.linspace(t0, t1, nb + 1))[0]
+        rates = counts / ((t1 - t0) / nb)
+        tq = float(stats.t.ppf(0.975, nb - 1))
+        half = tq * rates.std(ddof=1) / np.sqrt(nb)
+        # staleness: other workers' updates between a worker's previous update (its read) and this one
+        prev = E[:-1]
+        stale = np.searchsorted(flat, times, side="left") - np.searchsorted(flat, prev, side="right")
+        sel = in_win.copy()
+        sel[0] = False
+        order = np.argsort(times[sel])
+        st_w = stale[sel][order]
+        values, freq = np.unique(st_w, return_counts=True)
+        batches = np.array([g.mean() for g in np.array_split(st_w, nb)])
+        s_half = tq * batches.std(ddof=1) / np.sqrt(nb)
+        rows = slice(warm, rounds)
+        blocked = (start - E[:-1])[rows]
+        elapsed = (E[1:] - E[:-1])[rows]
+        share = upd / (comm + upd)
+        details = {
+            "blocked_fraction": float(blocked.sum() / elapsed.sum()),
+            "staleness_distribution": {int(v): float(f / st_w.size) for v, f in zip(values, freq)},
+            "staleness_interval": (float(batches.mean() - s_half), float(batches.mean() + s_half)),
+            "updates": int(in_win.sum()),
+        }
+        sol = self._solution(
+            X,
+            n,
+            float(C[rows].mean()),
+            float(M[rows].mean()) * (1 - share),
+            float(M[rows].mean()) * share,
+            float(blocked.mean()),
+            "simulate",
+            f"Monte Carlo of {rounds} iterations per worker ({warm} warm-up): actual compute law, "
+            "exponential communicate",
+            details,
+            interval=(X - half, X + half),
+            staleness=float(st_w.mean()),
+        )
+        return sol
+
+    def _solution(
+        self,
+        X: float,
+        n: int,
+        compute: float,
+        comm: float,
+        update: float,
+        waiting: float,
+        method: str,
+        reason: str,
+        details: dict[str, Any],
+        interval: tuple[float, float] | None = None,
+        staleness: float | None = None,
+    ) -> SchemeSolution:
+        breakdown = {"compute": compute, "communication": comm, "update": update, "waiting": waiting}
+        return SchemeSolution(
+            iteration_rate=float(X),
+            gradients_per_update=1.0,
+            iteration_time=float(sum(breakdown.values())),
+            breakdown=breakdown,
+            method=method,
+            reason=reason,
+            # a worker reads right after its own update; counting per window or per update,
+            # every other worker's open window holds each update once: mean n - 1 (docs).
+            staleness=float(n - 1) if staleness is None else staleness,
+            details=details,
+            interval=interval,
+            bottleneck="compute" if compute >= comm + update else "communication",
+            model=None,
+        )
+
+
+def _convolve_exponential(ph: PhaseType, rate: float) -> PhaseType:
+    """Phase-type law of ``X + Y``, ``X ~ ph`` and ``Y ~ Exponential(rate)`` independent."""
+    k = ph.phases
+    T = np.zeros((k + 1, k + 1))
+    T[:k, :k] = ph.T
+    T[:k, k] = -np.asarray(ph.T).sum(axis=1)
+    T[k, k] = -rate
+    return PhaseType(np.append(ph.alpha, 0.0), T)
+
+
+def _ssp_chain(s: int, laws: list[PhaseType], pops: list[int], gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    """Steady state of the SSP clock-offset chain.
+
+    Returns ``(pi, counts)`` with counts of shape (S, classes, L): workers
+    of each class in each place (offset d = 0..s x compute phase i, offset d
+    communicating, blocked and about to start phase j).
+    """
+    k = laws[0].phases
+    K1 = k + 1
+    L = (s + 1) * K1 + k
+    C = len(pops)
+
+    def run(d: int, i: int) -> int:
+        return d * K1 + i
+
+    def com(d: int) -> int:
+        return d * K1 + k
+
+    def blk(j: int) -> int:
+        return (s + 1) * K1 + j
+
+    comps = [_compositions(n, L) for n in pops]
+    tables = [_binom_table(n, L) for n in pops]
+    sizes = np.array([len(x) for x in comps], dtype=np.int64)
+    strides = np.concatenate(([1], np.cumprod(sizes[::-1])[:-1]))[::-1]
+    S_all = int(sizes.prod())
+    idx = np.arange(S_all, dtype=np.int64)
+    ranks = (idx[:, None] // strides[None, :]) % sizes[None, :]
+    counts = np.stack([comps[c][ranks[:, c]] for c in range(C)], axis=1)  # (S_all, C, L)
+    offset0 = [run(0, i) for i in range(k)] + [com(0)]
+    at0 = counts[:, :, offset0].sum(axis=(1, 2))
+    valid = at0 >= 1
+    counts = counts[valid]
+    at0 = at0[valid]
+    lookup = np.full(S_all, -1, dtype=np.int64)
+    lookup[idx[valid]] = np.arange(counts.shape[0])
+    S = counts.shape[0]
+    states = np.arange(S)
+
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+
+    def add(src: np.ndarray, new: np.ndarray, rate: np.ndarray) -> None:
+        g = np.zeros(len(src), dtype=np.int64)
+        for c in range(C):
+            g += _rank(new[:, c, :], pops[c], tables[c]) * strides[c]
+        dst = lookup[g]
+        if np.any(dst < 0):  # pragma: no cover - a bug in the transition rules
+            raise AssertionError("SSP chain left its state space")
+        rows.append(src)
+        cols.append(dst)
+        vals.append(rate)
+
+    for c, ph in enumerate(laws):
+        T = np.asarray(ph.T)
+        alpha = np.asarray(ph.alpha)
+        exits = -T.sum(axis=1)
+        starts = [j for j in range(k) if alpha[j] > 0]
+        for d in range(s + 1):
+            for i in range(k):
+                m = counts[:, c, run(d, i)]
+                src = states[m > 0]
+                if src.size == 0:
+                    continue
+                for j in range(k):
+                    if j != i and T[i, j] > 0:
+                        new = counts[src].copy()
+                        new[:, c, run(d, i)] -= 1
+                        new[:, c, run(d, j)] += 1
+                        add(src, new, m[src] * T[i, j])
+                if exits[i] > 1e-300:
+                    new = counts[src].copy()
+                    new[:, c, run(d, i)] -= 1
+                    new[:, c, com(d)] += 1
+                    add(src, new, m[src] * exits[i])
+            # completion of an iteration from offset d
+            m = counts[:, c, com(d)]
+            busy = m > 0
+            uniq = busy & (at0 == 1) if d == 0 else np.zeros(S, dtype=bool)
+            ahead = busy & ~uniq
+            src = states[ahead]
+            for j in starts:
+                if src.size == 0:
+                    break
+                new = counts[src].copy()
+                new[:, c, com(d)] -= 1
+                new[:, c, run(d + 1, j) if d + 1 <= s else blk(j)] += 1
+                add(src, new, m[src] * gamma * alpha[j])
+            src = states[uniq]
+            if src.size:
+                # the unique slowest worker finishes: the minimum clock advances, all offsets drop by one
+                old = counts[src].copy()
+                old[:, c, com(0)] -= 1
+                shifted = np.zeros_like(old)
+                shifted[:, :, : s * K1] = old[:, :, K1 : (s + 1) * K1]
+                for j in range(k):
+                    shifted[:, :, run(s, j)] += old[:, :, blk(j)]
+                for j in starts:
+                    new = shifted.copy()
+                    new[:, c, run(0, j)] += 1
+                    add(src, new, m[src] * gamma * alpha[j])
+
+    r = np.concatenate(rows)
+    q = np.concatenate(cols)
+    v = np.concatenate(vals)
+    out = np.bincount(r, weights=v, minlength=S)
+    G = sp.csr_matrix(
+        (np.concatenate([v, -out]), (np.concatenate([r, states]), np.concatenate([q, states]))), shape=(S, S)
+    )
+    G.sum_duplicates()
+    # keep the states reachable from "everyone starts computing at offset 0" (a blocked worker's
+    # start phase j with alpha_j = 0, for instance, never occurs)
+    first = np.zeros((1, C, L), dtype=np.int64)
+    j0 = int(np.flatnonzero(np.asarray(laws[0].alpha) > 0)[0])
+    first[0, :, run(0, j0)] = pops
+    g0 = sum(int(_rank(first[:, c, :], pops[c], tables[c])[0]) * int(strides[c]) for c in range(C))
+    reach = np.sort(breadth_first_order(G, int(lookup[g0]), directed=True, return_predecessors=False))
+    pi = markov.steady_state(G[reach][:, reach])
+    return pi, counts[reach]

@@ -1,0 +1,141 @@
+"""StaleSynchronous against independent sources: the exact E[max] of hypoexponential laws (a
+finite sum in rational arithmetic), c + H_n / rate for a shifted exponential, the one-worker cycle,
+the no-blocking limit, monotonicity in the bound, and simulation within its confidence interval."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+
+import queuesgd as q
+from queuesgd.distributions import Deterministic, Erlang, Exponential
+from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.schemes.ssp import StaleSynchronous
+
+# compute exponential of mean 0.05 (rate 20); communicate 2 MB at 20 MB/s: exponential of mean 0.1 (rate 10)
+W = q.Workload(compute=Exponential(mean=0.05), gradient_bytes="1MB", parameter_bytes="1MB", batch_size=8)
+C = q.Cluster(workers=1, bandwidth="20MB/s")
+
+
+def hypoexponential_expected_max(a: float, b: float, n: int) -> float:
+    """E[max of n i.i.d. Exp(a) + Exp(b)], a != b, exactly.
+
+    Survival S(x) = (b e^{-ax} - a e^{-bx}) / (b - a); E[max] = sum_k (-1)^{k+1} C(n,k) int S^k,
+    and int S^k = sum_j C(k,j) (b/(b-a))^j (-a/(b-a))^{k-j} / (j a + (k-j) b).
+    """
+    a, b = Fraction(a), Fraction(b)
+    total = Fraction(0)
+    for k in range(1, n + 1):
+        inner = sum(
+            math.comb(k, j) * (b / (b - a)) ** j * (-a / (b - a)) ** (k - j) / (j * a + (k - j) * b)
+            for j in range(k + 1)
+        )
+        total += (-1) ** (k + 1) * math.comb(n, k) * inner
+    return float(total)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 5])
+def test_bulk_synchronous_ctmc_equals_barrier_closed_form(workers):
+    c = C.with_workers(workers)
+    closed = StaleSynchronous(0).solve(W, c, "closed_form")
+    chain = StaleSynchronous(0).solve(W, c, "ctmc")
+    exact = workers / hypoexponential_expected_max(20.0, 10.0, workers)
+    assert closed.iteration_rate == pytest.approx(exact, rel=1e-9)
+    assert chain.iteration_rate == pytest.approx(exact, rel=1e-9)
+    assert chain.details["blocked_fraction"] == pytest.approx(closed.details["blocked_fraction"], rel=1e-8)
+
+
+def test_bulk_synchronous_deterministic_compute_is_shifted_exponential():
+    # E[max_i (c + Exp(10))] = c + H_n / 10
+    w = q.Workload(compute=Deterministic(0.05), gradient_bytes="1MB", parameter_bytes="1MB")
+    p = q.predict(StaleSynchronous(0), w, C.with_workers(4))
+    assert p.method == "closed_form"
+    assert p.iteration_rate == pytest.approx(4 / (0.05 + (1 + 1 / 2 + 1 / 3 + 1 / 4) / 10), rel=1e-9)
+
+
+def test_bulk_synchronous_erlang_and_speeds_ctmc_vs_closed_form():
+    w = q.Workload(compute=Erlang(2, mean=0.05), gradient_bytes="1MB", parameter_bytes="1MB")
+    c = q.Cluster(workers=3, bandwidth="20MB/s", speeds=[1, 2, 2])
+    a = StaleSynchronous(0).solve(w, c, "closed_form")
+    b = StaleSynchronous(0).solve(w, c, "ctmc")
+    assert b.iteration_rate == pytest.approx(a.iteration_rate, rel=1e-9)
+
+
+@pytest.mark.parametrize("staleness", [0, 1, 3, math.inf])
+def test_one_worker_never_waits(staleness):
+    p = q.predict(StaleSynchronous(staleness), W, C)
+    assert p.iteration_rate == pytest.approx(1 / (0.05 + 0.1), rel=1e-12)
+    assert p.throughput == pytest.approx(8 / 0.15, rel=1e-12)
+    assert p.staleness == 0.0
+    assert p.breakdown["waiting"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_throughput_grows_with_the_bound_towards_no_blocking():
+    c = C.with_workers(2)
+    limit = 2 / (0.05 + 0.1)
+    assert q.predict(StaleSynchronous(math.inf), W, c).iteration_rate == pytest.approx(limit, rel=1e-15)
+    rates = [q.predict(StaleSynchronous(s), W, c, method="ctmc").iteration_rate for s in (0, 1, 2, 5, 10, 40)]
+    assert all(x < y for x, y in zip(rates, rates[1:]))
+    assert rates[-1] < limit
+    assert 1 - rates[-1] / limit < 0.01  # the blocked share shrinks like 1 / (s + 1)
+
+
+def test_throughput_non_decreasing_in_bound_three_workers():
+    c = C.with_workers(3)
+    rates = [StaleSynchronous(s).solve(W, c, "ctmc").iteration_rate for s in range(5)]
+    assert all(y >= x for x, y in zip(rates, rates[1:]))
+    blocked = [StaleSynchronous(s).solve(W, c, "ctmc").details["blocked_fraction"] for s in range(5)]
+    assert all(y <= x for x, y in zip(blocked, blocked[1:]))
+
+
+@pytest.mark.parametrize("staleness", [1, 2])
+def test_ctmc_agrees_with_simulation(staleness):
+    c = C.with_workers(3)
+    chain = q.predict(StaleSynchronous(staleness), W, c, method="ctmc")
+    sim = q.predict(StaleSynchronous(staleness), W, c, method="simulate", rng=11, iterations=60_000)
+    assert sim.interval[0] <= chain.throughput <= sim.interval[1]
+    # breakdown adds up to the worker's cycle: n / X by Little's law
+    assert chain.iteration_time == pytest.approx(3 / chain.iteration_rate, rel=1e-9)
+
+
+def test_simulated_staleness_mean_is_n_minus_one():
+    # a worker reads right after its own update: every update lies in exactly one open window of each
+    # other worker, so the mean over updates is n - 1 whatever the bound; the bound shapes the spread
+    c = C.with_workers(4)
+    tight = q.predict(StaleSynchronous(0), W, c, method="simulate", rng=5, iterations=20_000)
+    loose = q.predict(StaleSynchronous(4), W, c, method="simulate", rng=5, iterations=20_000)
+    for p in (tight, loose):
+        lo, hi = p.details["staleness_interval"]
+        assert lo <= 3 <= hi
+        assert sum(p.details["staleness_distribution"].values()) == pytest.approx(1.0, rel=1e-12)
+    # with a barrier another worker updates at most twice in a window: staleness <= 2 (n - 1)
+    assert max(tight.details["staleness_distribution"]) <= 6
+    assert max(loose.details["staleness_distribution"]) > 6
+
+
+def test_infinite_bound_simulation_matches_closed_form():
+    c = q.Cluster(workers=3, bandwidth="20MB/s", speeds=[1, 1, 2])
+    exact = q.predict(StaleSynchronous(math.inf), W, c)
+    assert exact.iteration_rate == pytest.approx(2 / 0.15 + 1 / 0.125, rel=1e-12)
+    sim = q.predict(StaleSynchronous(math.inf), W, c, method="simulate", rng=3, iterations=30_000)
+    assert sim.interval[0] <= exact.throughput <= sim.interval[1]
+    assert sim.details["blocked_fraction"] == 0.0
+
+
+def test_auto_method_and_reasons():
+    assert q.predict(StaleSynchronous(0), W, C.with_workers(3)).method == "closed_form"
+    assert q.predict(StaleSynchronous(2), W, C.with_workers(3)).method == "ctmc"
+    big = q.Workload(compute=Deterministic(0.05), gradient_bytes="1MB")
+    p = q.predict(StaleSynchronous(3), big, C.with_workers(16), rng=0, iterations=2000)
+    assert p.method == "simulate" and "states" in p.reason
+    with pytest.raises(NotRepresentable, match="closed form"):
+        StaleSynchronous(2).solve(W, C.with_workers(2), "closed_form")
+
+
+def test_bad_input():
+    for bad in (-1, 1.5, "two", True, -math.inf):
+        with pytest.raises(InvalidParameterError, match=r"StaleSynchronous\.staleness"):
+            StaleSynchronous(bad)
+    assert StaleSynchronous(2.0).staleness == 2
