@@ -93,6 +93,12 @@ def _add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
     p.add_argument("--method", default="auto", help="auto, closed_form, mva, ctmc or simulate")
     p.add_argument("--seed", type=int, default=0, help="random seed for method simulate")
     p.add_argument("--iterations", type=int, help="simulated iterations (method simulate)")
+    _add_scheme_flags(p, lists=lists)
+    p.add_argument("--json", action="store_true", help="print machine-readable rows")
+    p.add_argument("--plot", metavar="FILE.png", help="save a scaling curve")
+
+
+def _add_scheme_flags(p: argparse.ArgumentParser, *, lists: bool) -> None:
     each = "comma-separated values" if lists else "a value"
     for name, keys in sorted(_scheme_options().items()):
         p.add_argument(
@@ -101,8 +107,6 @@ def _add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
             metavar="VALUES" if lists else "VALUE",
             help=f"{each} for the scheme parameter {name} ({', '.join(sorted(keys))})",
         )
-    p.add_argument("--json", action="store_true", help="print machine-readable rows")
-    p.add_argument("--plot", metavar="FILE.png", help="save a scaling curve")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -123,6 +127,7 @@ def _build_parser() -> argparse.ArgumentParser:
     d.add_argument("--latex", action="store_true", help="print LaTeX")
     d.add_argument("--limit", metavar="SYMBOL", help="also print the limit as SYMBOL -> infinity")
     d.add_argument("--optimize", metavar="SYMBOL", help="also print the SYMBOL that maximizes throughput")
+    _add_scheme_flags(d, lists=False)
 
     c = sub.add_parser("catalog", help="list or show the built-in workloads")
     csub = c.add_subparsers(dest="action", required=True, parser_class=_Parser)
@@ -177,32 +182,37 @@ def _random_delay(text: str) -> Any:
     return RandomDelay(int(k), delay.strip())
 
 
+def _scheme_from_args(
+    args: argparse.Namespace, name: str, *, lists: bool
+) -> tuple[Any, dict[str, list[Any]]]:
+    from queuesgd import _checks
+    from queuesgd.schemes import ALIASES, SCHEMES
+
+    key = _checks.choice("--scheme", name, [*SCHEMES, *ALIASES])
+    key = ALIASES.get(key, key)
+    cls = SCHEMES[key]
+    params: dict[str, list[Any]] = {}
+    own = set(cls.parameters())
+    for pname in _scheme_options():
+        text = getattr(args, f"param_{pname}")
+        if text is None:
+            continue
+        flag = "--" + pname.replace("_", "-")
+        if pname not in own:
+            accepted = ", ".join("--" + p.replace("_", "-") for p in cls.parameters() if p not in _NOT_ON_CLI)
+            raise InvalidParameterError(flag, text, f"a parameter of {key}: {accepted or 'it has none'}")
+        params[pname] = [_value(v) for v in (split_list(text) if lists else [text])]
+    return _make_scheme(cls, {k: v[0] for k, v in params.items()}), params
+
+
 def _setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dict[str, list[Any]]]:
     import dataclasses
 
     from queuesgd import _checks, units
     from queuesgd.catalog import load_workload
-    from queuesgd.schemes import SCHEMES
     from queuesgd.workload import Cluster
 
-    from queuesgd.schemes import ALIASES
-
-    key = _checks.choice("--scheme", args.scheme, [*SCHEMES, *ALIASES])
-    key = ALIASES.get(key, key)
-    cls = SCHEMES[key]
-    params: dict[str, list[Any]] = {}
-    own = set(cls.parameters())
-    for name in _scheme_options():
-        text = getattr(args, f"param_{name}")
-        if text is None:
-            continue
-        flag = "--" + name.replace("_", "-")
-        if name not in own:
-            accepted = ", ".join("--" + p.replace("_", "-") for p in cls.parameters() if p not in _NOT_ON_CLI)
-            raise InvalidParameterError(flag, text, f"a parameter of {key}: {accepted or 'it has none'}")
-        values = [_value(v) for v in (split_list(text) if lists else [text])]
-        params[name] = values
-    scheme = _make_scheme(cls, {k: v[0] for k, v in params.items()})
+    scheme, params = _scheme_from_args(args, args.scheme, lists=lists)
     workload = load_workload(args.workload)
     if args.compute:
         workload = dataclasses.replace(workload, compute=_compute_law(args.compute, workload.compute_time))
@@ -275,7 +285,8 @@ def _derive(args: argparse.Namespace) -> int:
     from queuesgd.derivation import derive
 
     options = {} if args.workers is None else {"workers": args.workers}
-    f = derive(args.scheme, compute=args.compute, **options)
+    scheme, _ = _scheme_from_args(args, args.scheme, lists=False)
+    f = derive(scheme, compute=args.compute, **options)
     print(f.latex() if args.latex else str(f))
     if args.limit:
         import sympy

@@ -233,8 +233,10 @@ class Formula:
         """The value of ``symbol`` that maximizes throughput.
 
         Without ``values``: a stationary point solved by SymPy (symbol treated
-        as continuous), returned as an expression; raises
-        :class:`~queuesgd.errors.NotRepresentable` where SymPy finds none.
+        as continuous), returned as an expression; points where SymPy proves
+        the second derivative nonnegative (minima) are dropped, but where it
+        cannot decide the sign the point is kept, so check it numerically.
+        Raises :class:`~queuesgd.errors.NotRepresentable` where none is left.
         With ``values`` for every other free symbol: the numeric maximizer --
         an integer in ``1..upper`` for ``n``, ``b``, ``c`` ..., else a float
         found by bounded scalar search.
@@ -259,9 +261,12 @@ class Formula:
             except NotImplementedError:
                 sols = []
             good = [s for s in sols if s.is_real is not False and s.is_positive is not False]
+            # Keep maxima only: drop stationary points where the second derivative is provably >= 0.
+            second = sympy.diff(self.expr, sym, 2)
+            good = [s for s in good if sympy.simplify(second.subs(sym, s)).is_nonnegative is not True]
             if not good:
                 raise NotRepresentable(
-                    f"SymPy finds no stationary point of the throughput in {symbol}; give values for the "
+                    f"SymPy finds no interior maximum of the throughput in {symbol}; give values for the "
                     f"other symbols ({', '.join(k for k in self.free_names if k != sym.name)}) for a "
                     "numeric optimum"
                 )

@@ -69,8 +69,15 @@ def test_errors_name_the_symbol():
     with pytest.raises(InvalidParameterError, match="Formula.symbols"):
         Formula(n * t, {"n": n}, {}, "bad")
     h = Formula(n * sympy.exp(-n) + sympy.harmonic(n), {"n": n}, {}, "x")
-    with pytest.raises(NotRepresentable, match="stationary point"):
+    with pytest.raises(NotRepresentable, match="interior maximum"):
         h.optimize("n")
+
+
+def test_a_minimum_is_not_reported_as_the_optimum():
+    # X = (n - 2)^2 + 1 has one stationary point, n = 2, a minimum: no interior maximum
+    f = Formula((n - 2) ** 2 + 1, {"n": n}, {}, "bowl")
+    with pytest.raises(NotRepresentable, match="interior maximum"):
+        f.optimize("n")
 
 
 def test_finite_sum_with_a_symbolic_bound_evaluates_elementwise():

@@ -44,5 +44,7 @@ def test_sweep_scaling_factor_definition():
     t = q.sweep(q.AsyncPS(), W, C, workers=[1, 2, 8])
     for row in t.rows():
         single = W.batch_size / W.compute_time
-        assert row["scaling_factor"] == pytest.approx(row["throughput"] / (row["workers"] * single), rel=1e-14)
+        assert row["scaling_factor"] == pytest.approx(
+            row["throughput"] / (row["workers"] * single), rel=1e-14
+        )
         assert row["method"] == "mva"
