@@ -33,6 +33,7 @@ from queuesgd.queueing.batch import mva_batch
 from queuesgd.queueing.results import bottleneck_station
 from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown
 from queuesgd.schemes.laws import add_phase_type_stage, sample_compute
+from queuesgd.schemes.montecarlo import half_width
 from queuesgd.workload import Cluster, Workload
 
 if TYPE_CHECKING:
@@ -441,7 +442,6 @@ class AsyncPS(Scheme):
         self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
     ) -> SchemeSolution:
         """Discrete-event simulation; the PS queues form an order-preserving FCFS tandem."""
-        from scipy import stats
 
         n = cluster.workers
         total = 20_000 if iterations is None else _checks.integer("iterations", iterations, minimum=100)
@@ -512,11 +512,9 @@ class AsyncPS(Scheme):
         nb = 20
         counts = np.histogram(W[warm:], bins=np.linspace(t0, t1, nb + 1))[0]
         rates = counts / ((t1 - t0) / nb)
-        tq = float(stats.t.ppf(0.975, nb - 1))
-        half = tq * rates.std(ddof=1) / np.sqrt(nb)
-        groups = np.array_split(stale, nb)
-        sm = np.array([g.mean() for g in groups])
-        s_half = tq * sm.std(ddof=1) / np.sqrt(nb)
+        half = half_width(rates)
+        sm = np.array([g.mean() for g in np.array_split(stale, nb)])
+        s_half = half_width(sm)
         values, freq = np.unique(stale, return_counts=True)
         dist = {int(v): float(f / stale.size) for v, f in zip(values, freq)}
         # per-station means (Little's law for queue lengths)

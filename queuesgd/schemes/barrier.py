@@ -72,6 +72,7 @@ from queuesgd.orderstats import expected_order_statistic, exponential_order_stat
 from queuesgd.petri import PetriNet
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.laws import ctmc_law, sample_compute, worker_laws
+from queuesgd.schemes.montecarlo import half_width
 from queuesgd.workload import Cluster, Workload
 
 __all__ = [
@@ -564,9 +565,7 @@ def simulate_barrier(
     m = dur.size // batches
     means = (dur[: m * batches].reshape(batches, m)).mean(axis=1)
     mean = float(dur.mean())
-    from scipy import stats
-
-    half = float(stats.t.ppf(0.975, batches - 1) * means.std(ddof=1) / math.sqrt(batches))
+    half = half_width(means)
     lo, hi = mean - half, mean + half
     interval = (k / hi, k / lo if lo > 0 else math.inf)
     return BarrierSimulation(

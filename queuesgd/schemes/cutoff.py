@@ -52,6 +52,7 @@ from queuesgd.orderstats import expected_from_cdf, exponential_order_statistic
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.costs import ps_round
 from queuesgd.schemes.laws import add_phase_type_stage, ctmc_law, sample_compute, worker_laws
+from queuesgd.schemes.montecarlo import ratio_interval
 from queuesgd.schemes.predictors import EmpiricalPredictor
 from queuesgd.units import parse_seconds
 from queuesgd.workload import Cluster, Workload
@@ -272,16 +273,7 @@ def _simulate_finish(
 
 def _ratio_ci(K: np.ndarray, tau: np.ndarray, warmup: int = 0) -> tuple[float, tuple[float, float]]:
     """Gradients per second ``sum K / sum tau`` and its 95% batch-means confidence interval."""
-    K, tau = K[warmup:], tau[warmup:]
-    nb = min(_BATCHES, K.size)
-    size = K.size // nb
-    Kb = K[: nb * size].reshape(nb, size).sum(axis=1)
-    tb = tau[: nb * size].reshape(nb, size).sum(axis=1)
-    point = float(K.sum() / tau.sum())
-    if nb < 2:
-        return point, (point, point)
-    half = float(stats.t.ppf(0.975, nb - 1) * np.std(Kb / tb, ddof=1) / math.sqrt(nb))
-    return point, (point - half, point + half)
+    return ratio_interval(K[warmup:], tau[warmup:], _BATCHES)
 
 
 # ---- building a solution ------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceT
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.costs import ring_allreduce
 from queuesgd.schemes.laws import ctmc_law, sample_compute, worker_laws
+from queuesgd.schemes.montecarlo import ratio_interval
 from queuesgd.workload import Cluster, Workload
 
 if TYPE_CHECKING:
@@ -391,14 +392,8 @@ worker (majority all-reduce needs Cluster.workers >= 2)
             partial = 0 if sync else partial + 1
         durations, idle, contrib, fresh = durations[warm:], idle[warm:], contrib[warm:], fresh[warm:]
         total_time = float(durations.sum())
-        rate = contrib.sum() / total_time
-        nb = _BATCHES
-        size = rounds // nb
-        bt = durations[: nb * size].reshape(nb, size).sum(axis=1)
-        bc = contrib[: nb * size].reshape(nb, size).sum(axis=1)
-        from scipy import stats
-
-        half = float(stats.t.ppf(0.975, nb - 1) * np.std(bc / bt, ddof=1) / math.sqrt(nb))
+        rate, (lo, hi) = ratio_interval(contrib, durations, _BATCHES)
+        half = (hi - lo) / 2
         stale = np.concatenate(stale_parts)
         sdist = np.bincount(stale) / stale.size
         kdist = np.bincount(fresh, minlength=P + 1) / fresh.size
@@ -415,7 +410,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         }
         reason = (
             f"event simulation of {rounds} rounds (after {warm} warm-up rounds) with the actual "
-            f"compute laws; 95% batch-means interval ({nb} batches)"
+            f"compute laws; 95% batch-means interval ({_BATCHES} batches)"
         )
         sol = _solution(cycle, P, A, workload.update_time, mean_step, "simulate", reason)
         return _with_details(

@@ -33,6 +33,7 @@ from queuesgd.orderstats import expected_max
 from queuesgd.queueing.ctmc import _binom_table, _compositions, _rank
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.laws import ctmc_law, sample_compute
+from queuesgd.schemes.montecarlo import half_width
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["StaleSynchronous"]
@@ -300,7 +301,6 @@ class StaleSynchronous(Scheme):
     def _simulate(
         self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
     ) -> SchemeSolution:
-        from scipy import stats
 
         n = cluster.workers
         total = 20_000 if iterations is None else _checks.integer("iterations", iterations, minimum=100)
@@ -331,8 +331,7 @@ class StaleSynchronous(Scheme):
         nb = 20
         counts = np.histogram(times[in_win], bins=np.linspace(t0, t1, nb + 1))[0]
         rates = counts / ((t1 - t0) / nb)
-        tq = float(stats.t.ppf(0.975, nb - 1))
-        half = tq * rates.std(ddof=1) / np.sqrt(nb)
+        half = half_width(rates)
         # staleness: other workers' updates between a worker's previous update (its read) and this one
         prev = E[:-1]
         stale = np.searchsorted(flat, times, side="left") - np.searchsorted(flat, prev, side="right")
@@ -342,7 +341,7 @@ class StaleSynchronous(Scheme):
         st_w = stale[sel][order]
         values, freq = np.unique(st_w, return_counts=True)
         batches = np.array([g.mean() for g in np.array_split(st_w, nb)])
-        s_half = tq * batches.std(ddof=1) / np.sqrt(nb)
+        s_half = half_width(batches)
         rows = slice(warm, rounds)
         blocked = (start - E[:-1])[rows]
         elapsed = (E[1:] - E[:-1])[rows]
