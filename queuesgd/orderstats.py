@@ -47,7 +47,9 @@ __all__ = [
     "expected_max",
     "expected_order_statistic",
     "exponential_order_statistic",
+    "group_laws",
     "harmonic",
+    "integration_range",
     "order_statistic_cdf",
 ]
 
@@ -204,20 +206,46 @@ def _atoms(law: Distribution) -> list[float]:
     return []
 
 
-def _scale_points(laws: Sequence[Distribution]) -> tuple[float, float, list[float]]:
-    """Integration range and breakpoints that bracket the mass of every law."""
+def integration_range(laws: Sequence[Distribution]) -> tuple[float, float, list[float]]:
+    """An interval holding the mass of every law, and breakpoints for quadrature inside it.
+
+    ``[min(mean - 60 std), max(mean + 60 std)]``, starting at 0 when every
+    law puts no mass below 0; breakpoints at the means, one and five standard
+    deviations around them, and the atoms of deterministic (or shifted
+    deterministic) laws.
+
+    Examples
+    --------
+    >>> from queuesgd.distributions import Deterministic, Exponential
+    >>> lo, hi, pts = integration_range([Exponential(1.0), Deterministic(0.5)])
+    >>> lo, hi, 0.5 in pts
+    (0.0, 61.0, True)
+    """
     lo, hi, pts = math.inf, -math.inf, []
+    nonneg = True
     for law in laws:
         m = float(law.mean)
-        s = math.sqrt(float(law.variance)) if math.isfinite(float(law.variance)) else abs(m)
+        v = float(law.variance)
+        s = math.sqrt(v) if math.isfinite(v) else abs(m)
         lo = min(lo, m - 60.0 * s)
         hi = max(hi, m + 60.0 * s)
-        pts.append(m)
-        pts.extend(_atoms(law))
-        # quantiles of wide laws (heavy tails): the CDF tells where the mass is
-        for q_lo in (m - s, m + s, m + 5 * s):
-            pts.append(q_lo)
-    return lo, hi, pts
+        nonneg &= float(np.asarray(law.cdf(np.array([0.0]))).reshape(-1)[0]) == 0.0
+        pts += [m, m - s, m + s, m + 5 * s, *_atoms(law)]
+    if nonneg:
+        lo = 0.0
+    return lo, max(hi, lo), pts
+
+
+def group_laws(laws: Sequence[Distribution]) -> list[tuple[Distribution, int]]:
+    """Equal laws counted once: ``[(law, multiplicity), ...]`` in order of first appearance.
+
+    Examples
+    --------
+    >>> from queuesgd.distributions import Exponential
+    >>> group_laws([Exponential(1.0), Exponential(2.0), Exponential(1.0)])
+    [(Exponential(rate=1.0), 2), (Exponential(rate=2.0), 1)]
+    """
+    return _groups(list(laws), None)
 
 
 def expected_from_cdf(
@@ -295,7 +323,7 @@ def expected_order_statistic(
             return exponential_order_statistic(float(law.rate), m, k)
         if isinstance(law, Deterministic):
             return float(law.value)
-    lo, hi, pts = _scale_points([law for law, _ in groups])
+    lo, hi, pts = integration_range([law for law, _ in groups])
     return expected_from_cdf(lambda x: order_statistic_cdf(laws, x, k=k, n=n), lo, hi, pts)
 
 

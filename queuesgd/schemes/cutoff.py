@@ -37,7 +37,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -48,7 +47,7 @@ from scipy import optimize as sopt
 from queuesgd import _checks
 from queuesgd.distributions import Deterministic, Distribution, Exponential, Shifted, _rng
 from queuesgd.errors import InvalidParameterError, NotRepresentable
-from queuesgd.orderstats import expected_from_cdf, exponential_order_statistic
+from queuesgd.orderstats import expected_from_cdf, exponential_order_statistic, group_laws, integration_range
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.costs import ps_round
 from queuesgd.schemes.laws import add_phase_type_stage, ctmc_law, sample_compute, worker_laws
@@ -98,37 +97,6 @@ def _closed_form_ok(workload: Workload, cluster: Cluster) -> tuple[bool, str]:
     return True, ""
 
 
-def _groups(laws: list[Distribution]) -> list[tuple[Distribution, int]]:
-    counts: dict[Distribution, int] = {}
-    for law in laws:
-        counts[law] = counts.get(law, 0) + 1
-    return list(counts.items())
-
-
-def _atoms(law: Distribution) -> list[float]:
-    if isinstance(law, Deterministic):
-        return [float(law.value)]
-    if isinstance(law, Shifted):
-        return [a + float(law.shift) for a in _atoms(law.base)] + [float(law.shift)]
-    return []
-
-
-def _bounds(groups: list[tuple[Distribution, int]]) -> tuple[float, float, list[float]]:
-    """Integration range holding the mass of every law, and breakpoints (means, atoms)."""
-    lo, hi, pts = math.inf, -math.inf, []
-    nonneg = True
-    for law, _ in groups:
-        m = float(law.mean)
-        v = float(law.variance)
-        s = math.sqrt(v) if math.isfinite(v) else abs(m)
-        lo, hi = min(lo, m - 60.0 * s), max(hi, m + 60.0 * s)
-        nonneg &= float(np.asarray(law.cdf(np.array([0.0]))).reshape(-1)[0]) == 0.0
-        pts += [m, m - s, m + s, m + 5 * s, *_atoms(law)]
-    if nonneg:
-        lo = 0.0
-    return lo, max(hi, lo), pts
-
-
 def _cdf_matrix(groups: list[tuple[Distribution, int]], x: np.ndarray) -> np.ndarray:
     """F_g(x) for every group, shape (groups, len(x))."""
     return np.stack([np.clip(np.asarray(law.cdf(x), dtype=float).reshape(-1), 0.0, 1.0) for law, _ in groups])
@@ -162,7 +130,7 @@ def _static_moments(groups: list[tuple[Distribution, int]], T: float) -> tuple[f
         return np.where(x < T, 1.0 - smean, 1.0 - smin)
 
     # D <= X_(n), so the laws' range holds D's mass whatever T is.
-    lo, hi, pts = _bounds(groups)
+    lo, hi, pts = integration_range([law for law, _ in groups])
     pts = [*pts, T]
     ED = expected_from_cdf(cdf_d, lo, hi, pts)
     comp = expected_from_cdf(cdf_c, lo, hi, pts)
@@ -191,7 +159,7 @@ def _order_stat_means(groups: list[tuple[Distribution, int]]) -> np.ndarray:
             pmf = np.convolve(pmf, stats.binom.pmf(np.arange(k + 1), k, p))
         return np.cumsum(pmf)[:n]
 
-    lo, hi, pts = _bounds(groups)
+    lo, hi, pts = integration_range([law for law, _ in groups])
     pts = sorted({p for p in pts if lo < p < hi})
     scale = max(abs(lo), abs(hi), 1e-300)
     val, _ = integrate.quad_vec(survival, lo, hi, epsabs=1e-13 * scale, epsrel=1e-11, points=pts or None)
@@ -533,7 +501,7 @@ class StaticCutoff(Scheme):
         if method == "closed_form":
             if self.stragglers == "finish":
                 raise NotRepresentable(f"StaticCutoff has no closed form with {_FINISH_WHY}")
-            groups = _groups(_iteration_laws(workload, cluster, "StaticCutoff"))
+            groups = group_laws(_iteration_laws(workload, cluster, "StaticCutoff"))
             D, K, comp = _static_moments(groups, T)
             comm, upd = _round(workload, cluster, K, n)
             details = {"cutoff": T, "participation": K / n}
@@ -589,7 +557,9 @@ class StaticCutoff(Scheme):
         K = np.empty(workers.shape)
         for n in np.unique(workers):
             sub = cluster if n == cluster.workers else cluster.with_workers(int(n))
-            d, k, _ = _static_moments(_groups(_iteration_laws(workload, sub, "StaticCutoff")), self.timeout)
+            d, k, _ = _static_moments(
+                group_laws(_iteration_laws(workload, sub, "StaticCutoff")), self.timeout
+            )
             D[workers == n], K[workers == n] = d, k
         comm, upd = _round(workload, cluster, K, workers, bandwidth, latency)
         return {"iteration_rate": 1.0 / (D + comm + upd), "gradients_per_update": K, "method": "closed_form"}
@@ -780,7 +750,7 @@ class OptimalCutoff(Scheme):
 
     def _count_cancel_closed(self, workload: Workload, cluster: Cluster) -> SchemeSolution:
         n = cluster.workers
-        means = _order_stat_means(_groups(_iteration_laws(workload, cluster, "OptimalCutoff")))
+        means = _order_stat_means(group_laws(_iteration_laws(workload, cluster, "OptimalCutoff")))
         curve, comm, upd = self._count_curve(means, workload, cluster)
         i = int(np.argmax(curve))
         c = i + 1
@@ -878,7 +848,7 @@ class OptimalCutoff(Scheme):
 
     def _time_cancel_closed(self, workload: Workload, cluster: Cluster) -> SchemeSolution:
         n = cluster.workers
-        groups = _groups(_iteration_laws(workload, cluster, "OptimalCutoff"))
+        groups = group_laws(_iteration_laws(workload, cluster, "OptimalCutoff"))
 
         def rate(T: float) -> float:
             D, K, _ = _static_moments(groups, T)
@@ -966,7 +936,7 @@ class OptimalCutoff(Scheme):
         for n in np.unique(workers):
             rows = workers == n
             sub = cluster if n == cluster.workers else cluster.with_workers(int(n))
-            means = _order_stat_means(_groups(_iteration_laws(workload, sub, "OptimalCutoff")))
+            means = _order_stat_means(group_laws(_iteration_laws(workload, sub, "OptimalCutoff")))
             curve, comm, upd = self._count_curve(
                 means[None, :], workload, sub, bandwidth[rows, None], latency[rows, None]
             )
