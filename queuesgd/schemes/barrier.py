@@ -71,7 +71,7 @@ from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.orderstats import expected_order_statistic, exponential_order_statistic
 from queuesgd.petri import PetriNet
 from queuesgd.schemes.base import Scheme, SchemeSolution
-from queuesgd.schemes.laws import ctmc_law, sample_compute, worker_laws
+from queuesgd.schemes.laws import add_phase_transitions, ctmc_law, sample_compute, worker_laws
 from queuesgd.schemes.montecarlo import half_width
 from queuesgd.workload import Cluster, Workload
 
@@ -212,7 +212,6 @@ def _stage(
     start transition per initial phase. ``tokens`` start in the entry place.
     """
     alpha = np.asarray(ph.alpha, dtype=float)
-    T = np.asarray(ph.T, dtype=float)
     k = alpha.size
     if not np.isclose(alpha.sum(), 1.0, rtol=0, atol=1e-12):
         raise NotRepresentable("a phase-type compute law with an atom at zero (sum(alpha) < 1)")
@@ -233,20 +232,7 @@ def _stage(
                 weight=float(alpha[i]),
                 priority=1,
             )
-    exits = -T.sum(axis=1)
-    for i in range(k):
-        for j in range(k):
-            if i != j and T[i, j] > 0:
-                net.timed(
-                    f"{prefix}.{i}->{j}",
-                    float(T[i, j]),
-                    inputs={phases[i]: 1},
-                    outputs={phases[j]: 1},
-                    servers="infinite",
-                )
-        if exits[i] > 1e-300:
-            name = f"{prefix}.end[{i}]" if k > 1 else f"{prefix}.end"
-            net.timed(name, float(exits[i]), inputs={phases[i]: 1}, outputs={target: 1}, servers="infinite")
+    add_phase_transitions(net, prefix, ph, phases, target)
     return phases, entry
 
 

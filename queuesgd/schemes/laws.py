@@ -30,7 +30,7 @@ from queuesgd.distributions import Distribution, PhaseType, _rng, fit_phase_type
 from queuesgd.errors import NotRepresentable
 from queuesgd.workload import Cluster, Workload
 
-__all__ = ["add_phase_type_stage", "ctmc_law", "sample_compute", "worker_laws"]
+__all__ = ["add_phase_transitions", "add_phase_type_stage", "ctmc_law", "sample_compute", "worker_laws"]
 
 
 def worker_laws(workload: Workload, cluster: Cluster) -> list[Distribution]:
@@ -155,7 +155,6 @@ def add_phase_type_stage(
     2.0
     """
     alpha = np.asarray(law.alpha, dtype=float)
-    T = np.asarray(law.T, dtype=float)
     k = alpha.size
     if not np.isclose(alpha.sum(), 1.0, rtol=0, atol=1e-12):
         raise NotRepresentable("a phase-type law with an atom at zero (sum(alpha) < 1) in a Petri net stage")
@@ -175,6 +174,30 @@ def add_phase_type_stage(
             priority=priority,
             inhibitors=inhibitors,
         )
+    add_phase_transitions(net, prefix, law, phases, target)
+    return phases
+
+
+def add_phase_transitions(net: Any, prefix: str, law: PhaseType, phases: list[str], target: str) -> None:
+    """The timed transitions of a phase-type activity over existing counting places ``phases``.
+
+    Infinite-server moves ``{prefix}.i->j`` at the sub-generator's rates and
+    exits ``{prefix}.end[i]`` into ``target`` at the exit rates; used by
+    :func:`add_phase_type_stage` and by stages whose tokens start inside a
+    phase.
+
+    Examples
+    --------
+    >>> from queuesgd import PetriNet
+    >>> from queuesgd.distributions import Erlang
+    >>> net = PetriNet("e")
+    >>> _ = net.place("w[0]", 1); _ = net.place("w[1]"); _ = net.place("done")
+    >>> add_phase_transitions(net, "w", Erlang(2, 4.0).to_phase_type(), ["w[0]", "w[1]"], "done")
+    >>> sorted(net.transitions)
+    ['w.0->1', 'w.end[1]']
+    """
+    T = np.asarray(law.T, dtype=float)
+    k = T.shape[0]
     exit_rates = -T.sum(axis=1)
     for i in range(k):
         for j in range(k):
@@ -191,4 +214,3 @@ def add_phase_type_stage(
             net.timed(
                 name, float(exit_rates[i]), inputs={phases[i]: 1}, outputs={target: 1}, servers="infinite"
             )
-    return phases
