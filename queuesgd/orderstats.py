@@ -146,6 +146,18 @@ def _groups(laws: Distribution | Sequence[Distribution], n: int | None) -> list[
     return list(groups.items())
 
 
+def _groups_and_k(
+    laws: Distribution | Sequence[Distribution], k: int | None, n: int | None
+) -> tuple[list[tuple[Distribution, int]], int]:
+    """The grouped laws and ``k`` checked against their total (the maximum when None)."""
+    groups = _groups(laws, n)
+    total = sum(m for _, m in groups)
+    k = total if k is None else _checks.integer("k", k)
+    if k > total:
+        raise InvalidParameterError("k", k, f"an integer with 1 <= k <= n (n = {total})")
+    return groups, k
+
+
 def _count_pmf(groups: list[tuple[Distribution, int]], x: np.ndarray) -> np.ndarray:
     """P(exactly j of the durations are <= x), shape (len(x), n + 1)."""
     pmf = np.ones((x.size, 1))
@@ -181,11 +193,7 @@ def order_statistic_cdf(
     >>> round(float(order_statistic_cdf(Exponential(1.0), 1.0, n=2)), 12)   # (1 - e^-1)^2
     0.399576400894
     """
-    groups = _groups(laws, n)
-    total = sum(m for _, m in groups)
-    k = total if k is None else _checks.integer("k", k)
-    if k > total:
-        raise InvalidParameterError("k", k, f"an integer with 1 <= k <= n (n = {total})")
+    groups, k = _groups_and_k(laws, k, n)
     xa = np.atleast_1d(np.asarray(x, dtype=float))
     if len(groups) == 1:
         law, m = groups[0]
@@ -310,11 +318,7 @@ def expected_order_statistic(
     >>> round(expected_order_statistic(laws), 6)     # E[max] = 1.5 + e^-0.5 / 2
     1.803265
     """
-    groups = _groups(laws, n)
-    total = sum(m for _, m in groups)
-    k = total if k is None else _checks.integer("k", k)
-    if k > total:
-        raise InvalidParameterError("k", k, f"an integer with 1 <= k <= n (n = {total})")
+    groups, k = _groups_and_k(laws, k, n)
     for law, _ in groups:
         law._numeric("expected_order_statistic()")
     if len(groups) == 1:

@@ -68,7 +68,7 @@ from queuesgd.distributions import (
     Shifted,
 )
 from queuesgd.errors import InvalidParameterError, NotRepresentable
-from queuesgd.orderstats import expected_order_statistic, exponential_order_statistic
+from queuesgd.orderstats import expected_order_statistic, exponential_order_statistic, group_laws
 from queuesgd.petri import PetriNet
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.laws import add_phase_transitions, ctmc_law, sample_compute, worker_laws
@@ -82,7 +82,6 @@ __all__ = [
     "BarrierSimulation",
     "barrier_net",
     "compute_laws",
-    "group_laws",
     "mean_compute",
     "simulate_barrier",
     "solve_barrier_ctmc",
@@ -151,21 +150,6 @@ def mean_compute(workload: Workload, cluster: Cluster) -> float:
     if cluster.stragglers is not None:
         out += cluster.stragglers.count * cluster.stragglers.delay / cluster.workers
     return out
-
-
-def group_laws(laws: Sequence[Distribution]) -> list[tuple[Distribution, int]]:
-    """Equal laws grouped, in order of first appearance: ``[(law, count), ...]``.
-
-    Examples
-    --------
-    >>> from queuesgd.distributions import Exponential
-    >>> group_laws([Exponential(1.0), Exponential(2.0), Exponential(1.0)])
-    [(Exponential(rate=1.0), 2), (Exponential(rate=2.0), 1)]
-    """
-    groups: dict[Distribution, int] = {}
-    for law in laws:
-        groups[law] = groups.get(law, 0) + 1
-    return list(groups.items())
 
 
 def time_to_barrier(laws: Sequence[Distribution], k: int) -> float:
