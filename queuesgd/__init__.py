@@ -73,6 +73,13 @@ _EXPORTS: dict[str, str] = {
     "sweep": "queuesgd.prediction",
     "Prediction": "queuesgd.prediction",
     "SweepResult": "queuesgd.prediction",
+    "whatif": "queuesgd.scaling",
+    "WhatIf": "queuesgd.scaling",
+    # task graphs
+    "Task": "queuesgd.dag",
+    "TaskGraph": "queuesgd.dag",
+    "CostCurve": "queuesgd.workload",
+    "PhaseTimes": "queuesgd.workload",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -11,6 +11,8 @@ import numbers
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 
 
@@ -100,3 +102,24 @@ def choice(field: str, value: Any, choices: Iterable[str]) -> str:
     if not isinstance(value, str) or value not in options:
         raise UnknownNameError(field, value, options)
     return value
+
+
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def boolean(field: str, value: Any) -> bool:
+    """Return ``value`` as a bool; accepts bools, 0/1 and the strings true/false, yes/no, on/off.
+
+    Examples
+    --------
+    >>> boolean("overlap", "off"), boolean("overlap", True)
+    (False, True)
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise InvalidParameterError(field, value, "true or false (also yes/no, on/off, 1/0)")

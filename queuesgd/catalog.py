@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -44,7 +45,7 @@ import numpy as np
 from queuesgd import distributions as _distributions
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.units import parse_bytes, parse_seconds
-from queuesgd.workload import Layer, Workload
+from queuesgd.workload import CostCurve, Layer, Workload
 
 __all__ = [
     "catalog_dirs",
@@ -203,7 +204,12 @@ def load_workload(name: str | os.PathLike[str]) -> Workload:
     interpolated linearly in the curve at ``gradient_bytes``
     (:func:`vector_add_time`). That a parameter-server update costs one
     vector addition is an assumption (plain SGD, the optimizer's extra work
-    and the host-device copies are ignored).
+    and the host-device copies are ignored). The curve also becomes the
+    workload's ``add_cost`` (the reduction cost of an all-reduce), unless an
+    ``"add_cost": {"vector_add_curve": path}`` field names another one.
+
+    ``"forward_time": {"<tensor name>": seconds, ...}`` sets the forward time
+    of every tensor of the trace by name (all of them, or it is an error).
 
     Examples
     --------
@@ -212,6 +218,8 @@ def load_workload(name: str | os.PathLike[str]) -> Workload:
     ('vgg16', 32, 0.1945)
     >>> round(w.update_time * 1e3, 3)  # ms to add a 553 MB gradient on the GPU
     2.009
+    >>> w.add_cost  # the same V100 vector-add curve, for all-reduce reductions
+    CostCurve(<25 points: 40 B to 6.71089e+08 B, 1.04448e-05 s to 0.00243368 s>)
     """
     path = _resolve(name)
     data = _read_json(path)
@@ -236,6 +244,10 @@ def load_workload(name: str | os.PathLike[str]) -> Workload:
     if gradient_bytes is not None:
         gradient_bytes = parse_bytes(gradient_bytes, f"{where}: gradient_bytes")
 
+    if data.get("forward_time") is not None:
+        layers = _with_forward_times(where, data["forward_time"], layers)
+
+    add_cost = None
     update = data.get("update_time", 0.0)
     if isinstance(update, Mapping):
         if set(update) != {"vector_add_curve"}:
@@ -249,10 +261,16 @@ def load_workload(name: str | os.PathLike[str]) -> Workload:
                     f"{where}: gradient_bytes", None, "a size (needed to derive update_time) or a trace"
                 )
             size = math.fsum(layer.gradient_bytes for layer in layers)
-        curve = load_vector_add_curve(rel("update_time.vector_add_curve", update["vector_add_curve"]))
-        update = float(vector_add_time(size, curve))
+        add_cost = CostCurve.from_file(rel("update_time.vector_add_curve", update["vector_add_curve"]))
+        update = float(add_cost(size))
     else:
         update = parse_seconds(update, f"{where}: update_time")
+
+    spec = data.get("add_cost")
+    if spec is not None:
+        if not isinstance(spec, Mapping) or set(spec) != {"vector_add_curve"}:
+            raise InvalidParameterError(f"{where}: add_cost", spec, '{"vector_add_curve": path}')
+        add_cost = CostCurve.from_file(rel("add_cost.vector_add_curve", spec["vector_add_curve"]))
 
     return Workload(
         compute=compute,
@@ -262,7 +280,54 @@ def load_workload(name: str | os.PathLike[str]) -> Workload:
         update_time=update,
         layers=layers,
         name=data.get("name", path.stem),
+        add_cost=add_cost,
     )
+
+
+class _More:
+    """Stands for the names left out of a long list in an error message."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __repr__(self) -> str:
+        return f"... ({self.count} more)"
+
+
+def _some(names: list[str], limit: int = 8) -> list[Any]:
+    return names if len(names) <= limit else [*names[:limit], _More(len(names) - limit)]
+
+
+def _with_forward_times(where: str, spec: Any, layers: tuple[Layer, ...] | None) -> tuple[Layer, ...]:
+    """Set each trace layer's forward time from ``{"<tensor name>": seconds or unit string}``."""
+    field_name = f"{where}: forward_time"
+    accepted = '{"<tensor name>": seconds or a unit string, ...} covering every tensor of the trace'
+    if layers is None:
+        raise InvalidParameterError(field_name, spec, "a trace to attach forward times to (give trace too)")
+    if not isinstance(spec, Mapping):
+        raise InvalidParameterError(field_name, spec, accepted)
+    if any(layer.forward_time is not None for layer in layers):
+        raise InvalidParameterError(
+            field_name,
+            "(also in the trace)",
+            "forward times in the trace (forward_us column) or here, not both",
+        )
+    names = [layer.name for layer in layers]
+    known = set(names)
+    seconds = {}
+    for key, value in spec.items():
+        if key not in known:
+            raise UnknownNameError(field_name, key, _some(names))
+        seconds[key] = parse_seconds(value, f"{field_name}.{key}")
+    missing = [n for n in names if n not in seconds]
+    if missing:
+        raise InvalidParameterError(
+            field_name,
+            f"{len(seconds)} of {len(names)} tensors",
+            "a forward time for every tensor of the trace; missing "
+            + ", ".join(repr(n) for n in _some(missing, 5)),
+        )
+    return tuple(dataclasses.replace(layer, forward_time=seconds[layer.name]) for layer in layers)
 
 
 def _compute_from_json(field_name: str, value: Any) -> Any:
@@ -336,6 +401,17 @@ def _pairs(p: Path, lines: list[str], start: int, names: tuple[str, str], accept
     return first, second
 
 
+_TRACE_COLUMNS = ("gap_us", "bytes", "forward_us", "name")
+
+
+def _column_count(counts: list[int]) -> int:
+    """The number of columns most lines have (ties: the fewest), which the other lines must match."""
+    tally: dict[int, int] = {}
+    for n in counts:
+        tally[n] = tally.get(n, 0) + 1
+    return max(tally, key=lambda n: (tally[n], -n))
+
+
 def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
     """Parse a per-tensor backward trace (``.bk.log``) into layers in backward order.
 
@@ -345,6 +421,13 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
     the previous gradient became ready (the first from the start of the
     backward pass) and the tensor's gradient size in bytes.
 
+    queuesgd's extension (written by the live harness): optional extra
+    columns ``gap_us,bytes,forward_us`` or ``gap_us,bytes,forward_us,name``
+    -- the layer's forward time in microseconds and the tensor's name (no
+    commas). Every line must have the same number of columns. A named trace
+    without forward times leaves ``forward_us`` empty on every line
+    (``gap_us,bytes,,name``).
+
     Parameters
     ----------
     path : str or path-like
@@ -353,16 +436,19 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
     Returns
     -------
     tuple of Layer
-        Named ``tensor0``, ``tensor1``, ... in backward order. Each gap
-        becomes the layer's ``backward_time`` (seconds): the backward
-        computation attributable to that tensor. ``forward_time`` is ``None``
-        because the trace does not record the forward pass.
+        In backward order, named by the ``name`` column or ``tensor0``,
+        ``tensor1``, ... Each gap becomes the layer's ``backward_time``
+        (seconds): the backward computation attributable to that tensor.
+        ``forward_time`` is ``forward_us / 1e6``, or ``None`` when the trace
+        does not record the forward pass (the catalog's traces).
 
     Raises
     ------
     InvalidParameterError
         Naming the file, line number and field: a missing, negative or
-        non-numeric field, or a tensor count that does not match line 3.
+        non-numeric field, a line whose column count differs from the
+        others', a duplicate name, or a tensor count that does not match
+        line 3.
 
     Examples
     --------
@@ -389,14 +475,49 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
         raise InvalidParameterError(
             f"{p.name}: tensor count", found, f"{count} gap_us,bytes lines after line 3 (as line 3 says)"
         )
-    gaps_us, sizes = _pairs(p, lines, 3, ("gap_us", "bytes"), ("microseconds >= 0", "a number of bytes >= 0"))
+    rows = [[f.strip() for f in line.split(",")] for line in lines[3:]]
+    width = _column_count([len(r) for r in rows])
+    if not 2 <= width <= len(_TRACE_COLUMNS):
+        width = 2  # most lines are malformed: report each against the base format
+    columns = _TRACE_COLUMNS[:width]
+    accepted = {
+        "gap_us": "microseconds >= 0",
+        "bytes": "bytes > 0",
+        "forward_us": "microseconds >= 0",
+        "name": "a tensor name (no commas), unique in the trace",
+    }
+    # A named trace without forward times leaves forward_us empty on every line.
+    no_forward = all(len(r) >= 3 and not r[2] for r in rows)
     layers = []
-    for i, (gap, size) in enumerate(zip(gaps_us, sizes, strict=True)):
-        if size <= 0:
+    seen: dict[str, int] = {}
+    for i, (line, fields) in enumerate(zip(lines[3:], rows, strict=True)):
+        lineno = i + 4
+        if len(fields) != width:
             raise InvalidParameterError(
-                f"{p.name} line {i + 4}: bytes", lines[i + 3].split(",")[1], "bytes > 0"
+                f"{p.name} line {lineno}",
+                line,
+                f"{width} comma-separated fields {','.join(columns)} like the other lines "
+                "(the format: gap_us,bytes[,forward_us[,name]])",
             )
-        layers.append(Layer(f"tensor{i}", float(size), float(gap) / 1e6))
+        where = {c: f"{p.name} line {lineno}: {c}" for c in columns}
+        gap = _number(where["gap_us"], fields[0], accepted["gap_us"])
+        size = _number(where["bytes"], fields[1], accepted["bytes"])
+        if size <= 0:
+            raise InvalidParameterError(where["bytes"], fields[1], accepted["bytes"])
+        forward = None
+        if width >= 3 and not no_forward:
+            forward = _number(where["forward_us"], fields[2], accepted["forward_us"]) / 1e6
+        name = f"tensor{i}"
+        if width == 4:
+            name = fields[3]
+            if not name:
+                raise InvalidParameterError(where["name"], name, accepted["name"])
+            if name in seen:
+                raise InvalidParameterError(
+                    where["name"], name, f"a name not already used (line {seen[name]} has it)"
+                )
+            seen[name] = lineno
+        layers.append(Layer(name, size, gap / 1e6, forward))
     return tuple(layers)
 
 
@@ -445,21 +566,22 @@ def _default_curve_path() -> Path:
     raise InvalidParameterError("path", None, f"a curve file (no catalog directory holds {_DEFAULT_CURVE})")
 
 
-def vector_add_time(nbytes: Any, curve: tuple[np.ndarray, np.ndarray] | None = None) -> float | np.ndarray:
+def vector_add_time(nbytes: Any, curve: CostCurve | tuple[Any, Any] | None = None) -> float | np.ndarray:
     """Seconds to add two vectors of ``nbytes`` bytes, by linear interpolation in a cost curve.
 
     Between curve points the time is interpolated linearly (as the trace's
     authors do). Below the smallest size the time is the smallest size's
     (a fixed launch cost); above the largest it is extrapolated linearly from
-    the last two points (the curve is linear in the size there).
+    the last two points (the curve is linear in the size there). The
+    interpolation is :class:`~queuesgd.workload.CostCurve`'s.
 
     Parameters
     ----------
     nbytes : float or array_like
         Vector size(s) in bytes (unit strings are accepted for a scalar).
-    curve : (ndarray, ndarray) or None
-        ``(bytes, seconds)`` from :func:`load_vector_add_curve`; ``None``
-        uses the catalog's V100 curve.
+    curve : CostCurve, (array_like, array_like) or None
+        A :class:`~queuesgd.workload.CostCurve` or ``(bytes, seconds)`` from
+        :func:`load_vector_add_curve`; ``None`` uses the catalog's V100 curve.
 
     Returns
     -------
@@ -473,20 +595,13 @@ def vector_add_time(nbytes: Any, curve: tuple[np.ndarray, np.ndarray] | None = N
     (1.5, 5.0)
     >>> vector_add_time([50, 150], curve)
     array([2., 4.])
+    >>> vector_add_time(671088640)  # the V100 curve's last point
+    0.00243368
     """
-    if isinstance(nbytes, str):
-        nbytes = parse_bytes(nbytes, "nbytes")
-    x = np.asarray(nbytes, dtype=float)
-    if np.any(~np.isfinite(x)) or np.any(x < 0):
-        raise InvalidParameterError("nbytes", nbytes, "finite sizes in bytes >= 0")
-    xs, ys = (
-        load_vector_add_curve()
-        if curve is None
-        else (np.asarray(curve[0], float), np.asarray(curve[1], float))
-    )
-    out = np.interp(x, xs, ys)
-    above = x > xs[-1]
-    if np.any(above):
-        slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
-        out = np.where(above, ys[-1] + slope * (x - xs[-1]), out)
-    return float(out) if out.ndim == 0 else out
+    if curve is None:
+        curve = CostCurve.from_file()
+    elif not isinstance(curve, CostCurve):
+        if isinstance(curve, (str, bytes)) or not isinstance(curve, (tuple, list)) or len(curve) != 2:
+            raise InvalidParameterError("curve", curve, "a CostCurve, a (bytes, seconds) pair or None")
+        curve = CostCurve(curve[0], curve[1])
+    return curve(nbytes)

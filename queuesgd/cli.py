@@ -129,6 +129,20 @@ def _build_parser() -> argparse.ArgumentParser:
     d.add_argument("--optimize", metavar="SYMBOL", help="also print the SYMBOL that maximizes throughput")
     _add_scheme_flags(d, lists=False)
 
+    w = sub.add_parser(
+        "whatif", help="scaling factor at full line rate (Zhang et al., NetAI 2020) over a grid"
+    )
+    w.add_argument("--workload", default="resnet50", help="catalog workload name(s), comma-separated")
+    w.add_argument("--workers", default="16,32,64", help="comma-separated ring sizes")
+    w.add_argument("--bandwidth", default="1,10,25,40,100Gbit/s", help="line rate(s), e.g. 1,10,100Gbit/s")
+    w.add_argument("--compression", default="1", help="gradient compression ratio(s) >= 1, e.g. 1,2,5,10")
+    w.add_argument("--latency", default="0", help="per-step ring latency alpha (the paper: 0)")
+    w.add_argument("--fusion-bytes", default="64MiB", help="fusion buffer size, or none")
+    w.add_argument("--fusion-time", default="5ms", help="fusion cycle (backward time per message), or none")
+    w.add_argument("--no-overlap", action="store_true", help="communicate after the whole backward pass")
+    w.add_argument("--json", action="store_true", help="print machine-readable rows")
+    w.add_argument("--plot", metavar="FILE.png", help="save scaling factor against bandwidth")
+
     c = sub.add_parser("catalog", help="list or show the built-in workloads")
     csub = c.add_subparsers(dest="action", required=True, parser_class=_Parser)
     csub.add_parser("list", help="list the workloads")
@@ -281,6 +295,40 @@ def _predict(args: argparse.Namespace, *, lists: bool) -> int:
     return 0
 
 
+def _whatif(args: argparse.Namespace) -> int:
+    from queuesgd import units
+    from queuesgd.scaling import whatif
+
+    def threshold(text: str) -> str | None:
+        return None if text.strip().lower() == "none" else text
+
+    compression = []
+    for text in split_list(args.compression):
+        if not _NUMBER.match(text):
+            raise InvalidParameterError(
+                "--compression", text, "ratios >= 1 separated by commas, e.g. 1,2,5,10"
+            )
+        compression.append(float(text))
+    result = whatif(
+        workload=split_list(args.workload),
+        workers=_ints("--workers", args.workers),
+        bandwidth=[units.parse_bandwidth(b, "--bandwidth") for b in split_list(args.bandwidth)],
+        compression=compression,
+        latency=units.parse_seconds(args.latency, "--latency"),
+        fusion_bytes=threshold(args.fusion_bytes),
+        fusion_time=threshold(args.fusion_time),
+        overlap=not args.no_overlap,
+    )
+    if args.plot:
+        result.plot(args.plot)
+    if args.json:
+        print(json.dumps(result.rows(), indent=1))
+    else:
+        print("scaling factor = t_batch / (t_batch + overhead), ring all-reduce at full line rate")
+        print(result.table())
+    return 0
+
+
 def _derive(args: argparse.Namespace) -> int:
     from queuesgd.derivation import derive
 
@@ -372,6 +420,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _predict(args, lists=args.command == "sweep")
         if args.command == "derive":
             return _derive(args)
+        if args.command == "whatif":
+            return _whatif(args)
         return _catalog(args)
     except (QueuesgdError, ValueError, TypeError) as err:
         if not isinstance(err, QueuesgdError):

@@ -10,6 +10,10 @@ parsed once by :mod:`queuesgd.units`.
 - :class:`Workload` -- the per-step compute time (a distribution), the
   gradient and parameter sizes, the mini-batch size, the parameter server's
   update time and, optionally, the per-layer profile.
+- :class:`CostCurve` -- seconds of an operation as a piecewise-linear
+  function of its size in bytes (the GPU vector addition of a reduction).
+- :class:`PhaseTimes` -- a step split into forward, backward and the rest
+  (:meth:`Workload.phase_times`).
 - :class:`Cluster` -- number of workers, per-link bandwidth and latency,
   parameter-server shards and optional per-worker speed factors.
 
@@ -27,6 +31,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +44,7 @@ from queuesgd.distributions import Deterministic, Distribution
 from queuesgd.errors import InvalidParameterError
 from queuesgd.units import parse_bandwidth, parse_bytes, parse_seconds
 
-__all__ = ["Layer", "Workload", "Cluster", "RandomDelay"]
+__all__ = ["Layer", "CostCurve", "PhaseTimes", "Workload", "Cluster", "RandomDelay"]
 
 # Relative tolerance for "the layer sizes add up to gradient_bytes" (sizes are
 # integers in practice; the tolerance only absorbs float rounding).
@@ -116,6 +122,152 @@ class Layer:
 
 
 @dataclass(frozen=True, repr=False)
+class CostCurve:
+    """Seconds an operation takes as a function of its size in bytes (piecewise linear).
+
+    Plain data: measured points ``(sizes[i], times[i])``, for instance the
+    GPU vector-addition curve of the catalog (``cuda_vec_add.log``), which
+    gives the reduction cost of a ring all-reduce. Calling the curve
+    interpolates it:
+
+    - between two points, linearly (as the traces' authors do);
+    - below the smallest size, the smallest size's time (a fixed launch cost);
+    - above the largest size, the last segment extrapolated linearly (the
+      curve is linear in the size there); a negative extrapolation (a last
+      segment that falls) is clipped at 0.
+
+    Parameters
+    ----------
+    sizes : sequence of float
+        Sizes in bytes, ``>= 0`` and strictly increasing; at least two.
+    times : sequence of float
+        Seconds at those sizes, ``>= 0``; one per size.
+
+    Examples
+    --------
+    >>> curve = CostCurve([0, 100], [1.0, 3.0])
+    >>> curve
+    CostCurve(sizes=(0.0, 100.0), times=(1.0, 3.0))
+    >>> curve(25), curve(200)
+    (1.5, 5.0)
+    >>> curve([50, 150])
+    array([2., 4.])
+    >>> CostCurve.from_file()  # the catalog's V100 vector-add curve
+    CostCurve(<25 points: 40 B to 6.71089e+08 B, 1.04448e-05 s to 0.00243368 s>)
+    """
+
+    sizes: tuple[float, ...]
+    times: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        accepted = "strictly increasing sizes in bytes (>= 0), at least two"
+        sizes = _float_tuple("CostCurve.sizes", self.sizes, accepted, parse_bytes)
+        if len(sizes) < 2 or any(b <= a for a, b in zip(sizes, sizes[1:])):
+            raise InvalidParameterError("CostCurve.sizes", self.sizes, accepted)
+        times_accepted = f"one time in seconds (>= 0) per size ({len(sizes)} values)"
+        times = _float_tuple("CostCurve.times", self.times, times_accepted, parse_seconds)
+        if len(times) != len(sizes):
+            raise InvalidParameterError("CostCurve.times", self.times, times_accepted)
+        object.__setattr__(self, "sizes", sizes)
+        object.__setattr__(self, "times", times)
+
+    def __repr__(self) -> str:
+        if len(self.sizes) <= 4:
+            return f"CostCurve(sizes={self.sizes!r}, times={self.times!r})"
+        return (
+            f"CostCurve(<{len(self.sizes)} points: {self.sizes[0]:.6g} B to {self.sizes[-1]:.6g} B, "
+            f"{self.times[0]:.6g} s to {self.times[-1]:.6g} s>)"
+        )
+
+    def __call__(self, nbytes: Any) -> float | np.ndarray:
+        """Seconds for ``nbytes`` bytes (a float for a scalar, an array of the same shape otherwise).
+
+        A unit string (``"64MiB"``) is accepted for a scalar.
+
+        Examples
+        --------
+        >>> CostCurve([0, 100], [1.0, 3.0])("50B")
+        2.0
+        """
+        x = _sizes(nbytes)
+        xs = np.asarray(self.sizes)
+        ys = np.asarray(self.times)
+        out = np.interp(x, xs, ys)
+        above = x > xs[-1]
+        if np.any(above):
+            slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+            out = np.where(above, np.maximum(ys[-1] + slope * (x - xs[-1]), 0.0), out)
+        return float(out) if out.ndim == 0 else out
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str] | None = None) -> CostCurve:
+        """Read a curve file of ``bytes,seconds`` lines (``None``: the catalog's V100 vector-add curve).
+
+        The file is parsed by :func:`queuesgd.catalog.load_vector_add_curve`.
+
+        Examples
+        --------
+        >>> curve = CostCurve.from_file()
+        >>> len(curve.sizes), curve(671088640)
+        (25, 0.00243368)
+        """
+        from queuesgd.catalog import load_vector_add_curve  # catalog imports this module
+
+        sizes, times = load_vector_add_curve(path)
+        return cls(tuple(sizes), tuple(times))
+
+
+def _sizes(nbytes: Any) -> np.ndarray:
+    """``nbytes`` (a number, a unit string or an array) as a float array of finite sizes >= 0."""
+    if isinstance(nbytes, str):
+        nbytes = parse_bytes(nbytes, "nbytes")
+    try:
+        x = np.asarray(nbytes, dtype=float)
+    except (TypeError, ValueError):
+        raise InvalidParameterError("nbytes", nbytes, "finite sizes in bytes >= 0") from None
+    if np.any(~np.isfinite(x)) or np.any(x < 0):
+        raise InvalidParameterError("nbytes", nbytes, "finite sizes in bytes >= 0")
+    return x
+
+
+def _float_tuple(field_name: str, value: Any, accepted: str, parse: Any) -> tuple[float, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise InvalidParameterError(field_name, value, accepted)
+    return tuple(parse(v, f"{field_name}[{i}]") for i, v in enumerate(value))
+
+
+@dataclass(frozen=True)
+class PhaseTimes:
+    """One training step split into phases (:meth:`Workload.phase_times`), in seconds.
+
+    Parameters
+    ----------
+    forward : float
+        Forward pass.
+    backward : float
+        Backward pass (the per-layer profile's total).
+    other : float
+        The rest of the step: data loading, optimizer, bookkeeping.
+    derived : bool
+        ``True`` when ``forward`` is not measured but derived as compute
+        minus backward (the profile has no forward times).
+    note : str
+        How the split was obtained, for reports.
+
+    Examples
+    --------
+    >>> PhaseTimes(0.06, 0.05, 0.01, False, "measured").forward
+    0.06
+    """
+
+    forward: float
+    backward: float
+    other: float
+    derived: bool
+    note: str
+
+
+@dataclass(frozen=True, repr=False)
 class Workload:
     """What one worker computes and sends per training step.
 
@@ -142,6 +294,10 @@ class Workload:
         sizes must add up to ``gradient_bytes``.
     name : str or None
         Label used in reports.
+    add_cost : CostCurve or None
+        Seconds to add two gradient vectors of ``x`` bytes (the reduction of
+        a ring all-reduce), as a :class:`CostCurve`; ``None`` scales
+        ``update_time`` instead (see :meth:`reduction_time`).
 
     Examples
     --------
@@ -167,11 +323,16 @@ class Workload:
     update_time: float = 0.0
     layers: tuple[Layer, ...] | None = field(default=None)
     name: str | None = None
+    add_cost: CostCurve | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         if self.name is not None:
             _checks.name("Workload.name", self.name)
+        if self.add_cost is not None and not isinstance(self.add_cost, CostCurve):
+            raise InvalidParameterError(
+                "Workload.add_cost", self.add_cost, "a CostCurve (seconds per vector add of x bytes) or None"
+            )
         set_(self, "compute", _compute("Workload.compute", self.compute))
         set_(self, "batch_size", _checks.integer("Workload.batch_size", self.batch_size, minimum=1))
         set_(self, "update_time", _seconds("Workload.update_time", self.update_time, allow_zero=True))
@@ -217,7 +378,9 @@ class Workload:
         return (
             f"Workload(name={self.name!r}, compute={self.compute!r}, gradient_bytes={self.gradient_bytes!r}, "
             f"parameter_bytes={self.parameter_bytes!r}, batch_size={self.batch_size!r}, "
-            f"update_time={self.update_time!r}, layers={layers})"
+            f"update_time={self.update_time!r}, layers={layers}"
+            + ("" if self.add_cost is None else f", add_cost={self.add_cost!r}")
+            + ")"
         )
 
     @property
@@ -246,6 +409,170 @@ class Workload:
         if self.layers is None:
             return None
         return np.cumsum([layer.backward_time for layer in self.layers])
+
+    @property
+    def forward_time(self) -> float | None:
+        """Total forward time of the layer profile in seconds.
+
+        The sum of the layers' ``forward_time`` when every layer has one;
+        ``None`` otherwise (no layers, or a backward-only profile).
+
+        Examples
+        --------
+        >>> Workload(0.1, None, layers=[Layer("a", 4, "1ms", "2ms"), Layer("b", 4, 0, "3ms")]).forward_time
+        0.005
+        >>> Workload(0.1, None, layers=[Layer("a", 4, "1ms")]).forward_time is None
+        True
+        """
+        if self.layers is None or any(layer.forward_time is None for layer in self.layers):
+            return None
+        return math.fsum(layer.forward_time for layer in self.layers)  # type: ignore[misc]
+
+    def phase_times(self) -> PhaseTimes:
+        """Split the mean step time into forward, backward and the rest.
+
+        Needs the per-layer profile. ``backward`` is :attr:`backward_time`.
+
+        - Every layer has a ``forward_time``: ``forward`` is their sum and
+          ``other = compute_time - forward - backward`` (data loading,
+          optimizer, bookkeeping); ``derived`` is ``False``.
+        - No layer has one (backward-only traces, such as the catalog's): the
+          forward time is *derived* -- everything in the step that is not
+          backward is attributed to the forward pass,
+          ``forward = compute_time - backward`` and ``other = 0``;
+          ``derived`` is ``True`` and ``note`` says so.
+
+        Returns
+        -------
+        PhaseTimes
+
+        Raises
+        ------
+        InvalidParameterError
+            ``Workload.layers`` without layers or when only some layers have a
+            forward time; ``Workload.compute`` when the mean step time is
+            shorter than the profile's forward + backward time.
+
+        Examples
+        --------
+        >>> w = Workload("128.09ms", None, layers=[Layer("a", 4, "40ms"), Layer("b", 4, "24.81ms")])
+        >>> p = w.phase_times()
+        >>> round(p.forward, 5), round(p.backward, 5), p.other, p.derived
+        (0.06328, 0.06481, 0.0, True)
+        >>> print(p.note)  # doctest: +NORMALIZE_WHITESPACE
+        forward time derived from the single-worker step time: compute (128.09 ms) - backward (64.81 ms)
+        = 63.28 ms; the profile has no forward times
+        """
+        if self.layers is None:
+            raise InvalidParameterError(
+                "Workload.layers", None, "a per-layer profile (layers=...) to split the step into phases"
+            )
+        compute = self.compute_time
+        backward = self.backward_time
+        assert backward is not None  # layers are set
+        have = sum(layer.forward_time is not None for layer in self.layers)
+        if have == 0:
+            forward = compute - backward
+            self._check_phases(forward, compute, backward)
+            forward = max(forward, 0.0)
+            note = (
+                "forward time derived from the single-worker step time: "
+                f"compute ({compute * 1e3:.2f} ms) - backward ({backward * 1e3:.2f} ms) = "
+                f"{forward * 1e3:.2f} ms; the profile has no forward times"
+            )
+            return PhaseTimes(forward, backward, 0.0, True, note)
+        if have < len(self.layers):
+            raise InvalidParameterError(
+                "Workload.layers",
+                f"forward_time on {have} of {len(self.layers)} layers",
+                "forward_time on every layer or on none",
+            )
+        forward = self.forward_time
+        assert forward is not None  # every layer has one
+        other = compute - forward - backward
+        self._check_phases(other, compute, forward + backward)
+        other = max(other, 0.0)
+        note = (
+            f"forward ({forward * 1e3:.2f} ms) and backward ({backward * 1e3:.2f} ms) from the per-layer "
+            f"profile; other = compute ({compute * 1e3:.2f} ms) - forward - backward = {other * 1e3:.2f} ms"
+        )
+        return PhaseTimes(forward, backward, other, False, note)
+
+    def _check_phases(self, rest: float, compute: float, needed: float) -> None:
+        # Tolerate float rounding (a profile whose phases add up to the step time exactly).
+        if rest < -1e-9 * compute:
+            raise InvalidParameterError(
+                "Workload.compute", compute, f"at least the profile's forward + backward ({needed:.6g} s)"
+            )
+
+    def reduction_time(self, nbytes: Any) -> float | np.ndarray:
+        """Seconds to add two gradient vectors of ``nbytes`` bytes (the reduction of an all-reduce).
+
+        ``add_cost(nbytes)`` when :attr:`add_cost` is set. Otherwise an
+        assumption: an update (``update_time``) is taken to be one vector
+        addition of the whole, uncompressed gradient -- ``parameter_bytes``
+        bytes, which is ``gradient_bytes`` for a dense model unless
+        :meth:`compressed` shrank the wire size -- and the cost is scaled
+        linearly, ``update_time * nbytes / parameter_bytes`` (``0`` when
+        ``update_time`` is ``0``).
+
+        Parameters
+        ----------
+        nbytes : float, str or array_like
+            Size(s) in bytes (a unit string for a scalar).
+
+        Returns
+        -------
+        float or ndarray
+            Same shape as ``nbytes``.
+
+        Examples
+        --------
+        >>> w = Workload(0.1, "100MB", update_time="2ms")
+        >>> w.reduction_time("25MB"), w.reduction_time([0, 50e6])
+        (0.0005, array([0.   , 0.001]))
+        >>> w2 = Workload(0.1, "100MB", add_cost=CostCurve([0, 1e8], [1e-5, 1e-3]))
+        >>> round(w2.reduction_time(5e7), 9)
+        0.000505
+        """
+        if self.add_cost is not None:
+            return self.add_cost(nbytes)
+        x = _sizes(nbytes)
+        out = self.update_time * x / self.parameter_bytes
+        return float(out) if out.ndim == 0 else out
+
+    def compressed(self, ratio: float) -> Workload:
+        """A copy whose gradients on the wire are ``ratio`` times smaller.
+
+        ``gradient_bytes`` and every layer's ``gradient_bytes`` are divided by
+        ``ratio``; ``parameter_bytes``, compute, ``update_time``,
+        ``add_cost`` and ``name`` are kept (the receiver still applies a
+        full-size update). Encoding and decoding costs are not modeled.
+
+        Parameters
+        ----------
+        ratio : float
+            Compression ratio, ``>= 1`` (``1`` = no compression, an equal copy).
+
+        Examples
+        --------
+        >>> w = Workload(0.1, "100MB", layers=[Layer("a", 6e7, 0), Layer("b", 4e7, 0)])
+        >>> c = w.compressed(4)
+        >>> c.gradient_bytes, [layer.gradient_bytes for layer in c.layers], c.parameter_bytes
+        (25000000.0, [15000000.0, 10000000.0], 100000000.0)
+        >>> w.compressed(1) == w
+        True
+        """
+        accepted = "a ratio >= 1 (1 = no compression)"
+        if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real):
+            raise InvalidParameterError("compression", ratio, accepted)
+        r = float(ratio)
+        if not (math.isfinite(r) and r >= 1):
+            raise InvalidParameterError("compression", ratio, accepted)
+        layers = self.layers
+        if layers is not None:
+            layers = tuple(dataclasses.replace(x, gradient_bytes=x.gradient_bytes / r) for x in layers)
+        return dataclasses.replace(self, gradient_bytes=self.gradient_bytes / r, layers=layers)
 
 
 def _compute(field_name: str, value: Any) -> Distribution:

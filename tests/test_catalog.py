@@ -24,7 +24,7 @@ from queuesgd.catalog import (
 )
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, UnknownNameError
-from queuesgd.workload import Workload
+from queuesgd.workload import CostCurve, Workload
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO / "models" / "traces" / "training-bottleneck"
@@ -161,6 +161,49 @@ def test_vector_add_time_interpolates_clamps_and_extrapolates():
         vector_add_time(-1, curve)
 
 
+def test_vector_add_time_on_the_builtin_curve_is_unchanged():
+    # The curve's last line is "671088640,0.00243368".
+    assert vector_add_time(671088640) == 0.00243368
+    assert vector_add_time(671088640, CostCurve.from_file()) == 0.00243368
+    xs, ys = _vec_add_points()
+    curve = CostCurve.from_file(TRACES / "cuda_vec_add.log")
+    assert curve == CostCurve(xs, ys)
+    sizes = np.array([100.0, 3e6, 5e8])
+    np.testing.assert_allclose(vector_add_time(sizes), np.interp(sizes, xs, ys), rtol=1e-12)
+    with pytest.raises(InvalidParameterError) as info:
+        vector_add_time(10, "cuda_vec_add.log")
+    assert info.value.field == "curve"
+    with pytest.raises(InvalidParameterError) as info:
+        vector_add_time(10, (np.array([5.0, 1.0]), np.array([1.0, 1.0])))  # sizes not increasing
+    assert info.value.field == "CostCurve.sizes"
+
+
+@pytest.mark.parametrize("name", sorted(README_TOTALS))
+def test_builtin_workloads_carry_the_vector_add_curve(name):
+    xs, ys = _vec_add_points()
+    w = load_workload(name)
+    assert w.add_cost == CostCurve(xs, ys)
+    # The reduction of the whole gradient costs what the derived update costs.
+    assert w.reduction_time(w.gradient_bytes) == w.update_time
+    assert w.reduction_time(1e6) == pytest.approx(np.interp(1e6, xs, ys), rel=1e-12)
+
+
+def test_resnet50_update_time_stays_0_380_ms():
+    assert round(load_workload("resnet50").update_time * 1e3, 3) == 0.380
+
+
+def test_resnet50_phase_times_derive_the_forward_pass():
+    # Backward total from the raw trace (plain str.split), independent of load_trace.
+    lines = (TRACES / "resnet50.bk.log").read_text().split("\n")
+    gaps_us = [float(line.split(",")[0]) for line in lines[3:] if line.strip()]
+    backward = sum(gaps_us) / 1e6
+    p = load_workload("resnet50").phase_times()
+    assert p.derived is True and p.other == 0.0
+    assert p.backward == pytest.approx(backward, rel=1e-12)
+    assert p.forward == pytest.approx(0.12808580219559176 - backward, rel=1e-12)
+    assert "compute (128.09 ms) - backward (64.81 ms) = 63.28 ms" in p.note
+
+
 # ---------------------------------------------------------------- malformed files
 
 
@@ -191,6 +234,52 @@ def test_malformed_trace_names_line_and_field(tmp_path, body, field):
     with pytest.raises(InvalidParameterError) as info:
         load_trace(_write_trace(tmp_path, body))
     assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ("2\n1.0,4,5\n2.0,8,\n", "bad.bk.log line 5: forward_us"),  # missing field
+        ("2\n1.0,4,,a\n2.0,8,6,b\n", "bad.bk.log line 4: forward_us"),  # empty on some lines only
+        ("2\n1.0,4,5\n2.0,8,-3\n", "bad.bk.log line 5: forward_us"),  # negative
+        ("2\n1.0,4,5\n2.0,8,soon\n", "bad.bk.log line 5: forward_us"),  # non-numeric
+        ("3\n1.0,4,5\n2.0,8,6\n3.0,8\n", "bad.bk.log line 6"),  # column count differs
+        ("3\n1.0,4,5,a\n2.0,8,6\n3.0,8,7,c\n", "bad.bk.log line 5"),
+        ("2\n1.0,4,5,a\n2.0,8,6,a\n", "bad.bk.log line 5: name"),  # duplicate name
+        ("2\n1.0,4,5,a\n2.0,8,6,\n", "bad.bk.log line 5: name"),  # empty name
+        ("2\n1.0,4,5,a,x\n2.0,8,6,b,y\n", "bad.bk.log line 4"),  # five columns
+        ("2\n1.0,-4,5,a\n2.0,8,6,b\n", "bad.bk.log line 4: bytes"),
+    ],
+)
+def test_malformed_extended_trace_names_line_and_field(tmp_path, body, field):
+    with pytest.raises(InvalidParameterError) as info:
+        load_trace(_write_trace(tmp_path, body))
+    assert info.value.field == field
+
+
+def test_extended_trace_messages_say_what_is_accepted(tmp_path):
+    with pytest.raises(InvalidParameterError, match="3 comma-separated fields gap_us,bytes,forward_us like"):
+        load_trace(_write_trace(tmp_path, "3\n1.0,4,5\n2.0,8,6\n3.0,8\n"))
+    with pytest.raises(InvalidParameterError, match=r"a name not already used \(line 4 has it\)"):
+        load_trace(_write_trace(tmp_path, "2\n1.0,4,5,a\n2.0,8,6,a\n"))
+
+
+def test_extended_trace_columns(tmp_path):
+    path = tmp_path / "ext.bk.log"
+    path.write_text("c\n1\n2\n1000,4000,250\n0,6000,1500.5\n")
+    layers = load_trace(path)
+    assert [(x.name, x.gradient_bytes, x.backward_time) for x in layers] == [
+        ("tensor0", 4000.0, 1e-3),
+        ("tensor1", 6000.0, 0.0),
+    ]
+    assert [x.forward_time for x in layers] == [250e-6, 1500.5e-6]
+    path.write_text("c\n1\n2\n1000,4000,250, fc.bias\n0,6000,0,fc.weight\n")
+    layers = load_trace(path)
+    assert [x.name for x in layers] == ["fc.bias", "fc.weight"]  # names are stripped
+    assert [x.forward_time for x in layers] == [250e-6, 0.0]
+    path.write_text("c\n1\n2\n1000,4000,,fc.bias\n0,6000,,fc.weight\n")  # names, no forward times
+    layers = load_trace(path)
+    assert [(x.name, x.forward_time) for x in layers] == [("fc.bias", None), ("fc.weight", None)]
 
 
 def test_malformed_trace_header(tmp_path):
@@ -335,3 +424,146 @@ def test_user_entry_bad_distribution_parameters(tmp_path, monkeypatch):
     with pytest.raises(InvalidParameterError, match="parameters accepted by Normal") as info:
         load_workload("dist")
     assert info.value.field == "dist.json: compute"
+
+
+def _extended_catalog(tmp_path: Path, entry: dict) -> Path:
+    """A user catalog entry ``ext`` on a two-tensor trace named a, b without forward times."""
+    (tmp_path / "traces").mkdir(exist_ok=True)
+    (tmp_path / "traces" / "ext.bk.log").write_text("c\n1\n2\n1000,4000,,a\n500,6000,,b\n")
+    base = {"compute": "20ms", "trace": "../traces/ext.bk.log"}
+    return _user_catalog(tmp_path, "ext", {**base, **entry})
+
+
+def test_user_trace_with_forward_and_name_columns(tmp_path, monkeypatch):
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "fwd.bk.log").write_text("c\n1\n2\n1000,4000,3000,fc.bias\n500,6000,2000,fc.w\n")
+    _user_catalog(tmp_path, "fwd", {"compute": "10ms", "trace": "../traces/fwd.bk.log"})
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    w = load_workload("fwd")
+    assert [x.name for x in w.layers] == ["fc.bias", "fc.w"]
+    assert w.forward_time == pytest.approx(5e-3, rel=1e-12)
+    p = w.phase_times()
+    # 10 ms step = forward 5 ms + backward 1.5 ms + other 3.5 ms.
+    assert (p.derived, p.forward, p.backward) == (False, pytest.approx(5e-3), pytest.approx(1.5e-3))
+    assert p.other == pytest.approx(3.5e-3, rel=1e-9)
+    assert w.add_cost is None and w.update_time == 0.0
+
+
+def test_user_forward_time_field_by_tensor_name(tmp_path, monkeypatch):
+    _extended_catalog(tmp_path, {"forward_time": {"b": "2ms", "a": 0.004}})
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    w = load_workload("ext")
+    assert [x.forward_time for x in w.layers] == [0.004, 0.002]
+    assert w.forward_time == pytest.approx(6e-3, rel=1e-12)
+    assert w.phase_times().other == pytest.approx(20e-3 - 6e-3 - 1.5e-3, rel=1e-9)
+
+
+def test_user_forward_time_on_a_plain_trace_uses_default_names(tmp_path, monkeypatch):
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "ext.bk.log").write_text("c\n1\n2\n1000,4000\n500,6000\n")
+    _user_catalog(
+        tmp_path,
+        "ext",
+        {"compute": 0.02, "trace": "../traces/ext.bk.log", "forward_time": {"tensor0": 1e-3, "tensor1": 0}},
+    )
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    assert [x.forward_time for x in load_workload("ext").layers] == [1e-3, 0.0]
+
+
+def test_user_forward_time_unknown_name(tmp_path, monkeypatch):
+    _extended_catalog(tmp_path, {"forward_time": {"a": 1e-3, "b": 1e-3, "fc": 1e-3}})
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    with pytest.raises(UnknownNameError) as info:
+        load_workload("ext")
+    assert info.value.field == "ext.json: forward_time"
+    assert info.value.got == "fc"
+    assert "one of 'a', 'b'" in str(info.value)
+
+
+def test_user_forward_time_unknown_name_lists_some_of_many(tmp_path, monkeypatch):
+    lines = "".join(f"10,4,,t{i}\n" for i in range(20))
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "many.bk.log").write_text(f"c\n1\n20\n{lines}")
+    _user_catalog(
+        tmp_path, "many", {"compute": 1, "trace": "../traces/many.bk.log", "forward_time": {"x": 0}}
+    )
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    with pytest.raises(UnknownNameError, match=r"'t7', \.\.\. \(12 more\)$"):
+        load_workload("many")
+
+
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ({"forward_time": {"a": 1e-3}}, "ext.json: forward_time"),  # b is not covered
+        ({"forward_time": {"a": -1e-3, "b": 0}}, "ext.json: forward_time.a"),  # negative
+        ({"forward_time": {"a": "-1ms", "b": 0}}, "ext.json: forward_time.a"),
+        ({"forward_time": {"a": "soon", "b": 0}}, "ext.json: forward_time.a"),  # non-numeric
+        ({"forward_time": [1e-3, 1e-3]}, "ext.json: forward_time"),  # not by name
+        ({"add_cost": "../curve.log"}, "ext.json: add_cost"),
+        ({"add_cost": {"curve": "../curve.log"}}, "ext.json: add_cost"),
+        ({"add_cost": {"vector_add_curve": "nope.log"}}, "ext.json: add_cost.vector_add_curve"),
+    ],
+)
+def test_bad_user_forward_time_and_add_cost(tmp_path, monkeypatch, entry, field):
+    _extended_catalog(tmp_path, entry)
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    with pytest.raises(InvalidParameterError) as info:
+        load_workload("ext")
+    assert info.value.field == field
+
+
+def test_user_forward_time_not_covering_says_which_are_missing(tmp_path, monkeypatch):
+    _extended_catalog(tmp_path, {"forward_time": {"b": 1e-3}})
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    with pytest.raises(InvalidParameterError, match="every tensor of the trace; missing 'a'") as info:
+        load_workload("ext")
+    assert info.value.got == "1 of 2 tensors"
+
+
+def test_user_forward_time_needs_a_trace_and_not_twice(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    _user_catalog(tmp_path, "notrace", {"compute": 1, "gradient_bytes": 8, "forward_time": {"a": 0}})
+    with pytest.raises(InvalidParameterError, match="a trace to attach forward times to") as info:
+        load_workload("notrace")
+    assert info.value.field == "notrace.json: forward_time"
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "fwd.bk.log").write_text("c\n1\n1\n1000,4000,3000\n")
+    _user_catalog(
+        tmp_path, "twice", {"compute": 1, "trace": "../traces/fwd.bk.log", "forward_time": {"tensor0": 0}}
+    )
+    with pytest.raises(InvalidParameterError, match="not both") as info:
+        load_workload("twice")
+    assert info.value.field == "twice.json: forward_time"
+
+
+def test_user_add_cost_field_keeps_the_given_update_time(tmp_path, monkeypatch):
+    (tmp_path / "curve.log").write_text("0,1e-5\n1000000,1.1e-3\n")
+    _extended_catalog(tmp_path, {"update_time": "3ms", "add_cost": {"vector_add_curve": "../curve.log"}})
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    w = load_workload("ext")
+    assert w.update_time == pytest.approx(3e-3)
+    assert w.add_cost == CostCurve([0, 1e6], [1e-5, 1.1e-3])
+    assert w.reduction_time(5e5) == pytest.approx(1e-5 + 0.5 * (1.1e-3 - 1e-5), rel=1e-12)
+
+
+def test_user_derived_update_time_also_sets_add_cost(tmp_path, monkeypatch):
+    (tmp_path / "curve.log").write_text("0,1e-5\n1000000,1.1e-3\n")
+    (tmp_path / "other.log").write_text("0,0\n1000000,1e-3\n")
+    _extended_catalog(tmp_path, {"update_time": {"vector_add_curve": "../curve.log"}})
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+    w = load_workload("ext")
+    # 10,000 B: 1e-5 + 0.01 * (1.1e-3 - 1e-5)
+    assert w.update_time == pytest.approx(1e-5 + 0.01 * 1.09e-3, rel=1e-12)
+    assert w.add_cost == CostCurve([0, 1e6], [1e-5, 1.1e-3])
+    # An explicit add_cost wins over the update_time curve for reductions.
+    _extended_catalog(
+        tmp_path,
+        {
+            "update_time": {"vector_add_curve": "../curve.log"},
+            "add_cost": {"vector_add_curve": "../other.log"},
+        },
+    )
+    w = load_workload("ext")
+    assert w.update_time == pytest.approx(1e-5 + 0.01 * 1.09e-3, rel=1e-12)
+    assert w.reduction_time(5e5) == pytest.approx(5e-4, rel=1e-12)

@@ -9,7 +9,7 @@ import pytest
 
 from queuesgd.distributions import Deterministic, Distribution, Exponential
 from queuesgd.errors import InvalidParameterError, UnitError
-from queuesgd.workload import Cluster, Layer, Workload
+from queuesgd.workload import Cluster, CostCurve, Layer, PhaseTimes, Workload
 
 # ---------------------------------------------------------------- Layer
 
@@ -153,6 +153,211 @@ def test_workload_replace_revalidates():
     assert isinstance(w2.compute, Distribution)
     with pytest.raises(InvalidParameterError, match="Workload.batch_size"):
         dataclasses.replace(w, batch_size=-1)
+
+
+# ---------------------------------------------------------------- CostCurve
+
+
+def test_cost_curve_by_hand():
+    curve = CostCurve([10, 20, 40], [1e-3, 2e-3, 6e-3])
+    assert curve.sizes == (10.0, 20.0, 40.0) and curve.times == (1e-3, 2e-3, 6e-3)
+    assert curve(15) == pytest.approx(1.5e-3, rel=1e-12)  # halfway between 1 ms and 2 ms
+    assert curve(30) == pytest.approx(4e-3, rel=1e-12)  # halfway between 2 ms and 6 ms
+    assert curve(20) == 2e-3  # on a point
+    assert curve(0) == 1e-3 and curve(5) == 1e-3  # below the first size: the first time
+    # Above the last size: last segment's slope 4 ms / 20 B, so 60 B -> 6 ms + 20 * 0.2 ms = 10 ms.
+    assert curve(60) == pytest.approx(10e-3, rel=1e-12)
+    assert curve("30B") == pytest.approx(4e-3, rel=1e-12)
+    assert isinstance(curve(15), float)
+
+
+def test_cost_curve_matches_numpy_interp_inside_and_keeps_shape():
+    rng = np.random.default_rng(7)
+    sizes = np.cumsum(rng.uniform(1.0, 1e6, size=12))
+    times = rng.uniform(0.0, 1e-3, size=12)
+    curve = CostCurve(sizes, times)
+    x = rng.uniform(sizes[0], sizes[-1], size=(4, 50))
+    out = curve(x)
+    assert isinstance(out, np.ndarray) and out.shape == (4, 50)
+    np.testing.assert_allclose(out, np.interp(x, sizes, times), rtol=1e-12)
+
+
+def test_cost_curve_falling_last_segment_is_clipped_at_zero():
+    curve = CostCurve([0, 10], [5.0, 0.0])
+    assert curve(4) == pytest.approx(3.0)  # 5 - 0.5 * 4
+    assert curve(20) == 0.0  # the extrapolation 0 - 0.5 * 10 = -5 s is clipped
+    np.testing.assert_array_equal(curve([10, 30]), [0.0, 0.0])
+
+
+@pytest.mark.parametrize(
+    ("sizes", "times", "field"),
+    [
+        ([0], [1.0], "CostCurve.sizes"),  # one point
+        ([0, 0], [1.0, 1.0], "CostCurve.sizes"),  # not strictly increasing
+        ([10, 5], [1.0, 1.0], "CostCurve.sizes"),
+        ([-1, 5], [1.0, 1.0], "CostCurve.sizes[0]"),
+        ("0,5", [1.0, 1.0], "CostCurve.sizes"),
+        ([0, 5], [1.0], "CostCurve.times"),  # one time per size
+        ([0, 5], [1.0, -1.0], "CostCurve.times[1]"),
+        ([0, 5], [1.0, float("nan")], "CostCurve.times[1]"),
+        ([0, 5], 3.0, "CostCurve.times"),
+    ],
+)
+def test_cost_curve_validation_names_the_field(sizes, times, field):
+    with pytest.raises(InvalidParameterError) as info:
+        CostCurve(sizes, times)
+    assert info.value.field == field
+
+
+def test_cost_curve_sizes_message_says_what_is_accepted():
+    with pytest.raises(InvalidParameterError, match="strictly increasing sizes in bytes"):
+        CostCurve([1, 1], [0, 0])
+
+
+@pytest.mark.parametrize("bad", [-1, float("inf"), [1.0, -2.0], "lots"])
+def test_cost_curve_rejects_bad_sizes(bad):
+    with pytest.raises(InvalidParameterError, match="nbytes"):
+        CostCurve([0, 1], [0, 1])(bad)
+
+
+def test_cost_curve_units_repr_and_value_semantics():
+    curve = CostCurve(["0B", "1kB"], ["0s", "1ms"])
+    assert curve.sizes == (0.0, 1000.0) and curve.times == (0.0, 0.001)
+    assert repr(curve) == "CostCurve(sizes=(0.0, 1000.0), times=(0.0, 0.001))"
+    assert curve == CostCurve((0.0, 1e3), (0.0, 1e-3)) and hash(curve) == hash(CostCurve([0, 1e3], [0, 1e-3]))
+    long = CostCurve(range(0, 50, 10), [1, 2, 3, 4, 5])
+    assert repr(long) == "CostCurve(<5 points: 0 B to 40 B, 1 s to 5 s>)"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        curve.sizes = (1.0, 2.0)
+
+
+def test_cost_curve_from_file(tmp_path):
+    path = tmp_path / "add.log"
+    path.write_text("0,1e-5\n1000000,1.1e-3\n")
+    curve = CostCurve.from_file(path)
+    assert curve == CostCurve([0, 1e6], [1e-5, 1.1e-3])
+    assert curve(5e5) == pytest.approx(1e-5 + 0.5 * (1.1e-3 - 1e-5), rel=1e-12)
+
+
+# ---------------------------------------------------------------- reduction, compression, phases
+
+
+def test_add_cost_is_validated_and_shown_in_repr_only_when_set():
+    w = Workload(0.1, 1000)
+    assert w.add_cost is None and "add_cost" not in repr(w)
+    curve = CostCurve([0, 1000], [0, 1e-3])
+    w2 = Workload(0.1, 1000, add_cost=curve)
+    assert w2.add_cost is curve
+    assert repr(w2).endswith(", add_cost=CostCurve(sizes=(0.0, 1000.0), times=(0.0, 0.001)))")
+    with pytest.raises(InvalidParameterError) as info:
+        Workload(0.1, 1000, add_cost=([0, 1000], [0, 1e-3]))
+    assert info.value.field == "Workload.add_cost"
+
+
+def test_reduction_time_scales_the_update_without_a_curve():
+    # 2 ms per 100 MB update: 25 MB cost 0.5 ms, 1 GB cost 20 ms (linear).
+    w = Workload(0.1, "100MB", update_time="2ms")
+    assert w.reduction_time("25MB") == pytest.approx(5e-4, rel=1e-12)
+    assert isinstance(w.reduction_time(1e9), float)
+    np.testing.assert_allclose(w.reduction_time([0, 25e6, 1e9]), [0.0, 5e-4, 0.02], rtol=1e-12)
+    assert Workload(0.1, "100MB").reduction_time(5e7) == 0.0  # no update time: free reduction
+    with pytest.raises(InvalidParameterError, match="nbytes"):
+        w.reduction_time(-1)
+
+
+def test_reduction_time_uses_the_curve_when_set():
+    curve = CostCurve([0, 1e8], [1e-5, 1e-3])
+    w = Workload(0.1, "100MB", update_time="2ms", add_cost=curve)
+    assert w.reduction_time(5e7) == pytest.approx(1e-5 + 0.5 * (1e-3 - 1e-5), rel=1e-12)
+    np.testing.assert_allclose(w.reduction_time([0.0, 1e8]), [1e-5, 1e-3])
+
+
+def test_compressed_divides_wire_sizes_only():
+    curve = CostCurve([0, 1e8], [0, 1e-3])
+    layers = [Layer("a", 600, "1ms", "2ms"), Layer("b", 400, 0, "1ms")]
+    w = Workload(0.5, None, parameter_bytes=2000, batch_size=4, update_time="3ms", layers=layers, name="m")
+    w = dataclasses.replace(w, add_cost=curve)
+    c = w.compressed(4)
+    assert c.gradient_bytes == 250.0
+    assert [x.gradient_bytes for x in c.layers] == [150.0, 100.0]
+    assert [x.backward_time for x in c.layers] == [1e-3, 0.0]
+    assert [x.forward_time for x in c.layers] == [2e-3, 1e-3]
+    assert c.parameter_bytes == 2000.0
+    assert (c.compute, c.update_time, c.add_cost, c.name, c.batch_size) == (w.compute, 3e-3, curve, "m", 4)
+    assert w.gradient_bytes == 1000.0  # the original is untouched
+    assert Workload(0.5, "1MB").compressed(2.5).gradient_bytes == 4e5
+    assert w.compressed(1) == w
+
+
+def test_compressed_keeps_the_per_byte_reduction_rate():
+    # Without a curve the rate is update_time / parameter_bytes = 2 ms / 100 MB, before and after.
+    w = Workload(0.1, "100MB", update_time="2ms")
+    c = w.compressed(10)
+    assert c.gradient_bytes == 1e7
+    assert c.reduction_time(c.gradient_bytes) == pytest.approx(2e-4, rel=1e-12)
+    assert c.reduction_time(1e7) == w.reduction_time(1e7)
+
+
+@pytest.mark.parametrize("ratio", [0.5, 0, -2, float("inf"), float("nan"), True, "2", None])
+def test_compressed_rejects_bad_ratios(ratio):
+    with pytest.raises(InvalidParameterError, match=r"a ratio >= 1 \(1 = no compression\)") as info:
+        Workload(0.1, 1000).compressed(ratio)
+    assert info.value.field == "compression"
+
+
+def test_forward_time_needs_every_layer():
+    full = Workload(0.1, None, layers=[Layer("a", 4, 0, "2ms"), Layer("b", 4, 0, "3.5ms")])
+    assert full.forward_time == pytest.approx(5.5e-3, rel=1e-12)
+    part = Workload(0.1, None, layers=[Layer("a", 4, 0, "2ms"), Layer("b", 4, 0)])
+    assert part.forward_time is None
+    assert Workload(0.1, 8).forward_time is None
+
+
+def test_phase_times_with_forward_times():
+    # compute 100 ms = forward (20 + 30) + backward (10 + 15) + other 25.
+    layers = [Layer("a", 4, "10ms", "20ms"), Layer("b", 4, "15ms", "30ms")]
+    p = Workload("100ms", None, layers=layers).phase_times()
+    assert isinstance(p, PhaseTimes) and p.derived is False
+    assert p.forward == pytest.approx(0.050, rel=1e-12)
+    assert p.backward == pytest.approx(0.025, rel=1e-12)
+    assert p.other == pytest.approx(0.025, rel=1e-9)
+    assert "other = compute (100.00 ms) - forward - backward = 25.00 ms" in p.note
+
+
+def test_phase_times_derives_forward_without_forward_times():
+    layers = [Layer("a", 4, "10ms"), Layer("b", 4, "15ms")]
+    p = Workload("100ms", None, layers=layers).phase_times()
+    assert p.derived is True and p.other == 0.0
+    assert p.forward == pytest.approx(0.075, rel=1e-12)
+    assert p.backward == pytest.approx(0.025, rel=1e-12)
+    assert p.note == (
+        "forward time derived from the single-worker step time: compute (100.00 ms) - backward (25.00 ms) "
+        "= 75.00 ms; the profile has no forward times"
+    )
+
+
+def test_phase_times_tolerates_rounding_but_not_a_short_step():
+    # 0.3 - 0.1 - 0.2 is -2.8e-17 in floating point: a step of exactly forward + backward is accepted,
+    # and the rounding residue is clipped to 0.
+    layers = [Layer("a", 4, 0.2, 0.1)]
+    p = Workload(0.3, None, layers=layers).phase_times()
+    assert p.other == 0.0 and p.forward == 0.1 and p.backward == 0.2
+    with pytest.raises(InvalidParameterError, match=r"at least the profile's forward \+ backward") as info:
+        Workload(0.29, None, layers=layers).phase_times()
+    assert info.value.field == "Workload.compute" and info.value.got == 0.29
+    with pytest.raises(InvalidParameterError) as info:
+        Workload(0.15, None, layers=[Layer("a", 4, 0.2)]).phase_times()  # derived: compute < backward
+    assert info.value.field == "Workload.compute"
+
+
+def test_phase_times_needs_layers_with_forward_times_on_all_or_none():
+    with pytest.raises(InvalidParameterError) as info:
+        Workload(0.1, 8).phase_times()
+    assert info.value.field == "Workload.layers"
+    layers = [Layer("a", 4, 0, "2ms"), Layer("b", 4, 0)]
+    with pytest.raises(InvalidParameterError, match="forward_time on every layer or on none") as info:
+        Workload(0.1, None, layers=layers).phase_times()
+    assert info.value.field == "Workload.layers"
 
 
 # ---------------------------------------------------------------- Cluster

@@ -14,17 +14,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.barrier import BarrierScheme, _SymbolicWorkload
 from queuesgd.schemes.costs import hierarchical_allreduce, ring_allreduce, tree_allreduce
+from queuesgd.schemes.fine import FineGrained, FineModel, allreduce_graph, ring_message_costs
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["HierarchicalAllReduce", "RingAllReduce", "TreeAllReduce"]
 
 
-class _AllReduce(BarrierScheme):
+@dataclass(frozen=True)
+class _AllReduce(FineGrained, BarrierScheme):
     _message_symbol: ClassVar[str] = "S"
+    methods: ClassVar[tuple[str, ...]] = (*BarrierScheme.methods, *FineGrained.fine_methods)
+
+    overlap: bool = True
+    fusion_bytes: float | str | None = "64MiB"
+    fusion_time: float | str | None = "5ms"
+
+    def __post_init__(self) -> None:
+        self._check_fine_fields()
+
+    def fine_model(self, workload: Workload, cluster: Cluster) -> FineModel:
+        buckets = self.buckets(workload)
+        costs = self.message_costs(workload, cluster, np.array([b.nbytes for b in buckets]))
+        return allreduce_graph(workload, cluster, buckets, costs, overlap=self.overlap)
+
+    def _coarse_parts(self, workload: Workload, cluster: Cluster) -> tuple[np.ndarray, float, str]:
+        buckets = self.buckets(workload)
+        costs = self.message_costs(workload, cluster, np.array([b.nbytes for b in buckets]))
+        return costs, workload.update_time, "collectives one message at a time, reductions included"
 
     def _collective(self, n: Any, size: Any, bandwidth: Any, latency: Any, workload: Any) -> Any:
         raise NotImplementedError
@@ -59,6 +81,11 @@ class RingAllReduce(_AllReduce):
 
     key: ClassVar[str] = "ring-allreduce"
 
+    def message_costs(self, workload: Workload, cluster: Cluster, nbytes: np.ndarray) -> np.ndarray:
+        """Reduce-scatter (with ``n - 1`` vector additions of ``S/n`` bytes) then all-gather, per message."""
+        n = cluster.workers
+        return ring_message_costs(n, nbytes, cluster.bandwidth, cluster.latency, workload.reduction_time)
+
     def _collective(self, n: Any, size: Any, bandwidth: Any, latency: Any, workload: Any) -> Any:
         return ring_allreduce(n, size, bandwidth, latency)
 
@@ -77,6 +104,14 @@ class TreeAllReduce(_AllReduce):
     """
 
     key: ClassVar[str] = "tree-allreduce"
+
+    def message_costs(self, workload: Workload, cluster: Cluster, nbytes: np.ndarray) -> np.ndarray:
+        """Tree reduce then broadcast per message, one vector addition of ``S`` per level going up."""
+        s = np.asarray(nbytes, dtype=float)
+        depth = np.ceil(np.log2(cluster.workers) - 1e-12) if cluster.workers > 1 else 0.0
+        return tree_allreduce(cluster.workers, s, cluster.bandwidth, cluster.latency) + depth * np.asarray(
+            workload.reduction_time(s)
+        )
 
     def _collective(self, n: Any, size: Any, bandwidth: Any, latency: Any, workload: Any) -> Any:
         return tree_allreduce(n, size, bandwidth, latency)
@@ -121,6 +156,7 @@ class HierarchicalAllReduce(_AllReduce):
     intra_latency: float | str = 0.0
 
     def __post_init__(self) -> None:
+        self._check_fine_fields()
         set_ = object.__setattr__
         set_(self, "per_node", _checks.integer("HierarchicalAllReduce.per_node", self.per_node))
         bw = units.parse_bandwidth(self.intra_bandwidth, "HierarchicalAllReduce.intra_bandwidth")
@@ -148,6 +184,19 @@ class HierarchicalAllReduce(_AllReduce):
             "B_intra": sympy.Symbol("B_intra", positive=True),
             "alpha_intra": sympy.Symbol("alpha_intra", positive=True),
         }
+
+    def message_costs(self, workload: Workload, cluster: Cluster, nbytes: np.ndarray) -> np.ndarray:
+        """Two-level all-reduce per message, with the reduce-scatter additions of both rings."""
+        s = np.asarray(nbytes, dtype=float)
+        g, m = self.per_node, cluster.workers // self.per_node
+        bw, lat = cluster.bandwidth, cluster.latency
+        comm = hierarchical_allreduce(
+            cluster.workers, g, s, bw, lat, self.intra_bandwidth, self.intra_latency
+        )
+        add = (g - 1) * np.asarray(workload.reduction_time(s / g)) + (m - 1) * np.asarray(
+            workload.reduction_time(s / (g * m))
+        )
+        return comm + add
 
     def _collective(self, n: Any, size: Any, bandwidth: Any, latency: Any, workload: Any) -> Any:
         if isinstance(workload, _SymbolicWorkload):

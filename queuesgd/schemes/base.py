@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Scheme", "SchemeSolution", "StationBreakdown", "METHODS"]
 
-#: Every solution method ``predict`` knows, cheapest first.
-METHODS: tuple[str, ...] = ("closed_form", "mva", "ctmc", "simulate")
+#: Every solution method ``predict`` knows, cheapest first. ``"coarse"`` (the phase model with
+#: heuristics) and ``"fine"`` (the layer-wise task graph) apply to schemes with a fine-grained form.
+METHODS: tuple[str, ...] = ("closed_form", "mva", "ctmc", "simulate", "coarse", "fine")
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ class SchemeSolution:
         (a dict {staleness: probability}), ``cutoff``, ``states`` (CTMC
         size), ``phase_type`` (the fit used), ...
     interval : tuple of float or None
-        95% confidence interval of ``iteration_rate`` (simulation only).
+        95% confidence interval of gradients applied per second,
+        ``iteration_rate * gradients_per_update`` (simulation only).
     stations : mapping of str to StationBreakdown
         Per-station measures where the model is a queueing network.
     bottleneck : str

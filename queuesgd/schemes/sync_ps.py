@@ -12,14 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from queuesgd.schemes.barrier import BarrierScheme
 from queuesgd.schemes.costs import ps_round
+from queuesgd.schemes.fine import FineGrained, FineModel, _shard_of, fuse, ps_graph
+from queuesgd.workload import Cluster, Workload
 
 __all__ = ["SyncPS"]
 
 
 @dataclass(frozen=True)
-class SyncPS(BarrierScheme):
+class SyncPS(FineGrained, BarrierScheme):
     """Synchronous SGD with a (possibly sharded) parameter server.
 
     Each iteration: all ``n`` workers compute a gradient; when the last one
@@ -34,7 +38,21 @@ class SyncPS(BarrierScheme):
 
     Methods: ``"closed_form"`` (default), ``"ctmc"`` (the GSPN of
     :func:`~queuesgd.schemes.barrier.barrier_net`: ``n + 1`` markings for
-    identical exponential workers) and ``"simulate"``.
+    identical exponential workers) and ``"simulate"`` -- the coarse phase
+    model, no overlap -- and, with a per-tensor profile, ``"fine"`` (the task
+    graph of :func:`~queuesgd.schemes.fine.ps_graph`: push, apply and pull per
+    message, overlapping the backward pass) and ``"coarse"`` (the phase model
+    with an overlap window and the PS link's contention; see
+    ``docs/fine-grained.md``).
+
+    Parameters
+    ----------
+    overlap : bool
+        Wait-free back-propagation in the fine model (push a message as soon
+        as its gradients are ready).
+    fusion_bytes, fusion_time : float, str or None
+        Tensor fusion thresholds of the fine model (:func:`~queuesgd.schemes.fine.fuse`);
+        ``None`` (the default) pushes every tensor on its own.
 
     Examples
     --------
@@ -49,6 +67,38 @@ class SyncPS(BarrierScheme):
     """
 
     key: ClassVar[str] = "sync-ps"
+    methods: ClassVar[tuple[str, ...]] = (*BarrierScheme.methods, *FineGrained.fine_methods)
+
+    overlap: bool = True
+    fusion_bytes: float | str | None = None
+    fusion_time: float | str | None = None
+
+    def __post_init__(self) -> None:
+        self._check_fine_fields()
+
+    def fine_model(self, workload: Workload, cluster: Cluster) -> FineModel:
+        return ps_graph(workload, cluster, self.buckets(workload), overlap=self.overlap)
+
+    def _coarse_parts(self, workload: Workload, cluster: Cluster) -> tuple[np.ndarray, float, str]:
+        # Contention: all n workers push through the link of a message's shard, one at a time, so
+        # the busiest shard link carries n times its messages; pulls run on the link's other
+        # direction behind the pushes, so only the last message's update and pull are exposed.
+        buckets = fuse(workload, self.fusion_bytes, self.fusion_time)
+        shard = _shard_of(buckets, cluster.ps_shards)
+        n, bw, lat = cluster.workers, cluster.bandwidth, cluster.latency
+        loads = np.bincount(shard, weights=[b.nbytes for b in buckets], minlength=cluster.ps_shards)
+        busiest = int(np.argmax(loads))
+        mine = [b for b, j in zip(buckets, shard) if j == busiest]
+        costs = np.array([n * (lat + b.nbytes / bw) for b in mine])
+        last = mine[-1]
+        g = workload.gradient_bytes
+        pull = last.nbytes * workload.parameter_bytes / g
+        tail = n * workload.update_time * last.nbytes / g + n * (lat + pull / bw)
+        note = (
+            f"PS link contention factor {n} (n workers share each shard link; busiest shard {busiest} of "
+            f"{cluster.ps_shards}); exposed tail: the last message's update and pull"
+        )
+        return costs, tail, note
 
     def costs(
         self, n: Any, k: Any, workload: Any, bandwidth: Any, latency: Any, shards: Any

@@ -1,0 +1,588 @@
+"""Task graphs as plain data: tasks with durations, dependencies and shared FIFO resources.
+
+A :class:`TaskGraph` describes one iteration of anything (an SGD step, a
+build, a request) as a directed acyclic graph of :class:`Task` objects. A task
+starts when all the tasks it comes ``after`` have finished; tasks that name the
+same ``resource`` run one at a time, in FIFO order of the time they become
+ready (ties broken by declaration order). Durations are numbers (or unit
+strings) or :class:`~queuesgd.distributions.Distribution` laws, optionally
+multiplied by a named random *factor* shared by several tasks (a worker's
+speed in this iteration).
+
+The graph is validated once, when it is built: names, predecessors, cycles,
+and the rule that makes the vectorized evaluation possible — no task of a
+resource may depend, even through other tasks or resources, on another task
+of the same resource (see ``docs/dag.md``).
+
+Examples
+--------
+>>> from queuesgd.dag import Task, TaskGraph
+>>> g = TaskGraph([Task("load", "2ms"), Task("step", 0.01, after="load")], name="toy")
+>>> len(g), g.names, g.index("step")
+(2, ('load', 'step'), 1)
+>>> g.mean_durations.tolist(), g.is_deterministic
+([0.002, 0.01], True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from queuesgd import _checks
+from queuesgd.distributions import Deterministic, Distribution
+from queuesgd.errors import InvalidParameterError, UnknownNameError
+from queuesgd.units import parse_seconds
+
+__all__ = ["Task", "TaskGraph"]
+
+#: A random duration may put at most this probability below 0 (a Normal law with mean >= 6 std);
+#: the rare negative samples are clipped at 0.
+NEGATIVE_TOLERANCE = 1e-9
+
+#: How many known names an UnknownNameError lists before "... (N more)".
+_LIST_NAMES = 10
+
+
+class _More:
+    """Prints as ``... (N more)`` inside the list of known names of an error message."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __repr__(self) -> str:
+        return f"... ({self.n} more)"
+
+
+def _known(names: list[str] | tuple[str, ...]) -> list[Any]:
+    """At most ``_LIST_NAMES`` names, then a ``... (N more)`` marker: never 10,000 names in a message."""
+    if len(names) <= _LIST_NAMES:
+        return list(names)
+    return [*names[:_LIST_NAMES], _More(len(names) - _LIST_NAMES)]
+
+
+def check_law(field: str, law: Distribution) -> bool:
+    """Validate a law of a duration or a factor; return True if it can (rarely) be negative.
+
+    A law must have numeric parameters and ``P(X < 0) <= NEGATIVE_TOLERANCE``.
+
+    Examples
+    --------
+    >>> from queuesgd.distributions import Exponential, Normal
+    >>> check_law("d", Exponential(1.0)), check_law("d", Normal(10.0, 1.0))
+    (False, True)
+    >>> check_law("d", Normal(1.0, 1.0))
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: d: got Normal(mean=1.0, std=1.0); accepted: a law of ...
+    """
+    if law.is_symbolic:
+        raise InvalidParameterError(
+            field, law, "a Distribution with numeric parameters; substitute the symbols first (law.subs)"
+        )
+    below = float(law.cdf(-np.finfo(float).tiny))
+    if below > NEGATIVE_TOLERANCE:
+        raise InvalidParameterError(
+            field,
+            law,
+            f"a law of nonnegative durations (P(X < 0) <= {NEGATIVE_TOLERANCE:g}, e.g. a Normal law with "
+            "mean >= 6 std); prefer LogNormal or Gamma (both have from_mean_std)",
+        )
+    return below > 0.0
+
+
+def _optional_name(field: str, value: Any) -> str | None:
+    return None if value is None else _checks.name(field, value)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of a :class:`TaskGraph`.
+
+    Parameters
+    ----------
+    name : str
+        Unique name in the graph (non-empty).
+    duration : float, str or Distribution, default 0.0
+        Seconds (>= 0, finite), a unit string such as ``"5ms"``, or a law of a
+        nonnegative random duration (sampled anew in every iteration).
+    after : str or iterable of str, default ()
+        Names of the tasks that must finish before this one starts; stored as
+        a tuple (one name may be given as a plain string).
+    resource : str, optional
+        Tasks naming the same resource run one at a time, in FIFO order of
+        their ready times, ties broken by declaration order.
+    scale : str, optional
+        Name of a random factor in ``TaskGraph.factors``; the duration is
+        multiplied by that factor's draw of the iteration (one draw shared by
+        every task with the same ``scale``).
+    group : str, optional
+        Label under which critical-path shares are aggregated (``"backward"``,
+        ``"comm"``); tasks without one count as ``"other"``.
+
+    Examples
+    --------
+    >>> Task("allreduce", "5ms", after=["bwd1", "bwd2"], resource="net", group="comm")
+    Task(name='allreduce', duration=0.005, after=('bwd1', 'bwd2'), resource='net', scale=None, group='comm')
+    """
+
+    name: str
+    duration: float | str | Distribution = 0.0
+    after: tuple[str, ...] = ()
+    resource: str | None = None
+    scale: str | None = None
+    group: str | None = None
+
+    def __post_init__(self) -> None:
+        name = self.name
+        if type(name) is not str or not name.strip():
+            _checks.name("Task.name", name)  # raises with the standard message
+        field = f"Task({name!r}).duration"
+        d = self.duration
+        if type(d) is float and 0.0 <= d < math.inf:
+            pass  # the common case, kept fast for graphs of 10,000s of tasks
+        elif isinstance(d, Distribution):
+            check_law(field, d)
+        else:
+            object.__setattr__(self, "duration", parse_seconds(d, field))
+        after = self.after
+        if type(after) is not tuple or not all(type(a) is str and a for a in after):
+            object.__setattr__(self, "after", self._names_after(after))
+        for attr in ("resource", "scale", "group"):
+            value = getattr(self, attr)
+            if value is not None and (type(value) is not str or not value.strip()):
+                _optional_name(f"Task({name!r}).{attr}", value)
+
+    def _names_after(self, after: Any) -> tuple[str, ...]:
+        field = f"Task({self.name!r}).after"
+        if isinstance(after, str):
+            after = (after,)
+        try:
+            out = tuple(after)
+        except TypeError:
+            raise InvalidParameterError(field, after, "a task name or an iterable of task names") from None
+        for a in out:
+            _checks.name(field, a)
+        return out
+
+
+class TaskGraph:
+    """An immutable, validated DAG of tasks with shared FIFO resources and random factors.
+
+    Parameters
+    ----------
+    tasks : iterable of Task
+        At least one task; names unique; every ``after`` name declared.
+    factors : mapping of str to Distribution, optional
+        Random factors (nonnegative laws): each iteration draws one value per
+        factor and multiplies it into the duration of every task whose
+        ``scale`` names it.
+    name : str, optional
+        A label for printing.
+
+    Attributes
+    ----------
+    tasks : tuple of Task
+    factors : mapping (read-only)
+    name : str or None
+    names : tuple of str
+        Task names in declaration order (the column order of every array).
+    resources : tuple of str
+        Resource names in order of first appearance.
+    groups : tuple of str
+        Group labels in order of first appearance (``None`` is ``"other"``).
+    mean_durations : numpy.ndarray, shape (T,)
+        Deterministic durations, law means, times ``E[factor]`` for scaled tasks.
+    is_deterministic : bool
+        True if no duration and no factor is random (``Deterministic`` laws
+        count as constants).
+
+    Raises
+    ------
+    InvalidParameterError
+        Duplicate names, a cycle, a task of a resource that depends (directly,
+        through other tasks or through other resources) on another task of the
+        same resource, a factor that is not a nonnegative law, no tasks.
+    UnknownNameError
+        An ``after`` or ``scale`` name that is not declared.
+
+    Examples
+    --------
+    >>> from queuesgd.distributions import Exponential, LogNormal
+    >>> g = TaskGraph(
+    ...     [Task("a", Exponential(mean=1.0), group="compute"),
+    ...      Task("b", 2.0, after="a", resource="net", scale="speed"),
+    ...      Task("c", 1.0, resource="net")],
+    ...     factors={"speed": LogNormal.from_mean_scv(1.5, 0.1)})
+    >>> g.resources, g.groups, g.mean_durations.round(12).tolist()
+    (('net',), ('compute', 'other'), [1.0, 3.0, 1.0])
+    >>> TaskGraph([Task("x", after="y")])
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.UnknownNameError: Task('x').after: got 'y'; accepted: one of 'x'
+    """
+
+    __slots__ = (
+        "_tasks",
+        "_factors",
+        "_name",
+        "_index",
+        "_names",
+        "_resources",
+        "_groups",
+        "_mean",
+        "_deterministic",
+        "_pred_ptr",
+        "_pred_idx",
+        "_res_of",
+        "_depth",
+        "_cache",
+    )
+
+    def __init__(
+        self,
+        tasks: Iterable[Task],
+        factors: Mapping[str, Distribution] | None = None,
+        name: str | None = None,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "_name", _optional_name("TaskGraph.name", name))
+        set_(self, "_factors", MappingProxyType(self._check_factors(factors)))
+        try:
+            tasks = tuple(tasks)
+        except TypeError:
+            raise InvalidParameterError("TaskGraph.tasks", tasks, "an iterable of Task objects") from None
+        if not tasks:
+            raise InvalidParameterError("TaskGraph.tasks", [], "at least one Task")
+        index: dict[str, int] = {}
+        for i, t in enumerate(tasks):
+            if not isinstance(t, Task):
+                raise InvalidParameterError(f"TaskGraph.tasks[{i}]", t, "a Task")
+            if t.name in index:
+                raise InvalidParameterError(
+                    f"TaskGraph.tasks[{i}].name", t.name, "a name not used by an earlier task"
+                )
+            index[t.name] = i
+        names = tuple(index)
+        set_(self, "_tasks", tasks)
+        set_(self, "_index", index)
+        set_(self, "_names", names)
+
+        preds = self._resolve(tasks, index, names)
+        res_index: dict[str, int] = {}
+        res_of = [res_index.setdefault(t.resource, len(res_index)) if t.resource else -1 for t in tasks]
+        set_(self, "_resources", tuple(res_index))
+        set_(self, "_groups", tuple(dict.fromkeys(t.group or "other" for t in tasks)))
+        set_(self, "_depth", self._super_depths(preds, res_of))
+
+        counts = [len(p) for p in preds]
+        set_(self, "_pred_ptr", _frozen(np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))))
+        flat = [p for ps in preds for p in ps]
+        set_(self, "_pred_idx", _frozen(np.array(flat, dtype=np.int64)))
+        set_(self, "_res_of", _frozen(np.array(res_of, dtype=np.int64)))
+        set_(self, "_mean", _frozen(self._means()))
+        set_(
+            self,
+            "_deterministic",
+            all(
+                not isinstance(t.duration, Distribution) or isinstance(t.duration, Deterministic)
+                for t in tasks
+            )
+            and all(isinstance(f, Deterministic) for f in self._factors.values()),
+        )
+        set_(self, "_cache", {})
+
+    # ------------------------------------------------------------------ validation helpers
+    @staticmethod
+    def _check_factors(factors: Any) -> dict[str, Distribution]:
+        if factors is None:
+            return {}
+        if not isinstance(factors, Mapping):
+            raise InvalidParameterError("TaskGraph.factors", factors, "a mapping {name: Distribution}")
+        out = {}
+        for k, law in factors.items():
+            _checks.name("TaskGraph.factors key", k)
+            if not isinstance(law, Distribution):
+                raise InvalidParameterError(
+                    f"TaskGraph.factors[{k!r}]", law, "a Distribution, e.g. LogNormal.from_mean_scv(1.0, 0.1)"
+                )
+            check_law(f"TaskGraph.factors[{k!r}]", law)
+            out[k] = law
+        return out
+
+    def _resolve(self, tasks: tuple[Task, ...], index: dict[str, int], names: tuple[str, ...]) -> list:
+        """Predecessor indices per task (duplicates dropped); unknown names and self-loops refused."""
+        preds: list[list[int] | tuple[int, ...]] = []
+        factors = self._factors
+        for i, t in enumerate(tasks):
+            after = t.after
+            if len(after) > 1:
+                after = tuple(dict.fromkeys(after))
+            ps = []
+            for a in after:
+                j = index.get(a)
+                if j is None:
+                    raise UnknownNameError(f"Task({t.name!r}).after", a, _known(names))
+                if j == i:
+                    raise InvalidParameterError(
+                        "TaskGraph.tasks",
+                        f"{t.name} -> {t.name}",
+                        "an acyclic graph (no task may depend on itself)",
+                    )
+                ps.append(j)
+            preds.append(ps)
+            if t.scale is not None and t.scale not in factors:
+                raise UnknownNameError(f"Task({t.name!r}).scale", t.scale, _known(tuple(factors)))
+        return preds
+
+    def _super_depths(self, preds: list, res_of: list[int]) -> np.ndarray:
+        """Longest-path depth of every task's node in the graph where each resource is one node.
+
+        The super-graph must be acyclic: that is the rule "no task of a resource depends on
+        another task of the same resource, directly or through other resources".
+        """
+        T = len(preds)
+        node = [T + r if r >= 0 else i for i, r in enumerate(res_of)]
+        n_nodes = T + len(self._resources)
+        succ: list[list[int]] = [[] for _ in range(n_nodes)]
+        indeg = [0] * n_nodes
+        for i, ps in enumerate(preds):
+            v = node[i]
+            for p in ps:
+                u = node[p]
+                if u == v:
+                    self._raise_cycle(preds, res_of)  # a task cycle is reported as such first
+                    r = self._resources[res_of[i]]
+                    raise InvalidParameterError(
+                        f"TaskGraph resource {r!r}",
+                        f"task {self._names[i]!r} depends on task {self._names[p]!r}",
+                        _RESOURCE_RULE,
+                    )
+                succ[u].append(v)
+                indeg[v] += 1
+        present = [False] * n_nodes
+        for v in node:
+            present[v] = True
+        depth = [0] * n_nodes
+        queue = deque(v for v in range(n_nodes) if present[v] and indeg[v] == 0)
+        done = 0
+        while queue:
+            u = queue.popleft()
+            done += 1
+            du = depth[u] + 1
+            for v in succ[u]:
+                if depth[v] < du:
+                    depth[v] = du
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    queue.append(v)
+        if done < sum(present):
+            self._raise_cycle(preds, res_of)
+            self._raise_resource_cycle(preds, res_of, node, indeg)
+        return _frozen(np.array([depth[v] for v in node], dtype=np.int64))
+
+    def _raise_cycle(self, preds: list, res_of: list[int]) -> None:
+        """Raise if the task graph itself has a cycle (Kahn's algorithm, then walk back along it)."""
+        T = len(preds)
+        indeg = [len(ps) for ps in preds]
+        succ: list[list[int]] = [[] for _ in range(T)]
+        for i, ps in enumerate(preds):
+            for p in ps:
+                succ[p].append(i)
+        queue = deque(i for i in range(T) if indeg[i] == 0)
+        while queue:
+            u = queue.popleft()
+            for v in succ[u]:
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    queue.append(v)
+        remaining = [i for i in range(T) if indeg[i] > 0]
+        if not remaining:
+            return
+        cycle = _walk_back(remaining[0], lambda u: (p for p in preds[u] if indeg[p] > 0))
+        text = _path_text([self._names[i] for i in [*cycle, cycle[0]]])
+        raise InvalidParameterError(
+            "TaskGraph.tasks", text, "an acyclic graph (no task may depend on itself)"
+        )
+
+    def _raise_resource_cycle(
+        self, preds: list, res_of: list[int], node: list[int], indeg: list[int]
+    ) -> None:
+        """Explain a cycle of the resource super-graph as task dependencies, then raise."""
+        T = len(preds)
+        members: dict[int, list[int]] = {}
+        for i, v in enumerate(node):
+            members.setdefault(v, []).append(i)
+
+        def edge(u: int, v: int) -> tuple[int, int]:
+            return next((p, t) for t in members[v] for p in preds[t] if node[p] == u)
+
+        def super_preds(v: int):
+            return (node[p] for t in members[v] for p in preds[t] if indeg[node[p]] > 0)
+
+        start = next(v for v in members if v >= T and indeg[v] > 0)
+        cycle = _walk_back(start, super_preds)
+        for v in cycle:  # the common case: a task of R depends on another task of R through plain tasks
+            if v >= T:
+                self._raise_same_resource(preds, members[v], v - T)
+        k = next(j for j, v in enumerate(cycle) if v >= T)
+        cycle = cycle[k:] + cycle[:k]  # starts at a resource
+        n = len(cycle)
+        clauses = []
+        origin = -1
+        for j in range(n):  # one clause per stretch from a resource to the next one
+            p, t = edge(cycle[j], cycle[(j + 1) % n])
+            if cycle[j] >= T:
+                origin = p  # the stretch leaves resource cycle[j] from task p
+            if cycle[(j + 1) % n] >= T:
+                clauses.append(f"task {self._names[t]!r} depends on task {self._names[origin]!r}")
+        r = self._resources[cycle[0] - T]
+        raise InvalidParameterError(f"TaskGraph resource {r!r}", "; ".join(clauses), _RESOURCE_RULE)
+
+    def _raise_same_resource(self, preds: list, jobs: list[int], r: int) -> None:
+        """Raise if a task of resource ``r`` depends, through data edges only, on another one of its tasks."""
+        jobset = set(jobs)
+        for t in jobs:
+            parent = {p: t for p in preds[t]}
+            stack = list(parent)
+            while stack:
+                u = stack.pop()
+                if u in jobset:
+                    path = [u]
+                    while path[-1] != t:
+                        path.append(parent[path[-1]])
+                    got = f"task {self._names[t]!r} depends on task {self._names[u]!r}"
+                    if len(path) > 2:
+                        got += f" ({_path_text([self._names[i] for i in path])})"
+                    name = self._resources[r]
+                    raise InvalidParameterError(f"TaskGraph resource {name!r}", got, _RESOURCE_RULE)
+                for p in preds[u]:
+                    if p not in parent:
+                        parent[p] = u
+                        stack.append(p)
+
+    def _means(self) -> np.ndarray:
+        law_mean: dict[int, float] = {}
+        out = np.empty(len(self._tasks))
+        for i, t in enumerate(self._tasks):
+            d = t.duration
+            if isinstance(d, Distribution):
+                m = law_mean.get(id(d))
+                if m is None:
+                    m = law_mean[id(d)] = float(d.mean)
+                d = m
+            if t.scale is not None:
+                d = d * float(self._factors[t.scale].mean)
+            out[i] = d
+        return out
+
+    # ------------------------------------------------------------------ public, read-only
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        """The tasks, in declaration order."""
+        return self._tasks
+
+    @property
+    def factors(self) -> Mapping[str, Distribution]:
+        """Random factors ``{name: law}`` (read-only)."""
+        return self._factors
+
+    @property
+    def name(self) -> str | None:
+        """The graph's label."""
+        return self._name
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Task names in declaration order."""
+        return self._names
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        """Resource names in order of first appearance."""
+        return self._resources
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """Group labels in order of first appearance (tasks without a group are ``"other"``)."""
+        return self._groups
+
+    @property
+    def mean_durations(self) -> np.ndarray:
+        """Mean duration of every task (read-only array, shape (T,))."""
+        return self._mean
+
+    @property
+    def is_deterministic(self) -> bool:
+        """True if every duration and factor is constant."""
+        return self._deterministic
+
+    def index(self, name: str) -> int:
+        """Column of task ``name`` in every array.
+
+        Examples
+        --------
+        >>> TaskGraph([Task("a"), Task("b")]).index("b")
+        1
+        """
+        try:
+            return self._index[name]
+        except (KeyError, TypeError):
+            raise UnknownNameError("task name", name, _known(self._names)) from None
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __repr__(self) -> str:
+        parts = [f"name={self._name!r}"] if self._name is not None else []
+        parts.append(f"tasks={len(self._tasks)}")
+        if self._resources:
+            parts.append(f"resources={self._resources!r}")
+        if self._factors:
+            parts.append(f"factors={tuple(self._factors)!r}")
+        return f"TaskGraph({', '.join(parts)})"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("TaskGraph is immutable; build a new one instead")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("TaskGraph is immutable")
+
+
+_RESOURCE_RULE = (
+    "tasks sharing a FIFO resource must not depend on one another, directly, through other tasks or "
+    "through other resources (each resource must be evaluable as one FIFO queue once all its tasks' "
+    "ready times are known); split the resource or remove the dependency"
+)
+
+
+def _path_text(names: list[str]) -> str:
+    """``a -> b -> c``, shortened to the first and last three names for long paths."""
+    if len(names) > 8:
+        names = [*names[:3], f"... {len(names) - 6} more ...", *names[-3:]]
+    return " -> ".join(names)
+
+
+def _walk_back(start: int, back) -> list[int]:
+    """Follow ``back(u)`` (first choice) from ``start`` until a node repeats; return that cycle in order."""
+    path = [start]
+    seen = {start: 0}
+    u = start
+    while True:
+        u = next(iter(back(u)))
+        if u in seen:
+            cycle = path[seen[u] :]
+            return cycle[::-1]  # walked backwards: reverse into execution order
+        seen[u] = len(path)
+        path.append(u)
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr

@@ -1,0 +1,304 @@
+"""What-if analysis of Zhang et al., *Is Network the Bottleneck of Distributed Training?* (NetAI 2020).
+
+If the network ran at full line rate, how well would data-parallel training
+scale? The model (section 4 of the paper, reimplemented on the task graphs of
+:mod:`queuesgd.dag`):
+
+- one worker's backward pass replays the single-GPU per-tensor trace: tensor
+  ``i``'s gradient is ready ``sum(gap[:i+1])`` after the backward pass starts;
+- gradients are fused (:func:`~queuesgd.schemes.fine.fuse`): a message is
+  flushed once it holds ``>= fusion_time`` of backward computation or
+  ``>= fusion_bytes`` bytes (5 ms and 64 MiB, Horovod's defaults);
+- messages are all-reduced one at a time, FIFO, on a ring of ``N`` workers,
+  overlapping the rest of the backward pass: reduce-scatter of
+  ``S (N-1)/N`` bytes at line rate plus ``N - 1`` vector additions of
+  ``S/N`` bytes (the GPU vector-add cost curve), then all-gather of
+  ``S (N-1)/N`` bytes; compression by a ratio ``c`` divides the bytes on the
+  wire (not the additions, as in the paper's simulator);
+- overhead ``= end of the last all-reduce - end of the backward pass``, and
+  scaling factor ``= t_batch / (t_batch + overhead)`` with ``t_batch`` the
+  single-GPU batch time (the workload's compute time).
+
+Every configuration of a grid shares one task graph (the messages do not
+depend on ``N``, the bandwidth or the compression), so the whole grid is one
+batched longest-path evaluation.
+
+Examples
+--------
+>>> r = whatif("resnet50", workers=64, bandwidth="100Gbit/s")
+>>> round(r.scaling_factor, 3), r.messages
+(0.995, 12)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from queuesgd import _checks, units
+from queuesgd.dag import schedule
+from queuesgd.errors import InvalidParameterError
+from queuesgd.schemes.fine import allreduce_graph, fuse
+from queuesgd.workload import Cluster, Workload
+
+__all__ = ["WhatIf", "whatif"]
+
+_AXES = ("workload", "workers", "bandwidth", "compression")
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """Result of :func:`whatif`: one row per configuration, and grids by argument.
+
+    Attributes
+    ----------
+    columns : mapping of str to ndarray
+        ``workload``, ``workers``, ``bandwidth`` (bytes/s), ``compression``,
+        ``scaling_factor``, ``overhead`` (s), ``messages`` (fused messages
+        per iteration), ``iteration_time`` (s, ``t_batch + overhead``) and
+        ``batch_time`` (s), one row per configuration, the last argument
+        varying fastest.
+    shape : tuple of int
+        The grid's shape: one axis per argument given as a list, in the order
+        workload, workers, bandwidth, compression (``()`` when every argument
+        is a scalar).
+    axes : tuple of str
+        The names of those axes.
+    """
+
+    columns: Mapping[str, np.ndarray]
+    shape: tuple[int, ...]
+    axes: tuple[str, ...]
+
+    def _grid(self, column: str) -> Any:
+        values = self.columns[column]
+        return values.reshape(self.shape) if self.shape else values[0].item()
+
+    @property
+    def scaling_factor(self) -> Any:
+        """``t_batch / (t_batch + overhead)``: a float, or an array of :attr:`shape`."""
+        return self._grid("scaling_factor")
+
+    @property
+    def overhead(self) -> Any:
+        """Seconds from the end of the backward pass to the end of the last all-reduce."""
+        return self._grid("overhead")
+
+    @property
+    def messages(self) -> Any:
+        """Fused messages per iteration (an int, or an array of :attr:`shape`)."""
+        return self._grid("messages")
+
+    def __len__(self) -> int:
+        return len(self.columns["workers"])
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One plain dict per configuration (JSON-ready)."""
+        return [{k: v[i].item() for k, v in self.columns.items()} for i in range(len(self))]
+
+    def table(self) -> str:
+        """Scaling factors as text: one line per (workload, workers, compression), one column per bandwidth.
+
+        Examples
+        --------
+        >>> print(whatif("vgg16", workers=[16, 64], bandwidth=["10Gbit/s", "100Gbit/s"]).table())
+        workload  workers  compression   10 Gbit/s  100 Gbit/s  messages
+        vgg16          16            1       0.212       0.999        15
+        vgg16          64            1       0.201       0.993        15
+        """
+        c = self.columns
+        bws = list(dict.fromkeys(c["bandwidth"].tolist()))
+        heads = [units.format_bandwidth(b) for b in bws]
+        lines = [
+            f"{'workload':<9} {'workers':>7}  {'compression':>11} "
+            + " ".join(f"{h:>11}" for h in heads)
+            + "  messages"
+        ]
+        keys = list(
+            dict.fromkeys(zip(c["workload"].tolist(), c["workers"].tolist(), c["compression"].tolist()))
+        )
+        for wl, n, comp in keys:
+            m = (c["workload"] == wl) & (c["workers"] == n) & (c["compression"] == comp)
+            cells = []
+            for b in bws:
+                hit = m & (c["bandwidth"] == b)
+                cells.append(f"{float(c['scaling_factor'][hit][0]):>11.3f}")
+            msgs = int(c["messages"][m][0])
+            lines.append(f"{wl:<9} {n:>7}  {comp:>11.4g} " + " ".join(cells) + f"  {msgs:>8}")
+        return "\n".join(lines)
+
+    def plot(self, path: str) -> None:
+        """Save scaling factor against bandwidth, one curve per (workload, workers, compression)."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError as err:  # pragma: no cover - depends on the environment
+            from queuesgd.errors import MissingDependencyError
+
+            raise MissingDependencyError("matplotlib", "plot") from err
+        c = self.columns
+        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        keys = list(
+            dict.fromkeys(zip(c["workload"].tolist(), c["workers"].tolist(), c["compression"].tolist()))
+        )
+        for wl, n, comp in keys:
+            m = (c["workload"] == wl) & (c["workers"] == n) & (c["compression"] == comp)
+            order = np.argsort(c["bandwidth"][m])
+            label = f"{wl}, {n} workers" + (f", {comp:g}x compression" if comp != 1 else "")
+            ax.plot(
+                c["bandwidth"][m][order] * 8 / 1e9, c["scaling_factor"][m][order], marker="o", label=label
+            )
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("bandwidth (Gbit/s)")
+        ax.set_ylabel("scaling factor")
+        ax.set_title("What-if at full line rate (Zhang et al., NetAI 2020)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        try:
+            fig.savefig(path, dpi=120)
+        except OSError as err:
+            raise InvalidParameterError("plot", path, f"a writable file path ({err.strerror})") from err
+        finally:
+            plt.close(fig)
+
+
+def _axis(name: str, value: Any, convert: Any) -> tuple[list[Any], bool]:
+    """A list of converted values and whether the argument was a list."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        items = list(value)
+        if not items:
+            raise InvalidParameterError(name, value, "a value or a non-empty list of values")
+        return [convert(v) for v in items], True
+    return [convert(value)], False
+
+
+def _workload(value: Any) -> Workload:
+    if isinstance(value, Workload):
+        if value.layers is None:
+            raise InvalidParameterError(
+                "workload", value.name, "a workload with a per-tensor profile (layers), e.g. 'resnet50'"
+            )
+        return value
+    if isinstance(value, str):
+        from queuesgd.catalog import load_workload
+
+        return load_workload(value)
+    raise InvalidParameterError(
+        "workload", value, "a catalog name such as 'resnet50' or a Workload with layers"
+    )
+
+
+def _compression(value: Any) -> float:
+    try:
+        ratio = float(value)
+    except (TypeError, ValueError):
+        raise InvalidParameterError("compression", value, "a ratio >= 1 (1 = no compression)") from None
+    if not np.isfinite(ratio) or ratio < 1:
+        raise InvalidParameterError("compression", value, "a ratio >= 1 (1 = no compression)")
+    return ratio
+
+
+def whatif(
+    workload: str | Workload | Sequence[str | Workload] = "resnet50",
+    workers: int | Sequence[int] = 64,
+    bandwidth: float | str | Sequence[float | str] = "10Gbit/s",
+    compression: float | Sequence[float] = 1,
+    *,
+    latency: float | str = 0.0,
+    fusion_bytes: float | str | None = "64MiB",
+    fusion_time: float | str | None = "5ms",
+    overlap: bool = True,
+) -> WhatIf:
+    """Scaling factor of ring all-reduce training if the network ran at full line rate.
+
+    Parameters
+    ----------
+    workload : str, Workload, or a list of them
+        A catalog name (``"resnet50"``, ``"resnet101"``, ``"vgg16"``) or a
+        :class:`~queuesgd.workload.Workload` with a per-tensor profile; its
+        compute time is the single-GPU batch time ``t_batch``.
+    workers : int or list of int
+        Ring size ``N``.
+    bandwidth : float, str or list
+        Line rate per link (bytes/s, or ``"10Gbit/s"``).
+    compression : float or list of float
+        Gradient compression ratio ``>= 1`` (bytes on the wire divided by it).
+    latency : float or str
+        Per-step latency ``alpha`` of the ring (``2 (N-1) alpha`` per
+        all-reduce); the paper's model has none (0).
+    fusion_bytes, fusion_time : float, str or None
+        Fusion thresholds (64 MiB and 5 ms in the paper); ``None`` disables one.
+    overlap : bool
+        Overlap communication with the backward pass (the paper: yes).
+
+    Returns
+    -------
+    WhatIf
+        ``.scaling_factor``, ``.overhead`` and ``.messages``: scalars when
+        every argument is a scalar, else arrays shaped by the list arguments.
+
+    Examples
+    --------
+    >>> r = whatif("resnet50", workers=[16, 64], bandwidth="10Gbit/s", compression=[1, 5])
+    >>> r.shape, r.axes
+    ((2, 2), ('workers', 'compression'))
+    >>> r.scaling_factor.round(3)
+    array([[0.572, 0.998],
+           [0.54 , 0.994]])
+    """
+    workloads, w_list = _axis("workload", workload, _workload)
+    ns, n_list = _axis("workers", workers, lambda v: _checks.integer("workers", v))
+    bws, b_list = _axis(
+        "bandwidth",
+        bandwidth,
+        lambda v: _checks.positive("bandwidth", units.parse_bandwidth(v, "bandwidth")),
+    )
+    comps, c_list = _axis("compression", compression, _compression)
+    alpha = _checks.positive("latency", units.parse_seconds(latency, "latency"), allow_zero=True)
+    flags = (w_list, n_list, b_list, c_list)
+    shape = tuple(len(v) for v, f in zip((workloads, ns, bws, comps), flags) if f)
+    axes = tuple(a for a, f in zip(_AXES, flags) if f)
+
+    cols: dict[str, list[Any]] = {k: [] for k in (*_AXES, "scaling_factor", "overhead", "messages")}
+    cols.update(iteration_time=[], batch_time=[])
+    for wl in workloads:
+        buckets = fuse(wl, fusion_bytes, fusion_time)
+        sizes = np.array([b.nbytes for b in buckets])
+        model = allreduce_graph(
+            wl, Cluster(1, 1.0), buckets, np.zeros(len(buckets)), overlap=overlap, update_time=0.0
+        )
+        combos = list(itertools.product(ns, bws, comps))
+        n = np.array([c[0] for c in combos], dtype=float)[:, None]
+        bw = np.array([c[1] for c in combos])[:, None]
+        comp = np.array([c[2] for c in combos])[:, None]
+        # Zhang et al.: reduce-scatter and all-gather each move S (N-1)/N bytes per link at line rate
+        # (divided by the compression ratio); the N - 1 additions work on uncompressed S/N chunks.
+        wire = 2 * (n - 1) / n * sizes[None, :] / (bw * comp) + 2 * (n - 1) * alpha
+        adds = (n - 1) * np.asarray(wl.reduction_time(sizes[None, :] / n))
+        durations = np.tile(model.graph.mean_durations, (len(combos), 1))
+        durations[:, list(model.comm_tasks)] = wire + adds
+        sched = schedule(model.graph, durations, critical_path=False)
+        end_backward = sched.finish[:, model.backward_ends[0]]
+        overhead = np.maximum(sched.makespan - end_backward, 0.0)
+        t_batch = wl.compute_time
+        name = wl.name or "workload"
+        for i, (nn, b, c) in enumerate(combos):
+            cols["workload"].append(name)
+            cols["workers"].append(nn)
+            cols["bandwidth"].append(b)
+            cols["compression"].append(c)
+            cols["overhead"].append(float(overhead[i]))
+            cols["scaling_factor"].append(t_batch / (t_batch + float(overhead[i])))
+            cols["messages"].append(len(buckets))
+            cols["iteration_time"].append(t_batch + float(overhead[i]))
+            cols["batch_time"].append(t_batch)
+    columns = {k: np.asarray(v) for k, v in cols.items()}
+    return WhatIf(columns=columns, shape=shape, axes=axes)
