@@ -75,7 +75,7 @@ def as_index(idx: np.ndarray) -> slice | np.ndarray:
     return idx
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Stage:
     """One vectorized step: a group of plain tasks or the jobs of one resource."""
 
@@ -87,7 +87,7 @@ class Stage:
     p1_unique: bool  # chains: no predecessor shared by two tasks of the group
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Plan:
     """The stage list of a graph and its tasks without successors."""
 
@@ -152,7 +152,7 @@ def _build(graph: TaskGraph) -> Plan:
     return Plan(T, tuple(stages), np.flatnonzero(~has_succ))
 
 
-@dataclass
+@dataclass(eq=False)
 class Evaluation:
     """One chunk, task-major: start (T, rows), finish (T + 1, rows; row T is 0), makespan (rows,)."""
 

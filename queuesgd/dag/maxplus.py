@@ -63,7 +63,7 @@ def _share(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Schedule:
     """Start and finish times of every task for given durations (one row or a batch).
 

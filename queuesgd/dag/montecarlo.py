@@ -35,7 +35,7 @@ from queuesgd.errors import InvalidParameterError
 __all__ = ["Simulation", "simulate"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Simulation:
     """Monte Carlo estimates of a task graph's makespan and critical path.
 
@@ -96,7 +96,7 @@ class Simulation:
         return float(out) if qa.ndim == 0 else out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Sampler:
     """How to draw one chunk of durations: constants, groups of equal laws, factors."""
 
