@@ -42,7 +42,7 @@ import numpy as np
 from queuesgd import _checks, units
 from queuesgd.dag import schedule
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.fine import allreduce_graph, fuse
+from queuesgd.schemes.fine import allreduce_graph, fuse, ring_message_costs
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["WhatIf", "whatif"]
@@ -279,12 +279,12 @@ def whatif(
         n = np.array([c[0] for c in combos], dtype=float)[:, None]
         bw = np.array([c[1] for c in combos])[:, None]
         comp = np.array([c[2] for c in combos])[:, None]
-        # Zhang et al.: reduce-scatter and all-gather each move S (N-1)/N bytes per link at line rate
-        # (divided by the compression ratio); the N - 1 additions work on uncompressed S/N chunks.
-        wire = 2 * (n - 1) / n * sizes[None, :] / (bw * comp) + 2 * (n - 1) * alpha
-        adds = (n - 1) * np.asarray(wl.reduction_time(sizes[None, :] / n))
+        # Zhang et al.: reduce-scatter and all-gather each move S (N-1)/N bytes per link at line rate,
+        # divided by the compression ratio (as a faster line); the N - 1 additions of S/N bytes are not.
         durations = np.tile(model.graph.mean_durations, (len(combos), 1))
-        durations[:, list(model.comm_tasks)] = wire + adds
+        durations[:, list(model.comm_tasks)] = ring_message_costs(
+            n, sizes[None, :], bw * comp, alpha, wl.reduction_time
+        )
         sched = schedule(model.graph, durations, critical_path=False)
         end_backward = sched.finish[:, model.backward_ends[0]]
         overhead = np.maximum(sched.makespan - end_backward, 0.0)

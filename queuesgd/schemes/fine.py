@@ -636,6 +636,5 @@ def ring_message_costs(
     array([0.0063])
     """
     s = np.asarray(nbytes, dtype=float)
-    if n <= 1:
-        return np.zeros_like(s)
+    # n, bandwidth and latency may be arrays broadcasting against nbytes (a what-if grid); n = 1 costs 0.
     return 2 * (n - 1) / n * s / bandwidth + 2 * (n - 1) * latency + (n - 1) * np.asarray(reduce(s / n))
