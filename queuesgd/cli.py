@@ -90,7 +90,7 @@ def _add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
     p.add_argument(
         "--random-delay", metavar="K:DELAY", help="delay K random workers by DELAY every step, e.g. 2:320ms"
     )
-    p.add_argument("--method", default="auto", help="auto, closed_form, mva, ctmc or simulate")
+    p.add_argument("--method", default="auto", help="auto, closed_form, mva, ctmc, simulate, coarse or fine")
     p.add_argument("--seed", type=int, default=0, help="random seed for method simulate")
     p.add_argument("--iterations", type=int, help="simulated iterations (method simulate)")
     _add_scheme_flags(p, lists=lists)

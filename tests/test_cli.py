@@ -174,3 +174,144 @@ def test_scheme_errors_one_line_exit_2(args, field):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     assert field in lines[0]
+
+
+# ----------------------------------------------------------------------------- whatif
+def _toy_catalog(tmp_path, monkeypatch):
+    """A catalog with one workload: two 10 MB tensors, 10 ms of backward each, a 50 ms step."""
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "traces" / "toy.bk.log").write_text("toy\n1\n2\n10000,10000000\n10000,10000000\n")
+    (tmp_path / "workloads" / "toy.json").write_text(
+        json.dumps({"name": "toy", "compute": "50ms", "batch_size": 8, "trace": "../traces/toy.bk.log"})
+    )
+    monkeypatch.setenv("QUEUESGD_MODELS", str(tmp_path))
+
+
+def test_whatif_json_by_hand(tmp_path, monkeypatch, capsys):
+    _toy_catalog(tmp_path, monkeypatch)
+    args = ["whatif", "--workload", "toy", "--workers", "2", "--bandwidth", "8Gbit/s", "--compression", "1,2"]
+    assert main([*args, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    # Each tensor is its own message (10 ms >= 5 ms); ring of 2 at 1 GB/s: 2 x 1/2 x 10 MB / 1 GB/s = 10 ms,
+    # no additions (no vector-add curve, update time 0). Messages ready at 10 and 20 ms of the backward
+    # pass run 10-20 and 20-30 ms: 10 ms after the backward pass ends; 2x compression halves it.
+    assert [r["compression"] for r in rows] == [1.0, 2.0]
+    assert [r["messages"] for r in rows] == [2, 2]
+    assert [r["bandwidth"] for r in rows] == [1e9, 1e9]
+    assert [r["overhead"] for r in rows] == pytest.approx([0.010, 0.005], rel=1e-12)
+    assert [r["scaling_factor"] for r in rows] == pytest.approx([50 / 60, 50 / 55], rel=1e-12)
+    assert [r["iteration_time"] for r in rows] == pytest.approx([0.060, 0.055], rel=1e-12)
+
+
+def test_whatif_json_rows_equal_python(capsys):
+    args = ["whatif", "--workload", "resnet50,vgg16", "--workers", "16,64", "--bandwidth", "10,100Gbit/s"]
+    assert main([*args, "--compression", "1,5", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    expected = q.whatif(
+        ["resnet50", "vgg16"], workers=[16, 64], bandwidth=["10Gbit/s", "100Gbit/s"], compression=[1, 5]
+    ).rows()
+    assert len(rows) == len(expected) == 2 * 2 * 2 * 2
+    for got, want in zip(rows, expected):
+        assert got.keys() == want.keys()
+        for key, value in want.items():
+            assert got[key] == (pytest.approx(value, rel=1e-12) if isinstance(value, float) else value)
+    # Independent anchors: the authors' single-GPU batch time, bits vs bytes, the definition of the factor.
+    first = rows[0]
+    assert (first["workload"], first["workers"], first["bandwidth"]) == ("resnet50", 16, 1.25e9)
+    assert first["batch_time"] == pytest.approx(0.12808580219559176, rel=1e-12)
+    for r in rows:
+        assert r["scaling_factor"] == pytest.approx(r["batch_time"] / (r["batch_time"] + r["overhead"]))
+
+
+def test_whatif_table(capsys):
+    args = ["whatif", "--workload", "resnet50,vgg16", "--workers", "16,64", "--bandwidth", "10,100Gbit/s"]
+    assert main(args) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0].startswith("scaling factor = t_batch / (t_batch + overhead)")
+    assert out[1].split() == [
+        "workload",
+        "workers",
+        "compression",
+        "10",
+        "Gbit/s",
+        "100",
+        "Gbit/s",
+        "messages",
+    ]
+    rows = [line.split() for line in out[2:]]
+    r = q.whatif(["resnet50", "vgg16"], workers=[16, 64], bandwidth=["10Gbit/s", "100Gbit/s"])
+    sf = r.scaling_factor  # (workload, workers, bandwidth)
+    assert len(rows) == 4
+    for i, (name, msgs) in enumerate([("resnet50", 12), ("vgg16", 15)]):  # 5 ms / 64 MiB fusion
+        for j, n in enumerate([16, 64]):
+            cells = rows[2 * i + j]
+            assert cells[:3] == [name, str(n), "1"]
+            assert cells[3:5] == [f"{sf[i, j, 0]:.3f}", f"{sf[i, j, 1]:.3f}"]
+            assert int(cells[5]) == msgs
+
+
+def test_whatif_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    f = tmp_path / "whatif.png"
+    assert main(["whatif", "--workers", "16,64", "--bandwidth", "1,10,100Gbit/s", "--plot", str(f)]) == 0
+    assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--compression", "0.5"], "compression"),
+        (["--workers", "0"], "--workers"),
+        (["--workload", "nope"], "workload"),
+        (["--fusion-bytes", "0"], "fusion_bytes"),
+        (["--bandwidth", "fast"], "--bandwidth"),
+    ],
+)
+def test_whatif_bad_input_one_line_exit_2(args, field):
+    r = run("whatif", *args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("queuesgd: error:") and field in lines[0]
+    assert r.stdout == ""
+
+
+# ----------------------------------------------------------------------------- predict --method fine
+def test_predict_method_fine_matches_python(capsys):
+    args = ["predict", "--scheme", "ring-allreduce", "--workload", "resnet50", "--workers", "16"]
+    assert main([*args, "--bandwidth", "10Gbit/s", "--method", "fine", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    w = q.load_workload("resnet50")
+    p = q.predict(q.RingAllReduce(), w, q.Cluster(16, "10Gbit/s"), method="fine")
+    assert row["method"] == "fine"
+    assert row["throughput"] == pytest.approx(p.throughput, rel=1e-12)
+    # The same graph as the what-if analysis plus the local update: iteration = t_batch + overhead + u.
+    o = q.whatif("resnet50", workers=16, bandwidth="10Gbit/s")
+    assert row["iteration_rate"] == pytest.approx(
+        1 / (w.compute_time + o.overhead + w.update_time), rel=1e-12
+    )
+
+
+def test_predict_fine_flags_reach_the_scheme(capsys):
+    args = ["predict", "--scheme", "ring-allreduce", "--workers", "4", "--method", "fine"]
+    assert (
+        main([*args, "--overlap", "false", "--fusion-bytes", "none", "--fusion-time", "none", "--json"]) == 0
+    )
+    (row,) = json.loads(capsys.readouterr().out)
+    w = q.load_workload("resnet50")
+    # No overlap, one message per tensor: the whole communication after the backward pass.
+    n, bw = 4, 1.25e9
+    comm = sum(
+        2 * (n - 1) / n * layer.gradient_bytes / bw + (n - 1) * w.reduction_time(layer.gradient_bytes / n)
+        for layer in w.layers
+    )
+    assert row["iteration_rate"] == pytest.approx(1 / (w.compute_time + comm + w.update_time), rel=1e-9)
+
+
+def test_predict_bad_overlap_exit_2():
+    r = run("predict", "--scheme", "ring-allreduce", "--overlap", "maybe")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "overlap" in lines[0] and "maybe" in lines[0]

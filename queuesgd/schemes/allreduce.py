@@ -43,11 +43,6 @@ class _AllReduce(FineGrained, BarrierScheme):
         costs = self.message_costs(workload, cluster, np.array([b.nbytes for b in buckets]))
         return allreduce_graph(workload, cluster, buckets, costs, overlap=self.overlap)
 
-    def _coarse_parts(self, workload: Workload, cluster: Cluster) -> tuple[np.ndarray, float, str]:
-        buckets = self.buckets(workload)
-        costs = self.message_costs(workload, cluster, np.array([b.nbytes for b in buckets]))
-        return costs, workload.update_time, "collectives one message at a time, reductions included"
-
     def _collective(self, n: Any, size: Any, bandwidth: Any, latency: Any, workload: Any) -> Any:
         raise NotImplementedError
 

@@ -570,27 +570,40 @@ class FineGrained:
             model=graph,
         )
 
-    def _coarse_parts(self, workload: Workload, cluster: Cluster) -> tuple[np.ndarray, float, str]:
-        """Per-message costs on the bottleneck resource, the tail after it, and a note (hook)."""
-        raise NotImplementedError
+    def _coarse_exposed(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        buckets: Sequence[Bucket],
+        to_barrier: float,
+        stretch: float,
+    ) -> tuple[float, float, float, float, str]:
+        """``(exposed communication, tail, overlap window, total communication, note)`` of the coarse model.
+
+        The default is the all-reduce one: the messages' collectives, one at a
+        time, after an overlap window; the tail is the local update.
+        ``stretch = E[X_(n:n)] / E[X]`` stretches the profile to the slowest
+        worker's pace.
+        """
+        costs = self.message_costs(workload, cluster, np.array([b.nbytes for b in buckets]))
+        backward = workload.phase_times().backward * stretch
+        first = buckets[0].ready * stretch
+        overlap = self.overlap  # type: ignore[attr-defined]
+        _, exposed = coarse_iteration_time(to_barrier, backward, first, costs, overlap=overlap)
+        window = max(backward - first, 0.0) if overlap else 0.0
+        note = "collectives one message at a time, reductions included; tail: the local update"
+        return exposed, workload.update_time, window, float(costs.sum()), note
 
     def _solve_coarse(self, workload: Workload, cluster: Cluster) -> SchemeSolution:
         from queuesgd.schemes.barrier import compute_laws, mean_compute, time_to_barrier
 
         buckets = self.buckets(workload)
-        phases = workload.phase_times()
         to_barrier = time_to_barrier(compute_laws(workload, cluster), cluster.workers)
-        costs, tail, note = self._coarse_parts(workload, cluster)
-        backward = phases.backward * to_barrier / workload.compute_time
-        first = buckets[0].ready * to_barrier / workload.compute_time
-        it, exposed = coarse_iteration_time(
-            to_barrier,
-            backward,
-            first,
-            costs,
-            overlap=self.overlap,
-            tail=tail,  # type: ignore[attr-defined]
+        stretch = to_barrier / workload.compute_time
+        exposed, tail, window, total, note = self._coarse_exposed(
+            workload, cluster, buckets, to_barrier, stretch
         )
+        it = to_barrier + exposed + tail
         compute = min(mean_compute(workload, cluster), to_barrier)
         breakdown = {
             "compute": compute,
@@ -598,7 +611,6 @@ class FineGrained:
             "update": tail,
             "waiting": to_barrier - compute,
         }
-        window = max(backward - first, 0.0) if self.overlap else 0.0  # type: ignore[attr-defined]
         reason = (
             f"coarse phase model with heuristics: E[X_(n:n)] + exposed communication + tail; overlap window "
             f"{window * 1e3:.4g} ms from the profile (backward time after the first message is ready); {note}"
@@ -610,11 +622,7 @@ class FineGrained:
             breakdown=breakdown,
             method="coarse",
             reason=reason,
-            details={
-                "overlap_window": window,
-                "messages": len(buckets),
-                "communication_total": float(np.sum(costs)),
-            },
+            details={"overlap_window": window, "messages": len(buckets), "communication_total": total},
             bottleneck=max(breakdown, key=lambda k: breakdown[k]),
         )
 

@@ -9,6 +9,7 @@ pulled back by the ``n`` workers (:func:`~queuesgd.schemes.costs.ps_round`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from queuesgd.schemes.barrier import BarrierScheme
 from queuesgd.schemes.costs import ps_round
-from queuesgd.schemes.fine import FineGrained, FineModel, _shard_of, fuse, ps_graph
+from queuesgd.schemes.fine import Bucket, FineGrained, FineModel, _shard_of, ps_graph
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["SyncPS"]
@@ -79,26 +80,50 @@ class SyncPS(FineGrained, BarrierScheme):
     def fine_model(self, workload: Workload, cluster: Cluster) -> FineModel:
         return ps_graph(workload, cluster, self.buckets(workload), overlap=self.overlap)
 
-    def _coarse_parts(self, workload: Workload, cluster: Cluster) -> tuple[np.ndarray, float, str]:
-        # Contention: all n workers push through the link of a message's shard, one at a time, so
-        # the busiest shard link carries n times its messages; pulls run on the link's other
-        # direction behind the pushes, so only the last message's update and pull are exposed.
-        buckets = fuse(workload, self.fusion_bytes, self.fusion_time)
-        shard = _shard_of(buckets, cluster.ps_shards)
+    def _coarse_exposed(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        buckets: Sequence[Bucket],
+        to_barrier: float,
+        stretch: float,
+    ) -> tuple[float, float, float, float, str]:
+        # Per shard link (the slowest decides). Contention: all n workers push each of the shard's
+        # messages through it, one at a time (n (alpha + g/B) per message). Message k is pushed no
+        # earlier than its ready time plus its pushes, nor than the first message's ready time plus all
+        # pushes up to k (the two end terms of the FIFO recursion); then it is applied, and the
+        # outgoing link still has the pulls of k and of every later message to carry.
         n, bw, lat = cluster.workers, cluster.bandwidth, cluster.latency
-        loads = np.bincount(shard, weights=[b.nbytes for b in buckets], minlength=cluster.ps_shards)
-        busiest = int(np.argmax(loads))
-        mine = [b for b, j in zip(buckets, shard) if j == busiest]
-        costs = np.array([n * (lat + b.nbytes / bw) for b in mine])
-        last = mine[-1]
-        g = workload.gradient_bytes
-        pull = last.nbytes * workload.parameter_bytes / g
-        tail = n * workload.update_time * last.nbytes / g + n * (lat + pull / bw)
+        g, p = workload.gradient_bytes, workload.parameter_bytes
+        backward = workload.phase_times().backward * stretch
+        start = to_barrier - backward  # the backward pass starts (slowest worker's pace)
+        shard = _shard_of(buckets, cluster.ps_shards)
+        worst = (-1.0, 0.0, 0.0, 0.0, 0.0, 0)
+        for j in range(cluster.ps_shards):
+            mine = [b for b, s in zip(buckets, shard) if s == j]
+            if not mine:
+                continue
+            push = np.array([n * (lat + b.nbytes / bw) for b in mine])
+            apply = np.array([n * workload.update_time * b.nbytes / g for b in mine])
+            pull = np.array([n * (lat + b.nbytes * p / g / bw) for b in mine])
+            if self.overlap:
+                ready = start + np.array([b.ready for b in mine]) * stretch
+            else:
+                ready = np.full(len(mine), to_barrier)
+            pushed = np.maximum(ready + push, ready[0] + np.cumsum(push))
+            later_pulls = np.cumsum(pull[::-1])[::-1]
+            end = float(np.max(pushed + apply + later_pulls))
+            exposed = max(float(pushed[-1]) - to_barrier, 0.0)
+            window = max(to_barrier - float(ready[0]), 0.0)
+            if end > worst[0]:
+                worst = (end, exposed, window, float(push.sum() + pull.sum()), end - to_barrier - exposed, j)
+        end, exposed, window, total, tail, busiest = worst
         note = (
-            f"PS link contention factor {n} (n workers share each shard link; busiest shard {busiest} of "
-            f"{cluster.ps_shards}); exposed tail: the last message's update and pull"
+            f"PS link contention factor {n} (the n workers' pushes share each shard link); slowest shard "
+            f"{busiest} of {cluster.ps_shards}; tail: the last message's update and pulls, or the pulls' "
+            "backlog on the outgoing link"
         )
-        return costs, tail, note
+        return exposed, tail, window, total, note
 
     def costs(
         self, n: Any, k: Any, workload: Any, bandwidth: Any, latency: Any, shards: Any

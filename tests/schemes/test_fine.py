@@ -178,3 +178,20 @@ def test_bad_input():
         predict(RingAllReduce(), w, Cluster(2, "1GB/s", stragglers=RandomDelay(1, 0.1)), method="fine")
     with pytest.raises(InvalidParameterError, match="compute"):
         predict(RingAllReduce(), Workload(0.001, None, layers=w.layers), Cluster(2, "1GB/s"), method="fine")
+
+
+@pytest.mark.parametrize("name", ["resnet50", "vgg16"])
+@pytest.mark.parametrize("shards", [1, 2, 3])
+@pytest.mark.parametrize("fusion", [None, "64MiB"])
+@pytest.mark.parametrize("overlap", [True, False])
+def test_ps_coarse_with_backlog_tail_is_a_lower_bound_of_fine(name, shards, fusion, overlap):
+    w = load_workload(name)
+    scheme = SyncPS(fusion_bytes=fusion, overlap=overlap)
+    for n, bw in ((2, "100Gbit/s"), (8, "10Gbit/s"), (32, "1Gbit/s")):
+        c = Cluster(n, bw, latency="20us", ps_shards=shards)
+        fine = predict(scheme, w, c, method="fine").iteration_time
+        coarse = predict(scheme, w, c, method="coarse").iteration_time
+        closed = predict(scheme, w, c, method="closed_form").iteration_time
+        assert coarse <= fine * (1 + 1e-12)
+        # and far closer to it than the phase model without heuristics
+        assert abs(coarse / fine - 1) <= abs(closed / fine - 1) + 1e-12
