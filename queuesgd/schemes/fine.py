@@ -538,6 +538,8 @@ class FineGrained:
             interval = (n / hi, n / lo) if lo > 0 else None
             how = f"Monte Carlo of {iters} iterations of the task graph (common compute factor per worker)"
             details["iterations"] = iters
+            qs = (0.05, 0.5, 0.95, 0.99)
+            details["iteration_time_quantiles"] = dict(zip(qs, (float(v) for v in sim.quantile(qs))))
         comm_end = float(np.max(finish[list(model.comm_tasks)])) if model.comm_tasks else 0.0
         backward_end = float(np.max(finish[list(model.backward_ends)]))
         details["non_overlapped_communication"] = max(comm_end - backward_end, 0.0)
