@@ -38,7 +38,7 @@ import numpy as np
 from scipy import integrate, special
 
 from queuesgd import _checks
-from queuesgd.distributions import Deterministic, Distribution, Exponential, Shifted
+from queuesgd.distributions import Deterministic, Distribution, Empirical, Exponential, Shifted
 from queuesgd.errors import ConvergenceError, InvalidParameterError
 
 __all__ = [
@@ -327,8 +327,28 @@ def expected_order_statistic(
             return exponential_order_statistic(float(law.rate), m, k)
         if isinstance(law, Deterministic):
             return float(law.value)
+    atoms = [_support(law) for law, _ in groups]
+    if all(a is not None for a in atoms):
+        # Discrete laws (measured samples): the CDF of the order statistic is a step function, so
+        # E[Y] = integral of (1 - F_Y) is an exact finite sum over the support points (quadrature
+        # would have to find every step).
+        xs = np.unique(np.concatenate(atoms))
+        cdf = np.asarray(order_statistic_cdf(laws, xs, k=k, n=n), dtype=float)
+        return float(xs[0] + np.sum((1.0 - cdf[:-1]) * np.diff(xs)))
     lo, hi, pts = integration_range([law for law, _ in groups])
     return expected_from_cdf(lambda x: order_statistic_cdf(laws, x, k=k, n=n), lo, hi, pts)
+
+
+def _support(law: Distribution) -> np.ndarray | None:
+    """Support points of a discrete nonnegative law (Empirical, Deterministic, shifted ones), else None."""
+    if isinstance(law, Empirical):
+        return np.unique(law.samples)
+    if isinstance(law, Deterministic) and float(law.value) >= 0:
+        return np.array([float(law.value)])
+    if isinstance(law, Shifted):
+        base = _support(law.base)
+        return None if base is None else base + float(law.shift)
+    return None
 
 
 def expected_max(laws: Distribution | Sequence[Distribution], n: int | None = None) -> float:

@@ -179,3 +179,19 @@ def test_gamma_minimum_near_a_singular_density_at_zero():
     g = stats.gamma(1.25, scale=1 / 1.25)
     exact, _ = integrate.quad(lambda x: (1 - g.cdf(x)) ** 3, 0, np.inf, limit=500)
     assert expected_order_statistic(Gamma(1.25, mean=1.0), k=1, n=3) == pytest.approx(exact, rel=1e-9)
+
+
+def test_empirical_order_statistics_equal_brute_force_enumeration():
+    import itertools
+
+    from queuesgd.distributions import Empirical, Shifted
+
+    samples = [0.5, 1.0, 1.0, 2.5]
+    law = Empirical(samples)
+    for n, k in ((2, 2), (3, 2), (3, 1), (4, 4)):
+        brute = np.mean([sorted(t)[k - 1] for t in itertools.product(samples, repeat=n)])
+        assert expected_order_statistic(law, k=k, n=n) == pytest.approx(brute, rel=1e-12)
+    # a shifted copy (a delayed worker) mixed with plain ones
+    mixed = [Shifted(law, 0.7), law, law]
+    brute = np.mean([max(a + 0.7, b, c) for a, b, c in itertools.product(samples, repeat=3)])
+    assert expected_order_statistic(mixed) == pytest.approx(brute, rel=1e-12)
