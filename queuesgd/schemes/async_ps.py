@@ -92,6 +92,14 @@ class AsyncPS(Scheme):
     key: ClassVar[str] = "async-ps"
     methods: ClassVar[tuple[str, ...]] = ("mva", "ctmc", "simulate")
 
+    #: Law of the PS's transfer and update times: ``"exponential"`` (the product-form network that
+    #: MVA and the CTMC solve exactly) or ``"deterministic"`` (fixed ``bytes / bandwidth``, as a real
+    #: link serves a message; only ``"simulate"`` represents it).
+    service: str = "exponential"
+
+    def __post_init__(self) -> None:
+        _checks.choice("AsyncPS.service", self.service, ("exponential", "deterministic"))
+
     # ---- one network ---------------------------------------------------------
     def queueing_network(self, workload: Workload, cluster: Cluster) -> ClosedNetwork:
         """The closed network for ``cluster.workers`` workers.
@@ -246,6 +254,8 @@ class AsyncPS(Scheme):
 
     # ---- solvers ---------------------------------------------------------------------
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
+        if self.service == "deterministic":
+            return "simulate", "simulate: deterministic PS service times break the product form"
         return "mva", "product-form closed network: exact MVA is the cheapest exact method"
 
     def solve(
@@ -275,6 +285,11 @@ class AsyncPS(Scheme):
         """
         if method == "simulate":
             return self._simulate(workload, cluster, rng, iterations)
+        if self.service == "deterministic":
+            raise NotRepresentable(
+                f"AsyncPS(service='deterministic') with method {method!r}: MVA and the CTMC are exact only "
+                "for exponential PS service times; use method='simulate'"
+            )
         if cluster.stragglers is not None:
             raise NotRepresentable(
                 "AsyncPS with RandomDelay stragglers: the closed network has no per-step random delay; "
@@ -459,7 +474,10 @@ class AsyncPS(Scheme):
         lat = float(D[1])
         warm = max(total // 10, 5 * n)
         cycles = total + warm
-        S = gen.exponential(size=(cycles, K)) * D[qk][None, :]
+        if self.service == "deterministic":
+            S = np.broadcast_to(D[qk][None, :], (cycles, K))
+        else:
+            S = gen.exponential(size=(cycles, K)) * D[qk][None, :]
         rows = 2 * cycles // n + 16
         comp = sample_compute(workload, cluster, gen, rows)
         passes = np.zeros(n, dtype=np.int64)
@@ -538,7 +556,7 @@ class AsyncPS(Scheme):
         }
         reason = (
             f"discrete-event simulation of {cycles - warm} updates after {warm} warm-up: actual compute law, "
-            "fixed latency, exponential PS service times"
+            f"fixed latency, {self.service} PS service times"
         )
         bottleneck = bottleneck_station(self.queueing_network(workload, cluster))
         return self._solution(

@@ -320,3 +320,21 @@ def test_petri_net_layout():
     names = set(net.place_names)
     assert {"uplink[0].idle", "uplink[1].wait[speed=2]", "downlink[1].busy[speed=1]"} <= names
     assert "latency" not in " ".join(names)  # no latency: no latency stage
+
+
+def test_deterministic_service_times_by_hand():
+    from queuesgd import AsyncPS, Cluster, Workload, predict
+    from queuesgd.errors import NotRepresentable
+
+    w = Workload(0.02, 1e6, batch_size=32)
+    scheme = AsyncPS(service="deterministic")
+    # Deterministic compute and transfers: n workers that never meet at a queue cycle in 20 + 8 + 8 ms
+    # as long as each queue is busy less than the cycle (n x 8 ms <= 36 ms).
+    for n in (1, 2, 4):
+        p = predict(scheme, w, Cluster(n, 125e6), rng=0)
+        assert p.method == "simulate"
+        assert p.throughput == pytest.approx(32 * n / 0.036, rel=1e-9)
+    # Saturated: the uplink serves one 8 ms transfer after another.
+    assert predict(scheme, w, Cluster(16, 125e6), rng=0).throughput == pytest.approx(32 / 0.008, rel=1e-6)
+    with pytest.raises(NotRepresentable, match="exponential"):
+        predict(scheme, w, Cluster(2, 125e6), method="mva")
