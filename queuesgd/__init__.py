@@ -74,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "Prediction": "queuesgd.prediction",
     "SweepResult": "queuesgd.prediction",
     "whatif": "queuesgd.scaling",
+    "validate": "queuesgd.harness.campaign",
     "WhatIf": "queuesgd.scaling",
     # task graphs
     "Task": "queuesgd.dag",

@@ -143,6 +143,29 @@ def _build_parser() -> argparse.ArgumentParser:
     w.add_argument("--json", action="store_true", help="print machine-readable rows")
     w.add_argument("--plot", metavar="FILE.png", help="save scaling factor against bandwidth")
 
+    v = sub.add_parser("validate", help="run a scheme live with PyTorch workers and compare with the model")
+    v.add_argument(
+        "--scheme", default="ring-allreduce", help="scheme run live (sync-allreduce = ring-allreduce)"
+    )
+    v.add_argument("--workers", default="2,4,8", help="comma-separated worker counts")
+    v.add_argument("--steps", type=int, default=200, help="steps per worker, warm-up included")
+    v.add_argument("--workload", default="emulated", help="emulated (timed waits), mlp or cnn")
+    v.add_argument("--compute", default="20ms", help="mean compute time per step (emulated workload)")
+    v.add_argument("--gradient-bytes", default="1MB", help="gradient size (emulated workload)")
+    v.add_argument("--batch-size", type=int, default=32, help="samples per step per worker")
+    v.add_argument(
+        "--straggler",
+        help="compute law: lognormal:SCV, gamma:SCV, exponential, erlang:K, normal:CV, delay:K:D",
+    )
+    v.add_argument("--bandwidth", help="emulated link bandwidth, e.g. 1Gbit/s (default: loopback)")
+    v.add_argument("--latency", default="0", help="emulated one-way latency (application-level shaper)")
+    v.add_argument("--network", default="auto", help="auto, netns (namespaces + tc tbf) or app (shaper)")
+    v.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="scheme parameter")
+    v.add_argument("--seed", type=int, default=0, help="seed of the workers' random compute times")
+    v.add_argument("--timeout", type=float, help="wall-clock limit per run, seconds")
+    v.add_argument("--json", action="store_true", help="print machine-readable rows")
+    v.add_argument("--out", metavar="DIR", help="write results.json, results.csv and results.png")
+
     c = sub.add_parser("catalog", help="list or show the built-in workloads")
     csub = c.add_subparsers(dest="action", required=True, parser_class=_Parser)
     csub.add_parser("list", help="list the workloads")
@@ -329,6 +352,56 @@ def _whatif(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress_bar(label: str, done: int, total: int) -> None:
+    if not sys.stderr.isatty():  # a log, not a terminal: one line per finished run
+        if done >= total:
+            print(f"{label}: {done}/{total} steps", file=sys.stderr)
+        return
+    width = 30
+    filled = int(width * done / max(total, 1))
+    end = "\n" if done >= total else ""
+    print(f"\r{label:<24} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end=end, file=sys.stderr)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from queuesgd.harness.campaign import validate
+
+    params: dict[str, Any] = {}
+    for item in args.param:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidParameterError("--param", item, "NAME=VALUE, e.g. backups=1 or cutoff=30ms")
+        params[name.strip()] = _value(value.strip())
+    result = validate(
+        args.scheme,
+        workers=_ints("--workers", args.workers),
+        steps=args.steps,
+        workload=args.workload,
+        compute=args.compute,
+        gradient_bytes=args.gradient_bytes,
+        batch_size=args.batch_size,
+        straggler=args.straggler,
+        bandwidth=args.bandwidth,
+        latency=args.latency,
+        network=args.network,
+        params=params,
+        timeout=args.timeout,
+        seed=args.seed,
+        progress=None if args.json else _progress_bar,
+    )
+    if args.out:
+        result.write(args.out)
+    if args.json:
+        from queuesgd.harness.report import _jsonable
+
+        print(json.dumps([_jsonable(r) for r in result.rows], indent=1))
+    else:
+        print(result.table())
+    for failure in result.failures:
+        print(f"queuesgd: failed: {failure}", file=sys.stderr)
+    return 1 if result.failures else 0
+
+
 def _derive(args: argparse.Namespace) -> int:
     from queuesgd.derivation import derive
 
@@ -422,6 +495,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _derive(args)
         if args.command == "whatif":
             return _whatif(args)
+        if args.command == "validate":
+            return _validate(args)
         return _catalog(args)
     except (QueuesgdError, ValueError, TypeError) as err:
         if not isinstance(err, QueuesgdError):

@@ -111,3 +111,31 @@ class MissingDependencyError(QueuesgdError, ImportError):
         self.package = package
         self.extra = extra
         super().__init__(f"{package} is not installed: pip install queuesgd[{extra}]")
+
+
+class WorkerFailure(QueuesgdError, RuntimeError):
+    """A live worker process crashed, hung past its deadline, or raised.
+
+    Parameters
+    ----------
+    rank : int or None
+        The worker that failed first (``None`` when the whole run timed out
+        without a culprit).
+    reason : str
+        What happened (exit code, exception text, "no progress for 30 s").
+    partial : list
+        Records the workers reported before the failure (kept, not lost).
+
+    Examples
+    --------
+    >>> print(WorkerFailure(2, "exit code -9", partial=[{"step": 0}]))
+    worker 2 failed: exit code -9 (1 records kept)
+    """
+
+    def __init__(self, rank: int | None, reason: str, partial: list | None = None) -> None:
+        self.rank = rank
+        self.reason = reason
+        self.partial = list(partial or [])
+        who = "the run" if rank is None else f"worker {rank}"
+        super().__init__(f"{who} failed: {reason} ({len(self.partial)} records kept)")
+

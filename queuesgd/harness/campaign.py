@@ -1,0 +1,451 @@
+"""``validate``: run a scheme live, profile it, predict it with queuesgd, and compare.
+
+For every configuration (scheme x workers):
+
+1. **calibrate** the network the run will use: timed all-reduces (all-reduce
+   schemes) or point-to-point messages (parameter-server schemes) of a few
+   sizes, fitted to ``t = a + b M`` and turned into the alpha-beta parameters
+   ``(latency, bandwidth)`` of :class:`~queuesgd.Cluster`
+   (:mod:`queuesgd.harness.calibrate`);
+2. **run** the scheme with ``n`` live worker processes
+   (:mod:`queuesgd.harness.runners`), recording every step;
+3. **profile**: the measured compute times of the run (an
+   :class:`~queuesgd.distributions.Empirical` law), the gradient size, and the
+   parameter server's measured time to apply a gradient;
+4. **predict** with the matching queuesgd scheme and method, and report the
+   relative error of predicted against measured samples per second.
+
+The measured throughput is ``batch x gradients applied / elapsed`` between the
+first and the last update after the warm-up steps, with a 95% batch-means
+interval.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from queuesgd import _checks, units
+from queuesgd.distributions import Deterministic, Distribution, Empirical
+from queuesgd.errors import InvalidParameterError, WorkerFailure
+
+__all__ = ["LIVE_SCHEMES", "ValidationResult", "parse_straggler", "validate"]
+
+#: Schemes the harness can run live, and the world layout they use.
+LIVE_SCHEMES: dict[str, str] = {
+    "ring-allreduce": "allreduce",
+    "sync-ps": "ps",
+    "async-ps": "ps",
+    "backup-workers": "ps",
+    "static-cutoff": "ps",
+    "eager-sgd": "ps",
+    "stale-synchronous": "ps",
+}
+_ALIASES = {"sync-allreduce": "ring-allreduce"}
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """Rows of a validation campaign (one per configuration) and how to show them.
+
+    Attributes
+    ----------
+    rows : tuple of dict
+        Each with ``scheme``, ``workers``, ``steps``, ``workload``,
+        ``straggler``, ``bandwidth``, ``emulation``, ``measured``,
+        ``measured_low``, ``measured_high`` (samples/s), ``predicted``,
+        ``error`` (predicted / measured - 1), ``method``, ``calibration`` and,
+        for a failed run, ``failure``.
+    """
+
+    rows: tuple[dict[str, Any], ...]
+    failures: tuple[str, ...] = field(default=())
+
+    def table(self) -> str:
+        """The rows as a text table."""
+        from queuesgd.harness.report import format_table
+
+        return format_table(self.rows)
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Per scheme: configurations, median and max absolute relative error."""
+        from queuesgd.harness.report import summary
+
+        return summary(self.rows)
+
+    def write(self, out_dir: str) -> list[Any]:
+        """Write JSON, CSV and a PNG plot into ``out_dir``; returns the paths."""
+        from queuesgd.harness.report import write_rows
+
+        return write_rows(self.rows, out_dir)
+
+
+def _scheme_key(scheme: Any) -> str:
+    if not isinstance(scheme, str):
+        key = getattr(scheme, "key", None)
+        if key is None:
+            raise InvalidParameterError("scheme", scheme, "a scheme key such as 'ring-allreduce'")
+        scheme = key
+    scheme = _ALIASES.get(scheme, scheme)
+    return _checks.choice("scheme", scheme, list(LIVE_SCHEMES))
+
+
+def parse_straggler(text: str | None, mean: float) -> tuple[Distribution, Any]:
+    """A straggler spec to ``(compute law with the given mean, RandomDelay or None)``.
+
+    ``None`` or ``"none"``: deterministic compute; ``"lognormal:SCV"``,
+    ``"gamma:SCV"``, ``"exponential"``, ``"erlang:K"``, ``"normal:CV"``: that
+    law with the compute mean; ``"delay:K:D"``: deterministic compute and
+    eager-SGD's recipe, ``K`` random workers delayed ``D`` per step.
+
+    Examples
+    --------
+    >>> law, delay = parse_straggler("lognormal:0.3", 0.02)
+    >>> round(law.mean, 6), round(law.scv, 6), delay
+    (0.02, 0.3, None)
+    >>> parse_straggler("delay:1:10ms", 0.02)[1]
+    RandomDelay(count=1, delay=0.01)
+    """
+    from queuesgd.cli import _compute_law
+    from queuesgd.workload import RandomDelay
+
+    if text is None or text.strip().lower() in ("", "none"):
+        return Deterministic(mean), None
+    kind, _, rest = text.partition(":")
+    if kind == "delay":
+        k, _, d = rest.partition(":")
+        if not k.isdigit() or not d:
+            raise InvalidParameterError("straggler", text, "delay:K:DELAY, e.g. delay:1:50ms")
+        return Deterministic(mean), RandomDelay(int(k), units.parse_seconds(d, "straggler"))
+    try:
+        return _compute_law(text, mean), None
+    except InvalidParameterError as err:
+        raise InvalidParameterError(
+            "straggler",
+            text,
+            f"none, lognormal:SCV, gamma:SCV, exponential, erlang:K, normal:CV or delay:K:D ({err.accepted})",
+        ) from None
+
+
+def _ints(field_name: str, values: int | Iterable[int]) -> list[int]:
+    items = [values] if isinstance(values, (int, np.integer)) else list(values)
+    if not items:
+        raise InvalidParameterError(field_name, values, "one or more integers >= 1")
+    return [_checks.integer(field_name, v, minimum=1) for v in items]
+
+
+def validate(
+    scheme: str = "ring-allreduce",
+    workers: int | Sequence[int] = (2, 4, 8),
+    steps: int = 200,
+    *,
+    workload: str = "emulated",
+    compute: float | str = "20ms",
+    gradient_bytes: float | str = "1MB",
+    batch_size: int = 32,
+    straggler: str | None = None,
+    bandwidth: float | str | None = None,
+    latency: float | str = 0.0,
+    network: str = "auto",
+    params: Mapping[str, Any] | None = None,
+    warmup: int | None = None,
+    timeout: float | None = None,
+    seed: int = 0,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> ValidationResult:
+    """Run ``scheme`` live for each worker count, predict it, and compare.
+
+    Parameters
+    ----------
+    scheme : str
+        One of :data:`LIVE_SCHEMES` (``"sync-allreduce"`` is an alias of
+        ``"ring-allreduce"``).
+    workers : int or sequence of int
+        Worker counts; one configuration each.
+    steps : int
+        Training steps per worker (``>= 20``), warm-up included.
+    workload : str
+        ``"emulated"`` (compute is a timed wait: 8 to 16 workers fit on two
+        cores) or ``"mlp"`` / ``"cnn"`` (a real small model on synthetic data;
+        above two workers on two cores this measures the machine).
+    compute : float or str
+        Mean compute time per step of the emulated workload.
+    gradient_bytes : float or str
+        Size of the exchanged gradient (emulated workload).
+    batch_size : int
+        Samples per step per worker.
+    straggler : str, optional
+        Compute-time law (see :func:`parse_straggler`).
+    bandwidth : float or str, optional
+        Emulated link bandwidth; ``None`` runs at loopback speed.
+    latency : float or str
+        Emulated one-way latency (application-level shaper only).
+    network : str
+        ``"auto"`` (network namespaces with ``tc tbf`` when root can make
+        them and no latency is asked for, else the application-level
+        shaper), ``"netns"``, ``"app"``.
+    params : mapping, optional
+        Scheme parameters (``{"backups": 1}``, ``{"cutoff": 0.03}``,
+        ``{"mode": "majority"}``, ``{"staleness": 2}``).
+    warmup : int, optional
+        Steps left out of the measurement (default ``max(5, steps // 10)``).
+    timeout : float, optional
+        Wall-clock limit per run, seconds (default: generous, from the
+        expected duration).
+    seed : int
+        Seed of the workers' random compute times.
+    progress : callable, optional
+        ``progress(label, done, total)`` called as steps complete.
+
+    Returns
+    -------
+    ValidationResult
+    """
+    key = _scheme_key(scheme)
+    counts = _ints("workers", workers)
+    steps = _checks.integer("steps", steps, minimum=20)
+    warm = max(5, steps // 10) if warmup is None else _checks.integer("warmup", warmup, minimum=0)
+    if warm >= steps - 10:
+        raise InvalidParameterError("warmup", warm, f"fewer than steps - 10 ({steps - 10})")
+    workload = _checks.choice("workload", workload, ("emulated", "mlp", "cnn"))
+    mean = _checks.positive("compute", units.parse_seconds(compute, "compute"))
+    nbytes = int(_checks.positive("gradient_bytes", units.parse_bytes(gradient_bytes, "gradient_bytes")))
+    batch = _checks.integer("batch_size", batch_size)
+    law, random_delay = parse_straggler(straggler, mean)
+    bw = (
+        None
+        if bandwidth is None
+        else _checks.positive("bandwidth", units.parse_bandwidth(bandwidth, "bandwidth"))
+    )
+    lat = _checks.positive("latency", units.parse_seconds(latency, "latency"), allow_zero=True)
+    network = _checks.choice("network", network, ("auto", "netns", "app"))
+    options = dict(params or {})
+
+    rows = []
+    failures = []
+    for n in counts:
+        row: dict[str, Any] = {
+            "scheme": key,
+            "workers": n,
+            "steps": steps,
+            "warmup": warm,
+            "workload": workload,
+            "straggler": straggler or "none",
+            "bandwidth": bw,
+            "latency": lat,
+            "params": options,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        try:
+            row.update(
+                _run_one(
+                    key,
+                    n,
+                    steps,
+                    warm,
+                    workload,
+                    law,
+                    random_delay,
+                    nbytes,
+                    batch,
+                    bw,
+                    lat,
+                    network,
+                    options,
+                    timeout,
+                    seed,
+                    progress,
+                )
+            )
+        except WorkerFailure as err:
+            row.update(failure=str(err), measured=None, predicted=None, error=None)
+            failures.append(f"{key} n={n}: {err}")
+        rows.append(row)
+    return ValidationResult(tuple(rows), tuple(failures))
+
+
+# ------------------------------------------------------------------------------------ one configuration
+def _network(network: str, bandwidth: float | None, latency: float, world: int) -> tuple[str, Any]:
+    """Which emulation runs: ``("none" | "netns-tbf" | "app-shaper", Namespaces or None)``."""
+    if bandwidth is None and latency == 0:
+        return "none", None
+    if network in ("auto", "netns") and latency == 0:
+        from queuesgd.harness.netns import Namespaces, available
+
+        ok, why = available()
+        if ok:
+            return "netns-tbf", Namespaces(world, rate=bandwidth)
+        if network == "netns":
+            raise InvalidParameterError("network", network, f"'auto' or 'app' ({why})")
+    if network == "netns":
+        raise InvalidParameterError("network", network, "'auto' or 'app' (tc cannot add latency here)")
+    return "app-shaper", None
+
+
+def _measured(records: Sequence[Mapping[str, Any]], key: str, batch: int) -> dict[str, Any]:
+    """Samples per second between the first and last update after the warm-up, with a 95% interval."""
+    from queuesgd.schemes.montecarlo import ratio_interval
+
+    role = "worker" if LIVE_SCHEMES[key] == "allreduce" else "ps"
+    ups = [r for r in records if r.get("role") == role and (role == "ps" or r.get("worker", r["rank"]) == 0)]
+    ups.sort(key=lambda r: r["t_end"])
+    first = next((i for i, r in enumerate(ups) if not r.get("warmup")), None)
+    if first is None or len(ups) - first < 10:
+        raise WorkerFailure(
+            None, f"too few measured updates ({0 if first is None else len(ups) - first})", list(records)
+        )
+    anchor = ups[first - 1]["t_end"] if first > 0 else ups[first]["t0"]
+    times = np.array([anchor] + [r["t_end"] for r in ups[first:]])
+    applied = np.array([float(r.get("applied", 1)) for r in ups[first:]])
+    rate, (lo, hi) = ratio_interval(applied * batch, np.diff(times))
+    return {"measured": rate, "measured_low": lo, "measured_high": hi, "updates": int(applied.size)}
+
+
+def _profile(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any]:
+    work = [r for r in records if r.get("role") == "worker" and not r.get("warmup") and "t_compute" in r]
+    compute = np.array([float(r["t_compute"]) for r in work if not r.get("aborted")])
+    if compute.size == 0:
+        raise WorkerFailure(None, "no measured compute times", list(records))
+    updates = []
+    for r in records:
+        if r.get("warmup") or r.get("t_update") is None:
+            continue
+        if LIVE_SCHEMES[key] == "ps" and r.get("role") == "ps":
+            updates.append(float(r["t_update"]) / max(float(r.get("applied", 1)), 1.0))
+        elif LIVE_SCHEMES[key] == "allreduce" and r.get("role") == "worker":
+            updates.append(float(r["t_update"]))
+    return {"compute": compute, "update_time": float(np.median(updates)) if updates else 0.0}
+
+
+def _model(key: str, params: Mapping[str, Any]) -> tuple[Any, str]:
+    """The queuesgd scheme that models a live scheme, and the method to use."""
+    from queuesgd import schemes as s
+
+    if key == "ring-allreduce":
+        return s.RingAllReduce(), "auto"
+    if key == "sync-ps":
+        return s.SyncPS(), "auto"
+    if key == "async-ps":
+        return s.AsyncPS(service="deterministic"), "simulate"
+    if key == "backup-workers":
+        return s.BackupWorkers(backups=params["backups"], stragglers=params["stragglers"]), "auto"
+    if key == "static-cutoff":
+        return s.StaticCutoff(timeout=params["cutoff"], stragglers=params["stragglers"]), "auto"
+    if key == "eager-sgd":
+        return s.EagerSGD(mode=params["mode"], max_stale=params["max_stale"]), "auto"
+    return s.StaleSynchronous(staleness=params["staleness"]), "auto"
+
+
+def _run_one(
+    key: str,
+    n: int,
+    steps: int,
+    warm: int,
+    workload: str,
+    law: Distribution,
+    random_delay: Any,
+    nbytes: int,
+    batch: int,
+    bandwidth: float | None,
+    latency: float,
+    network: str,
+    params: Mapping[str, Any],
+    timeout: float | None,
+    seed: int,
+    progress: Callable[[str, int, int], None] | None,
+) -> dict[str, Any]:
+    from queuesgd.harness import calibrate, runners
+    from queuesgd.harness.live import EmulatedCompute, RealModel
+    from queuesgd.harness.shaping import Shaper
+    from queuesgd.prediction import predict
+    from queuesgd.workload import Cluster, Workload
+
+    checked = runners.check_params(key, params, n)
+    world = runners.world_size(key, n)
+    if workload == "emulated":
+        rd = None if random_delay is None else (random_delay.count, random_delay.delay)
+        live: Any = EmulatedCompute(law, nbytes, batch_size=batch, random_delay=rd)
+    else:
+        live = RealModel(kind=workload, batch_size=batch)
+        nbytes = live.gradient_bytes
+    emulation, namespaces = _network(network, bandwidth, latency, world)
+    shaper = Shaper(bandwidth, latency) if emulation == "app-shaper" else Shaper()
+    expected = steps * (float(law.mean) + 0.05) * (3 if LIVE_SCHEMES[key] == "ps" else 1)
+    limit = timeout if timeout is not None else 120.0 + 4.0 * expected
+    label = f"{key} n={n}"
+    done = [0]
+    total = steps * n
+
+    def on_record(rec: Mapping[str, Any]) -> None:
+        if progress is not None and rec.get("role") == "worker":
+            done[0] += 1
+            progress(label, min(done[0], total), total)
+
+    def go(setup: Any, host: str) -> tuple[Any, list[dict]]:
+        # Sizes around the run's message, and the run's idle time between operations: the fit
+        # describes the network as a training step meets it (see calibrate's ``gap``).
+        sizes = (4096, max(nbytes, 8192), 4 * max(nbytes, 8192))
+        common = {"setup": setup, "shaper": shaper if shaper.active else None, "host": host}
+        gap = float(law.mean)
+        if LIVE_SCHEMES[key] == "allreduce":
+            fit = calibrate.calibrate_allreduce(n, sizes, gap=gap, **common) if n > 1 else None
+        else:
+            fit = calibrate.calibrate_p2p(sizes, gap=gap, **common)
+        recs = runners.run(
+            key,
+            live,
+            n,
+            steps,
+            shaper=shaper,
+            params=checked,
+            warmup=warm,
+            seed=seed,
+            timeout=limit,
+            setup=setup,
+            on_record=on_record,
+            host=host,
+        )
+        return fit, recs
+
+    if namespaces is not None:
+        with namespaces as net:
+            fit, records = go(net.setup, net.bridge_address)
+    else:
+        fit, records = go(None, "127.0.0.1")
+
+    out = _measured(records, key, live.batch_size)
+    prof = _profile(records, key)
+    scheme, method = _model(key, checked)
+    if fit is None:  # one all-reduce worker: no communication at all
+        bw_fit, alpha_fit = math.inf, 0.0
+    else:
+        bw_fit, alpha_fit = fit.bandwidth, fit.alpha
+    stragglers = random_delay if random_delay is not None else None
+    w = Workload(
+        Empirical(prof["compute"]), nbytes, batch_size=live.batch_size, update_time=prof["update_time"]
+    )
+    c = Cluster(n, bw_fit if math.isfinite(bw_fit) else 1e15, latency=alpha_fit, stragglers=stragglers)
+    pred = predict(scheme, w, c, method, rng=seed, iterations=20_000 if method == "simulate" else None)
+    out.update(
+        predicted=pred.throughput,
+        error=pred.throughput / out["measured"] - 1.0,
+        method=pred.method,
+        emulation=emulation,
+        calibration={
+            "kind": None if fit is None else fit.kind,
+            "alpha": alpha_fit,
+            "bandwidth": bw_fit,
+            "r2": None if fit is None else fit.r2,
+        },
+        compute_mean=float(np.mean(prof["compute"])),
+        compute_scv=float(np.var(prof["compute"]) / np.mean(prof["compute"]) ** 2),
+        update_time=prof["update_time"],
+        gradient_bytes=nbytes,
+        params=dict(checked),
+    )
+    return out
