@@ -308,7 +308,11 @@ def _measured(records: Sequence[Mapping[str, Any]], key: str, batch: int) -> dic
 
 def _profile(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any]:
     work = [r for r in records if r.get("role") == "worker" and not r.get("warmup") and "t_compute" in r]
-    compute = np.array([float(r["t_compute"]) for r in work if not r.get("aborted")])
+    # t_compute includes an injected delay (the "delay" field); the delay is modelled separately
+    # (Cluster.stragglers), so the compute law is the rest.
+    compute = np.array(
+        [float(r["t_compute"]) - float(r.get("delay") or 0.0) for r in work if not r.get("aborted")]
+    )
     if compute.size == 0:
         raise WorkerFailure(None, "no measured compute times", list(records))
     updates = []

@@ -1,0 +1,181 @@
+"""Launching live workers: records, failures (crash, hang, stall, exception), no zombies, no port clash."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from queuesgd.errors import InvalidParameterError, WorkerFailure  # noqa: E402
+from queuesgd.harness.launch import WorkerContext, run_workers  # noqa: E402
+
+
+def _children_of_me() -> list[int]:
+    """Pids whose parent is this process, read from /proc (independent of multiprocessing)."""
+    me = os.getpid()
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            out.append(int(entry))
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_children():
+    yield
+    assert multiprocessing.active_children() == []
+    assert _children_of_me() == []
+
+
+def test_all_reduce_sum_and_ranks():
+    # Each rank contributes rank + 1; the sum over 3 ranks is 1 + 2 + 3 = 6 on every rank.
+    def fn(ctx: WorkerContext) -> None:
+        import torch.distributed as dist
+
+        t = torch.tensor([float(ctx.rank + 1)])
+        dist.all_reduce(t)
+        ctx.report({"sum": t.item(), "world": dist.get_world_size(), "threads": torch.get_num_threads()})
+
+    seen = []
+    recs = run_workers(fn, 3, timeout=60, on_record=seen.append)
+    assert sorted(r["rank"] for r in recs) == [0, 1, 2]
+    assert [r["sum"] for r in recs] == [6.0, 6.0, 6.0]
+    assert {r["world"] for r in recs} == {3}
+    assert {r["threads"] for r in recs} == {1}
+    assert seen == recs  # on_record saw every record, in arrival order
+
+
+def test_setup_runs_first_in_each_child():
+    def setup(rank: int) -> None:
+        os.environ["QSGD_TEST_SETUP"] = str(10 * rank)
+
+    def fn(ctx: WorkerContext) -> None:
+        ctx.report({"env": int(os.environ["QSGD_TEST_SETUP"])})
+
+    recs = run_workers(fn, 2, timeout=60, setup=setup)
+    assert sorted((r["rank"], r["env"]) for r in recs) == [(0, 0), (1, 10)]
+    assert "QSGD_TEST_SETUP" not in os.environ  # the parent is untouched
+
+
+def test_crashing_worker_fails_fast_and_keeps_records():
+    # Rank 1 dies with os._exit(3) at step 5; rank 0 waits forever in a collective with it.
+    def fn(ctx: WorkerContext) -> None:
+        import torch.distributed as dist
+
+        for step in range(100):
+            if ctx.rank == 1 and step == 5:
+                os._exit(3)
+            ctx.report({"step": step})
+            dist.all_reduce(torch.zeros(1))
+
+    t = time.monotonic()
+    with pytest.raises(WorkerFailure) as info:
+        run_workers(fn, 2, timeout=60, progress_timeout=30)
+    elapsed = time.monotonic() - t
+    err = info.value
+    assert err.rank == 1
+    assert err.reason == "exit code 3"
+    # Steps 0..4 of rank 1 were reported before the crash and are kept.
+    assert sorted(r["step"] for r in err.partial if r["rank"] == 1) == [0, 1, 2, 3, 4]
+    assert elapsed < 20
+
+
+def test_exception_in_worker_is_reported_with_its_message():
+    def fn(ctx: WorkerContext) -> None:
+        if ctx.rank == 0:
+            ctx.report({"step": 0})
+            raise ValueError("boom at step 1")
+        time.sleep(60)
+
+    t = time.monotonic()
+    with pytest.raises(WorkerFailure) as info:
+        run_workers(fn, 2, timeout=60)
+    assert info.value.rank == 0
+    assert info.value.reason == "ValueError: boom at step 1"
+    assert [r["step"] for r in info.value.partial] == [0]
+    assert time.monotonic() - t < 20
+
+
+def test_hanging_worker_hits_the_wall_clock_timeout():
+    def fn(ctx: WorkerContext) -> None:
+        ctx.report({"step": 0})
+        if ctx.rank == 1:
+            while True:
+                time.sleep(1)
+
+    t = time.monotonic()
+    with pytest.raises(WorkerFailure) as info:
+        run_workers(fn, 2, timeout=3.0, progress_timeout=None)
+    elapsed = time.monotonic() - t
+    assert info.value.rank is None
+    assert info.value.reason == "timed out after 3 s (1 workers still running)"
+    assert len(info.value.partial) == 2
+    assert 3.0 <= elapsed < 12
+
+
+def test_stalled_run_hits_the_progress_timeout():
+    def fn(ctx: WorkerContext) -> None:
+        ctx.report({"step": 0})
+        time.sleep(120)
+
+    t = time.monotonic()
+    with pytest.raises(WorkerFailure) as info:
+        run_workers(fn, 2, timeout=60, progress_timeout=1.5)
+    elapsed = time.monotonic() - t
+    assert info.value.reason == "no record from any worker for 1.5 s"
+    assert 1.5 <= elapsed < 12
+
+
+_CONCURRENT = textwrap.dedent(
+    """
+    import sys, time
+    import torch, torch.distributed as dist
+    from queuesgd.harness.launch import run_workers
+
+    def fn(ctx):
+        t = torch.ones(1)
+        for _ in range(20):
+            dist.all_reduce(t)
+            t.fill_(1.0)
+        dist.all_reduce(t)
+        ctx.report({"sum": t.item()})
+
+    recs = run_workers(fn, 2, timeout=90)
+    print(sum(r["sum"] for r in recs))
+    """
+)
+
+
+def test_two_concurrent_runs_do_not_collide():
+    # Two parents started together each get their own free port: both runs succeed (2 + 2 = 4.0 each).
+    env = dict(os.environ)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CONCURRENT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1].decode()[-2000:] for o in outs]
+    assert [o[0].decode().split()[-1] for o in outs] == ["4.0", "4.0"]
+
+
+def test_arguments_are_checked():
+    with pytest.raises(InvalidParameterError, match="world_size"):
+        run_workers(lambda ctx: None, 0)
+    with pytest.raises(InvalidParameterError, match="timeout"):
+        run_workers(lambda ctx: None, 1, timeout=-1.0)
