@@ -331,8 +331,8 @@ def calibrate_allreduce(
     >>> from queuesgd.harness.shaping import Shaper
     >>> shaper = Shaper(bandwidth="400Mbit/s", latency="2ms")  # 50 MB/s: far slower than loopback
     >>> fit = calibrate_allreduce(2, sizes=(4096, 1 << 20), repeats=3, shaper=shaper)
-    >>> round(fit.alpha, 3), round(fit.bandwidth / 1e6)
-    (0.002, 50)
+    >>> abs(fit.alpha / 0.002 - 1) < 0.1, abs(fit.bandwidth / 50e6 - 1) < 0.1
+    (True, True)
     """
     n = _checks.integer("world_size", world_size, minimum=2)
     sizes_b = _check_sizes(sizes, 4)
@@ -423,8 +423,8 @@ def calibrate_p2p(
     >>> import pytest; _ = pytest.importorskip("torch")
     >>> from queuesgd.harness.shaping import Shaper
     >>> fit = calibrate_p2p(sizes=(4096, 1 << 20), repeats=3, shaper=Shaper("400Mbit/s", "2ms"))
-    >>> round(fit.alpha, 3), round(fit.bandwidth / 1e6)
-    (0.002, 50)
+    >>> abs(fit.alpha / 0.002 - 1) < 0.1, abs(fit.bandwidth / 50e6 - 1) < 0.1
+    (True, True)
     """
     sizes_b = _check_sizes(sizes, 8)
     reps = _checks.integer("repeats", repeats)
