@@ -34,7 +34,7 @@ from queuesgd import _checks, units
 from queuesgd.distributions import Deterministic, Distribution, Empirical
 from queuesgd.errors import InvalidParameterError, WorkerFailure
 
-__all__ = ["LIVE_SCHEMES", "ValidationResult", "parse_straggler", "validate"]
+__all__ = ["LIVE_SCHEMES", "ValidationResult", "compare_records", "parse_straggler", "validate"]
 
 #: Schemes the harness can run live, and the world layout they use.
 LIVE_SCHEMES: dict[str, str] = {
@@ -366,8 +366,6 @@ def _run_one(
     from queuesgd.harness import calibrate, runners
     from queuesgd.harness.live import EmulatedCompute, RealModel
     from queuesgd.harness.shaping import Shaper
-    from queuesgd.prediction import predict
-    from queuesgd.workload import Cluster, Workload
 
     checked = runners.check_params(key, params, n)
     world = runners.world_size(key, n)
@@ -422,18 +420,56 @@ def _run_one(
     else:
         fit, records = go(None, "127.0.0.1")
 
-    out = _measured(records, key, live.batch_size)
+    return compare_records(
+        key,
+        n,
+        records,
+        fit,
+        batch=live.batch_size,
+        gradient_bytes=nbytes,
+        random_delay=random_delay,
+        params=checked,
+        seed=seed,
+        emulation=emulation,
+    )
+
+
+def compare_records(
+    key: str,
+    n: int,
+    records: Sequence[Mapping[str, Any]],
+    fit: Any,
+    *,
+    batch: int,
+    gradient_bytes: int,
+    random_delay: Any = None,
+    params: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    emulation: str = "none",
+) -> dict[str, Any]:
+    """Measure a live run's records, profile it, predict it, and return the comparison row.
+
+    Shared by :func:`validate` (runs on this machine) and
+    ``python -m queuesgd.harness.torchrun --compare`` (records gathered
+    from a cluster). ``fit`` is the run's :class:`~queuesgd.harness.calibrate.AlphaBeta`
+    (``None``: no communication, one all-reduce worker).
+    """
+    from queuesgd.harness.runners import check_params
+    from queuesgd.prediction import predict
+    from queuesgd.workload import Cluster, Workload
+
+    checked = check_params(key, params, n)
+    out = _measured(records, key, batch)
     prof = _profile(records, key)
     scheme, method = _model(key, checked)
-    if fit is None:  # one all-reduce worker: no communication at all
+    if fit is None:
         bw_fit, alpha_fit = math.inf, 0.0
     else:
         bw_fit, alpha_fit = fit.bandwidth, fit.alpha
-    stragglers = random_delay if random_delay is not None else None
     w = Workload(
-        Empirical(prof["compute"]), nbytes, batch_size=live.batch_size, update_time=prof["update_time"]
+        Empirical(prof["compute"]), gradient_bytes, batch_size=batch, update_time=prof["update_time"]
     )
-    c = Cluster(n, bw_fit if math.isfinite(bw_fit) else 1e15, latency=alpha_fit, stragglers=stragglers)
+    c = Cluster(n, bw_fit if math.isfinite(bw_fit) else 1e15, latency=alpha_fit, stragglers=random_delay)
     pred = predict(scheme, w, c, method, rng=seed, iterations=20_000 if method == "simulate" else None)
     out.update(
         predicted=pred.throughput,
@@ -449,7 +485,7 @@ def _run_one(
         compute_mean=float(np.mean(prof["compute"])),
         compute_scv=float(np.var(prof["compute"]) / np.mean(prof["compute"]) ** 2),
         update_time=prof["update_time"],
-        gradient_bytes=nbytes,
+        gradient_bytes=gradient_bytes,
         params=dict(checked),
     )
     return out

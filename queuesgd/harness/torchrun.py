@@ -1,0 +1,239 @@
+"""Run a scheme under ``torchrun`` on a real cluster, then compare the records with the model.
+
+Every rank of a ``torchrun`` job runs::
+
+    python -m queuesgd.harness.torchrun --scheme async-ps --steps 300 --compute 50ms --out records/
+
+It joins the gloo process group from torchrun's environment, times a short
+network calibration inside the group, runs the scheme's worker loop (the same
+code as ``queuesgd validate``: :func:`queuesgd.harness.runners.run_scheme`)
+and writes its records to ``records/rank<r>.jsonl``. With every node's files
+gathered in one folder::
+
+    python -m queuesgd.harness.torchrun --compare records/
+
+prints the comparison row (measured and predicted samples per second).
+
+Clocks of different machines are not synchronized, so every time that is
+compared comes from one process's clock: the throughput from the updating
+process's update times, a calibration operation as the longest duration over
+the ranks, each on its own clock (that includes the exit skew of the barrier
+before it, a few tens of microseconds on a LAN).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from queuesgd.errors import InvalidParameterError, QueuesgdError
+
+__all__ = ["calibration_fit", "compare_folder", "main"]
+
+_SIZES_MIN = 8192
+
+
+class _JsonLines:
+    """A WorkerContext connection that appends records to a JSON-lines file (flushed per record)."""
+
+    def __init__(self, path: Path) -> None:
+        self._fh = path.open("w", encoding="utf-8")
+
+    def send(self, record: Mapping[str, Any]) -> None:
+        self._fh.write(json.dumps(record, default=float) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m queuesgd.harness.torchrun", description=__doc__.splitlines()[0]
+    )
+    p.add_argument("--compare", metavar="DIR", help="compare the records in DIR instead of running")
+    p.add_argument("--scheme", default="ring-allreduce")
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--warmup", type=int)
+    p.add_argument("--workload", default="emulated", help="emulated, mlp or cnn")
+    p.add_argument("--compute", default="50ms")
+    p.add_argument("--gradient-bytes", default="1MB")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--straggler")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=10, help="calibration operations per size")
+    p.add_argument("--out", default="records", help="folder for rank<r>.jsonl")
+    return p
+
+
+def _params(items: Sequence[str]) -> dict[str, Any]:
+    from queuesgd.cli import _value
+
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidParameterError("--param", item, "NAME=VALUE, e.g. backups=1")
+        out[name.strip()] = _value(value.strip())
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    from queuesgd import units
+    from queuesgd.harness import calibrate, runners
+    from queuesgd.harness._torch import require_torch
+    from queuesgd.harness.campaign import LIVE_SCHEMES, _scheme_key, parse_straggler
+    from queuesgd.harness.launch import WorkerContext
+    from queuesgd.harness.live import EmulatedCompute, RealModel
+
+    torch = require_torch()
+    dist = torch.distributed
+    key = _scheme_key(args.scheme)
+    mean = units.parse_seconds(args.compute, "--compute")
+    law, random_delay = parse_straggler(args.straggler, mean)
+    nbytes = int(units.parse_bytes(args.gradient_bytes, "--gradient-bytes"))
+    if args.workload == "emulated":
+        rd = None if random_delay is None else (random_delay.count, random_delay.delay)
+        live: Any = EmulatedCompute(law, nbytes, batch_size=args.batch_size, random_delay=rd)
+    else:
+        live = RealModel(kind=args.workload, batch_size=args.batch_size)
+        nbytes = live.gradient_bytes
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    n = world if LIVE_SCHEMES[key] == "allreduce" else world - 1
+    params = runners.check_params(key, _params(args.param), n)
+    warmup = max(5, args.steps // 10) if args.warmup is None else args.warmup
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sink = _JsonLines(out / f"rank{rank}.jsonl")
+    ctx = WorkerContext(rank, world, deadline=math.inf, epoch=time.perf_counter(), _conn=sink)
+    try:
+        if rank == 0:
+            meta = {
+                "scheme": key,
+                "workers": n,
+                "steps": args.steps,
+                "warmup": warmup,
+                "batch": live.batch_size,
+                "gradient_bytes": nbytes,
+                "params": params,
+                "seed": args.seed,
+                "random_delay": None if random_delay is None else [random_delay.count, random_delay.delay],
+            }
+            ctx.report({"meta": meta})
+        sizes = [4096, max(nbytes, _SIZES_MIN), 4 * max(nbytes, _SIZES_MIN)]
+        if LIVE_SCHEMES[key] == "allreduce":
+            if world > 1:
+                calibrate._allreduce_worker(ctx, sizes, args.repeats, 2, None, float(law.mean))
+        elif rank < 2:
+            calibrate._p2p_worker(ctx, sizes, args.repeats, 2, None, float(law.mean))
+        else:
+            for _ in sizes:  # the ping-pong ranks meet one barrier per size
+                dist.barrier()
+        dist.barrier()
+        runners.run_scheme(ctx, key, live, args.steps, None, params, warmup=warmup, seed=args.seed)
+    finally:
+        sink.close()
+        gc.collect()
+        dist.destroy_process_group()
+    return 0
+
+
+def calibration_fit(records: Sequence[Mapping[str, Any]], kind: str, world_size: int) -> Any:
+    """The alpha-beta fit of the calibration records (``{"size", "t0": [...], "t1": [...]}`` per rank).
+
+    An operation's time is the longest ``t1 - t0`` over the ranks, each on its own clock.
+
+    Examples
+    --------
+    >>> recs = [{"size": 1000, "t0": [0.0, 1.0], "t1": [0.002, 1.002], "rank": 0},
+    ...         {"size": 2000, "t0": [0.0, 1.0], "t1": [0.003, 1.003], "rank": 0}]
+    >>> fit = calibration_fit(recs, "p2p", 2)
+    >>> round(fit.alpha, 6), round(fit.bandwidth)
+    (0.001, 1000000)
+    """
+    from queuesgd.harness.calibrate import fit_alpha_beta
+
+    by_size: dict[int, list[np.ndarray]] = {}
+    for r in records:
+        if "size" in r:
+            by_size.setdefault(int(r["size"]), []).append(np.asarray(r["t1"]) - np.asarray(r["t0"]))
+    if len(by_size) < 2:
+        raise InvalidParameterError("records", len(by_size), "calibration records of at least two sizes")
+    nbytes, seconds = [], []
+    for size, spans in sorted(by_size.items()):
+        longest = np.max(np.vstack(spans), axis=0)
+        nbytes += [float(size)] * longest.size
+        seconds += longest.tolist()
+    return fit_alpha_beta(nbytes, seconds, kind=kind, world_size=world_size)
+
+
+def compare_folder(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read every ``rank<r>.jsonl`` in ``folder`` and return the comparison row of the run."""
+    from queuesgd.harness.campaign import LIVE_SCHEMES, compare_records
+    from queuesgd.workload import RandomDelay
+
+    files = sorted(Path(folder).glob("rank*.jsonl"))
+    if not files:
+        raise InvalidParameterError("--compare", os.fspath(folder), "a folder with rank<r>.jsonl files")
+    records: list[dict[str, Any]] = []
+    for path in files:
+        with path.open(encoding="utf-8") as fh:
+            records += [json.loads(line) for line in fh if line.strip()]
+    meta = next((r["meta"] for r in records if "meta" in r), None)
+    if meta is None:
+        raise InvalidParameterError("--compare", os.fspath(folder), "the records of rank 0 (rank0.jsonl)")
+    key, n = meta["scheme"], int(meta["workers"])
+    allreduce = LIVE_SCHEMES[key] == "allreduce"
+    calib = [r for r in records if "size" in r]
+    fit = None
+    if calib:
+        fit = calibration_fit(calib, "allreduce" if allreduce else "p2p", n if allreduce else 2)
+    rd = meta.get("random_delay")
+    row = {"scheme": key, "workers": n, "steps": meta["steps"], "workload": "torchrun"}
+    row.update(
+        compare_records(
+            key,
+            n,
+            [r for r in records if "role" in r],
+            fit,
+            batch=int(meta["batch"]),
+            gradient_bytes=int(meta["gradient_bytes"]),
+            random_delay=None if rd is None else RandomDelay(*rd),
+            params=meta["params"],
+            seed=int(meta["seed"]),
+            emulation="none (real network)",
+        )
+    )
+    return row
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: run this rank's part (under torchrun), or ``--compare DIR``."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.compare:
+            from queuesgd.harness.report import format_table
+
+            print(format_table([compare_folder(args.compare)]))
+            return 0
+        return _run(args)
+    except QueuesgdError as err:
+        print(f"queuesgd: error: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
