@@ -466,8 +466,22 @@ def compare_records(
         bw_fit, alpha_fit = math.inf, 0.0
     else:
         bw_fit, alpha_fit = fit.bandwidth, fit.alpha
+    layers = None
+    if key == "sync-ps" and emulation != "app-shaper":
+        # On a real (or tbf-shaped) network a worker pushes as soon as it is done, while the
+        # stragglers still compute; the phase model starts every push after the barrier. The fine
+        # model (one tensor, per-message costs, FIFO on the PS link) has exactly that overlap. The
+        # application-level shaper instead waits out the phase model's round after the barrier.
+        from queuesgd.workload import Layer
+
+        layers = [Layer("gradient", gradient_bytes, 0.0)]
+        method = "fine"
     w = Workload(
-        Empirical(prof["compute"]), gradient_bytes, batch_size=batch, update_time=prof["update_time"]
+        Empirical(prof["compute"]),
+        gradient_bytes,
+        batch_size=batch,
+        update_time=prof["update_time"],
+        layers=layers,
     )
     c = Cluster(n, bw_fit if math.isfinite(bw_fit) else 1e15, latency=alpha_fit, stragglers=random_delay)
     pred = predict(scheme, w, c, method, rng=seed, iterations=20_000 if method == "simulate" else None)

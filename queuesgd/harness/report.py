@@ -202,6 +202,34 @@ def plot_rows(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str], t
     return out
 
 
+def _markdown_rows(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Every row as a Markdown table with the whole configuration."""
+    from queuesgd.units import format_bandwidth, format_bytes
+
+    out = [
+        "| scheme | n | gradient | compute law | network | parameters | measured (95% interval) | predicted "
+        "| method | error |",
+        "|---|---:|---:|---|---|---|---:|---:|---|---:|",
+    ]
+    for r in rows:
+        grad = format_bytes(float(r["gradient_bytes"])) if r.get("gradient_bytes") else "-"
+        bw = r.get("bandwidth")
+        emulation = r.get("emulation", "none")
+        net = f"{format_bandwidth(float(bw))}, {emulation}" if bw else emulation
+        params = ", ".join(f"{k}={v}" for k, v in dict(r.get("params") or {}).items()) or "-"
+        if r.get("measured") is None:
+            meas, pred, err = f"failed: {r.get('failure', '?')}", "-", "-"
+        else:
+            meas = f"{r['measured']:.1f} [{r.get('measured_low', 0):.1f}, {r.get('measured_high', 0):.1f}]"
+            pred = f"{r['predicted']:.1f}"
+            err = f"{100 * r['error']:+.1f}%"
+        out.append(
+            f"| {r['scheme']} | {r['workers']} | {grad} | {r.get('straggler', '-')} | {net} | {params} | "
+            f"{meas} | {pred} | {r.get('method', '-')} | {err} |"
+        )
+    return "\n".join(out)
+
+
 def write_report(
     rows: Sequence[Mapping[str, Any]],
     path: str | os.PathLike[str],
@@ -265,7 +293,7 @@ def write_report(
         ]
     if plot:
         lines += ["", f"![measured against predicted]({plot})"]
-    lines += ["", "## Every configuration", "", "```", format_table(rows), "```"]
+    lines += ["", "## Every configuration", "", _markdown_rows(rows)]
     if notes:
         lines += ["", "## Where the models miss, and why", ""]
         for scheme, text in notes.items():
