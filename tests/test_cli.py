@@ -315,3 +315,39 @@ def test_predict_bad_overlap_exit_2():
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     assert "overlap" in lines[0] and "maybe" in lines[0]
+
+
+def test_validate_json_rows_and_bad_input(capsys, tmp_path):
+    pytest.importorskip("torch")
+    from queuesgd.cli import main
+
+    code = main(
+        [
+            "validate",
+            "--scheme",
+            "async-ps",
+            "--workers",
+            "2",
+            "--steps",
+            "25",
+            "--compute",
+            "20ms",
+            "--json",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert {"scheme", "workers", "measured", "predicted", "error"} <= set(row)
+    assert row["error"] == pytest.approx(row["predicted"] / row["measured"] - 1, rel=1e-12)
+    assert (tmp_path / "results.json").is_file() and (tmp_path / "results.csv").is_file()
+    for argv in (
+        ["validate", "--scheme", "nope"],
+        ["validate", "--straggler", "weird:1"],
+        ["validate", "--param", "backups"],
+        ["validate", "--workers", "0"],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("queuesgd: error:")
