@@ -94,3 +94,24 @@ def test_report_files(tmp_path):
     )
     text = report.read_text()
     assert "| a | 2 | 7.0% | 10.0% | no |" in text and "**a**: why" in text
+
+
+def test_missing_torch_is_one_line_naming_the_extra():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, importlib.abc\n"
+        "class NoTorch(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' or name.startswith('torch.'):\n"
+        "            raise ImportError('no torch here')\n"
+        "sys.meta_path.insert(0, NoTorch())\n"
+        "from queuesgd.cli import main\n"
+        "sys.exit(main(['validate', '--workers', '2', '--steps', '30']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "queuesgd: error: torch is not installed: pip install queuesgd[validation]"
+    ]
