@@ -29,8 +29,17 @@ def test_short_live_run_is_within_the_error_band(scheme):
     # the error is recomputed here from the two numbers, then held to the band
     assert row["error"] == pytest.approx(row["predicted"] / row["measured"] - 1, rel=1e-12)
     assert abs(row["error"]) <= BAND, format_table(r.rows)
-    # the calibration found the shaped link (1 Gbit/s = 125 MB/s) within 15%
-    assert row["calibration"]["bandwidth"] == pytest.approx(125e6, rel=0.15)
+    # The calibration found the shaped link: at the gradient's size its fitted line gives the shaper's
+    # time (1 MB at 1 Gbit/s = 125 MB/s: 8 ms for one all-reduce of two ranks or one message). The
+    # split between intercept and slope is not asserted: loopback overheads of the 4 KB point move it.
+    cal = row["calibration"]
+    fitted = 2 * cal["alpha"] + 1e6 / cal["bandwidth"] if scheme == "sync-allreduce" else None
+    if fitted is None:  # p2p: alpha + M / B
+        fitted = cal["alpha"] + 1e6 / cal["bandwidth"]
+    # The shaper waits out max(model, real operation), and a real 1 MB operation on loopback costs about
+    # 1 ms here (../shared/harness-notes.md), so the fit lies between the model and the model + 2 ms.
+    model = 1e6 / 125e6
+    assert 0.95 * model <= fitted <= model + 2e-3
 
 
 def test_measured_compute_profile_matches_the_configured_law():
