@@ -23,6 +23,7 @@ interval.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -279,6 +280,11 @@ def _network(network: str, bandwidth: float | None, latency: float, world: int) 
 
         ok, why = available()
         if ok:
+            # In a namespace without a resolver c10d warns, for every connection, that it cannot
+            # name the peer (EAI_AGAIN): harmless, and one screen of noise per run. The level is read
+            # when torch is first imported, so this quiets it only if the harness imports torch; a
+            # level the user set is kept.
+            os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
             return "netns-tbf", Namespaces(world, rate=bandwidth)
         if network == "netns":
             raise InvalidParameterError("network", network, f"'auto' or 'app' ({why})")
