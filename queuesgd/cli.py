@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from queuesgd.errors import InvalidParameterError, QueuesgdError
-
-_NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
+from queuesgd.specs import NUMBER as _NUMBER
+from queuesgd.specs import compute_law, parse_params, parse_value
 
 
 class _Parser(argparse.ArgumentParser):
@@ -174,40 +174,6 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _value(text: str) -> Any:
-    """A scheme parameter from the command line: an int, a float, or the string (units parsed later)."""
-    if re.fullmatch(r"[+-]?\d+", text):
-        return int(text)
-    if _NUMBER.match(text):
-        return float(text)
-    return text
-
-
-def _compute_law(text: str, mean: float) -> Any:
-    from queuesgd import distributions as d
-
-    kind, _, arg = text.partition(":")
-    kinds = "deterministic, exponential, erlang:K, lognormal:SCV, gamma:SCV, normal:CV"
-    try:
-        if kind == "deterministic" and not arg:
-            return d.Deterministic(mean)
-        if kind == "exponential" and not arg:
-            return d.Exponential(mean=mean)
-        if kind == "erlang" and arg:
-            return d.Erlang(int(arg), mean=mean)
-        if kind == "lognormal" and arg:
-            return d.LogNormal.from_mean_scv(mean, float(arg))
-        if kind == "gamma" and arg:
-            return d.Gamma.from_mean_scv(mean, float(arg))
-        if kind == "normal" and arg:
-            return d.Normal(mean, float(arg) * mean)
-    except ValueError as err:
-        if isinstance(err, QueuesgdError):
-            raise InvalidParameterError("--compute", text, f"{kinds} ({err})") from None
-        raise InvalidParameterError("--compute", text, kinds) from None
-    raise InvalidParameterError("--compute", text, kinds)
-
-
 def _random_delay(text: str) -> Any:
     from queuesgd.workload import RandomDelay
 
@@ -238,7 +204,7 @@ def _scheme_from_args(
         if pname not in own:
             accepted = ", ".join("--" + p.replace("_", "-") for p in cls.parameters() if p not in _NOT_ON_CLI)
             raise InvalidParameterError(flag, text, f"a parameter of {key}: {accepted or 'it has none'}")
-        params[pname] = [_value(v) for v in (split_list(text) if lists else [text])]
+        params[pname] = [parse_value(v) for v in (split_list(text) if lists else [text])]
     return _make_scheme(cls, {k: v[0] for k, v in params.items()}), params
 
 
@@ -252,7 +218,7 @@ def _setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dic
     scheme, params = _scheme_from_args(args, args.scheme, lists=lists)
     workload = load_workload(args.workload)
     if args.compute:
-        workload = dataclasses.replace(workload, compute=_compute_law(args.compute, workload.compute_time))
+        workload = dataclasses.replace(workload, compute=compute_law(args.compute, workload.compute_time))
     stragglers = _random_delay(args.random_delay) if args.random_delay else None
     workers = _ints("--workers", args.workers)
     cluster = Cluster(
@@ -366,12 +332,7 @@ def _progress_bar(label: str, done: int, total: int) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from queuesgd.harness.campaign import validate
 
-    params: dict[str, Any] = {}
-    for item in args.param:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise InvalidParameterError("--param", item, "NAME=VALUE, e.g. backups=1 or cutoff=30ms")
-        params[name.strip()] = _value(value.strip())
+    params = parse_params(args.param)
     result = validate(
         args.scheme,
         workers=_ints("--workers", args.workers),

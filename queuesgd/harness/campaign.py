@@ -112,7 +112,7 @@ def parse_straggler(text: str | None, mean: float) -> tuple[Distribution, Any]:
     >>> parse_straggler("delay:1:10ms", 0.02)[1]
     RandomDelay(count=1, delay=0.01)
     """
-    from queuesgd.cli import _compute_law
+    from queuesgd.specs import compute_law
     from queuesgd.workload import RandomDelay
 
     if text is None or text.strip().lower() in ("", "none"):
@@ -124,13 +124,9 @@ def parse_straggler(text: str | None, mean: float) -> tuple[Distribution, Any]:
             raise InvalidParameterError("straggler", text, "delay:K:DELAY, e.g. delay:1:50ms")
         return Deterministic(mean), RandomDelay(int(k), units.parse_seconds(d, "straggler"))
     try:
-        return _compute_law(text, mean), None
+        return compute_law(text, mean, field="straggler"), None
     except InvalidParameterError as err:
-        raise InvalidParameterError(
-            "straggler",
-            text,
-            f"none, lognormal:SCV, gamma:SCV, exponential, erlang:K, normal:CV or delay:K:D ({err.accepted})",
-        ) from None
+        raise InvalidParameterError("straggler", text, f"none, delay:K:D or {err.accepted}") from None
 
 
 def _ints(field_name: str, values: int | Iterable[int]) -> list[int]:

@@ -77,18 +77,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _params(items: Sequence[str]) -> dict[str, Any]:
-    from queuesgd.cli import _value
-
-    out: dict[str, Any] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise InvalidParameterError("--param", item, "NAME=VALUE, e.g. backups=1")
-        out[name.strip()] = _value(value.strip())
-    return out
-
-
 def _run(args: argparse.Namespace) -> int:
     from queuesgd import units
     from queuesgd.harness import calibrate, runners
@@ -96,6 +84,7 @@ def _run(args: argparse.Namespace) -> int:
     from queuesgd.harness.campaign import LIVE_SCHEMES, _scheme_key, parse_straggler
     from queuesgd.harness.launch import WorkerContext
     from queuesgd.harness.live import EmulatedCompute, RealModel
+    from queuesgd.specs import parse_params
 
     torch = require_torch()
     dist = torch.distributed
@@ -113,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     n = world if LIVE_SCHEMES[key] == "allreduce" else world - 1
-    params = runners.check_params(key, _params(args.param), n)
+    params = runners.check_params(key, parse_params(args.param), n)
     warmup = max(5, args.steps // 10) if args.warmup is None else args.warmup
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
