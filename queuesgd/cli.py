@@ -288,9 +288,6 @@ def _whatif(args: argparse.Namespace) -> int:
     from queuesgd import units
     from queuesgd.scaling import whatif
 
-    def threshold(text: str) -> str | None:
-        return None if text.strip().lower() == "none" else text
-
     compression = []
     for text in split_list(args.compression):
         if not _NUMBER.match(text):
@@ -304,8 +301,8 @@ def _whatif(args: argparse.Namespace) -> int:
         bandwidth=[units.parse_bandwidth(b, "--bandwidth") for b in split_list(args.bandwidth)],
         compression=compression,
         latency=units.parse_seconds(args.latency, "--latency"),
-        fusion_bytes=threshold(args.fusion_bytes),
-        fusion_time=threshold(args.fusion_time),
+        fusion_bytes=args.fusion_bytes,
+        fusion_time=args.fusion_time,
         overlap=not args.no_overlap,
     )
     if args.plot:

@@ -96,7 +96,8 @@ class Bucket:
 
 
 def _threshold(field: str, value: Any, parse: Any) -> float | None:
-    if value is None:
+    """A fusion threshold: ``None`` (or the string ``"none"``, from a command line) disables it."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
         return None
     parsed = parse(value, field) if isinstance(value, str) else value
     return _checks.positive(field, parsed)
@@ -465,10 +466,7 @@ class FineGrained:
         name = type(self).__name__
         set_(self, "overlap", _checks.boolean(f"{name}.overlap", self.overlap))  # type: ignore[attr-defined]
         for field, parse in (("fusion_bytes", units.parse_bytes), ("fusion_time", units.parse_seconds)):
-            value = getattr(self, field)
-            if isinstance(value, str) and value.strip().lower() == "none":
-                value = None
-            set_(self, field, _threshold(f"{name}.{field}", value, parse))
+            set_(self, field, _threshold(f"{name}.{field}", getattr(self, field), parse))
 
     # hooks ---------------------------------------------------------------------------------
     def message_costs(self, workload: Workload, cluster: Cluster, nbytes: np.ndarray) -> np.ndarray:
