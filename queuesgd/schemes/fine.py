@@ -516,6 +516,7 @@ class FineGrained:
 
         model = self.fine_model(workload, cluster)
         graph = model.graph
+        n = cluster.workers
         interval = None
         details: dict[str, Any] = {"tasks": len(graph), "messages": len(model.buckets)}
         if graph.is_deterministic:
@@ -532,8 +533,7 @@ class FineGrained:
             shares = dict(sim.group_share)
             finish = sim.mean_finish
             lo, hi = sim.interval
-            n = cluster.workers  # the interval is on gradients per second, as every scheme's
-            interval = (n / hi, n / lo) if lo > 0 else None
+            interval = (n / hi, n / lo) if lo > 0 else None  # gradients per second, as every scheme's
             how = f"Monte Carlo of {iters} iterations of the task graph (common compute factor per worker)"
             details["iterations"] = iters
             qs = (0.05, 0.5, 0.95, 0.99)
@@ -556,7 +556,6 @@ class FineGrained:
             f"fine-grained task graph: {len(graph)} tasks, {len(model.buckets)} messages per worker, "
             f"overlap {'on' if self.overlap else 'off'}, {drawn} drawn; {how}; {model.note}"  # type: ignore[attr-defined]
         )
-        n = cluster.workers
         return SchemeSolution(
             iteration_rate=1.0 / it,
             gradients_per_update=float(n),
