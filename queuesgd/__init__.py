@@ -66,6 +66,8 @@ _EXPORTS: dict[str, str] = {
     "EmpiricalPredictor": "queuesgd.schemes",
     "EagerSGD": "queuesgd.schemes",
     "StaleSynchronous": "queuesgd.schemes",
+    "LocalSGD": "queuesgd.schemes",
+    "BatchSolution": "queuesgd.schemes",
     "Scheme": "queuesgd.schemes",
     "derive": "queuesgd.derivation",
     "Formula": "queuesgd.formula",

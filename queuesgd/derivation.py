@@ -55,16 +55,9 @@ def derive(scheme: Scheme | str, compute: str = "exponential", **options: Any) -
     1066.667
     """
     if isinstance(scheme, str):
-        from queuesgd.schemes import ALIASES, SCHEMES
+        from queuesgd.registry import make
 
-        key = _checks.choice("scheme", scheme, [*SCHEMES, *ALIASES])
-        cls = SCHEMES[ALIASES.get(key, key)]
-        try:
-            scheme = cls()
-        except TypeError:
-            raise InvalidParameterError(
-                "scheme", scheme, f"a {cls.__name__}(...) object: it has parameters without defaults"
-            ) from None
+        scheme = make(scheme)
     if not isinstance(scheme, Scheme):
         raise InvalidParameterError("scheme", scheme, "a scheme object such as SyncPS(), or its name")
     compute = _checks.choice("compute", compute, COMPUTE_LAWS)

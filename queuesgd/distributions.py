@@ -42,6 +42,7 @@ from scipy import linalg, special
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.rng import as_generator
 from queuesgd.units import parse_seconds
 
 __all__ = [
@@ -56,25 +57,13 @@ __all__ = [
     "Empirical",
     "PhaseType",
     "Shifted",
+    "Convolution",
     "fit_phase_type",
+    "sum_of",
 ]
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def _rng(rng: Any) -> np.random.Generator:
-    """Return a Generator from a Generator or an integer seed; anything else is refused."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if isinstance(rng, numbers.Integral) and not isinstance(rng, bool) and int(rng) >= 0:
-        return np.random.default_rng(int(rng))
-    raise InvalidParameterError(
-        "rng",
-        rng,
-        "a numpy.random.Generator (e.g. numpy.random.default_rng(0)) or an integer seed >= 0; "
-        "queuesgd never uses global random state",
-    )
 
 
 def _size(size: Any) -> tuple[int, ...] | None:
@@ -281,7 +270,7 @@ class Distribution(abc.ABC):
         >>> Exponential(2.0).sample(0, size=3).shape
         (3,)
         """
-        gen = _rng(rng)
+        gen = as_generator(rng)
         shape = _size(size)
         self._numeric("sample()")
         total = 1 if shape is None else math.prod(shape)
@@ -1166,3 +1155,155 @@ def fit_phase_type(dist_or_mean: Distribution | Any, scv: Any = None, *, k_max: 
     alpha = np.zeros(k)
     alpha[0], alpha[1] = 1.0 - p, p
     return _erlang_chain(k, (k - p) / mean, alpha)
+
+
+# ----------------------------------------------------------------------------- sums of laws
+
+
+class Convolution(Distribution):
+    """The law of ``X_1 + ... + X_k``, independent, each deterministic, shifted or phase-type.
+
+    Exact: the deterministic parts (and the shifts of :class:`Shifted` parts)
+    add up to one constant; the phase-type parts (every law with an exact
+    :meth:`~Distribution.to_phase_type`) are chained into one
+    :class:`PhaseType` (absorption of one part starts the next). The CDF is
+    that of the chain, shifted; samples are sums of samples of the parts.
+    A part with no such exact form (log-normal, gamma of non-integer shape,
+    empirical) is refused with :class:`~queuesgd.errors.NotRepresentable`:
+    use :func:`fit_phase_type` on it first, or simulate.
+
+    Examples
+    --------
+    >>> c = Convolution(Exponential(2.0), Exponential(2.0), Deterministic(0.5))
+    >>> c.mean, c.variance                   # 1/2 + 1/2 + 0.5; 1/4 + 1/4
+    (1.5, 0.5)
+    >>> round(float(c.cdf(1.5)), 12) == round(float(Erlang(2, 2.0).cdf(1.0)), 12)
+    True
+    """
+
+    __slots__ = ("_parts", "_shift", "_ph")
+
+    def __init__(self, *parts: Distribution) -> None:
+        if not parts:
+            raise InvalidParameterError("Convolution.parts", parts, "one or more Distribution objects")
+        shift = 0.0
+        chains: list[PhaseType] = []
+        for i, law in enumerate(parts):
+            if not isinstance(law, Distribution):
+                raise InvalidParameterError(f"Convolution.parts[{i}]", law, "a Distribution")
+            law._numeric("Convolution")
+            base = law
+            while isinstance(base, Shifted):
+                shift += float(base.shift)
+                base = base.base
+            if isinstance(base, Deterministic):
+                shift += float(base.mean)
+                continue
+            try:
+                chains.append(base.to_phase_type())
+            except NotRepresentable:
+                raise NotRepresentable(
+                    f"Convolution of {type(base).__name__}: not phase-type, so the sum has no exact law here; "
+                    "use fit_phase_type(law) for a two-moment phase-type law, or simulate"
+                ) from None
+        self._set(_parts=tuple(parts), _shift=shift, _ph=_chain(chains) if chains else None)
+
+    def _params(self) -> dict[str, Any]:
+        return {"parts": self._parts}
+
+    def __repr__(self) -> str:
+        return f"Convolution({', '.join(repr(p) for p in self._parts)})"
+
+    def _key(self) -> tuple:
+        return tuple((type(p).__name__, p._key()) for p in self._parts)
+
+    def __reduce__(self):
+        return (Convolution, self._parts)
+
+    @property
+    def parts(self) -> tuple[Distribution, ...]:
+        """The summed laws."""
+        return self._parts
+
+    @property
+    def mean(self) -> float:
+        return float(sum(float(p.mean) for p in self._parts))
+
+    @property
+    def variance(self) -> float:
+        return float(sum(float(p.variance) for p in self._parts))
+
+    def _sample(self, gen, total):
+        out = np.zeros(total)
+        for p in self._parts:
+            out += np.asarray(p._sample(gen, total), dtype=float)
+        return out
+
+    def _cdf(self, x):
+        if self._ph is None:
+            return (x >= self._shift).astype(float)
+        return self._ph._cdf(x - self._shift)
+
+    def _scaled(self, factor):
+        return Convolution(*(p.scaled(factor) for p in self._parts))
+
+    def to_phase_type(self) -> PhaseType:
+        """The chained phase-type law (exact when no part is deterministic)."""
+        if self._shift > 0 or self._ph is None:
+            raise NotRepresentable(
+                "a Convolution with a deterministic part is not phase-type; use fit_phase_type(law)"
+            )
+        return self._ph
+
+
+def _chain(laws: list[PhaseType]) -> PhaseType:
+    """Phase-type law of the sum of independent phase-type laws (each absorbs into the next)."""
+    out = laws[0]
+    for nxt in laws[1:]:
+        a, b = out.phases, nxt.phases
+        T = np.zeros((a + b, a + b))
+        T[:a, :a] = out.T
+        exit_a = -np.asarray(out.T).sum(axis=1)
+        T[:a, a:] = np.outer(exit_a, nxt.alpha)
+        T[a:, a:] = nxt.T
+        alpha = np.concatenate([out.alpha, (1.0 - float(np.sum(out.alpha))) * np.asarray(nxt.alpha)])
+        out = PhaseType(alpha, T)
+    return out
+
+
+def sum_of(law: Distribution, count: int) -> Distribution:
+    """The law of the sum of ``count`` independent copies of ``law``, in its own family where it has one.
+
+    Exponential and Erlang sums are Erlang, gamma sums gamma, normal sums
+    normal, deterministic sums deterministic, shifted sums shifted; other
+    laws give a :class:`Convolution` (which refuses laws with no exact sum).
+
+    Examples
+    --------
+    >>> sum_of(Exponential(2.0), 3)
+    Erlang(k=3, rate=2.0)
+    >>> sum_of(Shifted(Deterministic(1.0), 0.5), 2)
+    Deterministic(value=3.0)
+    """
+    count = _checks.integer("sum_of.count", count, minimum=1)
+    if not isinstance(law, Distribution):
+        raise InvalidParameterError("sum_of.law", law, "a Distribution")
+    if count == 1:
+        return law
+    if isinstance(law, Exponential):
+        return Erlang(count, law.rate)
+    if isinstance(law, Erlang):
+        return Erlang(law.k * count, law.rate)
+    if isinstance(law, Gamma):
+        return Gamma(law.shape * count, law.rate)
+    if isinstance(law, Normal):
+        return Normal(law.mean * count, law.std * math.sqrt(count))
+    if isinstance(law, Deterministic):
+        return Deterministic(law.value * count)
+    if isinstance(law, Shifted):
+        base = sum_of(law.base, count)
+        if isinstance(base, Deterministic):
+            return Deterministic(float(base.value) + law.shift * count)
+        return Shifted(base, law.shift * count)
+    return Convolution(*([law] * count))
+

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -105,7 +104,7 @@ def _resolve_workload(workload: Workload | str) -> Workload:
 
 def _check_scheme(scheme: Any) -> Scheme:
     if not isinstance(scheme, Scheme):
-        from queuesgd.schemes import SCHEMES
+        from queuesgd.registry import SCHEMES
 
         raise InvalidParameterError(
             "scheme",
@@ -198,7 +197,7 @@ def predict(
     scheme = _check_scheme(scheme)
     workload = _resolve_workload(workload)
     cluster = _check_cluster(cluster)
-    method = _checks.choice("method", method, ("auto",) + scheme.methods)
+    method = scheme.check_method(method, auto=True)
     scheme.check(workload, cluster)
     if method == "auto":
         used, why = scheme.auto_method(workload, cluster)
@@ -328,11 +327,11 @@ def sweep(
 
     Values left out come from ``cluster`` and ``scheme``. Scheme parameters
     are given by name (``backups=[0, 1, 2]``, ``timeout=["50ms", "80ms"]``).
-    Where the scheme has a vectorized exact solution (a closed form, or exact
-    MVA for :class:`~queuesgd.AsyncPS`) each parameter combination is one
-    NumPy evaluation over the whole workers x bandwidth x latency grid
-    (identical to calling :func:`predict` row by row); otherwise every row
-    is a :func:`predict` call with ``method``.
+    Every parameter combination is one :meth:`~queuesgd.Scheme.solve_batch`
+    call, which equals :func:`predict` row by row: where the scheme has a
+    vectorized form of the method (a closed form, or exact MVA for
+    :class:`~queuesgd.AsyncPS`) the whole workers x bandwidth x latency grid
+    is one NumPy evaluation; otherwise every row is solved on its own.
 
     Examples
     --------
@@ -346,7 +345,7 @@ def sweep(
     scheme = _check_scheme(scheme)
     workload = _resolve_workload(workload)
     cluster = _check_cluster(cluster)
-    method = _checks.choice("method", method, ("auto",) + scheme.methods)
+    method = scheme.check_method(method, auto=True)
     if cluster.speeds is not None and workers is not None:
         raise NotRepresentable(
             "sweep over workers needs homogeneous workers (speeds=None); use predict for heterogeneous ones"
@@ -401,38 +400,13 @@ def _sweep_one(
     rng: Any,
     iterations: int | None,
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {"workers": w, "bandwidth": b, "latency": lat}
-    batch = None
-    if method in ("auto", "closed_form", "mva"):
-        for n in np.unique(w):
-            scheme.check(workload, cluster.with_workers(int(n)))
-        try:
-            batch = scheme.solve_batch(workload, cluster, w, b, lat)
-        except NotRepresentable:
-            batch = None
-        if batch is not None and method != "auto" and batch["method"] != method:
-            batch = None
-    if batch is not None:
-        out["iteration_rate"] = np.asarray(batch["iteration_rate"], dtype=float)
-        out["gradients_per_update"] = np.broadcast_to(
-            np.asarray(batch["gradients_per_update"], dtype=float), w.shape
-        ).copy()
-        bn = batch.get("bottleneck")
-        out["bottleneck"] = (
-            np.array([""] * len(w), dtype=object) if bn is None else np.asarray(bn, dtype=object)
-        )
-        out["method"] = np.array([batch["method"]] * len(w), dtype=object)
-        return out
-    rate, gpu, bott, meth = [], [], [], []
-    for n, bw, la in zip(w, b, lat):
-        c = dataclasses.replace(cluster, workers=int(n), bandwidth=float(bw), latency=float(la))
-        p = predict(scheme, workload, c, method, rng=rng, iterations=iterations)
-        rate.append(p.iteration_rate)
-        gpu.append(p.gradients_per_update)
-        bott.append(p.bottleneck)
-        meth.append(p.method)
-    out["iteration_rate"] = np.array(rate, dtype=float)
-    out["gradients_per_update"] = np.array(gpu, dtype=float)
-    out["bottleneck"] = np.array(bott, dtype=object)
-    out["method"] = np.array(meth, dtype=object)
-    return out
+    batch = scheme.solve_batch(workload, cluster, w, b, lat, method, rng=rng, iterations=iterations)
+    return {
+        "workers": w,
+        "bandwidth": b,
+        "latency": lat,
+        "iteration_rate": np.array(batch.iteration_rate),
+        "gradients_per_update": np.array(batch.gradients_per_update),
+        "bottleneck": np.array(batch.bottleneck),
+        "method": np.array(batch.method),
+    }

@@ -29,7 +29,8 @@ from queuesgd import _checks
 from queuesgd.dag import _evaluate
 from queuesgd.dag.graph import TaskGraph, check_law
 from queuesgd.dag.maxplus import _check_graph, _readonly, group_totals
-from queuesgd.distributions import Deterministic, Distribution, _rng
+from queuesgd.distributions import Deterministic, Distribution
+from queuesgd.rng import as_generator
 from queuesgd.errors import InvalidParameterError
 
 __all__ = ["Simulation", "simulate"]
@@ -213,7 +214,7 @@ def simulate(
     """
     graph = _check_graph(graph)
     n = _checks.integer("iterations", iterations, minimum=1)
-    gen = _rng(np.random.default_rng() if rng is None else rng)
+    gen = as_generator(np.random.default_rng() if rng is None else rng)
     critical = bool(critical_path)
     T = len(graph)
     pl = _evaluate.plan(graph)

@@ -291,7 +291,7 @@ def _network(network: str, bandwidth: float | None, latency: float, world: int) 
 
 def _measured(records: Sequence[Mapping[str, Any]], key: str, batch: int) -> dict[str, Any]:
     """Samples per second between the first and last update after the warm-up, with a 95% interval."""
-    from queuesgd.schemes.montecarlo import ratio_interval
+    from queuesgd.batchmeans import ratio_interval
 
     role = "worker" if LIVE_SCHEMES[key] == "allreduce" else "ps"
     ups = [r for r in records if r.get("role") == role and (role == "ps" or r.get("worker", r["rank"]) == 0)]

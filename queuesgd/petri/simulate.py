@@ -46,7 +46,8 @@ import numpy as np
 from scipy import special
 
 from queuesgd import _checks
-from queuesgd.distributions import Deterministic, Distribution, Exponential, _rng
+from queuesgd.distributions import Deterministic, Distribution, Exponential
+from queuesgd.rng import as_generator
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.petri.statespace import TimelessTrapError
 
@@ -233,7 +234,7 @@ def simulate(
 
     if not isinstance(net, PetriNet):
         raise InvalidParameterError("net", net, "a queuesgd.PetriNet")
-    gen = _rng(rng)
+    gen = as_generator(rng)
     opts = _options(until, firings, warmup, batches, confidence, max_vanishing)
     preds = _predicates(predicates)
     laws = _laws(net, delays)

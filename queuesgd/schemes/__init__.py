@@ -11,52 +11,36 @@
 | ``static-cutoff``, ``optimal-cutoff``, ``adaptive-cutoff`` | cutoffs | Teng and Wood, NeurIPS 2018 |
 | ``eager-sgd`` | :class:`EagerSGD` | Li et al., PPoPP 2020 |
 | ``stale-synchronous`` | :class:`StaleSynchronous` | Ho et al., NIPS 2013 |
+| ``local-sgd`` | :class:`LocalSGD` | Lin et al., ICLR 2020 |
+
+Names and aliases are resolved by :mod:`queuesgd.registry`; the contract
+every scheme follows is in :mod:`queuesgd.schemes.base`.
 """
 
 from queuesgd.schemes.allreduce import HierarchicalAllReduce, RingAllReduce, TreeAllReduce
 from queuesgd.schemes.async_ps import AsyncPS
 from queuesgd.schemes.backup import BackupWorkers
-from queuesgd.schemes.base import Scheme, SchemeSolution
+from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
 from queuesgd.schemes.eager import EagerSGD
+from queuesgd.schemes.local_sgd import LocalSGD
 from queuesgd.schemes.predictors import EmpiricalPredictor
 from queuesgd.schemes.ssp import StaleSynchronous
 from queuesgd.schemes.sync_ps import SyncPS
 
-#: CLI names of the schemes.
-SCHEMES: dict[str, type[Scheme]] = {
-    cls.key: cls
-    for cls in (
-        SyncPS,
-        AsyncPS,
-        RingAllReduce,
-        TreeAllReduce,
-        HierarchicalAllReduce,
-        BackupWorkers,
-        StaticCutoff,
-        OptimalCutoff,
-        AdaptiveCutoff,
-        EagerSGD,
-        StaleSynchronous,
-    )
-}
-
-#: Other names accepted on the command line.
-ALIASES: dict[str, str] = {"sync-allreduce": "ring-allreduce"}
-
 __all__ = [
     "AdaptiveCutoff",
-    "ALIASES",
     "AsyncPS",
     "BackupWorkers",
+    "BatchSolution",
     "EagerSGD",
     "EmpiricalPredictor",
     "HierarchicalAllReduce",
+    "LocalSGD",
     "OptimalCutoff",
     "RingAllReduce",
     "Scheme",
     "SchemeSolution",
-    "SCHEMES",
     "StaleSynchronous",
     "StaticCutoff",
     "SyncPS",

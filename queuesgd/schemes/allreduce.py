@@ -18,7 +18,7 @@ import numpy as np
 
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.barrier import BarrierScheme, _SymbolicWorkload
+from queuesgd.schemes.barrier import BarrierScheme, SymbolicWorkload
 from queuesgd.schemes.costs import hierarchical_allreduce, ring_allreduce, tree_allreduce
 from queuesgd.schemes.fine import FineGrained, FineModel, allreduce_graph, ring_message_costs
 from queuesgd.workload import Cluster, Workload
@@ -29,7 +29,6 @@ __all__ = ["HierarchicalAllReduce", "RingAllReduce", "TreeAllReduce"]
 @dataclass(frozen=True)
 class _AllReduce(FineGrained, BarrierScheme):
     _message_symbol: ClassVar[str] = "S"
-    methods: ClassVar[tuple[str, ...]] = (*BarrierScheme.methods, *FineGrained.fine_methods)
 
     overlap: bool = True
     fusion_bytes: float | str | None = "64MiB"
@@ -194,7 +193,7 @@ class HierarchicalAllReduce(_AllReduce):
         return comm + add
 
     def _collective(self, n: Any, size: Any, bandwidth: Any, latency: Any, workload: Any) -> Any:
-        if isinstance(workload, _SymbolicWorkload):
+        if isinstance(workload, SymbolicWorkload):
             g, bi, ai = (workload.syms[k] for k in ("g", "B_intra", "alpha_intra"))
         else:
             g, bi, ai = self.per_node, self.intra_bandwidth, self.intra_latency

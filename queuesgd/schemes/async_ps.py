@@ -26,14 +26,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.distributions import Distribution, Exponential, PhaseType, _rng
+from queuesgd.batchmeans import half_width
+from queuesgd.distributions import Distribution, Exponential, PhaseType
 from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
 from queuesgd.queueing import ClosedNetwork, Delay, MVAResult, Queue, mva
 from queuesgd.queueing.batch import mva_batch
 from queuesgd.queueing.results import bottleneck_station
+from queuesgd.rng import as_generator
 from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown
 from queuesgd.schemes.laws import add_phase_type_stage, sample_compute
-from queuesgd.schemes.montecarlo import half_width
 from queuesgd.workload import Cluster, Workload
 
 if TYPE_CHECKING:
@@ -90,7 +91,6 @@ class AsyncPS(Scheme):
     """
 
     key: ClassVar[str] = "async-ps"
-    methods: ClassVar[tuple[str, ...]] = ("mva", "ctmc", "simulate")
 
     #: Law of the PS's transfer and update times: ``"exponential"`` (the product-form network that
     #: MVA and the CTMC solve exactly) or ``"deterministic"`` (fixed ``bytes / bandwidth``, as a real
@@ -258,7 +258,7 @@ class AsyncPS(Scheme):
             return "simulate", "simulate: deterministic PS service times break the product form"
         return "mva", "product-form closed network: exact MVA is the cheapest exact method"
 
-    def solve(
+    def _legacy_solve(
         self,
         workload: Workload,
         cluster: Cluster,
@@ -460,7 +460,7 @@ class AsyncPS(Scheme):
 
         n = cluster.workers
         total = 20_000 if iterations is None else _checks.integer("iterations", iterations, minimum=100)
-        gen = _rng(np.random.default_rng() if rng is None else rng)
+        gen = as_generator(np.random.default_rng() if rng is None else rng)
         names, _ = self._layout(cluster.ps_shards)
         D = self.demand_matrix(
             workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards
@@ -649,7 +649,7 @@ class AsyncPS(Scheme):
             "queues (one PS shard); exact product form",
         )
 
-    def solve_batch(
+    def _legacy_batch(
         self,
         workload: Workload,
         cluster: Cluster,
@@ -710,6 +710,24 @@ class AsyncPS(Scheme):
         if station.startswith("update"):
             return "update"
         return "communication"
+
+    def solve_mva(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "mva", rng=rng, iterations=iterations)
+
+    def solve_ctmc(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "ctmc", rng=rng, iterations=iterations)
+
+    def solve_simulate(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "simulate", rng=rng, iterations=iterations)
+
+    def batch_mva(self, workload: Workload, cluster: Cluster, workers: Any, bandwidth: Any, latency: Any) -> Any:
+        from queuesgd.schemes.base import BatchSolution
+
+        d = self._legacy_batch(workload, cluster, workers, bandwidth, latency)
+        if d["method"] != "mva":
+            raise NotRepresentable("legacy batch")
+        return BatchSolution(d["iteration_rate"], d["gradients_per_update"], d.get("bottleneck", ""), d["method"])
+
 
 
 def _average_over_classes(

@@ -15,8 +15,9 @@ from typing import Any, ClassVar
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, NotRepresentable
-from queuesgd.schemes.barrier import STRAGGLERS, BarrierScheme
+from queuesgd.schemes.barrier import BarrierScheme
 from queuesgd.schemes.costs import ps_round
+from queuesgd.schemes.kofn import STRAGGLERS
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["BackupWorkers"]

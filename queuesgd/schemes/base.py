@@ -1,11 +1,28 @@
-"""What every coordination scheme offers: parameters in, models out.
+"""The scheme contract: what every coordination scheme offers, and the one dispatch over it.
 
 A scheme is a small frozen dataclass. It builds each model that can represent
-it (``petri_net``, ``queueing_network``, ``formula``) and solves itself with
-each method it lists in ``methods`` (``solve``), returning a
-:class:`SchemeSolution`; :func:`queuesgd.predict` wraps that into a
-:class:`~queuesgd.prediction.Prediction`. A model or method that cannot
-represent the scheme raises :class:`~queuesgd.errors.NotRepresentable`.
+it (``petri_net``, ``queueing_network``, ``formula``, ``task_graph``) and
+provides **one method per solution road** it supports::
+
+    solve_closed_form  solve_mva  solve_ctmc  solve_simulate  solve_coarse  solve_fine
+
+each with the signature ``(workload, cluster, *, rng, iterations) ->
+SchemeSolution``. Its :attr:`Scheme.methods` are *derived* from the roads it
+provides (in the order of :data:`METHODS`); a subclass removes an inherited
+road by setting it to ``None``.
+
+:meth:`Scheme.solve` is the only dispatch: it checks the method (one uniform
+:class:`~queuesgd.errors.UnknownNameError` listing the scheme's methods)
+and the simulation length, then calls the road. Subclasses may not override
+``solve`` or ``solve_batch`` (a :class:`TypeError` at class creation says so).
+
+:meth:`Scheme.solve_batch` (used by :func:`queuesgd.sweep`) returns a typed
+:class:`BatchSolution`. By default it calls :meth:`Scheme.solve` row by row.
+A scheme vectorizes a road by providing ``batch_<method>(workload, cluster,
+workers, bandwidth, latency) -> BatchSolution``; that vectorized form is used
+only where it is defined by the class that defines ``solve_<method>`` or by a
+subclass of it, so that overriding ``solve_<method>`` without its batch form
+can never make ``sweep`` disagree with ``predict``.
 """
 
 from __future__ import annotations
@@ -18,7 +35,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from queuesgd.errors import NotRepresentable
+from queuesgd import _checks
+from queuesgd.errors import NotRepresentable, UnknownNameError
 
 if TYPE_CHECKING:
     from queuesgd.formula import Formula
@@ -26,7 +44,7 @@ if TYPE_CHECKING:
     from queuesgd.queueing import ClosedNetwork
     from queuesgd.workload import Cluster, Workload
 
-__all__ = ["Scheme", "SchemeSolution", "StationBreakdown", "METHODS"]
+__all__ = ["BatchSolution", "METHODS", "Scheme", "SchemeSolution", "StationBreakdown"]
 
 #: Every solution method ``predict`` knows, cheapest first. ``"coarse"`` (the phase model with
 #: heuristics) and ``"fine"`` (the layer-wise task graph) apply to schemes with a fine-grained form.
@@ -109,17 +127,108 @@ class SchemeSolution:
         object.__setattr__(self, "stations", MappingProxyType(dict(self.stations)))
 
 
-class Scheme:
-    """Base class of coordination schemes (small frozen dataclasses).
+@dataclass(frozen=True)
+class BatchSolution:
+    """Many configurations solved at once (what :meth:`Scheme.solve_batch` returns).
 
-    Subclasses set :attr:`key` and :attr:`methods` and implement
-    :meth:`solve`; they override the model builders that apply.
+    Every attribute is a read-only array with one entry per configuration
+    (row), in the order of the ``workers``, ``bandwidth`` and ``latency``
+    arrays given to :meth:`Scheme.solve_batch`.
+
+    Attributes
+    ----------
+    iteration_rate : ndarray of float
+        Model updates per second.
+    gradients_per_update : ndarray of float
+        Gradients folded into one update.
+    bottleneck : ndarray of str (object)
+        The busiest resource, ``""`` where the model does not tell.
+    method : ndarray of str (object)
+        The method that ran for the row (as :attr:`SchemeSolution.method`).
+
+    Examples
+    --------
+    >>> b = BatchSolution.from_solutions([SchemeSolution(2.0, 4.0, 0.5, {}, "mva", "")])
+    >>> b.iteration_rate, b.method
+    (array([2.]), array(['mva'], dtype=object))
     """
 
-    #: Name used by the CLI (``--scheme``).
+    iteration_rate: np.ndarray
+    gradients_per_update: np.ndarray
+    bottleneck: np.ndarray
+    method: np.ndarray
+
+    def __post_init__(self) -> None:
+        rate = np.array(self.iteration_rate, dtype=float).ravel()
+        n = rate.shape
+        cols = {
+            "iteration_rate": rate,
+            "gradients_per_update": np.broadcast_to(
+                np.asarray(self.gradients_per_update, dtype=float), n
+            ).copy(),
+            "bottleneck": np.broadcast_to(np.asarray(self.bottleneck, dtype=object), n).copy(),
+            "method": np.broadcast_to(np.asarray(self.method, dtype=object), n).copy(),
+        }
+        for name, col in cols.items():
+            col.flags.writeable = False
+            object.__setattr__(self, name, col)
+
+    def __len__(self) -> int:
+        return int(self.iteration_rate.size)
+
+    @classmethod
+    def from_solutions(cls, solutions: list[SchemeSolution]) -> BatchSolution:
+        """Stack single solutions, one row each."""
+        return cls(
+            np.array([s.iteration_rate for s in solutions], dtype=float),
+            np.array([s.gradients_per_update for s in solutions], dtype=float),
+            np.array([s.bottleneck for s in solutions], dtype=object),
+            np.array([s.method for s in solutions], dtype=object),
+        )
+
+    @classmethod
+    def merge(cls, size: int, parts: list[tuple[np.ndarray, BatchSolution]]) -> BatchSolution:
+        """One batch of ``size`` rows from parts solved on the row indices given with each."""
+        rate = np.full(size, np.nan)
+        gpu = np.full(size, np.nan)
+        bott = np.full(size, "", dtype=object)
+        meth = np.full(size, "", dtype=object)
+        for idx, part in parts:
+            rate[idx], gpu[idx] = part.iteration_rate, part.gradients_per_update
+            bott[idx], meth[idx] = part.bottleneck, part.method
+        return cls(rate, gpu, bott, meth)
+
+
+#: The solution roads, as the names of the methods that provide them.
+_ROADS: dict[str, str] = {m: f"solve_{m}" for m in METHODS}
+
+
+class Scheme:
+    """Base class of coordination schemes (small frozen dataclasses): the scheme contract.
+
+    Subclasses set :attr:`key`, provide ``solve_<method>`` for each road they
+    support (their :attr:`methods` follow), optionally ``batch_<method>`` to
+    vectorize one, and override the model builders that apply. See the module
+    docstring and "Adding a scheme" in ``docs/design.md``.
+    """
+
+    #: Name used by the CLI (``--scheme``) and the registry.
     key: ClassVar[str] = ""
-    #: Methods ``predict`` accepts for this scheme, cheapest exact first.
+    #: Methods ``predict`` accepts for this scheme, in the order of :data:`METHODS` (derived).
     methods: ClassVar[tuple[str, ...]] = ()
+    #: Default length of ``method="simulate"``, in the scheme's iterations (rounds, cycles).
+    simulation_iterations: ClassVar[int] = 20_000
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for final in ("solve", "solve_batch"):
+            owner = next(c for c in cls.__mro__ if final in c.__dict__)
+            if owner is not Scheme:
+                raise TypeError(
+                    f"{owner.__name__} overrides Scheme.{final}: provide solve_<method> (and batch_<method> "
+                    "to vectorize one) or override a hook instead (see 'Adding a scheme' in docs/design.md)"
+                )
+        cls.methods = tuple(m for m, road in _ROADS.items() if callable(getattr(cls, road, None)))
 
     # ---- checks and method choice ---------------------------------------------------
     def check(self, workload: Workload, cluster: Cluster) -> None:
@@ -131,7 +240,25 @@ class Scheme:
 
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
         """The method ``method="auto"`` runs, and why (the cheapest exact one that applies)."""
+        if not self.methods:
+            raise NotRepresentable(f"{type(self).__name__} provides no solution method")
         return self.methods[0], f"{self.methods[0]}: the cheapest exact method for {type(self).__name__}"
+
+    def check_method(self, method: str, *, auto: bool = False) -> str:
+        """``method`` if this scheme provides it (or ``"auto"`` where allowed), else the uniform error.
+
+        Examples
+        --------
+        >>> from queuesgd import AsyncPS
+        >>> AsyncPS().check_method("closed_form")      # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        queuesgd.errors.UnknownNameError: method: got 'closed_form'; accepted: one of 'mva', 'ctmc', 'simulate'
+        """
+        allowed = (("auto",) if auto else ()) + self.methods
+        if not isinstance(method, str) or method not in allowed:
+            raise UnknownNameError("method", method, allowed)
+        return method
 
     def solve(
         self,
@@ -144,9 +271,101 @@ class Scheme:
     ) -> SchemeSolution:
         """Solve the scheme with ``method`` (one of :attr:`methods`; never ``"auto"``).
 
-        ``rng`` and ``iterations`` are used by ``method="simulate"``.
+        The one dispatch of every scheme: the method is checked (the uniform
+        error lists the scheme's methods), ``iterations`` is checked, and the
+        road ``solve_<method>`` runs. ``rng`` and ``iterations`` are used by
+        the roads that sample (``"simulate"``, ``"fine"`` with random laws).
+
+        Examples
+        --------
+        >>> from queuesgd import AsyncPS, Workload, Cluster
+        >>> sol = AsyncPS().solve(Workload(0.1, "10MB"), Cluster(1, "1Gbit/s"), "mva")
+        >>> round(sol.iteration_rate, 6)       # 1 / (0.1 + 2 x 0.08)
+        3.846154
         """
-        raise NotRepresentable(f"{type(self).__name__} has no solver")
+        method = self.check_method(method)
+        if iterations is not None:
+            iterations = _checks.integer("iterations", iterations)
+        road = getattr(self, _ROADS[method])
+        sol = road(workload, cluster, rng=rng, iterations=iterations)
+        if not isinstance(sol, SchemeSolution):
+            raise TypeError(f"{type(self).__name__}.{_ROADS[method]} returned {type(sol).__name__}")
+        return sol
+
+    def solve_batch(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        workers: np.ndarray,
+        bandwidth: np.ndarray,
+        latency: np.ndarray,
+        method: str = "auto",
+        *,
+        rng: np.random.Generator | int | None = None,
+        iterations: int | None = None,
+    ) -> BatchSolution:
+        """Solve many configurations (used by :func:`queuesgd.sweep`); equal to :meth:`solve` row by row.
+
+        ``workers``, ``bandwidth`` and ``latency`` are equal-length arrays; the
+        other cluster fields come from ``cluster``. ``method="auto"`` picks
+        each row's method with :meth:`auto_method`, as :func:`queuesgd.predict`
+        does. Rows whose method has a trusted vectorized form
+        (``batch_<method>``) are solved in one NumPy evaluation per method;
+        the others call :meth:`solve`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from queuesgd import SyncPS, Workload, Cluster
+        >>> b = SyncPS().solve_batch(Workload(0.1, "10MB"), Cluster(1, "1GB/s"),
+        ...                          np.array([1, 2]), np.array([1e9, 1e9]), np.zeros(2))
+        >>> b.iteration_rate.round(6), b.method       # 1 / (0.1 + 2 n 10 MB / 1 GB/s)
+        (array([8.333333, 7.142857]), array(['closed_form', 'closed_form'], dtype=object))
+        """
+        method = self.check_method(method, auto=True)
+        n = np.asarray(workers).astype(int).ravel()
+        bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
+        lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)
+        rows, inverse = np.unique(np.stack([n, bw, lat], axis=1), axis=0, return_inverse=True)
+        inverse = np.asarray(inverse).ravel()
+        clusters = [_row_cluster(cluster, r) for r in rows.tolist()]
+        chosen = []
+        for c in clusters:
+            self.check(workload, c)
+            chosen.append(self.auto_method(workload, c)[0] if method == "auto" else method)
+        parts: list[tuple[np.ndarray, BatchSolution]] = []
+        for m in dict.fromkeys(chosen):
+            sel = np.flatnonzero(np.array(chosen) == m)
+            part = None
+            batch = self._trusted_batch(m)
+            if batch is not None:
+                r = rows[sel]
+                try:
+                    part = batch(workload, cluster, r[:, 0].astype(int), r[:, 1], r[:, 2])
+                except NotRepresentable:
+                    part = None
+            if part is None:
+                part = BatchSolution.from_solutions(
+                    [self.solve(workload, clusters[i], m, rng=rng, iterations=iterations) for i in sel]
+                )
+            parts.append((sel, part))
+        unique = BatchSolution.merge(len(rows), parts)
+        return BatchSolution(
+            unique.iteration_rate[inverse],
+            unique.gradients_per_update[inverse],
+            unique.bottleneck[inverse],
+            unique.method[inverse],
+        )
+
+    def _trusted_batch(self, method: str) -> Any:
+        """``batch_<method>`` if it may stand for ``solve_<method>`` (see the module docstring)."""
+        batch_name, road_name = f"batch_{method}", _ROADS[method]
+        if not callable(getattr(self, batch_name, None)):
+            return None
+        mro = type(self).__mro__
+        batch_owner = next(c for c in mro if batch_name in c.__dict__)
+        road_owner = next(c for c in mro if road_name in c.__dict__)
+        return getattr(self, batch_name) if issubclass(batch_owner, road_owner) else None
 
     # ---- models ----------------------------------------------------------------------
     def queueing_network(self, workload: Workload, cluster: Cluster) -> ClosedNetwork:
@@ -160,26 +379,6 @@ class Scheme:
     def formula(self, compute: str = "exponential") -> Formula:
         """Throughput as a SymPy formula (see :func:`queuesgd.derive`)."""
         raise NotRepresentable(f"{type(self).__name__} has no closed-form throughput")
-
-    def solve_batch(
-        self,
-        workload: Workload,
-        cluster: Cluster,
-        workers: np.ndarray,
-        bandwidth: np.ndarray,
-        latency: np.ndarray,
-    ) -> dict[str, Any]:
-        """Solve many configurations in one vectorized evaluation (used by :func:`queuesgd.sweep`).
-
-        ``workers``, ``bandwidth`` and ``latency`` are equal-length arrays; the
-        other cluster fields come from ``cluster``. Returns a dict with arrays
-        ``iteration_rate`` and ``gradients_per_update``, optionally
-        ``bottleneck`` (array of str), and ``method`` (the exact method used:
-        ``"closed_form"`` or ``"mva"``). Raises
-        :class:`~queuesgd.errors.NotRepresentable` where no vectorized exact
-        solution exists (``sweep`` then calls ``predict`` per row).
-        """
-        raise NotRepresentable(f"{type(self).__name__} has no vectorized exact solution")
 
     # ---- helpers -----------------------------------------------------------------------
     def replace(self, **changes: Any) -> Scheme:
@@ -197,3 +396,11 @@ class Scheme:
     def parameters(cls) -> tuple[str, ...]:
         """Names of the scheme's parameters (its dataclass fields)."""
         return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+
+def _row_cluster(cluster: Cluster, row: list[float]) -> Cluster:
+    """``cluster`` with one batch row's workers, bandwidth and latency."""
+    n, bw, lat = int(row[0]), float(row[1]), float(row[2])
+    if (n, bw, lat) == (cluster.workers, cluster.bandwidth, cluster.latency):
+        return cluster
+    return dataclasses.replace(cluster, workers=n, bandwidth=bw, latency=lat)

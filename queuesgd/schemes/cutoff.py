@@ -45,13 +45,14 @@ from scipy import integrate, stats
 from scipy import optimize as sopt
 
 from queuesgd import _checks
-from queuesgd.distributions import Deterministic, Distribution, Exponential, Shifted, _rng
+from queuesgd.batchmeans import ratio_interval
+from queuesgd.distributions import Deterministic, Distribution, Exponential, Shifted
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.orderstats import expected_from_cdf, exponential_order_statistic, group_laws, integration_range
+from queuesgd.rng import as_generator
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.costs import ps_round
 from queuesgd.schemes.laws import add_phase_type_stage, ctmc_law, sample_compute, worker_laws
-from queuesgd.schemes.montecarlo import ratio_interval
 from queuesgd.schemes.predictors import EmpiricalPredictor
 from queuesgd.units import parse_seconds
 from queuesgd.workload import Cluster, Workload
@@ -471,7 +472,6 @@ class StaticCutoff(Scheme):
     stragglers: str = "finish"
 
     key: ClassVar[str] = "static-cutoff"
-    methods: ClassVar[tuple[str, ...]] = ("closed_form", "ctmc", "simulate")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "timeout", _timeout(self.timeout))
@@ -487,7 +487,7 @@ class StaticCutoff(Scheme):
             return "closed_form", "cancel: independent iterations, exact renewal-reward closed form"
         return "simulate", f"no closed form ({why}): Monte Carlo"
 
-    def solve(
+    def _legacy_solve(
         self,
         workload: Workload,
         cluster: Cluster,
@@ -542,7 +542,7 @@ class StaticCutoff(Scheme):
         """
         return _cutoff_net(workload, cluster, self.timeout, self.stragglers)[0]
 
-    def solve_batch(
+    def _legacy_batch(
         self,
         workload: Workload,
         cluster: Cluster,
@@ -623,6 +623,24 @@ class StaticCutoff(Scheme):
             "independent workers; late workers cancelled; the PS waits until T, all n, or the first gradient",
         )
 
+    def solve_closed_form(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "closed_form", rng=rng, iterations=iterations)
+
+    def solve_ctmc(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "ctmc", rng=rng, iterations=iterations)
+
+    def solve_simulate(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "simulate", rng=rng, iterations=iterations)
+
+    def batch_closed_form(self, workload: Workload, cluster: Cluster, workers: Any, bandwidth: Any, latency: Any) -> Any:
+        from queuesgd.schemes.base import BatchSolution
+
+        d = self._legacy_batch(workload, cluster, workers, bandwidth, latency)
+        if d["method"] != "closed_form":
+            raise NotRepresentable("legacy batch")
+        return BatchSolution(d["iteration_rate"], d["gradients_per_update"], d.get("bottleneck", ""), d["method"])
+
+
 
 def _formula(expr: Any, sym: dict[str, Any], name: str, assumptions: str) -> Any:
     from queuesgd.formula import Formula
@@ -683,7 +701,6 @@ class OptimalCutoff(Scheme):
     stragglers: str = "finish"
 
     key: ClassVar[str] = "optimal-cutoff"
-    methods: ClassVar[tuple[str, ...]] = ("closed_form", "ctmc", "simulate")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by", _checks.choice("OptimalCutoff.by", self.by, ("count", "time")))
@@ -709,7 +726,7 @@ class OptimalCutoff(Scheme):
             )
         return "simulate", f"no closed form ({why}): Monte Carlo with common random numbers"
 
-    def solve(
+    def _legacy_solve(
         self,
         workload: Workload,
         cluster: Cluster,
@@ -777,7 +794,7 @@ class OptimalCutoff(Scheme):
         self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
     ) -> SchemeSolution:
         n = cluster.workers
-        gen = _rng(np.random.default_rng() if rng is None else rng)
+        gen = as_generator(np.random.default_rng() if rng is None else rng)
         iters = _checks.integer("iterations", iterations or _ITERATIONS, minimum=2 * _BATCHES)
         xs = np.sort(_sample(workload, cluster, gen, iters), axis=1)
         curve, _, _ = self._count_curve(xs.mean(axis=0), workload, cluster)
@@ -809,7 +826,7 @@ class OptimalCutoff(Scheme):
         from queuesgd.schemes.backup import BackupWorkers
 
         n = cluster.workers
-        gen = _rng(np.random.default_rng() if rng is None else rng)
+        gen = as_generator(np.random.default_rng() if rng is None else rng)
         seed = int(gen.integers(2**63 - 1))  # the same seed for every c: common random numbers
         sols: dict[int, SchemeSolution] = {}
         for c in range(1, n + 1):
@@ -886,7 +903,7 @@ class OptimalCutoff(Scheme):
     def _time_cancel_sim(
         self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
     ) -> SchemeSolution:
-        gen = _rng(np.random.default_rng() if rng is None else rng)
+        gen = as_generator(np.random.default_rng() if rng is None else rng)
         iters = _checks.integer("iterations", iterations or _ITERATIONS, minimum=2 * _BATCHES)
 
         def evaluate(x: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -903,7 +920,7 @@ class OptimalCutoff(Scheme):
     def _time_finish(
         self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
     ) -> SchemeSolution:
-        gen = _rng(np.random.default_rng() if rng is None else rng)
+        gen = as_generator(np.random.default_rng() if rng is None else rng)
         iters = _checks.integer("iterations", iterations or _ITERATIONS, minimum=2 * _BATCHES)
         warm = int(_WARMUP * iters)
 
@@ -916,7 +933,7 @@ class OptimalCutoff(Scheme):
         return _with(sol, T, curve, "grid search on common random numbers, then an independent run at T*")
 
     # ---- vectorized sweep and formula ----------------------------------------------------------------
-    def solve_batch(
+    def _legacy_batch(
         self,
         workload: Workload,
         cluster: Cluster,
@@ -982,6 +999,24 @@ class OptimalCutoff(Scheme):
         expr = sym["m"] * c / (wait + comm + upd)
         assume = "independent workers; the PS waits for the first c gradients, late workers cancelled"
         return _formula(expr, sym, name, assume)
+
+    def solve_closed_form(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "closed_form", rng=rng, iterations=iterations)
+
+    def solve_ctmc(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "ctmc", rng=rng, iterations=iterations)
+
+    def solve_simulate(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "simulate", rng=rng, iterations=iterations)
+
+    def batch_closed_form(self, workload: Workload, cluster: Cluster, workers: Any, bandwidth: Any, latency: Any) -> Any:
+        from queuesgd.schemes.base import BatchSolution
+
+        d = self._legacy_batch(workload, cluster, workers, bandwidth, latency)
+        if d["method"] != "closed_form":
+            raise NotRepresentable("legacy batch")
+        return BatchSolution(d["iteration_rate"], d["gradients_per_update"], d.get("bottleneck", ""), d["method"])
+
 
 
 def _with(sol: SchemeSolution, T: float, curve: dict[float, float], how: str) -> SchemeSolution:
@@ -1051,7 +1086,6 @@ class AdaptiveCutoff(Scheme):
     samples: int = 200
 
     key: ClassVar[str] = "adaptive-cutoff"
-    methods: ClassVar[tuple[str, ...]] = ("simulate",)
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -1072,7 +1106,7 @@ class AdaptiveCutoff(Scheme):
             "the cutoff is chosen anew each iteration from predicted run-times: simulation only",
         )
 
-    def solve(
+    def _legacy_solve(
         self,
         workload: Workload,
         cluster: Cluster,
@@ -1083,7 +1117,7 @@ class AdaptiveCutoff(Scheme):
     ) -> SchemeSolution:
         if method != "simulate":
             raise _unknown_method(self, method)
-        gen = _rng(np.random.default_rng() if rng is None else rng)
+        gen = as_generator(np.random.default_rng() if rng is None else rng)
         iters = _checks.integer("iterations", iterations or _ADAPTIVE_ITERATIONS, minimum=2 * _BATCHES)
         n = cluster.workers
         predictor = self.predictor if self.predictor is not None else EmpiricalPredictor(self.window)
@@ -1171,3 +1205,8 @@ class AdaptiveCutoff(Scheme):
                 f"got shape {out.shape}",
             )
         return out
+
+    def solve_simulate(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "simulate", rng=rng, iterations=iterations)
+
+

@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.distributions import Deterministic, Distribution, Exponential, PhaseType, _rng
+from queuesgd.batchmeans import ratio_interval
+from queuesgd.distributions import Deterministic, Distribution, Exponential, PhaseType
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
+from queuesgd.rng import as_generator
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.costs import ring_allreduce
 from queuesgd.schemes.laws import ctmc_law, sample_compute, worker_laws
-from queuesgd.schemes.montecarlo import ratio_interval
 from queuesgd.workload import Cluster, Workload
 
 if TYPE_CHECKING:
@@ -102,7 +103,6 @@ class EagerSGD(Scheme):
     max_stale: int = 32
 
     key: ClassVar[str] = "eager-sgd"
-    methods: ClassVar[tuple[str, ...]] = ("closed_form", "ctmc", "simulate")
 
     def __post_init__(self) -> None:
         _checks.choice("EagerSGD.mode", self.mode, ("solo", "majority"))
@@ -170,7 +170,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         return max(nX, nR, nZ, nY)
 
     # ---- solvers ---------------------------------------------------------------------
-    def solve(
+    def _legacy_solve(
         self,
         workload: Workload,
         cluster: Cluster,
@@ -225,7 +225,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
             return _with_details(sol, extra)
         raise NotRepresentable(f"EagerSGD cannot be solved with method {method!r}")
 
-    def solve_batch(
+    def _legacy_batch(
         self,
         workload: Workload,
         cluster: Cluster,
@@ -339,7 +339,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
     def _simulate(
         self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
     ) -> SchemeSolution:
-        gen = _rng(np.random.default_rng() if rng is None else rng)
+        gen = as_generator(np.random.default_rng() if rng is None else rng)
         rounds = (
             DEFAULT_ROUNDS if iterations is None else _checks.integer("iterations", iterations, minimum=200)
         )
@@ -425,6 +425,24 @@ worker (majority all-reduce needs Cluster.workers >= 2)
 
 
 # ---- helpers ---------------------------------------------------------------------------------------
+
+    def solve_closed_form(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "closed_form", rng=rng, iterations=iterations)
+
+    def solve_ctmc(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "ctmc", rng=rng, iterations=iterations)
+
+    def solve_simulate(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "simulate", rng=rng, iterations=iterations)
+
+    def batch_closed_form(self, workload: Workload, cluster: Cluster, workers: Any, bandwidth: Any, latency: Any) -> Any:
+        from queuesgd.schemes.base import BatchSolution
+
+        d = self._legacy_batch(workload, cluster, workers, bandwidth, latency)
+        if d["method"] != "closed_form":
+            raise NotRepresentable("legacy batch")
+        return BatchSolution(d["iteration_rate"], d["gradients_per_update"], d.get("bottleneck", ""), d["method"])
+
 
 
 def _identical_law(workload: Workload, cluster: Cluster) -> Distribution | None:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -334,7 +334,7 @@ def allreduce_graph(
     )
 
 
-def _shard_of(buckets: Sequence[Bucket], shards: int) -> list[int]:
+def shard_of(buckets: Sequence[Bucket], shards: int) -> list[int]:
     """Greedy balance: each message goes to the shard with the fewest bytes so far (ties: lowest)."""
     load = [0.0] * shards
     out = []
@@ -375,7 +375,7 @@ def ps_graph(
     n, bw, lat = cluster.workers, cluster.bandwidth, cluster.latency
     copies = n if symmetric else 1
     total = workload.gradient_bytes
-    shard = _shard_of(buckets, cluster.ps_shards)
+    shard = shard_of(buckets, cluster.ps_shards)
     comm_names = []
     for b, bucket in enumerate(buckets):
         j = shard[b]
@@ -459,7 +459,6 @@ class FineGrained:
     are the coarse phase model without heuristics and ignore them.
     """
 
-    fine_methods: ClassVar[tuple[str, ...]] = ("coarse", "fine")
 
     def _check_fine_fields(self) -> None:
         set_ = object.__setattr__
@@ -494,25 +493,11 @@ class FineGrained:
         return fuse(workload, self.fusion_bytes, self.fusion_time)  # type: ignore[attr-defined]
 
     # solvers -------------------------------------------------------------------------------
-    def solve(
-        self,
-        workload: Workload,
-        cluster: Cluster,
-        method: str,
-        *,
-        rng: np.random.Generator | int | None = None,
-        iterations: int | None = None,
+    def solve_fine(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
-        if method == "fine":
-            return self._solve_fine(workload, cluster, rng, iterations)
-        if method == "coarse":
-            return self._solve_coarse(workload, cluster)
-        return super().solve(workload, cluster, method, rng=rng, iterations=iterations)  # type: ignore[misc]
-
-    def _solve_fine(
-        self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
-    ) -> SchemeSolution:
-        from queuesgd.schemes.barrier import mean_compute
+        """The fine-grained task graph: exact longest path if deterministic, else its Monte Carlo."""
+        from queuesgd.schemes.kofn import mean_compute
 
         model = self.fine_model(workload, cluster)
         graph = model.graph
@@ -593,8 +578,11 @@ class FineGrained:
         note = "collectives one message at a time, reductions included; tail: the local update"
         return exposed, workload.update_time, window, float(costs.sum()), note
 
-    def _solve_coarse(self, workload: Workload, cluster: Cluster) -> SchemeSolution:
-        from queuesgd.schemes.barrier import compute_laws, mean_compute, time_to_barrier
+    def solve_coarse(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The coarse phase model with heuristics (overlap window, PS link contention)."""
+        from queuesgd.schemes.kofn import compute_laws, mean_compute, time_to_barrier
 
         buckets = self.buckets(workload)
         to_barrier = time_to_barrier(compute_laws(workload, cluster), cluster.workers)

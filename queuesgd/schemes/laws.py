@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd.distributions import Distribution, PhaseType, _rng, fit_phase_type
+from queuesgd.distributions import Distribution, PhaseType, fit_phase_type
 from queuesgd.errors import NotRepresentable
+from queuesgd.rng import as_generator
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["add_phase_transitions", "add_phase_type_stage", "ctmc_law", "sample_compute", "worker_laws"]
@@ -75,7 +76,7 @@ def sample_compute(
     >>> ((x - 0.1) > 0.5).sum(axis=1).tolist()        # one delayed worker per step
     [1, 1, 1, 1, 1]
     """
-    gen = _rng(np.random.default_rng() if rng is None else rng)
+    gen = as_generator(np.random.default_rng() if rng is None else rng)
     n = cluster.workers
     x = np.asarray(workload.compute.sample(gen, (iterations, n)), dtype=float)
     x = x / cluster.speed_factors[None, :]

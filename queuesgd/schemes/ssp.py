@@ -27,13 +27,14 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 from queuesgd import _checks, markov
-from queuesgd.distributions import Deterministic, Distribution, Exponential, PhaseType, Shifted, _rng
+from queuesgd.batchmeans import half_width
+from queuesgd.distributions import Deterministic, Distribution, Exponential, PhaseType, Shifted
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.orderstats import expected_max
 from queuesgd.queueing.ctmc import _binom_table, _compositions, _rank
+from queuesgd.rng import as_generator
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.laws import ctmc_law, sample_compute
-from queuesgd.schemes.montecarlo import half_width
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["StaleSynchronous"]
@@ -72,7 +73,6 @@ class StaleSynchronous(Scheme):
     staleness: int | float = 1
 
     key: ClassVar[str] = "stale-synchronous"
-    methods: ClassVar[tuple[str, ...]] = ("closed_form", "ctmc", "simulate")
     #: Largest CTMC ``method="auto"`` builds; beyond it auto simulates.
     max_states: ClassVar[int] = 200_000
 
@@ -154,7 +154,7 @@ class StaleSynchronous(Scheme):
             return "ctmc", f"exact CTMC of the clock offsets ({count:,} states at most)"
         return "simulate", f"the CTMC would have {count:,} states > {self.max_states:,}: Monte Carlo"
 
-    def solve(
+    def _legacy_solve(
         self,
         workload: Workload,
         cluster: Cluster,
@@ -306,7 +306,7 @@ class StaleSynchronous(Scheme):
         total = 20_000 if iterations is None else _checks.integer("iterations", iterations, minimum=100)
         rounds = max(total // n, 50)
         warm = max(rounds // 10, 5)
-        gen = _rng(np.random.default_rng() if rng is None else rng)
+        gen = as_generator(np.random.default_rng() if rng is None else rng)
         comm, upd = self.communication_time(workload, cluster)
         C = sample_compute(workload, cluster, gen, rounds)
         M = gen.exponential(comm + upd, size=(rounds, n))
@@ -398,6 +398,16 @@ class StaleSynchronous(Scheme):
             bottleneck="compute" if compute >= comm + update else "communication",
             model=None,
         )
+
+    def solve_closed_form(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "closed_form", rng=rng, iterations=iterations)
+
+    def solve_ctmc(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "ctmc", rng=rng, iterations=iterations)
+
+    def solve_simulate(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
+        return self._legacy_solve(workload, cluster, "simulate", rng=rng, iterations=iterations)
+
 
 
 def _convolve_exponential(ph: PhaseType, rate: float) -> PhaseType:

@@ -17,7 +17,7 @@ import numpy as np
 
 from queuesgd.schemes.barrier import BarrierScheme
 from queuesgd.schemes.costs import ps_round
-from queuesgd.schemes.fine import Bucket, FineGrained, FineModel, _shard_of, ps_graph
+from queuesgd.schemes.fine import Bucket, FineGrained, FineModel, ps_graph, shard_of
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["SyncPS"]
@@ -38,7 +38,7 @@ class SyncPS(FineGrained, BarrierScheme):
     ``n m / iteration time`` samples per second.
 
     Methods: ``"closed_form"`` (default), ``"ctmc"`` (the GSPN of
-    :func:`~queuesgd.schemes.barrier.barrier_net`: ``n + 1`` markings for
+    :func:`~queuesgd.schemes.kofn.barrier_net`: ``n + 1`` markings for
     identical exponential workers) and ``"simulate"`` -- the coarse phase
     model, no overlap -- and, with a per-tensor profile, ``"fine"`` (the task
     graph of :func:`~queuesgd.schemes.fine.ps_graph`: push, apply and pull per
@@ -68,7 +68,6 @@ class SyncPS(FineGrained, BarrierScheme):
     """
 
     key: ClassVar[str] = "sync-ps"
-    methods: ClassVar[tuple[str, ...]] = (*BarrierScheme.methods, *FineGrained.fine_methods)
 
     overlap: bool = True
     fusion_bytes: float | str | None = None
@@ -97,7 +96,7 @@ class SyncPS(FineGrained, BarrierScheme):
         g, p = workload.gradient_bytes, workload.parameter_bytes
         backward = workload.phase_times().backward * stretch
         start = to_barrier - backward  # the backward pass starts (slowest worker's pace)
-        shard = _shard_of(buckets, cluster.ps_shards)
+        shard = shard_of(buckets, cluster.ps_shards)
         worst = (-1.0, 0.0, 0.0, 0.0, 0.0, 0)
         for j in range(cluster.ps_shards):
             mine = [b for b, s in zip(buckets, shard) if s == j]

@@ -14,7 +14,7 @@ import pytest
 from queuesgd.distributions import Erlang, Exponential, HyperExponential
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.orderstats import expected_order_statistic
-from queuesgd.schemes.barrier import (
+from queuesgd.schemes.kofn import (
     barrier_net,
     compute_laws,
     simulate_barrier,

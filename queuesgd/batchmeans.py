@@ -1,0 +1,155 @@
+"""Confidence intervals of every Monte Carlo simulation in queuesgd (batch means).
+
+One policy, used by the schemes' simulations, the Petri-net simulator
+(:mod:`queuesgd.petri`) and the task-graph Monte Carlo (:mod:`queuesgd.dag`):
+
+- **Warm-up.** A run whose first iterations are not yet in steady state (a
+  scheme whose workers start in step, a net from its initial marking)
+  discards the first :data:`WARMUP` fraction of its iterations. A run of
+  independent replications (cancel-mode barriers, task-graph iterations)
+  has no transient and discards nothing.
+- **Batches.** The rest is cut into :data:`BATCHES` consecutive batches of
+  equal length (a remainder at the end is dropped). Batch values are nearly
+  independent when batches are long, so a Student-t interval on their mean
+  is the estimate (Law and Kelton, *Simulation Modeling and Analysis*,
+  sec. 9.5.3). For independent replications, batch means give the same
+  interval as the i.i.d. one, to the t quantile.
+- **Ratios** (gradients per second = gradients / time) use the batch ratios
+  (:func:`ratio_interval`), not the ratio of two intervals.
+- **Length.** A run needs at least :data:`MIN_PER_BATCH` iterations per batch
+  (:func:`check_iterations`); each simulation's default length is stated
+  in its docstring.
+
+Examples
+--------
+>>> round(half_width(np.array([1.0, 2.0, 3.0])), 4)     # t(0.975, 2) x 1 / sqrt(3)
+2.4841
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+__all__ = [
+    "BATCHES",
+    "MIN_PER_BATCH",
+    "WARMUP",
+    "batch_means",
+    "check_iterations",
+    "half_width",
+    "ratio_interval",
+    "warmup_cut",
+]
+
+#: Number of batches of every batch-means interval.
+BATCHES = 20
+#: Fraction of a run discarded as warm-up where the run has a transient.
+WARMUP = 0.05
+#: Fewest iterations per batch a simulation accepts.
+MIN_PER_BATCH = 5
+
+
+def check_iterations(iterations: int, field: str = "iterations", *, warmup: bool = False) -> int:
+    """``iterations`` if it is an integer long enough for :data:`BATCHES` batches, else a clear error.
+
+    Examples
+    --------
+    >>> check_iterations(1000)
+    1000
+    >>> check_iterations(10)                       # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: iterations: got 10; accepted: an integer >= 100 ...
+    """
+    from queuesgd import _checks
+    from queuesgd.errors import InvalidParameterError
+
+    iters = _checks.integer(field, iterations)
+    least = BATCHES * MIN_PER_BATCH
+    if warmup:
+        least = math.ceil(least / (1 - WARMUP))
+    if iters < least:
+        raise InvalidParameterError(
+            field, iterations, f"an integer >= {least} ({BATCHES} batches of at least {MIN_PER_BATCH})"
+        )
+    return iters
+
+
+def warmup_cut(length: int) -> int:
+    """Index of the first value kept after the warm-up (:data:`WARMUP` of ``length``).
+
+    Examples
+    --------
+    >>> warmup_cut(1000)
+    50
+    """
+    return int(WARMUP * length)
+
+
+def batch_means(
+    values: np.ndarray, batches: int = BATCHES, confidence: float = 0.95
+) -> tuple[float, tuple[float, float]]:
+    """Mean of ``values`` and its batch-means confidence interval.
+
+    The point estimate is the mean of all values; the interval is centred on
+    it with the half-width of the Student-t interval of the batch means.
+
+    Examples
+    --------
+    >>> m, (lo, hi) = batch_means(np.arange(40.0), batches=2)
+    >>> m, round(hi - m, 3)                   # batch means 9.5 and 29.5: t(0.975, 1) x 10
+    (19.5, 127.062)
+    """
+    v = np.asarray(values, dtype=float).ravel()
+    mean = float(v.mean())
+    nb = min(batches, v.size)
+    if nb < 2:
+        return mean, (-math.inf, math.inf)
+    size = v.size // nb
+    half = half_width(v[: nb * size].reshape(nb, size).mean(axis=1), confidence)
+    return mean, (mean - half, mean + half)
+
+
+def half_width(batch_values: np.ndarray, confidence: float = 0.95) -> float:
+    """Half-width of the Student-t confidence interval on the mean of ``batch_values``.
+
+    Examples
+    --------
+    >>> half_width(np.array([5.0, 5.0, 5.0]))
+    0.0
+    """
+    b = np.asarray(batch_values, dtype=float)
+    nb = b.size
+    if nb < 2:
+        return math.inf
+    return float(stats.t.ppf(0.5 + confidence / 2, nb - 1) * b.std(ddof=1) / math.sqrt(nb))
+
+
+def ratio_interval(
+    rewards: np.ndarray, durations: np.ndarray, batches: int = BATCHES
+) -> tuple[float, tuple[float, float]]:
+    """``sum(rewards) / sum(durations)`` and its 95% batch-means interval (renewal-reward ratio).
+
+    Consecutive cycles are grouped into ``batches`` batches; the interval is
+    that of the batch ratios.
+
+    Examples
+    --------
+    >>> r, (lo, hi) = ratio_interval(np.full(100, 2.0), np.ones(100))
+    >>> r, lo, hi
+    (2.0, 2.0, 2.0)
+    """
+    rewards = np.asarray(rewards, dtype=float)
+    durations = np.asarray(durations, dtype=float)
+    point = float(rewards.sum() / durations.sum())
+    nb = min(batches, rewards.size)
+    if nb < 2:
+        return point, (point, point)
+    size = rewards.size // nb
+    rb = rewards[: nb * size].reshape(nb, size).sum(axis=1)
+    db = durations[: nb * size].reshape(nb, size).sum(axis=1)
+    half = half_width(rb / db)
+    return point, (point - half, point + half)
