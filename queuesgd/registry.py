@@ -31,6 +31,7 @@ BackupWorkers(backups=2, stragglers='finish')
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -201,7 +202,13 @@ def make(name: str, field: str = "scheme", **params: Any) -> Scheme:
     try:
         return cls(**params)
     except TypeError:
-        missing = [p for p in own if p not in params]
+        missing = [
+            f.name
+            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            if f.name not in params
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ]
         raise InvalidParameterError(
             field, name, f"a {cls.__name__}(...) with its required parameters ({', '.join(missing)})"
         ) from None
