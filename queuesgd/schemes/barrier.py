@@ -78,7 +78,7 @@ class BarrierScheme(Scheme):
         return "cancel"
 
     def round_laws(self, workload: Workload, cluster: Cluster) -> list[Distribution]:
-        """Each worker's law of one round's computation (one step: :func:`~queuesgd.schemes.kofn.compute_laws`)."""
+        """Each worker's law of one round's computation (one step: :func:`~.kofn.compute_laws`)."""
         return compute_laws(workload, cluster)
 
     def sample_round(self, workload: Workload, cluster: Cluster, rng: Any, rounds: int) -> np.ndarray:
@@ -171,7 +171,7 @@ class BarrierScheme(Scheme):
     def solve_closed_form(
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
-        """``E[X_(k:n)] + communication + update``: exact when the iterations are i.i.d. (``k = n`` or cancel)."""
+        """``E[X_(k:n)] + communication + update``: exact when iterations are i.i.d. (``k = n`` or cancel)."""
         k, comm, upd = self._phase(workload, cluster)
         if self._finish_late(cluster):
             raise NotRepresentable(
@@ -190,8 +190,8 @@ class BarrierScheme(Scheme):
         mode = self.straggler_mode() if k < cluster.workers else "cancel"
         if cluster.stragglers is not None:
             raise NotRepresentable(
-                f"{type(self).__name__} CTMC with RandomDelay stragglers (a random set of workers delayed by a "
-                "constant each step); use 'closed_form' or 'simulate'"
+                f"{type(self).__name__} CTMC with RandomDelay stragglers (a random set of workers delayed by "
+                "a constant each step); use 'closed_form' or 'simulate'"
             )
         phases = COMM_PHASES if mode == "finish" and comm + upd > 0 else 1
         res = solve_barrier_ctmc(

@@ -250,10 +250,10 @@ class Scheme:
         Examples
         --------
         >>> from queuesgd import AsyncPS
-        >>> AsyncPS().check_method("closed_form")      # doctest: +ELLIPSIS
+        >>> AsyncPS().check_method("closed_form")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        queuesgd.errors.UnknownNameError: method: got 'closed_form'; accepted: one of 'mva', 'ctmc', 'simulate'
+        queuesgd.errors.UnknownNameError: method: got 'closed_form'; accepted: one of 'mva', ...
         """
         allowed = (("auto",) if auto else ()) + self.methods
         if not isinstance(method, str) or method not in allowed:

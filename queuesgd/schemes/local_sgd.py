@@ -153,6 +153,6 @@ class LocalSGD(BarrierScheme):
 
     def _assumptions(self) -> str:
         return (
-            "n workers each take H local steps (i.i.d. compute, a local update u per step); the round waits for "
-            "all n; then one ring all-reduce of the S-byte model (alpha-beta costs); no overlap"
+            "n workers each take H local steps (i.i.d. compute, a local update u per step); the round waits "
+            "for all n; then one ring all-reduce of the S-byte model (alpha-beta costs); no overlap"
         )
