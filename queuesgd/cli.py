@@ -58,7 +58,7 @@ _NOT_ON_CLI = frozenset({"predictor"})
 
 def _scheme_options() -> dict[str, set[str]]:
     """Scheme parameter name -> the schemes that have it."""
-    from queuesgd.schemes import SCHEMES
+    from queuesgd.registry import SCHEMES
 
     out: dict[str, set[str]] = {}
     for key, cls in SCHEMES.items():
@@ -68,10 +68,15 @@ def _scheme_options() -> dict[str, set[str]]:
     return out
 
 
-def _add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
-    from queuesgd.schemes import SCHEMES
+def _scheme_names() -> str:
+    """The registered scheme keys, aliases in parentheses: ``"..., ring-allreduce (sync-allreduce), ..."``."""
+    from queuesgd import registry
 
-    p.add_argument("--scheme", default="async-ps", help=f"coordination scheme: {', '.join(SCHEMES)}")
+    return ", ".join(e.key + (f" ({', '.join(e.aliases)})" if e.aliases else "") for e in registry.entries())
+
+
+def _add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
+    p.add_argument("--scheme", default="async-ps", help=f"coordination scheme: {_scheme_names()}")
     p.add_argument(
         "--workload", default="resnet50", help="catalog workload name (see `queuesgd catalog list`)"
     )
@@ -110,7 +115,7 @@ def _add_scheme_flags(p: argparse.ArgumentParser, *, lists: bool) -> None:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from queuesgd.schemes import SCHEMES
+    from queuesgd.harness.layout import LIVE_SCHEMES
 
     parser = _Parser(prog="queuesgd", description="Predict the throughput of distributed SGD training.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -121,7 +126,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_common(p, lists=True)
 
     d = sub.add_parser("derive", help="print a scheme's throughput formula")
-    d.add_argument("scheme", help=f"coordination scheme: {', '.join(SCHEMES)}")
+    d.add_argument("scheme", help=f"coordination scheme: {_scheme_names()}")
     d.add_argument("--compute", default="exponential", help="compute-time law: exponential or deterministic")
     d.add_argument("--workers", type=int, help="fixed number of workers (schemes solved by MVA)")
     d.add_argument("--latex", action="store_true", help="print LaTeX")
@@ -145,7 +150,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="run a scheme live with PyTorch workers and compare with the model")
     v.add_argument(
-        "--scheme", default="ring-allreduce", help="scheme run live (sync-allreduce = ring-allreduce)"
+        "--scheme",
+        default="ring-allreduce",
+        help=f"scheme run live: {', '.join(LIVE_SCHEMES)} (sync-allreduce = ring-allreduce)",
     )
     v.add_argument("--workers", default="2,4,8", help="comma-separated worker counts")
     v.add_argument("--steps", type=int, default=200, help="steps per worker, warm-up included")
@@ -188,12 +195,10 @@ def _random_delay(text: str) -> Any:
 def _scheme_from_args(
     args: argparse.Namespace, name: str, *, lists: bool
 ) -> tuple[Any, dict[str, list[Any]]]:
-    from queuesgd import _checks
-    from queuesgd.schemes import ALIASES, SCHEMES
+    from queuesgd import registry
 
-    key = _checks.choice("--scheme", name, [*SCHEMES, *ALIASES])
-    key = ALIASES.get(key, key)
-    cls = SCHEMES[key]
+    cls = registry.resolve(name, "--scheme")
+    key = cls.key
     params: dict[str, list[Any]] = {}
     own = set(cls.parameters())
     for pname in _scheme_options():
@@ -350,9 +355,9 @@ def _validate(args: argparse.Namespace) -> int:
     if args.out:
         result.write(args.out)
     if args.json:
-        from queuesgd.harness.report import _jsonable
+        from queuesgd.harness.report import jsonable
 
-        print(json.dumps([_jsonable(r) for r in result.rows], indent=1))
+        print(json.dumps([jsonable(r) for r in result.rows], indent=1))
     else:
         print(result.table())
     for failure in result.failures:

@@ -38,7 +38,14 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 
-__all__ = ["AlphaBeta", "calibrate_allreduce", "calibrate_p2p", "fit_alpha_beta"]
+__all__ = [
+    "AlphaBeta",
+    "allreduce_probe",
+    "calibrate_allreduce",
+    "calibrate_p2p",
+    "fit_alpha_beta",
+    "p2p_probe",
+]
 
 _KINDS = ("allreduce", "p2p")
 
@@ -245,9 +252,15 @@ def _span(records: list[dict], sizes: list[int], repeats: int) -> tuple[list[flo
     return nbytes, seconds
 
 
-def _allreduce_worker(
+def allreduce_probe(
     ctx: Any, sizes: list[int], repeats: int, warmup: int, shaper: Any, gap: float = 0.0
 ) -> None:
+    """In a worker process: time ``warmup + repeats`` all-reduces per size; report one record per size.
+
+    Each record is ``{"size", "t0": [...], "t1": [...]}`` (the kept repeats, this rank's clock);
+    ``gap`` seconds of idle precede each operation, ``shaper`` (or None) adds the emulated time.
+    Run by :func:`calibrate_allreduce` and, inside a torchrun job, by :mod:`~queuesgd.harness.torchrun`.
+    """
     from queuesgd.harness._torch import require_torch
 
     torch = require_torch()
@@ -342,17 +355,19 @@ def calibrate_allreduce(
     idle = _checks.positive("gap", gap, allow_zero=True)
 
     def fn(ctx: Any) -> None:
-        _allreduce_worker(ctx, sizes_b, reps, warm, shaper, idle)
+        allreduce_probe(ctx, sizes_b, reps, warm, shaper, idle)
 
     records = _launch(fn, n, limit, setup, _checks.name("host", host))
     nbytes, seconds = _span(records, sizes_b, reps)
     return fit_alpha_beta(nbytes, seconds, kind="allreduce", world_size=n)
 
 
-def _p2p_worker(
-    ctx: Any, sizes: list[int], repeats: int, warmup: int, shaper: Any, gap: float = 0.0
-) -> None:
-    """Ping-pong between ranks 0 and 1; element 0 of each message is its send time (shared clock)."""
+def p2p_probe(ctx: Any, sizes: list[int], repeats: int, warmup: int, shaper: Any, gap: float = 0.0) -> None:
+    """In a worker process: ping-pong between ranks 0 and 1; rank 0 reports one record per size.
+
+    Element 0 of each message is its send time (shared clock); a record's ``t1`` is half the
+    round trip after its ``t0``. Run by :func:`calibrate_p2p` and by :mod:`~queuesgd.harness.torchrun`.
+    """
     from queuesgd.harness._torch import require_torch
 
     torch = require_torch()
@@ -433,7 +448,7 @@ def calibrate_p2p(
     idle = _checks.positive("gap", gap, allow_zero=True)
 
     def fn(ctx: Any) -> None:
-        _p2p_worker(ctx, sizes_b, reps, warm, shaper, idle)
+        p2p_probe(ctx, sizes_b, reps, warm, shaper, idle)
 
     records = _launch(fn, 2, limit, setup, _checks.name("host", host))
     nbytes, seconds = _span(records, sizes_b, reps)

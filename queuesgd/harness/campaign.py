@@ -34,20 +34,9 @@ import numpy as np
 from queuesgd import _checks, units
 from queuesgd.distributions import Deterministic, Distribution, Empirical
 from queuesgd.errors import InvalidParameterError, WorkerFailure
+from queuesgd.harness.layout import LIVE_SCHEMES, live_key
 
 __all__ = ["LIVE_SCHEMES", "ValidationResult", "compare_records", "parse_straggler", "validate"]
-
-#: Schemes the harness can run live, and the world layout they use.
-LIVE_SCHEMES: dict[str, str] = {
-    "ring-allreduce": "allreduce",
-    "sync-ps": "ps",
-    "async-ps": "ps",
-    "backup-workers": "ps",
-    "static-cutoff": "ps",
-    "eager-sgd": "ps",
-    "stale-synchronous": "ps",
-}
-_ALIASES = {"sync-allreduce": "ring-allreduce"}
 
 
 @dataclass(frozen=True)
@@ -84,16 +73,6 @@ class ValidationResult:
         from queuesgd.harness.report import write_rows
 
         return write_rows(self.rows, out_dir)
-
-
-def _scheme_key(scheme: Any) -> str:
-    if not isinstance(scheme, str):
-        key = getattr(scheme, "key", None)
-        if key is None:
-            raise InvalidParameterError("scheme", scheme, "a scheme key such as 'ring-allreduce'")
-        scheme = key
-    scheme = _ALIASES.get(scheme, scheme)
-    return _checks.choice("scheme", scheme, list(LIVE_SCHEMES))
 
 
 def parse_straggler(text: str | None, mean: float) -> tuple[Distribution, Any]:
@@ -203,7 +182,7 @@ def validate(
     -------
     ValidationResult
     """
-    key = _scheme_key(scheme)
+    key = live_key(scheme)
     counts = _ints("workers", workers)
     steps = _checks.integer("steps", steps, minimum=20)
     warm = max(5, steps // 10) if warmup is None else _checks.integer("warmup", warmup, minimum=0)

@@ -68,12 +68,14 @@ class WorkerContext:
     epoch : float
         :func:`time.perf_counter` reading taken in the parent just before the
         children were started (the same clock in every process of the machine).
+    sink : object with ``send(record)``
+        Where :meth:`report` writes (the pipe to the parent; a file under torchrun).
 
     Examples
     --------
     >>> class Sink:
     ...     def send(self, record): print(record)
-    >>> ctx = WorkerContext(1, 2, deadline=0.0, epoch=0.0, _conn=Sink())
+    >>> ctx = WorkerContext(1, 2, deadline=0.0, epoch=0.0, sink=Sink())
     >>> ctx.report({"step": 0, "t": 0.5})
     {'step': 0, 't': 0.5, 'rank': 1}
     """
@@ -82,7 +84,7 @@ class WorkerContext:
     world_size: int
     deadline: float
     epoch: float = 0.0
-    _conn: Any = field(default=None, repr=False)
+    sink: Any = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def report(self, record: dict) -> None:
@@ -94,7 +96,7 @@ class WorkerContext:
         rec = dict(record)
         rec["rank"] = self.rank
         with self._lock:
-            self._conn.send(rec)
+            self.sink.send(rec)
 
 
 def _timer_slack() -> None:

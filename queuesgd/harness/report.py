@@ -28,7 +28,7 @@ import numpy as np
 
 from queuesgd.errors import InvalidParameterError, MissingDependencyError
 
-__all__ = ["format_table", "plot_rows", "read_rows", "summary", "write_report", "write_rows"]
+__all__ = ["format_table", "jsonable", "plot_rows", "read_rows", "summary", "write_report", "write_rows"]
 
 #: Columns printed by :func:`format_table`, in order.
 TABLE_COLUMNS = ("scheme", "workers", "configuration", "measured", "interval", "predicted", "error")
@@ -97,15 +97,22 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` with NumPy scalars as Python numbers, non-finite floats as None, tuples as lists.
+
+    Examples
+    --------
+    >>> jsonable({"rate": np.float64(2.5), "cap": float("inf"), "sizes": (1, 2)})
+    {'rate': 2.5, 'cap': None, 'sizes': [1, 2]}
+    """
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return value
 
 
@@ -124,7 +131,7 @@ def write_rows(
         raise InvalidParameterError(
             "out", os.fspath(out_dir), f"a writable directory ({err.strerror})"
         ) from None
-    clean = [_jsonable(dict(r)) for r in rows]
+    clean = [jsonable(dict(r)) for r in rows]
     written = []
     path = out / f"{stem}.json"
     path.write_text(json.dumps(clean, indent=1) + "\n", encoding="utf-8")

@@ -90,35 +90,15 @@ from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness._torch import require_torch
 from queuesgd.harness.launch import WorkerContext, run_workers
+from queuesgd.harness.layout import LIVE_SCHEMES, live_key, world_size
 from queuesgd.harness.shaping import Shaper
 from queuesgd.units import parse_seconds
 
 __all__ = ["LAYOUT", "check_params", "run", "run_scheme", "world_size"]
 
-#: World layout of each scheme the harness runs: all-reduce (ranks = workers) or PS (rank 0 + workers).
-LAYOUT: dict[str, str] = {
-    "ring-allreduce": "allreduce",
-    "sync-ps": "ps",
-    "async-ps": "ps",
-    "backup-workers": "ps",
-    "static-cutoff": "ps",
-    "eager-sgd": "ps",
-    "stale-synchronous": "ps",
-}
+#: World layout of each scheme the harness runs (the registry's ``live`` column; see :mod:`.layout`).
+LAYOUT = LIVE_SCHEMES
 _STRAGGLERS = ("finish", "cancel")
-
-
-def world_size(scheme_key: str, workers: int) -> int:
-    """Processes needed to run ``workers`` workers of a scheme (``n``, or ``n + 1`` with a PS).
-
-    Examples
-    --------
-    >>> world_size("ring-allreduce", 4), world_size("async-ps", 4)
-    (4, 5)
-    """
-    key = _checks.choice("scheme", scheme_key, LAYOUT)
-    n = _checks.integer("workers", workers)
-    return n if LAYOUT[key] == "allreduce" else n + 1
 
 
 def check_params(scheme_key: str, params: Mapping[str, Any] | None, workers: int) -> dict[str, Any]:
@@ -141,7 +121,7 @@ def check_params(scheme_key: str, params: Mapping[str, Any] | None, workers: int
     ...
     queuesgd.errors.InvalidParameterError: backups: got 4; accepted: an integer 0 <= backups < workers (= 4)
     """
-    key = _checks.choice("scheme", scheme_key, LAYOUT)
+    key = live_key(scheme_key)
     n = _checks.integer("workers", workers)
     given = dict(params or {})
     out: dict[str, Any] = {}
@@ -776,7 +756,7 @@ def run_scheme(
     >>> [r["applied"] for r in recs if r["role"] == "ps"]
     [2, 2, 2]
     """
-    key = _checks.choice("scheme", scheme_key, LAYOUT)
+    key = live_key(scheme_key)
     steps = _checks.integer("steps", steps)
     warmup = _checks.integer("warmup", warmup, minimum=0)
     shaper = Shaper() if shaper is None else shaper
@@ -865,7 +845,7 @@ def run(
     >>> sorted((r["rank"], r["step"], r["applied"]) for r in recs)
     [(0, 0, 2), (0, 1, 2), (0, 2, 2), (1, 0, 2), (1, 1, 2), (1, 2, 2)]
     """
-    key = _checks.choice("scheme", scheme_key, LAYOUT)
+    key = live_key(scheme_key)
     checked = check_params(key, params, workers)
     size = world_size(key, workers)
 

@@ -81,14 +81,15 @@ def _run(args: argparse.Namespace) -> int:
     from queuesgd import units
     from queuesgd.harness import calibrate, runners
     from queuesgd.harness._torch import require_torch
-    from queuesgd.harness.campaign import LIVE_SCHEMES, _scheme_key, parse_straggler
+    from queuesgd.harness.campaign import parse_straggler
     from queuesgd.harness.launch import WorkerContext
+    from queuesgd.harness.layout import LIVE_SCHEMES, live_key
     from queuesgd.harness.live import EmulatedCompute, RealModel
     from queuesgd.specs import parse_params
 
     torch = require_torch()
     dist = torch.distributed
-    key = _scheme_key(args.scheme)
+    key = live_key(args.scheme, "--scheme")
     mean = units.parse_seconds(args.compute, "--compute")
     law, random_delay = parse_straggler(args.straggler, mean)
     nbytes = int(units.parse_bytes(args.gradient_bytes, "--gradient-bytes"))
@@ -107,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sink = _JsonLines(out / f"rank{rank}.jsonl")
-    ctx = WorkerContext(rank, world, deadline=math.inf, epoch=time.perf_counter(), _conn=sink)
+    ctx = WorkerContext(rank, world, deadline=math.inf, epoch=time.perf_counter(), sink=sink)
     try:
         if rank == 0:
             meta = {
@@ -125,9 +126,9 @@ def _run(args: argparse.Namespace) -> int:
         sizes = [4096, max(nbytes, _SIZES_MIN), 4 * max(nbytes, _SIZES_MIN)]
         if LIVE_SCHEMES[key] == "allreduce":
             if world > 1:
-                calibrate._allreduce_worker(ctx, sizes, args.repeats, 2, None, float(law.mean))
+                calibrate.allreduce_probe(ctx, sizes, args.repeats, 2, None, float(law.mean))
         elif rank < 2:
-            calibrate._p2p_worker(ctx, sizes, args.repeats, 2, None, float(law.mean))
+            calibrate.p2p_probe(ctx, sizes, args.repeats, 2, None, float(law.mean))
         else:
             for _ in sizes:  # the ping-pong ranks meet one barrier per size
                 dist.barrier()
@@ -171,7 +172,8 @@ def calibration_fit(records: Sequence[Mapping[str, Any]], kind: str, world_size:
 
 def compare_folder(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """Read every ``rank<r>.jsonl`` in ``folder`` and return the comparison row of the run."""
-    from queuesgd.harness.campaign import LIVE_SCHEMES, compare_records
+    from queuesgd.harness.campaign import compare_records
+    from queuesgd.harness.layout import LIVE_SCHEMES
     from queuesgd.workload import RandomDelay
 
     files = sorted(Path(folder).glob("rank*.jsonl"))
