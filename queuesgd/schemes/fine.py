@@ -30,11 +30,9 @@ worker in that step is stretched by ``X_i / E[X]``, so that with free
 communication the fine model reduces to the coarse one exactly
 (``E[max_i X_i]``). Communication is deterministic.
 
-The coarse phase model with heuristics (``method="coarse"``,
-:func:`coarse_iteration_time`) keeps the phases of the closed form --
-compute, then communicate, then update -- and adds the two corrections that
-bring it close to the fine model: an overlap window taken from the profile and,
-for the parameter server, a link contention factor. See
+The scheme side -- the :class:`~queuesgd.schemes.finegrained.FineGrained`
+mixin with the ``fine`` and ``coarse`` roads, and the coarse phase model with
+heuristics -- is in :mod:`queuesgd.schemes.finegrained`. See
 ``docs/fine-grained.md``.
 """
 
@@ -47,30 +45,27 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from queuesgd import _checks, units
-from queuesgd.dag import Task, TaskGraph, schedule, simulate
+from queuesgd.dag import Task, TaskGraph
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable
-from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.laws import worker_laws
 
 if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload
 
 __all__ = [
+    "COMMUNICATION",
     "Bucket",
-    "FineGrained",
     "FineModel",
     "allreduce_graph",
-    "coarse_iteration_time",
     "fuse",
+    "parse_threshold",
     "ps_graph",
     "ring_message_costs",
 ]
 
-#: Monte Carlo iterations of ``method="fine"`` when the compute time is random.
-DEFAULT_ITERATIONS = 10_000
-
-_COMM = "communication"
+#: Group name of the communication tasks in the task graphs.
+COMMUNICATION = "communication"
 
 
 # ----------------------------------------------------------------------------- fusion
@@ -95,8 +90,15 @@ class Bucket:
     ready: float
 
 
-def _threshold(field: str, value: Any, parse: Any) -> float | None:
-    """A fusion threshold: ``None`` (or the string ``"none"``, from a command line) disables it."""
+def parse_threshold(field: str, value: Any, parse: Any) -> float | None:
+    """A fusion threshold: ``None`` (or the string ``"none"``, from a command line) disables it.
+
+    Examples
+    --------
+    >>> from queuesgd import units
+    >>> parse_threshold("fusion_bytes", "64MiB", units.parse_bytes), parse_threshold("f", "none", float)
+    (67108864.0, None)
+    """
     if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
         return None
     parsed = parse(value, field) if isinstance(value, str) else value
@@ -139,8 +141,8 @@ def fuse(
     >>> len(fuse(w, None, None))
     5
     """
-    size_cap = _threshold("fusion_bytes", fusion_bytes, units.parse_bytes)
-    time_cap = _threshold("fusion_time", fusion_time, units.parse_seconds)
+    size_cap = parse_threshold("fusion_bytes", fusion_bytes, units.parse_bytes)
+    time_cap = parse_threshold("fusion_time", fusion_time, units.parse_seconds)
     layers = _layers(workload)
     gaps = np.array([layer.backward_time for layer in layers])
     sizes = np.array([layer.gradient_bytes for layer in layers])
@@ -318,7 +320,9 @@ def allreduce_graph(
     comm_names = []
     for b, (bucket, cost) in enumerate(zip(buckets, costs)):
         name = f"allreduce{b}"
-        tasks.append(Task(name, float(cost), _senders(backward, bucket, overlap), "network", group=_COMM))
+        tasks.append(
+            Task(name, float(cost), _senders(backward, bucket, overlap), "network", group=COMMUNICATION)
+        )
         comm_names.append(name)
     upd = workload.update_time if update_time is None else update_time
     for w in range(len(backward)):
@@ -382,7 +386,9 @@ def ps_graph(
         pushes = []
         for w, sender in enumerate(_senders(backward, bucket, overlap)):
             name = f"w{w}/push{b}"
-            tasks.append(Task(name, copies * (lat + bucket.nbytes / bw), sender, f"ps{j}/in", group=_COMM))
+            tasks.append(
+                Task(name, copies * (lat + bucket.nbytes / bw), sender, f"ps{j}/in", group=COMMUNICATION)
+            )
             pushes.append(name)
             comm_names.append(name)
         upd = n * workload.update_time * bucket.nbytes / total
@@ -391,7 +397,13 @@ def ps_graph(
         for w in range(len(backward)):
             name = f"w{w}/pull{b}"
             tasks.append(
-                Task(name, copies * (lat + pull_bytes / bw), f"ps{j}/update{b}", f"ps{j}/out", group=_COMM)
+                Task(
+                    name,
+                    copies * (lat + pull_bytes / bw),
+                    f"ps{j}/update{b}",
+                    f"ps{j}/out",
+                    group=COMMUNICATION,
+                )
             )
             comm_names.append(name)
     graph = TaskGraph(tasks, factors or None, name="sync parameter-server iteration")
@@ -403,215 +415,6 @@ def ps_graph(
         tuple(graph.index(c) for c in comm_names),
         note,
     )
-
-
-# ----------------------------------------------------------------------------- coarse + heuristics
-def coarse_iteration_time(
-    to_barrier: float,
-    backward: float,
-    first_ready: float,
-    costs: Sequence[float],
-    *,
-    overlap: bool = True,
-    tail: float = 0.0,
-) -> tuple[float, float]:
-    """The phase model with an overlap window: ``(iteration time, exposed communication)``.
-
-    ``to_barrier`` is ``E[max_i X_i]`` (compute phase of the slowest
-    worker), ``costs`` the communication time of each message on the
-    bottleneck resource in sending order. With wait-free back-propagation the
-    resource can start when the first message is ready, ``first_ready``
-    seconds into the backward pass of length ``backward``, so an overlap
-    window of ``W = backward - first_ready`` hides communication, but never the
-    last message:
-
-    ``exposed = max(c_last, sum(c) - W)``, iteration ``= to_barrier + exposed + tail``.
-
-    Without overlap ``exposed = sum(c)``. For deterministic identical workers
-    this is a lower bound of the fine model's iteration time (the resource
-    cannot start before ``first_ready``, and the last message cannot start
-    before the backward pass ends); it is exact when the resource never idles
-    once started.
-
-    Examples
-    --------
-    >>> it, exposed = coarse_iteration_time(0.1, 0.06, 0.01, [0.03, 0.02, 0.01])
-    >>> round(it, 12), round(exposed, 12)        # 60 ms of messages, a 50 ms window: 10 ms exposed
-    (0.11, 0.01)
-    """
-    c = np.asarray(costs, dtype=float)
-    total = float(c.sum())
-    if not overlap or c.size == 0:
-        exposed = total
-    else:
-        window = max(backward - first_ready, 0.0)
-        exposed = max(float(c[-1]), total - window)
-    return to_barrier + exposed + tail, exposed
-
-
-# ----------------------------------------------------------------------------- the scheme mixin
-class FineGrained:
-    """Mixin of the synchronous schemes that have a fine-grained form (``method="fine"`` and ``"coarse"``).
-
-    Adds three parameters: ``overlap`` (wait-free back-propagation),
-    ``fusion_bytes`` and ``fusion_time`` (tensor fusion thresholds, ``None``
-    to disable). The other methods (``closed_form``, ``ctmc``, ``simulate``)
-    are the coarse phase model without heuristics and ignore them.
-    """
-
-
-    def _check_fine_fields(self) -> None:
-        set_ = object.__setattr__
-        name = type(self).__name__
-        set_(self, "overlap", _checks.boolean(f"{name}.overlap", self.overlap))  # type: ignore[attr-defined]
-        for field, parse in (("fusion_bytes", units.parse_bytes), ("fusion_time", units.parse_seconds)):
-            set_(self, field, _threshold(f"{name}.{field}", getattr(self, field), parse))
-
-    # hooks ---------------------------------------------------------------------------------
-    def message_costs(self, workload: Workload, cluster: Cluster, nbytes: np.ndarray) -> np.ndarray:
-        """Seconds each message of ``nbytes`` bytes occupies the bottleneck resource (vectorized)."""
-        raise NotImplementedError
-
-    def fine_model(self, workload: Workload, cluster: Cluster) -> FineModel:
-        """The task graph of one iteration (see :func:`allreduce_graph` and :func:`ps_graph`)."""
-        raise NotImplementedError
-
-    def task_graph(self, workload: Workload, cluster: Cluster) -> TaskGraph:
-        """The fine-grained task graph of one iteration of this scheme on ``cluster``.
-
-        Examples
-        --------
-        >>> from queuesgd import RingAllReduce, Cluster, load_workload
-        >>> g = RingAllReduce().task_graph(load_workload("resnet50"), Cluster(4, "10Gbit/s"))
-        >>> len(g), g.resources        # forward, 161 backward, 12 messages, update
-        (175, ('network',))
-        """
-        return self.fine_model(workload, cluster).graph
-
-    def buckets(self, workload: Workload) -> tuple[Bucket, ...]:
-        """The messages one worker sends per iteration (:func:`fuse` with this scheme's thresholds)."""
-        return fuse(workload, self.fusion_bytes, self.fusion_time)  # type: ignore[attr-defined]
-
-    # solvers -------------------------------------------------------------------------------
-    def solve_fine(
-        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
-    ) -> SchemeSolution:
-        """The fine-grained task graph: exact longest path if deterministic, else its Monte Carlo."""
-        from queuesgd.schemes.kofn import mean_compute
-
-        model = self.fine_model(workload, cluster)
-        graph = model.graph
-        n = cluster.workers
-        interval = None
-        details: dict[str, Any] = {"tasks": len(graph), "messages": len(model.buckets)}
-        if graph.is_deterministic:
-            sched = schedule(graph)
-            it = float(sched.makespan)
-            shares = sched.group_share()
-            finish = sched.finish
-            how = "longest path (max-plus) of the deterministic task graph, exact"
-            details["critical_path"] = sched.critical_path()
-        else:
-            iters = DEFAULT_ITERATIONS if iterations is None else _checks.integer("iterations", iterations)
-            sim = simulate(graph, iters, rng)
-            it = float(sim.mean)
-            shares = dict(sim.group_share)
-            finish = sim.mean_finish
-            lo, hi = sim.interval
-            interval = (n / hi, n / lo) if lo > 0 else None  # gradients per second, as every scheme's
-            how = f"Monte Carlo of {iters} iterations of the task graph (common compute factor per worker)"
-            details["iterations"] = iters
-            qs = (0.05, 0.5, 0.95, 0.99)
-            details["iteration_time_quantiles"] = dict(zip(qs, (float(v) for v in sim.quantile(qs))))
-        comm_end = float(np.max(finish[list(model.comm_tasks)])) if model.comm_tasks else 0.0
-        backward_end = float(np.max(finish[list(model.backward_ends)]))
-        details["non_overlapped_communication"] = max(comm_end - backward_end, 0.0)
-        details["message_bytes"] = tuple(b.nbytes for b in model.buckets)
-        details["critical_share"] = dict(shares)
-        crit_compute = it * sum(shares.get(g, 0.0) for g in ("forward", "backward", "other"))
-        compute = min(mean_compute(workload, cluster), crit_compute)
-        breakdown = {
-            "compute": compute,
-            "communication": it * shares.get(_COMM, 0.0),
-            "update": it * shares.get("update", 0.0),
-            "waiting": crit_compute - compute,
-        }
-        drawn = "every worker" if model.workers_in_graph > 1 else "one worker (identical, deterministic)"
-        reason = (
-            f"fine-grained task graph: {len(graph)} tasks, {len(model.buckets)} messages per worker, "
-            f"overlap {'on' if self.overlap else 'off'}, {drawn} drawn; {how}; {model.note}"  # type: ignore[attr-defined]
-        )
-        return SchemeSolution(
-            iteration_rate=1.0 / it,
-            gradients_per_update=float(n),
-            iteration_time=it,
-            breakdown=breakdown,
-            method="fine",
-            reason=reason,
-            details=details,
-            interval=interval,
-            bottleneck=max(breakdown, key=lambda k: breakdown[k]),
-            model=graph,
-        )
-
-    def _coarse_exposed(
-        self,
-        workload: Workload,
-        cluster: Cluster,
-        buckets: Sequence[Bucket],
-        to_barrier: float,
-        stretch: float,
-    ) -> tuple[float, float, float, float, str]:
-        """``(exposed communication, tail, overlap window, total communication, note)`` of the coarse model.
-
-        The default is the all-reduce one: the messages' collectives, one at a
-        time, after an overlap window; the tail is the local update.
-        ``stretch = E[X_(n:n)] / E[X]`` stretches the profile to the slowest
-        worker's pace.
-        """
-        costs = self.message_costs(workload, cluster, np.array([b.nbytes for b in buckets]))
-        backward = workload.phase_times().backward * stretch
-        first = buckets[0].ready * stretch
-        overlap = self.overlap  # type: ignore[attr-defined]
-        _, exposed = coarse_iteration_time(to_barrier, backward, first, costs, overlap=overlap)
-        window = max(backward - first, 0.0) if overlap else 0.0
-        note = "collectives one message at a time, reductions included; tail: the local update"
-        return exposed, workload.update_time, window, float(costs.sum()), note
-
-    def solve_coarse(
-        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
-    ) -> SchemeSolution:
-        """The coarse phase model with heuristics (overlap window, PS link contention)."""
-        from queuesgd.schemes.kofn import compute_laws, mean_compute, time_to_barrier
-
-        buckets = self.buckets(workload)
-        to_barrier = time_to_barrier(compute_laws(workload, cluster), cluster.workers)
-        stretch = to_barrier / workload.compute_time
-        exposed, tail, window, total, note = self._coarse_exposed(
-            workload, cluster, buckets, to_barrier, stretch
-        )
-        it = to_barrier + exposed + tail
-        compute = min(mean_compute(workload, cluster), to_barrier)
-        breakdown = {
-            "compute": compute,
-            "communication": exposed,
-            "update": tail,
-            "waiting": to_barrier - compute,
-        }
-        reason = (
-            f"coarse phase model with heuristics: E[X_(n:n)] + exposed communication + tail; overlap window "
-            f"{window * 1e3:.4g} ms from the profile (backward time after the first message is ready); {note}"
-        )
-        return SchemeSolution(
-            iteration_rate=1.0 / it,
-            gradients_per_update=float(cluster.workers),
-            iteration_time=it,
-            breakdown=breakdown,
-            method="coarse",
-            reason=reason,
-            details={"overlap_window": window, "messages": len(buckets), "communication_total": total},
-            bottleneck=max(breakdown, key=lambda k: breakdown[k]),
-        )
 
 
 def ring_message_costs(

@@ -17,7 +17,8 @@ import numpy as np
 
 from queuesgd.schemes.barrier import BarrierScheme
 from queuesgd.schemes.costs import ps_round
-from queuesgd.schemes.fine import Bucket, FineGrained, FineModel, ps_graph, shard_of
+from queuesgd.schemes.fine import Bucket, FineModel, ps_graph, shard_of
+from queuesgd.schemes.finegrained import FineGrained
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["SyncPS"]

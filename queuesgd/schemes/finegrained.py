@@ -1,0 +1,240 @@
+"""The scheme side of the fine-grained models: the ``fine`` and ``coarse`` roads, and the coarse heuristics.
+
+:class:`FineGrained` is the mixin of the synchronous schemes that have a
+layer-wise form (:class:`~queuesgd.SyncPS` and the all-reduces). Its roads:
+
+- ``solve_fine``: the task graph of :mod:`queuesgd.schemes.fine` (exact
+  longest path for deterministic compute, Monte Carlo otherwise);
+- ``solve_coarse``: the phase model with heuristics
+  (:func:`coarse_iteration_time`), which keeps the phases of the closed form
+  -- compute, then communicate, then update -- and adds the two corrections
+  that bring it close to the fine model: an overlap window taken from the
+  profile and, for the parameter server, a link contention factor.
+
+See ``docs/fine-grained.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from queuesgd import _checks, units
+from queuesgd.dag import TaskGraph, schedule, simulate
+from queuesgd.schemes.base import SchemeSolution
+from queuesgd.schemes.fine import COMMUNICATION, Bucket, FineModel, fuse, parse_threshold
+from queuesgd.schemes.kofn import compute_laws, mean_compute, time_to_barrier
+
+if TYPE_CHECKING:
+    from queuesgd.workload import Cluster, Workload
+
+__all__ = ["FineGrained", "coarse_iteration_time"]
+
+
+def coarse_iteration_time(
+    to_barrier: float,
+    backward: float,
+    first_ready: float,
+    costs: Sequence[float],
+    *,
+    overlap: bool = True,
+    tail: float = 0.0,
+) -> tuple[float, float]:
+    """The phase model with an overlap window: ``(iteration time, exposed communication)``.
+
+    ``to_barrier`` is ``E[max_i X_i]`` (compute phase of the slowest
+    worker), ``costs`` the communication time of each message on the
+    bottleneck resource in sending order. With wait-free back-propagation the
+    resource can start when the first message is ready, ``first_ready``
+    seconds into the backward pass of length ``backward``, so an overlap
+    window of ``W = backward - first_ready`` hides communication, but never the
+    last message:
+
+    ``exposed = max(c_last, sum(c) - W)``, iteration ``= to_barrier + exposed + tail``.
+
+    Without overlap ``exposed = sum(c)``. For deterministic identical workers
+    this is a lower bound of the fine model's iteration time (the resource
+    cannot start before ``first_ready``, and the last message cannot start
+    before the backward pass ends); it is exact when the resource never idles
+    once started.
+
+    Examples
+    --------
+    >>> it, exposed = coarse_iteration_time(0.1, 0.06, 0.01, [0.03, 0.02, 0.01])
+    >>> round(it, 12), round(exposed, 12)        # 60 ms of messages, a 50 ms window: 10 ms exposed
+    (0.11, 0.01)
+    """
+    c = np.asarray(costs, dtype=float)
+    total = float(c.sum())
+    if not overlap or c.size == 0:
+        exposed = total
+    else:
+        window = max(backward - first_ready, 0.0)
+        exposed = max(float(c[-1]), total - window)
+    return to_barrier + exposed + tail, exposed
+
+
+# ----------------------------------------------------------------------------- the scheme mixin
+class FineGrained:
+    """Mixin of the synchronous schemes that have a fine-grained form (``method="fine"`` and ``"coarse"``).
+
+    Adds three parameters: ``overlap`` (wait-free back-propagation),
+    ``fusion_bytes`` and ``fusion_time`` (tensor fusion thresholds, ``None``
+    to disable). The other methods (``closed_form``, ``ctmc``, ``simulate``)
+    are the coarse phase model without heuristics and ignore them.
+    """
+
+    def _check_fine_fields(self) -> None:
+        set_ = object.__setattr__
+        name = type(self).__name__
+        set_(self, "overlap", _checks.boolean(f"{name}.overlap", self.overlap))  # type: ignore[attr-defined]
+        for field, parse in (("fusion_bytes", units.parse_bytes), ("fusion_time", units.parse_seconds)):
+            set_(self, field, parse_threshold(f"{name}.{field}", getattr(self, field), parse))
+
+    #: Monte Carlo iterations of ``method="fine"`` when the compute time is random (each one is a
+    #: whole task graph, so fewer than the coarse simulation's iterations).
+    fine_iterations: ClassVar[int] = 10_000
+
+    # hooks ---------------------------------------------------------------------------------
+    def message_costs(self, workload: Workload, cluster: Cluster, nbytes: np.ndarray) -> np.ndarray:
+        """Seconds each message of ``nbytes`` bytes occupies the bottleneck resource (vectorized)."""
+        raise NotImplementedError
+
+    def fine_model(self, workload: Workload, cluster: Cluster) -> FineModel:
+        """The task graph of one iteration (see :func:`allreduce_graph` and :func:`ps_graph`)."""
+        raise NotImplementedError
+
+    def task_graph(self, workload: Workload, cluster: Cluster) -> TaskGraph:
+        """The fine-grained task graph of one iteration of this scheme on ``cluster``.
+
+        Examples
+        --------
+        >>> from queuesgd import RingAllReduce, Cluster, load_workload
+        >>> g = RingAllReduce().task_graph(load_workload("resnet50"), Cluster(4, "10Gbit/s"))
+        >>> len(g), g.resources        # forward, 161 backward, 12 messages, update
+        (175, ('network',))
+        """
+        return self.fine_model(workload, cluster).graph
+
+    def buckets(self, workload: Workload) -> tuple[Bucket, ...]:
+        """The messages one worker sends per iteration (:func:`fuse` with this scheme's thresholds)."""
+        return fuse(workload, self.fusion_bytes, self.fusion_time)  # type: ignore[attr-defined]
+
+    # solvers -------------------------------------------------------------------------------
+    def solve_fine(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The fine-grained task graph: exact longest path if deterministic, else its Monte Carlo."""
+        model = self.fine_model(workload, cluster)
+        graph = model.graph
+        n = cluster.workers
+        interval = None
+        details: dict[str, Any] = {"tasks": len(graph), "messages": len(model.buckets)}
+        if graph.is_deterministic:
+            sched = schedule(graph)
+            it = float(sched.makespan)
+            shares = sched.group_share()
+            finish = sched.finish
+            how = "longest path (max-plus) of the deterministic task graph, exact"
+            details["critical_path"] = sched.critical_path()
+        else:
+            iters = self.fine_iterations if iterations is None else _checks.integer("iterations", iterations)
+            sim = simulate(graph, iters, rng)
+            it = float(sim.mean)
+            shares = dict(sim.group_share)
+            finish = sim.mean_finish
+            lo, hi = sim.interval
+            interval = (n / hi, n / lo) if lo > 0 else None  # gradients per second, as every scheme's
+            how = f"Monte Carlo of {iters} iterations of the task graph (common compute factor per worker)"
+            details["iterations"] = iters
+            qs = (0.05, 0.5, 0.95, 0.99)
+            details["iteration_time_quantiles"] = dict(zip(qs, (float(v) for v in sim.quantile(qs))))
+        comm_end = float(np.max(finish[list(model.comm_tasks)])) if model.comm_tasks else 0.0
+        backward_end = float(np.max(finish[list(model.backward_ends)]))
+        details["non_overlapped_communication"] = max(comm_end - backward_end, 0.0)
+        details["message_bytes"] = tuple(b.nbytes for b in model.buckets)
+        details["critical_share"] = dict(shares)
+        crit_compute = it * sum(shares.get(g, 0.0) for g in ("forward", "backward", "other"))
+        compute = min(mean_compute(workload, cluster), crit_compute)
+        breakdown = {
+            "compute": compute,
+            "communication": it * shares.get(COMMUNICATION, 0.0),
+            "update": it * shares.get("update", 0.0),
+            "waiting": crit_compute - compute,
+        }
+        drawn = "every worker" if model.workers_in_graph > 1 else "one worker (identical, deterministic)"
+        reason = (
+            f"fine-grained task graph: {len(graph)} tasks, {len(model.buckets)} messages per worker, "
+            f"overlap {'on' if self.overlap else 'off'}, {drawn} drawn; {how}; {model.note}"  # type: ignore[attr-defined]
+        )
+        return SchemeSolution(
+            iteration_rate=1.0 / it,
+            gradients_per_update=float(n),
+            iteration_time=it,
+            breakdown=breakdown,
+            method="fine",
+            reason=reason,
+            details=details,
+            interval=interval,
+            bottleneck=max(breakdown, key=lambda k: breakdown[k]),
+            model=graph,
+        )
+
+    def _coarse_exposed(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        buckets: Sequence[Bucket],
+        to_barrier: float,
+        stretch: float,
+    ) -> tuple[float, float, float, float, str]:
+        """``(exposed communication, tail, overlap window, total communication, note)`` of the coarse model.
+
+        The default is the all-reduce one: the messages' collectives, one at a
+        time, after an overlap window; the tail is the local update.
+        ``stretch = E[X_(n:n)] / E[X]`` stretches the profile to the slowest
+        worker's pace.
+        """
+        costs = self.message_costs(workload, cluster, np.array([b.nbytes for b in buckets]))
+        backward = workload.phase_times().backward * stretch
+        first = buckets[0].ready * stretch
+        overlap = self.overlap  # type: ignore[attr-defined]
+        _, exposed = coarse_iteration_time(to_barrier, backward, first, costs, overlap=overlap)
+        window = max(backward - first, 0.0) if overlap else 0.0
+        note = "collectives one message at a time, reductions included; tail: the local update"
+        return exposed, workload.update_time, window, float(costs.sum()), note
+
+    def solve_coarse(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The coarse phase model with heuristics (overlap window, PS link contention)."""
+        buckets = self.buckets(workload)
+        to_barrier = time_to_barrier(compute_laws(workload, cluster), cluster.workers)
+        stretch = to_barrier / workload.compute_time
+        exposed, tail, window, total, note = self._coarse_exposed(
+            workload, cluster, buckets, to_barrier, stretch
+        )
+        it = to_barrier + exposed + tail
+        compute = min(mean_compute(workload, cluster), to_barrier)
+        breakdown = {
+            "compute": compute,
+            "communication": exposed,
+            "update": tail,
+            "waiting": to_barrier - compute,
+        }
+        reason = (
+            f"coarse phase model with heuristics: E[X_(n:n)] + exposed communication + tail; overlap window "
+            f"{window * 1e3:.4g} ms from the profile (backward time after the first message is ready); {note}"
+        )
+        return SchemeSolution(
+            iteration_rate=1.0 / it,
+            gradients_per_update=float(cluster.workers),
+            iteration_time=it,
+            breakdown=breakdown,
+            method="coarse",
+            reason=reason,
+            details={"overlap_window": window, "messages": len(buckets), "communication_total": total},
+            bottleneck=max(breakdown, key=lambda k: breakdown[k]),
+        )
