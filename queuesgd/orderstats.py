@@ -9,6 +9,8 @@ otherwise.
 - :func:`expected_order_statistic` -- ``E[X_(k:n)]`` for i.i.d. or
   independent, non-identical laws (grouped by equal laws, so ``n = 1000``
   identical workers cost one incomplete-beta call per quadrature node).
+- :func:`expected_order_statistics` -- ``E[X_(k:n)]`` for every ``k = 1..n``
+  at once (one vector-valued pass; what the cutoffs need).
 - :func:`expected_max` -- ``E[max_i X_i]``.
 - :func:`exponential_order_statistic` -- the closed form
   ``E[X_(k:n)] = (H_n - H_{n-k}) / mu`` (numeric, vectorized, or SymPy).
@@ -35,7 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import integrate, special
+from scipy import integrate, special, stats
 
 from queuesgd import _checks
 from queuesgd.distributions import Deterministic, Distribution, Empirical, Exponential, Shifted
@@ -46,6 +48,7 @@ __all__ = [
     "expected_from_cdf",
     "expected_max",
     "expected_order_statistic",
+    "expected_order_statistics",
     "exponential_order_statistic",
     "group_laws",
     "harmonic",
@@ -54,6 +57,11 @@ __all__ = [
 ]
 
 _RTOL = 1e-11
+#: A quadrature is rejected when its summed error estimate exceeds this fraction of the magnitude of
+#: the result (``|lo| + |integral|``), plus ``1e-12`` per second of range. The survival function is
+#: bounded by 1, so the error is judged against the whole integral: a tail segment whose integral is
+#: 1e-9 may carry an error estimate larger than itself without harming the result.
+_ACCEPT = 1e-6
 
 
 def harmonic(n: Any) -> Any:
@@ -163,8 +171,7 @@ def _count_pmf(groups: list[tuple[Distribution, int]], x: np.ndarray) -> np.ndar
     pmf = np.ones((x.size, 1))
     for law, m in groups:
         p = np.clip(np.asarray(law.cdf(x), dtype=float).reshape(-1), 0.0, 1.0)
-        j = np.arange(m + 1)
-        b = special.comb(m, j)[None, :] * p[:, None] ** j * (1.0 - p[:, None]) ** (m - j)
+        b = stats.binom.pmf(np.arange(m + 1)[None, :], m, p[:, None])
         out = np.zeros((x.size, pmf.shape[1] + m))
         for jj in range(m + 1):  # convolution over the group's count
             out[:, jj : jj + pmf.shape[1]] += pmf * b[:, jj : jj + 1]
@@ -262,29 +269,54 @@ def expected_from_cdf(
     """``E[Y]`` from its CDF, for ``Y`` with its mass inside ``[lo, hi]``.
 
     ``E[Y] = lo + integral_lo^hi (1 - F(y)) dy`` by adaptive Gauss-Kronrod
-    quadrature split at ``points`` (atoms and kinks of ``F``).
+    quadrature split at ``points`` (atoms and kinks of ``F``). The summed
+    error estimate is judged against the whole result, not segment by
+    segment (a far tail whose integral is negligible may have a relatively
+    large error estimate).
 
     Examples
     --------
     >>> round(expected_from_cdf(lambda y: np.clip(y, 0, 1), 0.0, 1.0), 12)   # uniform(0, 1)
     0.5
     """
-    if not (math.isfinite(lo) and math.isfinite(hi) and hi >= lo):
-        raise InvalidParameterError("integration range", (lo, hi), "finite lo <= hi")
-    if hi == lo:
-        return lo
-    cuts = sorted({lo, hi, *(p for p in points if lo < p < hi and math.isfinite(p))})
 
     def survival(y: float) -> float:
         return 1.0 - float(np.asarray(cdf(np.array([y]))).reshape(-1)[0])
 
-    total = 0.0
+    return lo + float(_integrate_survival(survival, lo, hi, points, vector=False))
+
+
+def _integrate_survival(
+    survival: Callable[[float], Any], lo: float, hi: float, points: Sequence[float], *, vector: bool
+) -> Any:
+    """``integral_lo^hi survival``, split at ``points``; scalar ``quad`` or vector-valued ``quad_vec``."""
+    if not (math.isfinite(lo) and math.isfinite(hi) and hi >= lo):
+        raise InvalidParameterError("integration range", (lo, hi), "finite lo <= hi")
+    if hi == lo:
+        return np.zeros_like(np.asarray(survival(lo), dtype=float)) if vector else 0.0
+    cuts = sorted({lo, hi, *(p for p in points if lo < p < hi and math.isfinite(p))})
+    total: Any = 0.0
+    err = 0.0
+    abs_tol = 1e-13 * max(1.0, abs(hi))
     for a, b in zip(cuts[:-1], cuts[1:]):
-        val, err = integrate.quad(survival, a, b, epsabs=1e-13 * max(1.0, abs(hi)), epsrel=_RTOL, limit=400)
-        if not math.isfinite(val) or err > 1e-6 * max(abs(val), (b - a) * 1e-6):
-            raise ConvergenceError(f"quadrature of an order statistic did not converge on [{a:g}, {b:g}]")
-        total += val
-    return lo + total
+        if vector:
+            val, e = integrate.quad_vec(survival, a, b, epsabs=abs_tol, epsrel=_RTOL, norm="max")
+            val = np.asarray(val, dtype=float)
+        else:
+            val, e = integrate.quad(survival, a, b, epsabs=abs_tol, epsrel=_RTOL, limit=400)
+        if not np.all(np.isfinite(val)):
+            raise ConvergenceError(
+                f"quadrature of an order statistic gave a non-finite value on [{a:g}, {b:g}]"
+            )
+        total = total + val
+        err += float(e)
+    magnitude = abs(lo) + float(np.max(np.abs(total)))
+    if err > _ACCEPT * magnitude + 1e-12 * (hi - lo):
+        raise ConvergenceError(
+            f"quadrature of an order statistic did not converge on [{lo:g}, {hi:g}] "
+            f"(error estimate {err:.3g} for a result of magnitude {magnitude:.3g})"
+        )
+    return total
 
 
 def expected_order_statistic(
@@ -327,14 +359,14 @@ def expected_order_statistic(
             return exponential_order_statistic(float(law.rate), m, k)
         if isinstance(law, Deterministic):
             return float(law.value)
-    atoms = [_support(law) for law, _ in groups]
-    if all(a is not None for a in atoms):
+    xs = _common_support(groups)
+    if xs is not None:
         # Discrete laws (measured samples): the CDF of the order statistic is a step function, so
         # E[Y] = integral of (1 - F_Y) is an exact finite sum over the support points (quadrature
-        # would have to find every step).
-        xs = np.unique(np.concatenate(atoms))
-        cdf = np.asarray(order_statistic_cdf(laws, xs, k=k, n=n), dtype=float)
-        return float(xs[0] + np.sum((1.0 - cdf[:-1]) * np.diff(xs)))
+        # would have to find every step). F_Y is constant between support points: it is read at the
+        # midpoints, where rounding (a shifted law's x - shift) cannot put it on the wrong step.
+        cdf = np.asarray(order_statistic_cdf(laws, _midpoints(xs), k=k, n=n), dtype=float)
+        return float(xs[0] + np.sum((1.0 - cdf) * np.diff(xs)))
     lo, hi, pts = integration_range([law for law, _ in groups])
     return expected_from_cdf(lambda x: order_statistic_cdf(laws, x, k=k, n=n), lo, hi, pts)
 
@@ -349,6 +381,79 @@ def _support(law: Distribution) -> np.ndarray | None:
         base = _support(law.base)
         return None if base is None else base + float(law.shift)
     return None
+
+
+def _common_support(groups: list[tuple[Distribution, int]]) -> np.ndarray | None:
+    """The sorted union of the supports when every law is discrete (:func:`_support`), else None."""
+    atoms = [_support(law) for law, _ in groups]
+    if any(a is None for a in atoms):
+        return None
+    return np.unique(np.concatenate(atoms))  # type: ignore[arg-type]
+
+
+def _midpoints(xs: np.ndarray) -> np.ndarray:
+    """Midpoints of consecutive sorted support points (where a step CDF is read)."""
+    return 0.5 * (xs[:-1] + xs[1:])
+
+
+def expected_order_statistics(
+    laws: Distribution | Sequence[Distribution], n: int | None = None
+) -> np.ndarray:
+    """``E[X_(k:n)]`` for every ``k = 1..n`` at once (index ``k - 1``).
+
+    One pass for all ``k``: ``P(X_(k:n) > x)`` is the probability that fewer
+    than ``k`` durations are done by ``x``, and the count of those done is a
+    sum of binomials over the groups of identical laws. The roads are those
+    of :func:`expected_order_statistic`: the closed form for i.i.d.
+    exponentials, the value for equal deterministic laws, an exact finite sum
+    over the support points for discrete laws (:class:`~queuesgd.distributions.Empirical`,
+    :class:`~queuesgd.distributions.Deterministic` and shifted ones), and
+    otherwise one vector-valued adaptive quadrature of the ``n`` survival
+    functions.
+
+    Parameters
+    ----------
+    laws : Distribution or sequence of Distribution
+        One law with ``n`` (i.i.d.), or one law per duration.
+    n : int, optional
+        Number of i.i.d. durations when ``laws`` is a single law.
+
+    Returns
+    -------
+    ndarray of float, shape (n,)
+
+    Examples
+    --------
+    >>> from queuesgd.distributions import Empirical, Exponential
+    >>> expected_order_statistics(Exponential(1.0), n=3).round(12).tolist()   # 1/3, 1/3 + 1/2, H_3
+    [0.333333333333, 0.833333333333, 1.833333333333]
+    >>> expected_order_statistics([Empirical([1.0, 3.0])] * 2).round(12).tolist()   # min, max of two coins
+    [1.5, 2.5]
+    """
+    groups = _groups(laws, n)
+    total = sum(m for _, m in groups)
+    for law, _ in groups:
+        law._numeric("expected_order_statistics()")
+    if len(groups) == 1:
+        law, m = groups[0]
+        if isinstance(law, Exponential):
+            return np.asarray(
+                exponential_order_statistic(float(law.rate), m, np.arange(1, m + 1)), dtype=float
+            )
+        if isinstance(law, Deterministic):
+            return np.full(m, float(law.value))
+    xs = _common_support(groups)
+    if xs is not None:
+        # P(X_(k) > x) = P(count done by x < k): column k - 1 of the cumulated count pmf.
+        below = np.cumsum(_count_pmf(groups, _midpoints(xs)), axis=1)[:, :total]
+        return xs[0] + (np.clip(below, 0.0, 1.0) * np.diff(xs)[:, None]).sum(axis=0)
+
+    def survival(x: float) -> np.ndarray:
+        pmf = _count_pmf(groups, np.array([x]))[0]
+        return np.clip(np.cumsum(pmf)[:total], 0.0, 1.0)
+
+    lo, hi, pts = integration_range([law for law, _ in groups])
+    return lo + np.asarray(_integrate_survival(survival, lo, hi, pts, vector=True), dtype=float)
 
 
 def expected_max(laws: Distribution | Sequence[Distribution], n: int | None = None) -> float:

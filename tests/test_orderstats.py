@@ -6,16 +6,28 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import integrate
 
-from queuesgd.distributions import Deterministic, Erlang, Exponential, Gamma, LogNormal, Normal, Shifted
+from queuesgd.distributions import (
+    Deterministic,
+    Empirical,
+    Erlang,
+    Exponential,
+    Gamma,
+    LogNormal,
+    Normal,
+    Shifted,
+)
 from queuesgd.errors import InvalidParameterError
 from queuesgd.orderstats import (
     blom,
     expected_from_cdf,
     expected_max,
     expected_order_statistic,
+    expected_order_statistics,
     exponential_order_statistic,
     harmonic,
+    integration_range,
     order_statistic_cdf,
 )
 
@@ -195,3 +207,71 @@ def test_empirical_order_statistics_equal_brute_force_enumeration():
     mixed = [Shifted(law, 0.7), law, law]
     brute = np.mean([max(a + 0.7, b, c) for a, b, c in itertools.product(samples, repeat=3)])
     assert expected_order_statistic(mixed) == pytest.approx(brute, rel=1e-12)
+
+
+# ---- every k at once -------------------------------------------------------------------------------------
+def brute_force_order_means(samples: list[np.ndarray]) -> np.ndarray:
+    """E[X_(k:n)] for every k by enumerating every combination of equally likely samples."""
+    grids = np.meshgrid(*samples, indexing="ij")
+    combos = np.sort(np.stack([g.ravel() for g in grids], axis=1), axis=1)
+    return combos.mean(axis=0)
+
+
+def test_all_k_empirical_equals_brute_force_enumeration():
+    # A 200-sample measured law: the former cutoff copy (quadrature) was off by 1.3e-7 here.
+    rng = np.random.default_rng(0)
+    a = rng.lognormal(0.0, 0.5, 200)
+    b = rng.gamma(2.0, 0.3, 40)
+    got = expected_order_statistics([Empirical(a)] * 2)
+    assert got == pytest.approx(brute_force_order_means([a, a]), rel=1e-9)
+    laws = [Empirical(b), Empirical(b), Shifted(Empirical(b), 0.25)]
+    got = expected_order_statistics(laws)
+    assert got == pytest.approx(brute_force_order_means([b, b, b + 0.25]), rel=1e-9)
+
+
+def test_all_k_equals_single_k_exact_path():
+    rng = np.random.default_rng(0)
+    emp = Empirical(rng.lognormal(0.0, 0.5, 200))
+    for laws in ([emp] * 8, [emp] * 5 + [Shifted(emp, 0.3)] * 3, [Deterministic(0.5), emp]):
+        one = [expected_order_statistic(laws, k=k) for k in range(1, len(laws) + 1)]
+        assert expected_order_statistics(laws) == pytest.approx(one, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "laws",
+    [
+        [Exponential(1.0)] * 3 + [Exponential(2.0)] * 4,
+        [Normal(1.0, 0.2)] * 10,
+        [LogNormal.from_mean_scv(1.0, 1.0)] * 8,
+        [Shifted(Exponential(1.0), 0.5), Exponential(1.0), Erlang(3, mean=1.0)],
+    ],
+    ids=["two-rates", "normal", "lognormal", "mixed"],
+)
+def test_all_k_continuous_equals_single_k(laws):
+    one = [expected_order_statistic(laws, k=k) for k in range(1, len(laws) + 1)]
+    assert expected_order_statistics(laws) == pytest.approx(one, rel=1e-9)
+
+
+def test_all_k_closed_forms():
+    h = np.cumsum(1.0 / np.arange(5, 0, -1))  # Renyi: 1/5, 1/5 + 1/4, ...
+    assert expected_order_statistics(Exponential(2.0), n=5) == pytest.approx(h / 2, rel=1e-14)
+    assert expected_order_statistics(Deterministic(0.3), n=4).tolist() == [0.3] * 4
+
+
+def test_expected_from_cdf_accepts_a_negligible_tail_segment():
+    # Regression: the minimum of 8 LogNormal(mean 1, scv 1) split at 0.8 (a cutoff's timer); the
+    # segment [2, 6] integrates to 2e-9 and quad's error estimate (5e-12) exceeded the old per-segment
+    # bound (4e-12), so a ConvergenceError was raised although the total is accurate to 1e-11.
+    law = LogNormal.from_mean_scv(1.0, 1.0)
+    lo, hi, pts = integration_range([law])
+    got = expected_from_cdf(lambda x: order_statistic_cdf(law, x, k=1, n=8), lo, hi, [*pts, 0.8])
+    # Independent: E[min] = integral of S(x)^8 dx, integrated in log-space (x = e^u).
+    ref = integrate.quad(
+        lambda u: (1 - float(law.cdf(np.array([math.exp(u)]))[0])) ** 8 * math.exp(u),
+        -40,
+        5,
+        epsabs=0,
+        epsrel=1e-13,
+        limit=500,
+    )[0]
+    assert got == pytest.approx(ref, rel=1e-10)
