@@ -235,11 +235,16 @@ class Scheme:
         """Raise :class:`~queuesgd.errors.InvalidParameterError` if the scheme cannot run on ``cluster``.
 
         (E.g. ``backups >= workers``.) Parameters that do not depend on the
-        cluster are checked by the constructor.
+        cluster are checked by the constructor; like :meth:`auto_method`,
+        ``check`` does not depend on the bandwidth or the latency.
         """
 
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
-        """The method ``method="auto"`` runs, and why (the cheapest exact one that applies)."""
+        """The method ``method="auto"`` runs, and why (the cheapest exact one that applies).
+
+        It may depend on the workload and on every cluster field except the
+        bandwidth and the latency (a sweep asks once per number of workers).
+        """
         if not self.methods:
             raise NotRepresentable(f"{type(self).__name__} provides no solution method")
         return self.methods[0], f"{self.methods[0]}: the cheapest exact method for {type(self).__name__}"
@@ -309,7 +314,8 @@ class Scheme:
         ``workers``, ``bandwidth`` and ``latency`` are equal-length arrays; the
         other cluster fields come from ``cluster``. ``method="auto"`` picks
         each row's method with :meth:`auto_method`, as :func:`queuesgd.predict`
-        does. Rows whose method has a trusted vectorized form
+        does (once per number of workers: by contract, :meth:`check` and
+        :meth:`auto_method` do not depend on the bandwidth or the latency). Rows whose method has a trusted vectorized form
         (``batch_<method>``) are solved in one NumPy evaluation per method;
         the others call :meth:`solve`.
 
@@ -328,25 +334,31 @@ class Scheme:
         lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)
         rows, inverse = np.unique(np.stack([n, bw, lat], axis=1), axis=0, return_inverse=True)
         inverse = np.asarray(inverse).ravel()
-        clusters = [_row_cluster(cluster, r) for r in rows.tolist()]
-        chosen = []
-        for c in clusters:
+        # check and auto_method depend on the workers and the fixed cluster fields, never on the
+        # bandwidth or latency (part of the contract; the contract test checks it row by row).
+        chosen_for: dict[int, str] = {}
+        for nn in np.unique(rows[:, 0]).astype(int).tolist():
+            c = _row_cluster(cluster, [nn, cluster.bandwidth, cluster.latency])
             self.check(workload, c)
-            chosen.append(self.auto_method(workload, c)[0] if method == "auto" else method)
+            chosen_for[nn] = self.auto_method(workload, c)[0] if method == "auto" else method
+        chosen = np.array([chosen_for[int(nn)] for nn in rows[:, 0]], dtype=object)
         parts: list[tuple[np.ndarray, BatchSolution]] = []
-        for m in dict.fromkeys(chosen):
-            sel = np.flatnonzero(np.array(chosen) == m)
+        for m in dict.fromkeys(chosen.tolist()):
+            sel = np.flatnonzero(chosen == m)
+            r = rows[sel]
             part = None
             batch = self._trusted_batch(m)
             if batch is not None:
-                r = rows[sel]
                 try:
                     part = batch(workload, cluster, r[:, 0].astype(int), r[:, 1], r[:, 2])
                 except NotRepresentable:
                     part = None
             if part is None:
                 part = BatchSolution.from_solutions(
-                    [self.solve(workload, clusters[i], m, rng=rng, iterations=iterations) for i in sel]
+                    [
+                        self.solve(workload, _row_cluster(cluster, row), m, rng=rng, iterations=iterations)
+                        for row in r.tolist()
+                    ]
                 )
             parts.append((sel, part))
         unique = BatchSolution.merge(len(rows), parts)
