@@ -322,51 +322,67 @@ def barrier_net(
         if comm_mean > 0:
             outs[comm[0]] = 1
         net.immediate("barrier" if len(comps) == 1 else f"barrier[{idx}]", ins, outs, weight=1.0, priority=6)
-    # what the late workers do
-    for g, (tag, (ph, _)) in enumerate(zip(tags, groups)):
-        if not late:
-            continue
-        if finish:
-            net.place(f"{tag}.stale_done")
-            stale, _ = _stage(net, f"{tag}.stale", ph, f"{tag}.stale_done", 0, ready=None)
-            targets = stale
-            net.immediate(
-                f"{tag}.wait_stale",
-                {f"{tag}.stale_done": 1, "busy": 1},
-                {f"{tag}.waiting": 1, "busy": 1},
-                weight=1.0,
-                priority=4,
-            )
-            net.immediate(
-                f"{tag}.restart_stale",
-                {f"{tag}.stale_done": 1},
-                {entry[g]: 1},
-                weight=1.0,
-                priority=4,
-                inhibitors={"busy": 1},
-            )
-        else:
-            targets = [f"{tag}.waiting"] * len(fresh[g])
-        for i, (src, dst) in enumerate(zip(fresh[g], targets)):
-            net.immediate(
-                f"{tag}.{'abandon' if finish else 'cancel'}[{i}]",
-                {src: 1, "busy": 1},
-                {dst: 1, "busy": 1},
-                weight=1.0,
-                priority=5,
-            )
+    if late:
+        for g, (tag, (ph, _)) in enumerate(zip(tags, groups)):
+            _late_workers(net, tag, ph, fresh[g], entry[g], finish)
+    _communication_phase(net, tags, entry, comps, comm, comm_mean)
+    return net
+
+
+def _late_workers(
+    net: PetriNet, tag: str, ph: PhaseType, fresh: list[str], entry: str, finish: bool
+) -> None:
+    """What the workers of one group still computing at the barrier do ("finish" or "cancel")."""
+    if finish:
+        net.place(f"{tag}.stale_done")
+        targets, _ = _stage(net, f"{tag}.stale", ph, f"{tag}.stale_done", 0, ready=None)
         net.immediate(
-            f"{tag}.release",
-            {f"{tag}.waiting": 1},
-            {entry[g]: 1},
+            f"{tag}.wait_stale",
+            {f"{tag}.stale_done": 1, "busy": 1},
+            {f"{tag}.waiting": 1, "busy": 1},
             weight=1.0,
-            priority=2,
+            priority=4,
+        )
+        net.immediate(
+            f"{tag}.restart_stale",
+            {f"{tag}.stale_done": 1},
+            {entry: 1},
+            weight=1.0,
+            priority=4,
             inhibitors={"busy": 1},
         )
-    # the communication phase
+    else:
+        targets = [f"{tag}.waiting"] * len(fresh)
+    for i, (src, dst) in enumerate(zip(fresh, targets)):
+        net.immediate(
+            f"{tag}.{'abandon' if finish else 'cancel'}[{i}]",
+            {src: 1, "busy": 1},
+            {dst: 1, "busy": 1},
+            weight=1.0,
+            priority=5,
+        )
+    net.immediate(
+        f"{tag}.release",
+        {f"{tag}.waiting": 1},
+        {entry: 1},
+        weight=1.0,
+        priority=2,
+        inhibitors={"busy": 1},
+    )
+
+
+def _communication_phase(
+    net: PetriNet,
+    tags: list[str],
+    entry: list[str],
+    comps: list[tuple[int, ...]],
+    comm: list[str],
+    comm_mean: float,
+) -> None:
+    """The Erlang communication phase after the barrier, and its end releasing the synced workers."""
+    rate = len(comm) / comm_mean if comm_mean > 0 else 0.0
     if comm_mean > 0:
-        rate = comm_phases / comm_mean
-        for j in range(comm_phases - 1):
+        for j in range(len(comm) - 1):
             net.timed(f"comm.{j}->{j + 1}", rate, {comm[j]: 1}, {comm[j + 1]: 1})
     for idx, comp in enumerate(comps):
         ins = {f"{t}.synced": kg for t, kg in zip(tags, comp) if kg}
@@ -378,10 +394,9 @@ def barrier_net(
         tname = "comm.end" if len(comps) == 1 else f"comm.end[{idx}]"
         if comm_mean > 0:
             ins[comm[-1]] = 1
-            net.timed(tname, comm_phases / comm_mean, ins, outs)
+            net.timed(tname, rate, ins, outs)
         else:
             net.immediate(tname, ins, outs, weight=1.0, priority=3)
-    return net
 
 
 @dataclass(frozen=True)
