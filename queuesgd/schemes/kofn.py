@@ -25,7 +25,9 @@ Three roads, one model:
   plain ones).
 - :func:`barrier_net` / :func:`solve_barrier_ctmc` -- the GSPN and its CTMC.
 - :func:`simulate_barrier` -- Monte Carlo over a matrix of compute times
-  (:func:`~queuesgd.schemes.laws.sample_compute`).
+  (:func:`~queuesgd.schemes.laws.sample_compute`), on the one round engine
+  :func:`~queuesgd.schemes.kofn_sim.simulate_rounds` that the cutoffs' timers
+  also run on.
 
 :class:`~queuesgd.schemes.barrier.BarrierScheme` turns these into a
 :class:`~queuesgd.schemes.base.Scheme`; :class:`~queuesgd.schemes.sync_ps.SyncPS`,
@@ -55,12 +57,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import product
-from typing import Any
 
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import half_width
 from queuesgd.distributions import (
     Distribution,
     Erlang,
@@ -72,6 +72,7 @@ from queuesgd.distributions import (
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.orderstats import expected_order_statistic, group_laws
 from queuesgd.petri import PetriNet
+from queuesgd.schemes.kofn_sim import STRAGGLERS, BarrierSimulation, simulate_barrier
 from queuesgd.schemes.laws import add_phase_transitions, ctmc_law, worker_laws
 from queuesgd.workload import Cluster, Workload
 
@@ -91,9 +92,6 @@ __all__ = [
     "time_to_barrier",
 ]
 
-#: What the workers still computing at the barrier do.
-STRAGGLERS: tuple[str, ...] = ("cancel", "finish")
-
 #: Laws whose phase-type representation is exact (no fit in a CTMC).
 EXACT_PHASE_TYPE: tuple[type, ...] = (Exponential, Erlang, HyperExponential, PhaseType)
 
@@ -101,8 +99,6 @@ EXACT_PHASE_TYPE: tuple[type, ...] = (Exponential, Erlang, HyperExponential, Pha
 #: CTMC of "finish", where its law matters (stale workers finish during it or not).
 COMM_PHASES = 20
 
-_DEFAULT_ITERATIONS = 20_000
-_BATCHES = 30
 _MAX_COMPOSITIONS = 20_000
 #: ``auto`` runs the CTMC of "finish" only up to about this many markings (estimate).
 AUTO_CTMC_STATES = 300_000
@@ -329,9 +325,7 @@ def barrier_net(
     return net
 
 
-def _late_workers(
-    net: PetriNet, tag: str, ph: PhaseType, fresh: list[str], entry: str, finish: bool
-) -> None:
+def _late_workers(net: PetriNet, tag: str, ph: PhaseType, fresh: list[str], entry: str, finish: bool) -> None:
     """What the workers of one group still computing at the barrier do ("finish" or "cancel")."""
     if finish:
         net.place(f"{tag}.stale_done")
@@ -455,113 +449,6 @@ def solve_barrier_ctmc(
     return BarrierCTMC(rate=rate, states=len(sol.space), notes=tuple(notes), net=net)
 
 
-# ----------------------------------------------------------------------------- simulation
-@dataclass(frozen=True)
-class BarrierSimulation:
-    """A Monte Carlo estimate of the barrier.
-
-    Attributes
-    ----------
-    iteration_time : float
-        Mean seconds per iteration (after the warm-up).
-    barrier_time : float
-        Mean seconds from the start of an iteration to the barrier.
-    interval : tuple of float
-        95% batch-means confidence interval of gradients per second
-        (``k / iteration time``).
-    iterations : int
-        Iterations measured (warm-up excluded).
-    """
-
-    iteration_time: float
-    barrier_time: float
-    interval: tuple[float, float]
-    iterations: int
-
-
-def simulate_barrier(
-    samples: np.ndarray,
-    k: int,
-    comm: Any,
-    *,
-    stragglers: str = "finish",
-    warmup: float = 0.05,
-    batches: int = _BATCHES,
-) -> BarrierSimulation:
-    """Run the barrier on given compute times, one row per iteration.
-
-    Parameters
-    ----------
-    samples : ndarray, shape (iterations, n)
-        ``samples[j, i]``: the fresh computation worker ``i`` starts in
-        iteration ``j`` (e.g. :func:`~queuesgd.schemes.laws.sample_compute`).
-    k : int
-        Gradients the barrier waits for.
-    comm : float or ndarray of shape (iterations,)
-        Duration of each iteration's communication phase.
-    stragglers : {"cancel", "finish"}
-    warmup : float
-        Fraction of the iterations dropped before measuring (finish only:
-        "cancel" iterations are i.i.d. from the first).
-    batches : int
-        Batches of the batch-means confidence interval.
-
-    Notes
-    -----
-    "cancel" is vectorized over all iterations (a partial sort per row).
-    "finish" loops over iterations, vectorized over the workers: with ``a_i``
-    the time worker ``i`` is still busy on a stale computation at the start
-    of the iteration, its fresh gradient is ready at ``c_i = a_i + X_i``; the
-    barrier falls at ``T``, the ``k``-th smallest ``c_i``; a worker then
-    finishes at ``f_i = c_i`` if it had started fresh (``a_i <= T``) or at
-    ``f_i = a_i`` otherwise, and starts the next iteration
-    ``max(0, f_i - T - comm)`` late.
-
-    Examples
-    --------
-    Deterministic compute: every iteration is ``1 + 0.5`` seconds.
-
-    >>> s = simulate_barrier(np.ones((1000, 4)), 3, 0.5)
-    >>> s.iteration_time, s.interval
-    (1.5, (2.0, 2.0))
-    """
-    stragglers = _checks.choice("stragglers", stragglers, STRAGGLERS)
-    x = np.asarray(samples, dtype=float)
-    if x.ndim != 2 or x.shape[0] < 2 * batches:
-        raise InvalidParameterError(
-            "samples", getattr(x, "shape", x), f"a 2-D array with at least {2 * batches} rows"
-        )
-    iters, n = x.shape
-    k = _checks.integer("k", k)
-    if k > n:
-        raise InvalidParameterError("k", k, f"an integer 1 <= k <= n (= {n})")
-    d = np.broadcast_to(np.asarray(comm, dtype=float), (iters,))
-    if stragglers == "cancel" or k == n:
-        T = np.partition(x, k - 1, axis=1)[:, k - 1]
-        start = 0
-    else:
-        T = np.empty(iters)
-        ahead = np.zeros(n)
-        for j in range(iters):
-            c = ahead + x[j]
-            t = np.partition(c, k - 1)[k - 1]
-            f = np.where(ahead <= t, c, ahead)
-            ahead = np.maximum(f - (t + d[j]), 0.0)
-            T[j] = t
-        start = min(int(warmup * iters), iters - 2 * batches)
-    T, d = T[start:], d[start:]
-    dur = T + d
-    m = dur.size // batches
-    means = (dur[: m * batches].reshape(batches, m)).mean(axis=1)
-    mean = float(dur.mean())
-    half = half_width(means)
-    lo, hi = mean - half, mean + half
-    interval = (k / hi, k / lo if lo > 0 else math.inf)
-    return BarrierSimulation(
-        iteration_time=mean, barrier_time=float(T.mean()), interval=interval, iterations=int(dur.size)
-    )
-
-
 def estimate_states(laws: Sequence[Distribution], late: int) -> float:
     """Rough number of tangible markings of the "finish" GSPN (for ``auto``)."""
     est = 1.0
@@ -572,4 +459,3 @@ def estimate_states(laws: Sequence[Distribution], late: int) -> float:
         est *= math.comb(count + p, p)
     est *= math.comb(late + total_phases, total_phases)
     return est * (1 + COMM_PHASES)
-
