@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from queuesgd.errors import InvalidParameterError, QueuesgdError
 from queuesgd.specs import NUMBER as _NUMBER
-from queuesgd.specs import compute_law, parse_params, parse_value
+from queuesgd.specs import RANDOM_DELAY, compute_law, parse_params, parse_value, random_delay
 
 
 class _Parser(argparse.ArgumentParser):
@@ -92,9 +92,7 @@ def _add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
         help="compute-time law with the workload's mean: deterministic, exponential, "
         "erlang:K, lognormal:SCV, gamma:SCV, normal:CV",
     )
-    p.add_argument(
-        "--random-delay", metavar="K:DELAY", help="delay K random workers by DELAY every step, e.g. 2:320ms"
-    )
+    p.add_argument("--random-delay", metavar="K:DELAY", help=f"random stragglers: {RANDOM_DELAY}")
     p.add_argument("--method", default="auto", help="auto, closed_form, mva, ctmc, simulate, coarse or fine")
     p.add_argument("--seed", type=int, default=0, help="random seed for method simulate")
     p.add_argument("--iterations", type=int, help="simulated iterations (method simulate)")
@@ -162,8 +160,10 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("--batch-size", type=int, default=32, help="samples per step per worker")
     v.add_argument(
         "--straggler",
-        help="compute law: lognormal:SCV, gamma:SCV, exponential, erlang:K, normal:CV, delay:K:D",
+        help="compute law (the measured mean is --compute): none, lognormal:SCV, gamma:SCV, "
+        "exponential, erlang:K, normal:CV",
     )
+    v.add_argument("--random-delay", metavar="K:DELAY", help=f"random stragglers: {RANDOM_DELAY}")
     v.add_argument("--bandwidth", help="emulated link bandwidth, e.g. 1Gbit/s (default: loopback)")
     v.add_argument("--latency", default="0", help="emulated one-way latency (application-level shaper)")
     v.add_argument("--network", default="auto", help="auto, netns (namespaces + tc tbf) or app (shaper)")
@@ -179,17 +179,6 @@ def _build_parser() -> argparse.ArgumentParser:
     show = csub.add_parser("show", help="show one workload")
     show.add_argument("name")
     return parser
-
-
-def _random_delay(text: str) -> Any:
-    from queuesgd.workload import RandomDelay
-
-    k, sep, delay = text.partition(":")
-    if not sep or not re.fullmatch(r"\d+", k.strip()):
-        raise InvalidParameterError(
-            "--random-delay", text, "K:DELAY, e.g. 2:320ms (K random workers delayed)"
-        )
-    return RandomDelay(int(k), delay.strip())
 
 
 def _scheme_from_args(
@@ -224,7 +213,7 @@ def _setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dic
     workload = load_workload(args.workload)
     if args.compute:
         workload = dataclasses.replace(workload, compute=compute_law(args.compute, workload.compute_time))
-    stragglers = _random_delay(args.random_delay) if args.random_delay else None
+    stragglers = random_delay(args.random_delay) if args.random_delay else None
     workers = _ints("--workers", args.workers)
     cluster = Cluster(
         workers=max(workers),
@@ -332,9 +321,10 @@ def _progress_bar(label: str, done: int, total: int) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from queuesgd.harness.campaign import validate
+    from queuesgd.harness.campaign import parse_straggler, validate
 
     params = parse_params(args.param)
+    parse_straggler(args.straggler, 1.0, "--straggler")  # its errors name the flag; validate() scales it
     result = validate(
         args.scheme,
         workers=_ints("--workers", args.workers),
@@ -344,6 +334,7 @@ def _validate(args: argparse.Namespace) -> int:
         gradient_bytes=args.gradient_bytes,
         batch_size=args.batch_size,
         straggler=args.straggler,
+        random_delay=random_delay(args.random_delay) if args.random_delay else None,
         bandwidth=args.bandwidth,
         latency=args.latency,
         network=args.network,

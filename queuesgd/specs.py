@@ -3,7 +3,9 @@
 - :func:`parse_value`: ``"3"`` -> 3, ``"0.5"`` -> 0.5, anything else stays a
   string (units are parsed later by whoever takes the value);
 - :func:`parse_params`: ``["backups=1", "cutoff=30ms"]`` -> a dict;
-- :func:`compute_law`: ``"lognormal:0.3"`` -> the law with a given mean.
+- :func:`compute_law`: ``"lognormal:0.3"`` -> the law with a given mean;
+- :func:`random_delay`: ``"2:320ms"`` -> :class:`~queuesgd.RandomDelay` (``K:DELAY``, the one
+  random-delay syntax of ``predict``, ``sweep``, ``validate`` and the torchrun entry point).
 
 Examples
 --------
@@ -21,13 +23,24 @@ from typing import Any
 
 from queuesgd.errors import InvalidParameterError, QueuesgdError
 
-__all__ = ["COMPUTE_LAWS", "NUMBER", "compute_law", "parse_params", "parse_value"]
+__all__ = [
+    "COMPUTE_LAWS",
+    "NUMBER",
+    "RANDOM_DELAY",
+    "compute_law",
+    "parse_params",
+    "parse_value",
+    "random_delay",
+]
 
 #: A plain number (no unit).
 NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
 
 #: The compute-law specs :func:`compute_law` accepts.
 COMPUTE_LAWS = "deterministic, exponential, erlang:K, lognormal:SCV, gamma:SCV, normal:CV"
+
+#: The random-delay form :func:`random_delay` accepts (what its errors show).
+RANDOM_DELAY = "K:DELAY, e.g. 2:320ms (K random workers sleep DELAY every step)"
 
 
 def parse_value(text: str) -> Any:
@@ -98,3 +111,32 @@ def compute_law(text: str, mean: float, field: str = "--compute") -> Any:
             raise InvalidParameterError(field, text, f"{COMPUTE_LAWS} ({err})") from None
         raise InvalidParameterError(field, text, COMPUTE_LAWS) from None
     raise InvalidParameterError(field, text, COMPUTE_LAWS)
+
+
+def random_delay(text: str, field: str = "--random-delay") -> Any:
+    """``"K:DELAY"`` to :class:`~queuesgd.RandomDelay` (``K`` random workers sleep ``DELAY`` each step).
+
+    The count comes first, as in ``RandomDelay(count, delay)``; ``DELAY`` takes a unit
+    (``320ms``) or is seconds. Any other form -- the harness's former ``delay:K:D`` too --
+    is one error that shows this form.
+
+    Examples
+    --------
+    >>> random_delay("2:320ms")
+    RandomDelay(count=2, delay=0.32)
+    >>> random_delay("delay:1:10ms")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --random-delay: got 'delay:1:10ms'; accepted: K:DELAY, e.g. ...
+    """
+    from queuesgd import units
+    from queuesgd.workload import RandomDelay
+
+    count, sep, delay = str(text).partition(":")
+    if not sep or not re.fullmatch(r"\s*\d+\s*", count) or int(count) < 1 or not delay.strip():
+        raise InvalidParameterError(field, text, RANDOM_DELAY)
+    try:
+        seconds = units.parse_seconds(delay.strip(), field)
+    except InvalidParameterError:
+        raise InvalidParameterError(field, text, RANDOM_DELAY) from None
+    return RandomDelay(int(count), seconds)

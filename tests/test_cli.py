@@ -351,3 +351,28 @@ def test_validate_json_rows_and_bad_input(capsys, tmp_path):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("queuesgd: error:")
+
+
+# ----------------------------------------------------------------------------- one random-delay syntax
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["predict", "--random-delay", "delay:2:320ms"], "--random-delay"),
+        (["validate", "--random-delay", "delay:1:50ms"], "--random-delay"),
+        (["validate", "--straggler", "delay:1:50ms"], "--straggler"),
+    ],
+)
+def test_the_former_harness_delay_form_is_one_line_showing_k_delay(argv, field, capsys):
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"queuesgd: error: {field}: got 'delay:") and "K:DELAY, e.g. 2:320ms" in line
+
+
+def test_random_delay_reaches_the_cluster(capsys):
+    # --random-delay 2:320ms is RandomDelay(2, 0.32) in the cluster, as in Python.
+    argv = ["predict", "--scheme", "eager-sgd", "--workers", "8", "--random-delay", "2:320ms", "--json"]
+    assert main(argv) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    c = q.Cluster(8, "10Gbit/s", stragglers=q.RandomDelay(2, 0.32))
+    expected = q.predict(q.EagerSGD(), "resnet50", c, rng=0).throughput
+    assert row["throughput"] == pytest.approx(expected, rel=1e-12)

@@ -35,6 +35,7 @@ from queuesgd import _checks, units
 from queuesgd.distributions import Deterministic, Distribution, Empirical
 from queuesgd.errors import InvalidParameterError, WorkerFailure
 from queuesgd.harness.layout import LIVE_SCHEMES, live_key
+from queuesgd.workload import RandomDelay
 
 __all__ = ["LIVE_SCHEMES", "ValidationResult", "compare_records", "parse_straggler", "validate"]
 
@@ -75,37 +76,43 @@ class ValidationResult:
         return write_rows(self.rows, out_dir)
 
 
-def parse_straggler(text: str | None, mean: float) -> tuple[Distribution, Any]:
-    """A straggler spec to ``(compute law with the given mean, RandomDelay or None)``.
+def parse_straggler(text: str | None, mean: float, field: str = "straggler") -> Distribution:
+    """A straggler spec to the compute law with the given mean.
 
     ``None`` or ``"none"``: deterministic compute; ``"lognormal:SCV"``,
     ``"gamma:SCV"``, ``"exponential"``, ``"erlang:K"``, ``"normal:CV"``: that
-    law with the compute mean; ``"delay:K:D"``: deterministic compute and
-    eager-SGD's recipe, ``K`` random workers delayed ``D`` per step.
+    law with the compute mean. Random delays (eager-SGD's recipe) are not a
+    compute law: they are ``random_delay="K:DELAY"`` (:func:`queuesgd.specs.random_delay`).
 
     Examples
     --------
-    >>> law, delay = parse_straggler("lognormal:0.3", 0.02)
-    >>> round(law.mean, 6), round(law.scv, 6), delay
-    (0.02, 0.3, None)
-    >>> parse_straggler("delay:1:10ms", 0.02)[1]
-    RandomDelay(count=1, delay=0.01)
+    >>> law = parse_straggler("lognormal:0.3", 0.02)
+    >>> round(law.mean, 6), round(law.scv, 6)
+    (0.02, 0.3)
+    >>> parse_straggler("delay:1:10ms", 0.02)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: straggler: got 'delay:1:10ms'; accepted: none, ... K:DELAY...
     """
     from queuesgd.specs import compute_law
-    from queuesgd.workload import RandomDelay
 
     if text is None or text.strip().lower() in ("", "none"):
-        return Deterministic(mean), None
-    kind, _, rest = text.partition(":")
-    if kind == "delay":
-        k, _, d = rest.partition(":")
-        if not k.isdigit() or not d:
-            raise InvalidParameterError("straggler", text, "delay:K:DELAY, e.g. delay:1:50ms")
-        return Deterministic(mean), RandomDelay(int(k), units.parse_seconds(d, "straggler"))
+        return Deterministic(mean)
     try:
-        return compute_law(text, mean, field="straggler"), None
+        return compute_law(text, mean, field=field)
     except InvalidParameterError as err:
-        raise InvalidParameterError("straggler", text, f"none, delay:K:D or {err.accepted}") from None
+        delay = "--random-delay" if field.startswith("--") else "random_delay"
+        raise InvalidParameterError(
+            field, text, f"none, {err.accepted} (a random delay is {delay} K:DELAY, e.g. 2:320ms)"
+        ) from None
+
+
+def _random_delay(value: str | RandomDelay | None) -> RandomDelay | None:
+    from queuesgd.specs import random_delay
+
+    if value is None or isinstance(value, RandomDelay):
+        return value
+    return random_delay(value, "random_delay")
 
 
 def _ints(field_name: str, values: int | Iterable[int]) -> list[int]:
@@ -125,6 +132,7 @@ def validate(
     gradient_bytes: float | str = "1MB",
     batch_size: int = 32,
     straggler: str | None = None,
+    random_delay: str | RandomDelay | None = None,
     bandwidth: float | str | None = None,
     latency: float | str = 0.0,
     network: str = "auto",
@@ -157,6 +165,9 @@ def validate(
         Samples per step per worker.
     straggler : str, optional
         Compute-time law (see :func:`parse_straggler`).
+    random_delay : str or RandomDelay, optional
+        ``"K:DELAY"``: ``K`` workers drawn anew every step sleep ``DELAY``
+        (eager-SGD's recipe; :func:`queuesgd.specs.random_delay`).
     bandwidth : float or str, optional
         Emulated link bandwidth; ``None`` runs at loopback speed.
     latency : float or str
@@ -192,7 +203,8 @@ def validate(
     mean = _checks.positive("compute", units.parse_seconds(compute, "compute"))
     nbytes = int(_checks.positive("gradient_bytes", units.parse_bytes(gradient_bytes, "gradient_bytes")))
     batch = _checks.integer("batch_size", batch_size)
-    law, random_delay = parse_straggler(straggler, mean)
+    law = parse_straggler(straggler, mean)
+    delays = _random_delay(random_delay)
     bw = (
         None
         if bandwidth is None
@@ -212,6 +224,7 @@ def validate(
             "warmup": warm,
             "workload": workload,
             "straggler": straggler or "none",
+            "random_delay": None if delays is None else f"{delays.count}:{delays.delay:g}s",
             "bandwidth": bw,
             "latency": lat,
             "params": options,
@@ -226,7 +239,7 @@ def validate(
                     warm,
                     workload,
                     law,
-                    random_delay,
+                    delays,
                     nbytes,
                     batch,
                     bw,

@@ -59,6 +59,8 @@ def _configuration(row: Mapping[str, Any]) -> str:
     parts = [str(row.get("workload", ""))]
     if row.get("straggler"):
         parts.append(f"straggler {row['straggler']}")
+    if row.get("random_delay"):
+        parts.append(f"random delay {row['random_delay']}")
     bw = row.get("bandwidth")
     if bw:
         from queuesgd.units import format_bandwidth
@@ -224,6 +226,9 @@ def _markdown_rows(rows: Sequence[Mapping[str, Any]]) -> str:
         emulation = r.get("emulation", "none")
         net = f"{format_bandwidth(float(bw))}, {emulation}" if bw else emulation
         params = ", ".join(f"{k}={v}" for k, v in dict(r.get("params") or {}).items()) or "-"
+        law = str(r.get("straggler", "-")) + (
+            f", random delay {r['random_delay']}" if r.get("random_delay") else ""
+        )
         if r.get("measured") is None:
             meas, pred, err = f"failed: {r.get('failure', '?')}", "-", "-"
         else:
@@ -231,7 +236,7 @@ def _markdown_rows(rows: Sequence[Mapping[str, Any]]) -> str:
             pred = f"{r['predicted']:.1f}"
             err = f"{100 * r['error']:+.1f}%"
         out.append(
-            f"| {r['scheme']} | {r['workers']} | {grad} | {r.get('straggler', '-')} | {net} | {params} | "
+            f"| {r['scheme']} | {r['workers']} | {grad} | {law} | {net} | {params} | "
             f"{meas} | {pred} | {r.get('method', '-')} | {err} |"
         )
     return "\n".join(out)

@@ -69,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--compute", default="50ms")
     p.add_argument("--gradient-bytes", default="1MB")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--straggler")
+    p.add_argument("--straggler", help="compute law: none, lognormal:SCV, gamma:SCV, exponential, ...")
+    p.add_argument("--random-delay", metavar="K:DELAY", help="K random workers sleep DELAY every step")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=10, help="calibration operations per size")
@@ -78,20 +79,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from queuesgd import units
+    from queuesgd import specs, units
     from queuesgd.harness import calibrate, runners
     from queuesgd.harness._torch import require_torch
     from queuesgd.harness.campaign import parse_straggler
     from queuesgd.harness.launch import WorkerContext
     from queuesgd.harness.layout import LIVE_SCHEMES, live_key
     from queuesgd.harness.live import EmulatedCompute, RealModel
-    from queuesgd.specs import parse_params
 
     torch = require_torch()
     dist = torch.distributed
     key = live_key(args.scheme, "--scheme")
     mean = units.parse_seconds(args.compute, "--compute")
-    law, random_delay = parse_straggler(args.straggler, mean)
+    law = parse_straggler(args.straggler, mean, "--straggler")
+    random_delay = specs.random_delay(args.random_delay) if args.random_delay else None
     nbytes = int(units.parse_bytes(args.gradient_bytes, "--gradient-bytes"))
     if args.workload == "emulated":
         rd = None if random_delay is None else (random_delay.count, random_delay.delay)
@@ -103,7 +104,7 @@ def _run(args: argparse.Namespace) -> int:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     n = world if LIVE_SCHEMES[key] == "allreduce" else world - 1
-    params = runners.check_params(key, parse_params(args.param), n)
+    params = runners.check_params(key, specs.parse_params(args.param), n)
     warmup = max(5, args.steps // 10) if args.warmup is None else args.warmup
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,8 @@ import pytest
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.harness.campaign import parse_straggler, validate
 from queuesgd.harness.report import format_table, read_rows, summary, write_report, write_rows
+from queuesgd.specs import random_delay
+from queuesgd.workload import RandomDelay
 
 torch = pytest.importorskip("torch")
 
@@ -52,11 +54,22 @@ def test_measured_compute_profile_matches_the_configured_law():
 
 
 def test_straggler_specs():
-    law, delay = parse_straggler("gamma:0.5", 0.04)
+    law = parse_straggler("gamma:0.5", 0.04)
     assert law.mean == pytest.approx(0.04) and law.scv == pytest.approx(0.5)
-    assert parse_straggler(None, 0.04)[0].mean == 0.04
+    assert parse_straggler(None, 0.04).mean == 0.04
     with pytest.raises(InvalidParameterError, match="straggler"):
         parse_straggler("delay:x:1ms", 0.04)
+
+
+def test_one_random_delay_syntax():
+    # K:DELAY everywhere; the harness's former delay:K:D is refused with the accepted form shown.
+    assert random_delay("1:50ms") == RandomDelay(1, 0.05)
+    with pytest.raises(InvalidParameterError, match=r"straggler: .*random_delay K:DELAY, e\.g\. 2:320ms"):
+        parse_straggler("delay:1:50ms", 0.04)
+    with pytest.raises(InvalidParameterError, match=r"random_delay: got 'delay:1:50ms'; accepted: K:DELAY"):
+        validate("eager-sgd", workers=2, random_delay="delay:1:50ms")
+    with pytest.raises(InvalidParameterError, match=r"random_delay: got '3'; accepted: K:DELAY"):
+        validate("eager-sgd", workers=2, random_delay="3")
 
 
 def test_bad_input_is_refused_before_any_process_starts():

@@ -55,3 +55,17 @@ def test_compare_of_an_empty_folder_is_one_clear_error(tmp_path, capsys):
     assert main(["--compare", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "rank<r>.jsonl" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["--random-delay", "delay:1:50ms"], "--random-delay"),
+        (["--straggler", "delay:1:50ms"], "--straggler"),
+    ],
+)
+def test_random_delay_is_k_delay_here_too(argv, field, capsys):
+    # Refused before any process group is joined: one line showing the accepted K:DELAY form.
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"queuesgd: error: {field}: got 'delay:1:50ms'") and "K:DELAY" in line
