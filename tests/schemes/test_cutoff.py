@@ -9,9 +9,10 @@ import pytest
 from scipy import integrate, stats
 
 from queuesgd.distributions import Exponential, Normal
-from queuesgd.errors import InvalidParameterError, NotRepresentable, UnitError
-from queuesgd.schemes import cutoff as cm
+from queuesgd.errors import InvalidParameterError, NotRepresentable, UnitError, UnknownNameError
 from queuesgd.schemes.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
+from queuesgd.schemes.cutoff_model import round_costs
+from queuesgd.schemes.kofn_sim import simulate_rounds
 from queuesgd.workload import Cluster, Workload
 
 N, MU = 5, 2.0
@@ -108,8 +109,8 @@ def test_static_cancel_batch_matches_hand(setup):
     for i, (n, b) in enumerate(zip(ns, bw)):
         ED, EK, _ = hand_static(int(n), MU, 0.4)
         tau = ED + 2 * ALPHA + (EK * G + n * P) / b + EK * U
-        assert out["iteration_rate"][i] == pytest.approx(1 / tau, rel=1e-9)
-        assert out["gradients_per_update"][i] == pytest.approx(EK, rel=1e-12)
+        assert out.iteration_rate[i] == pytest.approx(1 / tau, rel=1e-9)
+        assert out.gradients_per_update[i] == pytest.approx(EK, rel=1e-12)
 
 
 def erlang_average(k: int, T: float, fn) -> float:
@@ -144,8 +145,10 @@ def test_static_finish_ctmc_vs_simulation_with_the_same_erlang_phases():
     x = gen.exponential(1.0, (iters, 3))
     timers = gen.gamma(k, T / k, (iters, 1))
     scale = gen.gamma(k, 1.0 / k, iters)
-    run = cm._simulate_finish(x, timers, lambda K: cm._round(w, c, K, K), phase_scale=scale)
-    rate, (lo, hi) = cm._ratio_ci(run["K"][:, 0], run["tau"][:, 0], warmup=500)
+    run = simulate_rounds(
+        x, timer=timers, phase=lambda K: round_costs(w, c, K, K), stragglers="finish", phase_scale=scale
+    )
+    rate, (lo, hi) = run.column(0).rate(warmup=500)
     assert lo < ctmc.iteration_rate * ctmc.gradients_per_update < hi
 
 
@@ -210,9 +213,7 @@ def test_optimal_count_exponential_brute_force(n, latency):
     batch = OptimalCutoff(stragglers="cancel").solve_batch(
         w, c, np.array([n]), np.array([1e9]), np.array([latency])
     )
-    assert batch["iteration_rate"][0] * batch["gradients_per_update"][0] == pytest.approx(
-        max(vals), rel=1e-10
-    )
+    assert batch.iteration_rate[0] * batch.gradients_per_update[0] == pytest.approx(max(vals), rel=1e-10)
     sim = OptimalCutoff(stragglers="cancel").solve(w, c, "simulate", rng=2, iterations=20_000)
     assert sim.interval[0] < max(vals) * 1.001 and max(vals) * 0.995 < sim.interval[1]
 
@@ -232,7 +233,6 @@ def test_optimal_time_cancel_exponential_brute_force():
 
 
 def test_optimal_count_finish_delegates_to_backup_workers():
-    pytest.importorskip("queuesgd.schemes.backup")
     w = Workload(Exponential(1.0), 1e6, update_time=0.02)
     c = Cluster(4, 2e7, latency=0.01)
     sol = OptimalCutoff().solve(w, c, "ctmc")
@@ -342,11 +342,14 @@ def test_bad_parameters(make, field):
 
 def test_methods_that_do_not_apply(setup):
     w, c = setup
-    with pytest.raises(NotRepresentable):
+    # The contract's one error for a method a scheme does not provide.
+    with pytest.raises(UnknownNameError, match="method"):
         AdaptiveCutoff().solve(w, c, "closed_form")
     with pytest.raises(NotRepresentable):
         OptimalCutoff(by="time").solve(w, c, "ctmc")
     with pytest.raises(NotRepresentable):
-        StaticCutoff(0.1).solve_batch(w, c, np.array([2]), np.array([1e9]), np.array([0.0]))
+        StaticCutoff(0.1).solve_batch(w, c, np.array([2]), np.array([1e9]), np.array([0.0]), "closed_form")
+    with pytest.raises(NotRepresentable):
+        StaticCutoff(0.1).batch_closed_form(w, c, np.array([2]), np.array([1e9]), np.array([0.0]))
     with pytest.raises(NotRepresentable):
         StaticCutoff(0.1).solve(w, Cluster(3, 1e9, speeds=[1, 2, 1]), "ctmc")
