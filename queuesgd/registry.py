@@ -231,6 +231,6 @@ for _cls, _aliases, _live in (
     (AdaptiveCutoff, (), None),
     (EagerSGD, (), "ps"),
     (StaleSynchronous, (), "ps"),
-    (LocalSGD, (), None),
+    (LocalSGD, (), "allreduce"),
 ):
     register(_cls, aliases=_aliases, live=_live)

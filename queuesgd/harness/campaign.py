@@ -336,6 +336,8 @@ def _model(key: str, params: Mapping[str, Any]) -> tuple[Any, str]:
         return s.StaticCutoff(timeout=params["cutoff"], stragglers=params["stragglers"]), "auto"
     if key == "eager-sgd":
         return s.EagerSGD(mode=params["mode"], max_stale=params["max_stale"]), "auto"
+    if key == "local-sgd":
+        return s.LocalSGD(period=params["period"]), "auto"
     return s.StaleSynchronous(staleness=params["staleness"]), "auto"
 
 

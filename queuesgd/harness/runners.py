@@ -2,7 +2,11 @@
 
 :func:`run_scheme` runs the loop of one scheme in the calling worker process
 and reports one record per step (workers) and per update (parameter server).
-:func:`run` is the whole thing from the parent: launch, run, collect.
+:func:`run` is the whole thing from the parent: launch, run, collect. The
+loops themselves: :mod:`~queuesgd.harness.allreduce_loops` (ring all-reduce),
+:mod:`~queuesgd.harness.ps_loops` (PS worker, barrier PS),
+:mod:`~queuesgd.harness.event_loops` (async/SSP PS, eager-SGD coordinator), on
+the shared :mod:`~queuesgd.harness.plumbing`.
 
 World layout: all-reduce schemes use ranks ``0 .. n-1`` as the workers;
 parameter-server (PS) schemes use rank 0 as the PS (or, for eager-SGD, as the
@@ -23,6 +27,9 @@ model, emulated network times from a :class:`~queuesgd.harness.shaping.Shaper`):
 - ``"ring-allreduce"``: compute; ``all_reduce`` (sum) / n; shaper
   ``"allreduce"`` counted from the last rank's arrival (every rank puts its
   arrival time in two extra slots of the reduced buffer); apply.
+- ``"local-sgd"`` (``period`` H): compute and apply the worker's own gradient
+  H times, then average the models (``all_reduce`` of the parameters / n,
+  shaped as above); ``applied = n`` on every step record.
 - ``"sync-ps"``, ``"backup-workers"`` (``backups``, ``stragglers``),
   ``"static-cutoff"`` (``cutoff``, ``stragglers``): per iteration the PS takes
   fresh gradients (tag = current version) until it has all ``n`` / the first
@@ -73,24 +80,17 @@ stale-synchronous -- one record per update with ``sender``, ``worker_step``,
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
-import queue
-import threading
-import time
-from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.harness._torch import require_torch
+from queuesgd.harness.allreduce_loops import local_sgd, ring_allreduce
+from queuesgd.harness.event_loops import eager_ps, event_ps
 from queuesgd.harness.launch import WorkerContext, run_workers
 from queuesgd.harness.layout import LIVE_SCHEMES, live_key, world_size
+from queuesgd.harness.ps_loops import barrier_ps, ps_worker
 from queuesgd.harness.shaping import Shaper
 from queuesgd.units import parse_seconds
 
@@ -108,7 +108,7 @@ def check_params(scheme_key: str, params: Mapping[str, Any] | None, workers: int
     ``backups=1, stragglers="finish"``; static-cutoff ``cutoff`` (or
     ``timeout``) seconds, ``stragglers="finish"``; eager-sgd ``mode="solo",
     max_stale=32``; stale-synchronous ``staleness=1`` (``math.inf`` is
-    asynchronous). The other schemes take none.
+    asynchronous); local-sgd ``period=8``. The other schemes take none.
 
     Examples
     --------
@@ -150,561 +150,13 @@ def check_params(scheme_key: str, params: Mapping[str, Any] | None, workers: int
         if not (isinstance(s, float) and math.isinf(s) and s > 0):
             s = _checks.integer("staleness", s, minimum=0)
         out["staleness"] = s
+    if key == "local-sgd":
+        out["period"] = _checks.integer("period", given.pop("period", 8), minimum=1)
     if given:
         raise InvalidParameterError(
             "params", sorted(given), f"the parameters of {key!r}: {sorted(out) or 'none'}"
         )
     return out
-
-
-# ---- shared pieces ------------------------------------------------------------------------------
-class _Clock:
-    """perf_counter readings to time.time() values (records) for this process."""
-
-    def __init__(self) -> None:
-        self.offset = time.time() - time.perf_counter()
-
-    def wall(self, t: float) -> float:
-        return t + self.offset
-
-
-@dataclass
-class _Msg:
-    src: int
-    buf: Any
-    t: float  # perf_counter at arrival
-    tag: float
-
-
-class _Inbox:
-    """A thread that receives fixed-size messages and queues them, time-stamped on arrival.
-
-    ``src=None`` receives from any sender (gloo ``recv_anysource``). The thread
-    stops after a message for which ``done(msg)`` is true. ``event`` is set
-    whenever a message is queued (used to interrupt a computation).
-    """
-
-    def __init__(self, numel: int, done: Callable[[_Msg], bool], *, src: int | None = None, group=None):
-        self._torch = require_torch()
-        self._numel, self._done, self._src, self._group = numel, done, src, group
-        self.queue: queue.Queue = queue.Queue()
-        self.event = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="queuesgd-inbox", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        import torch.distributed as dist
-
-        try:
-            while True:
-                buf = self._torch.empty(self._numel, dtype=self._torch.float32)
-                if self._src is None:
-                    src = dist.recv(buf, group=self._group)
-                else:
-                    dist.recv(buf, src=self._src, group=self._group)
-                    src = self._src
-                msg = _Msg(int(src), buf, time.perf_counter(), float(buf[-1]))
-                self.queue.put(msg)
-                self.event.set()
-                if self._done(msg):
-                    return
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
-            self.queue.put(exc)
-            self.event.set()
-
-    def get(self, timeout: float | None = None) -> _Msg | None:
-        """The next message (``None`` after ``timeout`` seconds, or at once with ``timeout=0``)."""
-        try:
-            item = self.queue.get(block=timeout != 0, timeout=timeout if timeout else None)
-        except queue.Empty:
-            return None
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def arm(self) -> threading.Event:
-        """Clear the event unless a message is already waiting; return it (no lost wake-up)."""
-        self.event.clear()
-        if not self.queue.empty():
-            self.event.set()
-        return self.event
-
-    def join(self, timeout: float = 30.0) -> None:
-        self._thread.join(timeout)
-
-
-def _base(scheme: str, role: str, step: int, warmup: bool, shaper: Shaper) -> dict[str, Any]:
-    return {"scheme": scheme, "role": role, "step": step, "warmup": warmup, "emulation": shaper.emulation}
-
-
-# ---- ring all-reduce ----------------------------------------------------------------------------
-def _ring_allreduce(ctx: WorkerContext, live: Any, steps: int, shaper: Shaper, warmup: int, seed: int):
-    torch = require_torch()
-    import torch.distributed as dist
-
-    n, r = ctx.world_size, ctx.rank
-    clock = _Clock()
-    step = live.make(r, seed, workers=n)
-    G = step.grad.numel()
-    extra = 2 * n if shaper.active else 0
-    buf = torch.zeros(G + extra, dtype=torch.float32)
-    for i in range(steps):
-        t0 = time.perf_counter()
-        t_compute = step.compute()
-        buf[:G].copy_(step.grad)
-        arrive = time.perf_counter()
-        if extra:
-            # Arrival times ride along in the sum: rank r fills slots G+2r (seconds) and G+2r+1 (fraction).
-            rel = arrive - ctx.epoch
-            buf[G:].zero_()
-            buf[G + 2 * r] = math.floor(rel)
-            buf[G + 2 * r + 1] = rel - math.floor(rel)
-        dist.all_reduce(buf)
-        done = time.perf_counter()
-        shaped, last = 0.0, arrive
-        if extra:
-            arrivals = buf[G:].double().view(n, 2).sum(dim=1)
-            last = float(arrivals.max()) + ctx.epoch
-            shaped = shaper.after("allreduce", step.nbytes, n, last)
-        buf[:G].div_(n)
-        tu = time.perf_counter()
-        step.apply(buf[:G])
-        end = time.perf_counter()
-        rec = _base("ring-allreduce", "worker", i, i < warmup, shaper)
-        rec.update(
-            worker=r,
-            t0=clock.wall(t0),
-            t_end=clock.wall(end),
-            t_compute=t_compute,
-            delay=step.last_delay,
-            t_comm=done - arrive,
-            t_barrier=last - arrive,
-            t_shaped=shaped,
-            t_update=end - tu,
-            applied=n,
-            version=i,
-            aborted=False,
-        )
-        if i == steps - 1:
-            rec["params_sum"] = float(step.params.double().sum())
-        ctx.report(rec)
-
-
-# ---- PS workers ---------------------------------------------------------------------------------
-def _ps_worker(
-    ctx: WorkerContext,
-    key: str,
-    live: Any,
-    steps: int,
-    shaper: Shaper,
-    warmup: int,
-    seed: int,
-    down: Any,
-    *,
-    stop_by_version: bool,
-    cancel: bool = False,
-) -> None:
-    """A PS-scheme worker: compute, push ``[grad, version]``, pull ``[params, version]``.
-
-    ``stop_by_version``: run until the PS sends version ``>= steps`` (PS-driven
-    schemes); else run ``steps`` local steps (async, SSP). ``cancel``: a
-    message arriving during the computation aborts it.
-    """
-    torch = require_torch()
-    import torch.distributed as dist
-
-    n = ctx.world_size - 1
-    me = ctx.rank - 1
-    clock = _Clock()
-    step = live.make(me, seed, workers=n)
-    G = step.grad.numel()
-    msg = torch.empty(G + 1, dtype=torch.float32)
-    params = torch.empty(G + 1, dtype=torch.float32)
-    inbox = _Inbox(G + 1, lambda m: m.tag >= steps, src=0, group=down) if cancel else None
-    version, i = 0, 0
-    while (version < steps) if stop_by_version else (i < steps):
-        t0 = time.perf_counter()
-        event = inbox.arm() if inbox is not None else None
-        t_compute = step.compute(event)
-        rec = _base(key, "worker", i, (version if stop_by_version else i) < warmup, shaper)
-        rec.update(worker=me, t0=clock.wall(t0), t_compute=t_compute, delay=step.last_delay, version=version)
-        if step.interrupted:
-            m = inbox.get()
-            step.load(m.buf[:G])
-            version = int(m.tag)
-            end = time.perf_counter()
-            rec.update(t_end=clock.wall(end), t_wait=0.0, aborted=True)
-            ctx.report(rec)
-            i += 1
-            continue
-        msg[:G].copy_(step.grad)
-        msg[G] = version if stop_by_version else i
-        sent = time.perf_counter()
-        dist.send(msg, dst=0)
-        if inbox is not None:
-            m = inbox.get()
-            reply, tag = m.buf, m.tag
-        else:
-            dist.recv(params, src=0, group=down)
-            reply, tag = params, float(params[G])
-        step.load(reply[:G])
-        end = time.perf_counter()
-        rec.update(t_end=clock.wall(end), t_wait=end - sent, aborted=False)
-        ctx.report(rec)
-        version = int(tag)
-        i += 1
-    msg[G] = -1.0
-    dist.send(msg, dst=0)
-    if inbox is not None:
-        inbox.join()
-
-
-class _PSState:
-    """The PS's replica of the model and its outgoing buffer."""
-
-    def __init__(self, ctx: WorkerContext, live: Any, seed: int, down: Any) -> None:
-        torch = require_torch()
-        self.n = ctx.world_size - 1
-        self.model = live.make(0, seed, workers=self.n)
-        self.G = self.model.grad.numel()
-        self.nbytes = self.model.nbytes
-        self.acc = torch.zeros(self.G, dtype=torch.float32)
-        self.out = torch.empty(self.G + 1, dtype=torch.float32)
-        self.down = down
-        self.sentinels = 0
-        self.inbox = _Inbox(self.G + 1, self._last)
-
-    def _last(self, m: _Msg) -> bool:
-        # Runs in the inbox thread: stop receiving after every worker said it is done.
-        if m.tag < 0:
-            self.sentinels += 1
-        return self.sentinels >= self.n
-
-    def send(self, ranks: Any, version: int) -> None:
-        """Send the current parameters, tagged ``version``, to ``ranks`` (all at once)."""
-        import torch.distributed as dist
-
-        ranks = list(ranks)
-        if not ranks:
-            return
-        self.out[: self.G].copy_(self.model.params)
-        self.out[self.G] = version
-        works = [dist.isend(self.out, dst=w, group=self.down) for w in ranks]
-        for w in works:
-            w.wait()
-
-    def params_sum(self) -> float:
-        """Sum of the parameters (a checksum for tests and reports)."""
-        return float(self.model.params.double().sum())
-
-    def apply_mean(self, bufs: list[Any]) -> float:
-        """Apply the average of the gradients in ``bufs``; return the seconds it took."""
-        t = time.perf_counter()
-        self.acc.zero_()
-        for b in bufs:
-            self.acc.add_(b[: self.G])
-        self.acc.div_(len(bufs))
-        self.model.apply(self.acc)
-        return time.perf_counter() - t
-
-    def drain_until_done(self, reply: Callable[[_Msg], None] | None) -> None:
-        """After the last update: answer what still comes (``reply``) until every worker is done."""
-        done = 0
-        while done < self.n:
-            m = self.inbox.get()
-            if m.tag < 0:
-                done += 1
-            elif reply is not None:
-                reply(m)
-        self.inbox.join()
-
-
-# ---- barrier PS: sync-ps, backup-workers, static-cutoff -----------------------------------------
-def _barrier_ps(
-    ctx: WorkerContext,
-    key: str,
-    live: Any,
-    steps: int,
-    shaper: Shaper,
-    warmup: int,
-    seed: int,
-    down: Any,
-    *,
-    need: int,
-    cutoff: float | None,
-    cancel: bool,
-) -> None:
-    ps = _PSState(ctx, live, seed, down)
-    n = ps.n
-    clock = _Clock()
-    version = 0
-    start = time.perf_counter()
-    pending: deque[_Msg] = deque()  # pulled from the inbox but belonging to the next iteration
-
-    def next_msg(timeout: float | None) -> _Msg | None:
-        return pending.popleft() if pending else ps.inbox.get(timeout)
-
-    for it in range(steps):
-        fresh: dict[int, _Msg] = {}
-        dropped = 0
-        deadline = math.inf if cutoff is None else start + cutoff
-        barrier = None
-        while barrier is None:
-            now = time.perf_counter()
-            if fresh and now >= deadline:
-                barrier = deadline
-                break
-            m = next_msg(None if (not fresh or math.isinf(deadline)) else deadline - now)
-            if m is None:
-                continue
-            if m.tag < 0:
-                raise RuntimeError(f"worker rank {m.src} stopped before the last iteration")
-            if int(m.tag) == version and m.src not in fresh:
-                if fresh and m.t > deadline:
-                    pending.append(m)  # in the queue, but it arrived after the cutoff: late
-                    barrier = deadline
-                    break
-                fresh[m.src] = m
-                if len(fresh) >= need:
-                    barrier = m.t
-                elif m.t >= deadline:
-                    barrier = m.t  # nothing was in by the cutoff: the first one ends the wait
-            else:
-                dropped += 1
-                if not cancel:
-                    ps.send([m.src], version)  # finish: the late worker restarts on the current parameters
-        if cutoff is not None and barrier == deadline:
-            # Gradients that arrived by the cutoff but were still queued count; later ones wait.
-            while (m := ps.inbox.get(0)) is not None:
-                if int(m.tag) == version and m.src not in fresh and m.t <= deadline and m.tag >= 0:
-                    fresh[m.src] = m
-                else:
-                    pending.append(m)
-        t_update = ps.apply_mean([m.buf for m in fresh.values()])
-        k = len(fresh)
-        targets = range(1, n + 1) if cancel else sorted(fresh)
-        shaped = 0.0
-        if shaper.active:
-            pulls = len(targets)
-            shaped = shaper.wait_until(barrier + shaper.ps_round(k, pulls, ps.nbytes, ps.nbytes) + t_update)
-        version += 1
-        ps.send(targets, version)
-        end = time.perf_counter()
-        rec = _base(key, "ps", it, it < warmup, shaper)
-        rec.update(
-            t0=clock.wall(start),
-            t_barrier=clock.wall(barrier),
-            t_end=clock.wall(end),
-            applied=k,
-            dropped=dropped,
-            contributors=sorted(s - 1 for s in fresh),
-            t_update=t_update,
-            t_shaped=shaped,
-            version=version,
-        )
-        if it == steps - 1:
-            rec["params_sum"] = ps.params_sum()
-        ctx.report(rec)
-        start = end
-
-    for m in pending:
-        if m.tag < 0:
-            raise RuntimeError(f"worker rank {m.src} stopped before the last iteration")
-        if not cancel:
-            ps.send([m.src], version)
-
-    def reply(m: _Msg) -> None:
-        if not cancel:
-            ps.send([m.src], version)
-
-    ps.drain_until_done(reply)
-
-
-# ---- event-driven PS: async-ps and stale-synchronous --------------------------------------------
-def _event_ps(
-    ctx: WorkerContext,
-    key: str,
-    live: Any,
-    steps: int,
-    shaper: Shaper,
-    warmup: int,
-    seed: int,
-    down: Any,
-    *,
-    staleness: float,
-    contention: bool,
-) -> None:
-    ps = _PSState(ctx, live, seed, down)
-    n = ps.n
-    clock = _Clock()
-    version = 0
-    read = [0] * (n + 1)  # version each worker last read (index = rank)
-    clocks = [0.0] * (n + 1)  # completed iterations per worker
-    clocks[0] = math.inf
-    blocked: set[int] = set()
-    events: list[tuple[float, int, str, Any]] = []
-    seq = itertools.count()
-    up_free = down_free = -math.inf
-    transfer = shaper.transfer(ps.nbytes)
-    alpha = shaper.latency if shaper.active else 0.0
-    done = 0
-    updates = 0
-
-    def release(rank: int) -> None:
-        read[rank] = version
-        ps.send([rank], version)
-
-    def ready_to_start(rank: int) -> bool:
-        c = clocks[rank]
-        return c >= steps or min(clocks[1:]) >= c - staleness
-
-    while done < n or events:
-        timeout = None if not events else max(events[0][0] - time.perf_counter(), 0.0)
-        m = ps.inbox.get(timeout)
-        if m is not None:
-            if m.tag < 0:
-                done += 1
-                clocks[m.src] = math.inf
-            else:
-                if not shaper.active:
-                    t_apply = m.t
-                elif contention:
-                    t_apply = max(m.t + alpha, up_free) + transfer
-                    up_free = t_apply
-                else:
-                    t_apply = m.t + alpha + transfer
-                heapq.heappush(events, (t_apply, next(seq), "apply", m))
-        while events and events[0][0] <= time.perf_counter():
-            _, _, kind, item = heapq.heappop(events)
-            if kind == "apply":
-                m = item
-                t_update = ps.apply_mean([m.buf])
-                now = time.perf_counter()
-                rec = _base(key, "ps", updates, int(m.tag) < warmup, shaper)
-                rec.update(
-                    t0=clock.wall(m.t),
-                    t_apply=clock.wall(now - t_update),
-                    t_end=clock.wall(now),
-                    sender=m.src - 1,
-                    worker_step=int(m.tag),
-                    staleness=version - read[m.src],
-                    applied=1,
-                    t_update=t_update,
-                    version=version + 1,
-                )
-                version += 1
-                updates += 1
-                ctx.report(rec)
-                if not shaper.active:
-                    t_reply = now
-                elif contention:
-                    down_free = max(now, down_free) + transfer
-                    t_reply = down_free + alpha
-                else:
-                    t_reply = now + transfer + alpha
-                heapq.heappush(events, (t_reply, next(seq), "reply", m.src))
-            else:
-                rank = item
-                clocks[rank] += 1
-                blocked.add(rank)
-            for rank in sorted(blocked):
-                if ready_to_start(rank):
-                    blocked.discard(rank)
-                    release(rank)
-    ps.inbox.join()
-
-
-# ---- eager-SGD coordinator ----------------------------------------------------------------------
-def _eager_ps(
-    ctx: WorkerContext,
-    live: Any,
-    steps: int,
-    shaper: Shaper,
-    warmup: int,
-    seed: int,
-    down: Any,
-    *,
-    mode: str,
-    max_stale: int,
-) -> None:
-    ps = _PSState(ctx, live, seed, down)
-    n = ps.n
-    clock = _Clock()
-    rng = np.random.default_rng([int(seed), 0xEA6E5])
-    ready: dict[int, _Msg] = {}
-    buffered: dict[int, _Msg] = {}
-    version, partial = 0, 0
-    prev_end = time.perf_counter()
-
-    def take(m: _Msg) -> None:
-        if m.tag < 0:
-            raise RuntimeError(f"worker rank {m.src} stopped before the last round")
-        ready[m.src] = m
-
-    def drain() -> None:
-        while (m := ps.inbox.get(0)) is not None:
-            take(m)
-
-    for r in range(steps):
-        sync = partial >= max_stale
-        initiator = int(rng.integers(1, n + 1)) if mode == "majority" else None
-        while True:
-            drain()
-            if sync:
-                trigger = max(m.t for m in ready.values()) if len(ready) == n else None
-            elif initiator is not None:
-                trigger = ready[initiator].t if initiator in ready else None
-            else:
-                trigger = min(m.t for m in ready.values()) if ready else None
-            if trigger is not None:
-                break
-            take(ps.inbox.get())
-        trigger = max(trigger, prev_end)
-        drain()
-        part = {s: m for s, m in ready.items() if m.t <= trigger}
-        rest = {s: m for s, m in ready.items() if m.t > trigger}
-        contrib = [m.buf for m in part.values()] + [m.buf for m in buffered.values()]
-        t_update = ps.apply_mean(contrib)
-        shaped = 0.0
-        if shaper.active:
-            end_at = trigger + shaper.model_time("allreduce", ps.nbytes, n) + t_update
-            shaped = shaper.wait_until(end_at)
-        else:
-            end_at = time.perf_counter()
-        ready = rest
-        drain()
-        new_buffer = {s: m for s, m in ready.items() if m.t <= end_at}
-        ready = {s: m for s, m in ready.items() if m.t > end_at}
-        version += 1
-        ps.send(sorted(set(part) | set(new_buffer)), version)
-        end = time.perf_counter()
-        rec = _base("eager-sgd", "ps", r, r < warmup, shaper)
-        rec.update(
-            t0=clock.wall(prev_end),
-            t_trigger=clock.wall(trigger),
-            t_end=clock.wall(end),
-            round_end=clock.wall(end_at),
-            sync=sync,
-            initiator=None if initiator is None else initiator - 1,
-            fresh=len(part),
-            buffered=len(buffered),
-            applied=len(contrib),
-            contributors=sorted(s - 1 for s in part),
-            staleness=[version - 1 - int(m.tag) for m in part.values()]
-            + [version - 1 - int(m.tag) for m in buffered.values()],
-            t_update=t_update,
-            t_shaped=shaped,
-            version=version,
-        )
-        if r == steps - 1:
-            rec["params_sum"] = ps.params_sum()
-        ctx.report(rec)
-        buffered = new_buffer
-        partial = 0 if sync else partial + 1
-        prev_end = end_at
-    # Workers waiting now get the stop; the others get it when their gradient comes in.
-    ps.send(sorted(ready), version)
-    ps.drain_until_done(lambda m: ps.send([m.src], version))
 
 
 # ---- entry points -------------------------------------------------------------------------------
@@ -761,8 +213,11 @@ def run_scheme(
     warmup = _checks.integer("warmup", warmup, minimum=0)
     shaper = Shaper() if shaper is None else shaper
     if LAYOUT[key] == "allreduce":
-        check_params(key, params, ctx.world_size)
-        _ring_allreduce(ctx, live, steps, shaper, warmup, seed)
+        p = check_params(key, params, ctx.world_size)
+        if key == "local-sgd":
+            local_sgd(ctx, live, steps, shaper, warmup, seed, period=p["period"])
+        else:
+            ring_allreduce(ctx, live, steps, shaper, warmup, seed)
         return
     import torch.distributed as dist
 
@@ -774,12 +229,12 @@ def run_scheme(
     cancel = p.get("stragglers") == "cancel"
     if ctx.rank != 0:
         by_version = key in ("sync-ps", "backup-workers", "static-cutoff", "eager-sgd")
-        _ps_worker(
+        ps_worker(
             ctx, key, live, steps, shaper, warmup, seed, down, stop_by_version=by_version, cancel=cancel
         )
     elif key in ("sync-ps", "backup-workers", "static-cutoff"):
         need = n - p.get("backups", 0) if key != "static-cutoff" else n
-        _barrier_ps(
+        barrier_ps(
             ctx,
             key,
             live,
@@ -793,10 +248,10 @@ def run_scheme(
             cancel=cancel,
         )
     elif key == "eager-sgd":
-        _eager_ps(ctx, live, steps, shaper, warmup, seed, down, mode=p["mode"], max_stale=p["max_stale"])
+        eager_ps(ctx, live, steps, shaper, warmup, seed, down, mode=p["mode"], max_stale=p["max_stale"])
     else:
         ssp = key == "stale-synchronous"
-        _event_ps(
+        event_ps(
             ctx,
             key,
             live,

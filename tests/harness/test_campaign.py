@@ -44,6 +44,34 @@ def test_short_live_run_is_within_the_error_band(scheme):
     assert 0.95 * model <= fitted <= model + 2e-3
 
 
+def test_local_sgd_short_live_run_is_within_the_error_band():
+    # Two workers, H = 4: measured against predict(LocalSGD(4), ...), the same band as the ring's.
+    r = validate(
+        "local-sgd",
+        workers=2,
+        steps=40,
+        compute="30ms",
+        gradient_bytes="1MB",
+        bandwidth="1Gbit/s",
+        network="app",
+        params={"period": 4},
+    )
+    (row,) = r.rows
+    assert row["emulation"] == "app-shaper" and row["params"] == {"period": 4}
+    assert row["error"] == pytest.approx(row["predicted"] / row["measured"] - 1, rel=1e-12)
+    assert abs(row["error"]) <= BAND, format_table(r.rows)
+    # The prediction is local SGD's closed form on the row's own profile (a near-deterministic compute):
+    # n H m / (H c + 2(n-1)/n S/B + 2(n-1) alpha + H u), written out here.
+    n, H, cal = 2, 4, row["calibration"]
+    round_time = (
+        H * row["compute_mean"]
+        + 2 * (n - 1) / n * row["gradient_bytes"] / cal["bandwidth"]
+        + 2 * (n - 1) * cal["alpha"]
+        + H * row["update_time"]
+    )
+    assert row["predicted"] == pytest.approx(n * H * 32 / round_time, rel=0.01)
+
+
 def test_measured_compute_profile_matches_the_configured_law():
     r = validate("ring-allreduce", workers=2, steps=40, compute="20ms", straggler="lognormal:0.3", seed=3)
     (row,) = r.rows

@@ -113,6 +113,27 @@ def test_ring_allreduce_step_time_and_average():
         assert r["params_sum"] == pytest.approx(expected, rel=1e-4)
 
 
+def test_local_sgd_averages_every_period():
+    # H = 4 local steps of each worker's own (constant) gradient, then the models are averaged: after
+    # every round params = prev - lr H mean(g), so after 12 steps -lr * 12 * mean, as the ring's.
+    n, steps, period, nbytes = 2, 12, 4, 4000
+    a = _loopback_allreduce(n, nbytes // 4)
+    live = EmulatedCompute("20ms", nbytes, lr=LR)
+    recs = run("local-sgd", live, n, steps, params={"period": period}, seed=SEED, warmup=5, timeout=60)
+    assert len(recs) == n * steps and {r["applied"] for r in recs} == {n}
+    # Whole rounds are warm-up: the rounds starting at steps 0 and 4 (< 5).
+    assert sorted({r["step"] for r in recs if r["warmup"]}) == list(range(8))
+    assert [r["version"] for r in _by(recs, worker=0)] == [i // period for i in range(steps)]
+    expected = -LR * steps * _grad_sums(n, nbytes).mean()
+    for r in _by(recs, step=steps - 1):
+        assert r["params_sum"] == pytest.approx(expected, rel=1e-4)
+    # Between averagings a worker does not wait: a round is 4 x 20 ms plus one loopback all-reduce.
+    ends = [r["t_end"] for r in sorted(_by(recs, worker=0), key=lambda r: r["step"])]
+    rounds = np.diff(ends[period - 1 :: period])
+    assert 4 * 0.020 <= statistics.median(rounds) <= 4 * 0.020 + 2 * a + 0.004
+    assert check_params("local-sgd", None, 2) == {"period": 8}  # LocalSGD's default H
+
+
 def test_ring_allreduce_real_model_keeps_replicas_identical():
     # Real MLP on each worker's own synthetic data: the averaged gradient keeps the replicas equal,
     # and they moved away from the (shared) initial parameters.
