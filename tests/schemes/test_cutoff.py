@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from queuesgd.distributions import Exponential, Normal
+from queuesgd.distributions import Exponential, LogNormal, Normal
 from queuesgd.errors import InvalidParameterError, NotRepresentable, UnitError, UnknownNameError
 from queuesgd.schemes.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
 from queuesgd.schemes.cutoff_model import round_costs
@@ -131,6 +131,24 @@ def test_static_cancel_ctmc_equals_closed_form_with_erlang_timer(setup):
     assert sol.gradients_per_update == pytest.approx(EK, rel=1e-8)
     assert sol.iteration_time == pytest.approx(ED + hand_round(EK, 3), rel=1e-8)
     assert "phase-type fit" in sol.reason
+
+
+@pytest.mark.parametrize("n, scv", [(8, 1.0), (8, 0.99), (8, 1.1), (7, 1.5)])
+def test_cancel_lognormal_closed_forms_against_simulation(n, scv):
+    # Regression: these raised ConvergenceError (a negligible tail segment of the quadrature was judged
+    # against its own tiny integral). Checked against the scheme's own simulation, exact in law.
+    w = Workload(LogNormal.from_mean_scv(1.0, scv), 1e6, update_time=0.01)
+    c = Cluster(n, 1e8, latency=0.01)
+    static = StaticCutoff(0.8, "cancel")
+    exact = static.solve(w, c, "closed_form")
+    sim = static.solve(w, c, "simulate", rng=1, iterations=40_000)
+    lo, hi = sim.interval
+    assert lo < exact.iteration_rate * exact.gradients_per_update < hi
+    best = OptimalCutoff(by="time", stragglers="cancel").solve(w, c, "closed_form")
+    value = best.iteration_rate * best.gradients_per_update
+    assert value >= exact.iteration_rate * exact.gradients_per_update
+    at_best = StaticCutoff(best.details["cutoff"], "cancel").solve(w, c, "simulate", rng=2, iterations=40_000)
+    assert at_best.interval[0] < value < at_best.interval[1]
 
 
 # ---- StaticCutoff, finish ----------------------------------------------------------------------------
