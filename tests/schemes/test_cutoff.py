@@ -177,12 +177,26 @@ def test_static_finish_simulation_vs_ctmc_and_cancel():
     ctmc = StaticCutoff(1.0, "finish").solve(w, c, "ctmc")
     x_sim = sim.iteration_rate * sim.gradients_per_update
     # Loose: the CTMC replaces the deterministic timer and communication phase by Erlang-20 fits
-    # (scv 0.05 instead of 0); measured gap 0.1%.
+    # (scv 0.05 instead of 0); measured gap 0.3% (docs/schemes/cutoffs.md).
     assert ctmc.iteration_rate * ctmc.gradients_per_update == pytest.approx(x_sim, rel=0.02)
     assert sum(sim.breakdown.values()) == pytest.approx(sim.iteration_time, rel=1e-12)
     # Late workers start the next iterations late: well below cancel (closed form, exact).
     cancel = StaticCutoff(1.0, "cancel").solve(w, c, "closed_form")
     assert sim.interval[1] < 0.9 * cancel.iteration_rate * cancel.gradients_per_update
+
+
+def test_finish_ctmc_within_the_documented_bound_of_simulation():
+    # docs/schemes/cutoffs.md: the Erlang-20-timer CTMC is within 1.5% of the simulation with the
+    # deterministic timer for n <= 8, T = 0.5..2 s (exponential compute of mean 1 s); n = 8, T = 1 s is
+    # the worst case measured (-1.4%), and the gap is well outside the simulation's interval.
+    w = Workload(Exponential(1.0), 1e6, update_time=0.02)
+    c = Cluster(8, 2e7, latency=0.01)
+    ctmc = StaticCutoff(1.0).solve(w, c, "ctmc")
+    sim = StaticCutoff(1.0).solve(w, c, "simulate", rng=5, iterations=60_000)
+    x_ctmc = ctmc.iteration_rate * ctmc.gradients_per_update
+    x_sim = sim.iteration_rate * sim.gradients_per_update
+    assert abs(x_ctmc / x_sim - 1) < 0.015
+    assert x_ctmc < sim.interval[0]  # a real gap, not noise: the 0.1% once claimed was wrong
 
 
 def test_static_auto_methods(setup):
