@@ -21,6 +21,7 @@ from queuesgd.schemes.kofn import (
     solve_barrier_ctmc,
     time_to_barrier,
 )
+from queuesgd.schemes.kofn_sim import simulate_rounds
 from queuesgd.workload import Cluster, RandomDelay, Workload
 
 
@@ -161,3 +162,26 @@ def test_finish_ctmc_equals_simulation_general_laws(laws, k, comm):
     d = rng.exponential(comm, iters) if comm > 0 else 0.0
     sim = simulate_barrier(x, k, d, stragglers="finish")
     assert sim.interval[0] <= k * res.rate <= sim.interval[1]
+
+
+def test_round_engine_timer_grid_equals_single_runs_and_a_hand_case():
+    # One engine for barriers and timers: a grid of timers on common samples equals one run per timer,
+    # and an infinite timer is the plain k-of-n barrier.
+    x = np.random.default_rng(4).exponential(1.0, (3000, 5))
+    grid = np.array([0.3, 1.0, np.inf])
+    for mode in ("cancel", "finish"):
+        many = simulate_rounds(x, 4, grid, 0.2, stragglers=mode)
+        for g, T in enumerate(grid):
+            one = simulate_rounds(x, 4, T, 0.2, stragglers=mode)
+            assert np.array_equal(many.column(g).barrier, one.barrier)
+            assert np.array_equal(many.column(g).gradients, one.gradients)
+        bar = simulate_barrier(x, 4, 0.2, stragglers=mode, warmup=0.0)
+        assert bar.barrier_time == pytest.approx(many.column(2).barrier.mean(), rel=1e-12)
+    # Hand case, finish: workers of 1 s and 3 s, timer 2 s, phase 0.5 s. Round 1 ends at 2 with the
+    # fast gradient; the slow worker is stale until 3 = 0.5 s into round 2, then restarts: round 2's
+    # timer fires at 2 again with one gradient; its fresh computation (0.5 -> 3.5) is stale until 1 s
+    # into round 3, and so on: every round is 2 + 0.5 s with one gradient.
+    r = simulate_rounds(np.tile([1.0, 3.0], (50, 1)), timer=2.0, phase=0.5, stragglers="finish")
+    assert r.rate() == (1 / 2.5, (1 / 2.5, 1 / 2.5))
+    # busy time before the barrier: fast 1 s; slow 2 s in round 1, then 0.5 (stale) + 1.5 (fresh)
+    assert r.compute.tolist() == [1.5] * 50
