@@ -41,14 +41,10 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, half_width, ratio_interval
+from queuesgd.batchmeans import BATCHES, WARMUP, half_width, ratio_interval
 from queuesgd.errors import InvalidParameterError
 
 __all__ = ["STRAGGLERS", "BarrierSimulation", "Rounds", "simulate_barrier", "simulate_rounds"]
-
-#: Batches of :func:`simulate_barrier`'s interval (its historical value; the ratio intervals of
-#: :meth:`Rounds.rate` use the policy's :data:`~queuesgd.batchmeans.BATCHES`).
-BARRIER_BATCHES = 30
 
 #: What the workers still computing at the barrier do.
 STRAGGLERS: tuple[str, ...] = ("cancel", "finish")
@@ -275,8 +271,8 @@ def simulate_barrier(
     comm: Any,
     *,
     stragglers: str = "finish",
-    warmup: float = 0.05,
-    batches: int = BARRIER_BATCHES,
+    warmup: float = WARMUP,
+    batches: int = BATCHES,
 ) -> BarrierSimulation:
     """Run the barrier on given compute times, one row per iteration.
 
