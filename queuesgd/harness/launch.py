@@ -17,6 +17,9 @@ Failure handling: a child exiting non-zero, a child reporting an exception,
 the wall-clock ``timeout`` or ``progress_timeout`` seconds without a record
 from anyone each kill every child still alive (SIGKILL), reap them, and raise
 :class:`~queuesgd.errors.WorkerFailure` with the records collected so far.
+Every child leads its own process group, and the parent ends each group
+whole after reaping (SIGKILL): a process a worker started does not outlive
+the run.
 
 Teardown in the child follows the measured fix for the DDP teardown
 deadlock: ``gc.collect()`` (dropping models and reducers that could hold the
@@ -30,6 +33,7 @@ import ctypes
 import gc
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -119,6 +123,8 @@ def _child(
     setup: Callable[[int], None] | None,
 ) -> None:  # pragma: no cover - runs in the forked child (its effects are tested)
     gc.freeze()  # the parent's objects: the final gc.collect() need not scan them
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)  # its own process group: the parent ends it whole, whatever it started
     torch = require_torch()
     import torch.distributed as dist
 
@@ -315,6 +321,9 @@ def run_workers(
                 proc.kill()
         for proc in procs:
             proc.join()
+            # Anything the worker started (its process group outlives it while members remain).
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
         for rank, reader in enumerate(readers):
             if failure is not None:
                 _drain(reader, rank, records, on_record)

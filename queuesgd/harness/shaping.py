@@ -220,12 +220,18 @@ class Shaper:
         Examples
         --------
         >>> import time
+        >>> s = Shaper(1e6)
+        >>> s.model_time("p2p", 20_000, 2)                      # 20 ms
+        0.02
         >>> t = time.perf_counter()
-        >>> waited = Shaper(1e6).after("p2p", 20_000, 2, t)      # model: 20 ms
-        >>> 0.015 < waited <= 0.02, time.perf_counter() - t >= 0.02
-        (True, True)
+        >>> waited = s.after("p2p", 20_000, 2, t)
+        >>> time.perf_counter() - t >= 0.02                     # never before the model time
+        True
         >>> Shaper().after("allreduce", 1e6, 4, t)
         0.0
+
+        How long it waited depends on what else the machine does (a timing
+        check: ``tests/harness/test_live.py``).
         """
         if self.bandwidth is None:
             return 0.0

@@ -141,6 +141,7 @@ def _require_live():
     return Shaper
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(("n", "bandwidth", "latency"), [(2, 50e6, 0.002), (3, 40e6, 0.003)])
 def test_allreduce_fit_recovers_the_shaper(n, bandwidth, latency):
     # The shaper makes every all-reduce take the ring model time (it is set much slower than loopback:
@@ -155,6 +156,7 @@ def test_allreduce_fit_recovers_the_shaper(n, bandwidth, latency):
     assert fit.r2 > 0.99, fit
 
 
+@pytest.mark.timing
 def test_p2p_fit_recovers_the_shaper():
     Shaper = _require_live()
     # Ping-pong through the shaper: half a round trip is one shaped message, 2 ms + M / (50 MB/s).

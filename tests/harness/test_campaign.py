@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 BAND = 0.15
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("scheme", ["sync-allreduce", "async-ps"])
 def test_short_live_run_is_within_the_error_band(scheme):
     r = validate(
@@ -44,6 +45,7 @@ def test_short_live_run_is_within_the_error_band(scheme):
     assert 0.95 * model <= fitted <= model + 2e-3
 
 
+@pytest.mark.timing
 def test_local_sgd_short_live_run_is_within_the_error_band():
     # Two workers, H = 4: measured against predict(LocalSGD(4), ...), the same band as the ring's.
     r = validate(
@@ -72,6 +74,7 @@ def test_local_sgd_short_live_run_is_within_the_error_band():
     assert row["predicted"] == pytest.approx(n * H * 32 / round_time, rel=0.01)
 
 
+@pytest.mark.timing
 def test_measured_compute_profile_matches_the_configured_law():
     r = validate("ring-allreduce", workers=2, steps=40, compute="20ms", straggler="lognormal:0.3", seed=3)
     (row,) = r.rows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -127,6 +128,32 @@ def test_hanging_worker_hits_the_wall_clock_timeout():
     assert 3.0 <= elapsed < 12
 
 
+def test_timeout_ends_what_a_worker_started_too(tmp_path):
+    # A worker starts a grandchild (its own process, not a multiprocessing child) and hangs; the timeout
+    # ends the worker's whole process group. Checked by the grandchild's pid in /proc.
+    pidfile = tmp_path / "grandchild.pid"
+
+    def fn(ctx: WorkerContext) -> None:
+        if ctx.rank == 0:
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+            pidfile.write_text(str(child.pid))
+        ctx.report({"step": 0})
+        while True:
+            time.sleep(1)
+
+    with pytest.raises(WorkerFailure, match="timed out"):
+        run_workers(fn, 2, timeout=4.0, progress_timeout=None)
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)  # killed; its parent (init, once the worker died) reaps it
+    alive = os.path.exists(f"/proc/{pid}")
+    if alive:
+        with open(f"/proc/{pid}/stat") as fh:
+            alive = fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    assert not alive
+
+
 def test_stalled_run_hits_the_progress_timeout():
     def fn(ctx: WorkerContext) -> None:
         ctx.report({"step": 0})
@@ -163,13 +190,20 @@ _CONCURRENT = textwrap.dedent(
 def test_two_concurrent_runs_do_not_collide():
     # Two parents started together each get their own free port: both runs succeed (2 + 2 = 4.0 each).
     env = dict(os.environ)
+    pipe = subprocess.PIPE
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _CONCURRENT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+            [sys.executable, "-c", _CONCURRENT], stdout=pipe, stderr=pipe, env=env, start_new_session=True
         )
         for _ in range(2)
     ]
-    outs = [p.communicate(timeout=120) for p in procs]
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:  # on a timeout, end each parent's whole group (its workers too)
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate()
     assert [p.returncode for p in procs] == [0, 0], [o[1].decode()[-2000:] for o in outs]
     assert [o[0].decode().split()[-1] for o in outs] == ["4.0", "4.0"]
 

@@ -17,6 +17,7 @@ from queuesgd.workload import RandomDelay
 # ---- shaping (no torch needed) ------------------------------------------------------------------
 
 
+@pytest.mark.timing
 def test_sleep_until_is_precise():
     # 40 waits of 5 ms: the median overshoot past the deadline stays under 0.5 ms.
     late = []
@@ -43,6 +44,7 @@ def test_shaper_model_times_by_hand():
         Shaper(-1.0)
 
 
+@pytest.mark.timing
 def test_shaper_waits_for_the_model_time_from_the_start():
     s = Shaper(1e6, 0.0)
     started = time.perf_counter()
@@ -53,6 +55,15 @@ def test_shaper_waits_for_the_model_time_from_the_start():
     assert 0.020 < waited <= 0.025 + 1e-3
     # The real operation was longer than the model: nothing is added.
     assert s.after("p2p", 1_000, 2, time.perf_counter() - 0.01) == 0.0
+
+
+@pytest.mark.timing
+def test_shaper_after_waits_the_rest_of_the_model_time():
+    # The former doctest of Shaper.after: called at once, it waits nearly all of the 20 ms model time.
+    t = time.perf_counter()
+    waited = Shaper(1e6).after("p2p", 20_000, 2, t)
+    assert 0.015 < waited <= 0.02
+    assert time.perf_counter() - t >= 0.02
 
 
 # ---- workloads ---------------------------------------------------------------------------------

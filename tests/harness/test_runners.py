@@ -95,6 +95,7 @@ def _loopback_allreduce(n: int, numel: int, repeats: int = 30) -> float:
 # ---- ring all-reduce ---------------------------------------------------------------------------
 
 
+@pytest.mark.timing
 def test_ring_allreduce_step_time_and_average():
     n, steps, nbytes = 3, 30, 4000
     a = _loopback_allreduce(n, nbytes // 4)
@@ -113,6 +114,7 @@ def test_ring_allreduce_step_time_and_average():
         assert r["params_sum"] == pytest.approx(expected, rel=1e-4)
 
 
+@pytest.mark.timing
 def test_local_sgd_averages_every_period():
     # H = 4 local steps of each worker's own (constant) gradient, then the models are averaged: after
     # every round params = prev - lr H mean(g), so after 12 steps -lr * 12 * mean, as the ring's.
@@ -149,6 +151,7 @@ def test_ring_allreduce_real_model_keeps_replicas_identical():
     assert all(r["t_compute"] > 0 for r in recs)
 
 
+@pytest.mark.timing
 def test_shaped_ring_allreduce_counts_from_the_last_arrival():
     # n = 2, 40 kB at 1 MB/s, 1 ms latency: 2*(1/2)*40 ms + 2*1 ms = 42 ms per all-reduce.
     # Rank 1 computes 10 + 20 ms (injected), so a step lasts 30 + 42 = 72 ms.
@@ -167,6 +170,7 @@ def test_shaped_ring_allreduce_counts_from_the_last_arrival():
 # ---- synchronous parameter server --------------------------------------------------------------
 
 
+@pytest.mark.timing
 def test_sync_ps_barrier_is_the_slowest_draw():
     n, steps, nbytes = 3, 30, 4000
     law = Exponential(mean=0.015)
@@ -188,6 +192,7 @@ def test_sync_ps_barrier_is_the_slowest_draw():
         )
 
 
+@pytest.mark.timing
 def test_shaped_sync_ps_round():
     # 3 workers, 40 kB each way at 4 MB/s: 6 transfers of 10 ms + 2 x 1 ms latency = 62 ms; + 20 ms compute.
     shaper = Shaper(4e6, 1e-3)
@@ -201,6 +206,7 @@ def test_shaped_sync_ps_round():
 # ---- asynchronous parameter server -------------------------------------------------------------
 
 
+@pytest.mark.timing
 def test_async_ps_rate_and_staleness():
     # Deterministic 40 ms compute, 20 ms uplink and 20 ms downlink (80 kB at 4 MB/s), 3 workers:
     # the uplink is busy 60 of every 80 ms, so no queueing: each worker cycles in 80 ms, 37.5 updates/s.
@@ -215,6 +221,7 @@ def test_async_ps_rate_and_staleness():
     assert statistics.median(steady) == n - 1
 
 
+@pytest.mark.timing
 def test_async_ps_uplink_contention():
     # 4 workers, 10 ms compute, 10 ms per transfer: the PS uplink saturates at 1 / 10 ms = 100 updates/s
     # (without contention it would be 4 / 30 ms = 133/s).
@@ -224,6 +231,7 @@ def test_async_ps_uplink_contention():
     assert 95 <= rate <= 101
 
 
+@pytest.mark.timing
 def test_async_ps_unshaped_rate():
     # Loopback: each worker cycles in 20 ms of compute plus a round trip to the PS; rate ~ n / (20 ms + c).
     n = 3
@@ -236,6 +244,7 @@ def test_async_ps_unshaped_rate():
 # ---- backup workers and cutoffs ----------------------------------------------------------------
 
 
+@pytest.mark.timing
 def test_backup_workers_cancel_takes_the_first_n_minus_b():
     n, b, steps, nbytes = 3, 1, 30, 4000
     law = Exponential(mean=0.03)
@@ -262,6 +271,7 @@ def test_backup_workers_cancel_takes_the_first_n_minus_b():
     assert ps[-1]["params_sum"] == pytest.approx(expected, rel=1e-4)
 
 
+@pytest.mark.timing
 def test_backup_workers_finish_accounts_for_every_gradient():
     n, b, steps = 4, 1, 30
     recs = run(
@@ -281,6 +291,7 @@ def test_backup_workers_finish_accounts_for_every_gradient():
     assert sum(r["dropped"] for r in ps) >= 0.5 * b * (steps - 1)
 
 
+@pytest.mark.timing
 def test_static_cutoff_cancel_counts_the_draws_before_the_cutoff():
     n, steps, T = 3, 30, 0.03
     law = Exponential(mean=0.03)
@@ -309,6 +320,7 @@ def test_static_cutoff_cancel_counts_the_draws_before_the_cutoff():
 # ---- eager-SGD and stale-synchronous -----------------------------------------------------------
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("mode", ["solo", "majority"])
 def test_eager_sgd_matches_the_model_simulation(mode):
     # Deterministic 40 ms compute at speeds (1, 0.45, 0.7), rounds of 2*(2/3)*40 kB / 2 MB/s = 26.7 ms: the
@@ -346,6 +358,7 @@ def test_eager_sgd_matches_the_model_simulation(mode):
     assert per_round == pytest.approx(sol.gradients_per_update, rel=0.1)
 
 
+@pytest.mark.timing
 def test_stale_synchronous_bound_holds():
     # Worker 1 is twice as slow. With staleness s a worker starts step i only when every worker's clock
     # is >= i - s, i.e. the PS has applied (and then answered) worker 1's step i - s - 1: causally, that
@@ -366,6 +379,7 @@ def test_stale_synchronous_bound_holds():
     assert 0.040 <= slow < 0.040 * 1.15
 
 
+@pytest.mark.timing
 def test_stale_synchronous_zero_is_a_barrier():
     # s = 0, 3 workers, 40 ms compute, 20 ms each way per worker without contention (80 kB at 4 MB/s):
     # 80 ms per iteration, 37.5 updates/s; the three updates of an iteration have staleness 0, 1, 2.

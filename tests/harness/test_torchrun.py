@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -14,6 +16,21 @@ from queuesgd.harness.torchrun import compare_folder, main
 pytest.importorskip("torch")
 
 
+def _run_group(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in its own process group; on timeout end the whole group (torchrun's workers too)."""
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+@pytest.mark.timing
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun is not on PATH")
 def test_torchrun_ring_allreduce_then_compare(tmp_path, capsys):
     out = tmp_path / "records"
@@ -37,7 +54,7 @@ def test_torchrun_ring_allreduce_then_compare(tmp_path, capsys):
         "--out",
         str(out),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    done = _run_group(cmd, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(p.name for p in out.glob("*.jsonl")) == ["rank0.jsonl", "rank1.jsonl"]
     # 30 steps per rank were recorded, and rank 0 wrote the run's description
