@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 import os
 import time
+import warnings
 from dataclasses import dataclass
 
 import pytest
@@ -32,6 +33,10 @@ ATTEMPTS = 3
 CALM_WAIT = 20.0
 #: Shortest window (seconds) over which the machine's CPU use is measured.
 WINDOW = 1.0
+
+
+class StarvedWarning(UserWarning):
+    """A timing test failed on a starved machine and runs again (shown in pytest's warnings summary)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,12 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
                 raise  # a calm machine: the failure stands
             starved.append(share)
             if attempt + 1 < ATTEMPTS:
+                warnings.warn(
+                    f"{pyfuncitem.name}: attempt {attempt + 1} failed while other processes took "
+                    f"{100 * share:.0f}% of the CPU; running it again",
+                    StarvedWarning,
+                    stacklevel=1,
+                )
                 _calm(CALM_WAIT)
     pytest.skip(
         f"timing not checkable: other processes took {', '.join(f'{100 * s:.0f}%' for s in starved)} "
