@@ -26,7 +26,8 @@ from typing import Any
 _EXPORTS = {
     "validate": "queuesgd.harness.campaign",
     "ValidationResult": "queuesgd.harness.campaign",
-    "LIVE_SCHEMES": "queuesgd.harness.campaign",
+    "LIVE_SCHEMES": "queuesgd.harness.layout",
+    "live_key": "queuesgd.harness.layout",
     "run_workers": "queuesgd.harness.launch",
     "WorkerContext": "queuesgd.harness.launch",
     "EmulatedCompute": "queuesgd.harness.live",

@@ -321,24 +321,15 @@ def _profile(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any]:
 
 
 def _model(key: str, params: Mapping[str, Any]) -> tuple[Any, str]:
-    """The queuesgd scheme that models a live scheme, and the method to use."""
-    from queuesgd import schemes as s
+    """The queuesgd scheme that models a live scheme (from the registry), and the method to use."""
+    from queuesgd import registry
 
-    if key == "ring-allreduce":
-        return s.RingAllReduce(), "auto"
-    if key == "sync-ps":
-        return s.SyncPS(), "auto"
     if key == "async-ps":
-        return s.AsyncPS(service="deterministic"), "simulate"
-    if key == "backup-workers":
-        return s.BackupWorkers(backups=params["backups"], stragglers=params["stragglers"]), "auto"
-    if key == "static-cutoff":
-        return s.StaticCutoff(timeout=params["cutoff"], stragglers=params["stragglers"]), "auto"
-    if key == "eager-sgd":
-        return s.EagerSGD(mode=params["mode"], max_stale=params["max_stale"]), "auto"
-    if key == "local-sgd":
-        return s.LocalSGD(period=params["period"]), "auto"
-    return s.StaleSynchronous(staleness=params["staleness"]), "auto"
+        # The live PS applies a gradient in a measured, nearly constant time: a deterministic service.
+        return registry.make(key, service="deterministic"), "simulate"
+    if key == "static-cutoff":  # the harness's cutoff is the scheme's timeout
+        return registry.make(key, timeout=params["cutoff"], stragglers=params["stragglers"]), "auto"
+    return registry.make(key, **params), "auto"
 
 
 def _run_one(
