@@ -376,3 +376,28 @@ def test_random_delay_reaches_the_cluster(capsys):
     c = q.Cluster(8, "10Gbit/s", stragglers=q.RandomDelay(2, 0.32))
     expected = q.predict(q.EagerSGD(), "resnet50", c, rng=0).throughput
     assert row["throughput"] == pytest.approx(expected, rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- one registry
+def test_a_registered_scheme_is_known_to_the_cli(capsys):
+    # The CLI resolves names in queuesgd.registry: a scheme registered there is a --scheme choice, and
+    # predicts what Python predicts for the class it subclasses (same model, another name).
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from queuesgd import registry
+
+    @dataclass(frozen=True)
+    class OtherRing(q.RingAllReduce):
+        key: ClassVar[str] = "other-ring"
+
+    registry.register(OtherRing, aliases=("ring-too",))
+    try:
+        assert main(["predict", "--scheme", "ring-too", "--workers", "4", "--json"]) == 0
+        (row,) = json.loads(capsys.readouterr().out)
+        p = q.predict(q.RingAllReduce(), "resnet50", q.Cluster(4, "10Gbit/s"))
+        assert row["throughput"] == pytest.approx(p.throughput, rel=1e-12)
+    finally:
+        registry.unregister("other-ring")
+    assert main(["predict", "--scheme", "other-ring"]) == 2
+    assert "other-ring" in capsys.readouterr().err
