@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import half_width
+from queuesgd.batchmeans import BATCHES, check_iterations, half_width
 from queuesgd.distributions import Distribution, Exponential, PhaseType
 from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
 from queuesgd.queueing import ClosedNetwork, Delay, MVAResult, Queue, mva
 from queuesgd.queueing.batch import mva_batch
 from queuesgd.queueing.results import bottleneck_station
 from queuesgd.rng import as_generator
-from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown
+from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution, StationBreakdown
 from queuesgd.schemes.laws import add_phase_type_stage, sample_compute
 from queuesgd.workload import Cluster, Workload
 
@@ -258,33 +258,8 @@ class AsyncPS(Scheme):
             return "simulate", "simulate: deterministic PS service times break the product form"
         return "mva", "product-form closed network: exact MVA is the cheapest exact method"
 
-    def _legacy_solve(
-        self,
-        workload: Workload,
-        cluster: Cluster,
-        method: str,
-        *,
-        rng: Any = None,
-        iterations: int | None = None,
-    ) -> SchemeSolution:
-        """Solve by ``"mva"`` (exact MVA), ``"ctmc"`` (the GSPN's CTMC) or ``"simulate"``.
-
-        Every method sets ``staleness`` (mean updates applied by other workers
-        between a worker's parameter read and its own update). ``"simulate"``
-        uses the actual compute law (with speeds and ``RandomDelay``
-        stragglers), a fixed delay of 2 x latency and exponential PS service
-        times as in the network, and adds ``details["staleness_distribution"]``.
-
-        Examples
-        --------
-        >>> from queuesgd import AsyncPS, Workload, Cluster
-        >>> w = Workload(compute=0.1, gradient_bytes="10MB", batch_size=32)
-        >>> sol = AsyncPS().solve(w, Cluster(workers=1, bandwidth="1Gbit/s"), "mva")
-        >>> round(sol.iteration_rate, 6), sol.staleness      # 1 / (0.1 + 2 x 0.08); alone: never stale
-        (3.846154, 0.0)
-        """
-        if method == "simulate":
-            return self._simulate(workload, cluster, rng, iterations)
+    def _product_form(self, cluster: Cluster, method: str) -> None:
+        """Refuse MVA and the CTMC where the closed network does not represent the scheme."""
         if self.service == "deterministic":
             raise NotRepresentable(
                 f"AsyncPS(service='deterministic') with method {method!r}: MVA and the CTMC are exact only "
@@ -295,10 +270,24 @@ class AsyncPS(Scheme):
                 "AsyncPS with RandomDelay stragglers: the closed network has no per-step random delay; "
                 "use method='simulate'"
             )
-        if method == "ctmc":
-            return self._solve_ctmc(workload, cluster)
-        if method != "mva":
-            raise NotRepresentable(f"AsyncPS cannot be solved with method {method!r}")
+
+    def solve_mva(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """Exact MVA of the closed network (Linearizer, stated, where exact multi-class MVA is too large).
+
+        Every road sets ``staleness`` (mean updates applied by other workers
+        between a worker's parameter read and its own update).
+
+        Examples
+        --------
+        >>> from queuesgd import AsyncPS, Workload, Cluster
+        >>> w = Workload(compute=0.1, gradient_bytes="10MB", batch_size=32)
+        >>> sol = AsyncPS().solve(w, Cluster(workers=1, bandwidth="1Gbit/s"), "mva")
+        >>> round(sol.iteration_rate, 6), sol.staleness      # 1 / (0.1 + 2 x 0.08); alone: never stale
+        (3.846154, 0.0)
+        """
+        self._product_form(cluster, "mva")
         net = self.queueing_network(workload, cluster)
         try:
             result = mva(net, "exact")
@@ -314,6 +303,24 @@ class AsyncPS(Scheme):
         demands = {s: _mean_demand(net, s, result) for s in net.station_names}
         staleness = self.mva_staleness(workload, cluster, exact)
         return self._solution(X, R, Q, U, demands, used, reason, staleness, result.bottleneck, net, {})
+
+    def solve_ctmc(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The CTMC of the scheme's GSPN (phase-type compute; a fit of other laws, stated)."""
+        self._product_form(cluster, "ctmc")
+        return self._solve_ctmc(workload, cluster)
+
+    def solve_simulate(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """Discrete-event simulation with the actual compute law (speeds and ``RandomDelay`` included).
+
+        A fixed delay of 2 x latency and the PS service times of ``service``
+        (exponential as in the network, or deterministic); adds
+        ``details["staleness_distribution"]``.
+        """
+        return self._simulate(workload, cluster, rng, iterations)
 
     def mva_staleness(self, workload: Workload, cluster: Cluster, method: str = "exact") -> float:
         """Mean staleness by the arrival theorem (exact for the product-form network).
@@ -459,7 +466,7 @@ class AsyncPS(Scheme):
         """Discrete-event simulation; the PS queues form an order-preserving FCFS tandem."""
 
         n = cluster.workers
-        total = 20_000 if iterations is None else _checks.integer("iterations", iterations, minimum=100)
+        total = self.simulation_iterations if iterations is None else check_iterations(iterations)
         gen = as_generator(np.random.default_rng() if rng is None else rng)
         names, _ = self._layout(cluster.ps_shards)
         D = self.demand_matrix(
@@ -472,6 +479,8 @@ class AsyncPS(Scheme):
         read = _read_station(names, D)
         read_k = None if read is None else qnames.index(read)
         lat = float(D[1])
+        # warm-up: one extra update in ten (at least 5 per worker) before measuring, as long as or longer
+        # than the policy's WARMUP fraction: the workers start in step, a transient longer than a barrier's
         warm = max(total // 10, 5 * n)
         cycles = total + warm
         if self.service == "deterministic":
@@ -527,7 +536,7 @@ class AsyncPS(Scheme):
         stale = idx - np.searchsorted(W, read_time, side="right")
         t0, t1 = W[warm - 1], W[-1]
         X = (cycles - warm) / (t1 - t0)
-        nb = 20
+        nb = BATCHES
         counts = np.histogram(W[warm:], bins=np.linspace(t0, t1, nb + 1))[0]
         rates = counts / ((t1 - t0) / nb)
         half = half_width(rates)
@@ -649,25 +658,21 @@ class AsyncPS(Scheme):
             "queues (one PS shard); exact product form",
         )
 
-    def _legacy_batch(
+    def batch_mva(
         self,
         workload: Workload,
         cluster: Cluster,
         workers: np.ndarray,
         bandwidth: np.ndarray,
         latency: np.ndarray,
-    ) -> dict[str, Any]:
-        if cluster.speeds is not None or cluster.stragglers is not None:
+    ) -> BatchSolution:
+        """:meth:`solve_mva` for identical workers over arrays (one ``mva_batch`` evaluation)."""
+        if cluster.speeds is not None or cluster.stragglers is not None or self.service != "exponential":
             raise NotRepresentable("the vectorized AsyncPS solution needs identical workers")
         shards = cluster.ps_shards
         D = self.demand_matrix(workload, bandwidth, latency, shards)
         res = mva_batch(self.template(shards), D, workers)
-        return {
-            "iteration_rate": res.throughput,
-            "gradients_per_update": np.ones_like(res.throughput),
-            "bottleneck": res.bottleneck,
-            "method": "mva",
-        }
+        return BatchSolution(res.throughput, 1.0, res.bottleneck, "mva")
 
     # ---- vectorized pieces, shared by predict and sweep ------------------------
     @staticmethod
@@ -710,24 +715,6 @@ class AsyncPS(Scheme):
         if station.startswith("update"):
             return "update"
         return "communication"
-
-    def solve_mva(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
-        return self._legacy_solve(workload, cluster, "mva", rng=rng, iterations=iterations)
-
-    def solve_ctmc(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
-        return self._legacy_solve(workload, cluster, "ctmc", rng=rng, iterations=iterations)
-
-    def solve_simulate(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
-        return self._legacy_solve(workload, cluster, "simulate", rng=rng, iterations=iterations)
-
-    def batch_mva(self, workload: Workload, cluster: Cluster, workers: Any, bandwidth: Any, latency: Any) -> Any:
-        from queuesgd.schemes.base import BatchSolution
-
-        d = self._legacy_batch(workload, cluster, workers, bandwidth, latency)
-        if d["method"] != "mva":
-            raise NotRepresentable("legacy batch")
-        return BatchSolution(d["iteration_rate"], d["gradients_per_update"], d.get("bottleneck", ""), d["method"])
-
 
 
 def _average_over_classes(

@@ -144,10 +144,17 @@ def test_exact_methods_agree_with_simulation(scheme, method):
         pytest.skip(str(err))
     sim = q.predict(scheme, W, CLUSTER, method="simulate", rng=11, iterations=40_000)
     lo, hi = sim.interval
+    # 1.5 half-widths of the 95% batch-means interval (t with 19 degrees of freedom): a false alarm
+    # about once in 200 draws, so that some 30 checks over the registry do not fail by chance.
+    half = 1.5 * (hi - lo) / 2
     slack = 0.0
     if exact.reason and "Erlang" in exact.reason:  # a phase-type stand-in for a deterministic time
         slack = 0.02 * exact.throughput
-    assert lo - slack <= exact.throughput <= hi + slack, (exact.throughput, sim.interval, exact.reason)
+    assert abs(exact.throughput - sim.throughput) <= half + slack, (
+        exact.throughput,
+        sim.interval,
+        exact.reason,
+    )
 
 
 @pytest.mark.parametrize("scheme", SCHEMES, ids=_id)
