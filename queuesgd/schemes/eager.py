@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import ratio_interval
+from queuesgd.batchmeans import BATCHES, check_iterations, ratio_interval
 from queuesgd.distributions import Deterministic, Distribution, Exponential, PhaseType
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.rng import as_generator
-from queuesgd.schemes.base import Scheme, SchemeSolution
+from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.costs import ring_allreduce
 from queuesgd.schemes.laws import ctmc_law, sample_compute, worker_laws
 from queuesgd.workload import Cluster, Workload
@@ -50,8 +50,6 @@ __all__ = ["EagerSGD"]
 #: Largest embedded chain (states of its largest space) that ``auto`` solves with ``ctmc``.
 MAX_CTMC_STATES = 200_000
 #: Rounds simulated by default (after a warm-up of a tenth more).
-DEFAULT_ROUNDS = 20_000
-_BATCHES = 20
 
 
 @dataclass(frozen=True)
@@ -170,69 +168,77 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         return max(nX, nR, nZ, nY)
 
     # ---- solvers ---------------------------------------------------------------------
-    def _legacy_solve(
-        self,
-        workload: Workload,
-        cluster: Cluster,
-        method: str,
-        *,
-        rng: np.random.Generator | int | None = None,
-        iterations: int | None = None,
-    ) -> SchemeSolution:
-        self.check(workload, cluster)
-        if method == "simulate":
-            return self._simulate(workload, cluster, rng, iterations)
+    def _identical(self, workload: Workload, cluster: Cluster, method: str) -> Distribution:
+        """The one compute law of identical processes, or the reason ``method`` needs them."""
         law = _identical_law(workload, cluster)
         if law is None:
             raise NotRepresentable(
                 f"EagerSGD with method {method!r} needs identical processes "
                 "(equal speeds, no RandomDelay stragglers); use method='simulate'"
             )
+        return law
+
+    def solve_closed_form(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """Identical exponential or deterministic processes: round ends regenerate (see :meth:`formula`)."""
+        law = self._identical(workload, cluster, "closed_form")
         A = self.round_time(workload, cluster)
         P = cluster.workers
-        if method == "closed_form":
-            if isinstance(law, Exponential):
-                cycle = _exponential_cycle(self.mode, self.max_stale, P, float(law.rate), A)
-            elif isinstance(law, Deterministic):
-                cycle = _deterministic_cycle(self.max_stale, P, float(law.value))
-            else:
-                raise NotRepresentable(
-                    f"EagerSGD has a closed form for exponential or deterministic compute, not {law!r}; "
-                    "use method='ctmc' or 'simulate'"
-                )
-            reason = "closed form: identical processes, every round end is a regeneration point"
-            return _solution(cycle, P, A, workload.update_time, float(law.mean), "closed_form", reason)
-        if method == "ctmc":
-            ph, note = ctmc_law(law)
-            size = self._chain_size(P, ph.phases)
-            if size > 5 * MAX_CTMC_STATES:
-                raise StateSpaceTooLargeError(
-                    f"the EagerSGD embedded chain would have {size} states ({ph.phases} phases, {P} "
-                    "processes); use method='simulate'"
-                )
-            chain = _EmbeddedChain(self.mode, P, ph)
-            cycle = chain.cycle(self.max_stale, A)
-            reason = (
-                "embedded Markov chain of the computing processes' phase counts at round ends "
-                f"({chain.size} states; deterministic round time via expm)"
+        if isinstance(law, Exponential):
+            cycle = _exponential_cycle(self.mode, self.max_stale, P, float(law.rate), A)
+        elif isinstance(law, Deterministic):
+            cycle = _deterministic_cycle(self.max_stale, P, float(law.value))
+        else:
+            raise NotRepresentable(
+                f"EagerSGD has a closed form for exponential or deterministic compute, not {law!r}; "
+                "use method='ctmc' or 'simulate'"
             )
-            if note:
-                reason += f"; {note}"
-            sol = _solution(cycle, P, A, workload.update_time, float(law.mean), "ctmc", reason)
-            extra = {"states": chain.size}
-            if note:
-                extra["phase_type"] = note
-            return _with_details(sol, extra)
-        raise NotRepresentable(f"EagerSGD cannot be solved with method {method!r}")
+        reason = "closed form: identical processes, every round end is a regeneration point"
+        return _solution(cycle, P, A, workload.update_time, float(law.mean), "closed_form", reason)
 
-    def _legacy_batch(
+    def solve_ctmc(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The embedded Markov chain of the processes' phase counts at round ends (phase-type compute)."""
+        law = self._identical(workload, cluster, "ctmc")
+        A = self.round_time(workload, cluster)
+        P = cluster.workers
+        ph, note = ctmc_law(law)
+        size = self._chain_size(P, ph.phases)
+        if size > 5 * MAX_CTMC_STATES:
+            raise StateSpaceTooLargeError(
+                f"the EagerSGD embedded chain would have {size} states ({ph.phases} phases, {P} "
+                "processes); use method='simulate'"
+            )
+        chain = _EmbeddedChain(self.mode, P, ph)
+        cycle = chain.cycle(self.max_stale, A)
+        reason = (
+            "embedded Markov chain of the computing processes' phase counts at round ends "
+            f"({chain.size} states; deterministic round time via expm)"
+        )
+        if note:
+            reason += f"; {note}"
+        sol = _solution(cycle, P, A, workload.update_time, float(law.mean), "ctmc", reason)
+        extra = {"states": chain.size}
+        if note:
+            extra["phase_type"] = note
+        return _with_details(sol, extra)
+
+    def solve_simulate(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """Monte Carlo of the rounds with the actual laws (speeds and ``RandomDelay`` stragglers included)."""
+        return self._simulate(workload, cluster, rng, iterations)
+
+    def batch_closed_form(
         self,
         workload: Workload,
         cluster: Cluster,
         workers: np.ndarray,
         bandwidth: np.ndarray,
         latency: np.ndarray,
-    ) -> dict[str, Any]:
+    ) -> BatchSolution:
         """The closed form on arrays of configurations (identical exponential or deterministic compute).
 
         Examples
@@ -241,7 +247,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         >>> r = EagerSGD(max_stale=0).solve_batch(
         ...     Workload(0.1, 1e6), Cluster(2, 1e9), np.array([1, 2]), np.array([1e9, 1e9]), np.zeros(2)
         ... )
-        >>> r["iteration_rate"].tolist(), r["gradients_per_update"].tolist()   # 1/0.1, 1/(0.1 + 1 ms)
+        >>> r.iteration_rate.tolist(), r.gradients_per_update.tolist()   # 1/0.1, 1/(0.1 + 1 ms)
         ([10.0, 9.900990099009901], [1.0, 2.0])
         """
         if cluster.speeds is not None or cluster.stragglers is not None:
@@ -252,7 +258,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         A = np.asarray(A, dtype=float) + float(workload.update_time)
         if isinstance(law, Deterministic):
             rate = 1.0 / (float(law.value) + A)
-            return {"iteration_rate": rate, "gradients_per_update": P.copy(), "method": "closed_form"}
+            return BatchSolution(rate, P.copy(), "", "closed_form")
         if not isinstance(law, Exponential):
             raise NotRepresentable(f"no vectorized EagerSGD solution for {law!r}")
         from queuesgd.orderstats import harmonic
@@ -265,11 +271,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
             idle, grads = np.full_like(P, 1.0 / mu), (P + 1) / 2 + (P - 1) / 2 * qd
         time = K * (idle + A) + harmonic(P) / mu + A
         total = K * grads + P
-        return {
-            "iteration_rate": (K + 1) / time,
-            "gradients_per_update": total / (K + 1),
-            "method": "closed_form",
-        }
+        return BatchSolution((K + 1) / time, total / (K + 1), "", "closed_form")
 
     # ---- models ----------------------------------------------------------------------
     def formula(self, compute: str = "exponential") -> Formula:
@@ -340,9 +342,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
     ) -> SchemeSolution:
         gen = as_generator(np.random.default_rng() if rng is None else rng)
-        rounds = (
-            DEFAULT_ROUNDS if iterations is None else _checks.integer("iterations", iterations, minimum=200)
-        )
+        rounds = self.simulation_iterations if iterations is None else check_iterations(iterations)
         warm = max(rounds // 10, 1)
         total_rounds = rounds + warm
         P = cluster.workers
@@ -392,7 +392,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
             partial = 0 if sync else partial + 1
         durations, idle, contrib, fresh = durations[warm:], idle[warm:], contrib[warm:], fresh[warm:]
         total_time = float(durations.sum())
-        rate, (lo, hi) = ratio_interval(contrib, durations, _BATCHES)
+        rate, (lo, hi) = ratio_interval(contrib, durations, BATCHES)
         half = (hi - lo) / 2
         stale = np.concatenate(stale_parts)
         sdist = np.bincount(stale) / stale.size
@@ -410,7 +410,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         }
         reason = (
             f"event simulation of {rounds} rounds (after {warm} warm-up rounds) with the actual "
-            f"compute laws; 95% batch-means interval ({_BATCHES} batches)"
+            f"compute laws; 95% batch-means interval ({BATCHES} batches)"
         )
         sol = _solution(cycle, P, A, workload.update_time, mean_step, "simulate", reason)
         return _with_details(
@@ -425,24 +425,6 @@ worker (majority all-reduce needs Cluster.workers >= 2)
 
 
 # ---- helpers ---------------------------------------------------------------------------------------
-
-    def solve_closed_form(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
-        return self._legacy_solve(workload, cluster, "closed_form", rng=rng, iterations=iterations)
-
-    def solve_ctmc(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
-        return self._legacy_solve(workload, cluster, "ctmc", rng=rng, iterations=iterations)
-
-    def solve_simulate(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
-        return self._legacy_solve(workload, cluster, "simulate", rng=rng, iterations=iterations)
-
-    def batch_closed_form(self, workload: Workload, cluster: Cluster, workers: Any, bandwidth: Any, latency: Any) -> Any:
-        from queuesgd.schemes.base import BatchSolution
-
-        d = self._legacy_batch(workload, cluster, workers, bandwidth, latency)
-        if d["method"] != "closed_form":
-            raise NotRepresentable("legacy batch")
-        return BatchSolution(d["iteration_rate"], d["gradients_per_update"], d.get("bottleneck", ""), d["method"])
-
 
 
 def _identical_law(workload: Workload, cluster: Cluster) -> Distribution | None:
