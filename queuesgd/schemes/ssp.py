@@ -27,8 +27,8 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 from queuesgd import _checks, markov
-from queuesgd.batchmeans import half_width
-from queuesgd.distributions import Deterministic, Distribution, Exponential, PhaseType, Shifted
+from queuesgd.batchmeans import BATCHES, check_iterations, half_width
+from queuesgd.distributions import Convolution, Deterministic, Distribution, Exponential, PhaseType, Shifted
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.orderstats import expected_max
 from queuesgd.queueing.ctmc import _binom_table, _compositions, _rank
@@ -154,16 +154,10 @@ class StaleSynchronous(Scheme):
             return "ctmc", f"exact CTMC of the clock offsets ({count:,} states at most)"
         return "simulate", f"the CTMC would have {count:,} states > {self.max_states:,}: Monte Carlo"
 
-    def _legacy_solve(
-        self,
-        workload: Workload,
-        cluster: Cluster,
-        method: str,
-        *,
-        rng: Any = None,
-        iterations: int | None = None,
+    def solve_closed_form(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
-        """Solve by ``"closed_form"`` (s = 0 or inf), ``"ctmc"`` or ``"simulate"``.
+        """Staleness 0 (a barrier: order statistics) or infinite (independent workers).
 
         Examples
         --------
@@ -175,13 +169,19 @@ class StaleSynchronous(Scheme):
         >>> round(sol.iteration_rate, 9)      # 2 / E[max of two Erlang(2, mean 0.2)] = 2 / 0.275
         7.272727273
         """
-        if method == "closed_form":
-            return self._closed_form(workload, cluster)
-        if method == "ctmc":
-            return self._ctmc(workload, cluster)
-        if method == "simulate":
-            return self._simulate(workload, cluster, rng, iterations)
-        raise NotRepresentable(f"StaleSynchronous cannot be solved with method {method!r}")
+        return self._closed_form(workload, cluster)
+
+    def solve_ctmc(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The exact CTMC of the workers' clock offsets (phase-type laws; a fit otherwise, stated)."""
+        return self._ctmc(workload, cluster)
+
+    def solve_simulate(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """Monte Carlo of the clocks with the actual laws."""
+        return self._simulate(workload, cluster, rng, iterations)
 
     # ---- closed forms ------------------------------------------------------------------
     def _closed_form(self, workload: Workload, cluster: Cluster) -> SchemeSolution:
@@ -242,7 +242,7 @@ class StaleSynchronous(Scheme):
                 continue
             ph, note = ctmc_law(law)
             ph = ph if s == 1.0 else ph.scaled(1.0 / s)
-            cache[s] = _convolve_exponential(ph, rate)
+            cache[s] = Convolution(ph, Exponential(rate)).to_phase_type()
         return [cache[float(s)] for s in cluster.speed_factors], note
 
     # ---- CTMC --------------------------------------------------------------------------
@@ -303,7 +303,7 @@ class StaleSynchronous(Scheme):
     ) -> SchemeSolution:
 
         n = cluster.workers
-        total = 20_000 if iterations is None else _checks.integer("iterations", iterations, minimum=100)
+        total = self.simulation_iterations if iterations is None else check_iterations(iterations)
         rounds = max(total // n, 50)
         warm = max(rounds // 10, 5)
         gen = as_generator(np.random.default_rng() if rng is None else rng)
@@ -328,7 +328,7 @@ class StaleSynchronous(Scheme):
         flat = np.sort(times.ravel())
         in_win = (times > t0) & (times <= t1)
         X = float(in_win.sum() / (t1 - t0))
-        nb = 20
+        nb = BATCHES
         counts = np.histogram(times[in_win], bins=np.linspace(t0, t1, nb + 1))[0]
         rates = counts / ((t1 - t0) / nb)
         half = half_width(rates)
@@ -398,26 +398,6 @@ class StaleSynchronous(Scheme):
             bottleneck="compute" if compute >= comm + update else "communication",
             model=None,
         )
-
-    def solve_closed_form(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
-        return self._legacy_solve(workload, cluster, "closed_form", rng=rng, iterations=iterations)
-
-    def solve_ctmc(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
-        return self._legacy_solve(workload, cluster, "ctmc", rng=rng, iterations=iterations)
-
-    def solve_simulate(self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: Any = None) -> Any:
-        return self._legacy_solve(workload, cluster, "simulate", rng=rng, iterations=iterations)
-
-
-
-def _convolve_exponential(ph: PhaseType, rate: float) -> PhaseType:
-    """Phase-type law of ``X + Y``, ``X ~ ph`` and ``Y ~ Exponential(rate)`` independent."""
-    k = ph.phases
-    T = np.zeros((k + 1, k + 1))
-    T[:k, :k] = ph.T
-    T[:k, k] = -np.asarray(ph.T).sum(axis=1)
-    T[k, k] = -rate
-    return PhaseType(np.append(ph.alpha, 0.0), T)
 
 
 def _ssp_chain(s: int, laws: list[PhaseType], pops: list[int], gamma: float) -> tuple[np.ndarray, np.ndarray]:
