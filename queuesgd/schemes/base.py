@@ -277,8 +277,9 @@ class Scheme:
         """Solve the scheme with ``method`` (one of :attr:`methods`; never ``"auto"``).
 
         The one dispatch of every scheme: the method is checked (the uniform
-        error lists the scheme's methods), ``iterations`` is checked, and the
-        road ``solve_<method>`` runs. ``rng`` and ``iterations`` are used by
+        error lists the scheme's methods), ``iterations`` and the scheme on
+        this cluster (:meth:`check`) are checked, and the road
+        ``solve_<method>`` runs. ``rng`` and ``iterations`` are used by
         the roads that sample (``"simulate"``, ``"fine"`` with random laws).
 
         Examples
@@ -291,6 +292,7 @@ class Scheme:
         method = self.check_method(method)
         if iterations is not None:
             iterations = _checks.integer("iterations", iterations)
+        self.check(workload, cluster)
         road = getattr(self, _ROADS[method])
         sol = road(workload, cluster, rng=rng, iterations=iterations)
         if not isinstance(sol, SchemeSolution):
