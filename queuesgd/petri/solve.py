@@ -306,7 +306,8 @@ def solve(
     space = state_space(net, max_states=max_states)
     rec = _check_graph(space)
     if symbolic:
-        from queuesgd.petri.symbolic import _exact, symbolic_steady_state
+        from queuesgd.markov import exact
+        from queuesgd.petri.symbolic import symbolic_steady_state
 
         if rec is not None:
             raise InvalidParameterError(
@@ -316,9 +317,9 @@ def solve(
             )
         pi = np.asarray(symbolic_steady_state(space, net), dtype=object)
         # the same exact reading of floats as the symbolic solver (0.1 -> 1/10)
-        ex = np.vectorize(_exact, otypes=[object])
+        ex = np.vectorize(exact, otypes=[object])
         rates_x = np.array(
-            [_exact(r) if not isinstance(r, float) or r == r else r for r in rates], dtype=object
+            [exact(r) if not isinstance(r, float) or r == r else r for r in rates], dtype=object
         )
         e = space.src.size
         flows = pi[space.src] * rates_x[space.transition] * ex(space.degree) * ex(space.prob) if e else pi[:0]

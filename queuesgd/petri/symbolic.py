@@ -30,16 +30,12 @@ Method (see ``docs/petri-symbolic-and-invariants.md``):
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from queuesgd import _checks
-from queuesgd.errors import InvalidParameterError
+from queuesgd.markov.symbolic import FORMS, exact, steady_state_symbolic
 
 if TYPE_CHECKING:
     import sympy
@@ -48,48 +44,6 @@ if TYPE_CHECKING:
     from queuesgd.petri.statespace import StateSpace
 
 __all__ = ["symbolic_steady_state", "symbolic_generator", "FORMS"]
-
-_MAX_DENOMINATOR = 10**6
-
-#: Accepted values of ``form``: how each probability is written at the end.
-FORMS = ("factor", "cancel")
-
-
-# ---- exact conversion -------------------------------------------------------------
-def _exact(value: Any, field: str = "rate") -> Any:
-    """``value`` as an exact SymPy expression (floats -> rationals, see :func:`_rational`)."""
-    import sympy
-
-    if isinstance(value, bool):
-        raise InvalidParameterError(field, value, "a number or a SymPy expression")
-    if isinstance(value, numbers.Integral):
-        return sympy.Integer(int(value))
-    if isinstance(value, numbers.Real) and not isinstance(value, sympy.Basic):
-        return _rational(float(value), field, value)
-    if isinstance(value, sympy.Basic):
-        floats = value.atoms(sympy.Float)
-        if floats:
-            value = value.xreplace({x: _rational(float(x), field, value) for x in floats})
-        return value
-    raise InvalidParameterError(field, value, "a number or a SymPy expression")
-
-
-def _rational(f: float, field: str, value: Any) -> Any:
-    """The simplest rational a float stands for.
-
-    The rational with denominator <= 10**6 closest to ``f`` if it rounds back
-    to ``f`` exactly (``0.1 -> 1/10``, ``1/3.0 -> 1/3``: branching
-    probabilities computed in floating point from numeric weights), else the
-    shortest decimal that round-trips (``repr``): ``0.123456789 -> 123456789/10**9``.
-    """
-    import sympy
-
-    if not math.isfinite(f):
-        raise InvalidParameterError(field, value, "a finite number or a SymPy expression")
-    frac = Fraction(f).limit_denominator(_MAX_DENOMINATOR)
-    if float(frac) == f:
-        return sympy.Rational(frac.numerator, frac.denominator)
-    return sympy.Rational(repr(f))
 
 
 # ---- generator entries from a state space ---------------------------------------
@@ -105,11 +59,11 @@ def _generator_entries(space: StateSpace, net: PetriNet) -> tuple[dict[tuple[int
     tr = np.asarray(space.transition, dtype=np.int64)
     degree = np.asarray(space.degree, dtype=object)
     prob = np.asarray(space.prob, dtype=object)
-    exact_rate = {int(t): _exact(rates[t], f"transition {names[t]!r} rate") for t in np.unique(tr)}
+    exact_rate = {int(t): exact(rates[t], f"transition {names[t]!r} rate") for t in np.unique(tr)}
     terms: dict[tuple[int, int], list[Any]] = {}
     for e in np.flatnonzero(src != dst):  # self-loops cancel in the generator
         i, j, t = int(src[e]), int(dst[e]), int(tr[e])
-        term = exact_rate[t] * _exact(degree[e], "degree") * _exact(prob[e], "prob")
+        term = exact_rate[t] * exact(degree[e], "degree") * exact(prob[e], "prob")
         terms.setdefault((i, j), []).append(term)
     entries = {k: sympy.Add(*v) for k, v in terms.items()}
     return {k: v for k, v in entries.items() if v != 0}, n
@@ -161,183 +115,6 @@ def _dense_generator(entries: Mapping[tuple[int, int], Any], n: int) -> sympy.Ma
     for i in range(n):
         Q[i, i] = -sympy.Add(*[Q[i, j] for j in range(n) if j != i])
     return Q
-
-
-# ---- the solver ----------------------------------------------------------------------
-def _check_irreducible(entries: Mapping[tuple[int, int], Any], n: int) -> None:
-    """Structural irreducibility (symbolic rates are positive, so the pattern decides)."""
-    import scipy.sparse as sp
-
-    from queuesgd.markov import _check_irreducible as check
-
-    if not entries:
-        if n > 1:
-            raise InvalidParameterError(
-                "Q", f"a chain of {n} states with no transitions", "an irreducible generator"
-            )
-        return
-    ij = np.array(list(entries), dtype=np.int64).reshape(-1, 2)
-    check(sp.csr_matrix((np.ones(len(ij)), (ij[:, 0], ij[:, 1])), shape=(n, n)))
-
-
-def _to_ring_rows(rows: list[dict[int, Any]], K: Any) -> tuple[Any, list[dict[int, Any]]]:
-    """Clear the denominators of a fraction field ``K`` row by row (rows are equations)."""
-    R = K.get_ring()
-    out = []
-    for row in rows:
-        lcm = R.one
-        for v in row.values():
-            lcm = R.lcm(lcm, v.denom)
-        out.append({j: v.numer * R.exquo(lcm, v.denom) for j, v in row.items()})
-    return R, out
-
-
-def _steady_state_from_generator(
-    entries: Mapping[tuple[int, int], Any], n: int, *, form: str = "cancel", _method: str = "charpoly"
-) -> np.ndarray:
-    """Exact steady state of the CTMC with off-diagonal rates ``entries``.
-
-    Parameters
-    ----------
-    entries : mapping ``(i, j) -> rate``
-        Off-diagonal generator entries (SymPy expressions or numbers);
-        duplicates are not possible in a mapping, diagonal keys are ignored.
-    n : int
-        Number of states.
-    form : {"factor", "cancel"}
-        How each probability is written: numerator and denominator factored,
-        or expanded (faster for large results).
-
-    Returns
-    -------
-    ndarray of object, shape (n,)
-        SymPy expressions summing to 1.
-    """
-    import sympy
-    from sympy.polys.constructor import construct_domain
-    from sympy.polys.matrices import DomainMatrix
-
-    form = _checks.choice("form", form, FORMS)
-    n = _checks.integer("n", n)
-    clean: dict[tuple[int, int], Any] = {}
-    for (i, j), v in entries.items():
-        if not (0 <= i < n and 0 <= j < n):
-            raise InvalidParameterError("entries", (i, j), f"state indices in [0, {n})")
-        if i != j:
-            v = _exact(v, f"Q[{i}, {j}]")
-            if v != 0:
-                clean[(i, j)] = clean.get((i, j), 0) + v
-    _check_irreducible(clean, n)
-    if n == 1:
-        return np.array([sympy.Integer(1)], dtype=object)
-
-    # Reduced system A x = b: unknowns x = pi_1..pi_{n-1} (pi_0 = 1); equation j-1 is the
-    # balance of state j: sum_{i>=1, i!=j} pi_i Q[i,j] - pi_j out_j = -Q[0,j].
-    out_rate: dict[int, Any] = {}
-    for (i, _j), v in clean.items():
-        out_rate[i] = out_rate.get(i, 0) + v
-    keys = list(clean)
-    diag_states = list(range(1, n))
-    K, elems = construct_domain(
-        [clean[k] for k in keys] + [-out_rate.get(i, sympy.Integer(0)) for i in diag_states]
-    )
-    rows: list[dict[int, Any]] = [{} for _ in range(n - 1)]  # columns 0..n-2 = A, column n-1 = b
-    for (i, j), v in zip(keys, elems[: len(keys)]):
-        if j == 0:
-            continue
-        if i == 0:
-            rows[j - 1][n - 1] = -v
-        else:
-            rows[j - 1][i - 1] = v
-    for i, v in zip(diag_states, elems[len(keys) :]):
-        rows[i - 1][i - 1] = v
-    if K.is_FractionField:
-        K, rows = _to_ring_rows(rows, K)
-    elif K.is_ZZ:
-        from sympy import QQ
-
-        K, rows = QQ, [{c: QQ.convert_from(v, K) for c, v in row.items()} for row in rows]
-    if K.is_Field and not K.is_Exact:  # pragma: no cover - floats were rationalized above
-        raise InvalidParameterError("rates", "inexact floats", "numbers or exact SymPy expressions")
-    A = DomainMatrix(
-        {r: {c: v for c, v in row.items() if c < n - 1 and v} for r, row in enumerate(rows)},
-        (n - 1, n - 1),
-        K,
-    )
-    b = DomainMatrix({r: {0: row[n - 1]} for r, row in enumerate(rows) if row.get(n - 1)}, (n - 1, 1), K)
-
-    if K.is_Field:
-        # Numbers (QQ) or an unstructured field (EX, algebraic): LU over the field is exact.
-        x = A.to_dense().lu_solve(b.to_dense()).to_list_flat()
-        vec = [K.one, *x]
-        total = K.zero
-        for v in vec:
-            total += v
-        exprs = [K.to_sympy(v / total) for v in vec]
-        if not K.is_QQ:
-            exprs = [sympy.factor(e) if form == "factor" else sympy.cancel(e) for e in exprs]
-        return np.array(exprs, dtype=object)
-
-    if _method == "field" or not hasattr(A, "solve_den"):
-        # SymPy < 1.13 has no solve_den: Gauss over the fraction field (correct, slower).
-        F = K.get_field()
-        x = A.convert_to(F).to_dense().lu_solve(b.convert_to(F).to_dense()).to_list_flat()
-        den = K.one
-        for v in x:
-            den = K.lcm(den, v.denom)
-        xs = [v.numer * K.exquo(den, v.denom) for v in x]
-    else:
-        xnum, den = A.to_dense().solve_den(b.to_dense(), method=_method)
-        xs = xnum.to_list_flat()
-    vec = [den, *xs]
-    g = K.zero
-    for v in vec:
-        g = K.gcd(g, v)
-    vec = [K.exquo(v, g) for v in vec]
-    total = K.zero
-    for v in vec:
-        total += v
-    if _leading_negative(K, total):
-        vec, total = [-v for v in vec], -total
-    return np.array(_as_exprs(K, vec, total, form), dtype=object)
-
-
-def _as_exprs(K: Any, nums: list[Any], den: Any, form: str) -> list[Any]:
-    """Each ``num / den`` (ring elements) in lowest terms, as one SymPy expression.
-
-    One GCD per entry in the ring; each distinct denominator is converted (and
-    factored) once, since most entries share the full denominator.
-    """
-    import sympy
-
-    cache: dict[Any, Any] = {}
-
-    def expr(p: Any) -> Any:
-        key = tuple(sorted(p.items())) if hasattr(p, "items") else p
-        if key not in cache:
-            e = K.to_sympy(p)
-            cache[key] = sympy.factor(e) if form == "factor" else e
-        return cache[key]
-
-    out = []
-    for num in nums:
-        if not num:
-            out.append(sympy.Integer(0))
-            continue
-        g = K.gcd(num, den)
-        n_, d_ = K.exquo(num, g), K.exquo(den, g)
-        if _leading_negative(K, d_):
-            n_, d_ = -n_, -d_
-        n_expr = K.to_sympy(n_)
-        if form == "factor":
-            n_expr = sympy.factor(n_expr)
-        out.append(n_expr / expr(d_))
-    return out
-
-
-def _leading_negative(K: Any, p: Any) -> bool:
-    lc = p.LC if hasattr(p, "LC") else p
-    return bool(K.dom.is_negative(lc)) if hasattr(K, "dom") else bool(lc < 0)
 
 
 def symbolic_steady_state(space: StateSpace, net: PetriNet, *, form: str = "cancel") -> np.ndarray:
@@ -401,4 +178,4 @@ def symbolic_steady_state(space: StateSpace, net: PetriNet, *, form: str = "canc
     [4/19, 6/19, 9/19]
     """
     entries, n = _generator_entries(space, net)
-    return _steady_state_from_generator(entries, n, form=form)
+    return steady_state_symbolic(entries, n, form=form)

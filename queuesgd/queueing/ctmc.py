@@ -22,22 +22,18 @@ generator is assembled with NumPy and solved by
 
 from __future__ import annotations
 
-from math import comb, prod
+from math import prod
 
 import numpy as np
 import scipy.sparse as sp
 
 from queuesgd import _checks, markov
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
+from queuesgd.markov import composition_count, composition_rank, composition_table, compositions
 from queuesgd.queueing.network import ClosedNetwork
 from queuesgd.queueing.results import MVAResult
 
 __all__ = ["ctmc_solve", "state_count"]
-
-
-def _n_compositions(n: int, parts: int) -> int:
-    """Number of ways to place ``n`` customers on ``parts`` stations."""
-    return comb(n + parts - 1, parts - 1)
 
 
 def state_count(net: ClosedNetwork) -> int:
@@ -51,51 +47,7 @@ def state_count(net: ClosedNetwork) -> int:
     """
     D = net.demands
     visits = (D != 0).sum(axis=0)
-    return prod(_n_compositions(int(n), int(m)) for n, m in zip(net.population_vector, visits))
-
-
-def _compositions(n: int, parts: int) -> np.ndarray:
-    """All compositions of ``n`` into ``parts`` non-negative parts, (count, parts) int.
-
-    Built part by part (no Python loop over compositions), in lexicographic
-    order of the leading parts, which :func:`_rank` inverts.
-    """
-    rows = np.zeros((1, 0), dtype=np.int64)
-    rem = np.array([n], dtype=np.int64)
-    for _ in range(parts - 1):
-        counts = rem + 1
-        parent = np.repeat(np.arange(len(rem)), counts)
-        starts = np.cumsum(counts) - counts
-        value = np.arange(counts.sum()) - np.repeat(starts, counts)
-        rows = np.hstack([rows[parent], value[:, None]])
-        rem = rem[parent] - value
-    return np.hstack([rows, rem[:, None]])
-
-
-def _binom_table(n: int, parts: int) -> np.ndarray:
-    """``T[r, p]`` = number of compositions of ``r`` into ``p`` parts, r <= n, p <= parts."""
-    T = np.zeros((n + 1, parts + 1), dtype=np.int64)
-    for p in range(1, parts + 1):
-        for r in range(n + 1):
-            T[r, p] = _n_compositions(r, p)
-    return T
-
-
-def _rank(comp: np.ndarray, n: int, T: np.ndarray) -> np.ndarray:
-    """Position of each composition (rows of ``comp``) in :func:`_compositions` order.
-
-    Compositions of ``r`` into ``p`` parts whose first part is below ``a``
-    number ``T[r, p] - T[r - a, p]`` (hockey-stick identity).
-    """
-    parts = comp.shape[1]
-    rank = np.zeros(len(comp), dtype=np.int64)
-    rem = np.full(len(comp), n, dtype=np.int64)
-    for j in range(parts - 1):
-        p = parts - j
-        a = comp[:, j]
-        rank += T[rem, p] - T[rem - a, p]
-        rem = rem - a
-    return rank
+    return prod(composition_count(int(n), int(m)) for n, m in zip(net.population_vector, visits))
 
 
 def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000, *, method: str = "auto") -> MVAResult:
@@ -161,7 +113,7 @@ def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000, *, method: str = "
 
     # --- states: cartesian product of per-class compositions ----------------
     visited = [np.flatnonzero(D[:, c] != 0) for c in range(C)]
-    comps = [_compositions(int(N[c]), len(visited[c])) for c in range(C)]
+    comps = [compositions(int(N[c]), len(visited[c])) for c in range(C)]
     sizes = np.array([len(x) for x in comps], dtype=np.int64)
     strides = np.concatenate(([1], np.cumprod(sizes[::-1])[:-1]))[::-1]  # class 0 most significant
     S = int(sizes.prod())
@@ -188,7 +140,7 @@ def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000, *, method: str = "
         m = len(stations)
         if m < 2:  # a class at one station only: departures return at once
             continue
-        T = _binom_table(int(N[c]), m)
+        T = composition_table(int(N[c]), m)
         comp = comps[c][ranks[:, c]]
         for i in range(m):
             j = (i + 1) % m
@@ -196,7 +148,7 @@ def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000, *, method: str = "
             new = comp[src].copy()
             new[:, i] -= 1
             new[:, j] += 1
-            dst = idx[src] + (_rank(new, int(N[c]), T) - ranks[src, c]) * strides[c]
+            dst = idx[src] + (composition_rank(new, int(N[c]), T) - ranks[src, c]) * strides[c]
             rows.append(src)
             cols.append(dst)
             vals.append(rate[src, stations[i], c])

@@ -36,6 +36,7 @@ from queuesgd import _checks
 from queuesgd.batchmeans import BATCHES, check_iterations, ratio_interval
 from queuesgd.distributions import Deterministic, Distribution, Exponential, PhaseType
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
+from queuesgd.markov import compositions
 from queuesgd.rng import as_generator
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.costs import ring_allreduce
@@ -511,19 +512,6 @@ def _with_details(sol: SchemeSolution, extra: dict[str, Any], **changes: Any) ->
 # ---- the embedded chain ----------------------------------------------------------------------------
 
 
-def _compositions(total: int, parts: int) -> np.ndarray:
-    """All vectors of ``parts`` non-negative integers adding up to ``total``, shape (M, parts)."""
-    rows = np.zeros((1, 0), dtype=np.int64)
-    rem = np.array([total], dtype=np.int64)
-    for _ in range(parts - 1):
-        counts = rem + 1
-        rep = np.repeat(np.arange(rows.shape[0]), counts)
-        offs = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-        rows = np.column_stack([rows[rep], offs])
-        rem = rem[rep] - offs
-    return np.column_stack([rows, rem]).astype(np.int64)
-
-
 class _Index:
     """Vectorized lookup of integer vectors (entries <= top) in a state array."""
 
@@ -576,9 +564,9 @@ class _EmbeddedChain:
         moves = [(i, j, T[i, j]) for i in range(k) for j in range(k) if i != j and T[i, j] > 0]
         eye = np.eye(k, dtype=np.int64)
 
-        X = _compositions(P, k)
+        X = compositions(P, k)
         ix = _Index(X, P)
-        R = _compositions(P - 1, k + 2)[:, : k + 1]  # (c, d), slack dropped
+        R = compositions(P - 1, k + 2)[:, : k + 1]  # (c, d), slack dropped
         ir = _Index(R, P)
         self.X, self.R = X, R
         nX, nR = len(X), len(R)
@@ -618,7 +606,7 @@ class _EmbeddedChain:
             entry = sparse.identity(nX, format="csr")
             pop = slice(0, k)
         else:
-            base = _compositions(P - 1, k + 1)  # (c', r)
+            base = compositions(P - 1, k + 1)  # (c', r)
             S = np.concatenate([np.column_stack([base, np.full(len(base), j)]) for j in range(k)])
             si = _Index(S, max(P, k))
             pop = slice(0, k)
@@ -668,7 +656,7 @@ class _EmbeddedChain:
         self.entry_T = entry.T.tocsr()
 
         # Idle period before a synchronous round: absorbed when nobody computes.
-        Z = _compositions(P, k + 1)[:, :k]  # phase counts with |c| <= P (the rest ready)
+        Z = compositions(P, k + 1)[:, :k]  # phase counts with |c| <= P (the rest ready)
         iz = _Index(Z, P)
         active = Z.sum(axis=1) > 0
         rows, cols, vals = [], [], []
@@ -707,7 +695,7 @@ class _EmbeddedChain:
         loga = np.log(np.where(alpha > 0, alpha, 1.0))
         for n in np.unique(n_restart):
             s = np.nonzero(n_restart == n)[0]
-            outcomes = _compositions(int(n), k)
+            outcomes = compositions(int(n), k)
             ok = np.all((outcomes == 0) | (alpha[None, :] > 0), axis=1)
             outcomes = outcomes[ok]
             logp = (

@@ -30,8 +30,8 @@ from queuesgd import _checks, markov
 from queuesgd.batchmeans import BATCHES, check_iterations, half_width
 from queuesgd.distributions import Convolution, Deterministic, Distribution, Exponential, PhaseType, Shifted
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
+from queuesgd.markov import composition_rank, composition_table, compositions
 from queuesgd.orderstats import expected_max
-from queuesgd.queueing.ctmc import _binom_table, _compositions, _rank
 from queuesgd.rng import as_generator
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.laws import ctmc_law, sample_compute
@@ -421,8 +421,8 @@ def _ssp_chain(s: int, laws: list[PhaseType], pops: list[int], gamma: float) -> 
     def blk(j: int) -> int:
         return (s + 1) * K1 + j
 
-    comps = [_compositions(n, L) for n in pops]
-    tables = [_binom_table(n, L) for n in pops]
+    comps = [compositions(n, L) for n in pops]
+    tables = [composition_table(n, L) for n in pops]
     sizes = np.array([len(x) for x in comps], dtype=np.int64)
     strides = np.concatenate(([1], np.cumprod(sizes[::-1])[:-1]))[::-1]
     S_all = int(sizes.prod())
@@ -446,7 +446,7 @@ def _ssp_chain(s: int, laws: list[PhaseType], pops: list[int], gamma: float) -> 
     def add(src: np.ndarray, new: np.ndarray, rate: np.ndarray) -> None:
         g = np.zeros(len(src), dtype=np.int64)
         for c in range(C):
-            g += _rank(new[:, c, :], pops[c], tables[c]) * strides[c]
+            g += composition_rank(new[:, c, :], pops[c], tables[c]) * strides[c]
         dst = lookup[g]
         if np.any(dst < 0):  # pragma: no cover - a bug in the transition rules
             raise AssertionError("SSP chain left its state space")
@@ -516,7 +516,7 @@ def _ssp_chain(s: int, laws: list[PhaseType], pops: list[int], gamma: float) -> 
     first = np.zeros((1, C, L), dtype=np.int64)
     j0 = int(np.flatnonzero(np.asarray(laws[0].alpha) > 0)[0])
     first[0, :, run(0, j0)] = pops
-    g0 = sum(int(_rank(first[:, c, :], pops[c], tables[c])[0]) * int(strides[c]) for c in range(C))
+    g0 = sum(int(composition_rank(first[:, c, :], pops[c], tables[c])[0]) * int(strides[c]) for c in range(C))
     reach = np.sort(breadth_first_order(G, int(lookup[g0]), directed=True, return_predecessors=False))
     pi = markov.steady_state(G[reach][:, reach])
     return pi, counts[reach]

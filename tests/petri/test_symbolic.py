@@ -10,10 +10,11 @@ import pytest
 import sympy
 
 from queuesgd.errors import InvalidParameterError
+from queuesgd.markov import steady_state_symbolic
 from queuesgd.petri.net import PetriNet
+from queuesgd.petri.solve import solve as petri_solve
 from queuesgd.petri.symbolic import (
     _dense_generator,
-    _steady_state_from_generator,
     symbolic_generator,
     symbolic_steady_state,
 )
@@ -70,7 +71,7 @@ SUBS = {a: sympy.Rational(3, 2), b: sympy.Rational(7, 3), c: sympy.Rational(5, 4
 
 @pytest.mark.parametrize("K", [1, 3, 5])
 def test_mm1k_closed_form(K):
-    pi = _steady_state_from_generator(_birth_death(K, lam, mu), K + 1)
+    pi = steady_state_symbolic(_birth_death(K, lam, mu), K + 1)
     rho = lam / mu
     for j, p in enumerate(pi):
         closed = rho**j * (1 - rho) / (1 - rho ** (K + 1))
@@ -81,7 +82,7 @@ def test_closed_cycle_21_states_matches_numpy_and_product_form():
     states, entries = _closed_cycle(5)
     assert len(states) == 21
     t0 = time.perf_counter()
-    pi = _steady_state_from_generator(entries, 21)
+    pi = steady_state_symbolic(entries, 21)
     elapsed = time.perf_counter() - t0
     assert elapsed < 60  # the target; it takes about a second
     assert {str(s) for s in set().union(*(p.free_symbols for p in pi))} == {"a", "b", "c"}
@@ -100,7 +101,7 @@ def test_closed_cycle_21_states_matches_numpy_and_product_form():
 
 def test_reset_chain_21_states_three_symbols_matches_numpy():
     entries = _reset_chain(21)
-    pi = _steady_state_from_generator(entries, 21)
+    pi = steady_state_symbolic(entries, 21)
     got = np.array([float(p.subs(SUBS)) for p in pi])
     np.testing.assert_allclose(got, _numeric_pi(entries, 21, SUBS), rtol=0, atol=1e-12)
     assert abs(got.sum() - 1) < 1e-14
@@ -108,7 +109,7 @@ def test_reset_chain_21_states_three_symbols_matches_numpy():
 
 def test_rational_rates_give_exact_rationals():
     entries = {(0, 1): sympy.Rational(1, 3), (1, 2): 2, (2, 0): 0.1, (1, 0): sympy.Rational(5, 7), (2, 1): 1}
-    pi = _steady_state_from_generator(entries, 3)
+    pi = steady_state_symbolic(entries, 3)
     assert all(isinstance(p, sympy.Rational) for p in pi)
     assert sum(pi) == 1
     # Independent exact solve: SymPy's generic linear solver on [Q^T; 1].
@@ -121,16 +122,16 @@ def test_rational_rates_give_exact_rationals():
 
 
 def test_floats_read_as_their_decimal():
-    pi = _steady_state_from_generator({(0, 1): 0.1, (1, 0): 0.3}, 2)
+    pi = steady_state_symbolic({(0, 1): 0.1, (1, 0): 0.3}, 2)
     assert list(pi) == [sympy.Rational(3, 4), sympy.Rational(1, 4)]
-    pi = _steady_state_from_generator({(0, 1): 0.1 * a, (1, 0): a}, 2)
+    pi = steady_state_symbolic({(0, 1): 0.1 * a, (1, 0): a}, 2)
     assert list(pi) == [sympy.Rational(10, 11), sympy.Rational(1, 11)]
 
 
 def test_symbolic_branching_probabilities_fraction_field():
     w1, w2 = sympy.symbols("w1 w2", positive=True)
     entries = {(0, 1): a * w1 / (w1 + w2), (0, 2): a * w2 / (w1 + w2), (1, 0): b, (2, 0): c}
-    pi = _steady_state_from_generator(entries, 3)
+    pi = steady_state_symbolic(entries, 3)
     # Renewal-reward: mean sojourns 1/a, 1/b, 1/c visited with probabilities 1, p, q.
     p, q = w1 / (w1 + w2), w2 / (w1 + w2)
     sojourn = [1 / a, p / b, q / c]
@@ -140,29 +141,29 @@ def test_symbolic_branching_probabilities_fraction_field():
 
 def test_forms_and_fallback_agree():
     entries = _reset_chain(6)
-    base = _steady_state_from_generator(entries, 6)
+    base = steady_state_symbolic(entries, 6)
     for other in (
-        _steady_state_from_generator(entries, 6, form="factor"),
-        _steady_state_from_generator(entries, 6, _method="field"),
+        steady_state_symbolic(entries, 6, form="factor"),
+        steady_state_symbolic(entries, 6, method="field"),
     ):
         assert all(sympy.cancel(x - y) == 0 for x, y in zip(base, other))
 
 
 def test_non_polynomial_expressions():
-    pi = _steady_state_from_generator({(0, 1): sympy.exp(a), (1, 0): sympy.sqrt(2) * b}, 2)
+    pi = steady_state_symbolic({(0, 1): sympy.exp(a), (1, 0): sympy.sqrt(2) * b}, 2)
     assert sympy.simplify(pi[0] - sympy.sqrt(2) * b / (sympy.sqrt(2) * b + sympy.exp(a))) == 0
 
 
 def test_single_state_and_bad_input():
-    assert list(_steady_state_from_generator({}, 1)) == [1]
+    assert list(steady_state_symbolic({}, 1)) == [1]
     with pytest.raises(InvalidParameterError, match="absorbing states"):
-        _steady_state_from_generator({(0, 1): a}, 2)
+        steady_state_symbolic({(0, 1): a}, 2)
     with pytest.raises(InvalidParameterError, match="no transitions"):
-        _steady_state_from_generator({}, 2)
+        steady_state_symbolic({}, 2)
     with pytest.raises(InvalidParameterError, match="state indices"):
-        _steady_state_from_generator({(0, 5): a}, 2)
+        steady_state_symbolic({(0, 5): a}, 2)
     with pytest.raises(InvalidParameterError, match="form"):
-        _steady_state_from_generator({(0, 1): a, (1, 0): b}, 2, form="simplify")
+        steady_state_symbolic({(0, 1): a, (1, 0): b}, 2, form="simplify")
 
 
 # ---- with the state space of a PetriNet --------------------------------------------
@@ -225,9 +226,8 @@ def test_net_rational_rates_exact():
 
 
 def test_solve_symbolic_path():
-    solve_mod = pytest.importorskip("queuesgd.petri.solve")
     net = _mm1k_net(3, lam, mu)
-    sol = solve_mod.solve(net, symbolic=True)
+    sol = petri_solve(net, symbolic=True)
     rho = lam / mu
     p0 = (1 - rho) / (1 - rho**4)
     assert sympy.simplify(sol.throughput("serve") - mu * (1 - p0)) == 0

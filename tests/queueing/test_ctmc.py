@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -9,7 +10,8 @@ import pytest
 
 from queuesgd import ClosedNetwork, Delay, Queue, mva
 from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
-from queuesgd.queueing.ctmc import _compositions, _rank, ctmc_solve, state_count
+from queuesgd.markov import composition_rank, composition_table, compositions
+from queuesgd.queueing.ctmc import ctmc_solve, state_count
 
 
 def erlang_repairman_throughput(N: int, Z: float, D: float) -> float:
@@ -36,12 +38,13 @@ def assert_same(a, b, rtol=1e-9):
 
 
 def test_compositions_rank_roundtrip():
-    comp = _compositions(5, 4)
+    comp = compositions(5, 4)
     assert len(comp) == math.comb(8, 3)
     assert (comp.sum(axis=1) == 5).all() and len({tuple(r) for r in comp}) == len(comp)
-    from queuesgd.queueing.ctmc import _binom_table
-
-    assert (_rank(comp, 5, _binom_table(5, 4)) == np.arange(len(comp))).all()
+    assert (composition_rank(comp, 5, composition_table(5, 4)) == np.arange(len(comp))).all()
+    # lexicographic order, as itertools enumerates the same set
+    brute = sorted(c for c in itertools.product(range(6), repeat=4) if sum(c) == 5)
+    assert [tuple(r) for r in comp.tolist()] == brute
 
 
 @pytest.mark.parametrize(("N", "Z", "D"), [(1, 2.0, 1.0), (3, 5.0, 0.5), (12, 10.0, 1.0), (40, 3.0, 0.1)])
@@ -99,7 +102,8 @@ def test_state_space_limit():
 
 
 def test_symbolic_refused():
-    sympy = pytest.importorskip("sympy")
+    import sympy
+
     net = ClosedNetwork([Delay("z", sympy.Symbol("Z", positive=True)), Queue("q", 1.0)], population=2)
     with pytest.raises(NotRepresentable, match="numeric"):
         ctmc_solve(net)

@@ -1,4 +1,4 @@
-"""Steady state of a continuous-time Markov chain (CTMC).
+"""Steady state of a continuous-time Markov chain (CTMC), numerically.
 
 One function, :func:`steady_state`, for any finite irreducible CTMC given by
 its generator: the queueing CTMC (:func:`queuesgd.queueing.ctmc.ctmc_solve`)
@@ -24,7 +24,7 @@ from scipy.sparse.csgraph import connected_components
 from queuesgd import _checks
 from queuesgd.errors import ConvergenceError, InvalidParameterError
 
-__all__ = ["steady_state", "choose_method", "METHODS", "AUTO_DIRECT_LIMIT"]
+__all__ = ["AUTO_DIRECT_LIMIT", "METHODS", "check_irreducible", "choose_method", "steady_state"]
 
 METHODS = ("auto", "direct", "iterative")
 
@@ -87,7 +87,7 @@ def _closed_classes(A: sp.csr_matrix) -> tuple[int, np.ndarray]:
     return connected_components(A, directed=True, connection="strong")
 
 
-def _check_irreducible(A: sp.csr_matrix) -> None:
+def check_irreducible(A: sp.csr_matrix) -> None:
     n_comp, labels = _closed_classes(A)
     if n_comp == 1:
         return
@@ -303,7 +303,7 @@ def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndar
     n = A.shape[0]
     if n == 1:
         return np.ones(1)
-    _check_irreducible(A)
+    check_irreducible(A)
     if method == "auto":
         method = choose_method(n)
     if method == "direct":

@@ -1,0 +1,37 @@
+"""Markov chains: steady states (numeric and exact) and the integer compositions that index their states.
+
+- :func:`steady_state` -- sparse direct or iterative solution of a CTMC
+  generator (:mod:`queuesgd.markov.numeric`; see ``docs/markov.md``);
+- :func:`steady_state_symbolic` -- the exact steady state of a generator with
+  SymPy entries, over a polynomial ring (:mod:`queuesgd.markov.symbolic`);
+- :func:`compositions`, :func:`composition_rank` -- counting states and their
+  exact ranks (:mod:`queuesgd.markov.compositions`), shared by the queueing
+  CTMC, the stale-synchronous clock chain and eager-SGD's embedded chain.
+
+Examples
+--------
+>>> import numpy as np
+>>> steady_state(np.array([[-1.0, 1.0], [2.0, -2.0]])).round(6).tolist()
+[0.666667, 0.333333]
+"""
+
+from queuesgd.markov.compositions import composition_count, composition_rank, composition_table, compositions
+from queuesgd.markov.numeric import AUTO_DIRECT_LIMIT, METHODS, check_irreducible, choose_method, steady_state
+from queuesgd.markov.symbolic import FORMS, SOLVERS, check_irreducible_pattern, exact, steady_state_symbolic
+
+__all__ = [
+    "AUTO_DIRECT_LIMIT",
+    "FORMS",
+    "METHODS",
+    "SOLVERS",
+    "check_irreducible",
+    "check_irreducible_pattern",
+    "choose_method",
+    "composition_count",
+    "composition_rank",
+    "composition_table",
+    "compositions",
+    "exact",
+    "steady_state",
+    "steady_state_symbolic",
+]
