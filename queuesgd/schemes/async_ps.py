@@ -18,7 +18,6 @@ argument).
 from __future__ import annotations
 
 import dataclasses
-import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -26,15 +25,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, check_iterations, half_width
-from queuesgd.distributions import Distribution, Exponential, PhaseType
 from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
-from queuesgd.queueing import ClosedNetwork, Delay, MVAResult, Queue, mva
+from queuesgd.queueing import ClosedNetwork, mva
 from queuesgd.queueing.batch import mva_batch
-from queuesgd.queueing.results import bottleneck_station
-from queuesgd.rng import as_generator
-from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution, StationBreakdown
-from queuesgd.schemes.laws import add_phase_type_stage, sample_compute
+from queuesgd.schemes.async_ps_measures import (
+    average_over_classes,
+    mean_demand,
+    phase_of,
+    read_station,
+    station_layout,
+    station_solution,
+)
+from queuesgd.schemes.async_ps_net import async_ps_net, solve_async_ps_ctmc, speed_groups
+from queuesgd.schemes.async_ps_sim import simulate_async_ps
+from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.workload import Cluster, Workload
 
 if TYPE_CHECKING:
@@ -112,7 +116,7 @@ class AsyncPS(Scheme):
         >>> round(mva(net).throughput, 6)   # 1 / (0.1 + 2 x 0.08)
         3.846154
         """
-        names, kinds = self._layout(cluster.ps_shards)
+        names, kinds = station_layout(cluster.ps_shards)
         D = self.demand_matrix(
             workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards
         )[0]
@@ -174,83 +178,7 @@ class AsyncPS(Scheme):
                 "AsyncPS with RandomDelay stragglers: the Petri net has no per-step random delay; "
                 "use method='simulate'"
             )
-        return self._build_net(workload, cluster)[0]
-
-    def _build_net(self, workload: Workload, cluster: Cluster) -> tuple[Any, dict[str, Any]]:
-        from queuesgd.petri import PetriNet
-
-        names, _ = self._layout(cluster.ps_shards)
-        D = self.demand_matrix(
-            workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards
-        )[0]
-        groups = _speed_groups(cluster)
-        multi = len(groups) > 1
-        tag = {s: (f"[speed={s:g}]" if multi else "") for s in groups}
-        ph, note = _compute_phase_type(workload.compute)
-        net = PetriNet("async-ps")
-        for s, n in groups.items():
-            net.place(f"ready{tag[s]}", n)
-        seq = [k for k in range(1, len(names)) if D[k] > 0]  # latency and the PS queues
-        places: dict[str, list[str]] = {"compute": []}
-        entry: dict[tuple[int, float], str] = {}
-        # entry places first (a stage's target must exist before the stage)
-        for k in seq:
-            st = names[k]
-            places[st] = []
-            if k == 1 or not multi:
-                for s in groups:
-                    p = f"{st}{tag[s]}"
-                    net.place(p)
-                    entry[k, s] = p
-                    places[st].append(p)
-            else:
-                net.place(f"{st}.idle", 1)
-                for s in groups:
-                    net.place(f"{st}.wait{tag[s]}")
-                    net.place(f"{st}.busy{tag[s]}")
-                    entry[k, s] = f"{st}.wait{tag[s]}"
-                    places[st] += [f"{st}.wait{tag[s]}", f"{st}.busy{tag[s]}"]
-        for s in groups:
-            target = entry[seq[0], s] if seq else f"ready{tag[s]}"
-            law = ph if s == 1.0 else ph.scaled(1.0 / s)
-            places["compute"] += add_phase_type_stage(
-                net, f"compute{tag[s]}", law, f"ready{tag[s]}", target, priority=2 + len(places["compute"])
-            )
-        write_station = _write_station(names, D)
-        writes: dict[float, list[str]] = {s: [] for s in groups}
-        for pos, k in enumerate(seq):
-            st = names[k]
-            for s in groups:
-                nxt = entry[seq[pos + 1], s] if pos + 1 < len(seq) else f"ready{tag[s]}"
-                if k == 1:
-                    net.timed(f"{st}.end{tag[s]}", 1.0 / D[k], {entry[k, s]: 1}, {nxt: 1}, servers="infinite")
-                elif not multi:
-                    net.timed(f"{st}.end", 1.0 / D[k], {entry[k, s]: 1}, {nxt: 1})
-                else:
-                    wait, busy, n = f"{st}.wait{tag[s]}", f"{st}.busy{tag[s]}", groups[s]
-                    for j in range(1, n + 1):  # enabled j = 1..wait times: picks a group with prob wait/total
-                        out = {busy: 1, **({wait: j - 1} if j > 1 else {})}
-                        net.immediate(f"{st}.start{tag[s]}#{j}", {wait: j, f"{st}.idle": 1}, out, weight=1.0)
-                    net.timed(f"{st}.end{tag[s]}", 1.0 / D[k], {busy: 1}, {nxt: 1, f"{st}.idle": 1})
-                if st == write_station:
-                    writes[s].append(f"{st}.end{tag[s]}")
-        read = _read_station(names, D)
-        if read is None:
-            waiting: dict[str, Any] = {}
-        elif multi:
-            waiting = {"wait": [f"{read}.wait{tag[s]}" for s in groups]}
-        else:
-            waiting = {"single": read}
-        info = {
-            "groups": groups,
-            "places": places,
-            "writes": writes,
-            "waiting": waiting,
-            "note": note,
-            "names": [names[k] for k in [0, *seq]],
-            "demands": {names[k]: float(D[k]) for k in [0, *seq]},
-        }
-        return net, info
+        return async_ps_net(self, workload, cluster)[0]
 
     # ---- solvers ---------------------------------------------------------------------
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
@@ -299,17 +227,17 @@ class AsyncPS(Scheme):
                 f"exact multi-class MVA too large ({err}); Linearizer approximation",
                 "linearizer",
             )
-        X, R, Q, U = _average_over_classes(result, net)
-        demands = {s: _mean_demand(net, s, result) for s in net.station_names}
+        X, R, Q, U = average_over_classes(result, net)
+        demands = {s: mean_demand(net, s, result) for s in net.station_names}
         staleness = self.mva_staleness(workload, cluster, exact)
-        return self._solution(X, R, Q, U, demands, used, reason, staleness, result.bottleneck, net, {})
+        return station_solution(X, R, Q, U, demands, used, reason, staleness, result.bottleneck, net, {})
 
     def solve_ctmc(
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
         """The CTMC of the scheme's GSPN (phase-type compute; a fit of other laws, stated)."""
         self._product_form(cluster, "ctmc")
-        return self._solve_ctmc(workload, cluster)
+        return solve_async_ps_ctmc(self, workload, cluster)
 
     def solve_simulate(
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
@@ -320,7 +248,7 @@ class AsyncPS(Scheme):
         (exponential as in the network, or deterministic); adds
         ``details["staleness_distribution"]``.
         """
-        return self._simulate(workload, cluster, rng, iterations)
+        return simulate_async_ps(self, workload, cluster, rng, iterations)
 
     def mva_staleness(self, workload: Workload, cluster: Cluster, method: str = "exact") -> float:
         """Mean staleness by the arrival theorem (exact for the product-form network).
@@ -350,13 +278,13 @@ class AsyncPS(Scheme):
         n = cluster.workers
         if n == 1:
             return 0.0
-        names, _ = self._layout(cluster.ps_shards)
+        names, _ = station_layout(cluster.ps_shards)
         D = self.demand_matrix(
             workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards
         )[0]
-        read = _read_station(names, D)
+        read = read_station(names, D)
         speeds = cluster.speed_factors
-        groups = _speed_groups(cluster)
+        groups = speed_groups(cluster)
         full = mva(self.queueing_network(workload, cluster), method)
         Xc = full.throughput if isinstance(full.throughput, Mapping) else {None: full.throughput}
         total, weight = 0.0, 0.0
@@ -368,220 +296,12 @@ class AsyncPS(Scheme):
             )
             out_net = self.queueing_network(workload, smaller)
             r = mva(out_net, method)
-            _, _, Q, U = _average_over_classes(r, out_net)
+            _, _, Q, U = average_over_classes(r, out_net)
             waiting = 0.0 if read is None else float(Q[read] - U[read])
             x = float(Xc[f"speed={s:g}"] if len(groups) > 1 else Xc[None])
             total += x * ((n - 1) - waiting)
             weight += x
         return total / weight
-
-    def _solve_ctmc(self, workload: Workload, cluster: Cluster) -> SchemeSolution:
-        net, info = self._build_net(workload, cluster)
-        sol = net.solve()
-        space = sol.space
-        pi = np.asarray(sol.probabilities, dtype=float)
-        M = space.markings
-        col = {p: i for i, p in enumerate(space.place_names)}
-        tcol = {t: i for i, t in enumerate(space.transition_names)}
-        flows = np.asarray(sol.flows, dtype=float)
-        # writes: firings of the last update (or uplink) station; window count at the source marking
-        n = cluster.workers
-        wait = info["waiting"]
-        if "single" in wait:
-            k = M[:, col[wait["single"]]]
-            waiting = k - np.minimum(k, 1)
-        elif "wait" in wait:
-            waiting = M[:, [col[p] for p in wait["wait"]]].sum(axis=1)
-        else:
-            waiting = np.zeros(M.shape[0])
-        Xc = {}
-        stale_sum = 0.0
-        for s, ts in info["writes"].items():
-            mask = np.isin(space.transition, [tcol[t] for t in ts])
-            f = flows[mask]
-            Xc[s] = float(f.sum())
-            stale_sum += float(f @ ((n - 1) - waiting[space.src[mask]]))
-        X = sum(Xc.values())
-        staleness = stale_sum / X if n > 1 else 0.0
-        Q = {st: float(pi @ M[:, [col[p] for p in ps]].sum(axis=1)) for st, ps in info["places"].items()}
-        demands = dict(info["demands"])
-        demands["compute"] = sum(Xc[s] * demands["compute"] / s for s in Xc) / X
-        R = {st: Q[st] / X for st in Q}
-        U = {st: (Q[st] if st in ("compute", "latency") else X * demands[st]) for st in Q}
-        reason = "exact CTMC of the Petri net"
-        details: dict[str, Any] = {"states": len(space)}
-        if info["note"]:
-            reason += f"; {info['note']}"
-            details["phase_type"] = info["note"]
-        bottleneck = bottleneck_station(self.queueing_network(workload, cluster))
-        return self._solution(X, R, Q, U, demands, "ctmc", reason, staleness, bottleneck, net, details)
-
-    def _solution(
-        self,
-        X: float,
-        R: Mapping[str, float],
-        Q: Mapping[str, float],
-        U: Mapping[str, float],
-        demands: Mapping[str, float],
-        method: str,
-        reason: str,
-        staleness: float,
-        bottleneck: str,
-        model: Any,
-        details: dict[str, Any],
-        interval: tuple[float, float] | None = None,
-    ) -> SchemeSolution:
-        stations = {}
-        for s in R:
-            d = float(demands[s])
-            stations[s] = StationBreakdown(
-                residence_time=float(R[s]),
-                service_time=d,
-                waiting_time=float(R[s] - d),
-                utilization=float(U[s]),
-                queue_length=float(Q[s]),
-            )
-        phases = {"compute": 0.0, "communication": 0.0, "update": 0.0, "waiting": 0.0}
-        for s, b in stations.items():
-            phases[self.phase_of(s)] += b.service_time
-            phases["waiting"] += b.waiting_time
-        return SchemeSolution(
-            iteration_rate=float(X),
-            gradients_per_update=1.0,
-            iteration_time=float(sum(R.values())),
-            breakdown=phases,
-            method=method,
-            reason=reason,
-            staleness=float(staleness),
-            details=details,
-            interval=interval,
-            stations=stations,
-            bottleneck=bottleneck,
-            model=model,
-        )
-
-    def _simulate(
-        self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
-    ) -> SchemeSolution:
-        """Discrete-event simulation; the PS queues form an order-preserving FCFS tandem."""
-
-        n = cluster.workers
-        total = self.simulation_iterations if iterations is None else check_iterations(iterations)
-        gen = as_generator(np.random.default_rng() if rng is None else rng)
-        names, _ = self._layout(cluster.ps_shards)
-        D = self.demand_matrix(
-            workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards
-        )[0]
-        qk = [k for k in range(2, len(names)) if D[k] > 0]
-        qnames = [names[k] for k in qk]
-        K = len(qk)
-        write_k = qnames.index(_write_station(names, D))
-        read = _read_station(names, D)
-        read_k = None if read is None else qnames.index(read)
-        lat = float(D[1])
-        # warm-up: one extra update in ten (at least 5 per worker) before measuring, as long as or longer
-        # than the policy's WARMUP fraction: the workers start in step, a transient longer than a barrier's
-        warm = max(total // 10, 5 * n)
-        cycles = total + warm
-        if self.service == "deterministic":
-            S = np.broadcast_to(D[qk][None, :], (cycles, K))
-        else:
-            S = gen.exponential(size=(cycles, K)) * D[qk][None, :]
-        rows = 2 * cycles // n + 16
-        comp = sample_compute(workload, cluster, gen, rows)
-        passes = np.zeros(n, dtype=np.int64)
-        A = np.empty(cycles)
-        C = np.empty(cycles)
-        dep = np.empty((cycles, K))
-        who = np.empty(cycles, dtype=np.int64)
-        begin = np.empty(cycles)
-        rk = -1 if read_k is None else read_k
-        heap = [(float(comp[0, w]) + lat, w) for w in range(n)]
-        heapq.heapify(heap)
-        passes[:] = 1
-        last_c = comp[0].tolist()
-        prev = [0.0] * K
-        svc = S.tolist()
-        for j in range(cycles):
-            a, w = heapq.heappop(heap)
-            s = svc[j]
-            d = a
-            for k in range(K):  # FCFS tandem: D_k = max(D_{k-1}, previous customer's D_k) + S_k
-                d = d if d > prev[k] else prev[k]
-                if k == rk:
-                    begin[j] = d  # start of service at the read station
-                d += s[k]
-                prev[k] = d
-            A[j] = a
-            C[j] = last_c[w]
-            dep[j] = prev
-            who[j] = w
-            p = passes[w]
-            if p >= comp.shape[0]:
-                comp = np.vstack([comp, sample_compute(workload, cluster, gen, rows)])
-            c = float(comp[p, w])
-            passes[w] = p + 1
-            last_c[w] = c
-            heapq.heappush(heap, (d + c + lat, w))
-        # ---- measures over the passes after warm-up --------------------------------------
-        W = dep[:, write_k]
-        reads = dep[:, -1] if read_k is None else begin
-        order = np.lexsort((np.arange(cycles), who))
-        prev_pass = np.full(cycles, -1, dtype=np.int64)
-        same = who[order][1:] == who[order][:-1]
-        prev_pass[order[1:][same]] = order[:-1][same]
-        idx = np.arange(warm, cycles)
-        idx = idx[prev_pass[idx] >= 0]
-        read_time = reads[prev_pass[idx]]
-        stale = idx - np.searchsorted(W, read_time, side="right")
-        t0, t1 = W[warm - 1], W[-1]
-        X = (cycles - warm) / (t1 - t0)
-        nb = BATCHES
-        counts = np.histogram(W[warm:], bins=np.linspace(t0, t1, nb + 1))[0]
-        rates = counts / ((t1 - t0) / nb)
-        half = half_width(rates)
-        sm = np.array([g.mean() for g in np.array_split(stale, nb)])
-        s_half = half_width(sm)
-        values, freq = np.unique(stale, return_counts=True)
-        dist = {int(v): float(f / stale.size) for v, f in zip(values, freq)}
-        # per-station means (Little's law for queue lengths)
-        sl = slice(warm, cycles)
-        before = np.column_stack([A, dep[:, :-1]])
-        res = (dep - before)[sl].mean(axis=0)
-        svc_mean = S[sl].mean(axis=0)
-        R = {"compute": float(C[sl].mean())}
-        demands = {"compute": R["compute"]}
-        if lat > 0:
-            R["latency"] = demands["latency"] = lat
-        for k, st in enumerate(qnames):
-            R[st] = float(res[k])
-            demands[st] = float(svc_mean[k])
-        Q = {st: X * r for st, r in R.items()}
-        U = {st: (Q[st] if st in ("compute", "latency") else X * demands[st]) for st in R}
-        details = {
-            "staleness_distribution": dist,
-            "staleness_interval": (float(sm.mean() - s_half), float(sm.mean() + s_half)),
-            "updates": int(cycles - warm),
-        }
-        reason = (
-            f"discrete-event simulation of {cycles - warm} updates after {warm} warm-up: actual compute law, "
-            f"fixed latency, {self.service} PS service times"
-        )
-        bottleneck = bottleneck_station(self.queueing_network(workload, cluster))
-        return self._solution(
-            X,
-            R,
-            Q,
-            U,
-            demands,
-            "simulate",
-            reason,
-            float(stale.mean()),
-            bottleneck,
-            None,
-            details,
-            interval=(float(X - half), float(X + half)),
-        )
 
     # ---- formula -----------------------------------------------------------------------
     def formula(self, compute: str = "exponential", workers: int | None = None) -> Formula:
@@ -675,16 +395,6 @@ class AsyncPS(Scheme):
         return BatchSolution(res.throughput, 1.0, res.bottleneck, "mva")
 
     # ---- vectorized pieces, shared by predict and sweep ------------------------
-    @staticmethod
-    def _layout(shards: int) -> tuple[list[str], list[type]]:
-        names: list[str] = ["compute", "latency"]
-        kinds: list[type] = [Delay, Delay]
-        for part in ("uplink", "update", "downlink"):
-            for i in range(shards):
-                names.append(part if shards == 1 else f"{part}[{i}]")
-                kinds.append(Queue)
-        return names, kinds
-
     def demand_matrix(
         self, workload: Workload, bandwidth: np.ndarray, latency: np.ndarray, shards: int
     ) -> np.ndarray:
@@ -704,85 +414,10 @@ class AsyncPS(Scheme):
 
     def template(self, shards: int) -> ClosedNetwork:
         """A network with the full station layout, for :func:`~queuesgd.queueing.batch.mva_batch`."""
-        names, kinds = self._layout(shards)
+        names, kinds = station_layout(shards)
         return ClosedNetwork([kind(n, 1.0) for n, kind in zip(names, kinds)], 1)
 
     @staticmethod
     def phase_of(station: str) -> str:
         """Which phase a station belongs to: compute, communication or update."""
-        if station == "compute":
-            return "compute"
-        if station.startswith("update"):
-            return "update"
-        return "communication"
-
-
-def _average_over_classes(
-    result: MVAResult, net: ClosedNetwork
-) -> tuple[float, dict[str, float], dict[str, float], dict[str, float]]:
-    """Total iteration rate and per-iteration station measures averaged over classes."""
-    if net.single_class:
-        return (
-            result.throughput,
-            dict(result.residence_time),
-            dict(result.queue_length),
-            dict(result.utilization),
-        )
-    Xc = result.throughput
-    X = float(sum(Xc.values()))
-    R = {s: sum(Xc[c] * v[c] for c in Xc) / X for s, v in result.residence_time.items()}
-    Q = {s: float(sum(v.values())) for s, v in result.queue_length.items()}
-    U = {s: float(sum(v.values())) for s, v in result.utilization.items()}
-    return X, R, Q, U
-
-
-def _mean_demand(net: ClosedNetwork, station: str, result: MVAResult) -> float:
-    d = net.station(station).demand
-    if not isinstance(d, Mapping):
-        if net.single_class:
-            return float(d)
-        d = {c: d for c in net.classes}
-    X = result.throughput
-    total = sum(X.values())
-    return float(sum(X[c] * d.get(c, 0.0) for c in X) / total)
-
-
-def _speed_groups(cluster: Cluster) -> dict[float, int]:
-    """Workers per distinct speed, in order of first appearance."""
-    groups: dict[float, int] = {}
-    for s in cluster.speed_factors:
-        groups[float(s)] = groups.get(float(s), 0) + 1
-    return groups
-
-
-def _write_station(names: list[str], D: np.ndarray) -> str:
-    """The station whose completion applies a gradient: the last update queue (or uplink without one)."""
-    ups = [n for n, d in zip(names, D) if d > 0 and (n.startswith("update") or n.startswith("uplink"))]
-    return ups[-1]
-
-
-def _read_station(names: list[str], D: np.ndarray) -> str | None:
-    """The first downlink queue (a worker's parameter read starts with its service), or None."""
-    downs = [n for n, d in zip(names, D) if d > 0 and n.startswith("downlink")]
-    return downs[0] if downs else None
-
-
-def _compute_phase_type(law: Distribution) -> tuple[PhaseType, str]:
-    """The compute law for the CTMC, and a note ('' when it is the law itself).
-
-    A phase-type law (exponential, Erlang, hyperexponential...) is used as it
-    is. Any other law is replaced by the exponential law of the same mean:
-    the compute station is a delay, and a product-form network is
-    insensitive to a delay's law beyond its mean, so every measure
-    (throughput, queue lengths, staleness) stays exact and the chain stays
-    small (a 20-phase fit would multiply the states for nothing).
-    """
-    try:
-        return law.to_phase_type(), ""
-    except NotRepresentable:
-        pass
-    mean = float(law.mean)
-    return Exponential(mean=mean).to_phase_type(), (
-        f"{law!r} replaced by the exponential law of the same mean in the CTMC: exact, since the "
-        "compute delay station is insensitive to its law beyond the mean"
-    )
+        return phase_of(station)

@@ -1,0 +1,152 @@
+"""Discrete-event simulation of the asynchronous parameter server (``method="simulate"``).
+
+Workers cycle through their own computation (the actual compute law, with
+speeds and ``RandomDelay`` stragglers), a fixed delay of 2 x latency, and the
+PS queues -- an order-preserving FCFS tandem of uplink, update and downlink
+(exponential or deterministic service). Throughput, staleness and per-station
+measures are measured after a warm-up, with batch-means intervals
+(:mod:`queuesgd.batchmeans`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from queuesgd.batchmeans import BATCHES, check_iterations, half_width
+from queuesgd.queueing.results import bottleneck_station
+from queuesgd.rng import as_generator
+from queuesgd.schemes.async_ps_measures import read_station, station_layout, station_solution, write_station
+from queuesgd.schemes.base import SchemeSolution
+from queuesgd.schemes.laws import sample_compute
+
+if TYPE_CHECKING:
+    from queuesgd.schemes.async_ps import AsyncPS
+    from queuesgd.workload import Cluster, Workload
+
+__all__ = ["simulate_async_ps"]
+
+
+def simulate_async_ps(
+    scheme: AsyncPS, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
+) -> SchemeSolution:
+    """The simulation road: workers' cycles through an order-preserving FCFS tandem of PS queues."""
+    n = cluster.workers
+    total = scheme.simulation_iterations if iterations is None else check_iterations(iterations)
+    gen = as_generator(np.random.default_rng() if rng is None else rng)
+    names, _ = station_layout(cluster.ps_shards)
+    D = scheme.demand_matrix(
+        workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards
+    )[0]
+    qk = [k for k in range(2, len(names)) if D[k] > 0]
+    qnames = [names[k] for k in qk]
+    K = len(qk)
+    write_k = qnames.index(write_station(names, D))
+    read = read_station(names, D)
+    read_k = None if read is None else qnames.index(read)
+    lat = float(D[1])
+    # warm-up: one extra update in ten (at least 5 per worker) before measuring, as long as or longer
+    # than the policy's WARMUP fraction: the workers start in step, a transient longer than a barrier's
+    warm = max(total // 10, 5 * n)
+    cycles = total + warm
+    if scheme.service == "deterministic":
+        S = np.broadcast_to(D[qk][None, :], (cycles, K))
+    else:
+        S = gen.exponential(size=(cycles, K)) * D[qk][None, :]
+    rows = 2 * cycles // n + 16
+    comp = sample_compute(workload, cluster, gen, rows)
+    passes = np.zeros(n, dtype=np.int64)
+    A = np.empty(cycles)
+    C = np.empty(cycles)
+    dep = np.empty((cycles, K))
+    who = np.empty(cycles, dtype=np.int64)
+    begin = np.empty(cycles)
+    rk = -1 if read_k is None else read_k
+    heap = [(float(comp[0, w]) + lat, w) for w in range(n)]
+    heapq.heapify(heap)
+    passes[:] = 1
+    last_c = comp[0].tolist()
+    prev = [0.0] * K
+    svc = S.tolist()
+    for j in range(cycles):
+        a, w = heapq.heappop(heap)
+        s = svc[j]
+        d = a
+        for k in range(K):  # FCFS tandem: D_k = max(D_{k-1}, previous customer's D_k) + S_k
+            d = d if d > prev[k] else prev[k]
+            if k == rk:
+                begin[j] = d  # start of service at the read station
+            d += s[k]
+            prev[k] = d
+        A[j] = a
+        C[j] = last_c[w]
+        dep[j] = prev
+        who[j] = w
+        p = passes[w]
+        if p >= comp.shape[0]:
+            comp = np.vstack([comp, sample_compute(workload, cluster, gen, rows)])
+        c = float(comp[p, w])
+        passes[w] = p + 1
+        last_c[w] = c
+        heapq.heappush(heap, (d + c + lat, w))
+    # ---- measures over the passes after warm-up --------------------------------------
+    W = dep[:, write_k]
+    reads = dep[:, -1] if read_k is None else begin
+    order = np.lexsort((np.arange(cycles), who))
+    prev_pass = np.full(cycles, -1, dtype=np.int64)
+    same = who[order][1:] == who[order][:-1]
+    prev_pass[order[1:][same]] = order[:-1][same]
+    idx = np.arange(warm, cycles)
+    idx = idx[prev_pass[idx] >= 0]
+    read_time = reads[prev_pass[idx]]
+    stale = idx - np.searchsorted(W, read_time, side="right")
+    t0, t1 = W[warm - 1], W[-1]
+    X = (cycles - warm) / (t1 - t0)
+    nb = BATCHES
+    counts = np.histogram(W[warm:], bins=np.linspace(t0, t1, nb + 1))[0]
+    rates = counts / ((t1 - t0) / nb)
+    half = half_width(rates)
+    sm = np.array([g.mean() for g in np.array_split(stale, nb)])
+    s_half = half_width(sm)
+    values, freq = np.unique(stale, return_counts=True)
+    dist = {int(v): float(f / stale.size) for v, f in zip(values, freq)}
+    # per-station means (Little's law for queue lengths)
+    sl = slice(warm, cycles)
+    before = np.column_stack([A, dep[:, :-1]])
+    res = (dep - before)[sl].mean(axis=0)
+    svc_mean = S[sl].mean(axis=0)
+    R = {"compute": float(C[sl].mean())}
+    demands = {"compute": R["compute"]}
+    if lat > 0:
+        R["latency"] = demands["latency"] = lat
+    for k, st in enumerate(qnames):
+        R[st] = float(res[k])
+        demands[st] = float(svc_mean[k])
+    Q = {st: X * r for st, r in R.items()}
+    U = {st: (Q[st] if st in ("compute", "latency") else X * demands[st]) for st in R}
+    details = {
+        "staleness_distribution": dist,
+        "staleness_interval": (float(sm.mean() - s_half), float(sm.mean() + s_half)),
+        "updates": int(cycles - warm),
+    }
+    reason = (
+        f"discrete-event simulation of {cycles - warm} updates after {warm} warm-up: actual compute law, "
+        f"fixed latency, {scheme.service} PS service times"
+    )
+    bottleneck = bottleneck_station(scheme.queueing_network(workload, cluster))
+    return station_solution(
+        X,
+        R,
+        Q,
+        U,
+        demands,
+        "simulate",
+        reason,
+        float(stale.mean()),
+        bottleneck,
+        None,
+        details,
+        interval=(float(X - half), float(X + half)),
+    )
