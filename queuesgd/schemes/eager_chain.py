@@ -1,0 +1,262 @@
+"""eager-SGD's embedded Markov chain: the computing processes' phase counts at round ends.
+
+The ``ctmc`` road of :class:`~queuesgd.schemes.eager.EagerSGD` for identical
+processes with phase-type compute: the state is the vector of phase counts
+(a composition, :func:`queuesgd.markov.compositions`), embedded at the ends
+of rounds; a round of deterministic length ``A`` is a matrix exponential.
+See ``docs/schemes/eager-sgd.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from queuesgd.distributions import PhaseType
+from queuesgd.errors import NotRepresentable
+from queuesgd.markov import compositions
+
+__all__ = ["EmbeddedChain"]
+
+
+class _Index:
+    """Vectorized lookup of integer vectors (entries <= top) in a state array."""
+
+    def __init__(self, states: np.ndarray, top: int) -> None:
+        d = states.shape[1]
+        if (top + 1) ** d >= 2**62:
+            raise NotRepresentable("EagerSGD embedded chain: too many phases for the state encoding")
+        self.weights = (top + 1) ** np.arange(d, dtype=np.int64)
+        keys = states @ self.weights
+        self.order = np.argsort(keys)
+        self.sorted = keys[self.order]
+
+    def __call__(self, vectors: np.ndarray) -> np.ndarray:
+        keys = vectors @ self.weights
+        pos = np.searchsorted(self.sorted, keys)
+        return self.order[pos]
+
+
+def _sparse(rows: list, cols: list, vals: list, shape: tuple[int, int]) -> Any:
+    from scipy import sparse
+
+    if rows:
+        r, c, v = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+    else:
+        r = c = np.zeros(0, dtype=np.int64)
+        v = np.zeros(0)
+    return sparse.csr_matrix((v, (r, c)), shape=shape)
+
+
+class EmbeddedChain:
+    """Phase counts of the computing processes, embedded at round ends (phase-type compute).
+
+    Spaces: ``X`` all ``P`` computing (a round end); ``R`` during a round,
+    (computing phase counts, buffered count) with at most ``P - 1``
+    non-participants; ``Y`` (majority) before the trigger, (non-initiator
+    phase counts, ready non-initiators, initiator phase); ``Z`` before a
+    synchronous round, (phase counts, ready count).
+    """
+
+    def __init__(self, mode: str, P: int, ph: PhaseType) -> None:
+        from scipy import sparse
+        from scipy.sparse.linalg import splu
+
+        self.mode, self.P = mode, P
+        alpha = np.asarray(ph.alpha, dtype=float)
+        T = np.asarray(ph.T, dtype=float)
+        k = alpha.size
+        self.k = k
+        exit_rates = -T.sum(axis=1)
+        moves = [(i, j, T[i, j]) for i in range(k) for j in range(k) if i != j and T[i, j] > 0]
+        eye = np.eye(k, dtype=np.int64)
+
+        X = compositions(P, k)
+        ix = _Index(X, P)
+        R = compositions(P - 1, k + 2)[:, : k + 1]  # (c, d), slack dropped
+        ir = _Index(R, P)
+        self.X, self.R = X, R
+        nX, nR = len(X), len(R)
+
+        # Round generator on R: phase moves and exits (exits add to the buffered count d).
+        rows: list = []
+        cols: list = []
+        vals: list = []
+        for i, j, rate in moves:
+            s = np.nonzero(R[:, i] > 0)[0]
+            tgt = R[s].copy()
+            tgt[:, i] -= 1
+            tgt[:, j] += 1
+            rows.append(s), cols.append(ir(tgt)), vals.append(R[s, i] * rate)
+        for i in range(k):
+            if exit_rates[i] <= 0:
+                continue
+            s = np.nonzero(R[:, i] > 0)[0]
+            tgt = R[s].copy()
+            tgt[:, i] -= 1
+            tgt[:, k] += 1
+            rows.append(s), cols.append(ir(tgt)), vals.append(R[s, i] * exit_rates[i])
+        G = _sparse(rows, cols, vals, (nR, nR))
+        self.G = (G - sparse.diags(np.asarray(G.sum(axis=1)).ravel())).tocsr()
+        self.buffered = R[:, k].astype(float)
+        self.fresh = P - R[:, :k].sum(axis=1)  # participants at the trigger (d = 0)
+
+        # Restart at a round end: the P - |c| waiting processes start with phases ~ Multinomial(alpha).
+        self.restart = self._restart_matrix(R[:, :k], ix, alpha)
+        # After a synchronous round everyone restarts.
+        self.nu0 = np.asarray(self._restart_matrix(np.zeros((1, k), dtype=np.int64), ix, alpha).todense())[0]
+
+        # Idle period before a partial round: transient generator and exits into R (d = 0).
+        if mode == "solo":
+            S = X
+            si = ix
+            entry = sparse.identity(nX, format="csr")
+            pop = slice(0, k)
+        else:
+            base = compositions(P - 1, k + 1)  # (c', r)
+            S = np.concatenate([np.column_stack([base, np.full(len(base), j)]) for j in range(k)])
+            si = _Index(S, max(P, k))
+            pop = slice(0, k)
+            er, ec, ev = [], [], []
+            for j in range(k):
+                s = np.nonzero(X[:, j] > 0)[0]
+                tgt = np.column_stack([X[s] - eye[j], np.zeros(len(s), dtype=np.int64), np.full(len(s), j)])
+                er.append(s), ec.append(si(tgt)), ev.append(X[s, j] / P)
+            entry = _sparse(er, ec, ev, (nX, len(S)))
+        nS = len(S)
+        rows, cols, vals = [], [], []
+        erows, ecols, evals = [], [], []
+        for i, j, rate in moves:
+            s = np.nonzero(S[:, pop][:, i] > 0)[0]
+            tgt = S[s].copy()
+            tgt[:, i] -= 1
+            tgt[:, j] += 1
+            rows.append(s), cols.append(si(tgt)), vals.append(S[s, i] * rate)
+        for i in range(k):
+            if exit_rates[i] <= 0:
+                continue
+            s = np.nonzero(S[:, i] > 0)[0]
+            if mode == "solo":  # the first exit triggers the round
+                tgt = np.column_stack([S[s] - eye[i], np.zeros(len(s), dtype=np.int64)])
+                erows.append(s), ecols.append(ir(tgt)), evals.append(S[s, i] * exit_rates[i])
+            else:  # a non-initiator becomes ready
+                tgt = S[s].copy()
+                tgt[:, i] -= 1
+                tgt[:, k] += 1
+                rows.append(s), cols.append(si(tgt)), vals.append(S[s, i] * exit_rates[i])
+        if mode == "majority":
+            for j in range(k):
+                s = np.nonzero(S[:, k + 1] == j)[0]
+                for jj in range(k):
+                    if jj != j and T[j, jj] > 0:
+                        tgt = S[s].copy()
+                        tgt[:, k + 1] = jj
+                        rows.append(s), cols.append(si(tgt)), vals.append(np.full(len(s), T[j, jj]))
+                if exit_rates[j] > 0:  # the initiator's gradient triggers the round
+                    tgt = np.column_stack([S[s, :k], np.zeros(len(s), dtype=np.int64)])
+                    erows.append(s), ecols.append(ir(tgt)), evals.append(np.full(len(s), exit_rates[j]))
+        Q = _sparse(rows, cols, vals, (nS, nS))
+        exits = _sparse(erows, ecols, evals, (nS, nR))
+        out = np.asarray(Q.sum(axis=1)).ravel() + np.asarray(exits.sum(axis=1)).ravel()
+        self.idle_lu = splu((sparse.diags(out) - Q).T.tocsc())
+        self.exits_T = exits.T.tocsr()
+        self.entry_T = entry.T.tocsr()
+
+        # Idle period before a synchronous round: absorbed when nobody computes.
+        Z = compositions(P, k + 1)[:, :k]  # phase counts with |c| <= P (the rest ready)
+        iz = _Index(Z, P)
+        active = Z.sum(axis=1) > 0
+        rows, cols, vals = [], [], []
+        for i, j, rate in moves:
+            s = np.nonzero(Z[:, i] > 0)[0]
+            tgt = Z[s].copy()
+            tgt[:, i] -= 1
+            tgt[:, j] += 1
+            rows.append(s), cols.append(iz(tgt)), vals.append(Z[s, i] * rate)
+        out = np.zeros(len(Z))
+        for i in range(k):
+            if exit_rates[i] <= 0:
+                continue
+            s = np.nonzero(Z[:, i] > 0)[0]
+            tgt = Z[s].copy()
+            tgt[:, i] -= 1
+            rows.append(s), cols.append(iz(tgt)), vals.append(Z[s, i] * exit_rates[i])
+        Qz = _sparse(rows, cols, vals, (len(Z), len(Z)))
+        out = np.asarray(Qz.sum(axis=1)).ravel()
+        keep = np.nonzero(active)[0]
+        Qt = (sparse.diags(out) - Qz)[keep][:, keep]
+        self.sync_lu = splu(Qt.T.tocsc())
+        self.sync_entry = iz(X)  # positions of X in Z
+        pos = np.full(len(Z), -1)
+        pos[keep] = np.arange(len(keep))
+        self.sync_entry = pos[self.sync_entry]
+        self.n_sync = len(keep)
+        self.size = max(nX, nR, nS, len(Z))
+
+    def _restart_matrix(self, c: np.ndarray, ix: _Index, alpha: np.ndarray) -> Any:
+        """Sparse matrix: rows of ``c`` (computing phase counts) -> X after the others restart."""
+        P, k = self.P, self.k
+        n_restart = P - c.sum(axis=1)
+        rows, cols, vals = [], [], []
+        logf = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, P + 1)))])
+        loga = np.log(np.where(alpha > 0, alpha, 1.0))
+        for n in np.unique(n_restart):
+            s = np.nonzero(n_restart == n)[0]
+            outcomes = compositions(int(n), k)
+            ok = np.all((outcomes == 0) | (alpha[None, :] > 0), axis=1)
+            outcomes = outcomes[ok]
+            logp = (
+                logf[n]
+                - logf[outcomes].sum(axis=1)
+                + np.where(outcomes > 0, outcomes * loga, 0.0).sum(axis=1)
+            )
+            p = np.exp(logp)
+            tgt = (c[s][:, None, :] + outcomes[None, :, :]).reshape(-1, k)
+            rows.append(np.repeat(s, len(outcomes))), cols.append(ix(tgt)), vals.append(np.tile(p, len(s)))
+        return _sparse(rows, cols, vals, (len(c), len(self.X)))
+
+    def partial_round(self, x: np.ndarray, A: float) -> tuple[dict[str, Any], np.ndarray]:
+        from scipy.sparse.linalg import expm_multiply
+
+        start = self.entry_T @ x
+        u = self.idle_lu.solve(start)
+        y = self.exits_T @ u
+        z = expm_multiply(self.G.T * A, y) if A > 0 else y
+        kdist = np.bincount(self.fresh, weights=y, minlength=self.P + 1)
+        reward = {
+            "idle": float(u.sum()),
+            "fresh": float(y @ self.fresh),
+            "gradients": float(y @ self.fresh + z @ self.buffered),
+            "kdist": kdist,
+        }
+        return reward, self.restart.T @ z
+
+    def sync_idle(self, x: np.ndarray) -> float:
+        start = np.zeros(self.n_sync)
+        np.add.at(start, self.sync_entry, x)
+        return float(self.sync_lu.solve(start).sum())
+
+    def cycle(self, K: int, A: float) -> dict[str, Any]:
+        """Expectations over ``K`` partial rounds then one synchronous round (after a synchronous one)."""
+        P = self.P
+        total = {"idle": 0.0, "fresh": 0.0, "gradients": 0.0, "kdist": np.zeros(P + 1)}
+
+        def add(reward: dict[str, Any], times: float) -> None:
+            for key in total:
+                total[key] = total[key] + times * reward[key]
+
+        x = self.nu0
+        done = 0
+        while done < K:
+            reward, nxt = self.partial_round(x, A)
+            add(reward, 1.0)
+            done += 1
+            converged = float(np.abs(nxt - x).sum()) < 1e-14
+            x = nxt
+            if converged and done < K:
+                reward, x = self.partial_round(x, A)
+                add(reward, float(K - done))
+                done = K
+        add({"idle": self.sync_idle(x), "fresh": P, "gradients": P, "kdist": np.eye(P + 1)[P]}, 1.0)
+        return {**total, "rounds": K + 1.0}
