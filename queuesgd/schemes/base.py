@@ -317,9 +317,10 @@ class Scheme:
         other cluster fields come from ``cluster``. ``method="auto"`` picks
         each row's method with :meth:`auto_method`, as :func:`queuesgd.predict`
         does (once per number of workers: by contract, :meth:`check` and
-        :meth:`auto_method` do not depend on the bandwidth or the latency). Rows whose method has a trusted vectorized form
-        (``batch_<method>``) are solved in one NumPy evaluation per method;
-        the others call :meth:`solve`.
+        :meth:`auto_method` do not depend on the bandwidth or the latency).
+        Rows whose method has a trusted vectorized form (``batch_<method>``)
+        are solved in one NumPy evaluation per method; the others call
+        :meth:`solve`.
 
         Examples
         --------
