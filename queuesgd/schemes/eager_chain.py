@@ -49,6 +49,20 @@ def _sparse(rows: list, cols: list, vals: list, shape: tuple[int, int]) -> Any:
     return sparse.csr_matrix((v, (r, c)), shape=shape)
 
 
+def _phase_moves(states: np.ndarray, index: _Index, moves: list) -> tuple[list, list, list]:
+    """Sparse entries of the phase moves ``i -> j`` (rate ``T[i, j]`` per process in phase ``i``)."""
+    rows: list = []
+    cols: list = []
+    vals: list = []
+    for i, j, rate in moves:
+        s = np.nonzero(states[:, i] > 0)[0]
+        tgt = states[s].copy()
+        tgt[:, i] -= 1
+        tgt[:, j] += 1
+        rows.append(s), cols.append(index(tgt)), vals.append(states[s, i] * rate)
+    return rows, cols, vals
+
+
 class EmbeddedChain:
     """Phase counts of the computing processes, embedded at round ends (phase-type compute).
 
@@ -60,9 +74,6 @@ class EmbeddedChain:
     """
 
     def __init__(self, mode: str, P: int, ph: PhaseType) -> None:
-        from scipy import sparse
-        from scipy.sparse.linalg import splu
-
         self.mode, self.P = mode, P
         alpha = np.asarray(ph.alpha, dtype=float)
         T = np.asarray(ph.T, dtype=float)
@@ -70,25 +81,27 @@ class EmbeddedChain:
         self.k = k
         exit_rates = -T.sum(axis=1)
         moves = [(i, j, T[i, j]) for i in range(k) for j in range(k) if i != j and T[i, j] > 0]
-        eye = np.eye(k, dtype=np.int64)
 
         X = compositions(P, k)
         ix = _Index(X, P)
         R = compositions(P - 1, k + 2)[:, : k + 1]  # (c, d), slack dropped
         ir = _Index(R, P)
         self.X, self.R = X, R
-        nX, nR = len(X), len(R)
+        self._build_round(R, ir, moves, exit_rates)
+        # Restart at a round end: the P - |c| waiting processes start with phases ~ Multinomial(alpha).
+        self.restart = self._restart_matrix(R[:, :k], ix, alpha)
+        # After a synchronous round everyone restarts.
+        self.nu0 = np.asarray(self._restart_matrix(np.zeros((1, k), dtype=np.int64), ix, alpha).todense())[0]
+        nS = self._build_partial_idle(X, ix, ir, moves, exit_rates, T)
+        nZ = self._build_sync_idle(X, moves, exit_rates)
+        self.size = max(len(X), len(R), nS, nZ)
 
-        # Round generator on R: phase moves and exits (exits add to the buffered count d).
-        rows: list = []
-        cols: list = []
-        vals: list = []
-        for i, j, rate in moves:
-            s = np.nonzero(R[:, i] > 0)[0]
-            tgt = R[s].copy()
-            tgt[:, i] -= 1
-            tgt[:, j] += 1
-            rows.append(s), cols.append(ir(tgt)), vals.append(R[s, i] * rate)
+    def _build_round(self, R: np.ndarray, ir: _Index, moves: list, exit_rates: np.ndarray) -> None:
+        """Round generator on R: phase moves and exits (exits add to the buffered count d)."""
+        from scipy import sparse
+
+        k, nR = self.k, len(R)
+        rows, cols, vals = _phase_moves(R, ir, moves)
         for i in range(k):
             if exit_rates[i] <= 0:
                 continue
@@ -100,24 +113,25 @@ class EmbeddedChain:
         G = _sparse(rows, cols, vals, (nR, nR))
         self.G = (G - sparse.diags(np.asarray(G.sum(axis=1)).ravel())).tocsr()
         self.buffered = R[:, k].astype(float)
-        self.fresh = P - R[:, :k].sum(axis=1)  # participants at the trigger (d = 0)
+        self.fresh = self.P - R[:, :k].sum(axis=1)  # participants at the trigger (d = 0)
 
-        # Restart at a round end: the P - |c| waiting processes start with phases ~ Multinomial(alpha).
-        self.restart = self._restart_matrix(R[:, :k], ix, alpha)
-        # After a synchronous round everyone restarts.
-        self.nu0 = np.asarray(self._restart_matrix(np.zeros((1, k), dtype=np.int64), ix, alpha).todense())[0]
+    def _build_partial_idle(
+        self, X: np.ndarray, ix: _Index, ir: _Index, moves: list, exit_rates: np.ndarray, T: np.ndarray
+    ) -> int:
+        """Idle period before a partial round: transient generator and exits into R (d = 0)."""
+        from scipy import sparse
+        from scipy.sparse.linalg import splu
 
-        # Idle period before a partial round: transient generator and exits into R (d = 0).
+        P, k, mode = self.P, self.k, self.mode
+        nX, nR = len(X), len(self.R)
+        eye = np.eye(k, dtype=np.int64)
         if mode == "solo":
-            S = X
-            si = ix
+            S, si = X, ix
             entry = sparse.identity(nX, format="csr")
-            pop = slice(0, k)
         else:
             base = compositions(P - 1, k + 1)  # (c', r)
             S = np.concatenate([np.column_stack([base, np.full(len(base), j)]) for j in range(k)])
             si = _Index(S, max(P, k))
-            pop = slice(0, k)
             er, ec, ev = [], [], []
             for j in range(k):
                 s = np.nonzero(X[:, j] > 0)[0]
@@ -125,14 +139,8 @@ class EmbeddedChain:
                 er.append(s), ec.append(si(tgt)), ev.append(X[s, j] / P)
             entry = _sparse(er, ec, ev, (nX, len(S)))
         nS = len(S)
-        rows, cols, vals = [], [], []
+        rows, cols, vals = _phase_moves(S, si, moves)
         erows, ecols, evals = [], [], []
-        for i, j, rate in moves:
-            s = np.nonzero(S[:, pop][:, i] > 0)[0]
-            tgt = S[s].copy()
-            tgt[:, i] -= 1
-            tgt[:, j] += 1
-            rows.append(s), cols.append(si(tgt)), vals.append(S[s, i] * rate)
         for i in range(k):
             if exit_rates[i] <= 0:
                 continue
@@ -162,19 +170,18 @@ class EmbeddedChain:
         self.idle_lu = splu((sparse.diags(out) - Q).T.tocsc())
         self.exits_T = exits.T.tocsr()
         self.entry_T = entry.T.tocsr()
+        return nS
 
-        # Idle period before a synchronous round: absorbed when nobody computes.
+    def _build_sync_idle(self, X: np.ndarray, moves: list, exit_rates: np.ndarray) -> int:
+        """Idle period before a synchronous round: absorbed when nobody computes."""
+        from scipy import sparse
+        from scipy.sparse.linalg import splu
+
+        P, k = self.P, self.k
         Z = compositions(P, k + 1)[:, :k]  # phase counts with |c| <= P (the rest ready)
         iz = _Index(Z, P)
         active = Z.sum(axis=1) > 0
-        rows, cols, vals = [], [], []
-        for i, j, rate in moves:
-            s = np.nonzero(Z[:, i] > 0)[0]
-            tgt = Z[s].copy()
-            tgt[:, i] -= 1
-            tgt[:, j] += 1
-            rows.append(s), cols.append(iz(tgt)), vals.append(Z[s, i] * rate)
-        out = np.zeros(len(Z))
+        rows, cols, vals = _phase_moves(Z, iz, moves)
         for i in range(k):
             if exit_rates[i] <= 0:
                 continue
@@ -187,12 +194,11 @@ class EmbeddedChain:
         keep = np.nonzero(active)[0]
         Qt = (sparse.diags(out) - Qz)[keep][:, keep]
         self.sync_lu = splu(Qt.T.tocsc())
-        self.sync_entry = iz(X)  # positions of X in Z
         pos = np.full(len(Z), -1)
         pos[keep] = np.arange(len(keep))
-        self.sync_entry = pos[self.sync_entry]
+        self.sync_entry = pos[iz(X)]  # positions of X among the active states of Z
         self.n_sync = len(keep)
-        self.size = max(nX, nR, nS, len(Z))
+        return len(Z)
 
     def _restart_matrix(self, c: np.ndarray, ix: _Index, alpha: np.ndarray) -> Any:
         """Sparse matrix: rows of ``c`` (computing phase counts) -> X after the others restart."""
