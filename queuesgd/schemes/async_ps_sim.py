@@ -55,53 +55,14 @@ def simulate_async_ps(
         S = np.broadcast_to(D[qk][None, :], (cycles, K))
     else:
         S = gen.exponential(size=(cycles, K)) * D[qk][None, :]
-    rows = 2 * cycles // n + 16
-    comp = sample_compute(workload, cluster, gen, rows)
-    passes = np.zeros(n, dtype=np.int64)
-    A = np.empty(cycles)
-    C = np.empty(cycles)
-    dep = np.empty((cycles, K))
-    who = np.empty(cycles, dtype=np.int64)
-    begin = np.empty(cycles)
-    rk = -1 if read_k is None else read_k
-    heap = [(float(comp[0, w]) + lat, w) for w in range(n)]
-    heapq.heapify(heap)
-    passes[:] = 1
-    last_c = comp[0].tolist()
-    prev = [0.0] * K
-    svc = S.tolist()
-    for j in range(cycles):
-        a, w = heapq.heappop(heap)
-        s = svc[j]
-        d = a
-        for k in range(K):  # FCFS tandem: D_k = max(D_{k-1}, previous customer's D_k) + S_k
-            d = d if d > prev[k] else prev[k]
-            if k == rk:
-                begin[j] = d  # start of service at the read station
-            d += s[k]
-            prev[k] = d
-        A[j] = a
-        C[j] = last_c[w]
-        dep[j] = prev
-        who[j] = w
-        p = passes[w]
-        if p >= comp.shape[0]:
-            comp = np.vstack([comp, sample_compute(workload, cluster, gen, rows)])
-        c = float(comp[p, w])
-        passes[w] = p + 1
-        last_c[w] = c
-        heapq.heappush(heap, (d + c + lat, w))
+
+    def draw(count: int) -> np.ndarray:
+        return sample_compute(workload, cluster, gen, count)
+
+    A, C, dep, who, begin = _run_tandem(draw, S, n, lat, -1 if read_k is None else read_k)
     # ---- measures over the passes after warm-up --------------------------------------
     W = dep[:, write_k]
-    reads = dep[:, -1] if read_k is None else begin
-    order = np.lexsort((np.arange(cycles), who))
-    prev_pass = np.full(cycles, -1, dtype=np.int64)
-    same = who[order][1:] == who[order][:-1]
-    prev_pass[order[1:][same]] = order[:-1][same]
-    idx = np.arange(warm, cycles)
-    idx = idx[prev_pass[idx] >= 0]
-    read_time = reads[prev_pass[idx]]
-    stale = idx - np.searchsorted(W, read_time, side="right")
+    stale = _staleness(W, dep[:, -1] if read_k is None else begin, who, warm)
     t0, t1 = W[warm - 1], W[-1]
     X = (cycles - warm) / (t1 - t0)
     nb = BATCHES
@@ -150,3 +111,63 @@ def simulate_async_ps(
         details,
         interval=(float(X - half), float(X + half)),
     )
+
+
+def _run_tandem(
+    draw: Any, S: np.ndarray, n: int, lat: float, rk: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The event loop: ``n`` workers compute (``draw(rows)`` gives compute times), wait ``lat``, then
+    pass the FCFS tandem of PS queues with service times ``S`` (one row per pass, in arrival order).
+
+    Returns per pass: arrival time at the PS, the compute time that preceded it, departure time
+    from each queue, the worker, and the start of service at the read station ``rk`` (-1: none).
+    """
+    cycles, K = S.shape
+    rows = 2 * cycles // n + 16
+    comp = draw(rows)
+    passes = np.ones(n, dtype=np.int64)
+    A = np.empty(cycles)
+    C = np.empty(cycles)
+    dep = np.empty((cycles, K))
+    who = np.empty(cycles, dtype=np.int64)
+    begin = np.empty(cycles)
+    heap = [(float(comp[0, w]) + lat, w) for w in range(n)]
+    heapq.heapify(heap)
+    last_c = comp[0].tolist()
+    prev = [0.0] * K
+    svc = S.tolist()
+    for j in range(cycles):
+        a, w = heapq.heappop(heap)
+        s = svc[j]
+        d = a
+        for k in range(K):  # FCFS tandem: D_k = max(D_{k-1}, previous customer's D_k) + S_k
+            d = d if d > prev[k] else prev[k]
+            if k == rk:
+                begin[j] = d  # start of service at the read station
+            d += s[k]
+            prev[k] = d
+        A[j] = a
+        C[j] = last_c[w]
+        dep[j] = prev
+        who[j] = w
+        p = passes[w]
+        if p >= comp.shape[0]:
+            comp = np.vstack([comp, draw(rows)])
+        c = float(comp[p, w])
+        passes[w] = p + 1
+        last_c[w] = c
+        heapq.heappush(heap, (d + c + lat, w))
+    return A, C, dep, who, begin
+
+
+def _staleness(W: np.ndarray, reads: np.ndarray, who: np.ndarray, warm: int) -> np.ndarray:
+    """Staleness of each pass after the warm-up: updates written between its worker's previous read
+    (``reads`` of the worker's previous pass) and its own write (``W``, nondecreasing)."""
+    cycles = W.size
+    order = np.lexsort((np.arange(cycles), who))
+    prev_pass = np.full(cycles, -1, dtype=np.int64)
+    same = who[order][1:] == who[order][:-1]
+    prev_pass[order[1:][same]] = order[:-1][same]
+    idx = np.arange(warm, cycles)
+    idx = idx[prev_pass[idx] >= 0]
+    return idx - np.searchsorted(W, reads[prev_pass[idx]], side="right")
