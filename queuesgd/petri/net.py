@@ -385,7 +385,7 @@ class PetriNet:
         >>> back.inhibit.tolist(), back.rates.tolist()
         ([[3], [0]], [1.0, 2.0])
         """
-        from queuesgd.petri.pnml import to_pnml
+        from queuesgd.petri.pnml_write import to_pnml
 
         return to_pnml(self)
 
@@ -405,9 +405,9 @@ class PetriNet:
         >>> net.transition_names, net.rates.tolist()
         (('t',), [2.0])
         """
-        from queuesgd.petri.pnml import from_pnml
+        from queuesgd.petri.pnml_read import read_pnml
 
-        return from_pnml(text_or_path, default_rate=default_rate)
+        return read_pnml(text_or_path, default_rate, cls)
 
     def to_snakes(self) -> Any:
         """The net as a SNAKES P/T net with black tokens (see :func:`queuesgd.petri.snakes_io.to_snakes`).
@@ -426,7 +426,7 @@ class PetriNet:
         >>> PetriNet.from_snakes(snet).rates.tolist()
         [1.5]
         """
-        from queuesgd.petri.snakes_io import to_snakes
+        from queuesgd.petri.snakes_convert import to_snakes
 
         return to_snakes(self)
 
@@ -447,9 +447,9 @@ class PetriNet:
         >>> PetriNet.from_snakes(s, default_rate=3.0).pre.tolist()
         [[1]]
         """
-        from queuesgd.petri.snakes_io import from_snakes
+        from queuesgd.petri.snakes_convert import read_snakes
 
-        return from_snakes(snakes_net, default_rate=default_rate)
+        return read_snakes(snakes_net, default_rate, cls)
 
 
 def _numeric_or_object(vals: list[Any]) -> np.ndarray:

@@ -47,9 +47,10 @@ from scipy import special
 
 from queuesgd import _checks
 from queuesgd.distributions import Deterministic, Distribution, Exponential
-from queuesgd.rng import as_generator
 from queuesgd.errors import InvalidParameterError, UnknownNameError
+from queuesgd.petri.compiled import is_net
 from queuesgd.petri.statespace import TimelessTrapError
+from queuesgd.rng import as_generator
 
 if TYPE_CHECKING:
     from queuesgd.petri.net import PetriNet
@@ -230,9 +231,7 @@ def simulate(
     >>> L.low < 0.75 < L.high, round(L.mean, 1)
     (True, 0.8)
     """
-    from queuesgd.petri.net import PetriNet
-
-    if not isinstance(net, PetriNet):
+    if not is_net(net):
         raise InvalidParameterError("net", net, "a queuesgd.PetriNet")
     gen = as_generator(rng)
     opts = _options(until, firings, warmup, batches, confidence, max_vanishing)

@@ -21,6 +21,7 @@ from scipy.sparse.csgraph import connected_components
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.markov import METHODS, choose_method, steady_state
+from queuesgd.petri.compiled import is_net
 from queuesgd.petri.statespace import StateSpace, state_space
 
 if TYPE_CHECKING:
@@ -283,9 +284,7 @@ def solve(
     >>> round(solve(net).throughput("repair"), 6)      # 6/5
     1.2
     """
-    from queuesgd.petri.net import PetriNet
-
-    if not isinstance(net, PetriNet):
+    if not is_net(net):
         raise InvalidParameterError("net", type(net).__name__, "a queuesgd.PetriNet")
     method = _checks.choice("method", method, METHODS)
     if not isinstance(symbolic, bool):

@@ -234,10 +234,7 @@ def test_branching_by_weights_and_priorities():
 
 
 def _ctmc(net: PetriNet):
-    if hasattr(net, "solve"):
-        return net.solve()
-    solve = pytest.importorskip("queuesgd.petri.solve").solve  # the CTMC engine, before its method lands
-    return solve(net)
+    return net.solve()
 
 
 def test_simulation_agrees_with_ctmc():

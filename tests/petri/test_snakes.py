@@ -14,7 +14,7 @@ import sympy
 from petri_helpers import assert_same_net, rich_net
 
 from queuesgd.errors import InvalidParameterError, MissingDependencyError, NotRepresentable
-from queuesgd.petri import PetriNet, snakes_io
+from queuesgd.petri import PetriNet, snakes_convert
 from queuesgd.petri.pnml import from_pnml, to_pnml
 from queuesgd.petri.snakes_io import from_snakes, to_snakes
 
@@ -262,11 +262,11 @@ def test_bad_label_is_a_clear_error():
 
 
 def test_missing_snakes_names_the_extra(monkeypatch):
-    snakes_io.snakes_nets.cache_clear()
+    snakes_convert.snakes_nets.cache_clear()
     for mod in ("snakes", "snakes.nets", "snakes.plugins"):
         monkeypatch.setitem(sys.modules, mod, None)
     try:
         with pytest.raises(MissingDependencyError, match=r"pip install queuesgd\[snakes\]"):
             to_snakes(mm1k(2))
     finally:
-        snakes_io.snakes_nets.cache_clear()
+        snakes_convert.snakes_nets.cache_clear()

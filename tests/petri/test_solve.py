@@ -265,7 +265,6 @@ def test_symbolic_rates_need_symbolic_true():
 
 
 def test_symbolic_solution():
-    pytest.importorskip("queuesgd.petri.symbolic")
     lam, mu = sympy.symbols("lam mu", positive=True)
     net = PetriNet("sym")
     net.place("q")
@@ -279,7 +278,6 @@ def test_symbolic_solution():
 
 
 def test_symbolic_solution_of_a_numeric_net_is_exact():
-    pytest.importorskip("queuesgd.petri.symbolic")
     net = PetriNet("repair")
     net.place("up", tokens=2)
     net.place("down")
@@ -293,7 +291,6 @@ def test_symbolic_solution_of_a_numeric_net_is_exact():
 
 
 def test_symbolic_weights_give_symbolic_immediate_throughputs():
-    pytest.importorskip("queuesgd.petri.symbolic")
     a, b = sympy.symbols("a b", positive=True)
     net = symbolic_branch_net(a, b)
     sol = net.solve(symbolic=True)

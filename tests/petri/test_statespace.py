@@ -12,6 +12,7 @@ from petri_helpers import symbolic_branch_net
 from queuesgd import PetriNet
 from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError, UnknownNameError
 from queuesgd.petri import statespace as ssmod
+from queuesgd.petri.compiled import PATH_STEPS
 from queuesgd.petri.statespace import TimelessTrapError, UnboundedNetError, state_space
 
 
@@ -193,7 +194,7 @@ def test_vanishing_loop_with_two_exits_matches_hand_absorption():
 @pytest.mark.parametrize("extra", [-1, 0, 1, 16])
 def test_long_vanishing_chain_uses_the_linear_solve(extra):
     # 'flush' moves n tokens one at a time: a vanishing chain about as long as _PATH_STEPS.
-    n = ssmod._PATH_STEPS + extra
+    n = PATH_STEPS + extra
     net = PetriNet("chain")
     net.place("a", tokens=0)
     net.place("b", tokens=n)
