@@ -129,9 +129,9 @@ def half_width(batch_values: np.ndarray, confidence: float = 0.95) -> float:
 
 
 def ratio_interval(
-    rewards: np.ndarray, durations: np.ndarray, batches: int = BATCHES
+    rewards: np.ndarray, durations: np.ndarray, batches: int = BATCHES, confidence: float = 0.95
 ) -> tuple[float, tuple[float, float]]:
-    """``sum(rewards) / sum(durations)`` and its 95% batch-means interval (renewal-reward ratio).
+    """``sum(rewards) / sum(durations)`` and its batch-means interval (95% by default; renewal-reward ratio).
 
     Consecutive cycles are grouped into ``batches`` batches; the interval is
     that of the batch ratios.
@@ -151,5 +151,5 @@ def ratio_interval(
     size = rewards.size // nb
     rb = rewards[: nb * size].reshape(nb, size).sum(axis=1)
     db = durations[: nb * size].reshape(nb, size).sum(axis=1)
-    half = half_width(rb / db)
+    half = half_width(rb / db, confidence)
     return point, (point - half, point + half)
