@@ -98,10 +98,7 @@ class Plan:
 
 def plan(graph: TaskGraph) -> Plan:
     """Build (once, then cached on the graph) the stage list of ``graph``."""
-    cached = graph._cache.get("plan")
-    if cached is None:
-        cached = graph._cache["plan"] = _build(graph)
-    return cached
+    return graph.cached("plan", _build)
 
 
 def _padded(idx: np.ndarray, ptr: np.ndarray, pred_idx: np.ndarray, T: int) -> np.ndarray:
@@ -117,7 +114,7 @@ def _padded(idx: np.ndarray, ptr: np.ndarray, pred_idx: np.ndarray, T: int) -> n
 
 def _build(graph: TaskGraph) -> Plan:
     T = len(graph)
-    ptr, pred_idx, res_of, depth = graph._pred_ptr, graph._pred_idx, graph._res_of, graph._depth
+    ptr, pred_idx, res_of, depth = graph.structure
     npred = np.diff(ptr)
     # plain tasks: groups by (depth, bucket of predecessor count): 0, 1, 2, 3-4, 5-8, ...
     bucket = np.where(npred == 0, 0, np.ceil(np.log2(np.maximum(npred, 1))).astype(np.int64) + 1)

@@ -27,20 +27,22 @@ Examples
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from queuesgd import _checks
+from queuesgd.dag.structure import GraphStructure, readonly, super_depths
 from queuesgd.distributions import Deterministic, Distribution
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.units import parse_seconds
 
-__all__ = ["Task", "TaskGraph"]
+__all__ = ["Task", "TaskGraph", "check_graph", "check_law"]
+
+_V = TypeVar("_V")
 
 #: A random duration may put at most this probability below 0 (a Normal law with mean >= 6 std);
 #: the rare negative samples are clipped at 0.
@@ -238,10 +240,7 @@ class TaskGraph:
         "_groups",
         "_mean",
         "_deterministic",
-        "_pred_ptr",
-        "_pred_idx",
-        "_res_of",
-        "_depth",
+        "_structure",
         "_cache",
     )
 
@@ -279,14 +278,15 @@ class TaskGraph:
         res_of = [res_index.setdefault(t.resource, len(res_index)) if t.resource else -1 for t in tasks]
         set_(self, "_resources", tuple(res_index))
         set_(self, "_groups", tuple(dict.fromkeys(t.group or "other" for t in tasks)))
-        set_(self, "_depth", self._super_depths(preds, res_of))
-
         counts = [len(p) for p in preds]
-        set_(self, "_pred_ptr", _frozen(np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))))
-        flat = [p for ps in preds for p in ps]
-        set_(self, "_pred_idx", _frozen(np.array(flat, dtype=np.int64)))
-        set_(self, "_res_of", _frozen(np.array(res_of, dtype=np.int64)))
-        set_(self, "_mean", _frozen(self._means()))
+        structure = GraphStructure(
+            pred_ptr=readonly(np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))),
+            pred_idx=readonly(np.array([p for ps in preds for p in ps], dtype=np.int64)),
+            resource_of=readonly(np.array(res_of, dtype=np.int64)),
+            depth=super_depths(preds, res_of, names, self._resources),
+        )
+        set_(self, "_structure", structure)
+        set_(self, "_mean", readonly(self._means()))
         set_(
             self,
             "_deterministic",
@@ -340,132 +340,6 @@ class TaskGraph:
             if t.scale is not None and t.scale not in factors:
                 raise UnknownNameError(f"Task({t.name!r}).scale", t.scale, _known(tuple(factors)))
         return preds
-
-    def _super_depths(self, preds: list, res_of: list[int]) -> np.ndarray:
-        """Longest-path depth of every task's node in the graph where each resource is one node.
-
-        The super-graph must be acyclic: that is the rule "no task of a resource depends on
-        another task of the same resource, directly or through other resources".
-        """
-        T = len(preds)
-        node = [T + r if r >= 0 else i for i, r in enumerate(res_of)]
-        n_nodes = T + len(self._resources)
-        succ: list[list[int]] = [[] for _ in range(n_nodes)]
-        indeg = [0] * n_nodes
-        for i, ps in enumerate(preds):
-            v = node[i]
-            for p in ps:
-                u = node[p]
-                if u == v:
-                    self._raise_cycle(preds, res_of)  # a task cycle is reported as such first
-                    r = self._resources[res_of[i]]
-                    raise InvalidParameterError(
-                        f"TaskGraph resource {r!r}",
-                        f"task {self._names[i]!r} depends on task {self._names[p]!r}",
-                        _RESOURCE_RULE,
-                    )
-                succ[u].append(v)
-                indeg[v] += 1
-        present = [False] * n_nodes
-        for v in node:
-            present[v] = True
-        depth = [0] * n_nodes
-        queue = deque(v for v in range(n_nodes) if present[v] and indeg[v] == 0)
-        done = 0
-        while queue:
-            u = queue.popleft()
-            done += 1
-            du = depth[u] + 1
-            for v in succ[u]:
-                if depth[v] < du:
-                    depth[v] = du
-                indeg[v] -= 1
-                if indeg[v] == 0:
-                    queue.append(v)
-        if done < sum(present):
-            self._raise_cycle(preds, res_of)
-            self._raise_resource_cycle(preds, res_of, node, indeg)
-        return _frozen(np.array([depth[v] for v in node], dtype=np.int64))
-
-    def _raise_cycle(self, preds: list, res_of: list[int]) -> None:
-        """Raise if the task graph itself has a cycle (Kahn's algorithm, then walk back along it)."""
-        T = len(preds)
-        indeg = [len(ps) for ps in preds]
-        succ: list[list[int]] = [[] for _ in range(T)]
-        for i, ps in enumerate(preds):
-            for p in ps:
-                succ[p].append(i)
-        queue = deque(i for i in range(T) if indeg[i] == 0)
-        while queue:
-            u = queue.popleft()
-            for v in succ[u]:
-                indeg[v] -= 1
-                if indeg[v] == 0:
-                    queue.append(v)
-        remaining = [i for i in range(T) if indeg[i] > 0]
-        if not remaining:
-            return
-        cycle = _walk_back(remaining[0], lambda u: (p for p in preds[u] if indeg[p] > 0))
-        text = _path_text([self._names[i] for i in [*cycle, cycle[0]]])
-        raise InvalidParameterError(
-            "TaskGraph.tasks", text, "an acyclic graph (no task may depend on itself)"
-        )
-
-    def _raise_resource_cycle(
-        self, preds: list, res_of: list[int], node: list[int], indeg: list[int]
-    ) -> None:
-        """Explain a cycle of the resource super-graph as task dependencies, then raise."""
-        T = len(preds)
-        members: dict[int, list[int]] = {}
-        for i, v in enumerate(node):
-            members.setdefault(v, []).append(i)
-
-        def edge(u: int, v: int) -> tuple[int, int]:
-            return next((p, t) for t in members[v] for p in preds[t] if node[p] == u)
-
-        def super_preds(v: int):
-            return (node[p] for t in members[v] for p in preds[t] if indeg[node[p]] > 0)
-
-        start = next(v for v in members if v >= T and indeg[v] > 0)
-        cycle = _walk_back(start, super_preds)
-        for v in cycle:  # the common case: a task of R depends on another task of R through plain tasks
-            if v >= T:
-                self._raise_same_resource(preds, members[v], v - T)
-        k = next(j for j, v in enumerate(cycle) if v >= T)
-        cycle = cycle[k:] + cycle[:k]  # starts at a resource
-        n = len(cycle)
-        clauses = []
-        origin = -1
-        for j in range(n):  # one clause per stretch from a resource to the next one
-            p, t = edge(cycle[j], cycle[(j + 1) % n])
-            if cycle[j] >= T:
-                origin = p  # the stretch leaves resource cycle[j] from task p
-            if cycle[(j + 1) % n] >= T:
-                clauses.append(f"task {self._names[t]!r} depends on task {self._names[origin]!r}")
-        r = self._resources[cycle[0] - T]
-        raise InvalidParameterError(f"TaskGraph resource {r!r}", "; ".join(clauses), _RESOURCE_RULE)
-
-    def _raise_same_resource(self, preds: list, jobs: list[int], r: int) -> None:
-        """Raise if a task of resource ``r`` depends, through data edges only, on another one of its tasks."""
-        jobset = set(jobs)
-        for t in jobs:
-            parent = {p: t for p in preds[t]}
-            stack = list(parent)
-            while stack:
-                u = stack.pop()
-                if u in jobset:
-                    path = [u]
-                    while path[-1] != t:
-                        path.append(parent[path[-1]])
-                    got = f"task {self._names[t]!r} depends on task {self._names[u]!r}"
-                    if len(path) > 2:
-                        got += f" ({_path_text([self._names[i] for i in path])})"
-                    name = self._resources[r]
-                    raise InvalidParameterError(f"TaskGraph resource {name!r}", got, _RESOURCE_RULE)
-                for p in preds[u]:
-                    if p not in parent:
-                        parent[p] = u
-                        stack.append(p)
 
     def _means(self) -> np.ndarray:
         law_mean: dict[int, float] = {}
@@ -523,6 +397,37 @@ class TaskGraph:
         """True if every duration and factor is constant."""
         return self._deterministic
 
+    @property
+    def structure(self) -> GraphStructure:
+        """Predecessors (compressed rows), resources and evaluation depths, read-only.
+
+        Examples
+        --------
+        >>> g = TaskGraph([Task("a", 1.0), Task("b", 1.0, after="a", resource="link")])
+        >>> s = g.structure
+        >>> s.pred_ptr.tolist(), s.pred_idx.tolist(), s.resource_of.tolist(), s.depth.tolist()
+        ([0, 0, 1], [0], [-1, 0], [0, 1])
+        """
+        return self._structure
+
+    def cached(self, key: str, build: Callable[[TaskGraph], _V]) -> _V:
+        """``build(self)``, computed once per graph and key, then kept with the graph.
+
+        The evaluation keeps what it derives from a graph (its stage plan, its
+        duration sampler) here, so that repeated evaluations of one graph
+        build it once. ``build`` must depend on the graph alone (the graph is
+        immutable, so the value never goes stale).
+
+        Examples
+        --------
+        >>> g = TaskGraph([Task("a", 1.0)])
+        >>> g.cached("count", len), g.cached("count", lambda graph: -1)
+        (1, 1)
+        """
+        if key not in self._cache:
+            self._cache[key] = build(self)
+        return self._cache[key]
+
     def index(self, name: str) -> int:
         """Column of task ``name`` in every array.
 
@@ -555,34 +460,16 @@ class TaskGraph:
         raise AttributeError("TaskGraph is immutable")
 
 
-_RESOURCE_RULE = (
-    "tasks sharing a FIFO resource must not depend on one another, directly, through other tasks or "
-    "through other resources (each resource must be evaluable as one FIFO queue once all its tasks' "
-    "ready times are known); split the resource or remove the dependency"
-)
+def check_graph(graph: Any, field: str = "graph") -> TaskGraph:
+    """``graph`` if it is a :class:`TaskGraph`, else a clear error naming ``field``.
 
-
-def _path_text(names: list[str]) -> str:
-    """``a -> b -> c``, shortened to the first and last three names for long paths."""
-    if len(names) > 8:
-        names = [*names[:3], f"... {len(names) - 6} more ...", *names[-3:]]
-    return " -> ".join(names)
-
-
-def _walk_back(start: int, back) -> list[int]:
-    """Follow ``back(u)`` (first choice) from ``start`` until a node repeats; return that cycle in order."""
-    path = [start]
-    seen = {start: 0}
-    u = start
-    while True:
-        u = next(iter(back(u)))
-        if u in seen:
-            cycle = path[seen[u] :]
-            return cycle[::-1]  # walked backwards: reverse into execution order
-        seen[u] = len(path)
-        path.append(u)
-
-
-def _frozen(arr: np.ndarray) -> np.ndarray:
-    arr.flags.writeable = False
-    return arr
+    Examples
+    --------
+    >>> check_graph([1, 2])
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: graph: got [1, 2]; accepted: a TaskGraph
+    """
+    if not isinstance(graph, TaskGraph):
+        raise InvalidParameterError(field, graph, "a TaskGraph")
+    return graph

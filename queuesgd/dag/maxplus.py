@@ -24,16 +24,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from queuesgd.dag import _evaluate
-from queuesgd.dag.graph import TaskGraph
+from queuesgd.dag.graph import TaskGraph, check_graph
+from queuesgd.dag.structure import readonly
 from queuesgd.errors import InvalidParameterError
 
 __all__ = ["Schedule", "schedule"]
-
-
-def _check_graph(graph: Any) -> TaskGraph:
-    if not isinstance(graph, TaskGraph):
-        raise InvalidParameterError("graph", graph, "a TaskGraph")
-    return graph
 
 
 def _durations(graph: TaskGraph, durations: ArrayLike) -> np.ndarray:
@@ -49,11 +44,6 @@ def _durations(graph: TaskGraph, durations: ArrayLike) -> np.ndarray:
         bad = D[~(np.isfinite(D) & (D >= 0))] if D.size else D
         raise InvalidParameterError("durations", f"an array containing {bad.flat[0]!r}", accepted)
     return D
-
-
-def _readonly(arr: np.ndarray) -> np.ndarray:
-    arr.flags.writeable = False
-    return arr
 
 
 def _share(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -137,9 +127,9 @@ class Schedule:
         idx = np.flatnonzero(on)
         # execution order; ties of zero-duration tasks: evaluation depth, then FIFO order (ready, declaration)
         g = self.graph
-        ptr, preds = g._pred_ptr, g._pred_idx
+        ptr, preds, _, depth = g.structure
         ready = [max(finish[preds[ptr[i] : ptr[i + 1]]], default=0.0) for i in idx]
-        keys = np.lexsort((idx, ready, g._depth[idx], finish[idx], start[idx]))
+        keys = np.lexsort((idx, ready, depth[idx], finish[idx], start[idx]))
         return tuple(self.graph.names[i] for i in idx[keys])
 
     def task_share(self) -> dict[str, Any]:
@@ -194,12 +184,13 @@ class Schedule:
 
 def _group_matrix(graph: TaskGraph) -> np.ndarray:
     """(T, G) 0/1 matrix: task i belongs to group j (cached on the graph)."""
-    M = graph._cache.get("groups")
-    if M is None:
-        col = {g: j for j, g in enumerate(graph.groups)}
-        M = np.zeros((len(graph), len(col)))
-        M[np.arange(len(graph)), [col[t.group or "other"] for t in graph.tasks]] = 1.0
-        graph._cache["groups"] = M
+    return graph.cached("groups", _build_group_matrix)
+
+
+def _build_group_matrix(graph: TaskGraph) -> np.ndarray:
+    col = {g: j for j, g in enumerate(graph.groups)}
+    M = np.zeros((len(graph), len(col)))
+    M[np.arange(len(graph)), [col[t.group or "other"] for t in graph.tasks]] = 1.0
     return M
 
 
@@ -247,7 +238,7 @@ def schedule(graph: TaskGraph, durations: ArrayLike | None = None, *, critical_p
     >>> schedule(g, [[2.0, 1.0, 1.0], [2.0, 1.0, 5.0]]).makespan.tolist()
     [4.0, 8.0]
     """
-    graph = _check_graph(graph)
+    graph = check_graph(graph)
     D = graph.mean_durations if durations is None else _durations(graph, durations)
     single = D.ndim == 1
     rows = D[None, :] if single else D
@@ -271,9 +262,9 @@ def schedule(graph: TaskGraph, durations: ArrayLike | None = None, *, critical_p
         on = None if on is None else on[0]
     return Schedule(
         graph=graph,
-        durations=_readonly(np.array(D)),
-        start=_readonly(start),
-        finish=_readonly(finish),
-        makespan=float(makespan[0]) if single else _readonly(makespan),
-        on_critical_path=None if on is None else _readonly(on),
+        durations=readonly(np.array(D)),
+        start=readonly(start),
+        finish=readonly(finish),
+        makespan=float(makespan[0]) if single else readonly(makespan),
+        on_critical_path=None if on is None else readonly(on),
     )

@@ -2,8 +2,10 @@
 
 Each iteration draws every random duration and one value per factor, then
 schedules the graph (same rules and same evaluation core as
-:func:`~queuesgd.dag.schedule`). Iterations are independent, so the mean
-makespan gets an ordinary 95% confidence interval.
+:func:`~queuesgd.dag.schedule`). Iterations are independent replications,
+so nothing is discarded as warm-up; the mean makespan gets the 95%
+batch-means interval of :mod:`queuesgd.batchmeans` (the policy of every
+simulation in queuesgd).
 
 Examples
 --------
@@ -17,7 +19,6 @@ True
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -26,12 +27,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from queuesgd import _checks
+from queuesgd.batchmeans import batch_means
 from queuesgd.dag import _evaluate
-from queuesgd.dag.graph import TaskGraph, check_law
-from queuesgd.dag.maxplus import _check_graph, _readonly, group_totals
+from queuesgd.dag.graph import TaskGraph, check_graph, check_law
+from queuesgd.dag.maxplus import group_totals
+from queuesgd.dag.structure import readonly
 from queuesgd.distributions import Deterministic, Distribution
-from queuesgd.rng import as_generator
 from queuesgd.errors import InvalidParameterError
+from queuesgd.rng import as_generator
 
 __all__ = ["Simulation", "simulate"]
 
@@ -48,8 +51,10 @@ class Simulation:
     mean : float
         Mean makespan.
     interval : tuple of float
-        95% confidence interval of the mean, ``mean +- 1.96 sd / sqrt(n)``
-        (iterations are independent); ``(-inf, inf)`` for one iteration.
+        95% confidence interval of the mean: the Student-t interval of
+        :data:`~queuesgd.batchmeans.BATCHES` batch means
+        (:func:`queuesgd.batchmeans.batch_means`; with fewer iterations, one
+        per batch); ``(-inf, inf)`` for one iteration.
     mean_start, mean_finish : numpy.ndarray
         Mean start and finish time of every task, shape (T,).
     task_share : mapping
@@ -108,9 +113,10 @@ class _Sampler:
 
 
 def _sampler(graph: TaskGraph) -> _Sampler:
-    cached = graph._cache.get("sampler")
-    if cached is not None:
-        return cached
+    return graph.cached("sampler", _build_sampler)
+
+
+def _build_sampler(graph: TaskGraph) -> _Sampler:
     const_idx, const_val = [], []
     groups: dict[Distribution, list[int]] = {}
     by_id: dict[int, list[int]] = {}  # hash each law object once; equal laws share one list
@@ -143,7 +149,6 @@ def _sampler(graph: TaskGraph) -> _Sampler:
         laws=laws,
         factors=factors,
     )
-    graph._cache["sampler"] = out
     return out
 
 
@@ -212,7 +217,7 @@ def simulate(
     >>> {k: round(v, 6) for k, v in sim.task_share.items()}
     {'fwd': 0.333333, 'bwd': 0.666667}
     """
-    graph = _check_graph(graph)
+    graph = check_graph(graph)
     n = _checks.integer("iterations", iterations, minimum=1)
     gen = as_generator(np.random.default_rng() if rng is None else rng)
     critical = bool(critical_path)
@@ -234,12 +239,8 @@ def simulate(
         if critical:
             flat = np.flatnonzero(ev.on_path[:T])  # much faster than a 2-D nonzero
             sum_path += np.bincount(flat // (r1 - r0), weights=D.ravel()[flat], minlength=T)
-    mean = float(makespans.mean())
-    if n > 1:
-        half = 1.96 * float(makespans.std(ddof=1)) / math.sqrt(n)
-        interval = (mean - half, mean + half)
-    else:
-        interval = (-math.inf, math.inf)
+    # Iterations are independent replications: no warm-up, batch means over all of them.
+    mean, interval = batch_means(makespans)
     total = float(makespans.sum())
     task_share: dict[str, float] = {}
     group_share: dict[str, float] = {}
@@ -250,11 +251,11 @@ def simulate(
         group_share = dict(group_totals(graph, share))
     return Simulation(
         graph=graph,
-        makespans=_readonly(makespans),
+        makespans=readonly(makespans),
         mean=mean,
         interval=interval,
-        mean_start=_readonly(sum_start / n),
-        mean_finish=_readonly(sum_finish / n),
+        mean_start=readonly(sum_start / n),
+        mean_finish=readonly(sum_finish / n),
         task_share=MappingProxyType(task_share),
         group_share=MappingProxyType(group_share),
     )

@@ -57,7 +57,7 @@ def test_is_deterministic_counts_deterministic_laws_as_constants():
 
 def test_duplicate_predecessors_are_merged():
     g = TaskGraph([Task("a", 1.0), Task("b", 1.0, after=["a", "a"])])
-    assert g._pred_ptr.tolist() == [0, 0, 1]
+    assert g.structure.pred_ptr.tolist() == [0, 0, 1]
 
 
 # ---------------------------------------------------------------------------- errors
