@@ -293,19 +293,112 @@ def state_space(net: PetriNet, max_states: int = 2_000_000, *, max_tokens: int =
     )  # pragma: no cover
 
 
+class _Edges:
+    """The edges found so far, chunk by chunk, and the immediate firings along their vanishing paths."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in ("src", "dst", "t", "deg", "prob")}
+        self.fire_edges: list[np.ndarray] = []
+        self.fire_vals: list[np.ndarray] = []
+        self.n = 0
+
+    def add(self, found: dict[str, Any], dst: np.ndarray) -> None:
+        for k in ("src", "t", "deg", "prob"):
+            self.parts[k].append(found[k])
+        self.parts["dst"].append(dst)
+        if found["fires"] is not None:
+            base = self.n + found["direct"]
+            self.fire_edges.append(np.arange(base, base + found["fires"].shape[0]))
+            self.fire_vals.append(found["fires"])
+        self.n += dst.size
+
+    def column(self, k: str, dtype: Any) -> np.ndarray:
+        return np.concatenate(self.parts[k]).astype(dtype) if self.parts[k] else np.empty(0, dtype=dtype)
+
+    def firings(self, cn: CompiledNet) -> Any:
+        """(edges, T) expected immediate firings per edge: dense object array if symbolic, else CSR."""
+        T = len(cn.tnames)
+        if cn.symbolic:
+            out: Any = np.zeros((self.n, T), dtype=object)
+            for e, v in zip(self.fire_edges, self.fire_vals):
+                out[np.ix_(e, cn.imm)] = v
+            return out
+        if not self.fire_edges:
+            return sp.csr_matrix((self.n, T))
+        e = np.concatenate(self.fire_edges)
+        v = np.concatenate(self.fire_vals)
+        r, c = np.nonzero(v)
+        return sp.csr_matrix((v[r, c], (e[r], cn.imm[c])), shape=(self.n, T))
+
+
+def _successors(cn: CompiledNet, F: np.ndarray, g: np.ndarray, one: Any, dt: Any) -> dict[str, Any] | None:
+    """Timed firings out of the markings ``F`` (ids ``g``), vanishing successors resolved to tangible ones.
+
+    Returns the edges (source id, row in ``F``, transition, degree, tangible
+    successor, probability), the immediate firings of the resolved paths and
+    how many edges lead directly to a tangible marking (they come first); None
+    if no timed transition is enabled.
+    """
+    src_l, loc_l, t_l, deg_l, succ_l = [], [], [], [], []
+    for t in cn.timed:
+        idx = np.flatnonzero(cn.enabled(F, t))
+        if idx.size == 0:
+            continue
+        Fi = F[idx]
+        src_l.append(g[idx])
+        loc_l.append(idx)
+        t_l.append(np.full(idx.size, t, dtype=np.int64))
+        deg_l.append(cn.degree(Fi, t))
+        succ_l.append(Fi + cn.C[t])
+    if not src_l:
+        return None
+    src, loc, tr = np.concatenate(src_l), np.concatenate(loc_l), np.concatenate(t_l)
+    deg, succ = np.concatenate(deg_l), np.concatenate(succ_l)
+    van = cn.vanishing(succ)
+    tg = ~van
+    e_src, e_loc, e_t, e_deg = [src[tg]], [loc[tg]], [tr[tg]], [deg[tg]]
+    e_rows = [succ[tg]]
+    e_prob = [np.full(int(tg.sum()), one, dtype=dt)]
+    fires = None
+    if van.any():
+        vs = succ[van]
+        first, inv, _ = unique_rows(vs, cn.mult[: cn.P])
+        ent, drows, q, f = cn.resolve(vs[first])
+        counts = np.bincount(ent, minlength=first.size)
+        starts = np.cumsum(counts) - counts
+        rep = counts[inv]
+        ei = np.repeat(np.arange(inv.size), rep)
+        offs = np.arange(ei.size) - np.repeat(np.cumsum(rep) - rep, rep)
+        rr = starts[inv][ei] + offs
+        vi = np.flatnonzero(van)[ei]
+        e_src.append(src[vi])
+        e_loc.append(loc[vi])
+        e_t.append(tr[vi])
+        e_deg.append(deg[vi])
+        e_rows.append(drows[rr])
+        e_prob.append(q[rr])
+        fires = f[rr]
+    return {
+        "src": np.concatenate(e_src),
+        "loc": np.concatenate(e_loc),
+        "t": np.concatenate(e_t),
+        "deg": np.concatenate(e_deg),
+        "rows": np.concatenate(e_rows),
+        "prob": np.concatenate(e_prob),
+        "fires": fires,
+        "direct": int(tg.sum()),
+    }
+
+
 def _generate(net: PetriNet, max_states: int, max_tokens: int, seed: int) -> StateSpace:
     cn = CompiledNet(net, max_states, max_tokens, _constants(len(net.place_names) + 1, seed))
-    P, T, ni = cn.P, len(cn.tnames), cn.imm.size
-    mult = cn.mult[:P]
-    store = MarkingStore(P, mult, max_states)
+    P, ni = cn.P, cn.imm.size
+    store = MarkingStore(P, cn.mult[:P], max_states)
     dt = object if cn.symbolic else float
     one = symbolic_one() if cn.symbolic else 1.0
     m0 = net.initial_marking[None, :]
     chunk = max(256, _CHUNK_CELLS // ((P + ni + 4) * max(1, cn.timed.size)))
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("src", "dst", "t", "deg", "prob")}
-    fire_edges: list[np.ndarray] = []
-    fire_vals: list[np.ndarray] = []
-    n_edges = 0
+    edges = _Edges()
     try:
         if cn.vanishing(m0)[0]:
             _, d, init_q, _ = cn.resolve(m0)
@@ -313,65 +406,19 @@ def _generate(net: PetriNet, max_states: int, max_tokens: int, seed: int) -> Sta
         else:
             init_ids, frontier = store.add(m0)
             init_q = np.array([one], dtype=dt)
-        while frontier.size:
+        while frontier.size:  # breadth first, chunk by chunk
             next_frontier = []
             for lo in range(0, frontier.size, chunk):
                 g = frontier[lo : lo + chunk]
                 F = store.rows[g]
-                src_l, loc_l, t_l, deg_l, succ_l = [], [], [], [], []
-                for t in cn.timed:
-                    idx = np.flatnonzero(cn.enabled(F, t))
-                    if idx.size == 0:
-                        continue
-                    Fi = F[idx]
-                    src_l.append(g[idx])
-                    loc_l.append(idx)
-                    t_l.append(np.full(idx.size, t, dtype=np.int64))
-                    deg_l.append(cn.degree(Fi, t))
-                    succ_l.append(Fi + cn.C[t])
-                if not src_l:
+                found = _successors(cn, F, g, one, dt)
+                if found is None:
                     continue
-                src, loc, tr = np.concatenate(src_l), np.concatenate(loc_l), np.concatenate(t_l)
-                deg, succ = np.concatenate(deg_l), np.concatenate(succ_l)
-                van = cn.vanishing(succ)
-                tg = ~van
-                e_src, e_loc, e_t, e_deg = [src[tg]], [loc[tg]], [tr[tg]], [deg[tg]]
-                e_rows = [succ[tg]]
-                e_prob = [np.full(int(tg.sum()), one, dtype=dt)]
-                fires = None
-                if van.any():
-                    vs = succ[van]
-                    first, inv, _ = unique_rows(vs, mult)
-                    ent, drows, q, f = cn.resolve(vs[first])
-                    counts = np.bincount(ent, minlength=first.size)
-                    starts = np.cumsum(counts) - counts
-                    rep = counts[inv]
-                    ei = np.repeat(np.arange(inv.size), rep)
-                    offs = np.arange(ei.size) - np.repeat(np.cumsum(rep) - rep, rep)
-                    rr = starts[inv][ei] + offs
-                    vi = np.flatnonzero(van)[ei]
-                    e_src.append(src[vi])
-                    e_loc.append(loc[vi])
-                    e_t.append(tr[vi])
-                    e_deg.append(deg[vi])
-                    e_rows.append(drows[rr])
-                    e_prob.append(q[rr])
-                    fires = f[rr]
-                rows = np.concatenate(e_rows)
-                cn.check_dominance(F[np.concatenate(e_loc)], rows)
-                cn.check_tokens(rows)
-                dst, new = store.add(rows)
+                cn.check_dominance(F[found["loc"]], found["rows"])
+                cn.check_tokens(found["rows"])
+                dst, new = store.add(found["rows"])
                 next_frontier.append(new)
-                parts["src"].append(np.concatenate(e_src))
-                parts["dst"].append(dst)
-                parts["t"].append(np.concatenate(e_t))
-                parts["deg"].append(np.concatenate(e_deg))
-                parts["prob"].append(np.concatenate(e_prob))
-                if fires is not None:
-                    base = n_edges + int(tg.sum())
-                    fire_edges.append(np.arange(base, base + fires.shape[0]))
-                    fire_vals.append(fires)
-                n_edges += dst.size
+                edges.add(found, dst)
             frontier = np.concatenate(next_frontier) if next_frontier else np.empty(0, np.int64)
     except TooManyMarkings as exc:
         raise cn.too_many(exc.count) from None
@@ -379,32 +426,15 @@ def _generate(net: PetriNet, max_states: int, max_tokens: int, seed: int) -> Sta
     S = store.n
     initial = np.zeros(S, dtype=dt)
     initial[init_ids] = init_q
-
-    def cat(k: str, dtype: Any) -> np.ndarray:
-        return np.concatenate(parts[k]).astype(dtype) if parts[k] else np.empty(0, dtype=dtype)
-
-    prob = cat("prob", dt)
-    if cn.symbolic:
-        firings: Any = np.zeros((n_edges, T), dtype=object)
-        for e, v in zip(fire_edges, fire_vals):
-            firings[np.ix_(e, cn.imm)] = v
-    else:
-        if fire_edges:
-            e = np.concatenate(fire_edges)
-            v = np.concatenate(fire_vals)
-            r, c = np.nonzero(v)
-            firings = sp.csr_matrix((v[r, c], (e[r], cn.imm[c])), shape=(n_edges, T))
-        else:
-            firings = sp.csr_matrix((n_edges, T))
     return StateSpace(
         markings=store.rows[:S].copy(),
         initial=initial,
-        src=cat("src", np.int64),
-        dst=cat("dst", np.int64),
-        transition=cat("t", np.int64),
-        degree=cat("deg", float),
-        prob=prob,
-        immediate_firings=firings,
+        src=edges.column("src", np.int64),
+        dst=edges.column("dst", np.int64),
+        transition=edges.column("t", np.int64),
+        degree=edges.column("deg", float),
+        prob=edges.column("prob", dt),
+        immediate_firings=edges.firings(cn),
         place_names=cn.places,
         transition_names=cn.tnames,
         net_name=net.name,
