@@ -327,7 +327,7 @@ class PetriNet:
         *,
         until: float | None = None,
         firings: int | None = None,
-        warmup: float = 0.0,
+        warmup: float | None = None,
         batches: int = 20,
         delays: Mapping[str, Any] | None = None,
         rng: np.random.Generator | int | None = None,
