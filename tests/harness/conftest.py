@@ -28,7 +28,7 @@ import pytest
 #: Share of the machine's CPU capacity used by other processes above which an attempt was starved.
 #: A quarter, not a half: the live tests run as many processes as there are cores or more (3 workers
 #: and a launcher on 2 cores), so another process holding half a core already delays them by
-#: milliseconds (a ring test failed by 1 ms with another job at about 40% of a 2-core machine).
+#: milliseconds (a ring step-time test failed its 2 ms slack while another test run shared the machine).
 STARVED = 0.25
 #: Attempts of a timing test in all (the later ones only after a starved failure).
 ATTEMPTS = 3
