@@ -24,10 +24,10 @@ from queuesgd.distributions import (
     LogNormal,
     Normal,
     PhaseType,
-    _rng,
     fit_phase_type,
 )
 from queuesgd.errors import InvalidParameterError, NotRepresentable, UnitError
+from queuesgd.rng import as_generator
 
 # Each case: the distribution and the frozen scipy.stats law it must equal.
 SCIPY_CASES = [
@@ -378,7 +378,7 @@ def test_rng_must_be_generator_or_seed(rng):
     with pytest.raises(InvalidParameterError, match="Generator"):
         Exponential(1.0).sample(rng)
     with pytest.raises(InvalidParameterError) as info:
-        _rng(rng)
+        as_generator(rng)
     assert info.value.field == "rng"
 
 
