@@ -33,8 +33,6 @@ import dataclasses
 import json
 import math
 import os
-import sys
-import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -43,11 +41,19 @@ from typing import Any
 import numpy as np
 
 from queuesgd import distributions as _distributions
+from queuesgd.catalog_files import (
+    ENV_VAR,
+    catalog_dirs,
+    load_vector_add_curve,
+    parse_number,
+    read_lines,
+)
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.units import parse_bytes, parse_seconds
 from queuesgd.workload import CostCurve, Layer, Workload
 
 __all__ = [
+    "ENV_VAR",
     "catalog_dirs",
     "list_workloads",
     "load_workload",
@@ -57,47 +63,8 @@ __all__ = [
     "vector_add_time",
 ]
 
-#: Environment variable naming extra catalog directories (searched first).
-ENV_VAR = "QUEUESGD_MODELS"
-
-_DEFAULT_CURVE = Path("traces") / "training-bottleneck" / "cuda_vec_add.log"
-
-
 # --------------------------------------------------------------------------- locating
-
-
-def catalog_dirs() -> list[Path]:
-    """Catalog directories that exist, in search order.
-
-    Returns
-    -------
-    list of pathlib.Path
-        ``$QUEUESGD_MODELS`` entries, then the source tree's ``models/``,
-        then ``<prefix>/share/queuesgd/models`` (pip's data location).
-
-    Examples
-    --------
-    >>> any((d / "workloads" / "vgg16.json").is_file() for d in catalog_dirs())
-    True
-    """
-    candidates: list[Path] = []
-    for entry in os.environ.get(ENV_VAR, "").split(os.pathsep):
-        if entry.strip():
-            candidates.append(Path(entry).expanduser())
-    # The source tree (checkout or editable install): only where a pyproject.toml marks it, so
-    # that an unrelated ``site-packages/models`` directory is never mistaken for the catalog.
-    source_root = Path(__file__).resolve().parents[1]
-    if (source_root / "pyproject.toml").is_file():
-        candidates.append(source_root / "models")
-    for prefix in (sysconfig.get_path("data"), sys.prefix):
-        if prefix:
-            candidates.append(Path(prefix) / "share" / "queuesgd" / "models")
-    out: list[Path] = []
-    for path in candidates:
-        resolved = path.resolve()
-        if resolved.is_dir() and resolved not in out:
-            out.append(resolved)
-    return out
+# (where the catalog lives, ENV_VAR and the plain-text readers: queuesgd.catalog_files)
 
 
 def _workload_files() -> dict[str, Path]:
@@ -360,47 +327,6 @@ def _compute_from_json(field_name: str, value: Any) -> Any:
         raise InvalidParameterError(field_name, value, f"parameters accepted by {kind}: {exc}") from None
 
 
-def _read_lines(path: str | os.PathLike[str]) -> tuple[Path, list[str]]:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidParameterError("path", os.fspath(path), f"a readable file ({exc.strerror})") from None
-    lines = text.splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    return p, lines
-
-
-def _number(where: str, text: str, accepted: str, *, minimum: float = 0.0) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InvalidParameterError(where, text, accepted) from None
-    if not math.isfinite(value) or value < minimum:
-        raise InvalidParameterError(where, text, accepted)
-    return value
-
-
-def _pairs(p: Path, lines: list[str], start: int, names: tuple[str, str], accepted: tuple[str, str]):
-    """Parse ``a,b`` lines (1-based numbering from ``start + 1``) into two float arrays."""
-    first = np.empty(len(lines) - start)
-    second = np.empty(len(lines) - start)
-    for i, line in enumerate(lines[start:]):
-        lineno = start + i + 1
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) != 2:
-            raise InvalidParameterError(
-                f"{p.name} line {lineno}", line, f"two comma-separated fields {names[0]},{names[1]}"
-            )
-        for k in range(2):
-            if not fields[k]:
-                raise InvalidParameterError(f"{p.name} line {lineno}: {names[k]}", fields[k], accepted[k])
-        first[i] = _number(f"{p.name} line {lineno}: {names[0]}", fields[0], accepted[0])
-        second[i] = _number(f"{p.name} line {lineno}: {names[1]}", fields[1], accepted[1])
-    return first, second
-
-
 _TRACE_COLUMNS = ("gap_us", "bytes", "forward_us", "name")
 
 
@@ -457,16 +383,16 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
     >>> len(layers), layers[1].name, layers[1].gradient_bytes, round(layers[1].backward_time * 1e6, 3)
     (58, 'tensor1', 16384000.0, 41.877)
     """
-    p, lines = _read_lines(path)
+    p, lines = read_lines(path)
     if len(lines) < 3:
         raise InvalidParameterError(
             f"{p.name} line {len(lines) + 1}",
             "(end of file)",
             "a comment, the batch count and the tensor count",
         )
-    _number(f"{p.name} line 2: batches", lines[1].strip(), "an integer >= 1", minimum=1)
+    parse_number(f"{p.name} line 2: batches", lines[1].strip(), "an integer >= 1", minimum=1)
     count_text = lines[2].strip()
-    count = _number(f"{p.name} line 3: tensor count", count_text, "an integer >= 1", minimum=1)
+    count = parse_number(f"{p.name} line 3: tensor count", count_text, "an integer >= 1", minimum=1)
     if not count.is_integer():
         raise InvalidParameterError(f"{p.name} line 3: tensor count", count_text, "an integer >= 1")
     count = int(count)
@@ -500,13 +426,13 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
                 "(the format: gap_us,bytes[,forward_us[,name]])",
             )
         where = {c: f"{p.name} line {lineno}: {c}" for c in columns}
-        gap = _number(where["gap_us"], fields[0], accepted["gap_us"])
-        size = _number(where["bytes"], fields[1], accepted["bytes"])
+        gap = parse_number(where["gap_us"], fields[0], accepted["gap_us"])
+        size = parse_number(where["bytes"], fields[1], accepted["bytes"])
         if size <= 0:
             raise InvalidParameterError(where["bytes"], fields[1], accepted["bytes"])
         forward = None
         if width >= 3 and not no_forward:
-            forward = _number(where["forward_us"], fields[2], accepted["forward_us"]) / 1e6
+            forward = parse_number(where["forward_us"], fields[2], accepted["forward_us"]) / 1e6
         name = f"tensor{i}"
         if width == 4:
             name = fields[3]
@@ -522,48 +448,6 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
 
 
 # --------------------------------------------------------------------------- vector addition
-
-
-def load_vector_add_curve(path: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Read a vector-addition cost curve: lines ``bytes,seconds``.
-
-    Parameters
-    ----------
-    path : str, path-like or None
-        The curve file; ``None`` loads the catalog's ``cuda_vec_add.log``
-        (a V100, 40 B to 671 MB).
-
-    Returns
-    -------
-    (ndarray, ndarray)
-        Sizes in bytes (strictly increasing) and times in seconds.
-
-    Examples
-    --------
-    >>> nbytes, seconds = load_vector_add_curve()
-    >>> len(nbytes), int(nbytes[-1]), float(seconds[-1])
-    (25, 671088640, 0.00243368)
-    """
-    if path is None:
-        path = _default_curve_path()
-    p, lines = _read_lines(path)
-    if len(lines) < 2:
-        raise InvalidParameterError(p.name, len(lines), "at least two bytes,seconds lines")
-    nbytes, seconds = _pairs(p, lines, 0, ("bytes", "seconds"), ("a number of bytes >= 0", "seconds >= 0"))
-    bad = np.flatnonzero(np.diff(nbytes) <= 0)
-    if bad.size:
-        k = int(bad[0]) + 1
-        raise InvalidParameterError(
-            f"{p.name} line {k + 1}: bytes", lines[k].split(",")[0], "sizes increasing"
-        )
-    return nbytes, seconds
-
-
-def _default_curve_path() -> Path:
-    for root in catalog_dirs():
-        if (root / _DEFAULT_CURVE).is_file():
-            return root / _DEFAULT_CURVE
-    raise InvalidParameterError("path", None, f"a curve file (no catalog directory holds {_DEFAULT_CURVE})")
 
 
 def vector_add_time(nbytes: Any, curve: CostCurve | tuple[Any, Any] | None = None) -> float | np.ndarray:

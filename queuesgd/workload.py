@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
+from queuesgd.catalog_files import load_vector_add_curve
 from queuesgd.distributions import Deterministic, Distribution
 from queuesgd.errors import InvalidParameterError
 from queuesgd.units import parse_bandwidth, parse_bytes, parse_seconds
@@ -203,7 +204,7 @@ class CostCurve:
     def from_file(cls, path: str | os.PathLike[str] | None = None) -> CostCurve:
         """Read a curve file of ``bytes,seconds`` lines (``None``: the catalog's V100 vector-add curve).
 
-        The file is parsed by :func:`queuesgd.catalog.load_vector_add_curve`.
+        The file is parsed by :func:`queuesgd.catalog_files.load_vector_add_curve`.
 
         Examples
         --------
@@ -211,8 +212,6 @@ class CostCurve:
         >>> len(curve.sizes), curve(671088640)
         (25, 0.00243368)
         """
-        from queuesgd.catalog import load_vector_add_curve  # catalog imports this module
-
         sizes, times = load_vector_add_curve(path)
         return cls(tuple(sizes), tuple(times))
 

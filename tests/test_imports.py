@@ -33,11 +33,7 @@ SHARED_PRIVATE = {"queuesgd._checks"}
 #: cannot go stale.
 PRIVATE_ALLOWLIST: set[tuple[str, str]] = set()
 #: Import edges known to close a cycle, ``(importer, imported)``, same rules.
-CYCLE_ALLOWLIST: set[tuple[str, str]] = {
-    # workload.py:214 reads the vector-add curve from the catalog, which imports workload
-    # (issue 11: being removed now by another engineer).
-    ("queuesgd.workload", "queuesgd.catalog"),
-}
+CYCLE_ALLOWLIST: set[tuple[str, str]] = set()
 
 LOWER = ("queuesgd.petri", "queuesgd.queueing", "queuesgd.dag", "queuesgd.markov")
 UPPER = ("queuesgd.schemes", "queuesgd.prediction", "queuesgd.cli", "queuesgd.harness", "queuesgd.registry")
