@@ -207,7 +207,19 @@ class Distribution(abc.ABC):
             params[k] = v
         return type(self)(**params)
 
-    def _numeric(self, what: str) -> None:
+    def check_numeric(self, what: str) -> None:
+        """Raise :class:`~queuesgd.errors.InvalidParameterError` if a parameter is symbolic.
+
+        ``what`` names the operation that needs numbers (``"cdf()"``).
+
+        Examples
+        --------
+        >>> import sympy
+        >>> Exponential(sympy.Symbol("lam", positive=True)).check_numeric("cdf()")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        queuesgd.errors.InvalidParameterError: Exponential.rate: got lam; accepted: a number: cdf() needs ...
+        """
         for k, v in self._params().items():
             if _checks.is_symbolic(v):
                 raise InvalidParameterError(
@@ -272,7 +284,7 @@ class Distribution(abc.ABC):
         """
         gen = as_generator(rng)
         shape = _size(size)
-        self._numeric("sample()")
+        self.check_numeric("sample()")
         total = 1 if shape is None else math.prod(shape)
         out = np.asarray(self._sample(gen, total), dtype=float).reshape(-1)
         return float(out[0]) if shape is None else out.reshape(shape)
@@ -289,7 +301,7 @@ class Distribution(abc.ABC):
         >>> Deterministic(1.0).cdf([0.5, 1.0, 2.0])
         array([0., 1., 1.])
         """
-        self._numeric("cdf()")
+        self.check_numeric("cdf()")
         try:
             arr = np.asarray(x, dtype=float)
         except (TypeError, ValueError):
@@ -414,7 +426,7 @@ class Exponential(Distribution):
         return Exponential(self._rate / factor)
 
     def to_phase_type(self) -> PhaseType:
-        self._numeric("to_phase_type()")
+        self.check_numeric("to_phase_type()")
         return PhaseType([1.0], [[-float(self._rate)]])
 
 
@@ -542,7 +554,7 @@ class Erlang(Distribution):
         return Erlang(self._k, self._rate / factor)
 
     def to_phase_type(self) -> PhaseType:
-        self._numeric("to_phase_type()")
+        self.check_numeric("to_phase_type()")
         return _erlang_chain(self._k, float(self._rate), np.eye(1, self._k)[0])
 
 
@@ -900,9 +912,9 @@ class Shifted(Distribution):
                 shift = float(shift)
         return Shifted(self._base.subs(mapping), shift)
 
-    def _numeric(self, what: str) -> None:
-        self._base._numeric(what)
-        super()._numeric(what)
+    def check_numeric(self, what: str) -> None:
+        self._base.check_numeric(what)
+        super().check_numeric(what)
 
     @property
     def base(self) -> Distribution:
@@ -1126,7 +1138,7 @@ def fit_phase_type(dist_or_mean: Distribution | Any, scv: Any = None, *, k_max: 
             raise InvalidParameterError(
                 "fit_phase_type.scv", scv, "None when a distribution is given (its own scv is used)"
             )
-        dist_or_mean._numeric("fit_phase_type()")
+        dist_or_mean.check_numeric("fit_phase_type()")
         mean = _checks.positive("fit_phase_type.mean", float(dist_or_mean.mean))
         c = _checks.positive("fit_phase_type.scv", float(dist_or_mean.scv), allow_zero=True)
     else:
@@ -1191,7 +1203,7 @@ class Convolution(Distribution):
         for i, law in enumerate(parts):
             if not isinstance(law, Distribution):
                 raise InvalidParameterError(f"Convolution.parts[{i}]", law, "a Distribution")
-            law._numeric("Convolution")
+            law.check_numeric("Convolution")
             base = law
             while isinstance(base, Shifted):
                 shift += float(base.shift)
@@ -1203,8 +1215,8 @@ class Convolution(Distribution):
                 chains.append(base.to_phase_type())
             except NotRepresentable:
                 raise NotRepresentable(
-                    f"Convolution of {type(base).__name__}: not phase-type, so the sum has no exact law here; "
-                    "use fit_phase_type(law) for a two-moment phase-type law, or simulate"
+                    f"Convolution of {type(base).__name__}: not phase-type, so the sum has no exact law "
+                    "here; use fit_phase_type(law) for a two-moment phase-type law, or simulate"
                 ) from None
         self._set(_parts=tuple(parts), _shift=shift, _ph=_chain(chains) if chains else None)
 

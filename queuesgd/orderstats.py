@@ -352,7 +352,7 @@ def expected_order_statistic(
     """
     groups, k = _groups_and_k(laws, k, n)
     for law, _ in groups:
-        law._numeric("expected_order_statistic()")
+        law.check_numeric("expected_order_statistic()")
     if len(groups) == 1:
         law, m = groups[0]
         if isinstance(law, Exponential):
@@ -433,7 +433,7 @@ def expected_order_statistics(
     groups = _groups(laws, n)
     total = sum(m for _, m in groups)
     for law, _ in groups:
-        law._numeric("expected_order_statistics()")
+        law.check_numeric("expected_order_statistics()")
     if len(groups) == 1:
         law, m = groups[0]
         if isinstance(law, Exponential):
