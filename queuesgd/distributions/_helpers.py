@@ -1,0 +1,80 @@
+"""Shared parsing and formatting helpers of the distributions package (private to it)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from queuesgd import _checks
+from queuesgd.errors import InvalidParameterError
+from queuesgd.units import parse_seconds
+
+
+def size_of(size: Any) -> tuple[int, ...] | None:
+    accepted = "None, an integer >= 0 or a tuple of integers >= 0"
+    if size is None:
+        return None
+    dims = size if isinstance(size, tuple) else (size,)
+    out = []
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, numbers.Integral) or int(d) < 0:
+            raise InvalidParameterError("size", size, accepted)
+        out.append(int(d))
+    return tuple(out)
+
+
+def is_sympy(value: Any) -> bool:
+    return type(value).__module__.startswith("sympy")
+
+
+def time_value(field: str, value: Any, *, symbolic: bool = False, allow_zero: bool = False) -> Any:
+    """A positive duration: a number, a unit string ("2ms") or (if allowed) a SymPy expression."""
+    if isinstance(value, str):
+        value = parse_seconds(value, field)
+    return _checks.positive(field, value, symbolic=symbolic, allow_zero=allow_zero)
+
+
+def real_value(field: str, value: Any, *, time: bool = False) -> float:
+    """A finite real number (may be negative); a unit string if ``time``."""
+    if time and isinstance(value, str):
+        return parse_seconds(value, field)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise InvalidParameterError(field, value, "a finite real number")
+    return float(value)
+
+
+def vector_value(field: str, value: Any, *, min_len: int = 1) -> np.ndarray:
+    try:
+        arr = np.array(value, dtype=float)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(field, value, "a sequence of finite numbers") from None
+    if arr.ndim != 1 or arr.size < min_len or not np.all(np.isfinite(arr)):
+        raise InvalidParameterError(field, value, f"a 1-D sequence of at least {min_len} finite numbers")
+    return arr
+
+
+def frozen(arr: np.ndarray) -> np.ndarray:
+    arr = np.array(arr, dtype=float)
+    arr.flags.writeable = False
+    return arr
+
+
+def fmt(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return repr(value.tolist())
+    if is_sympy(value):
+        return str(value)
+    return repr(value)
+
+
+def construct(cls: type, params: dict[str, Any]) -> Any:
+    """Rebuild a law from its class and parameters (what pickling calls)."""
+    return cls(**params)
+
+
+def sample_exponential_mixture(gen: np.random.Generator, total: int, probs: np.ndarray, rates: np.ndarray):
+    idx = gen.choice(probs.size, size=total, p=probs)
+    return gen.exponential(size=total) / rates[idx]
