@@ -34,9 +34,9 @@ _EXPORTS: dict[str, str] = {
     "fit_phase_type": "queuesgd.distributions",
     # workloads and clusters
     "Workload": "queuesgd.workload",
-    "Cluster": "queuesgd.workload",
+    "Cluster": "queuesgd.cluster",
     "Layer": "queuesgd.workload",
-    "RandomDelay": "queuesgd.workload",
+    "RandomDelay": "queuesgd.cluster",
     "load_workload": "queuesgd.catalog",
     "list_workloads": "queuesgd.catalog",
     # closed queueing networks

@@ -14,8 +14,9 @@ parsed once by :mod:`queuesgd.units`.
   function of its size in bytes (the GPU vector addition of a reduction).
 - :class:`PhaseTimes` -- a step split into forward, backward and the rest
   (:meth:`Workload.phase_times`).
-- :class:`Cluster` -- number of workers, per-link bandwidth and latency,
-  parameter-server shards and optional per-worker speed factors.
+- :class:`Cluster` and :class:`RandomDelay` (defined in :mod:`queuesgd.cluster`)
+  -- number of workers, per-link bandwidth and latency, parameter-server
+  shards, optional per-worker speed factors and straggler delays.
 
 Examples
 --------
@@ -41,9 +42,10 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.catalog_files import load_vector_add_curve
+from queuesgd.cluster import Cluster, RandomDelay, seconds_value
 from queuesgd.distributions import Deterministic, Distribution
 from queuesgd.errors import InvalidParameterError
-from queuesgd.units import parse_bandwidth, parse_bytes, parse_seconds
+from queuesgd.units import parse_bytes, parse_seconds
 
 __all__ = ["Layer", "CostCurve", "PhaseTimes", "Workload", "Cluster", "RandomDelay"]
 
@@ -57,7 +59,7 @@ def _bytes(field_name: str, value: Any, *, allow_zero: bool = False) -> float:
 
 
 def _seconds(field_name: str, value: Any, *, allow_zero: bool = False) -> float:
-    return _checks.positive(field_name, parse_seconds(value, field_name), allow_zero=allow_zero)
+    return seconds_value(field_name, value, allow_zero=allow_zero)
 
 
 def _fmt_seconds(value: float) -> str:
@@ -581,167 +583,3 @@ def _compute(field_name: str, value: Any) -> Distribution:
             raise InvalidParameterError(field_name, value, "a distribution of seconds with a finite mean > 0")
         return value
     return Deterministic(_seconds(field_name, value))
-
-
-@dataclass(frozen=True)
-class RandomDelay:
-    """eager-SGD's straggler recipe: each step, ``count`` workers chosen at random sleep ``delay`` seconds.
-
-    The chosen workers are drawn uniformly, anew every step, independently of
-    everything else (Li et al., PPoPP 2020: about two of 64 ranks sleep
-    0.32 s before the forward pass). A delayed worker's compute time is
-    ``delay + compute`` (:class:`~queuesgd.distributions.Shifted`).
-
-    Parameters
-    ----------
-    count : int
-        Workers delayed per step (``>= 1``, at most the cluster's workers).
-    delay : float or str
-        Seconds added to each chosen worker's step (``"320ms"``).
-
-    Examples
-    --------
-    >>> RandomDelay(2, "320ms")
-    RandomDelay(count=2, delay=0.32)
-    """
-
-    count: int
-    delay: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "count", _checks.integer("RandomDelay.count", self.count, minimum=1))
-        object.__setattr__(self, "delay", _seconds("RandomDelay.delay", self.delay))
-
-
-_KEEP: Any = object()
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """The machines a workload runs on.
-
-    Parameters
-    ----------
-    workers : int
-        Number of workers (``>= 1``).
-    bandwidth : float or str
-        Bandwidth of each link, per direction, in bytes per second; unit
-        strings distinguish bits from bytes (``"10Gbit/s"`` is 1.25e9 B/s,
-        ``"10GB/s"`` is 1e10 B/s).
-    latency : float or str
-        One-way latency per message, in seconds (``"50us"``).
-    ps_shards : int
-        Number of parameter-server shards; the parameters are split evenly
-        across them (ignored by all-reduce schemes).
-    speeds : sequence of float or None
-        Per-worker speed factors, one per worker; worker ``i`` computes a step
-        in ``compute / speeds[i]`` (a speed of 2 is twice as fast). ``None``
-        means every worker has speed 1.
-    stragglers : RandomDelay or None
-        Injected straggling: ``RandomDelay(k, d)`` delays ``k`` random
-        workers by ``d`` seconds every step.
-    name : str or None
-        Label used in reports.
-
-    Examples
-    --------
-    >>> c = Cluster(4, "10Gbit/s", latency="50us")
-    >>> c  # doctest: +NORMALIZE_WHITESPACE
-    Cluster(workers=4, bandwidth=1250000000.0, latency=5e-05, ps_shards=1, speeds=None, stragglers=None,
-             name=None)
-    >>> c.with_workers(8).workers
-    8
-    >>> Cluster(2, "1GB/s", speeds=[1, 0.5]).speed_factors
-    array([1. , 0.5])
-    """
-
-    workers: int
-    bandwidth: float
-    latency: float = 0.0
-    ps_shards: int = 1
-    speeds: tuple[float, ...] | None = None
-    stragglers: RandomDelay | None = None
-    name: str | None = None
-
-    def __post_init__(self) -> None:
-        set_ = object.__setattr__
-        if self.name is not None:
-            _checks.name("Cluster.name", self.name)
-        if self.stragglers is not None:
-            if not isinstance(self.stragglers, RandomDelay):
-                raise InvalidParameterError(
-                    "Cluster.stragglers", self.stragglers, "a RandomDelay(count, delay) or None"
-                )
-            if self.stragglers.count > self.workers:
-                raise InvalidParameterError(
-                    "Cluster.stragglers.count",
-                    self.stragglers.count,
-                    f"at most the number of workers ({self.workers})",
-                )
-        set_(self, "workers", _checks.integer("Cluster.workers", self.workers, minimum=1))
-        set_(
-            self,
-            "bandwidth",
-            _checks.positive("Cluster.bandwidth", parse_bandwidth(self.bandwidth, "Cluster.bandwidth")),
-        )
-        set_(self, "latency", _seconds("Cluster.latency", self.latency, allow_zero=True))
-        set_(self, "ps_shards", _checks.integer("Cluster.ps_shards", self.ps_shards, minimum=1))
-        if self.speeds is not None:
-            speeds = self.speeds
-            if isinstance(speeds, (str, bytes)) or not isinstance(speeds, (Sequence, np.ndarray)):
-                raise InvalidParameterError(
-                    "Cluster.speeds", speeds, "a sequence of speed factors > 0, or None"
-                )
-            speeds = tuple(_checks.positive(f"Cluster.speeds[{i}]", s) for i, s in enumerate(speeds))
-            if len(speeds) != self.workers:
-                raise InvalidParameterError(
-                    "Cluster.speeds",
-                    self.speeds,
-                    f"one speed factor per worker ({self.workers} values), or None",
-                )
-            set_(self, "speeds", speeds)
-
-    @property
-    def speed_factors(self) -> np.ndarray:
-        """Per-worker speed factors as an array of length ``workers`` (ones when ``speeds`` is None)."""
-        if self.speeds is None:
-            return np.ones(self.workers)
-        return np.asarray(self.speeds, dtype=float)
-
-    def with_workers(self, workers: int, *, speeds: Sequence[float] | None = _KEEP) -> Cluster:
-        """Return a copy with ``workers`` workers.
-
-        Per-worker ``speeds`` are kept when their number still matches;
-        otherwise pass new ``speeds`` (or ``speeds=None`` for all ones).
-
-        Examples
-        --------
-        >>> c = Cluster(2, "1GB/s", speeds=[1.0, 2.0])
-        >>> c.with_workers(3, speeds=[1, 1, 2]).speeds
-        (1.0, 1.0, 2.0)
-        >>> c.with_workers(3)  # doctest: +NORMALIZE_WHITESPACE
-        Traceback (most recent call last):
-        ...
-        queuesgd.errors.InvalidParameterError: Cluster.speeds: got (1.0, 2.0); accepted:
-        one speed factor per worker (3 values), or None; pass speeds= to with_workers
-        """
-        if speeds is _KEEP:
-            speeds = self.speeds
-            n = _checks.integer("Cluster.workers", workers, minimum=1)
-            if speeds is not None and len(speeds) != n:
-                raise InvalidParameterError(
-                    "Cluster.speeds",
-                    speeds,
-                    f"one speed factor per worker ({n} values), or None; pass speeds= to with_workers",
-                )
-        return dataclasses.replace(self, workers=workers, speeds=speeds)
-
-    def with_bandwidth(self, bandwidth: float | str) -> Cluster:
-        """Return a copy with a different per-link ``bandwidth`` (bytes/s or a unit string).
-
-        Examples
-        --------
-        >>> Cluster(4, "10Gbit/s").with_bandwidth("100Gbit/s").bandwidth
-        12500000000.0
-        """
-        return dataclasses.replace(self, bandwidth=bandwidth)
