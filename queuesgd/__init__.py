@@ -76,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "Prediction": "queuesgd.prediction",
     "SweepResult": "queuesgd.prediction",
     "whatif": "queuesgd.scaling",
+    "profile": "queuesgd.profiler",
     "validate": "queuesgd.harness.campaign",
     "WhatIf": "queuesgd.scaling",
     # task graphs

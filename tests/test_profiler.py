@@ -1,0 +1,111 @@
+"""queuesgd.profile: one worker's training step of a PyTorch model as a layer-wise Workload.
+
+Independent sources: the parameters' own sizes (numel x element size),
+autograd's order (the last layer's gradients are ready first), and delays
+injected into the forward and backward passes with known lengths.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")  # an optional extra (queuesgd[validation])
+
+import queuesgd as q  # noqa: E402
+from queuesgd.errors import InvalidParameterError  # noqa: E402
+from queuesgd.profiler import profile, resolve_model  # noqa: E402
+
+nn = torch.nn
+
+
+class _SleepBackward(torch.autograd.Function):
+    """Identity forward; sleeps ``seconds`` in backward (a known gap between two layers' gradients)."""
+
+    @staticmethod
+    def forward(ctx, x, seconds):
+        ctx.seconds = seconds
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        time.sleep(ctx.seconds)
+        return grad, None
+
+
+class _Slow(nn.Module):
+    def __init__(self, forward_s: float, backward_s: float) -> None:
+        super().__init__()
+        self.first = nn.Linear(6, 5)
+        self.last = nn.Linear(5, 3)
+        self.forward_s, self.backward_s = forward_s, backward_s
+
+    def forward(self, x):
+        time.sleep(self.forward_s)
+        h = _SleepBackward.apply(self.first(x), self.backward_s)
+        return self.last(h)
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def test_sizes_and_backward_order_come_from_the_parameters():
+    net = _mlp()
+    w = profile(net, batch_size=4, input_shape=(8,), repetitions=5)
+    sizes = {n: p.numel() * p.element_size() for n, p in net.named_parameters()}
+    assert {layer.name: layer.gradient_bytes for layer in w.layers} == sizes
+    assert w.gradient_bytes == sum(sizes.values())
+    names = [layer.name for layer in w.layers]
+    # autograd reaches the last Linear's parameters before the first's
+    assert max(names.index("2.weight"), names.index("2.bias")) < min(
+        names.index("0.weight"), names.index("0.bias")
+    )
+    assert w.batch_size == 4 and w.update_time > 0 and len(w.compute.samples) == 5
+
+
+def test_injected_delays_appear_where_they_were_injected():
+    fwd, bwd = 0.02, 0.03
+    w = profile(_Slow(fwd, bwd), batch_size=2, input_shape=(6,), warmup=1, repetitions=4)
+    names = [layer.name for layer in w.layers]
+    assert names.index("last.weight") < names.index("first.weight")
+    # the first layer's first gradient comes at least the injected backward sleep after the last layer's
+    first = min(names.index("first.weight"), names.index("first.bias"))
+    assert w.layers[first].backward_time >= bwd
+    assert w.layers[first].backward_time < bwd + 0.25  # loose: a busy machine adds, never removes
+    # the step includes both sleeps; the per-module forward times do not include the model's own sleep
+    assert w.compute.mean >= fwd + bwd
+    assert sum(layer.forward_time for layer in w.layers) < fwd
+
+
+def test_profiled_workload_drives_the_fine_model():
+    w = profile(_mlp(), batch_size=8, input_shape=(8,), repetitions=5)
+    p = q.predict(q.RingAllReduce(), w, q.Cluster(4, "10Gbit/s"), method="fine", rng=0, iterations=200)
+    assert p.throughput > 0 and p.details["messages"] >= 1
+
+
+def test_model_given_as_a_factory_string():
+    w = profile("profiler_models:mlp", batch_size=2, input_shape=(8,), repetitions=3)
+    assert w.gradient_bytes == 4 * (8 * 16 + 16 + 16 * 4 + 4)
+    with pytest.raises(InvalidParameterError, match="trainable parameters"):
+        profile("torch.nn:Identity", batch_size=1, input_shape=(3,))
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"batch_size": 0, "input_shape": (8,)}, "batch_size"),
+        ({"batch_size": 2, "input_shape": ()}, "input_shape"),
+        ({"batch_size": 2, "input_shape": (8,), "repetitions": 1}, "repetitions"),
+    ],
+)
+def test_bad_input_names_the_field(kwargs, field):
+    with pytest.raises(InvalidParameterError, match=field):
+        profile(_mlp(), **kwargs)
+
+
+def test_bad_model_spec_names_the_field():
+    for bad in ("nope", "no.such.module:f", "torch.nn:NoSuchThing", 3):
+        with pytest.raises(InvalidParameterError, match="model"):
+            resolve_model(bad)
