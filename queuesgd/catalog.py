@@ -57,6 +57,7 @@ __all__ = [
     "catalog_dirs",
     "list_workloads",
     "load_workload",
+    "save_workload",
     "workload_info",
     "load_trace",
     "load_vector_add_curve",
@@ -489,3 +490,82 @@ def vector_add_time(nbytes: Any, curve: CostCurve | tuple[Any, Any] | None = Non
             raise InvalidParameterError("curve", curve, "a CostCurve, a (bytes, seconds) pair or None")
         curve = CostCurve(curve[0], curve[1])
     return curve(nbytes)
+
+
+def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str | None = None) -> Path:
+    """Write ``workload`` as catalog files: ``<path>.json`` and, with layers, ``<path>.bk.log`` beside it.
+
+    The JSON is the schema of ``models/workloads/*.json`` (``docs/workloads.md``);
+    :func:`load_workload` reads it back to the same numbers. The compute law
+    is written as a number (deterministic) or ``{"distribution": Name, ...}``
+    with the law's parameters; the layers go to a trace with the columns
+    ``gap_us,bytes,forward_us,name`` (see :func:`load_trace`).
+
+    Parameters
+    ----------
+    workload : Workload
+    path : str or path-like
+        The JSON file (``.json`` added if missing).
+    note : str or None
+        A free-text ``description`` (where the profile came from).
+
+    Returns
+    -------
+    pathlib.Path
+        The JSON file written.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from queuesgd.workload import Layer
+    >>> layers = [Layer("b", 40, 1e-4, 2e-5), Layer("w", 4000, 3e-4, 6e-5)]
+    >>> w = Workload(0.05, None, batch_size=8, layers=layers)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     back = load_workload(save_workload(w, Path(d) / "mine"))
+    >>> back.layers == w.layers, back.gradient_bytes, back.compute_time
+    (True, 4040.0, 0.05)
+    """
+    if not isinstance(workload, Workload):
+        raise InvalidParameterError("workload", workload, "a Workload")
+    out = Path(path)
+    if out.suffix != ".json":
+        out = out.with_name(out.name + ".json")
+    law = workload.compute
+    if isinstance(law, _distributions.Deterministic):
+        compute: Any = float(law.value)
+    else:
+        law.check_numeric("save_workload()")
+        params = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in law.parameters().items()}
+        compute = {"distribution": type(law).__name__, **params}
+    data: dict[str, Any] = {
+        "name": out.stem,  # the catalog requires the file's stem
+        "display_name": workload.name or out.stem,
+        "batch_size": workload.batch_size,
+        "compute": compute,
+        "gradient_bytes": workload.gradient_bytes,
+        "parameter_bytes": workload.parameter_bytes,
+        "update_time": workload.update_time,
+    }
+    if note:
+        data["description"] = note
+    if workload.layers:
+        trace = out.with_suffix(".bk.log")
+        rows = [
+            f"{layer.backward_time * 1e6!r},{int(layer.gradient_bytes)},"
+            f"{'' if layer.forward_time is None else repr(layer.forward_time * 1e6)},{layer.name}"
+            for layer in workload.layers
+        ]
+        bad = [
+            layer.name
+            for layer in workload.layers
+            if "," in layer.name or not layer.gradient_bytes.is_integer()
+        ]
+        if bad:
+            raise InvalidParameterError(
+                "workload.layers", bad[:3], "tensor names without commas and whole numbers of bytes"
+            )
+        header = ["# queuesgd profile: gap_us,bytes,forward_us,name (backward order)", "1", str(len(rows))]
+        trace.write_text("\n".join(header + rows) + "\n", encoding="utf-8")
+        data["trace"] = trace.name
+    out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return out

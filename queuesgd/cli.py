@@ -173,6 +173,17 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="print machine-readable rows")
     v.add_argument("--out", metavar="DIR", help="write results.json, results.csv and results.png")
 
+    pr = sub.add_parser("profile", help="profile a PyTorch model on one worker into a workload file")
+    pr.add_argument("model", help="module.path:callable returning an nn.Module (its module importable)")
+    pr.add_argument("--batch-size", type=int, required=True, help="samples per step")
+    pr.add_argument("--input-shape", required=True, help="one sample's shape, e.g. 3x32x32 or 784")
+    pr.add_argument("--repetitions", type=int, default=20, help="measured steps")
+    pr.add_argument("--warmup", type=int, default=3, help="unmeasured steps first")
+    pr.add_argument("--threads", type=int, default=1, help="torch threads during the profile")
+    pr.add_argument("--device", default="cpu", help="cpu, or cuda where present")
+    pr.add_argument("--seed", type=int, default=0, help="seed of the inputs and of the model's init")
+    pr.add_argument("--out", required=True, metavar="FILE.json", help="the workload JSON (a trace beside it)")
+
     c = sub.add_parser("catalog", help="list or show the built-in workloads")
     csub = c.add_subparsers(dest="action", required=True, parser_class=_Parser)
     csub.add_parser("list", help="list the workloads")
@@ -415,6 +426,41 @@ def _plot(table: Any, title: str, path: str) -> None:
         plt.close(fig)
 
 
+def _profile(args: argparse.Namespace) -> int:
+    from queuesgd import units
+    from queuesgd.catalog import save_workload
+    from queuesgd.errors import InvalidParameterError
+    from queuesgd.profiler import profile
+
+    try:
+        shape = tuple(int(d) for d in args.input_shape.lower().split("x"))
+    except ValueError:
+        raise InvalidParameterError(
+            "--input-shape", args.input_shape, "sizes joined by x, e.g. 3x32x32"
+        ) from None
+    w = profile(
+        args.model,
+        batch_size=args.batch_size,
+        input_shape=shape,
+        device=args.device,
+        threads=args.threads,
+        warmup=args.warmup,
+        repetitions=args.repetitions,
+        seed=args.seed,
+    )
+    path = save_workload(
+        w,
+        args.out,
+        note=f"queuesgd profile of {args.model}: batch {args.batch_size} of {args.input_shape}, "
+        f"{args.repetitions} steps on {args.device} with {args.threads} thread(s)",
+    )
+    print(
+        f"{w.name}: {len(w.layers)} tensors, {units.format_bytes(w.gradient_bytes)} of gradients, "
+        f"step {w.compute_time * 1e3:.4g} ms, update {w.update_time * 1e3:.4g} ms -> {path}"
+    )
+    return 0
+
+
 def _catalog(args: argparse.Namespace) -> int:
     from queuesgd.catalog import list_workloads, load_workload
 
@@ -451,6 +497,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _whatif(args)
         if args.command == "validate":
             return _validate(args)
+        if args.command == "profile":
+            return _profile(args)
         return _catalog(args)
     except (QueuesgdError, ValueError, TypeError) as err:
         if not isinstance(err, QueuesgdError):

@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")  # an optional extra (queuesgd[validation])
 
 import queuesgd as q  # noqa: E402
+from queuesgd.catalog import save_workload  # noqa: E402
 from queuesgd.errors import InvalidParameterError  # noqa: E402
 from queuesgd.profiler import profile, resolve_model  # noqa: E402
 
@@ -109,3 +110,33 @@ def test_bad_model_spec_names_the_field():
     for bad in ("nope", "no.such.module:f", "torch.nn:NoSuchThing", 3):
         with pytest.raises(InvalidParameterError, match="model"):
             resolve_model(bad)
+
+
+def test_saved_profile_loads_back_to_the_same_workload(tmp_path):
+    w = profile(_mlp(), batch_size=4, input_shape=(8,), repetitions=5, name="my-mlp")
+    path = save_workload(w, tmp_path / "mlp")
+    back = q.load_workload(path)
+    assert back.name == "mlp" and back.batch_size == 4
+    assert back.compute == w.compute and back.update_time == pytest.approx(w.update_time, rel=1e-15)
+    assert [layer.name for layer in back.layers] == [layer.name for layer in w.layers]
+    for a, b in zip(back.layers, w.layers):
+        assert a.gradient_bytes == b.gradient_bytes
+        assert a.backward_time == pytest.approx(b.backward_time, rel=1e-12, abs=1e-18)
+        assert a.forward_time == pytest.approx(b.forward_time, rel=1e-12, abs=1e-18)
+    c = q.Cluster(4, "1Gbit/s")
+    fine = {
+        m: q.predict(q.RingAllReduce(), x, c, method="coarse").throughput for m, x in (("a", w), ("b", back))
+    }
+    assert fine["a"] == pytest.approx(fine["b"], rel=1e-9)
+
+
+def test_cli_profile_writes_a_workload_the_cli_predicts(tmp_path, capsys):
+    from queuesgd.cli import main
+
+    out = tmp_path / "net.json"
+    args = ["profile", "profiler_models:mlp", "--batch-size", "4", "--input-shape", "8", "--repetitions", "4"]
+    assert main([*args, "--out", str(out)]) == 0
+    assert "4 tensors, 848 B of gradients" in capsys.readouterr().out  # 4 x 212 float32 parameters
+    assert main(["predict", "--workload", str(out), "--scheme", "ring-allreduce", "--workers", "2"]) == 0
+    assert main([*args[:-4], "--input-shape", "8x", "--out", str(out)]) == 2
+    assert "--input-shape" in capsys.readouterr().err

@@ -36,6 +36,17 @@ class Distribution(abc.ABC):
     def _params(self) -> dict[str, Any]:
         """Constructor keyword arguments that rebuild this distribution."""
 
+    def parameters(self) -> dict[str, Any]:
+        """The constructor's keyword arguments that rebuild this law (``type(law)(**law.parameters())``).
+
+        Examples
+        --------
+        >>> from queuesgd.distributions import Erlang
+        >>> Erlang(3, 2.0).parameters()
+        {'k': 3, 'rate': 2.0}
+        """
+        return dict(self._params())
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={fmt(v)}" for k, v in self._params().items())
         return f"{type(self).__name__}({args})"
