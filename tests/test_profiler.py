@@ -140,3 +140,31 @@ def test_cli_profile_writes_a_workload_the_cli_predicts(tmp_path, capsys):
     assert main(["predict", "--workload", str(out), "--scheme", "ring-allreduce", "--workers", "2"]) == 0
     assert main([*args[:-4], "--input-shape", "8x", "--out", str(out)]) == 2
     assert "--input-shape" in capsys.readouterr().err
+
+
+def _resnet18s_parameters(width: int, classes: int) -> int:
+    """The architecture's parameter count by hand: 3x3 convolutions without bias, batch norms, shortcuts."""
+    total = 3 * width * 9 + 2 * width  # stem conv + its batch norm
+    cin = width
+    for stage in range(4):
+        cout = width * 2**stage
+        for _block in range(2):
+            total += cin * cout * 9 + 2 * cout + cout * cout * 9 + 2 * cout
+            if cin != cout:  # the projection shortcut of each stage's first block after the first stage
+                total += cin * cout + 2 * cout
+            cin = cout
+    return total + cin * classes + classes
+
+
+def test_resnet18s_profile_matches_its_architecture():
+    from queuesgd.harness.models import resnet18s
+
+    net = resnet18s(classes=10, width=8)
+    assert sum(p.numel() for p in net.parameters()) == _resnet18s_parameters(8, 10)
+    w = profile(net, batch_size=4, input_shape=(3, 16, 16), warmup=1, repetitions=3)
+    assert len(w.layers) == 62 and w.gradient_bytes == 4 * _resnet18s_parameters(8, 10)
+    names = [layer.name for layer in w.layers]
+    # the classifier's gradients are ready first, the stem's last
+    assert {names[0], names[1]} == {"13.weight", "13.bias"}  # Sequential index 13: the Linear
+    assert names[-1] == "0.weight"  # the stem convolution, below its batch norm
+    assert w.phase_times().forward > 0
