@@ -105,9 +105,12 @@ def test_ring_allreduce_step_time_and_average():
     assert len(recs) == n * steps
     assert {r["applied"] for r in recs} == {n}
     assert sum(r["warmup"] for r in recs) == 3 * n
-    # Step time: 20 ms of compute plus one loopback all-reduce (measured separately) and a little slack.
+    # Step time: 20 ms of compute plus one loopback all-reduce (measured separately) and the harness's
+    # own per-step time: bookkeeping, and three processes waking on two cores. On a calm 2-core
+    # machine that came to 2.3-2.7 ms beyond 20 ms + 2a, with this session's tree and with the tree
+    # before it alike (a 2 ms slack failed there now and then), so the slack is 4 ms.
     cycle = statistics.median(_worker_cycles(recs, n))
-    assert 0.020 <= cycle <= 0.020 + 2 * a + 0.002
+    assert 0.020 <= cycle <= 0.020 + 2 * a + 0.004
     # Every worker applied the average of the n gradients at every step: params = -lr * steps * mean.
     expected = -LR * steps * _grad_sums(n, nbytes).mean()
     for r in _by(recs, step=steps - 1):
