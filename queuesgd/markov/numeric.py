@@ -280,8 +280,10 @@ def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndar
         high-dimensional lattices (e.g. multi-class networks) fill in under
         LU; for those ``"iterative"`` can be much faster at 10^4 states.
     tol : float
-        Iterative solvers stop when the normwise backward error of the
-        reduced system, ``|Bx - b| / (|B| |x| + |b|)``, is at most ``tol``.
+        Iterative solvers aim at a normwise backward error of the reduced
+        system, ``|Bx - b| / (|B| |x| + |b|)``, of ``tol / 100`` and accept
+        at most ``tol`` when their rounds run out (a backward error bounds
+        the forward error only by the condition number times it).
 
     Returns
     -------
