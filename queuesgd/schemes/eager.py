@@ -50,7 +50,6 @@ __all__ = ["EagerSGD"]
 
 #: Largest embedded chain (states of its largest space) that ``auto`` solves with ``ctmc``.
 MAX_CTMC_STATES = 200_000
-#: Rounds simulated by default (after a warm-up of a tenth more).
 
 
 @dataclass(frozen=True)
@@ -342,12 +341,64 @@ worker (majority all-reduce needs Cluster.workers >= 2)
     def _simulate(
         self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
     ) -> SchemeSolution:
+        """Rounds of the event simulation (default ``simulation_iterations``), measured after a warm-up."""
         gen = as_generator(np.random.default_rng() if rng is None else rng)
         rounds = self.simulation_iterations if iterations is None else check_iterations(iterations)
+        # Warm-up: a tenth more rounds (above batchmeans.WARMUP): all processes start in step at time 0.
         warm = max(rounds // 10, 1)
-        total_rounds = rounds + warm
         P = cluster.workers
         A = self.round_time(workload, cluster)
+        durations, idle, contrib, fresh, stale = self._run_rounds(
+            workload, cluster, gen, rounds + warm, warm, A
+        )
+        durations, idle, contrib, fresh = durations[warm:], idle[warm:], contrib[warm:], fresh[warm:]
+        total_time = float(durations.sum())
+        rate, (lo, hi) = ratio_interval(contrib, durations, BATCHES)
+        half = (hi - lo) / 2
+        sdist = np.bincount(stale) / stale.size
+        kdist = np.bincount(fresh, minlength=P + 1) / fresh.size
+        mean_step = float(np.mean([float(law.mean) for law in worker_laws(workload, cluster)]))
+        if cluster.stragglers is not None:
+            mean_step += cluster.stragglers.count * cluster.stragglers.delay / P
+        cycle = {
+            "time": total_time / rounds,
+            "idle": float(idle.mean()),
+            "gradients": float(contrib.mean()),
+            "fresh": float(fresh.mean()),
+            "rounds": 1.0,
+            "kdist": kdist,
+        }
+        reason = (
+            f"event simulation of {rounds} rounds (after {warm} warm-up rounds) with the actual "
+            f"compute laws; 95% batch-means interval ({BATCHES} batches)"
+        )
+        sol = _solution(cycle, P, A, workload.update_time, mean_step, "simulate", reason)
+        return _with_details(
+            sol,
+            {
+                "staleness_distribution": {int(k): float(p) for k, p in enumerate(sdist) if p > 0},
+                "rounds": rounds,
+            },
+            staleness=float(stale.mean()),
+            interval=(float(rate - half), float(rate + half)),
+        )
+
+    def _run_rounds(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        gen: np.random.Generator,
+        total_rounds: int,
+        warm: int,
+        A: float,
+    ) -> tuple[np.ndarray, ...]:
+        """Play ``total_rounds`` rounds.
+
+        Returns per round its duration, idle time, contributions and fresh
+        participants, and the staleness of every gradient applied after the
+        first ``warm`` rounds.
+        """
+        P = cluster.workers
         chunk = 2048
         draws = sample_compute(workload, cluster, gen, chunk + 1)
         finish = draws[0].copy()
@@ -391,38 +442,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
             row += 1
             end = new_end
             partial = 0 if sync else partial + 1
-        durations, idle, contrib, fresh = durations[warm:], idle[warm:], contrib[warm:], fresh[warm:]
-        total_time = float(durations.sum())
-        rate, (lo, hi) = ratio_interval(contrib, durations, BATCHES)
-        half = (hi - lo) / 2
-        stale = np.concatenate(stale_parts)
-        sdist = np.bincount(stale) / stale.size
-        kdist = np.bincount(fresh, minlength=P + 1) / fresh.size
-        mean_step = float(np.mean([float(law.mean) for law in worker_laws(workload, cluster)]))
-        if cluster.stragglers is not None:
-            mean_step += cluster.stragglers.count * cluster.stragglers.delay / P
-        cycle = {
-            "time": total_time / rounds,
-            "idle": float(idle.mean()),
-            "gradients": float(contrib.mean()),
-            "fresh": float(fresh.mean()),
-            "rounds": 1.0,
-            "kdist": kdist,
-        }
-        reason = (
-            f"event simulation of {rounds} rounds (after {warm} warm-up rounds) with the actual "
-            f"compute laws; 95% batch-means interval ({BATCHES} batches)"
-        )
-        sol = _solution(cycle, P, A, workload.update_time, mean_step, "simulate", reason)
-        return _with_details(
-            sol,
-            {
-                "staleness_distribution": {int(k): float(p) for k, p in enumerate(sdist) if p > 0},
-                "rounds": rounds,
-            },
-            staleness=float(stale.mean()),
-            interval=(float(rate - half), float(rate + half)),
-        )
+        return durations, idle, contrib, fresh, np.concatenate(stale_parts)
 
 
 # ---- helpers ---------------------------------------------------------------------------------------

@@ -9,33 +9,47 @@ See ``docs/schemes/eager-sgd.md``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from queuesgd.distributions import PhaseType
-from queuesgd.errors import NotRepresentable
-from queuesgd.markov import compositions
+from queuesgd.markov import composition_count, composition_rank, composition_table, compositions
 
 __all__ = ["EmbeddedChain"]
 
 
-class _Index:
-    """Vectorized lookup of integer vectors (entries <= top) in a state array."""
+#: Maps state vectors (rows) to their positions in one of the chain's state lists.
+_Index = Callable[[np.ndarray], np.ndarray]
 
-    def __init__(self, states: np.ndarray, top: int) -> None:
-        d = states.shape[1]
-        if (top + 1) ** d >= 2**62:
-            raise NotRepresentable("EagerSGD embedded chain: too many phases for the state encoding")
-        self.weights = (top + 1) ** np.arange(d, dtype=np.int64)
-        keys = states @ self.weights
-        self.order = np.argsort(keys)
-        self.sorted = keys[self.order]
+
+class _Ranks:
+    """Positions of phase-count vectors in ``compositions(n, parts)``, by ``markov.composition_rank``.
+
+    With ``slack`` the vectors leave out the last part (the remainder up to
+    ``n``), as the spaces ``R`` and ``Z`` do.
+    """
+
+    def __init__(self, n: int, parts: int, *, slack: bool = False) -> None:
+        self.n, self.slack = n, slack
+        self.table = composition_table(n, parts)
 
     def __call__(self, vectors: np.ndarray) -> np.ndarray:
-        keys = vectors @ self.weights
-        pos = np.searchsorted(self.sorted, keys)
-        return self.order[pos]
+        if self.slack:
+            vectors = np.column_stack([vectors, self.n - vectors.sum(axis=1)])
+        return composition_rank(vectors, self.n, self.table)
+
+
+class _InitiatorRanks:
+    """Position in the majority idle space: (non-initiator counts, ready count) ranks, by initiator phase."""
+
+    def __init__(self, P: int, k: int) -> None:
+        self.k, self.base = k, _Ranks(P - 1, k + 1)
+        self.block = composition_count(P - 1, k + 1)
+
+    def __call__(self, vectors: np.ndarray) -> np.ndarray:
+        return vectors[:, self.k + 1] * self.block + self.base(vectors[:, : self.k + 1])
 
 
 def _sparse(rows: list, cols: list, vals: list, shape: tuple[int, int]) -> Any:
@@ -83,9 +97,9 @@ class EmbeddedChain:
         moves = [(i, j, T[i, j]) for i in range(k) for j in range(k) if i != j and T[i, j] > 0]
 
         X = compositions(P, k)
-        ix = _Index(X, P)
+        ix = _Ranks(P, k)
         R = compositions(P - 1, k + 2)[:, : k + 1]  # (c, d), slack dropped
-        ir = _Index(R, P)
+        ir = _Ranks(P - 1, k + 2, slack=True)
         self.X, self.R = X, R
         self._build_round(R, ir, moves, exit_rates)
         # Restart at a round end: the P - |c| waiting processes start with phases ~ Multinomial(alpha).
@@ -131,7 +145,7 @@ class EmbeddedChain:
         else:
             base = compositions(P - 1, k + 1)  # (c', r)
             S = np.concatenate([np.column_stack([base, np.full(len(base), j)]) for j in range(k)])
-            si = _Index(S, max(P, k))
+            si = _InitiatorRanks(P, k)
             er, ec, ev = [], [], []
             for j in range(k):
                 s = np.nonzero(X[:, j] > 0)[0]
@@ -179,7 +193,7 @@ class EmbeddedChain:
 
         P, k = self.P, self.k
         Z = compositions(P, k + 1)[:, :k]  # phase counts with |c| <= P (the rest ready)
-        iz = _Index(Z, P)
+        iz = _Ranks(P, k + 1, slack=True)
         active = Z.sum(axis=1) > 0
         rows, cols, vals = _phase_moves(Z, iz, moves)
         for i in range(k):
