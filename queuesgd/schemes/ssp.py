@@ -11,7 +11,7 @@ least ``c - s``: ``s = 0`` is bulk-synchronous (a barrier every iteration),
 
 Three roads: the barrier's order statistic for ``s = 0`` and the
 no-blocking sum for ``s = inf`` (``closed_form``), the CTMC of the worker
-counts per clock offset and phase (``ctmc``), and a vectorized Monte Carlo
+counts per clock offset and phase (``ctmc``, :mod:`queuesgd.schemes.ssp_chain`), and a vectorized Monte Carlo
 recursion over iterations with the actual compute law (``simulate``).
 """
 
@@ -23,18 +23,16 @@ from math import comb, prod
 from typing import Any, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order
 
-from queuesgd import _checks, markov
+from queuesgd import _checks
 from queuesgd.batchmeans import BATCHES, check_iterations, half_width
-from queuesgd.distributions import Convolution, Deterministic, Distribution, Exponential, PhaseType, Shifted
+from queuesgd.distributions import Convolution, Deterministic, Distribution, Exponential, Shifted
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
-from queuesgd.markov import composition_rank, composition_table, compositions
 from queuesgd.orderstats import expected_max
 from queuesgd.rng import as_generator
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.laws import ctmc_law, sample_compute
+from queuesgd.schemes.ssp_chain import clock_offset_chain
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["StaleSynchronous"]
@@ -266,7 +264,7 @@ class StaleSynchronous(Scheme):
         groups = self._groups(cluster)
         laws = [ph if s == 1.0 else ph.scaled(1.0 / s) for s in groups]
         pops = list(groups.values())
-        pi, nstate = _ssp_chain(int(self.staleness), laws, pops, gamma)
+        pi, nstate = clock_offset_chain(int(self.staleness), laws, pops, gamma)
         k = ph.phases
         s = int(self.staleness)
         L = (s + 1) * (k + 1) + k
@@ -301,10 +299,10 @@ class StaleSynchronous(Scheme):
     def _simulate(
         self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
     ) -> SchemeSolution:
-
         n = cluster.workers
         total = self.simulation_iterations if iterations is None else check_iterations(iterations)
         rounds = max(total // n, 50)
+        # warm-up: a tenth of the iterations (above batchmeans.WARMUP): every worker starts at clock 0
         warm = max(rounds // 10, 5)
         gen = as_generator(np.random.default_rng() if rng is None else rng)
         comm, upd = self.communication_time(workload, cluster)
@@ -398,125 +396,3 @@ class StaleSynchronous(Scheme):
             bottleneck="compute" if compute >= comm + update else "communication",
             model=None,
         )
-
-
-def _ssp_chain(s: int, laws: list[PhaseType], pops: list[int], gamma: float) -> tuple[np.ndarray, np.ndarray]:
-    """Steady state of the SSP clock-offset chain.
-
-    Returns ``(pi, counts)`` with counts of shape (S, classes, L): workers
-    of each class in each place (offset d = 0..s x compute phase i, offset d
-    communicating, blocked and about to start phase j).
-    """
-    k = laws[0].phases
-    K1 = k + 1
-    L = (s + 1) * K1 + k
-    C = len(pops)
-
-    def run(d: int, i: int) -> int:
-        return d * K1 + i
-
-    def com(d: int) -> int:
-        return d * K1 + k
-
-    def blk(j: int) -> int:
-        return (s + 1) * K1 + j
-
-    comps = [compositions(n, L) for n in pops]
-    tables = [composition_table(n, L) for n in pops]
-    sizes = np.array([len(x) for x in comps], dtype=np.int64)
-    strides = np.concatenate(([1], np.cumprod(sizes[::-1])[:-1]))[::-1]
-    S_all = int(sizes.prod())
-    idx = np.arange(S_all, dtype=np.int64)
-    ranks = (idx[:, None] // strides[None, :]) % sizes[None, :]
-    counts = np.stack([comps[c][ranks[:, c]] for c in range(C)], axis=1)  # (S_all, C, L)
-    offset0 = [run(0, i) for i in range(k)] + [com(0)]
-    at0 = counts[:, :, offset0].sum(axis=(1, 2))
-    valid = at0 >= 1
-    counts = counts[valid]
-    at0 = at0[valid]
-    lookup = np.full(S_all, -1, dtype=np.int64)
-    lookup[idx[valid]] = np.arange(counts.shape[0])
-    S = counts.shape[0]
-    states = np.arange(S)
-
-    rows: list[np.ndarray] = []
-    cols: list[np.ndarray] = []
-    vals: list[np.ndarray] = []
-
-    def add(src: np.ndarray, new: np.ndarray, rate: np.ndarray) -> None:
-        g = np.zeros(len(src), dtype=np.int64)
-        for c in range(C):
-            g += composition_rank(new[:, c, :], pops[c], tables[c]) * strides[c]
-        dst = lookup[g]
-        if np.any(dst < 0):  # pragma: no cover - a bug in the transition rules
-            raise AssertionError("SSP chain left its state space")
-        rows.append(src)
-        cols.append(dst)
-        vals.append(rate)
-
-    for c, ph in enumerate(laws):
-        T = np.asarray(ph.T)
-        alpha = np.asarray(ph.alpha)
-        exits = -T.sum(axis=1)
-        starts = [j for j in range(k) if alpha[j] > 0]
-        for d in range(s + 1):
-            for i in range(k):
-                m = counts[:, c, run(d, i)]
-                src = states[m > 0]
-                if src.size == 0:
-                    continue
-                for j in range(k):
-                    if j != i and T[i, j] > 0:
-                        new = counts[src].copy()
-                        new[:, c, run(d, i)] -= 1
-                        new[:, c, run(d, j)] += 1
-                        add(src, new, m[src] * T[i, j])
-                if exits[i] > 1e-300:
-                    new = counts[src].copy()
-                    new[:, c, run(d, i)] -= 1
-                    new[:, c, com(d)] += 1
-                    add(src, new, m[src] * exits[i])
-            # completion of an iteration from offset d
-            m = counts[:, c, com(d)]
-            busy = m > 0
-            uniq = busy & (at0 == 1) if d == 0 else np.zeros(S, dtype=bool)
-            ahead = busy & ~uniq
-            src = states[ahead]
-            for j in starts:
-                if src.size == 0:
-                    break
-                new = counts[src].copy()
-                new[:, c, com(d)] -= 1
-                new[:, c, run(d + 1, j) if d + 1 <= s else blk(j)] += 1
-                add(src, new, m[src] * gamma * alpha[j])
-            src = states[uniq]
-            if src.size:
-                # the unique slowest worker finishes: the minimum clock advances, all offsets drop by one
-                old = counts[src].copy()
-                old[:, c, com(0)] -= 1
-                shifted = np.zeros_like(old)
-                shifted[:, :, : s * K1] = old[:, :, K1 : (s + 1) * K1]
-                for j in range(k):
-                    shifted[:, :, run(s, j)] += old[:, :, blk(j)]
-                for j in starts:
-                    new = shifted.copy()
-                    new[:, c, run(0, j)] += 1
-                    add(src, new, m[src] * gamma * alpha[j])
-
-    r = np.concatenate(rows)
-    q = np.concatenate(cols)
-    v = np.concatenate(vals)
-    out = np.bincount(r, weights=v, minlength=S)
-    G = sp.csr_matrix(
-        (np.concatenate([v, -out]), (np.concatenate([r, states]), np.concatenate([q, states]))), shape=(S, S)
-    )
-    G.sum_duplicates()
-    # keep the states reachable from "everyone starts computing at offset 0" (a blocked worker's
-    # start phase j with alpha_j = 0, for instance, never occurs)
-    first = np.zeros((1, C, L), dtype=np.int64)
-    j0 = int(np.flatnonzero(np.asarray(laws[0].alpha) > 0)[0])
-    first[0, :, run(0, j0)] = pops
-    g0 = sum(int(composition_rank(first[:, c, :], pops[c], tables[c])[0]) * int(strides[c]) for c in range(C))
-    reach = np.sort(breadth_first_order(G, int(lookup[g0]), directed=True, return_predecessors=False))
-    pi = markov.steady_state(G[reach][:, reach])
-    return pi, counts[reach]

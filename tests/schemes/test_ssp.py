@@ -1,12 +1,14 @@
 """StaleSynchronous against independent sources: the exact E[max] of hypoexponential laws (a
 finite sum in rational arithmetic), c + H_n / rate for a shifted exponential, the one-worker cycle,
-the no-blocking limit, monotonicity in the bound, and simulation within its confidence interval."""
+the no-blocking limit, monotonicity in the bound, a labelled two-worker chain built separately, and
+simulation within its confidence interval."""
 
 from __future__ import annotations
 
 import math
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 import queuesgd as q
@@ -34,6 +36,58 @@ def hypoexponential_expected_max(a: float, b: float, n: int) -> float:
         )
         total += (-1) ** (k + 1) * math.comb(n, k) * inner
     return float(total)
+
+
+def two_labelled_workers_rate(s: int, mu: float, gamma: float) -> float:
+    """Iteration rate of two SSP workers, exponential compute (mu) and communication (gamma), bound s.
+
+    A second construction of the chain: labelled workers (not counts per offset), the state
+    (A's clock - B's clock, A's activity, B's activity) explored breadth-first from both computing,
+    solved densely with NumPy (not markov.steady_state).
+    """
+
+    def moves(state):
+        D, acts = state[0], state[1:]
+        for who in (0, 1):
+            lead = D if who == 0 else -D  # this worker's clock minus the other's
+            new = list(acts)
+            if acts[who] == "compute":
+                new[who] = "comm"
+                yield (D, *new), mu, 0.0
+            elif acts[who] == "comm":  # completes an iteration; may block, may release the other
+                lead += 1
+                new[who] = "compute" if lead <= s else "blocked"
+                if acts[1 - who] == "blocked" and -lead <= s:
+                    new[1 - who] = "compute"
+                yield (lead if who == 0 else -lead, *new), gamma, gamma
+
+    start = (0, "compute", "compute")
+    index, frontier, edges = {start: 0}, [start], []
+    while frontier:
+        x = frontier.pop()
+        for y, rate, done in moves(x):
+            if y not in index:
+                index[y] = len(index)
+                frontier.append(y)
+            edges.append((index[x], index[y], rate, done))
+    n = len(index)
+    Q, completions = np.zeros((n, n)), np.zeros(n)
+    for i, j, rate, done in edges:
+        Q[i, j] += rate
+        completions[i] += done
+    np.fill_diagonal(Q, -Q.sum(axis=1))
+    pi = np.linalg.lstsq(np.vstack([Q.T, np.ones(n)]), np.r_[np.zeros(n), 1.0], rcond=None)[0]
+    return float(pi @ completions)
+
+
+@pytest.mark.parametrize(("staleness", "mu", "gamma"), [(1, 1.0, 1.0), (2, 2.0, 3.0), (3, 5.0, 1.0)])
+def test_ctmc_equals_labelled_two_worker_chain(staleness, mu, gamma):
+    # communicate (0.5 + 0.5) bytes at gamma bytes/s: exponential of rate gamma
+    w = q.Workload(compute=Exponential(mu), gradient_bytes=0.5, parameter_bytes=0.5)
+    chain = StaleSynchronous(staleness).solve(w, q.Cluster(2, gamma), "ctmc")
+    assert chain.iteration_rate == pytest.approx(two_labelled_workers_rate(staleness, mu, gamma), rel=1e-12)
+    if (staleness, mu, gamma) == (1, 1.0, 1.0):
+        assert chain.iteration_rate == pytest.approx(112 / 129, rel=1e-12)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 5])
