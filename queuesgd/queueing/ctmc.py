@@ -106,36 +106,76 @@ def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000, *, method: str = "
         )
 
     D = net.demands
-    K, C = D.shape
     N = net.population_vector
-    is_delay = net.is_delay
-    servers = np.where(is_delay, 1.0, net.servers)  # unused for delays
+    visited, comps, ranks, strides, n = _lattice(D, N)
+    rate = _departure_rates(net, n)
+    G = _generator(N, visited, comps, ranks, strides, rate)
+    S = G.shape[0]
+    if method == "auto":
+        # class c's customers spread over the stations it visits: a lattice of dimension visits - 1
+        dimension = int(sum(max(int(np.count_nonzero(D[:, c] > 0)) - 1, 0) for c in range(D.shape[1])))
+        method = markov.choose_method(S, dimension)
+    pi = markov.steady_state(G, method=method)
 
-    # --- states: cartesian product of per-class compositions ----------------
+    # --- measures ---------------------------------------------------------------
+    Q = np.einsum("s,skc->kc", pi, n.astype(float))
+    X = np.array([pi @ rate[:, visited[c][0], c] for c in range(D.shape[1])])
+    R = np.divide(Q, X[None, :], out=np.zeros_like(Q), where=X[None, :] > 0)
+    return MVAResult.from_arrays(net, "ctmc", X, R, Q)
+
+
+def _lattice(
+    D: np.ndarray, N: np.ndarray
+) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """States: the cartesian product of per-class compositions over the stations each class visits.
+
+    Returns the visited stations and compositions per class, each state's
+    composition ranks (S, C) and the mixed-radix strides (class 0 most
+    significant), and the customers ``n[s, k, c]``.
+    """
+    K, C = D.shape
     visited = [np.flatnonzero(D[:, c] != 0) for c in range(C)]
     comps = [compositions(int(N[c]), len(visited[c])) for c in range(C)]
     sizes = np.array([len(x) for x in comps], dtype=np.int64)
-    strides = np.concatenate(([1], np.cumprod(sizes[::-1])[:-1]))[::-1]  # class 0 most significant
+    strides = np.concatenate(([1], np.cumprod(sizes[::-1])[:-1]))[::-1]
     S = int(sizes.prod())
     idx = np.arange(S, dtype=np.int64)
     ranks = (idx[:, None] // strides[None, :]) % sizes[None, :]  # (S, C)
     n = np.zeros((S, K, C), dtype=np.int64)
     for c in range(C):
         n[:, visited[c], c] = comps[c][ranks[:, c]]
-    total = n.sum(axis=2)  # (S, K)
+    return visited, comps, ranks, strides, n
 
-    # --- departure rates: rate[s, k, c] ---------------------------------------
+
+def _departure_rates(net: ClosedNetwork, n: np.ndarray) -> np.ndarray:
+    """``rate[s, k, c]``: class-``c`` departures from station ``k`` in state ``s`` (processor sharing
+    among a queue's customers over its servers; a delay serves every customer)."""
+    D = net.demands
+    is_delay = net.is_delay
+    servers = np.where(is_delay, 1.0, net.servers)  # unused for delays
+    total = n.sum(axis=2)  # (S, K)
     with np.errstate(divide="ignore", invalid="ignore"):
         inv_d = np.where(D != 0, 1.0 / np.where(D != 0, D, 1.0), 0.0)  # (K, C)
         share = np.where(total[:, :, None] > 0, n / np.maximum(total, 1)[:, :, None], 0.0)
         capacity = np.minimum(total, servers[None, :])  # (S, K)
         rate_q = capacity[:, :, None] * share * inv_d[None]
         rate_d = n * inv_d[None]
-    rate = np.where(is_delay[None, :, None], rate_d, rate_q)
+    return np.where(is_delay[None, :, None], rate_d, rate_q)
 
-    # --- generator: class c moves from visited[c][i] to visited[c][i+1] -------
+
+def _generator(
+    N: np.ndarray,
+    visited: list[np.ndarray],
+    comps: list[np.ndarray],
+    ranks: np.ndarray,
+    strides: np.ndarray,
+    rate: np.ndarray,
+) -> sp.csr_matrix:
+    """The generator: class ``c`` moves from ``visited[c][i]`` to ``visited[c][i + 1]`` (cyclically)."""
+    S = len(ranks)
+    idx = np.arange(S, dtype=np.int64)
     rows, cols, vals = [], [], []
-    for c in range(C):
+    for c in range(len(visited)):
         stations = visited[c]
         m = len(stations)
         if m < 2:  # a class at one station only: departures return at once
@@ -160,17 +200,6 @@ def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000, *, method: str = "
         r = q = np.zeros(0, dtype=np.int64)
         v = np.zeros(0)
     out = np.bincount(r, weights=v, minlength=S)
-    G = sp.csr_matrix(
+    return sp.csr_matrix(
         (np.concatenate([v, -out]), (np.concatenate([r, idx]), np.concatenate([q, idx]))), shape=(S, S)
     )
-    if method == "auto":
-        # class c's customers spread over the stations it visits: a lattice of dimension visits - 1
-        dimension = int(sum(max(int(np.count_nonzero(D[:, c] > 0)) - 1, 0) for c in range(D.shape[1])))
-        method = markov.choose_method(S, dimension)
-    pi = markov.steady_state(G, method=method)
-
-    # --- measures ---------------------------------------------------------------
-    Q = np.einsum("s,skc->kc", pi, n.astype(float))
-    X = np.array([pi @ rate[:, visited[c][0], c] for c in range(C)])
-    R = np.divide(Q, X[None, :], out=np.zeros_like(Q), where=X[None, :] > 0)
-    return MVAResult.from_arrays(net, "ctmc", X, R, Q)
