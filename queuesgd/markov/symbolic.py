@@ -155,14 +155,49 @@ def steady_state_symbolic(
     -------
     ndarray of object, shape (n,)
         SymPy expressions summing to 1.
+
+    Examples
+    --------
+    A birth-death chain of three states, birth rate ``lam``, death rate ``mu``:
+
+    >>> import sympy
+    >>> lam, mu = sympy.symbols("lam mu", positive=True)
+    >>> pi = steady_state_symbolic({(0, 1): lam, (1, 2): lam, (1, 0): mu, (2, 1): mu}, 3, form="factor")
+    >>> sympy.simplify(pi[1] / pi[0]), sympy.simplify(pi[2] / pi[1])
+    (lam/mu, lam/mu)
     """
     import sympy
-    from sympy.polys.constructor import construct_domain
-    from sympy.polys.matrices import DomainMatrix
 
     form = _checks.choice("form", form, FORMS)
     method = _checks.choice("method", method, SOLVERS)
     n = _checks.integer("n", n)
+    clean = _exact_entries(entries, n)
+    check_irreducible_pattern(clean, n)
+    if n == 1:
+        return np.array([sympy.Integer(1)], dtype=object)
+    K, A, b = _reduced_system(clean, n)
+    if K.is_Field:
+        # Numbers (QQ) or an unstructured field (EX, algebraic): LU over the field is exact.
+        x = A.to_dense().lu_solve(b.to_dense()).to_list_flat()
+        vec = [K.one, *x]
+        total = K.zero
+        for v in vec:
+            total += v
+        exprs = [K.to_sympy(v / total) for v in vec]
+        if not K.is_QQ:
+            exprs = [sympy.factor(e) if form == "factor" else sympy.cancel(e) for e in exprs]
+        return np.array(exprs, dtype=object)
+    vec = _solve_over_ring(K, A, b, method)
+    total = K.zero
+    for v in vec:
+        total += v
+    if _leading_negative(K, total):
+        vec, total = [-v for v in vec], -total
+    return np.array(_as_exprs(K, vec, total, form), dtype=object)
+
+
+def _exact_entries(entries: Mapping[tuple[int, int], Any], n: int) -> dict[tuple[int, int], Any]:
+    """The off-diagonal entries, exact (:func:`exact`), zeros dropped, indices checked."""
     clean: dict[tuple[int, int], Any] = {}
     for (i, j), v in entries.items():
         if not (0 <= i < n and 0 <= j < n):
@@ -171,12 +206,21 @@ def steady_state_symbolic(
             v = exact(v, f"Q[{i}, {j}]")
             if v != 0:
                 clean[(i, j)] = clean.get((i, j), 0) + v
-    check_irreducible_pattern(clean, n)
-    if n == 1:
-        return np.array([sympy.Integer(1)], dtype=object)
+    return clean
 
-    # Reduced system A x = b: unknowns x = pi_1..pi_{n-1} (pi_0 = 1); equation j-1 is the
-    # balance of state j: sum_{i>=1, i!=j} pi_i Q[i,j] - pi_j out_j = -Q[0,j].
+
+def _reduced_system(clean: dict[tuple[int, int], Any], n: int) -> tuple[Any, Any, Any]:
+    """``(K, A, b)``: the reduced balance equations ``A x = b`` as DomainMatrices over ``K``.
+
+    Unknowns ``x = pi_1..pi_{n-1}`` (``pi_0 = 1``); equation ``j - 1`` is the
+    balance of state ``j``: ``sum_{i>=1, i!=j} pi_i Q[i,j] - pi_j out_j = -Q[0,j]``.
+    ``K`` is a field for numbers (``QQ``) and unstructured expressions, else a
+    polynomial ring (a fraction field cleared row by row).
+    """
+    import sympy
+    from sympy.polys.constructor import construct_domain
+    from sympy.polys.matrices import DomainMatrix
+
     out_rate: dict[int, Any] = {}
     for (i, _j), v in clean.items():
         out_rate[i] = out_rate.get(i, 0) + v
@@ -209,19 +253,11 @@ def steady_state_symbolic(
         K,
     )
     b = DomainMatrix({r: {0: row[n - 1]} for r, row in enumerate(rows) if row.get(n - 1)}, (n - 1, 1), K)
+    return K, A, b
 
-    if K.is_Field:
-        # Numbers (QQ) or an unstructured field (EX, algebraic): LU over the field is exact.
-        x = A.to_dense().lu_solve(b.to_dense()).to_list_flat()
-        vec = [K.one, *x]
-        total = K.zero
-        for v in vec:
-            total += v
-        exprs = [K.to_sympy(v / total) for v in vec]
-        if not K.is_QQ:
-            exprs = [sympy.factor(e) if form == "factor" else sympy.cancel(e) for e in exprs]
-        return np.array(exprs, dtype=object)
 
+def _solve_over_ring(K: Any, A: Any, b: Any, method: str) -> list[Any]:
+    """``[den, x_1 den, ...]``: the unnormalized steady state over the ring ``K``, without common factor."""
     if method == "field" or not hasattr(A, "solve_den"):
         # SymPy < 1.13 has no solve_den: Gauss over the fraction field (correct, slower).
         F = K.get_field()
@@ -237,13 +273,7 @@ def steady_state_symbolic(
     g = K.zero
     for v in vec:
         g = K.gcd(g, v)
-    vec = [K.exquo(v, g) for v in vec]
-    total = K.zero
-    for v in vec:
-        total += v
-    if _leading_negative(K, total):
-        vec, total = [-v for v in vec], -total
-    return np.array(_as_exprs(K, vec, total, form), dtype=object)
+    return [K.exquo(v, g) for v in vec]
 
 
 def _as_exprs(K: Any, nums: list[Any], den: Any, form: str) -> list[Any]:
