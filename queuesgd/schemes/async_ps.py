@@ -386,7 +386,12 @@ class AsyncPS(Scheme):
         bandwidth: np.ndarray,
         latency: np.ndarray,
     ) -> BatchSolution:
-        """:meth:`solve_mva` for identical workers over arrays (one ``mva_batch`` evaluation)."""
+        """:meth:`solve_mva` for identical workers over arrays (one ``mva_batch`` evaluation).
+
+        Identical workers make one class, whose exact MVA is a recursion over
+        the population that never falls back to the Linearizer: every row is
+        labelled ``"mva"``, as :meth:`solve_mva` labels it.
+        """
         if cluster.speeds is not None or cluster.stragglers is not None or self.service != "exponential":
             raise NotRepresentable("the vectorized AsyncPS solution needs identical workers")
         shards = cluster.ps_shards

@@ -148,6 +148,26 @@ def test_sweep_is_predict_row_by_row_on_catalog_workload():
         assert row["bottleneck"] == p.bottleneck
 
 
+@pytest.mark.parametrize("shards", [1, 3])
+def test_batch_mva_equals_the_mva_road_row_by_row(shards):
+    # the vectorized form (mva_batch) against AsyncPS.solve row by row: rate, method label and
+    # bottleneck, up to 3,000 workers (identical workers are one class: exact MVA never falls back)
+    c = q.Cluster(4, "1Gbit/s", latency="1ms", ps_shards=shards)
+    n = np.array([1, 2, 7, 64, 500, 3000])
+    bw = np.array([1.25e8, 1e9, 2.5e8, 1.25e8, 1e10, 1e8])
+    lat = np.array([0.0, 1e-3, 5e-5, 0.0, 1e-4, 1e-3])
+    batch = AsyncPS().batch_mva(W, c, n, bw, lat)
+    for i in range(len(n)):
+        row = q.Cluster(int(n[i]), float(bw[i]), latency=float(lat[i]), ps_shards=shards)
+        sol = AsyncPS().solve(W, row, "mva")
+        assert batch.iteration_rate[i] == pytest.approx(sol.iteration_rate, rel=1e-12)
+        assert batch.method[i] == sol.method == "mva"
+        assert batch.bottleneck[i] == sol.bottleneck
+        assert batch.gradients_per_update[i] == sol.gradients_per_update == 1.0
+    with pytest.raises(NotRepresentable):
+        AsyncPS().batch_mva(W, q.Cluster(2, "1Gbit/s", speeds=(1.0, 2.0)), n[:1], bw[:1], lat[:1])
+
+
 def test_bad_input():
     with pytest.raises(InvalidParameterError, match="scheme"):
         q.predict("async", W, C)
