@@ -88,6 +88,21 @@ def _closed_classes(A: sp.csr_matrix) -> tuple[int, np.ndarray]:
 
 
 def check_irreducible(A: sp.csr_matrix) -> None:
+    """Raise :class:`~queuesgd.errors.InvalidParameterError` unless the chain of ``A`` is irreducible.
+
+    Only the pattern of positive off-diagonal entries matters. The message
+    counts the closed classes and names the absorbing and transient states.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> check_irreducible(sp.csr_matrix([[-1.0, 1.0], [2.0, -2.0]]))      # fine: returns None
+    >>> check_irreducible(sp.csr_matrix([[-1.0, 1.0], [0.0, 0.0]]))
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: Q: got a reducible chain with 1 closed class, absorbing states \
+[1], 1 transient state; accepted: an irreducible generator (every state reachable from every other)
+    """
     n_comp, labels = _closed_classes(A)
     if n_comp == 1:
         return
