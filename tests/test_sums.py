@@ -69,6 +69,13 @@ def test_a_law_with_no_exact_sum_is_refused(law):
         sum_of(law, 2)
 
 
+@pytest.mark.parametrize("law", [Gamma(2.0, 1.0), Normal(1.0, 0.1)])
+def test_gamma_and_normal_parts_are_refused_in_a_mixed_sum(law):
+    # sum_of keeps their own family; a Convolution with a phase-type part has no exact law
+    with pytest.raises(NotRepresentable, match="fit_phase_type"):
+        Convolution(Exponential(1.0), law)
+
+
 def test_samples_are_sums_of_samples():
     c = Convolution(Exponential(1.0), Erlang(2, 4.0), Deterministic(0.2))
     x = c.sample(np.random.default_rng(3), 200_000)

@@ -103,8 +103,8 @@ class Convolution(Distribution):
     :meth:`~Distribution.to_phase_type`) are chained into one
     :class:`PhaseType` (absorption of one part starts the next). The CDF is
     that of the chain, shifted; samples are sums of samples of the parts.
-    A part with no such exact form (log-normal, gamma of non-integer shape,
-    empirical) is refused with :class:`~queuesgd.errors.NotRepresentable`:
+    A part with no such exact form (log-normal, gamma, normal, empirical)
+    is refused with :class:`~queuesgd.errors.NotRepresentable`:
     use :func:`fit_phase_type` on it first, or simulate.
 
     Examples
