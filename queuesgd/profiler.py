@@ -39,18 +39,11 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.distributions import Empirical
-from queuesgd.errors import InvalidParameterError, MissingDependencyError
+from queuesgd.errors import InvalidParameterError
+from queuesgd.harness import require_torch
 from queuesgd.workload import Layer, Workload
 
 __all__ = ["profile", "resolve_model"]
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise MissingDependencyError("torch", "validation") from None
-    return torch
 
 
 def resolve_model(model: Any) -> Any:
@@ -75,7 +68,7 @@ def resolve_model(model: Any) -> Any:
         except (ImportError, AttributeError) as exc:
             raise InvalidParameterError("model", model, f"{accepted} ({type(exc).__name__}: {exc})") from None
         model = factory
-    nn = _torch().nn
+    nn = require_torch().nn
     if not isinstance(model, nn.Module) and callable(model):
         model = model()
     if not isinstance(model, nn.Module):
@@ -135,7 +128,7 @@ def profile(
     >>> int(w.gradient_bytes) == 4 * sum(p.numel() for p in net.parameters())
     True
     """
-    torch = _torch()
+    torch = require_torch()
     batch_size = _checks.integer("batch_size", batch_size)
     warmup = _checks.integer("warmup", warmup, minimum=0)
     repetitions = _checks.integer("repetitions", repetitions, minimum=2)

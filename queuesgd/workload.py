@@ -58,10 +58,6 @@ def _bytes(field_name: str, value: Any, *, allow_zero: bool = False) -> float:
     return _checks.positive(field_name, parse_bytes(value, field_name), allow_zero=allow_zero)
 
 
-def _seconds(field_name: str, value: Any, *, allow_zero: bool = False) -> float:
-    return seconds_value(field_name, value, allow_zero=allow_zero)
-
-
 def _fmt_seconds(value: float) -> str:
     return f"{value:.6g} s"
 
@@ -111,11 +107,15 @@ class Layer:
         label = f"Layer({self.name!r})"
         object.__setattr__(self, "gradient_bytes", _bytes(f"{label}.gradient_bytes", self.gradient_bytes))
         object.__setattr__(
-            self, "backward_time", _seconds(f"{label}.backward_time", self.backward_time, allow_zero=True)
+            self,
+            "backward_time",
+            seconds_value(f"{label}.backward_time", self.backward_time, allow_zero=True),
         )
         if self.forward_time is not None:
             object.__setattr__(
-                self, "forward_time", _seconds(f"{label}.forward_time", self.forward_time, allow_zero=True)
+                self,
+                "forward_time",
+                seconds_value(f"{label}.forward_time", self.forward_time, allow_zero=True),
             )
 
     @property
@@ -336,7 +336,7 @@ class Workload:
             )
         set_(self, "compute", _compute("Workload.compute", self.compute))
         set_(self, "batch_size", _checks.integer("Workload.batch_size", self.batch_size, minimum=1))
-        set_(self, "update_time", _seconds("Workload.update_time", self.update_time, allow_zero=True))
+        set_(self, "update_time", seconds_value("Workload.update_time", self.update_time, allow_zero=True))
 
         layers = self.layers
         if layers is not None:
@@ -582,4 +582,4 @@ def _compute(field_name: str, value: Any) -> Distribution:
         if not (math.isfinite(mean) and mean > 0):
             raise InvalidParameterError(field_name, value, "a distribution of seconds with a finite mean > 0")
         return value
-    return Deterministic(_seconds(field_name, value))
+    return Deterministic(seconds_value(field_name, value))

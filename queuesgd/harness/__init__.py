@@ -40,6 +40,7 @@ _EXPORTS = {
     "Namespaces": "queuesgd.harness.netns",
     "available": "queuesgd.harness.netns",
     "remove_stale": "queuesgd.harness.netns",
+    "require_torch": "queuesgd.harness._torch",
 }
 
 __all__ = sorted(_EXPORTS)

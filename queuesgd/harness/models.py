@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from queuesgd import _checks
-from queuesgd.errors import MissingDependencyError
+from queuesgd.harness._torch import require_torch
 
 __all__ = ["resnet18s"]
 
@@ -48,10 +48,7 @@ def resnet18s(classes: int = 10, width: int = 16, in_channels: int = 3) -> Any:
     >>> sum(p.numel() for p in resnet18s(classes=10, width=64).parameters())   # CIFAR ResNet-18's count
     11173962
     """
-    try:
-        import torch
-    except ImportError:
-        raise MissingDependencyError("torch", "validation") from None
+    torch = require_torch()
     nn = torch.nn
     classes = _checks.integer("classes", classes)
     width = _checks.integer("width", width)
