@@ -70,23 +70,7 @@ def ring_allreduce(ctx: WorkerContext, live: Any, steps: int, shaper: Shaper, wa
         step.apply(reduce.buf[:G])
         end = time.perf_counter()
         rec = base_record("ring-allreduce", "worker", i, i < warmup, shaper)
-        rec.update(
-            worker=r,
-            t0=clock.wall(t0),
-            t_end=clock.wall(end),
-            t_compute=t_compute,
-            delay=step.last_delay,
-            t_comm=times["t_comm"],
-            t_barrier=times["t_barrier"],
-            t_shaped=times["t_shaped"],
-            t_update=end - tu,
-            applied=n,
-            version=i,
-            aborted=False,
-        )
-        if i == steps - 1:
-            rec["params_sum"] = float(step.params.double().sum())
-        ctx.report(rec)
+        _report(ctx, rec, clock, step, times, t0, end, t_compute, end - tu, version=i, last=i == steps - 1)
 
 
 def local_sgd(
@@ -121,20 +105,50 @@ def local_sgd(
             step.load(reduce.buf[:G])
         end = time.perf_counter()
         rec = base_record("local-sgd", "worker", i, first < warmup, shaper)
-        rec.update(
-            worker=r,
-            t0=clock.wall(t0),
-            t_end=clock.wall(end),
-            t_compute=t_compute,
-            delay=step.last_delay,
-            t_comm=times["t_comm"],
-            t_barrier=times["t_barrier"],
-            t_shaped=times["t_shaped"],
-            t_update=t_update,
-            applied=n,
+        _report(
+            ctx,
+            rec,
+            clock,
+            step,
+            times,
+            t0,
+            end,
+            t_compute,
+            t_update,
             version=i // period,
-            aborted=False,
+            last=i == steps - 1,
         )
-        if i == steps - 1:
-            rec["params_sum"] = float(step.params.double().sum())
-        ctx.report(rec)
+
+
+def _report(
+    ctx: WorkerContext,
+    rec: dict[str, Any],
+    clock: Clock,
+    step: Any,
+    times: dict[str, float],
+    t0: float,
+    end: float,
+    t_compute: float,
+    t_update: float,
+    *,
+    version: int,
+    last: bool,
+) -> None:
+    """Complete a worker's step record (every worker applies all ``n`` gradients) and report it."""
+    rec.update(
+        worker=ctx.rank,
+        t0=clock.wall(t0),
+        t_end=clock.wall(end),
+        t_compute=t_compute,
+        delay=step.last_delay,
+        t_comm=times["t_comm"],
+        t_barrier=times["t_barrier"],
+        t_shaped=times["t_shaped"],
+        t_update=t_update,
+        applied=ctx.world_size,
+        version=version,
+        aborted=False,
+    )
+    if last:
+        rec["params_sum"] = float(step.params.double().sum())
+    ctx.report(rec)
