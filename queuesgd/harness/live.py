@@ -268,30 +268,17 @@ class _RealStep(_Step):
 
     @staticmethod
     def _build(nn: Any, spec: RealModel) -> tuple[Any, tuple[int, ...]]:
-        """The model and the shape of one input sample."""
-        if spec.kind == "mlp":
-            model = nn.Sequential(
-                nn.Linear(spec.inputs, spec.hidden),
-                nn.ReLU(),
-                nn.Linear(spec.hidden, spec.hidden),
-                nn.ReLU(),
-                nn.Linear(spec.hidden, spec.classes),
-            )
-            return model, (spec.inputs,)
-        side = spec.image_side
-        model = nn.Sequential(
-            nn.Conv2d(1, 8, 3, padding=1),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Flatten(),
-            nn.Linear(16 * (side // 4) ** 2, spec.hidden),
-            nn.ReLU(),
-            nn.Linear(spec.hidden, spec.classes),
+        """The model and the shape of one input sample (:func:`queuesgd.harness.models.build`)."""
+        from queuesgd.harness.models import build
+
+        return build(
+            spec.kind,
+            classes=spec.classes,
+            hidden=spec.hidden,
+            inputs=spec.inputs,
+            image_side=spec.image_side,
+            width=spec.width,
         )
-        return model, (1, side, side)
 
     @property
     def params(self) -> Any:
@@ -342,11 +329,13 @@ class RealModel:
 
     Parameters
     ----------
-    kind : {"mlp", "cnn"}
+    kind : {"mlp", "cnn", "resnet18s"}
         ``"mlp"``: ``inputs -> hidden -> hidden -> classes`` with ReLUs;
         ``"cnn"``: two 3x3 convolutions with pooling on ``image_side``-pixel
-        single-channel images, then ``hidden -> classes``.
-    batch_size, hidden, inputs, classes, image_side : int
+        single-channel images, then ``hidden -> classes``; ``"resnet18s"``:
+        the ResNet-18-style network of ``width`` on 3x32x32 images
+        (:mod:`queuesgd.harness.models`, which builds all three).
+    batch_size, hidden, inputs, classes, image_side, width : int
         Sizes.
     lr : float
         SGD learning rate of :meth:`apply`.
@@ -371,16 +360,17 @@ class RealModel:
     inputs: int = 784
     classes: int = 10
     image_side: int = 28
+    width: int = 16
     lr: float = 0.01
     delays: Mapping[int, Distribution] | None = None
     random_delay: tuple[int, float] | Any | None = None
 
-    kinds: ClassVar[tuple[str, ...]] = ("mlp", "cnn")
+    kinds: ClassVar[tuple[str, ...]] = ("mlp", "cnn", "resnet18s")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         _checks.choice("RealModel.kind", self.kind, self.kinds)
-        for name in ("batch_size", "hidden", "inputs", "classes"):
+        for name in ("batch_size", "hidden", "inputs", "classes", "width"):
             set_(self, name, _checks.integer(f"RealModel.{name}", getattr(self, name)))
         set_(self, "image_side", _checks.integer("RealModel.image_side", self.image_side, minimum=4))
         set_(self, "lr", _checks.positive("RealModel.lr", self.lr, allow_zero=True))
@@ -396,11 +386,16 @@ class RealModel:
         >>> RealModel("cnn", hidden=32, classes=10, image_side=28).parameter_count
         26698
         """
-        h, c = self.hidden, self.classes
-        if self.kind == "mlp":
-            return (self.inputs * h + h) + (h * h + h) + (h * c + c)
-        conv = (1 * 8 * 9 + 8) + (8 * 16 * 9 + 16)
-        return conv + (16 * (self.image_side // 4) ** 2 * h + h) + (h * c + c)
+        from queuesgd.harness.models import parameter_count
+
+        return parameter_count(
+            self.kind,
+            classes=self.classes,
+            hidden=self.hidden,
+            inputs=self.inputs,
+            image_side=self.image_side,
+            width=self.width,
+        )
 
     @property
     def gradient_bytes(self) -> int:

@@ -1,5 +1,9 @@
 """Real models for the live campaign and for profiling, built here (no torchvision, no downloads).
 
+:func:`build` makes one by name (``"mlp"``, ``"cnn"``, ``"resnet18s"``) with
+the shape of one input sample, so that the profiler, the live steps of the
+parameter-server loops and the DDP loop train exactly the same network.
+
 On these machines torchvision from the registry does not load beside the CPU
 build of torch ("operator torchvision::nms does not exist"), so the campaign's
 ResNet is written out: :func:`resnet18s`, a ResNet-18-style network for small
@@ -27,7 +31,10 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.harness._torch import require_torch
 
-__all__ = ["resnet18s"]
+__all__ = ["MODELS", "build", "cnn", "mlp", "parameter_count", "resnet18s"]
+
+#: The harness's real models by name (:func:`build`).
+MODELS = ("mlp", "cnn", "resnet18s")
 
 
 def resnet18s(classes: int = 10, width: int = 16, in_channels: int = 3) -> Any:
@@ -85,3 +92,119 @@ def resnet18s(classes: int = 10, width: int = 16, in_channels: int = 3) -> Any:
             cin = cout
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
     return nn.Sequential(*layers)
+
+
+def mlp(inputs: int = 784, hidden: int = 256, classes: int = 10) -> Any:
+    """A multi-layer perceptron ``inputs -> hidden -> hidden -> classes`` with ReLUs.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("torch")
+    >>> sum(p.numel() for p in mlp(32, 16, 4).parameters())   # (32*16 + 16) + (16*16 + 16) + (16*4 + 4)
+    868
+    """
+    nn = require_torch().nn
+    inputs, hidden, classes = (
+        _checks.integer(f, v) for f, v in (("inputs", inputs), ("hidden", hidden), ("classes", classes))
+    )
+    return nn.Sequential(
+        nn.Linear(inputs, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, classes)
+    )
+
+
+def cnn(image_side: int = 28, hidden: int = 256, classes: int = 10) -> Any:
+    """A small CNN on single-channel images: two 3x3 convolutions with pooling, then ``hidden -> classes``.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("torch")
+    >>> sum(p.numel() for p in cnn(28, 32, 10).parameters())
+    26698
+    """
+    nn = require_torch().nn
+    side = _checks.integer("image_side", image_side, minimum=4)
+    hidden, classes = _checks.integer("hidden", hidden), _checks.integer("classes", classes)
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * (side // 4) ** 2, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, classes),
+    )
+
+
+def build(
+    kind: str,
+    *,
+    classes: int = 10,
+    hidden: int = 256,
+    inputs: int = 784,
+    image_side: int = 28,
+    width: int = 16,
+) -> tuple[Any, tuple[int, ...]]:
+    """A harness model by name, and the shape of one input sample.
+
+    ``"mlp"``: :func:`mlp` on ``(inputs,)``; ``"cnn"``: :func:`cnn` on
+    ``(1, image_side, image_side)``; ``"resnet18s"``: :func:`resnet18s` of
+    ``width`` on ``(3, 32, 32)`` images. The caller seeds torch first for
+    reproducible weights.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("torch")
+    >>> net, shape = build("resnet18s")
+    >>> shape, sum(p.numel() for p in net.parameters())
+    ((3, 32, 32), 701466)
+    >>> build("rnn")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.UnknownNameError: model: got 'rnn'; accepted: one of 'mlp', 'cnn', 'resnet18s'
+    """
+    _checks.choice("model", kind, MODELS)
+    if kind == "mlp":
+        return mlp(inputs, hidden, classes), (int(inputs),)
+    if kind == "cnn":
+        return cnn(image_side, hidden, classes), (1, int(image_side), int(image_side))
+    return resnet18s(classes, width), (3, 32, 32)
+
+
+def parameter_count(
+    kind: str,
+    *,
+    classes: int = 10,
+    hidden: int = 256,
+    inputs: int = 784,
+    image_side: int = 28,
+    width: int = 16,
+) -> int:
+    """Trainable parameters of :func:`build`'s model, counted from its layer shapes (no torch needed).
+
+    Examples
+    --------
+    >>> parameter_count("mlp", hidden=16, inputs=32, classes=4)     # (32*16 + 16) + (16*16 + 16) + (16*4 + 4)
+    868
+    >>> parameter_count("resnet18s", width=64)                       # CIFAR ResNet-18's count
+    11173962
+    """
+    _checks.choice("model", kind, MODELS)
+    h, c = hidden, classes
+    if kind == "mlp":
+        return (inputs * h + h) + (h * h + h) + (h * c + c)
+    if kind == "cnn":
+        conv = (1 * 8 * 9 + 8) + (8 * 16 * 9 + 16)
+        return conv + (16 * (image_side // 4) ** 2 * h + h) + (h * c + c)
+    total = 3 * width * 9 + 2 * width  # stem convolution (no bias) and its batch norm
+    cin = width
+    for stage in range(4):
+        cout = width * 2**stage
+        for _ in range(2):
+            total += cin * cout * 9 + 2 * cout + cout * cout * 9 + 2 * cout
+            if cin != cout:  # 1x1 projection shortcut and its batch norm
+                total += cin * cout + 2 * cout
+            cin = cout
+    return total + cin * c + c

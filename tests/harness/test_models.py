@@ -1,0 +1,42 @@
+"""The harness's real models: the closed-form parameter counts against torch's own count."""
+
+from __future__ import annotations
+
+import pytest
+
+from queuesgd.errors import UnknownNameError
+from queuesgd.harness import models
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize(
+    ("kind", "sizes"),
+    [
+        ("mlp", {"inputs": 32, "hidden": 16, "classes": 4}),
+        ("mlp", {}),
+        ("cnn", {"image_side": 28, "hidden": 32}),
+        ("cnn", {"image_side": 13, "hidden": 8, "classes": 3}),
+        ("resnet18s", {"width": 8}),
+        ("resnet18s", {"width": 16, "classes": 100}),
+    ],
+)
+def test_parameter_count_matches_torch(kind, sizes):
+    net, shape = models.build(kind, **sizes)
+    assert models.parameter_count(kind, **sizes) == sum(p.numel() for p in net.parameters())
+    out = net(torch.zeros(2, *shape))
+    assert tuple(out.shape) == (2, sizes.get("classes", 10))
+
+
+def test_live_real_model_trains_the_built_network():
+    from queuesgd.harness.live import RealModel
+
+    spec = RealModel("resnet18s", batch_size=2, width=4)
+    step = spec.make(0, seed=0)
+    assert step.compute() > 0
+    assert step.nbytes == 4 * models.parameter_count("resnet18s", width=4) == spec.gradient_bytes
+
+
+def test_unknown_model_is_refused():
+    with pytest.raises(UnknownNameError, match="resnet18s"):
+        models.build("vgg")
