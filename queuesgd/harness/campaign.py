@@ -37,7 +37,15 @@ from queuesgd.errors import InvalidParameterError, WorkerFailure
 from queuesgd.harness.layout import LIVE_SCHEMES, live_key
 from queuesgd.workload import RandomDelay
 
-__all__ = ["LIVE_SCHEMES", "ValidationResult", "compare_records", "parse_straggler", "validate"]
+__all__ = [
+    "LIVE_SCHEMES",
+    "ValidationResult",
+    "compare_records",
+    "measured_throughput",
+    "predict_live",
+    "parse_straggler",
+    "validate",
+]
 
 
 @dataclass(frozen=True)
@@ -282,10 +290,28 @@ def _network(network: str, bandwidth: float | None, latency: float, world: int) 
 
 
 def _measured(records: Sequence[Mapping[str, Any]], key: str, batch: int) -> dict[str, Any]:
-    """Samples per second between the first and last update after the warm-up, with a 95% interval."""
+    return measured_throughput(records, "worker" if LIVE_SCHEMES[key] == "allreduce" else "ps", batch)
+
+
+def measured_throughput(records: Sequence[Mapping[str, Any]], role: str, batch: int) -> dict[str, Any]:
+    """Samples per second between the first and last update after the warm-up, with a 95% interval.
+
+    The updates are the records of ``role``: ``"worker"`` (worker 0's steps,
+    each applying ``applied`` gradients: all-reduce and DDP) or ``"ps"`` (the
+    parameter server's updates). The rate is ``batch x applied`` per update
+    over the time between updates, with a batch-means ratio interval
+    (:func:`queuesgd.batchmeans.ratio_interval`).
+
+    Examples
+    --------
+    >>> recs = [{"role": "worker", "rank": 0, "step": i, "warmup": i < 2, "t0": 0.1 * i,
+    ...          "t_end": 0.1 * (i + 1), "applied": 2} for i in range(40)]
+    >>> out = measured_throughput(recs, "worker", batch=8)     # 2 x 8 samples every 0.1 s
+    >>> round(out["measured"], 9), out["updates"]
+    (160.0, 38)
+    """
     from queuesgd.batchmeans import ratio_interval
 
-    role = "worker" if LIVE_SCHEMES[key] == "allreduce" else "ps"
     ups = [r for r in records if r.get("role") == role and (role == "ps" or r.get("worker", r["rank"]) == 0)]
     ups.sort(key=lambda r: r["t_end"])
     first = next((i for i, r in enumerate(ups) if not r.get("warmup")), None)
@@ -421,6 +447,70 @@ def _run_one(
     )
 
 
+def predict_live(
+    key: str,
+    n: int,
+    compute: Distribution,
+    update_time: float,
+    fit: Any,
+    *,
+    batch: int,
+    gradient_bytes: float,
+    random_delay: Any = None,
+    params: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    emulation: str = "none",
+) -> Any:
+    """Predict a live scheme's run with the queuesgd model that describes what the harness runs.
+
+    The one place that maps a live scheme to its model (:func:`_model`), used
+    with inputs measured in the run itself (:func:`compare_records`, a
+    diagnosis) and with a-priori inputs (:mod:`queuesgd.harness.apriori`).
+
+    Parameters
+    ----------
+    key : str
+        The live scheme (:data:`LIVE_SCHEMES`).
+    n : int
+        Workers.
+    compute : Distribution
+        One worker's compute time per step.
+    update_time : float
+        Seconds of one update (the PS's, per gradient applied; the worker's for all-reduce).
+    fit : AlphaBeta, Calibration or None
+        The network's alpha-beta fit (``alpha``, ``bandwidth``); None: no communication.
+    batch, gradient_bytes, random_delay, params, seed, emulation
+        As the run was configured; ``emulation`` chooses sync-PS's form (see below).
+
+    Returns
+    -------
+    Prediction
+
+    Notes
+    -----
+    On a real (or ``tc tbf``-shaped) network a sync-PS worker pushes as soon
+    as it is done, while the stragglers still compute; the phase model
+    starts every push after the barrier, so sync PS is predicted with the
+    fine model (one tensor, per-message costs, FIFO on the PS link). The
+    application-level shaper instead waits out the phase model's round after
+    the barrier, so with it the closed form is used.
+    """
+    from queuesgd.harness.runners import check_params
+    from queuesgd.prediction import predict
+    from queuesgd.workload import Cluster, Layer, Workload
+
+    checked = check_params(key, params, n)
+    scheme, method = _model(key, checked)
+    bw_fit, alpha_fit = (math.inf, 0.0) if fit is None else (fit.bandwidth, fit.alpha)
+    layers = None
+    if key == "sync-ps" and emulation != "app-shaper":
+        layers = [Layer("gradient", gradient_bytes, 0.0)]
+        method = "fine"
+    w = Workload(compute, gradient_bytes, batch_size=batch, update_time=update_time, layers=layers)
+    c = Cluster(n, bw_fit if math.isfinite(bw_fit) else 1e15, latency=alpha_fit, stragglers=random_delay)
+    return predict(scheme, w, c, method, rng=seed, iterations=20_000 if method == "simulate" else None)
+
+
 def compare_records(
     key: str,
     n: int,
@@ -438,40 +528,31 @@ def compare_records(
 
     Shared by :func:`validate` (runs on this machine) and
     ``python -m queuesgd.harness.torchrun --compare`` (records gathered
-    from a cluster). ``fit`` is the run's :class:`~queuesgd.harness.calibrate.AlphaBeta`
-    (``None``: no communication, one all-reduce worker).
+    from a cluster). The compute law and the update time come from the run's
+    own records, so the row is a diagnosis (``inputs: "same-run"``); the
+    a-priori protocol is :mod:`queuesgd.harness.apriori`. ``fit`` is the
+    run's :class:`~queuesgd.harness.calibrate.AlphaBeta` (``None``: no
+    communication, one all-reduce worker).
     """
     from queuesgd.harness.runners import check_params
-    from queuesgd.prediction import predict
-    from queuesgd.workload import Cluster, Workload
 
     checked = check_params(key, params, n)
     out = _measured(records, key, batch)
     prof = _profile(records, key)
-    scheme, method = _model(key, checked)
-    if fit is None:
-        bw_fit, alpha_fit = math.inf, 0.0
-    else:
-        bw_fit, alpha_fit = fit.bandwidth, fit.alpha
-    layers = None
-    if key == "sync-ps" and emulation != "app-shaper":
-        # On a real (or tbf-shaped) network a worker pushes as soon as it is done, while the
-        # stragglers still compute; the phase model starts every push after the barrier. The fine
-        # model (one tensor, per-message costs, FIFO on the PS link) has exactly that overlap. The
-        # application-level shaper instead waits out the phase model's round after the barrier.
-        from queuesgd.workload import Layer
-
-        layers = [Layer("gradient", gradient_bytes, 0.0)]
-        method = "fine"
-    w = Workload(
+    pred = predict_live(
+        key,
+        n,
         Empirical(prof["compute"]),
-        gradient_bytes,
-        batch_size=batch,
-        update_time=prof["update_time"],
-        layers=layers,
+        prof["update_time"],
+        fit,
+        batch=batch,
+        gradient_bytes=gradient_bytes,
+        random_delay=random_delay,
+        params=checked,
+        seed=seed,
+        emulation=emulation,
     )
-    c = Cluster(n, bw_fit if math.isfinite(bw_fit) else 1e15, latency=alpha_fit, stragglers=random_delay)
-    pred = predict(scheme, w, c, method, rng=seed, iterations=20_000 if method == "simulate" else None)
+    bw_fit, alpha_fit = (math.inf, 0.0) if fit is None else (fit.bandwidth, fit.alpha)
     out.update(
         predicted=pred.throughput,
         error=pred.throughput / out["measured"] - 1.0,
@@ -488,5 +569,6 @@ def compare_records(
         update_time=prof["update_time"],
         gradient_bytes=gradient_bytes,
         params=dict(checked),
+        inputs="same-run",
     )
     return out

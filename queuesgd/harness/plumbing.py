@@ -17,7 +17,7 @@ from queuesgd.harness._torch import require_torch
 from queuesgd.harness.launch import WorkerContext
 from queuesgd.harness.shaping import Shaper
 
-__all__ = ["Clock", "Inbox", "Msg", "PSState", "base_record"]
+__all__ = ["Clock", "Inbox", "Msg", "PSState", "average_and_apply", "base_record"]
 
 
 class Clock:
@@ -99,6 +99,23 @@ def base_record(scheme: str, role: str, step: int, warmup: bool, shaper: Shaper)
     return {"scheme": scheme, "role": role, "step": step, "warmup": warmup, "emulation": shaper.emulation}
 
 
+def average_and_apply(acc: Any, bufs: list[Any], model: Any) -> float:
+    """Average the gradients in ``bufs`` into ``acc`` and apply them to ``model``; the seconds it took.
+
+    The parameter server's update, also timed alone by the a-priori profile
+    (:mod:`queuesgd.harness.apriori`). ``acc`` has the gradient's length;
+    each buffer may be longer (a trailing tag).
+    """
+    t = time.perf_counter()
+    size = acc.numel()
+    acc.zero_()
+    for b in bufs:
+        acc.add_(b[:size])
+    acc.div_(len(bufs))
+    model.apply(acc)
+    return time.perf_counter() - t
+
+
 class PSState:
     """The PS's replica of the model and its outgoing buffer."""
 
@@ -139,13 +156,7 @@ class PSState:
 
     def apply_mean(self, bufs: list[Any]) -> float:
         """Apply the average of the gradients in ``bufs``; return the seconds it took."""
-        t = time.perf_counter()
-        self.acc.zero_()
-        for b in bufs:
-            self.acc.add_(b[: self.G])
-        self.acc.div_(len(bufs))
-        self.model.apply(self.acc)
-        return time.perf_counter() - t
+        return average_and_apply(self.acc, bufs, self.model)
 
     def drain_until_done(self, reply: Callable[[Msg], None] | None) -> None:
         """After the last update: answer what still comes (``reply``) until every worker is done."""

@@ -1,0 +1,457 @@
+"""The a-priori protocol: predict a real training run from inputs measured before it, then run it.
+
+A prediction of a live run may use only
+
+1. a **profile** from a separate profiling run (:func:`make_profile`): the
+   model's layer-wise :class:`~queuesgd.Workload` measured on one worker by
+   :func:`queuesgd.profile`, and the step times of ``k`` concurrent copies on
+   this machine (:func:`~queuesgd.harness.contention.measure_concurrency`),
+   which is how the prediction knows what ``k`` workers sharing the cores do;
+2. a **network calibration** from a separate run made beforehand
+   (:func:`calibrate_network`): timed all-reduces (DDP) or point-to-point
+   messages (parameter server) on the emulated network, fitted to alpha-beta;
+3. the **cluster description**: workers, the cores of the machine, the link.
+
+Nothing measured in the run being predicted enters its prediction: the
+predictions are computed and stored (with the time they were made) before
+the runs start, and each result row records where every input came from
+(``inputs: "a-priori"``, the profile's and the calibration's files and times).
+The same-run mode of :func:`queuesgd.harness.validate` stays for diagnosis.
+
+The records are JSON files, so a campaign can be split over sessions:
+profile once, calibrate once per network and worker count, then predict and
+run.
+
+Examples
+--------
+>>> from queuesgd.workload import Layer, Workload
+>>> from queuesgd.distributions import Empirical
+>>> w = Workload(Empirical([0.010, 0.012]), None, batch_size=8, update_time=0.001,
+...              layers=[Layer("b", 40.0, 0.002, 0.001), Layer("w", 4000.0, 0.004, 0.002)])
+>>> p = Profile("mlp", 8, {}, w, {1: [0.010, 0.012], 2: [0.020, 0.024]}, {1: 0.001, 2: 0.002}, 2, "now")
+>>> w2 = p.workload_at(2)                          # two copies sharing the cores: twice as slow here
+>>> round(w2.compute_time, 6), [round(x.backward_time, 6) for x in w2.layers], w2.update_time
+(0.022, [0.004, 0.008], 0.002)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from queuesgd import _checks
+from queuesgd.distributions import Empirical
+from queuesgd.errors import InvalidParameterError
+from queuesgd.workload import Layer, Workload
+
+__all__ = [
+    "Calibration",
+    "Profile",
+    "calibrate_network",
+    "make_profile",
+    "predict_ddp",
+    "stamp",
+]
+
+
+def stamp() -> str:
+    """The current time as ISO 8601 with the offset (what every record carries)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+# ----------------------------------------------------------------------------------------- profile
+@dataclass(frozen=True)
+class Profile:
+    """What the profiling step measured, before any run: one worker's workload and the core-sharing curve.
+
+    Attributes
+    ----------
+    model : str
+        The harness model (:data:`queuesgd.harness.models.MODELS`).
+    batch_size : int
+        Samples per step per worker.
+    model_options : mapping
+        Sizes given to :func:`~queuesgd.harness.models.build`.
+    workload : Workload
+        One worker alone (``k = 1``), layer-wise (:func:`queuesgd.profile`).
+    concurrency : mapping of int to sequence of float
+        ``k`` -> every forward + backward time measured with ``k`` copies
+        computing at once on this machine.
+    updates : mapping of int to float
+        ``k`` -> median optimizer step with ``k`` copies.
+    cores : int
+        CPU cores of the machine the profile was measured on.
+    measured : str
+        When the profile was measured.
+    ps_update : mapping of int to float
+        ``n`` -> seconds the parameter server takes to average ``n`` flat
+        gradients and apply them (measured alone, for the PS schemes).
+    """
+
+    model: str
+    batch_size: int
+    model_options: Mapping[str, Any]
+    workload: Workload
+    concurrency: Mapping[int, Any]
+    updates: Mapping[int, float]
+    cores: int
+    measured: str
+    ps_update: Mapping[int, float] = field(default_factory=dict)
+
+    def workload_at(self, k: int) -> Workload:
+        """The workload of one of ``k`` workers computing at once on this machine.
+
+        The compute law is the one measured with ``k`` concurrent copies; the
+        layers' forward and backward times are the single worker's, stretched
+        by the ratio of the means (the copies slow every part of the step
+        alike); the update time is the one measured with ``k`` copies.
+
+        Raises
+        ------
+        InvalidParameterError
+            When ``k`` copies were not measured.
+        """
+        k = _checks.integer("workers", k)
+        if k not in self.concurrency:
+            raise InvalidParameterError(
+                "workers",
+                k,
+                f"a number of concurrent copies the profile measured ({sorted(self.concurrency)}); "
+                "profile again with copies including it",
+            )
+        samples = np.asarray(self.concurrency[k], dtype=float)
+        base = self.workload
+        ratio = float(samples.mean()) / base.compute_time
+        layers = tuple(
+            Layer(
+                x.name,
+                x.gradient_bytes,
+                x.backward_time * ratio,
+                None if x.forward_time is None else x.forward_time * ratio,
+            )
+            for x in base.layers or ()
+        )
+        return Workload(
+            Empirical(samples),
+            None if layers else base.gradient_bytes,
+            batch_size=base.batch_size,
+            update_time=float(self.updates[k]),
+            layers=layers or None,
+            name=base.name,
+        )
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write ``<path>.json`` and the layer-wise workload beside it (``<path>.workload.json``)."""
+        from queuesgd.catalog import save_workload
+
+        path = Path(path).with_suffix(".json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        work = save_workload(
+            self.workload, path.with_suffix(".workload.json"), note=f"profile of {self.model}"
+        )
+        doc = {
+            "model": self.model,
+            "batch_size": self.batch_size,
+            "model_options": dict(self.model_options),
+            "workload": work.name,
+            "concurrency": {str(k): [float(v) for v in s] for k, s in self.concurrency.items()},
+            "updates": {str(k): float(v) for k, v in self.updates.items()},
+            "ps_update": {str(k): float(v) for k, v in self.ps_update.items()},
+            "cores": self.cores,
+            "measured": self.measured,
+        }
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Profile:
+        """Read a profile written by :meth:`save`."""
+        from queuesgd.catalog import load_workload
+
+        path = Path(path)
+        try:
+            doc = json.loads(path.read_text())
+            return cls(
+                doc["model"],
+                int(doc["batch_size"]),
+                dict(doc["model_options"]),
+                load_workload(path.parent / doc["workload"]),
+                {int(k): np.asarray(v, dtype=float) for k, v in doc["concurrency"].items()},
+                {int(k): float(v) for k, v in doc["updates"].items()},
+                int(doc["cores"]),
+                str(doc["measured"]),
+                {int(k): float(v) for k, v in doc.get("ps_update", {}).items()},
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InvalidParameterError(
+                "profile", str(path), f"a profile file written by Profile.save ({type(exc).__name__})"
+            ) from None
+
+
+def _ps_update_times(kind: str, workers: Iterable[int], model_options: Mapping[str, Any]) -> dict[int, float]:
+    """Median seconds the PS takes to average ``n`` flat gradients and apply them, measured alone."""
+    from queuesgd.harness._torch import require_torch
+    from queuesgd.harness.live import RealModel
+    from queuesgd.harness.plumbing import average_and_apply
+
+    torch = require_torch()
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        step = RealModel(kind, **model_options).make(0, seed=0)
+        acc = torch.zeros_like(step.grad)
+        out = {}
+        for n in sorted(set(workers)):
+            bufs = [step.grad.clone() for _ in range(n)]
+            times = [average_and_apply(acc, bufs, step) for _ in range(15)]
+            out[n] = float(np.median(times[3:]))
+    finally:
+        torch.set_num_threads(old)
+    return out
+
+
+def make_profile(
+    kind: str,
+    *,
+    batch_size: int,
+    copies: Iterable[int] = (1, 2, 4, 8),
+    repetitions: int = 20,
+    warmup: int = 3,
+    model_options: Mapping[str, Any] | None = None,
+    ps_workers: Iterable[int] = (),
+    seed: int = 0,
+) -> Profile:
+    """Profile a harness model on this machine: one worker alone, and ``k`` concurrent copies.
+
+    Parameters
+    ----------
+    kind : str
+        A harness model (``"mlp"``, ``"cnn"``, ``"resnet18s"``).
+    batch_size : int
+        Samples per step per worker.
+    copies : iterable of int
+        The ``k`` to measure (1 is always added): every worker count the
+        predictions will be asked for.
+    repetitions, warmup, seed
+        Per copy, as :func:`queuesgd.profile`.
+    model_options : mapping, optional
+        Sizes for :func:`~queuesgd.harness.models.build`.
+    ps_workers : iterable of int
+        Worker counts for which to time the parameter server's update.
+
+    Returns
+    -------
+    Profile
+    """
+    from queuesgd.harness.contention import measure_concurrency
+
+    options = dict(model_options or {})
+    ks = sorted({1, *(_checks.integer("copies", k) for k in copies)})
+    measured = stamp()
+    runs = measure_concurrency(
+        kind,
+        ks,
+        batch_size=batch_size,
+        repetitions=repetitions,
+        warmup=warmup,
+        seed=seed,
+        model_options=options,
+    )
+    ps = _ps_update_times(kind, ps_workers, {"batch_size": batch_size, **options}) if ps_workers else {}
+    return Profile(
+        kind,
+        int(batch_size),
+        options,
+        runs[1]["workload"],
+        {k: r["compute"] for k, r in runs.items()},
+        {k: float(np.median(r["update"])) for k, r in runs.items()},
+        os.cpu_count() or 1,
+        measured,
+        ps,
+    )
+
+
+# ------------------------------------------------------------------------------------- calibration
+@dataclass(frozen=True)
+class Calibration:
+    """A network calibration made beforehand: an alpha-beta fit and how it was measured.
+
+    Attributes
+    ----------
+    kind : str
+        ``"allreduce"`` (ring all-reduce of ``workers`` ranks) or ``"p2p"``.
+    workers : int
+        Ranks of the all-reduce (2 for ``"p2p"``).
+    rate : float
+        The emulated link rate that was set, bytes per second.
+    alpha, bandwidth, r2 : float
+        The fit (:class:`~queuesgd.harness.calibrate.AlphaBeta`).
+    emulation : str
+        ``"netns-tbf"`` or ``"none"``.
+    measured : str
+        When.
+    """
+
+    kind: str
+    workers: int
+    rate: float | None
+    alpha: float
+    bandwidth: float
+    r2: float
+    emulation: str
+    measured: str
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the calibration as JSON."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        doc = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        doc["bandwidth"] = None if math.isinf(self.bandwidth) else self.bandwidth
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Calibration:
+        """Read a calibration written by :meth:`save`."""
+        try:
+            doc = json.loads(Path(path).read_text())
+            doc["bandwidth"] = math.inf if doc["bandwidth"] is None else float(doc["bandwidth"])
+            return cls(**doc)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InvalidParameterError(
+                "calibration",
+                str(path),
+                f"a calibration file written by Calibration.save ({type(exc).__name__})",
+            ) from None
+
+
+def calibrate_network(
+    kind: str,
+    workers: int,
+    rate: float | str | None,
+    *,
+    gap: float = 0.0,
+    sizes: Iterable[int] = (4096, 1 << 20, 4 << 20),
+    repeats: int = 10,
+    timeout: float = 300.0,
+) -> Calibration:
+    """Calibrate the emulated network a run will use, in a run of its own (namespaces and ``tc tbf``).
+
+    Parameters
+    ----------
+    kind : {"allreduce", "p2p"}
+        Timed ring all-reduces among ``workers`` ranks, or ping-pong messages
+        between two ranks (the parameter server's link).
+    workers : int
+        Ranks of the all-reduce.
+    rate : float, str or None
+        The link rate (``"1Gbit/s"``); None: loopback, no emulation.
+    gap : float
+        Idle seconds before each timed operation (the step's compute time,
+        from the profile; see :func:`~queuesgd.harness.calibrate.calibrate_allreduce`).
+    sizes, repeats, timeout
+        As :func:`~queuesgd.harness.calibrate.calibrate_allreduce`.
+
+    Returns
+    -------
+    Calibration
+    """
+    from queuesgd import units
+    from queuesgd.harness import calibrate
+
+    kind = _checks.choice("kind", kind, ("allreduce", "p2p"))
+    workers = _checks.integer("workers", workers, minimum=2 if kind == "allreduce" else 1)
+    bw = None if rate is None else _checks.positive("rate", units.parse_bandwidth(rate, "rate"))
+    sizes = list(sizes)
+    measured = stamp()
+
+    def go(setup: Any, host: str) -> Any:
+        if kind == "allreduce":
+            return calibrate.calibrate_allreduce(
+                workers, sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout
+            )
+        return calibrate.calibrate_p2p(sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout)
+
+    if bw is None:
+        fit, emulation = go(None, "127.0.0.1"), "none"
+    else:
+        from queuesgd.harness.netns import Namespaces
+
+        world = workers if kind == "allreduce" else 2
+        with Namespaces(world, rate=bw) as net:
+            fit = go(net.setup, net.bridge_address)
+        emulation = "netns-tbf"
+    return Calibration(kind, workers, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured)
+
+
+# -------------------------------------------------------------------------------------- prediction
+def predict_ddp(
+    profile: Profile,
+    calibration: Calibration | None,
+    workers: int,
+    *,
+    iterations: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Predict DDP training of the profiled model on ``workers`` processes, from a-priori inputs only.
+
+    The model is :class:`~queuesgd.RingAllReduce`'s fine-grained task graph
+    (``method="fine"``): each worker's forward and backward pass tensor by
+    tensor (the profile measured with ``workers`` copies sharing the cores),
+    the gradients packed into DDP's buckets, one ring all-reduce per bucket on
+    the calibrated network as soon as its last gradient is ready (DDP's
+    overlap), then the optimizer step.
+
+    Returns
+    -------
+    dict
+        ``predicted`` (samples per second), ``method``, ``reason``,
+        ``predicted_at`` and the inputs' provenance.
+    """
+    from queuesgd.prediction import predict
+    from queuesgd.workload import Cluster
+
+    n = _checks.integer("workers", workers)
+    work = profile.workload_at(n)
+    if n == 1 or calibration is None:
+        bandwidth, latency = 1e15, 0.0
+    else:
+        if calibration.kind != "allreduce" or calibration.workers != n:
+            raise InvalidParameterError(
+                "calibration",
+                f"{calibration.kind} of {calibration.workers} ranks",
+                f"an all-reduce of {n} ranks",
+            )
+        bandwidth = calibration.bandwidth if math.isfinite(calibration.bandwidth) else 1e15
+        latency = calibration.alpha
+    scheme = _ddp_scheme()
+    pred = predict(
+        scheme, work, Cluster(n, bandwidth, latency=latency), "fine", rng=seed, iterations=iterations
+    )
+    return {
+        "predicted": pred.throughput,
+        "method": pred.method,
+        "reason": pred.reason,
+        "predicted_at": stamp(),
+        "cores": profile.cores,
+        "compute_mean": work.compute_time,
+        "update_time": work.update_time,
+    }
+
+
+def _ddp_scheme() -> Any:
+    """The scheme that models DDP: ring all-reduce, overlap on, DDP's buckets (25 MiB cap)."""
+    from queuesgd.schemes import RingAllReduce
+
+    try:
+        return RingAllReduce(overlap=True, fusion="ddp")  # DDP's own bucket assignment
+    except TypeError:  # an older tree without the DDP policy: one threshold of 25 MiB, no time criterion
+        return RingAllReduce(overlap=True, fusion_bytes="25MiB", fusion_time=None)

@@ -1,0 +1,168 @@
+"""Real synchronous data-parallel training with PyTorch's ``DistributedDataParallel`` on gloo.
+
+This is the training users run: every worker process builds the same model
+(:func:`queuesgd.harness.models.build`, same seed), wraps it in
+``torch.nn.parallel.DistributedDataParallel`` and trains it on its own
+synthetic mini-batches (random inputs, random labels, cross-entropy), with
+SGD (learning rate 0.01, momentum 0.9, as :func:`queuesgd.profile` times the
+optimizer step) and one thread per process. DDP does its own gradient
+bucketing and overlaps each bucket's all-reduce with the rest of the backward
+pass (wait-free back-propagation with tensor fusion, done by PyTorch itself);
+nothing here emulates a network time.
+
+Each worker reports one record per step: ``t0`` (step start), ``t_backward``
+(end of ``loss.backward()``: the gradients are averaged, DDP waits for its
+all-reduces there), ``t_end`` (after the optimizer step), ``applied = n``
+(gradients per update) and ``warmup``. Rank 0 also reports the buckets DDP
+used (``bucket_sizes`` after its rebuild, from DDP's logging data).
+
+Examples
+--------
+>>> import pytest; _ = pytest.importorskip("torch")
+>>> recs = run_ddp("mlp", 2, steps=6, warmup=2, batch_size=8, timeout=120)
+>>> steps = sorted(r["step"] for r in recs if r.get("role") == "worker" and r["rank"] == 0)
+>>> steps, all(r["applied"] == 2 for r in recs if r.get("role") == "worker")
+([0, 1, 2, 3, 4, 5], True)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from queuesgd import _checks
+from queuesgd.harness.launch import WorkerContext, run_workers
+
+__all__ = ["ddp_worker", "run_ddp"]
+
+
+def ddp_worker(
+    ctx: WorkerContext,
+    kind: str,
+    steps: int,
+    *,
+    batch_size: int,
+    warmup: int,
+    seed: int = 0,
+    bucket_cap_mb: float = 25.0,
+    model_options: Mapping[str, Any] | None = None,
+) -> None:
+    """In a worker process: train ``kind`` with DDP for ``steps`` steps, reporting one record per step."""
+    from queuesgd.harness._torch import require_torch
+    from queuesgd.harness.models import build
+
+    torch = require_torch()
+    torch.set_num_threads(1)
+    nn = torch.nn
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))  # identical initial parameters on every worker
+        net, shape = build(kind, **dict(model_options or {}))
+    net.train()
+    ddp = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=bucket_cap_mb)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    classes = int(dict(model_options or {}).get("classes", 10))
+    gen = torch.Generator().manual_seed(int(seed) * 7919 + ctx.rank)
+    data = [
+        (
+            torch.randn((batch_size, *shape), generator=gen),
+            torch.randint(0, classes, (batch_size,), generator=gen),
+        )
+        for _ in range(4)
+    ]
+    n = ctx.world_size
+    for step in range(steps):
+        x, y = data[step % len(data)]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(ddp(x), y)
+        loss.backward()
+        t1 = time.perf_counter()
+        opt.step()
+        t2 = time.perf_counter()
+        ctx.report(
+            {
+                "scheme": "ddp",
+                "role": "worker",
+                "worker": ctx.rank,
+                "step": step,
+                "warmup": step < warmup,
+                "t0": t0,
+                "t_backward": t1,
+                "t_end": t2,
+                "t_update": t2 - t1,
+                "applied": n,
+            }
+        )
+    if ctx.rank == 0:
+        data_ = ddp._get_ddp_logging_data()
+        ctx.report({"role": "buckets", "bucket_sizes": str(data_.get("bucket_sizes", ""))})
+    del ddp, opt, net
+
+
+def run_ddp(
+    kind: str,
+    workers: int,
+    steps: int,
+    *,
+    batch_size: int = 32,
+    warmup: int = 5,
+    seed: int = 0,
+    bucket_cap_mb: float = 25.0,
+    model_options: Mapping[str, Any] | None = None,
+    timeout: float = 600.0,
+    setup: Callable[[int], None] | None = None,
+    host: str = "127.0.0.1",
+    on_record: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """Train ``kind`` with DDP on ``workers`` gloo processes; every record (see the module docstring).
+
+    Parameters
+    ----------
+    kind : str
+        A harness model (:data:`queuesgd.harness.models.MODELS`).
+    workers, steps, batch_size, warmup : int
+        Processes, training steps per worker (warm-up included), samples per
+        step per worker, and the first steps marked ``warmup``.
+    seed : int
+        Initial parameters (shared) and each worker's data (seed and rank).
+    bucket_cap_mb : float
+        DDP's ``bucket_cap_mb`` (PyTorch's default 25).
+    model_options : mapping, optional
+        Sizes passed to :func:`~queuesgd.harness.models.build` (``width``, ``hidden`` ...).
+    timeout : float
+        Wall-clock limit, seconds (the run is killed and reaped past it).
+    setup, host, on_record
+        As :func:`~queuesgd.harness.launch.run_workers` (network namespaces, progress).
+
+    Returns
+    -------
+    list of dict
+    """
+    from queuesgd.harness.models import MODELS
+
+    _checks.choice("model", kind, MODELS)
+    workers = _checks.integer("workers", workers)
+    steps = _checks.integer("steps", steps, minimum=2)
+    batch_size = _checks.integer("batch_size", batch_size)
+    warmup = _checks.integer("warmup", warmup, minimum=0)
+    if warmup >= steps:
+        from queuesgd.errors import InvalidParameterError
+
+        raise InvalidParameterError("warmup", warmup, f"fewer than steps ({steps})")
+    cap = _checks.positive("bucket_cap_mb", bucket_cap_mb)
+
+    def fn(ctx: WorkerContext) -> None:
+        ddp_worker(
+            ctx,
+            kind,
+            steps,
+            batch_size=batch_size,
+            warmup=warmup,
+            seed=seed,
+            bucket_cap_mb=cap,
+            model_options=model_options,
+        )
+
+    return run_workers(fn, workers, timeout=timeout, setup=setup, on_record=on_record, host=host)
