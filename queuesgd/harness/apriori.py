@@ -53,13 +53,19 @@ from queuesgd.errors import InvalidParameterError
 from queuesgd.workload import Layer, Workload
 
 __all__ = [
+    "SCHEMES",
     "Calibration",
     "Profile",
     "calibrate_network",
     "make_profile",
+    "predict_apriori",
     "predict_ddp",
+    "run_apriori",
     "stamp",
 ]
+
+#: Live schemes the a-priori protocol runs with real models, and the calibration each needs.
+SCHEMES = {"ddp": "allreduce", "sync-ps": "p2p", "async-ps": "p2p"}
 
 
 def stamp() -> str:
@@ -226,7 +232,6 @@ def make_profile(
     repetitions: int = 20,
     warmup: int = 3,
     model_options: Mapping[str, Any] | None = None,
-    ps_workers: Iterable[int] = (),
     seed: int = 0,
 ) -> Profile:
     """Profile a harness model on this machine: one worker alone, and ``k`` concurrent copies.
@@ -244,8 +249,9 @@ def make_profile(
         Per copy, as :func:`queuesgd.profile`.
     model_options : mapping, optional
         Sizes for :func:`~queuesgd.harness.models.build`.
-    ps_workers : iterable of int
-        Worker counts for which to time the parameter server's update.
+
+    The parameter server's update (average ``k`` flat gradients, apply them)
+    is timed alone for every ``k`` too.
 
     Returns
     -------
@@ -265,7 +271,7 @@ def make_profile(
         seed=seed,
         model_options=options,
     )
-    ps = _ps_update_times(kind, ps_workers, {"batch_size": batch_size, **options}) if ps_workers else {}
+    ps = _ps_update_times(kind, ks, {"batch_size": batch_size, **options})
     return Profile(
         kind,
         int(batch_size),
@@ -455,3 +461,183 @@ def _ddp_scheme() -> Any:
         return RingAllReduce(overlap=True, fusion="ddp")  # DDP's own bucket assignment
     except TypeError:  # an older tree without the DDP policy: one threshold of 25 MiB, no time criterion
         return RingAllReduce(overlap=True, fusion_bytes="25MiB", fusion_time=None)
+
+
+def predict_apriori(
+    scheme: str,
+    profile: Profile,
+    calibration: Calibration | None,
+    workers: int,
+    *,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Predict a real-model run of ``scheme`` from a-priori inputs only (see the module docstring).
+
+    ``"ddp"``: :func:`predict_ddp`. ``"sync-ps"``, ``"async-ps"``: the model
+    the harness's own PS loops are predicted with
+    (:func:`queuesgd.harness.campaign.predict_live`), fed with the profile's
+    compute law for ``workers`` copies sharing the cores, the parameter
+    server's update time measured alone, the model's gradient size and the
+    point-to-point calibration of the PS link.
+
+    Returns
+    -------
+    dict
+        ``predicted``, ``method``, ``reason``, ``predicted_at``, ``cores``,
+        ``compute_mean``, ``update_time``.
+    """
+    scheme = _checks.choice("scheme", scheme, tuple(SCHEMES))
+    if scheme == "ddp":
+        return predict_ddp(profile, calibration, workers, seed=seed)
+    from queuesgd.harness.campaign import predict_live
+
+    n = _checks.integer("workers", workers)
+    updates = 1 if scheme == "async-ps" else n
+    if updates not in profile.ps_update:
+        raise InvalidParameterError(
+            "profile", f"PS update timed for {sorted(profile.ps_update)} gradients", f"{updates} (ps_workers)"
+        )
+    if calibration is not None and calibration.kind != "p2p":
+        raise InvalidParameterError("calibration", calibration.kind, "a p2p calibration of the PS link")
+    work = profile.workload_at(n)
+    # The PS's update of n gradients, per gradient applied (as the same-run profile counts it).
+    update = profile.ps_update[updates] / updates
+    pred = predict_live(
+        scheme,
+        n,
+        work.compute,
+        update,
+        calibration,
+        batch=profile.batch_size,
+        gradient_bytes=float(work.gradient_bytes),
+        seed=seed,
+        emulation="none" if calibration is None else calibration.emulation,
+    )
+    return {
+        "predicted": pred.throughput,
+        "method": pred.method,
+        "reason": pred.reason,
+        "predicted_at": stamp(),
+        "cores": profile.cores,
+        "compute_mean": work.compute_time,
+        "update_time": update,
+    }
+
+
+def run_apriori(
+    scheme: str,
+    profile: Profile,
+    calibration: Calibration | None,
+    workers: int,
+    *,
+    steps: int = 60,
+    warmup: int = 10,
+    prediction: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    timeout: float = 900.0,
+) -> dict[str, Any]:
+    """Run ``scheme`` live with the profiled real model, after its a-priori prediction; the result row.
+
+    The prediction is ``prediction`` (made earlier, e.g. stored by a
+    campaign before any run) or, if None, :func:`predict_apriori` now, which is
+    still before the run starts. The run uses the calibration's network: its
+    link rate in network namespaces with ``tc tbf`` (``calibration.rate``),
+    or loopback without a calibration.
+
+    Returns
+    -------
+    dict
+        A result row: ``scheme``, ``workers``, ``workload`` (the model),
+        ``inputs: "a-priori"``, ``emulation``, ``bandwidth``, ``measured``
+        (``measured_low``, ``measured_high``), ``predicted``, ``error``,
+        ``method``, ``cores``, ``profile`` and ``calibration`` (what they
+        were and when they were measured), ``predicted_at``, ``started``.
+    """
+    from queuesgd.harness.campaign import measured_throughput
+
+    scheme = _checks.choice("scheme", scheme, tuple(SCHEMES))
+    n = _checks.integer("workers", workers)
+    pred = (
+        dict(prediction)
+        if prediction is not None
+        else predict_apriori(scheme, profile, calibration, n, seed=seed)
+    )
+    rate = None if calibration is None else calibration.rate
+    world = n if scheme == "ddp" else n + 1
+    started = stamp()
+
+    def go(setup: Any, host: str) -> list[dict]:
+        if scheme == "ddp":
+            from queuesgd.harness.ddp import run_ddp
+
+            return run_ddp(
+                profile.model,
+                n,
+                steps,
+                batch_size=profile.batch_size,
+                warmup=warmup,
+                seed=seed,
+                model_options=profile.model_options,
+                timeout=timeout,
+                setup=setup,
+                host=host,
+            )
+        from queuesgd.harness import runners
+        from queuesgd.harness.live import RealModel
+        from queuesgd.harness.shaping import Shaper
+
+        live = RealModel(profile.model, batch_size=profile.batch_size, **profile.model_options)
+        return runners.run(
+            scheme,
+            live,
+            n,
+            steps,
+            shaper=Shaper(),
+            params=runners.check_params(scheme, {}, n),
+            warmup=warmup,
+            seed=seed,
+            timeout=timeout,
+            setup=setup,
+            host=host,
+        )
+
+    if rate is None:
+        records, emulation = go(None, "127.0.0.1"), "none"
+    else:
+        from queuesgd.harness.netns import Namespaces
+
+        with Namespaces(world, rate=rate) as net:
+            records = go(net.setup, net.bridge_address)
+        emulation = "netns-tbf"
+    out = measured_throughput(records, "worker" if scheme == "ddp" else "ps", profile.batch_size)
+    buckets = next((r["bucket_sizes"] for r in records if r.get("role") == "buckets"), None)
+    row = {
+        "scheme": scheme,
+        "workers": n,
+        "steps": steps,
+        "warmup": warmup,
+        "workload": profile.model,
+        "inputs": "a-priori",
+        "emulation": emulation,
+        "bandwidth": rate,
+        "latency": 0.0,
+        "started": started,
+        **out,
+        **pred,
+        "error": pred["predicted"] / out["measured"] - 1.0,
+        "profile": {"model": profile.model, "batch_size": profile.batch_size, "measured": profile.measured},
+        "calibration": None
+        if calibration is None
+        else {
+            "kind": calibration.kind,
+            "alpha": calibration.alpha,
+            "bandwidth": calibration.bandwidth,
+            "r2": calibration.r2,
+            "measured": calibration.measured,
+        },
+        "gradient_bytes": float(profile.workload.gradient_bytes),
+        "batch_size": profile.batch_size,
+    }
+    if buckets is not None:
+        row["ddp_bucket_sizes"] = buckets
+    return row

@@ -1,0 +1,177 @@
+"""Run the a-priori campaign of ``apriori.json``: profile, calibrate, predict, and only then train live.
+
+    python validation/run_apriori.py                  # everything (about 20 minutes on 2 cores)
+    python validation/run_apriori.py --only ddp       # one scheme's lines
+    python validation/run_apriori.py --reprofile      # measure the profiles and calibrations again
+
+The phases run in this order, and each writes its records before the next
+starts, so that no prediction can use anything measured in a run it predicts:
+
+1. **profile** every model (``apriori/profiles/<model>.json``): one worker
+   alone, layer-wise, and ``k`` concurrent copies for every worker count of
+   the campaign (:func:`queuesgd.harness.apriori.make_profile`);
+2. **calibrate** every network the runs use (``apriori/calibrations/``): ring
+   all-reduces of ``n`` ranks for DDP, ping-pong messages for the parameter
+   server, in network namespaces with ``tc tbf`` at each rate;
+3. **predict** every configuration from those files alone
+   (``apriori/predictions.json``, with the time each prediction was made);
+4. **run** every configuration live and compare with the stored prediction
+   (``results/apriori-<scheme>-<model>.json``), then rebuild ``REPORT.md``
+   (``python validation/run_campaign.py --report-only``).
+
+Profiles and calibrations already on disk are reused (their measurement
+times are in every row) unless ``--reprofile`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from queuesgd import units  # noqa: E402
+from queuesgd.harness.apriori import (  # noqa: E402
+    SCHEMES,
+    Calibration,
+    Profile,
+    calibrate_network,
+    make_profile,
+    predict_apriori,
+    run_apriori,
+)
+from queuesgd.harness.report import write_rows  # noqa: E402
+
+
+def _rate_tag(rate: str) -> str:
+    return rate.replace("/", "").replace(" ", "")
+
+
+def _configurations(spec: dict, only: str | None) -> list[tuple[str, str, str | None, int]]:
+    """``(scheme, model, rate, workers)`` for every configuration (one worker: loopback, once)."""
+    out = []
+    for line in spec["lines"]:
+        if only and line["scheme"] != only:
+            continue
+        for model in line["models"]:
+            for n in line["workers"]:
+                for rate in [None] if n == 1 else spec["rates"]:
+                    out.append((line["scheme"], model, rate, n))
+    return out
+
+
+def _profiles(spec: dict, configs: list, fresh: bool) -> dict[str, Profile]:
+    folder = HERE / "apriori" / "profiles"
+    profiles = {}
+    for model in sorted({m for _, m, _, _ in configs}):
+        path = folder / f"{model}.json"
+        if path.exists() and not fresh:
+            profiles[model] = Profile.load(path)
+            continue
+        copies = sorted({n for _, m, _, n in configs if m == model})
+        cfg = spec["models"][model]
+        t0 = time.time()
+        prof = make_profile(
+            model,
+            batch_size=cfg["batch_size"],
+            copies=copies,
+            repetitions=spec["repetitions"],
+            model_options=cfg["model_options"],
+        )
+        prof.save(path)
+        profiles[model] = prof
+        print(f"profiled {model} with copies {copies} ({time.time() - t0:.0f} s)", flush=True)
+    return profiles
+
+
+def _calibration_path(kind: str, rate: str, n: int) -> Path:
+    return HERE / "apriori" / "calibrations" / f"{kind}-{_rate_tag(rate)}-n{n}.json"
+
+
+def _calibrations(spec: dict, configs: list, fresh: bool) -> dict[tuple, Calibration]:
+    needed = set()
+    for scheme, _, rate, n in configs:
+        if rate is None:
+            continue
+        kind = SCHEMES[scheme]
+        needed.add((kind, rate, n if kind == "allreduce" else 2))
+    out = {}
+    for kind, rate, n in sorted(needed):
+        path = _calibration_path(kind, rate, n)
+        if path.exists() and not fresh:
+            out[kind, rate, n] = Calibration.load(path)
+            continue
+        cal = calibrate_network(kind, n, rate, gap=spec["calibration_gap"])
+        cal.save(path)
+        out[kind, rate, n] = cal
+        print(
+            f"calibrated {kind} n={n} at {rate}: alpha {units.format_seconds(cal.alpha)}, "
+            f"B {units.format_bandwidth(cal.bandwidth)}, r2 {cal.r2:.4f}",
+            flush=True,
+        )
+    return out
+
+
+def _calibration_for(cals: dict, scheme: str, rate: str | None, n: int) -> Calibration | None:
+    if rate is None:
+        return None
+    kind = SCHEMES[scheme]
+    return cals[kind, rate, n if kind == "allreduce" else 2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=sorted(SCHEMES), help="run only this scheme's lines")
+    parser.add_argument("--reprofile", action="store_true", help="measure profiles and calibrations again")
+    parser.add_argument("--predict-only", action="store_true", help="stop after writing the predictions")
+    args = parser.parse_args(argv)
+    spec = json.loads((HERE / "apriori.json").read_text())
+    configs = _configurations(spec, args.only)
+
+    profiles = _profiles(spec, configs, args.reprofile)
+    cals = _calibrations(spec, configs, args.reprofile)
+
+    predictions = []
+    for scheme, model, rate, n in configs:
+        pred = predict_apriori(scheme, profiles[model], _calibration_for(cals, scheme, rate, n), n)
+        predictions.append({"scheme": scheme, "model": model, "rate": rate, "workers": n, **pred})
+    pred_path = HERE / "apriori" / "predictions.json"
+    pred_path.write_text(json.dumps(predictions, indent=1) + "\n")
+    print(
+        f"{len(predictions)} predictions written to {pred_path.relative_to(HERE)} before any run", flush=True
+    )
+    if args.predict_only:
+        return 0
+
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    rows_by_file: dict[str, list] = {}
+    for (scheme, model, rate, n), pred in zip(configs, predictions):
+        t0 = time.time()
+        row = run_apriori(
+            scheme,
+            profiles[model],
+            _calibration_for(cals, scheme, rate, n),
+            n,
+            steps=spec["steps"],
+            warmup=spec["warmup"],
+            prediction=pred,
+        )
+        rows_by_file.setdefault(f"apriori-{scheme}-{model}", []).append(row)
+        write_rows(rows_by_file[f"apriori-{scheme}-{model}"], results, stem=f"apriori-{scheme}-{model}")
+        print(
+            f"{scheme:8s} {model:9s} n={n} {rate or 'loopback':10s} measured {row['measured']:9.1f} "
+            f"predicted {row['predicted']:9.1f} error {100 * row['error']:+6.1f}% ({time.time() - t0:.0f} s)",
+            flush=True,
+        )
+    subprocess.run([sys.executable, str(HERE / "run_campaign.py"), "--report-only"], check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
