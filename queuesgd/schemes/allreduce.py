@@ -34,6 +34,9 @@ class _AllReduce(FineGrained, BarrierScheme):
     overlap: bool = True
     fusion_bytes: float | str | None = "64MiB"
     fusion_time: float | str | None = "5ms"
+    fusion: str = "threshold"
+    bucket_cap: float | str = "25MiB"
+    first_bucket: float | str | None = "1MiB"
 
     def __post_init__(self) -> None:
         self._check_fine_fields()

@@ -16,6 +16,7 @@ See ``docs/fine-grained.md``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -23,7 +24,9 @@ import numpy as np
 
 from queuesgd import _checks, units
 from queuesgd.dag import TaskGraph, schedule, simulate
+from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.base import SchemeSolution
+from queuesgd.schemes.ddp_buckets import ddp_buckets, parse_cap
 from queuesgd.schemes.fine import COMMUNICATION, Bucket, FineModel, fuse, parse_threshold
 from queuesgd.schemes.kofn import compute_laws, mean_compute, time_to_barrier
 
@@ -80,18 +83,76 @@ def coarse_iteration_time(
 class FineGrained:
     """Mixin of the synchronous schemes that have a fine-grained form (``method="fine"`` and ``"coarse"``).
 
-    Adds three parameters: ``overlap`` (wait-free back-propagation),
-    ``fusion_bytes`` and ``fusion_time`` (tensor fusion thresholds, ``None``
-    to disable). The other methods (``closed_form``, ``ctmc``, ``simulate``)
-    are the coarse phase model without heuristics and ignore them.
+    Adds these parameters: ``overlap`` (wait-free back-propagation) and the
+    fusion policy ``fusion``, which says how gradients are packed into
+    messages:
+
+    - ``"threshold"`` (the default): Horovod-style fusion by
+      ``fusion_bytes`` and ``fusion_time`` (:func:`~queuesgd.schemes.fine.fuse`;
+      ``None`` disables a threshold);
+    - ``"ddp"``: PyTorch DDP's buckets in steady state
+      (:func:`~queuesgd.schemes.ddp_buckets.ddp_buckets`) with limits
+      ``bucket_cap`` (DDP's ``bucket_cap_mb``, 25 MiB) and ``first_bucket``
+      (1 MiB, DDP's default; ``None`` for the same as ``bucket_cap``, which is
+      what DDP does when ``bucket_cap_mb`` is given).
+
+    The parameters of the policy not chosen must keep their defaults (else
+    :class:`~queuesgd.errors.InvalidParameterError`: they would be ignored
+    silently). The other methods (``closed_form``, ``ctmc``, ``simulate``)
+    are the coarse phase model without heuristics and ignore them all.
     """
+
+    #: The fusion policies (``fusion``).
+    FUSIONS: ClassVar[tuple[str, ...]] = ("threshold", "ddp")
+    #: The parameters that only one policy reads.
+    _POLICY_FIELDS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "threshold": ("fusion_bytes", "fusion_time"),
+        "ddp": ("bucket_cap", "first_bucket"),
+    }
 
     def _check_fine_fields(self) -> None:
         set_ = object.__setattr__
         name = type(self).__name__
         set_(self, "overlap", _checks.boolean(f"{name}.overlap", self.overlap))  # type: ignore[attr-defined]
-        for field, parse in (("fusion_bytes", units.parse_bytes), ("fusion_time", units.parse_seconds)):
-            set_(self, field, parse_threshold(f"{name}.{field}", getattr(self, field), parse))
+        fusion = self.fusion  # type: ignore[attr-defined]
+        if not isinstance(fusion, str) or fusion not in self.FUSIONS:
+            raise InvalidParameterError(
+                f"{name}.fusion", fusion, "'threshold' (fusion_bytes, fusion_time) or 'ddp' (DDP's buckets)"
+            )
+        given = {field: getattr(self, field) for fields in self._POLICY_FIELDS.values() for field in fields}
+        parsed = self._parse_fusion_fields(name, given)
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        for policy, fields in self._POLICY_FIELDS.items():
+            if policy == fusion:
+                continue
+            for field in fields:
+                default = self._parse_fusion_fields(name, {field: defaults[field]})[field]
+                if parsed[field] != default:
+                    raise InvalidParameterError(
+                        f"{name}.{field}",
+                        given[field],
+                        f"its default ({defaults[field]!r}) with fusion={fusion!r}, which does not read it; "
+                        f"it belongs to fusion={policy!r}",
+                    )
+        for field, value in parsed.items():
+            set_(self, field, value)
+
+    @staticmethod
+    def _parse_fusion_fields(name: str, values: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for field, value in values.items():
+            label = f"{name}.{field}"
+            if field == "fusion_bytes":
+                out[field] = parse_threshold(label, value, units.parse_bytes)
+            elif field == "fusion_time":
+                out[field] = parse_threshold(label, value, units.parse_seconds)
+            elif field == "first_bucket" and (
+                value is None or (isinstance(value, str) and value.strip().lower() == "none")
+            ):
+                out[field] = None
+            else:
+                out[field] = parse_cap(label, value)
+        return out
 
     #: Monte Carlo iterations of ``method="fine"`` when the compute time is random (each one is a
     #: whole task graph, so fewer than the coarse simulation's iterations).
@@ -119,7 +180,21 @@ class FineGrained:
         return self.fine_model(workload, cluster).graph
 
     def buckets(self, workload: Workload) -> tuple[Bucket, ...]:
-        """The messages one worker sends per iteration (:func:`fuse` with this scheme's thresholds)."""
+        """The messages one worker sends per iteration, by this scheme's fusion policy (``fusion``).
+
+        ``"threshold"``: :func:`~queuesgd.schemes.fine.fuse` with ``fusion_bytes`` and
+        ``fusion_time``; ``"ddp"``: :func:`~queuesgd.schemes.ddp_buckets.ddp_buckets` with
+        ``bucket_cap`` and ``first_bucket``.
+
+        Examples
+        --------
+        >>> from queuesgd import RingAllReduce, load_workload
+        >>> w = load_workload("resnet50")
+        >>> len(RingAllReduce().buckets(w)), len(RingAllReduce(fusion="ddp").buckets(w))
+        (12, 5)
+        """
+        if self.fusion == "ddp":  # type: ignore[attr-defined]
+            return ddp_buckets(workload, self.bucket_cap, self.first_bucket)  # type: ignore[attr-defined]
         return fuse(workload, self.fusion_bytes, self.fusion_time)  # type: ignore[attr-defined]
 
     # solvers -------------------------------------------------------------------------------

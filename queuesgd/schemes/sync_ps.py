@@ -55,6 +55,12 @@ class SyncPS(FineGrained, BarrierScheme):
     fusion_bytes, fusion_time : float, str or None
         Tensor fusion thresholds of the fine model (:func:`~queuesgd.schemes.fine.fuse`);
         ``None`` (the default) pushes every tensor on its own.
+    fusion : str
+        The fusion policy: ``"threshold"`` (the two thresholds above) or
+        ``"ddp"`` (PyTorch DDP's buckets, :func:`~queuesgd.schemes.ddp_buckets.ddp_buckets`).
+    bucket_cap, first_bucket : float, str or None
+        DDP's bucket limits with ``fusion="ddp"`` (25 MiB and 1 MiB; see
+        :class:`~queuesgd.schemes.finegrained.FineGrained`).
 
     Examples
     --------
@@ -73,6 +79,9 @@ class SyncPS(FineGrained, BarrierScheme):
     overlap: bool = True
     fusion_bytes: float | str | None = None
     fusion_time: float | str | None = None
+    fusion: str = "threshold"
+    bucket_cap: float | str = "25MiB"
+    first_bucket: float | str | None = "1MiB"
 
     def __post_init__(self) -> None:
         self._check_fine_fields()
