@@ -163,7 +163,7 @@ def test_buckets_of_a_real_ddp_with_an_explicit_cap():
     net = resnet18s(classes=10, width=8)
     order, sizes, rebuilt, logged, cap = _real_ddp_buckets(torch, net, torch.randn(2, 3, 32, 32), 0.05)
     assert cap == int(0.05 * MiB) and len(rebuilt) >= 5
-    # the resnet's ready order is not the reverse of its registration order (the shortcuts)
+    # the ready order is not the reverse of the registration order (a batch norm's weight before its bias)
     assert order != [n for n, _ in net.named_parameters()][::-1]
     w = Workload(1.0, None, layers=[Layer(n.replace(".", "/"), s, 1e-3) for n, s in zip(order, sizes)])
     _check_against_ddp(order, sizes, rebuilt, logged, ddp_buckets(w, cap, None))
