@@ -77,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "SweepResult": "queuesgd.prediction",
     "whatif": "queuesgd.scaling",
     "profile": "queuesgd.profiler",
+    "read_trace": "queuesgd.profiler_trace",
     "validate": "queuesgd.harness.campaign",
     "WhatIf": "queuesgd.scaling",
     # task graphs
