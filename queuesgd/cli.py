@@ -174,9 +174,14 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("--out", metavar="DIR", help="write results.json, results.csv and results.png")
 
     pr = sub.add_parser("profile", help="profile a PyTorch model on one worker into a workload file")
-    pr.add_argument("model", help="module.path:callable returning an nn.Module (its module importable)")
+    pr.add_argument(
+        "model", nargs="?", help="module.path:callable returning an nn.Module (its module importable)"
+    )
     pr.add_argument("--batch-size", type=int, required=True, help="samples per step")
-    pr.add_argument("--input-shape", required=True, help="one sample's shape, e.g. 3x32x32 or 784")
+    pr.add_argument("--input-shape", help="one sample's shape, e.g. 3x32x32 or 784 (with a model)")
+    pr.add_argument(
+        "--from-trace", metavar="TRACE.json", help="read a torch.profiler Chrome trace instead of a model"
+    )
     pr.add_argument("--repetitions", type=int, default=20, help="measured steps")
     pr.add_argument("--warmup", type=int, default=3, help="unmeasured steps first")
     pr.add_argument("--threads", type=int, default=1, help="torch threads during the profile")
@@ -427,11 +432,17 @@ def _plot(table: Any, title: str, path: str) -> None:
 
 
 def _profile(args: argparse.Namespace) -> int:
+    if args.from_trace is not None:
+        return _profile_trace(args)
     from queuesgd import units
     from queuesgd.catalog import save_workload
     from queuesgd.errors import InvalidParameterError
     from queuesgd.profiler import profile
 
+    if args.model is None or args.input_shape is None:
+        raise InvalidParameterError(
+            "model", args.model, "a model and --input-shape, or --from-trace TRACE.json"
+        )
     try:
         shape = tuple(int(d) for d in args.input_shape.lower().split("x"))
     except ValueError:
@@ -453,6 +464,25 @@ def _profile(args: argparse.Namespace) -> int:
         args.out,
         note=f"queuesgd profile of {args.model}: batch {args.batch_size} of {args.input_shape}, "
         f"{args.repetitions} steps on {args.device} with {args.threads} thread(s)",
+    )
+    print(
+        f"{w.name}: {len(w.layers)} tensors, {units.format_bytes(w.gradient_bytes)} of gradients, "
+        f"step {w.compute_time * 1e3:.4g} ms, update {w.update_time * 1e3:.4g} ms -> {path}"
+    )
+    return 0
+
+
+def _profile_trace(args: argparse.Namespace) -> int:
+    from queuesgd import units
+    from queuesgd.catalog import save_workload
+    from queuesgd.errors import InvalidParameterError
+    from queuesgd.profiler_trace import read_trace
+
+    if args.model is not None:
+        raise InvalidParameterError("model", args.model, "a model or --from-trace, not both")
+    w = read_trace(args.from_trace, batch_size=args.batch_size)
+    path = save_workload(
+        w, args.out, note=f"queuesgd profile --from-trace {args.from_trace}: batch {args.batch_size}"
     )
     print(
         f"{w.name}: {len(w.layers)} tensors, {units.format_bytes(w.gradient_bytes)} of gradients, "

@@ -269,7 +269,9 @@ def _steps(path: str, events: list[dict[str, Any]]) -> dict[int, _Step | None]:
         spans[n] = e
     if not spans:
         raise InvalidParameterError(
-            "path", path, f"a trace with ProfilerStep#N spans (none found; call prof.step()). Expected: {_HOW}"
+            "path",
+            path,
+            f"a trace with ProfilerStep#N spans (none found; call prof.step()). Expected: {_HOW}",
         )
     if not any(e["name"] == _GRAD for e in events):
         raise InvalidParameterError(
