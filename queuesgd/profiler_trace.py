@@ -27,6 +27,7 @@ PyTorch is not needed to read a trace; recording one needs it.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import math
@@ -280,14 +281,18 @@ def _steps(path: str, events: list[dict[str, Any]]) -> dict[int, _Step | None]:
             "a trace with torch::autograd::AccumulateGrad events (none found: no backward pass was "
             f"profiled). Expected: {_HOW}",
         )
-    return {n: _step(path, n, span, events) for n, span in sorted(spans.items())}
+    starts = [float(e["ts"]) for e in events]
+    return {n: _step(path, n, span, events, starts) for n, span in sorted(spans.items())}
 
 
-def _step(path: str, n: int, span: dict[str, Any], events: list[dict[str, Any]]) -> _Step | None:
+def _step(
+    path: str, n: int, span: dict[str, Any], events: list[dict[str, Any]], starts: list[float]
+) -> _Step | None:
     start = float(span["ts"])
     end = start + float(span["dur"])
     pid = span.get("pid")
-    inside = [e for e in events if e.get("pid") == pid and start <= float(e["ts"]) <= end and e is not span]
+    window = events[bisect.bisect_left(starts, start) : bisect.bisect_right(starts, end)]
+    inside = [e for e in window if e.get("pid") == pid and e is not span]
     backward = [e for e in inside if e["name"].startswith(_BACKWARD)]
     grads = [e for e in inside if e["name"] == _GRAD]
     if not backward or not grads:
