@@ -13,12 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from queuesgd import _checks
+from queuesgd.batchmeans import check_iterations, warmup_cut
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.schemes.barrier import BarrierScheme
+from queuesgd.schemes.base import BatchSolution, SchemeSolution
 from queuesgd.schemes.costs import ps_round
 from queuesgd.schemes.kofn import STRAGGLERS
+from queuesgd.schemes.ps_arrivals import link_costs, shared_why, simulate_ps_barrier
 from queuesgd.workload import Cluster, Workload
+
+#: The PS link models: the phase after the barrier (default) or arrival times on a shared link.
+LINKS: tuple[str, ...] = ("phase", "shared")
 
 __all__ = ["BackupWorkers"]
 
@@ -37,6 +45,15 @@ class BackupWorkers(BarrierScheme):
         their computation (the gradient is dropped; the worker starts afresh
         when it is done, or when the running PS round ends), or ``"cancel"``
         it and restart with everybody after the round.
+    link : {"phase", "shared"}
+        ``"phase"`` (the default): the communication is one phase after the
+        barrier, as below. ``"shared"``: the arrival-time model of a real
+        network (:func:`~queuesgd.schemes.ps_arrivals.simulate_ps_barrier`):
+        each worker pushes as soon as it is done (FIFO on the PS's incoming
+        link, ``G/B`` each, ``alpha`` of delay), the barrier is the arrival of
+        the ``(n - b)``-th fresh push, late pushes still occupy the link, and
+        replies (``P/B`` each) leave one at a time; method ``"simulate"``
+        only.
 
     After the barrier the PS receives and applies ``n - b`` gradients and
     ``n`` workers ("cancel") or the ``n - b`` synced ones ("finish") pull the
@@ -59,16 +76,93 @@ class BackupWorkers(BarrierScheme):
     2.0
     >>> predict(BackupWorkers(1), w, c).method         # finish: no closed form
     'ctmc'
+    >>> predict(BackupWorkers(1, link="shared"), w, c, rng=1, iterations=2000).method
+    'simulate'
     """
 
     key: ClassVar[str] = "backup-workers"
 
     backups: int = 1
     stragglers: str = "finish"
+    link: str = "phase"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backups", _checks.integer("BackupWorkers.backups", self.backups, minimum=0))
         _checks.choice("BackupWorkers.stragglers", self.stragglers, STRAGGLERS)
+        _checks.choice("BackupWorkers.link", self.link, LINKS)
+
+    # ---- the shared link: arrival times ----------------------------------------------------
+    def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
+        if self.link == "shared":
+            return "simulate", (
+                "simulate: link='shared' follows every push's arrival time on the PS link (no closed form)"
+            )
+        return super().auto_method(workload, cluster)
+
+    def solve_closed_form(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The phase model's ``E[X_(n-b:n)] + communication`` (cancel, ``link="phase"`` only)."""
+        if self.link == "shared":
+            raise NotRepresentable(shared_why("BackupWorkers", "closed_form"))
+        return super().solve_closed_form(workload, cluster, rng=rng, iterations=iterations)
+
+    def batch_closed_form(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        workers: np.ndarray,
+        bandwidth: np.ndarray,
+        latency: np.ndarray,
+    ) -> BatchSolution:
+        """:meth:`solve_closed_form` over arrays (the barrier family's vectorized form)."""
+        if self.link == "shared":
+            raise NotRepresentable(shared_why("BackupWorkers", "closed_form"))
+        return super().batch_closed_form(workload, cluster, workers, bandwidth, latency)
+
+    def solve_ctmc(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The CTMC of the barrier's GSPN (``link="phase"`` only)."""
+        if self.link == "shared":
+            raise NotRepresentable(shared_why("BackupWorkers", "ctmc"))
+        return super().solve_ctmc(workload, cluster, rng=rng, iterations=iterations)
+
+    def solve_simulate(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """Monte Carlo: of the phase model, or (``link="shared"``) of every push's arrival time."""
+        if self.link != "shared":
+            return super().solve_simulate(workload, cluster, rng=rng, iterations=iterations)
+        n = cluster.workers
+        k = int(self.gradients(n))
+        mode = self.stragglers if k < n else "cancel"
+        iters = check_iterations(self.simulation_iterations if iterations is None else iterations)
+        x = self.sample_round(workload, cluster, rng, iters + 1)
+        r = simulate_ps_barrier(x, k, stragglers=mode, **link_costs(workload, cluster))
+        cut = 0 if mode == "cancel" and k == n else warmup_cut(iters)
+        rate, ci = r.rate(cut)
+        sl = slice(cut, None)
+        tau = float(r.duration[sl].mean())
+        comm, upd = float(r.communication[sl].mean()), float(r.update[sl].mean())
+        reason = (
+            f"Monte Carlo of {iters} rounds on a shared PS link: pushes FIFO as they are done, the barrier "
+            f"at the arrival of the {k}-th fresh one, replies one at a time (batch means)"
+        )
+        sol = self._solution(
+            workload,
+            cluster,
+            "simulate",
+            k,
+            float(r.barrier[sl].mean()),
+            comm,
+            upd,
+            reason,
+            {"iterations": iters - cut, "link": "shared"},
+            interval=ci,
+            iteration_time=tau,
+        )
+        return sol
 
     def check(self, workload: Workload, cluster: Cluster) -> None:
         if self.backups >= cluster.workers:
@@ -137,6 +231,8 @@ class BackupWorkers(BarrierScheme):
         >>> round(2 / (1/2 + 1/3 + (2 * 1e7 + 3 * 1e7) / 1e9), 9)
         2.264150943
         """
+        if self.link == "shared":
+            raise NotRepresentable(shared_why("BackupWorkers", "closed_form"))
         if self.stragglers == "finish":
             raise NotRepresentable(
                 "BackupWorkers with stragglers='finish' has no closed form: late workers delay the next "

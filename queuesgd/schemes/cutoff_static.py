@@ -33,9 +33,13 @@ from queuesgd.schemes.cutoff_model import (
 )
 from queuesgd.schemes.cutoff_net import cutoff_net, solve_cutoff_net
 from queuesgd.schemes.kofn_sim import simulate_rounds
+from queuesgd.schemes.ps_arrivals import link_costs, shared_why, simulate_ps_barrier
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["StaticCutoff"]
+
+#: The PS link models: the phase after the cutoff (default) or arrival times on a shared link.
+LINKS: tuple[str, ...] = ("phase", "shared")
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,14 @@ class StaticCutoff(Scheme):
         parameters. ``"cancel"``: late workers abort; iterations are
         independent and renewal-reward gives the exact throughput
         ``E[K] / (E[D] + E[comm(K)] + E[update(K)])`` for any law.
+    link : {"phase", "shared"}
+        ``"phase"`` (the default): a gradient counts when its computation
+        ends by ``T``, and one PS round follows the cutoff. ``"shared"``: a
+        gradient counts when its *push has arrived* by ``T``
+        (:func:`~queuesgd.schemes.ps_arrivals.simulate_ps_barrier`: pushes
+        FIFO on the PS's incoming link, ``G/B`` each and ``alpha`` of delay;
+        late workers' dropped pushes still occupy it; replies ``P/B`` one at a
+        time from the PS); method ``"simulate"`` only.
 
     Methods: ``closed_form`` (cancel; quadrature of the laws' CDFs), ``ctmc``
     (the Petri net with the timer and the communication phase replaced by
@@ -78,6 +90,7 @@ class StaticCutoff(Scheme):
 
     timeout: float
     stragglers: str = "finish"
+    link: str = "phase"
 
     key: ClassVar[str] = "static-cutoff"
 
@@ -86,8 +99,18 @@ class StaticCutoff(Scheme):
         object.__setattr__(
             self, "stragglers", _checks.choice("StaticCutoff.stragglers", self.stragglers, STRAGGLERS)
         )
+        _checks.choice("StaticCutoff.link", self.link, LINKS)
+
+    def _refuse_shared(self, method: str) -> None:
+        if self.link == "shared":
+            raise NotRepresentable(shared_why("StaticCutoff", method))
 
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
+        if self.link == "shared":
+            return "simulate", (
+                "simulate: link='shared' counts a gradient when its push has arrived (arrival times on the "
+                "PS link; no closed form)"
+            )
         if self.stragglers == "finish":
             return "simulate", FINISH_WHY
         ok, why = closed_form_ok(workload, cluster)
@@ -100,6 +123,7 @@ class StaticCutoff(Scheme):
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
         """Renewal-reward ``E[K] / (E[D] + E[comm(K)] + E[update(K)])``: exact for any law (cancel only)."""
+        self._refuse_shared("closed_form")
         if self.stragglers == "finish":
             raise NotRepresentable(f"StaticCutoff has no closed form with {FINISH_WHY}")
         n = cluster.workers
@@ -114,6 +138,7 @@ class StaticCutoff(Scheme):
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
         """The CTMC of :meth:`petri_net` (timer and PS round as Erlang fits; an approximation)."""
+        self._refuse_shared("ctmc")
         net, info = cutoff_net(workload, cluster, self.timeout, self.stragglers)
         return solve_cutoff_net(net, info, self.timeout)
 
@@ -122,10 +147,26 @@ class StaticCutoff(Scheme):
     ) -> SchemeSolution:
         """Monte Carlo with the actual laws (:func:`~queuesgd.schemes.kofn_sim.simulate_rounds`)."""
         iters = check_iterations(self.simulation_iterations if iterations is None else iterations)
-        return self.simulate_on(sample_times(workload, cluster, rng, iters), workload, cluster)
+        extra = 1 if self.link == "shared" else 0  # the shared engine reads the next round's samples
+        return self.simulate_on(sample_times(workload, cluster, rng, iters + extra), workload, cluster)
 
     def simulate_on(self, x: np.ndarray, workload: Workload, cluster: Cluster) -> SchemeSolution:
-        """The simulation on given compute times ``x`` (iterations, n); finish drops a warm-up."""
+        """The simulation on given compute times ``x`` (iterations, n); finish drops a warm-up.
+
+        With ``link="shared"`` the rows are the computations on each
+        parameter version, and ``x.shape[0] - 1`` rounds run.
+        """
+        if self.link == "shared":
+            rounds = simulate_ps_barrier(
+                x, timer=self.timeout, stragglers=self.stragglers, **link_costs(workload, cluster)
+            )
+            warmup = warmup_cut(rounds.gradients.size)
+            reason = (
+                f"Monte Carlo of {rounds.gradients.size} rounds on a shared PS link ({self.stragglers}): a "
+                "gradient counts when its push has arrived by the cutoff; 95% batch-means interval"
+            )
+            details = {"cutoff": self.timeout, "link": "shared"}
+            return from_rounds(rounds, cluster.workers, "simulate", reason, details, warmup)
         rounds = simulate_rounds(
             x,
             timer=self.timeout,
@@ -157,6 +198,7 @@ class StaticCutoff(Scheme):
         latency: np.ndarray,
     ) -> BatchSolution:
         """:meth:`solve_closed_form` over arrays of workers, bandwidths and latencies (moments once per n)."""
+        self._refuse_shared("closed_form")
         if self.stragglers == "finish":
             raise NotRepresentable(f"StaticCutoff has no closed form with {FINISH_WHY}")
         workers = np.asarray(workers, dtype=int)
@@ -193,6 +235,7 @@ class StaticCutoff(Scheme):
         """
         import sympy
 
+        self._refuse_shared("closed_form")
         if self.stragglers == "finish":
             raise NotRepresentable(f"StaticCutoff has no closed form with {FINISH_WHY}")
         compute = _checks.choice("compute", compute, ("exponential", "deterministic"))

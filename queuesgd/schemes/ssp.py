@@ -32,10 +32,14 @@ from queuesgd.orderstats import expected_max
 from queuesgd.rng import as_generator
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.laws import ctmc_law, sample_compute
+from queuesgd.schemes.ps_arrivals import link_costs, shared_why, simulate_ps_ssp
 from queuesgd.schemes.ssp_chain import clock_offset_chain
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["StaleSynchronous"]
+
+#: The PS link models: every worker's own uncontended transfers (default), or one shared PS link.
+LINKS: tuple[str, ...] = ("dedicated", "shared")
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,14 @@ class StaleSynchronous(Scheme):
     staleness : int or math.inf
         The bound ``s >= 0``: 0 is bulk-synchronous (a barrier every
         iteration), ``math.inf`` asynchronous.
+    link : {"dedicated", "shared"}
+        ``"dedicated"`` (the default): the model above, no contention.
+        ``"shared"``: pushes and replies contend on the PS's one full-duplex
+        link (:func:`~queuesgd.schemes.ps_arrivals.simulate_ps_ssp`: pushes
+        FIFO on the incoming link, ``G/B`` each; the PS thread applies
+        (``update_time``) and sends the replies (``P/B`` each) one at a
+        time; ``latency`` as a delay; deterministic transfers); method
+        ``"simulate"`` only.
 
     Examples
     --------
@@ -69,12 +81,14 @@ class StaleSynchronous(Scheme):
     """
 
     staleness: int | float = 1
+    link: str = "dedicated"
 
     key: ClassVar[str] = "stale-synchronous"
     #: Largest CTMC ``method="auto"`` builds; beyond it auto simulates.
     max_states: ClassVar[int] = 200_000
 
     def __post_init__(self) -> None:
+        _checks.choice("StaleSynchronous.link", self.link, LINKS)
         s = self.staleness
         accepted = "an integer >= 0, or math.inf (asynchronous)"
         if isinstance(s, float) and math.isinf(s) and s > 0:
@@ -137,6 +151,8 @@ class StaleSynchronous(Scheme):
 
     # ---- method choice -----------------------------------------------------------------
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
+        if self.link == "shared":
+            return "simulate", "simulate: link='shared' follows every push and reply on the PS link"
         s = self.staleness
         if math.isinf(s):
             return "closed_form", "staleness=inf: no worker ever blocks, each runs at 1 / (compute + comm)"
@@ -167,19 +183,55 @@ class StaleSynchronous(Scheme):
         >>> round(sol.iteration_rate, 9)      # 2 / E[max of two Erlang(2, mean 0.2)] = 2 / 0.275
         7.272727273
         """
+        if self.link == "shared":
+            raise NotRepresentable(shared_why("StaleSynchronous", "closed_form"))
         return self._closed_form(workload, cluster)
 
     def solve_ctmc(
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
         """The exact CTMC of the workers' clock offsets (phase-type laws; a fit otherwise, stated)."""
+        if self.link == "shared":
+            raise NotRepresentable(shared_why("StaleSynchronous", "ctmc"))
         return self._ctmc(workload, cluster)
 
     def solve_simulate(
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
-        """Monte Carlo of the clocks with the actual laws."""
+        """Monte Carlo of the clocks with the actual laws (``link="shared"``: of every message too)."""
+        if self.link == "shared":
+            return self._simulate_shared(workload, cluster, rng, iterations)
         return self._simulate(workload, cluster, rng, iterations)
+
+    def _simulate_shared(
+        self, workload: Workload, cluster: Cluster, rng: Any, iterations: int | None
+    ) -> SchemeSolution:
+        n = cluster.workers
+        total = self.simulation_iterations if iterations is None else check_iterations(iterations)
+        rounds = max(total // n, 2 * BATCHES + 10)
+        gen = as_generator(np.random.default_rng() if rng is None else rng)
+        x = sample_compute(workload, cluster, gen, rounds)
+        run = simulate_ps_ssp(x, self.staleness, **link_costs(workload, cluster))
+        comm = run.transfer
+        waiting = max(run.cycle - run.compute - comm - run.update, 0.0)
+        details = {"blocked_fraction": run.blocked_fraction, "updates": run.updates, "link": "shared"}
+        reason = (
+            f"Monte Carlo of {rounds} iterations per worker on a shared PS link: pushes FIFO on its incoming "
+            "link, updates and replies one at a time on the PS, deterministic transfers"
+        )
+        return self._solution(
+            run.rate,
+            n,
+            run.compute,
+            comm,
+            run.update,
+            waiting,
+            "simulate",
+            reason,
+            details,
+            interval=run.interval,
+            staleness=run.staleness,
+        )
 
     # ---- closed forms ------------------------------------------------------------------
     def _closed_form(self, workload: Workload, cluster: Cluster) -> SchemeSolution:

@@ -1,0 +1,411 @@
+"""Arrival-time models of a parameter server on one shared full-duplex link (``link="shared"``).
+
+The phase models of :class:`~queuesgd.schemes.backup.BackupWorkers`,
+:class:`~queuesgd.schemes.cutoff.StaticCutoff` (communication after the
+barrier, every push serialized) and
+:class:`~queuesgd.schemes.ssp.StaleSynchronous` (no contention) leave out
+what a real network does: a worker pushes as soon as it is done, while the
+others still compute, and every push and every reply crosses the PS's one
+link. These engines follow the messages, as the live loops of
+:mod:`queuesgd.harness.ps_loops` and :mod:`queuesgd.harness.event_loops` do:
+
+- **uplink** (into the PS): pushes in FIFO order of issue, ``push = G / B``
+  seconds each; a push issued at ``t`` arrives at
+  ``a = max(t + alpha, previous arrival) + G / B`` (the latency is a delay,
+  not an occupancy);
+- **the PS thread and its downlink**: one server. It handles arrivals in
+  order of arrival, applies updates (``u`` per gradient) and sends replies
+  of ``pull = P / B`` seconds each; a send *blocks* the PS until the reply
+  has left the link (``ps.send`` waits on every ``isend``), and the worker
+  gets it ``alpha`` later;
+- a worker starts its next computation when it has the parameters.
+
+With ``s`` PS shards every message is split over ``s`` identical links
+(``G/(s B)``, ``P/(s B)``, ``u/s``).
+
+:func:`simulate_ps_barrier` is one round of the synchronous PS (sync-ps,
+backup workers, static cutoff) per loop pass; :func:`simulate_ps_ssp` is an
+event loop of the stale-synchronous PS. Both are exact for their model in
+law (Monte Carlo); see ``docs/schemes/backup-workers.md``,
+``docs/schemes/cutoffs.md`` and ``docs/schemes/stale-synchronous.md``.
+
+Examples
+--------
+Three workers of 10, 20 and 30 ms, the first two gradients (backups = 1),
+8 ms per push and per reply: the second push arrives at 28 ms, the two
+replies leave at 36 and 44 ms, so the first round lasts 44 ms.
+
+>>> x = np.tile([0.010, 0.020, 0.030], (50, 1))
+>>> r = simulate_ps_barrier(x, 2, push=0.008, pull=0.008)
+>>> round(float(r.barrier[0]), 12), round(float(r.duration[0]), 12), float(r.gradients[0])
+(0.028, 0.044, 2.0)
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from queuesgd import _checks
+from queuesgd.batchmeans import BATCHES, half_width
+from queuesgd.errors import InvalidParameterError
+from queuesgd.schemes.kofn_sim import STRAGGLERS, Rounds
+
+__all__ = ["SSPRun", "link_costs", "shared_why", "simulate_ps_barrier", "simulate_ps_ssp"]
+
+
+def link_costs(workload: Any, cluster: Any) -> dict[str, float]:
+    """``push``, ``pull``, ``latency`` and ``update`` seconds of the shared-link engines for a cluster.
+
+    ``s`` PS shards split every message over ``s`` identical links: ``G/(s B)``,
+    ``P/(s B)``, ``u/s``.
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster
+    >>> link_costs(Workload(0.1, "1MB", update_time="2ms"), Cluster(4, "1Gbit/s", latency="1ms"))
+    {'push': 0.008, 'pull': 0.008, 'latency': 0.001, 'update': 0.002}
+    """
+    s = cluster.ps_shards
+    return {
+        "push": float(workload.gradient_bytes) / (s * cluster.bandwidth),
+        "pull": float(workload.parameter_bytes) / (s * cluster.bandwidth),
+        "latency": float(cluster.latency),
+        "update": float(workload.update_time) / s,
+    }
+
+
+def shared_why(name: str, method: str) -> str:
+    """The refusal of a road that ``link="shared"`` does not have."""
+    return (
+        f"{name}(link='shared') has no {method.replace('_', ' ')} road: the arrival times of the pushes on "
+        "the shared PS link are simulated (method='simulate'; no closed form, no CTMC)"
+    )
+
+
+def _nonneg(name: str, value: float) -> float:
+    v = float(value)
+    if not (v >= 0 and math.isfinite(v)):
+        raise InvalidParameterError(name, value, "finite seconds >= 0")
+    return v
+
+
+def simulate_ps_barrier(
+    samples: np.ndarray,
+    k: int | None = None,
+    timer: float = math.inf,
+    *,
+    push: float = 0.0,
+    pull: float = 0.0,
+    latency: float = 0.0,
+    update: float = 0.0,
+    stragglers: str = "finish",
+) -> Rounds:
+    """Rounds of the synchronous PS on a shared link, with the arrival time of every push.
+
+    Round ``j`` (parameter version ``j``) starts at ``S_j`` (``S_0 = 0``, every
+    worker computing). The PS takes the pushes in order of arrival: a fresh
+    one (computed on version ``j``) counts; a stale one is dropped and, with
+    ``"finish"``, answered at once with version ``j`` (the worker then starts
+    a fresh computation). The barrier falls at the arrival of the ``k``-th
+    fresh push, or at ``S_j + timer`` if some fresh push arrived by then
+    (every one that arrived by ``S_j + timer`` counts), or else at the first
+    fresh arrival after it. Then the PS applies the ``K`` gradients
+    (``K update``, once its thread is free) and sends version ``j + 1`` to
+    the ``K`` contributors in worker order (``"finish"``) or to every worker
+    (``"cancel"``: a worker still computing aborts; one done before the
+    reply reaches it has pushed a stale gradient, which still crosses the
+    uplink). The round ends when the last reply has left: ``S_{j+1}``.
+    Pushes that arrive during the update and the replies are handled at
+    ``S_{j+1}`` (stale, answered with version ``j + 1``).
+
+    Parameters
+    ----------
+    samples : ndarray, shape (rounds, n)
+        ``samples[j, i]``: worker ``i``'s computation on version ``j`` (a
+        worker computes at most once per version). ``rounds - 1`` rounds run.
+    k : int, optional
+        Fresh gradients the barrier waits for (``n``).
+    timer : float
+        The cutoff after the round's start (``inf``: none).
+    push, pull : float
+        Seconds a push occupies the uplink, a reply the PS (``G/B``, ``P/B``).
+    latency : float
+        One-way delay of every message (``alpha``).
+    update : float
+        PS seconds per gradient applied.
+    stragglers : {"finish", "cancel"}
+
+    Returns
+    -------
+    Rounds
+        Per round: ``gradients`` ``K``, ``barrier`` ``B_j - S_j``,
+        ``compute`` (mean seconds of computation a worker started in the
+        round), ``update`` (``K update``) and ``communication`` (the rest of
+        the round: waiting for the PS thread, then the replies).
+
+    Examples
+    --------
+    Free links: the phase model's rounds (here every round lasts the slowest of the first two).
+
+    >>> r = simulate_ps_barrier(np.tile([1.0, 2.0, 3.0], (10, 1)), 2)
+    >>> r.duration[:3].tolist(), r.gradients[:3].tolist()
+    ([2.0, 2.0, 2.0], [2.0, 2.0, 2.0])
+    """
+    stragglers = _checks.choice("stragglers", stragglers, STRAGGLERS)
+    x = np.asarray(samples, dtype=float)
+    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 1:
+        raise InvalidParameterError("samples", getattr(x, "shape", x), "a 2-D array (rounds >= 2, workers)")
+    rounds, n = x.shape[0] - 1, x.shape[1]
+    k = n if k is None else _checks.integer("k", k)
+    if k > n:
+        raise InvalidParameterError("k", k, f"an integer 1 <= k <= n (= {n})")
+    T = float(timer)
+    if not T > 0:
+        raise InvalidParameterError("timer", timer, "seconds > 0 (inf: none)")
+    push, pull = _nonneg("push", push), _nonneg("pull", pull)
+    alpha, u = _nonneg("latency", latency), _nonneg("update", update)
+    finish = stragglers == "finish"
+    xs = x.tolist()
+
+    cols = {f: np.zeros(rounds) for f in ("gradients", "barrier", "compute", "communication", "update")}
+    started = np.zeros(rounds)  # computation time started per round (all workers)
+    up_free = 0.0  # when the uplink has delivered its last push
+    ps_free = 0.0  # when the PS thread (and the downlink it sends on) is free
+    # computations running: (push time, seq, worker, version); in flight: (arrival, worker, version)
+    issues: list[tuple[float, int, int, int]] = []
+    flight: deque[tuple[float, int, int]] = deque()
+    seq = 0
+    for i in range(n):
+        heapq.heappush(issues, (xs[0][i], seq, i, 0))
+        seq += 1
+        started[0] += xs[0][i]
+    S = 0.0
+    for j in range(rounds):
+        deadline = S + T
+        fresh: list[int] = []
+        barrier = math.nan
+        while True:
+            if issues and (not flight or issues[0][0] <= flight[0][0]):
+                t, _, i, v = heapq.heappop(issues)  # a push enters the uplink (FIFO in order of issue)
+                up_free = max(t + alpha, up_free) + push
+                flight.append((up_free, i, v))
+                continue
+            if not flight:  # nothing more can arrive this round: only the timer ends it
+                if not fresh or math.isinf(T):  # pragma: no cover - impossible by construction
+                    raise AssertionError("a round with no pending push")
+                barrier = deadline
+                break
+            a, i, v = flight[0]
+            if fresh and a > deadline:  # the cutoff passed: this push waits in the queue
+                barrier = deadline
+                break
+            flight.popleft()
+            if v == j:
+                fresh.append(i)
+                if len(fresh) >= k or a >= deadline:
+                    barrier = a
+                    break
+            elif finish:  # stale: dropped, answered at once with version j
+                start = max(a, ps_free, S)
+                ps_free = start + pull
+                c = xs[j][i]
+                started[j] += c
+                heapq.heappush(issues, (ps_free + alpha + c, seq, i, j))
+                seq += 1
+        K = len(fresh)
+        done_update = max(barrier, ps_free) + K * u
+        targets = sorted(fresh) if finish else range(n)
+        got = {}
+        t_send = done_update
+        for i in targets:
+            t_send += pull
+            got[i] = t_send + alpha
+        ps_free = t_send
+        if not finish:  # cancel: a computation still running when the reply arrives is aborted
+            issues = [e for e in issues if not (e[3] <= j and e[0] >= got[e[2]])]
+            heapq.heapify(issues)
+        for i, g in got.items():
+            c = xs[j + 1][i]
+            if j + 1 < rounds:
+                started[j + 1] += c
+            heapq.heappush(issues, (g + c, seq, i, j + 1))
+            seq += 1
+        end = ps_free
+        cols["gradients"][j] = K
+        cols["barrier"][j] = barrier - S
+        cols["update"][j] = K * u
+        cols["communication"][j] = end - barrier - K * u
+        S = end
+    cols["compute"] = started / n
+    return Rounds(**cols)
+
+
+# ----------------------------------------------------------------------------- stale synchronous
+@dataclass(frozen=True)
+class SSPRun:
+    """A run of :func:`simulate_ps_ssp` measured after its warm-up.
+
+    Attributes
+    ----------
+    rate : float
+        Updates per second (all workers).
+    interval : tuple of float
+        95% batch-means interval of ``rate`` (batches of equal time).
+    cycle : float
+        A worker's mean iteration (``n / rate``).
+    compute, transfer, update : float
+        Mean seconds per iteration a worker computes, its messages spend on
+        the wire without queueing (``2 alpha + push + pull``), and the PS
+        applies its gradient.
+    staleness : float
+        Mean updates applied between a worker's read of the parameters and
+        its own update.
+    blocked_fraction : float
+        Fraction of the time a worker waits for the staleness bound.
+    updates : int
+        Updates counted.
+    """
+
+    rate: float
+    interval: tuple[float, float]
+    cycle: float
+    compute: float
+    transfer: float
+    update: float
+    staleness: float
+    blocked_fraction: float
+    updates: int
+
+
+def simulate_ps_ssp(
+    samples: np.ndarray,
+    staleness: float,
+    *,
+    push: float = 0.0,
+    pull: float = 0.0,
+    latency: float = 0.0,
+    update: float = 0.0,
+    warmup: float = 0.1,
+    batches: int = BATCHES,
+) -> SSPRun:
+    """The stale-synchronous PS on a shared link: one event loop, every message on the wire.
+
+    A worker computes (``samples[c, i]`` for its ``c``-th iteration), pushes
+    (uplink FIFO), and the PS thread, in order of the events' times, applies
+    the gradient (``update``) and then counts the worker's iteration: its
+    clock ``c`` becomes ``c + 1`` and it may have the new parameters when
+    every clock is ``>= c + 1 - staleness`` (else it waits; every clock
+    change releases the waiting workers that may go, in worker order). A
+    release sends the parameters (``pull`` on the PS thread), the worker
+    gets them ``latency`` later and computes again.
+
+    Parameters
+    ----------
+    samples : ndarray, shape (iterations, n)
+    staleness : int or inf
+    push, pull, latency, update : float
+        As :func:`simulate_ps_barrier`.
+    warmup : float
+        Fraction of the run's time left out at its start.
+    batches : int
+        Batches of the interval.
+
+    Returns
+    -------
+    SSPRun
+
+    Examples
+    --------
+    One worker of 10 ms, 2 ms per push and per reply: a 14 ms cycle.
+
+    >>> run = simulate_ps_ssp(np.full((2000, 1), 0.010), 1, push=0.002, pull=0.002)
+    >>> round(run.cycle, 4)
+    0.014
+    """
+    x = np.asarray(samples, dtype=float)
+    if x.ndim != 2 or x.shape[0] < 2 * batches or x.shape[1] < 1:
+        raise InvalidParameterError(
+            "samples", getattr(x, "shape", x), f"a 2-D array (iterations >= {2 * batches}, workers)"
+        )
+    iters, n = x.shape
+    s = float(staleness)
+    push, pull = _nonneg("push", push), _nonneg("pull", pull)
+    alpha, u = _nonneg("latency", latency), _nonneg("update", update)
+    xs = x.tolist()
+    clocks = [0] * n
+    read = [0] * n  # version each worker read
+    version = 0
+    up_free = ps_free = 0.0
+    blocked: list[int] = []
+    events: list[tuple[float, int, str, int]] = []  # (time, seq, kind, worker)
+    seq = 0
+    t_apply: list[float] = []
+    stale: list[int] = []
+    blocked_time = 0.0
+    t_reply = [0.0] * n  # when a worker's iteration was counted (its apply done)
+    stops: list[float] = []  # when a worker ran out of samples
+    for i in range(n):
+        events.append((xs[0][i], seq, "push", i))
+        seq += 1
+    heapq.heapify(events)
+    horizon = iters - 1  # a worker stops at this clock (the samples run out)
+    while events:
+        t, _, kind, i = heapq.heappop(events)
+        if kind == "push":  # the computation ends: the push enters the uplink
+            up_free = max(t + alpha, up_free) + push
+            heapq.heappush(events, (up_free, seq, "apply", i))
+        elif kind == "apply":  # on the PS thread, in order of arrival
+            start = max(t, ps_free)
+            ps_free = start + u
+            stale.append(version - read[i])
+            version += 1
+            t_apply.append(ps_free)
+            heapq.heappush(events, (ps_free, seq, "count", i))
+        else:  # "count": the worker's clock advances; release whoever may go
+            clocks[i] += 1
+            t_reply[i] = t
+            blocked.append(i)
+            low = min(clocks)
+            for w in sorted(blocked):
+                if clocks[w] >= horizon:
+                    blocked.remove(w)
+                    stops.append(t)
+                elif low >= clocks[w] - s:
+                    blocked.remove(w)
+                    start = max(t, ps_free)
+                    blocked_time += start - t_reply[w]
+                    ps_free = start + pull
+                    read[w] = version
+                    c = xs[clocks[w]][w]
+                    heapq.heappush(events, (ps_free + alpha + c, seq, "push", w))
+                    seq += 1
+        seq += 1
+    times = np.asarray(t_apply)
+    t_end = float(times[-1]) if times.size else 0.0
+    t1 = min(stops, default=t_end)  # measure while every worker still runs
+    t0 = warmup * t1
+    inwin = (times > t0) & (times <= t1)
+    count = int(inwin.sum())
+    if count < 2 * batches or not t1 > t0:
+        raise InvalidParameterError("iterations", iters, "more iterations (the run is too short)")
+    rate = count / (t1 - t0)
+    per = np.histogram(times[inwin], bins=np.linspace(t0, t1, batches + 1))[0] / ((t1 - t0) / batches)
+    half = half_width(per)
+    cycle = n / rate
+    return SSPRun(
+        rate=rate,
+        interval=(rate - half, rate + half),
+        cycle=cycle,
+        compute=float(x.mean()),
+        transfer=2 * alpha + push + pull,
+        update=u,
+        staleness=float(np.asarray(stale)[inwin].mean()),
+        blocked_fraction=min(blocked_time / (n * t_end), 1.0) if t_end > 0 else 0.0,
+        updates=count,
+    )
