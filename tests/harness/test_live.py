@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 
@@ -187,3 +188,84 @@ def test_real_model_gradient_matches_finite_differences(kind):
     before = loss_at(theta)
     step.apply(step.grad)
     assert loss_at(step.params) < before
+
+
+# ---- the sampled laws: Kolmogorov-Smirnov against the configured law ---------------------------
+
+
+def _scipy_law(spec, mean):
+    """The law of a straggler spec with the given mean, built by hand in SciPy (not by queuesgd)."""
+    from scipy import stats
+
+    name, _, arg = spec.partition(":")
+    if name == "lognormal":  # scv = exp(sigma^2) - 1, mean = exp(mu + sigma^2 / 2)
+        s2 = math.log1p(float(arg))
+        return stats.lognorm(s=math.sqrt(s2), scale=math.exp(math.log(mean) - s2 / 2))
+    if name == "gamma":  # scv = 1 / shape
+        shape = 1.0 / float(arg)
+        return stats.gamma(a=shape, scale=mean / shape)
+    assert name == "exponential"
+    return stats.expon(scale=mean)
+
+
+def _drawn_waits(monkeypatch, workload, rank=0, workers=2, seed=11, steps=3000):
+    """What ``compute()`` of the live step waits, step by step, without sleeping.
+
+    The step's own ``compute`` runs (injected delay, then its compute draw); the clock is held at 0
+    and ``sleep_until`` records its deadline instead of sleeping, so each deadline is exactly
+    ``delay + compute draw`` of that step.
+    """
+    from types import SimpleNamespace
+
+    import queuesgd.harness.live as live
+
+    deadlines = []
+
+    def fake_sleep_until(deadline, interrupt=None):
+        deadlines.append(deadline)
+        return True
+
+    monkeypatch.setattr(live, "time", SimpleNamespace(perf_counter=lambda: 0.0))
+    monkeypatch.setattr(live, "sleep_until", fake_sleep_until)
+    step = workload.make(rank, seed=seed, workers=workers)
+    delays = []
+    for _ in range(steps):
+        step.compute()
+        delays.append(step.last_delay)
+    return np.array(deadlines), np.array(delays)
+
+
+@pytest.mark.parametrize("spec", ["lognormal:0.3", "gamma:0.5", "exponential"])
+@torch_needed
+def test_emulated_compute_times_follow_the_configured_law(monkeypatch, spec):
+    # The campaign's path: parse_straggler(spec, mean) -> EmulatedCompute(law) -> step.compute().
+    from scipy import stats
+
+    from queuesgd.harness.campaign import parse_straggler
+
+    mean = 0.05
+    waits, delays = _drawn_waits(monkeypatch, EmulatedCompute(parse_straggler(spec, mean), "4KB"))
+    assert waits.size == 3000 and not delays.any()
+    assert stats.kstest(waits, _scipy_law(spec, mean).cdf).pvalue > 1e-3
+    # Negative control: the same draws against a wrong law of the same mean are rejected.
+    wrong = _scipy_law("lognormal:0.3" if spec == "exponential" else "exponential", mean)
+    assert stats.kstest(waits, wrong.cdf).pvalue < 1e-6
+
+
+@torch_needed
+def test_injected_delays_follow_their_law(monkeypatch):
+    # A worker with a delay law (straggler injection) and no compute: each step waits one delay draw.
+    from scipy import stats
+
+    from queuesgd.distributions import Gamma
+
+    law = Gamma(shape=2.0, rate=40.0)  # mean 50 ms, scv 0.5
+    waits, delays = _drawn_waits(monkeypatch, EmulatedCompute(0.0, "4KB", delays={1: law}), rank=1)
+    assert np.array_equal(waits, delays)
+    assert stats.kstest(delays, _scipy_law("gamma:0.5", 0.05).cdf).pvalue > 1e-3
+    assert stats.kstest(delays, _scipy_law("exponential", 0.05).cdf).pvalue < 1e-6
+    # eager-SGD's random delay is no law: exactly the configured delay on the drawn steps, else 0.
+    waits, delays = _drawn_waits(monkeypatch, EmulatedCompute(0.0, "4KB", random_delay=(1, 0.05)), steps=400)
+    assert set(np.round(delays, 12).tolist()) == {0.0, 0.05}
+    chosen = [0 in delayed_workers((1, 0.05), s, 2, seed=11) for s in range(400)]
+    assert np.array_equal(delays > 0, np.array(chosen))
