@@ -582,6 +582,8 @@ def write_report(
     built: str = "",
     notes: Mapping[str, str] | None = None,
     plots: Mapping[str, str] | None = None,
+    ran: str | None = None,
+    command: str | None = None,
 ) -> Path:
     """Write the accuracy report (Markdown) in the sections of :data:`SECTIONS`.
 
@@ -607,6 +609,9 @@ def write_report(
         Per scheme, why the model misses where it does (what it leaves out).
     plots : mapping of str to str, optional
         Section key to the relative path of its measured-vs-predicted plot.
+    ran, command : str, optional
+        When and with which command the rows were produced, for a report of
+        one campaign (each section also says when its own rows last ran).
     """
     groups = by_section(rows)
     plots = dict(plots or {})
@@ -619,6 +624,10 @@ def write_report(
     ]
     if built:
         lines.append(f"- Report built: {built}")
+    if ran:
+        lines.append(f"- Rows produced: {ran}")
+    if command:
+        lines.append(f"- Command: `{command}`")
     lines += [
         f"- Machine when the report was built: {machine}",
         "",
