@@ -90,6 +90,10 @@ class BackupWorkers(BarrierScheme):
         object.__setattr__(self, "backups", _checks.integer("BackupWorkers.backups", self.backups, minimum=0))
         _checks.choice("BackupWorkers.stragglers", self.stragglers, STRAGGLERS)
         _checks.choice("BackupWorkers.link", self.link, LINKS)
+        if self.link == "shared" and self.stragglers != "finish":
+            raise InvalidParameterError(
+                "BackupWorkers.link", self.link, "'phase' with stragglers='cancel' ('shared' models 'finish')"
+            )
 
     # ---- the shared link: arrival times ----------------------------------------------------
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
@@ -136,11 +140,10 @@ class BackupWorkers(BarrierScheme):
             return super().solve_simulate(workload, cluster, rng=rng, iterations=iterations)
         n = cluster.workers
         k = int(self.gradients(n))
-        mode = self.stragglers if k < n else "cancel"
         iters = check_iterations(self.simulation_iterations if iterations is None else iterations)
         x = self.sample_round(workload, cluster, rng, iters + 1)
-        r = simulate_ps_barrier(x, k, stragglers=mode, **link_costs(workload, cluster))
-        cut = 0 if mode == "cancel" and k == n else warmup_cut(iters)
+        r = simulate_ps_barrier(x, k, **link_costs(workload, cluster))
+        cut = warmup_cut(iters)
         rate, ci = r.rate(cut)
         sl = slice(cut, None)
         tau = float(r.duration[sl].mean())

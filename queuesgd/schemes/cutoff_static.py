@@ -12,7 +12,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.batchmeans import check_iterations, warmup_cut
-from queuesgd.errors import NotRepresentable
+from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.orderstats import group_laws
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.costs import ps_round
@@ -100,6 +100,10 @@ class StaticCutoff(Scheme):
             self, "stragglers", _checks.choice("StaticCutoff.stragglers", self.stragglers, STRAGGLERS)
         )
         _checks.choice("StaticCutoff.link", self.link, LINKS)
+        if self.link == "shared" and self.stragglers != "finish":
+            raise InvalidParameterError(
+                "StaticCutoff.link", self.link, "'phase' with stragglers='cancel' ('shared' models 'finish')"
+            )
 
     def _refuse_shared(self, method: str) -> None:
         if self.link == "shared":
@@ -157,9 +161,7 @@ class StaticCutoff(Scheme):
         parameter version, and ``x.shape[0] - 1`` rounds run.
         """
         if self.link == "shared":
-            rounds = simulate_ps_barrier(
-                x, timer=self.timeout, stragglers=self.stragglers, **link_costs(workload, cluster)
-            )
+            rounds = simulate_ps_barrier(x, timer=self.timeout, **link_costs(workload, cluster))
             warmup = warmup_cut(rounds.gradients.size)
             reason = (
                 f"Monte Carlo of {rounds.gradients.size} rounds on a shared PS link ({self.stragglers}): a "

@@ -54,7 +54,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.batchmeans import BATCHES, half_width
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.kofn_sim import STRAGGLERS, Rounds
+from queuesgd.schemes.kofn_sim import Rounds
 
 __all__ = ["SSPRun", "link_costs", "shared_why", "simulate_ps_barrier", "simulate_ps_ssp"]
 
@@ -104,7 +104,6 @@ def simulate_ps_barrier(
     pull: float = 0.0,
     latency: float = 0.0,
     update: float = 0.0,
-    stragglers: str = "finish",
 ) -> Rounds:
     """Rounds of the synchronous PS on a shared link, with the arrival time of every push.
 
@@ -115,12 +114,13 @@ def simulate_ps_barrier(
     a fresh computation). The barrier falls at the arrival of the ``k``-th
     fresh push, or at ``S_j + timer`` if some fresh push arrived by then
     (every one that arrived by ``S_j + timer`` counts), or else at the first
-    fresh arrival after it. Then the PS applies the ``K`` gradients
-    (``K update``, once its thread is free) and sends version ``j + 1`` to
-    the ``K`` contributors in worker order (``"finish"``) or to every worker
-    (``"cancel"``: a worker still computing aborts; one done before the
-    reply reaches it has pushed a stale gradient, which still crosses the
-    uplink). The round ends when the last reply has left: ``S_{j+1}``.
+    fresh arrival after it; the PS checks the cutoff before taking each
+    message, so a reply that keeps it busy past the cutoff ends the wait.
+    Then the PS applies the ``K`` gradients (``K update``, once its thread
+    is free) and sends version ``j + 1`` to the ``K`` contributors in worker
+    order. The round ends when the last reply has left: ``S_{j+1}``. Late
+    workers finish (``stragglers="finish"``, what the live harness runs):
+    their pushes still cross the uplink, are dropped and answered.
     Pushes that arrive during the update and the replies are handled at
     ``S_{j+1}`` (stale, answered with version ``j + 1``).
 
@@ -139,7 +139,6 @@ def simulate_ps_barrier(
         One-way delay of every message (``alpha``).
     update : float
         PS seconds per gradient applied.
-    stragglers : {"finish", "cancel"}
 
     Returns
     -------
@@ -157,7 +156,6 @@ def simulate_ps_barrier(
     >>> r.duration[:3].tolist(), r.gradients[:3].tolist()
     ([2.0, 2.0, 2.0], [2.0, 2.0, 2.0])
     """
-    stragglers = _checks.choice("stragglers", stragglers, STRAGGLERS)
     x = np.asarray(samples, dtype=float)
     if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 1:
         raise InvalidParameterError("samples", getattr(x, "shape", x), "a 2-D array (rounds >= 2, workers)")
@@ -170,7 +168,6 @@ def simulate_ps_barrier(
         raise InvalidParameterError("timer", timer, "seconds > 0 (inf: none)")
     push, pull = _nonneg("push", push), _nonneg("pull", pull)
     alpha, u = _nonneg("latency", latency), _nonneg("update", update)
-    finish = stragglers == "finish"
     xs = x.tolist()
 
     cols = {f: np.zeros(rounds) for f in ("gradients", "barrier", "compute", "communication", "update")}
@@ -191,27 +188,41 @@ def simulate_ps_barrier(
         fresh: list[int] = []
         barrier = math.nan
         while True:
-            if issues and (not flight or issues[0][0] <= flight[0][0]):
-                t, _, i, v = heapq.heappop(issues)  # a push enters the uplink (FIFO in order of issue)
+            # A push enters the uplink (FIFO in order of issue) once no push issued later can come
+            # before it: new computations start only after an arrival the PS handles, or the cutoff.
+            horizon = flight[0][0] if flight else math.inf
+            if fresh:
+                horizon = min(horizon, deadline)
+            if issues and issues[0][0] <= horizon:
+                t, _, i, v = heapq.heappop(issues)
                 up_free = max(t + alpha, up_free) + push
                 flight.append((up_free, i, v))
                 continue
-            if not flight:  # nothing more can arrive this round: only the timer ends it
-                if not fresh or math.isinf(T):  # pragma: no cover - impossible by construction
-                    raise AssertionError("a round with no pending push")
-                barrier = deadline
+            if fresh and (not flight or flight[0][0] > deadline or ps_free >= deadline):
+                barrier = deadline  # the cutoff passed (live: checked before taking the next message)
+                # pushes in by the cutoff but not yet handled: the fresh ones count, the others wait
+                while issues and issues[0][0] <= deadline:
+                    t, _, w, vw = heapq.heappop(issues)
+                    up_free = max(t + alpha, up_free) + push
+                    flight.append((up_free, w, vw))
+                keep: deque[tuple[float, int, int]] = deque()
+                for m in flight:
+                    if m[0] <= deadline and m[2] == j:
+                        fresh.append(m[1])
+                    else:
+                        keep.append(m)
+                flight = keep
                 break
+            if not flight:  # pragma: no cover - impossible by construction
+                raise AssertionError("a round with no pending push")
             a, i, v = flight[0]
-            if fresh and a > deadline:  # the cutoff passed: this push waits in the queue
-                barrier = deadline
-                break
             flight.popleft()
             if v == j:
                 fresh.append(i)
                 if len(fresh) >= k or a >= deadline:
                     barrier = a
                     break
-            elif finish:  # stale: dropped, answered at once with version j
+            else:  # stale: dropped, answered at once with version j
                 start = max(a, ps_free, S)
                 ps_free = start + pull
                 c = xs[j][i]
@@ -220,16 +231,13 @@ def simulate_ps_barrier(
                 seq += 1
         K = len(fresh)
         done_update = max(barrier, ps_free) + K * u
-        targets = sorted(fresh) if finish else range(n)
+        targets = sorted(fresh)
         got = {}
         t_send = done_update
         for i in targets:
             t_send += pull
             got[i] = t_send + alpha
         ps_free = t_send
-        if not finish:  # cancel: a computation still running when the reply arrives is aborted
-            issues = [e for e in issues if not (e[3] <= j and e[0] >= got[e[2]])]
-            heapq.heapify(issues)
         for i, g in got.items():
             c = xs[j + 1][i]
             if j + 1 < rounds:
@@ -297,13 +305,13 @@ def simulate_ps_ssp(
     """The stale-synchronous PS on a shared link: one event loop, every message on the wire.
 
     A worker computes (``samples[c, i]`` for its ``c``-th iteration), pushes
-    (uplink FIFO), and the PS thread, in order of the events' times, applies
-    the gradient (``update``) and then counts the worker's iteration: its
+    (uplink FIFO), and the PS thread, in order of arrival, applies the
+    gradient (``update``) and at once counts the worker's iteration: its
     clock ``c`` becomes ``c + 1`` and it may have the new parameters when
     every clock is ``>= c + 1 - staleness`` (else it waits; every clock
     change releases the waiting workers that may go, in worker order). A
-    release sends the parameters (``pull`` on the PS thread), the worker
-    gets them ``latency`` later and computes again.
+    release sends the parameters (``pull``, blocking the PS thread), the
+    worker gets them ``latency`` later and computes again.
 
     Parameters
     ----------
@@ -360,14 +368,13 @@ def simulate_ps_ssp(
         if kind == "push":  # the computation ends: the push enters the uplink
             up_free = max(t + alpha, up_free) + push
             heapq.heappush(events, (up_free, seq, "apply", i))
-        elif kind == "apply":  # on the PS thread, in order of arrival
+        else:  # "apply", on the PS thread in order of arrival; then the clock advances at once
             start = max(t, ps_free)
             ps_free = start + u
             stale.append(version - read[i])
             version += 1
             t_apply.append(ps_free)
-            heapq.heappush(events, (ps_free, seq, "count", i))
-        else:  # "count": the worker's clock advances; release whoever may go
+            t = ps_free
             clocks[i] += 1
             t_reply[i] = t
             blocked.append(i)
