@@ -51,7 +51,7 @@ import numpy as np
 
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.fine import Bucket, _layers
+from queuesgd.schemes.fine import Bucket, require_layers
 
 if TYPE_CHECKING:
     from queuesgd.workload import Workload
@@ -184,7 +184,7 @@ def ddp_buckets(
     cap = parse_cap("bucket_cap", bucket_cap)
     first_cap = cap if first_bucket is None else parse_cap("first_bucket", first_bucket)
     small_last = _checks.boolean("small_last", small_last)
-    layers = _layers(workload)
+    layers = require_layers(workload)
     sizes = np.array([layer.gradient_bytes for layer in layers], dtype=float)
     ready = np.cumsum([layer.backward_time for layer in layers])
     n = len(layers)

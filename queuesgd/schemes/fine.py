@@ -61,6 +61,7 @@ __all__ = [
     "fuse",
     "parse_threshold",
     "ps_graph",
+    "require_layers",
     "ring_message_costs",
 ]
 
@@ -143,7 +144,7 @@ def fuse(
     """
     size_cap = parse_threshold("fusion_bytes", fusion_bytes, units.parse_bytes)
     time_cap = parse_threshold("fusion_time", fusion_time, units.parse_seconds)
-    layers = _layers(workload)
+    layers = require_layers(workload)
     gaps = np.array([layer.backward_time for layer in layers])
     sizes = np.array([layer.gradient_bytes for layer in layers])
     ready = np.cumsum(gaps)
@@ -161,7 +162,30 @@ def fuse(
     return tuple(out)
 
 
-def _layers(workload: Workload) -> tuple[Any, ...]:
+def require_layers(workload: Workload) -> tuple[Any, ...]:
+    """The workload's per-tensor profile, or a clear error when it has none.
+
+    Parameters
+    ----------
+    workload : Workload
+        A workload that should carry ``layers``.
+
+    Returns
+    -------
+    tuple of Layer
+        ``workload.layers``, in backward (ready) order.
+
+    Raises
+    ------
+    NotRepresentable
+        When the workload has no layer-wise profile.
+
+    Examples
+    --------
+    >>> from queuesgd.catalog import load_workload
+    >>> len(require_layers(load_workload("resnet50"))) > 100
+    True
+    """
     if workload.layers is None:
         raise NotRepresentable(
             "the fine-grained model needs a per-tensor profile (Workload.layers); load a catalog workload "
@@ -227,7 +251,7 @@ def _worker_tasks(
             "the fine-grained model does not draw RandomDelay stragglers (a random set of workers delayed "
             "each step); use method 'closed_form' or 'simulate'"
         )
-    layers = _layers(workload)
+    layers = require_layers(workload)
     phases = workload.phase_times()
     mean = workload.compute_time
     tasks: list[Task] = []
