@@ -454,13 +454,11 @@ def predict_ddp(
 
 
 def _ddp_scheme() -> Any:
-    """The scheme that models DDP: ring all-reduce, overlap on, DDP's buckets (25 MiB cap)."""
+    """The scheme that models DDP: ring all-reduce, overlap on, DDP's buckets."""
     from queuesgd.schemes import RingAllReduce
 
-    try:
-        return RingAllReduce(overlap=True, fusion="ddp")  # DDP's own bucket assignment
-    except TypeError:  # an older tree without the DDP policy: one threshold of 25 MiB, no time criterion
-        return RingAllReduce(overlap=True, fusion_bytes="25MiB", fusion_time=None)
+    # DDP's own bucket assignment with its defaults (1 MiB first bucket, 25 MiB cap), as run_ddp runs it.
+    return RingAllReduce(overlap=True, fusion="ddp")
 
 
 def predict_apriori(

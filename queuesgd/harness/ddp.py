@@ -45,7 +45,7 @@ def ddp_worker(
     batch_size: int,
     warmup: int,
     seed: int = 0,
-    bucket_cap_mb: float = 25.0,
+    bucket_cap_mb: float | None = None,
     model_options: Mapping[str, Any] | None = None,
 ) -> None:
     """In a worker process: train ``kind`` with DDP for ``steps`` steps, reporting one record per step."""
@@ -59,6 +59,8 @@ def ddp_worker(
         torch.manual_seed(int(seed))  # identical initial parameters on every worker
         net, shape = build(kind, **dict(model_options or {}))
     net.train()
+    # bucket_cap_mb=None is DDP's default: a 1 MiB first bucket, then 25 MiB. In torch 2.13 an explicit
+    # cap (even 25) makes the first bucket as large as the cap.
     ddp = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=bucket_cap_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
@@ -109,7 +111,7 @@ def run_ddp(
     batch_size: int = 32,
     warmup: int = 5,
     seed: int = 0,
-    bucket_cap_mb: float = 25.0,
+    bucket_cap_mb: float | None = None,
     model_options: Mapping[str, Any] | None = None,
     timeout: float = 600.0,
     setup: Callable[[int], None] | None = None,
@@ -127,8 +129,10 @@ def run_ddp(
         step per worker, and the first steps marked ``warmup``.
     seed : int
         Initial parameters (shared) and each worker's data (seed and rank).
-    bucket_cap_mb : float
-        DDP's ``bucket_cap_mb`` (PyTorch's default 25).
+    bucket_cap_mb : float, optional
+        DDP's ``bucket_cap_mb``. None (the default) leaves DDP's own default:
+        a 1 MiB first bucket, then 25 MiB buckets (an explicit cap in PyTorch
+        2.13 makes the first bucket as large as the cap too).
     model_options : mapping, optional
         Sizes passed to :func:`~queuesgd.harness.models.build` (``width``, ``hidden`` ...).
     timeout : float
@@ -151,7 +155,7 @@ def run_ddp(
         from queuesgd.errors import InvalidParameterError
 
         raise InvalidParameterError("warmup", warmup, f"fewer than steps ({steps})")
-    cap = _checks.positive("bucket_cap_mb", bucket_cap_mb)
+    cap = None if bucket_cap_mb is None else _checks.positive("bucket_cap_mb", bucket_cap_mb)
 
     def fn(ctx: WorkerContext) -> None:
         ddp_worker(

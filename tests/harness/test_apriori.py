@@ -84,15 +84,25 @@ def test_ps_prediction_uses_the_ps_update_per_gradient_and_the_p2p_link():
 
 @pytest.mark.timing
 def test_short_real_ddp_run_is_predicted_before_it_runs():
-    """Two DDP workers train the CNN; the profile and the loopback calibration come from separate runs."""
+    """Two DDP workers train the CNN; the profile and the loopback calibration come from separate runs.
+
+    A loose band, as the issue asks: two processes and gloo's threads share two cores, and a busy
+    machine's speed drifts between the profile and the run. The whole protocol (profile, calibrate,
+    predict, run) is tried at most twice; a fresh attempt measures everything again.
+    """
     pytest.importorskip("torch")
     from queuesgd.harness.apriori import calibrate_network, make_profile
 
-    prof = make_profile("cnn", batch_size=32, copies=(2,), repetitions=10, warmup=2)
-    cal = calibrate_network("allreduce", 2, None, gap=0.01, repeats=5)
-    row = run_apriori("ddp", prof, cal, 2, steps=40, warmup=8)
-    assert row["inputs"] == "a-priori" and row["workload"] == "cnn" and row["emulation"] == "none"
-    assert row["predicted_at"] <= row["started"]
-    assert row["profile"]["measured"] <= row["started"] and row["calibration"]["measured"] <= row["started"]
-    # A loose band: two processes and gloo's threads share two cores (the campaign's targets are 10%/20%).
-    assert abs(row["error"]) < 0.35, row
+    keys = ("measured", "predicted", "error", "compute_mean", "update_time", "method")
+    tries = []
+    for _ in range(2):
+        prof = make_profile("cnn", batch_size=32, copies=(2,), repetitions=20, warmup=3)
+        cal = calibrate_network("allreduce", 2, None, gap=0.01, repeats=5)
+        row = run_apriori("ddp", prof, cal, 2, steps=60, warmup=10)
+        assert row["inputs"] == "a-priori" and row["workload"] == "cnn" and row["emulation"] == "none"
+        assert row["predicted_at"] <= row["started"]
+        assert row["profile"]["measured"] <= row["started"] and row["calibration"]["measured"] <= row["started"]
+        tries.append({k: row[k] for k in keys} | {"alpha": cal.alpha, "bandwidth": cal.bandwidth})
+        if abs(row["error"]) < 0.35:
+            break
+    assert abs(tries[-1]["error"]) < 0.35, tries
