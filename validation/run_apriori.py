@@ -4,8 +4,10 @@
     python validation/run_apriori.py --only ddp       # one scheme's lines
     python validation/run_apriori.py --reprofile      # measure the profiles and calibrations again
 
-The phases run in this order, and each writes its records before the next
-starts, so that no prediction can use anything measured in a run it predicts:
+The phases run in this order (profile, predict and run model by model, so
+that a profile is measured shortly before the runs it predicts), and each
+writes its records before the next starts, so that no prediction can use
+anything measured in a run it predicts:
 
 1. **profile** every model (``apriori/profiles/<model>.json``): one worker
    alone, layer-wise, and ``k`` concurrent copies for every worker count of
@@ -17,7 +19,10 @@ starts, so that no prediction can use anything measured in a run it predicts:
    (``apriori/predictions.json``, with the time each prediction was made);
 4. **run** every configuration live and compare with the stored prediction
    (``results/apriori-<scheme>-<model>.json``), then rebuild ``REPORT.md``
-   (``python validation/run_campaign.py --report-only``).
+   (``python validation/run_campaign.py --report-only``);
+5. **drift**: after each model's runs its one-worker DDP step is measured
+   again (``apriori/drift.json``): how much the machine's own speed moved
+   during the runs, a floor under any prediction's error (not used by any).
 
 Profiles and calibrations already on disk are reused (their measurement
 times are in every row) unless ``--reprofile`` is given.
@@ -35,6 +40,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+import numpy as np  # noqa: E402
+
 from queuesgd import units  # noqa: E402
 from queuesgd.harness.apriori import (  # noqa: E402
     SCHEMES,
@@ -44,6 +51,7 @@ from queuesgd.harness.apriori import (  # noqa: E402
     make_profile,
     predict_apriori,
     run_apriori,
+    stamp,
 )
 from queuesgd.harness.report import write_rows  # noqa: E402
 
@@ -124,6 +132,28 @@ def _calibration_for(cals: dict, scheme: str, rate: str | None, n: int) -> Calib
     return cals[kind, rate, n if kind == "allreduce" else 2]
 
 
+def _drift(spec: dict, model: str, prof: Profile) -> dict:
+    """The one-worker DDP step measured again after the model's runs, against the profile's.
+
+    This machine's speed drifts (other tenants of the host): the ratio bounds how far any a-priori
+    prediction made from the profile could be right, whatever the model.
+    """
+    from queuesgd.harness.contention import measure_synchronized
+
+    cfg = spec["models"][model]
+    again = measure_synchronized(
+        model,
+        (1,),
+        batch_size=cfg["batch_size"],
+        repetitions=spec["repetitions"],
+        model_options=cfg["model_options"],
+    )[1]["span"]
+    before = float(np.mean(prof.sync_span["ddp"][1]))
+    after = float(np.mean(again))
+    print(f"drift of {model}: one-worker DDP step {before:.5f} s at profiling, {after:.5f} s after its runs")
+    return {"model": model, "profiled": before, "after_runs": after, "ratio": after / before, "when": stamp()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(SCHEMES), help="run only this scheme's lines")
@@ -133,42 +163,51 @@ def main(argv: list[str] | None = None) -> int:
     spec = json.loads((HERE / "apriori.json").read_text())
     configs = _configurations(spec, args.only)
 
-    profiles = _profiles(spec, configs, args.reprofile)
     cals = _calibrations(spec, configs, args.reprofile)
-
-    predictions = []
-    for scheme, model, rate, n in configs:
-        pred = predict_apriori(scheme, profiles[model], _calibration_for(cals, scheme, rate, n), n)
-        predictions.append({"scheme": scheme, "model": model, "rate": rate, "workers": n, **pred})
-    pred_path = HERE / "apriori" / "predictions.json"
-    pred_path.write_text(json.dumps(predictions, indent=1) + "\n")
-    print(
-        f"{len(predictions)} predictions written to {pred_path.relative_to(HERE)} before any run", flush=True
-    )
-    if args.predict_only:
-        return 0
-
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    rows_by_file: dict[str, list] = {}
-    for (scheme, model, rate, n), pred in zip(configs, predictions):
-        t0 = time.time()
-        row = run_apriori(
-            scheme,
-            profiles[model],
-            _calibration_for(cals, scheme, rate, n),
-            n,
-            steps=spec["steps"],
-            warmup=spec["warmup"],
-            prediction=pred,
-        )
-        rows_by_file.setdefault(f"apriori-{scheme}-{model}", []).append(row)
-        write_rows(rows_by_file[f"apriori-{scheme}-{model}"], results, stem=f"apriori-{scheme}-{model}")
-        print(
-            f"{scheme:8s} {model:9s} n={n} {rate or 'loopback':10s} measured {row['measured']:9.1f} "
-            f"predicted {row['predicted']:9.1f} error {100 * row['error']:+6.1f}% ({time.time() - t0:.0f} s)",
-            flush=True,
-        )
+    pred_path = HERE / "apriori" / "predictions.json"
+    predictions: list[dict] = []
+    drift = []
+    # Model by model: its profile, then its predictions (stored), then its runs; so that the profile is
+    # measured shortly before the runs it predicts (this machine's speed drifts over tens of minutes).
+    for model in dict.fromkeys(m for _, m, _, _ in configs):
+        mine = [c for c in configs if c[1] == model]
+        prof = _profiles(spec, mine, args.reprofile)[model]
+        preds = []
+        for scheme, _, rate, n in mine:
+            pred = predict_apriori(scheme, prof, _calibration_for(cals, scheme, rate, n), n)
+            preds.append({"scheme": scheme, "model": model, "rate": rate, "workers": n, **pred})
+        predictions.extend(preds)
+        pred_path.write_text(json.dumps(predictions, indent=1) + "\n")
+        print(f"{len(preds)} predictions of {model} written to {pred_path.relative_to(HERE)} before its runs")
+        if args.predict_only:
+            continue
+        rows_by_file: dict[str, list] = {}
+        for (scheme, _, rate, n), pred in zip(mine, preds):
+            t0 = time.time()
+            row = run_apriori(
+                scheme,
+                prof,
+                _calibration_for(cals, scheme, rate, n),
+                n,
+                steps=spec["steps"],
+                warmup=spec["warmup"],
+                prediction=pred,
+            )
+            stem = f"apriori-{scheme}-{model}"
+            rows_by_file.setdefault(stem, []).append(row)
+            write_rows(rows_by_file[stem], results, stem=stem)
+            print(
+                f"{scheme:8s} {model:9s} n={n} {rate or 'loopback':10s} measured {row['measured']:9.1f} "
+                f"predicted {row['predicted']:9.1f} error {100 * row['error']:+6.1f}% "
+                f"({time.time() - t0:.0f} s)",
+                flush=True,
+            )
+        drift.append(_drift(spec, model, prof))
+    if args.predict_only:
+        return 0
+    (HERE / "apriori" / "drift.json").write_text(json.dumps(drift, indent=1) + "\n")
     subprocess.run([sys.executable, str(HERE / "run_campaign.py"), "--report-only"], check=True)
     return 0
 

@@ -100,6 +100,13 @@ class Profile:
     ps_update : mapping of int to float
         ``n`` -> seconds the parameter server takes to average ``n`` flat
         gradients and apply them (measured alone, for the PS schemes).
+    sync_span : mapping of str to mapping of int to sequence of float
+        ``step`` (``"ddp"`` or ``"plain"``) -> ``k`` -> the compute phase of
+        each synchronous step of ``k`` workers in lock step on this machine:
+        seconds from their common start to the last one's end of backward
+        (:func:`~queuesgd.harness.contention.measure_synchronized`).
+    sync_update : mapping of str to mapping of int to float
+        ``step`` -> ``k`` -> median optimizer step in those lock-step runs.
     """
 
     model: str
@@ -111,29 +118,45 @@ class Profile:
     cores: int
     measured: str
     ps_update: Mapping[int, float] = field(default_factory=dict)
+    sync_span: Mapping[str, Mapping[int, Any]] = field(default_factory=dict)
+    sync_update: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
 
-    def workload_at(self, k: int) -> Workload:
+    def workload_at(self, k: int, step: str | None = None) -> Workload:
         """The workload of one of ``k`` workers computing at once on this machine.
 
-        The compute law is the one measured with ``k`` concurrent copies; the
-        layers' forward and backward times are the single worker's, stretched
-        by the ratio of the means (the copies slow every part of the step
-        alike); the update time is the one measured with ``k`` copies.
+        ``step=None`` (independent workers, asynchronous schemes): the compute
+        law is the one measured with ``k`` concurrent copies and the update
+        time the one measured with them. ``step="ddp"`` or ``"plain"``
+        (synchronous schemes): the compute time is the mean span of the
+        lock-step runs of ``k`` copies (DDP's step or the bare model's), the
+        same for every worker (:class:`~queuesgd.distributions.Deterministic`:
+        the span already is the slowest copy's end, and the copies share the
+        cores, so their ends are not independent draws), and the update is
+        the lock-step one. Either way the layers' forward and backward times
+        are the single worker's profile stretched by the ratio of the means
+        (sharing the cores slows every part of the step alike).
 
         Raises
         ------
         InvalidParameterError
             When ``k`` copies were not measured.
         """
+        from queuesgd.distributions import Deterministic
+
         k = _checks.integer("workers", k)
-        if k not in self.concurrency:
+        if step is None:
+            measured, updates = self.concurrency, self.updates
+        else:
+            step = _checks.choice("step", step, tuple(self.sync_span) or ("ddp", "plain"))
+            measured, updates = self.sync_span[step], self.sync_update[step]
+        if k not in measured:
             raise InvalidParameterError(
                 "workers",
                 k,
-                f"a number of concurrent copies the profile measured ({sorted(self.concurrency)}); "
+                f"a number of concurrent copies the profile measured ({sorted(measured)}); "
                 "profile again with copies including it",
             )
-        samples = np.asarray(self.concurrency[k], dtype=float)
+        samples = np.asarray(measured[k], dtype=float)
         base = self.workload
         ratio = float(samples.mean()) / base.compute_time
         layers = tuple(
@@ -146,10 +169,10 @@ class Profile:
             for x in base.layers or ()
         )
         return Workload(
-            Empirical(samples),
+            Empirical(samples) if step is None else Deterministic(float(samples.mean())),
             None if layers else base.gradient_bytes,
             batch_size=base.batch_size,
-            update_time=float(self.updates[k]),
+            update_time=float(updates[k]),
             layers=layers or None,
             name=base.name,
         )
@@ -171,6 +194,10 @@ class Profile:
             "concurrency": {str(k): [float(v) for v in s] for k, s in self.concurrency.items()},
             "updates": {str(k): float(v) for k, v in self.updates.items()},
             "ps_update": {str(k): float(v) for k, v in self.ps_update.items()},
+            "sync_span": {
+                m: {str(k): [float(v) for v in s] for k, s in d.items()} for m, d in self.sync_span.items()
+            },
+            "sync_update": {m: {str(k): float(v) for k, v in d.items()} for m, d in self.sync_update.items()},
             "cores": self.cores,
             "measured": self.measured,
         }
@@ -195,6 +222,11 @@ class Profile:
                 int(doc["cores"]),
                 str(doc["measured"]),
                 {int(k): float(v) for k, v in doc.get("ps_update", {}).items()},
+                {
+                    m: {int(k): np.asarray(v, dtype=float) for k, v in d.items()}
+                    for m, d in doc.get("sync_span", {}).items()
+                },
+                {m: {int(k): float(v) for k, v in d.items()} for m, d in doc.get("sync_update", {}).items()},
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InvalidParameterError(
@@ -233,6 +265,7 @@ def make_profile(
     warmup: int = 3,
     model_options: Mapping[str, Any] | None = None,
     seed: int = 0,
+    synchronized: Iterable[str] = ("ddp", "plain"),
 ) -> Profile:
     """Profile a harness model on this machine: one worker alone, and ``k`` concurrent copies.
 
@@ -249,6 +282,11 @@ def make_profile(
         Per copy, as :func:`queuesgd.profile`.
     model_options : mapping, optional
         Sizes for :func:`~queuesgd.harness.models.build`.
+    synchronized : iterable of str
+        Which lock-step runs to measure for every ``k``
+        (:func:`~queuesgd.harness.contention.measure_synchronized`): ``"ddp"``
+        (DDP's step, for DDP) and ``"plain"`` (the bare model's step, for the
+        synchronous parameter server).
 
     The parameter server's update (average ``k`` flat gradients, apply them)
     is timed alone for every ``k`` too.
@@ -257,7 +295,7 @@ def make_profile(
     -------
     Profile
     """
-    from queuesgd.harness.contention import measure_concurrency
+    from queuesgd.harness.contention import measure_concurrency, measure_synchronized
 
     options = dict(model_options or {})
     ks = sorted({1, *(_checks.integer("copies", k) for k in copies)})
@@ -272,6 +310,22 @@ def make_profile(
         model_options=options,
     )
     ps = _ps_update_times(kind, ks, {"batch_size": batch_size, **options})
+    spans: dict[str, dict[int, Any]] = {}
+    sync_updates: dict[str, dict[int, float]] = {}
+    for step in dict.fromkeys(synchronized):
+        step = _checks.choice("synchronized", step, ("ddp", "plain"))
+        lock = measure_synchronized(
+            kind,
+            ks,
+            batch_size=batch_size,
+            repetitions=repetitions,
+            warmup=warmup,
+            seed=seed,
+            model_options=options,
+            ddp=step == "ddp",
+        )
+        spans[step] = {k: r["span"] for k, r in lock.items()}
+        sync_updates[step] = {k: float(np.median(r["update"])) for k, r in lock.items()}
     return Profile(
         kind,
         int(batch_size),
@@ -282,6 +336,8 @@ def make_profile(
         os.cpu_count() or 1,
         measured,
         ps,
+        spans,
+        sync_updates,
     )
 
 
@@ -411,8 +467,10 @@ def predict_ddp(
 
     The model is :class:`~queuesgd.RingAllReduce`'s fine-grained task graph
     (``method="fine"``): each worker's forward and backward pass tensor by
-    tensor (the profile measured with ``workers`` copies sharing the cores),
-    the gradients packed into DDP's buckets, one ring all-reduce per bucket on
+    tensor, scaled to the span of DDP's step measured with ``workers`` copies
+    in lock step on this machine (:meth:`Profile.workload_at` with
+    ``step="ddp"``: it includes DDP's own per-step costs and the core
+    sharing), the gradients packed into DDP's buckets, one ring all-reduce per bucket on
     the calibrated network as soon as its last gradient is ready (DDP's
     overlap), then the optimizer step.
 
@@ -426,7 +484,7 @@ def predict_ddp(
     from queuesgd.workload import Cluster
 
     n = _checks.integer("workers", workers)
-    work = profile.workload_at(n)
+    work = profile.workload_at(n, "ddp")
     if n == 1 or calibration is None:
         bandwidth, latency = 1e15, 0.0
     else:
@@ -474,7 +532,9 @@ def predict_apriori(
     ``"ddp"``: :func:`predict_ddp`. ``"sync-ps"``, ``"async-ps"``: the model
     the harness's own PS loops are predicted with
     (:func:`queuesgd.harness.campaign.predict_live`), fed with the profile's
-    compute law for ``workers`` copies sharing the cores, the parameter
+    compute for ``workers`` copies sharing the cores (the lock-step span of
+    the bare model for sync-ps, the independent copies' law for async-ps;
+    see :meth:`Profile.workload_at`), the parameter
     server's update time measured alone, the model's gradient size and the
     point-to-point calibration of the PS link.
 
@@ -497,7 +557,9 @@ def predict_apriori(
         )
     if calibration is not None and calibration.kind != "p2p":
         raise InvalidParameterError("calibration", calibration.kind, "a p2p calibration of the PS link")
-    work = profile.workload_at(n)
+    # Synchronous workers compute in lock step (the bare model's span); asynchronous ones independently.
+    step = "plain" if scheme == "sync-ps" and "plain" in profile.sync_span else None
+    work = profile.workload_at(n, step)
     # The PS's update of n gradients, per gradient applied (as the same-run profile counts it).
     update = profile.ps_update[updates] / updates
     pred = predict_live(

@@ -12,6 +12,22 @@ so ``k`` copies computing together is what ``k`` training workers do between
 two all-reduces; the prediction of an ``n``-worker run then uses the law
 measured with ``k = n`` copies (:meth:`queuesgd.harness.apriori.Profile.workload_at`).
 
+Independent copies are what an *asynchronous* worker sees. A *synchronous*
+step is different: all ``n`` workers start it together (when the all-reduce
+ends) and the step's compute phase ends when the last of them ends. When
+workers outnumber cores the OS time-shares the cores among them, so they all
+end at about the same time, near the work-conserving ``n x (one step) / cores``,
+and *not* at the maximum of ``n`` independent draws of a copy's step time
+(which is what a model drawing each worker's compute independently would
+take). :func:`measure_synchronized` measures that phase directly: ``k``
+processes run the training step in lock step (a barrier before each step)
+and each step's span, from the common start to the last copy's end of
+backward, is recorded. With ``ddp=True`` each copy trains through
+``DistributedDataParallel`` over a process group of its own (one rank), so
+the span includes DDP's own per-step costs (its hooks, copying gradients
+into buckets and back, the one-rank all-reduce call) and only the
+communication between workers is left to the model.
+
 Examples
 --------
 >>> import pytest; _ = pytest.importorskip("torch")
@@ -31,7 +47,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
 
-__all__ = ["measure_concurrency"]
+__all__ = ["lock_step_spans", "measure_concurrency", "measure_synchronized", "synchronized_step"]
 
 
 def _copy(
@@ -132,3 +148,163 @@ def measure_concurrency(
             "workload": records[0]["workload"],
         }
     return out
+
+
+def synchronized_step(
+    ctx: WorkerContext,
+    kind: str,
+    batch_size: int,
+    repetitions: int,
+    warmup: int,
+    seed: int,
+    model_options: Mapping[str, Any],
+    ddp: bool,
+) -> None:
+    """One of ``k`` copies stepping in lock step: report each step's start, end of backward, end of update.
+
+    The step is :mod:`queuesgd.harness.ddp`'s: cross-entropy on a synthetic
+    batch, SGD (learning rate 0.01, momentum 0.9), one thread; through
+    ``DistributedDataParallel`` on a one-rank group of its own when ``ddp``.
+    """
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from queuesgd.harness.models import build
+
+    torch.set_num_threads(1)
+    own = None
+    for r in range(ctx.world_size):  # new_group is collective: every rank makes every one-rank group
+        group = dist.new_group([r])
+        if r == ctx.rank:
+            own = group
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        net, shape = build(kind, **dict(model_options))
+    net.train()
+    model = torch.nn.parallel.DistributedDataParallel(net, process_group=own) if ddp else net
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    classes = int(dict(model_options).get("classes", 10))
+    gen = torch.Generator().manual_seed(int(seed) * 7919 + ctx.rank)
+    x = torch.randn((batch_size, *shape), generator=gen)
+    y = torch.randint(0, classes, (batch_size,), generator=gen)
+    times = []
+    for step in range(warmup + repetitions):
+        dist.barrier()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        t1 = time.perf_counter()
+        opt.step()
+        t2 = time.perf_counter()
+        if step >= warmup:
+            times.append((t0, t1, t2))
+    dist.barrier()
+    ctx.report({"times": times})
+    del model, opt, net
+
+
+def measure_synchronized(
+    kind: str,
+    copies: Iterable[int] = (1, 2, 4, 8),
+    *,
+    batch_size: int,
+    repetitions: int = 20,
+    warmup: int = 3,
+    seed: int = 0,
+    model_options: Mapping[str, Any] | None = None,
+    ddp: bool = True,
+    timeout: float = 600.0,
+) -> dict[int, dict[str, Any]]:
+    """The compute phase of a synchronous step of ``k`` workers sharing this machine, for each ``k``.
+
+    ``k`` processes (one thread each) run the training step in lock step: a
+    barrier, then forward, backward and the optimizer step, ``repetitions``
+    times after ``warmup`` (see the module docstring).
+
+    Parameters
+    ----------
+    kind : str
+        A harness model (:data:`queuesgd.harness.models.MODELS`).
+    copies : iterable of int
+        Numbers of processes.
+    batch_size, repetitions, warmup, seed
+        Samples per step, measured steps, unmeasured first steps, the seed.
+    model_options : mapping, optional
+        Sizes for :func:`~queuesgd.harness.models.build`.
+    ddp : bool
+        Train through ``DistributedDataParallel`` on a one-rank group (True,
+        DDP's step) or the bare model (False, the parameter-server worker's step).
+    timeout : float
+        Wall-clock limit of each ``k``'s run, seconds.
+
+    Returns
+    -------
+    dict
+        ``{k: {"span": array, "update": array}}``: per step, the seconds from
+        the copies' mean start to the last copy's end of backward, and the
+        copies' mean optimizer step.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("torch")
+    >>> m = measure_synchronized("mlp", (1, 2), batch_size=8, repetitions=5, warmup=1,
+    ...                          model_options={"inputs": 16, "hidden": 8})
+    >>> sorted(m), m[2]["span"].size, bool((m[2]["span"] > 0).all())
+    ([1, 2], 5, True)
+    """
+    from queuesgd.harness.models import MODELS
+
+    _checks.choice("model", kind, MODELS)
+    counts = sorted({_checks.integer("copies", k) for k in copies})
+    if not counts:
+        from queuesgd.errors import InvalidParameterError
+
+        raise InvalidParameterError("copies", copies, "one or more integers >= 1")
+    options = dict(model_options or {})
+    batch_size = _checks.integer("batch_size", batch_size)
+    repetitions = _checks.integer("repetitions", repetitions, minimum=2)
+    warmup = _checks.integer("warmup", warmup, minimum=0)
+    out: dict[int, dict[str, Any]] = {}
+    for k in counts:
+
+        def fn(ctx: WorkerContext) -> None:
+            synchronized_step(ctx, kind, batch_size, repetitions, warmup, seed, options, bool(ddp))
+
+        records = run_workers(fn, k, timeout=timeout)
+        out[k] = lock_step_spans([r["times"] for r in records])
+    return out
+
+
+def lock_step_spans(times: Any) -> dict[str, np.ndarray]:
+    """Per lock-step step: the span from the copies' mean start to the last end of backward, the mean update.
+
+    Parameters
+    ----------
+    times : array_like, shape (copies, steps, 3)
+        Each copy's ``(start, end of backward, end of optimizer step)`` per
+        step, on one clock.
+
+    Returns
+    -------
+    dict
+        ``{"span": array of steps, "update": array of steps}``.
+
+    Examples
+    --------
+    >>> out = lock_step_spans([[(0.0, 1.0, 1.1), (2.0, 3.0, 3.2)],
+    ...                        [(0.2, 1.5, 1.6), (2.0, 2.5, 2.6)]])
+    >>> out["span"].round(12).tolist(), out["update"].round(12).tolist()
+    ([1.4, 1.0], [0.1, 0.15])
+    """
+    t = np.asarray(times, dtype=float)
+    if t.ndim != 3 or t.shape[2] != 3:
+        from queuesgd.errors import InvalidParameterError
+
+        raise InvalidParameterError("times", t.shape, "an array of shape (copies, steps, 3)")
+    return {
+        "span": t[:, :, 1].max(axis=0) - t[:, :, 0].mean(axis=0),
+        "update": (t[:, :, 2] - t[:, :, 1]).mean(axis=0),
+    }

@@ -26,6 +26,8 @@ def _profile() -> Profile:
         2,
         "2026-11-24T00:00:00+0000",
         {1: 0.0004, 3: 0.0009},
+        {"ddp": {1: np.array([0.012, 0.012]), 3: np.array([0.05, 0.07])}},
+        {"ddp": {1: 0.0011, 3: 0.003}},
     )
 
 
@@ -43,11 +45,26 @@ def test_workload_at_k_uses_the_law_measured_with_k_copies_and_stretches_the_lay
         _profile().workload_at(2)
 
 
+def test_lock_step_workload_is_the_mean_span_for_every_worker():
+    """step='ddp': the compute is the mean lock-step span, deterministic (one law shared by all workers)."""
+    from queuesgd.distributions import Deterministic
+
+    w3 = _profile().workload_at(3, "ddp")
+    assert isinstance(w3.compute, Deterministic) and w3.compute_time == pytest.approx(0.06, rel=1e-12)
+    assert [x.backward_time for x in w3.layers] == pytest.approx([0.002 * 6, 0.004 * 6], rel=1e-12)
+    assert w3.update_time == 0.003
+    with pytest.raises(InvalidParameterError, match="step"):
+        _profile().workload_at(3, "plain")
+
+
 def test_profile_and_calibration_files_round_trip(tmp_path):
     p = _profile()
     back = Profile.load(p.save(tmp_path / "mlp"))
     assert back.workload.layers == p.workload.layers
     assert back.model_options == {"hidden": 16} and back.measured == p.measured and back.cores == 2
+    assert back.sync_span["ddp"][3].tolist() == [0.05, 0.07] and back.sync_update == {
+        "ddp": {1: 0.0011, 3: 0.003}
+    }
     for k in (1, 3):
         assert np.array_equal(back.concurrency[k], p.concurrency[k])
         assert back.updates[k] == p.updates[k] and back.ps_update[k] == p.ps_update[k]
@@ -101,7 +118,9 @@ def test_short_real_ddp_run_is_predicted_before_it_runs():
         row = run_apriori("ddp", prof, cal, 2, steps=60, warmup=10)
         assert row["inputs"] == "a-priori" and row["workload"] == "cnn" and row["emulation"] == "none"
         assert row["predicted_at"] <= row["started"]
-        assert row["profile"]["measured"] <= row["started"] and row["calibration"]["measured"] <= row["started"]
+        assert (
+            row["profile"]["measured"] <= row["started"] and row["calibration"]["measured"] <= row["started"]
+        )
         tries.append({k: row[k] for k in keys} | {"alpha": cal.alpha, "bandwidth": cal.bandwidth})
         if abs(row["error"]) < 0.35:
             break
