@@ -611,7 +611,9 @@ def run_apriori(
         ``inputs: "a-priori"``, ``emulation``, ``bandwidth``, ``measured``
         (``measured_low``, ``measured_high``), ``predicted``, ``error``,
         ``method``, ``cores``, ``profile`` and ``calibration`` (what they
-        were and when they were measured), ``predicted_at``, ``started``.
+        were and when they were measured), ``predicted_at``, ``started``,
+        ``load`` (the machine's CPU use during the run, ours and foreign:
+        :class:`~queuesgd.harness.load.CpuMeter`).
     """
     from queuesgd.harness.campaign import measured_throughput
 
@@ -661,14 +663,17 @@ def run_apriori(
             host=host,
         )
 
-    if rate is None:
-        records, emulation = go(None, "127.0.0.1"), "none"
-    else:
-        from queuesgd.harness.netns import Namespaces
+    from queuesgd.harness.load import CpuMeter
 
-        with Namespaces(world, rate=rate) as net:
-            records = go(net.setup, net.bridge_address)
-        emulation = "netns-tbf"
+    with CpuMeter() as meter:
+        if rate is None:
+            records, emulation = go(None, "127.0.0.1"), "none"
+        else:
+            from queuesgd.harness.netns import Namespaces
+
+            with Namespaces(world, rate=rate) as net:
+                records = go(net.setup, net.bridge_address)
+            emulation = "netns-tbf"
     out = measured_throughput(records, "worker" if scheme == "ddp" else "ps", profile.batch_size)
     buckets = next((r["bucket_sizes"] for r in records if r.get("role") == "buckets"), None)
     row = {
@@ -697,6 +702,8 @@ def run_apriori(
         },
         "gradient_bytes": float(profile.workload.gradient_bytes),
         "batch_size": profile.batch_size,
+        # What else the machine did meanwhile (harness.load.CpuMeter): a diagnosis, never an input.
+        "load": meter.result(),
     }
     if buckets is not None:
         row["ddp_bucket_sizes"] = buckets

@@ -207,7 +207,9 @@ def validate(
     warm = max(5, steps // 10) if warmup is None else _checks.integer("warmup", warmup, minimum=0)
     if warm >= steps - 10:
         raise InvalidParameterError("warmup", warm, f"fewer than steps - 10 ({steps - 10})")
-    workload = _checks.choice("workload", workload, ("emulated", "mlp", "cnn"))
+    from queuesgd.harness.models import MODELS
+
+    workload = _checks.choice("workload", workload, ("emulated", *MODELS))
     mean = _checks.positive("compute", units.parse_seconds(compute, "compute"))
     nbytes = int(_checks.positive("gradient_bytes", units.parse_bytes(gradient_bytes, "gradient_bytes")))
     batch = _checks.integer("batch_size", batch_size)
@@ -346,15 +348,30 @@ def _profile(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any]:
     return {"compute": compute, "update_time": float(np.median(updates)) if updates else 0.0}
 
 
-def _model(key: str, params: Mapping[str, Any]) -> tuple[Any, str]:
-    """The queuesgd scheme that models a live scheme (from the registry), and the method to use."""
+def _model(key: str, params: Mapping[str, Any], emulation: str = "none") -> tuple[Any, str]:
+    """The queuesgd scheme that models a live scheme (from the registry), and the method to use.
+
+    On a real or ``tc tbf``-shaped network (``emulation`` other than
+    ``"app-shaper"``) the live PS loops push as soon as a worker is done, so
+    backup workers and the static cutoff (``stragglers="finish"``) and SSP
+    are modelled with ``link="shared"`` (every push's arrival time on the PS
+    link; see :mod:`queuesgd.schemes.ps_arrivals`). The application shaper
+    waits out the phase model's round instead, so with it the phase forms stay.
+    """
     from queuesgd import registry
 
+    shared = emulation != "app-shaper"
     if key == "async-ps":
         # The live PS applies a gradient in a measured, nearly constant time: a deterministic service.
         return registry.make(key, service="deterministic"), "simulate"
     if key == "static-cutoff":  # the harness's cutoff is the scheme's timeout
-        return registry.make(key, timeout=params["cutoff"], stragglers=params["stragglers"]), "auto"
+        link = "shared" if shared and params["stragglers"] == "finish" else "phase"
+        scheme = registry.make(key, timeout=params["cutoff"], stragglers=params["stragglers"], link=link)
+        return scheme, "simulate" if link == "shared" else "auto"
+    if key == "backup-workers" and shared and params["stragglers"] == "finish":
+        return registry.make(key, **params, link="shared"), "simulate"
+    if key == "stale-synchronous" and shared:
+        return registry.make(key, **params, link="shared"), "simulate"
     return registry.make(key, **params), "auto"
 
 
@@ -493,14 +510,17 @@ def predict_live(
     starts every push after the barrier, so sync PS is predicted with the
     fine model (one tensor, per-message costs, FIFO on the PS link). The
     application-level shaper instead waits out the phase model's round after
-    the barrier, so with it the closed form is used.
+    the barrier, so with it the closed form is used. For the same reason
+    backup workers, the static cutoff (stragglers that finish) and SSP are
+    predicted with their shared-link arrival-time forms (``link="shared"``,
+    Monte Carlo) except under the application shaper.
     """
     from queuesgd.harness.runners import check_params
     from queuesgd.prediction import predict
     from queuesgd.workload import Cluster, Layer, Workload
 
     checked = check_params(key, params, n)
-    scheme, method = _model(key, checked)
+    scheme, method = _model(key, checked, emulation)
     bw_fit, alpha_fit = (math.inf, 0.0) if fit is None else (fit.bandwidth, fit.alpha)
     layers = None
     if key == "sync-ps" and emulation != "app-shaper":

@@ -14,7 +14,9 @@ Each worker reports one record per step: ``t0`` (step start), ``t_backward``
 (end of ``loss.backward()``: the gradients are averaged, DDP waits for its
 all-reduces there), ``t_end`` (after the optimizer step), ``applied = n``
 (gradients per update) and ``warmup``. Rank 0 also reports the buckets DDP
-used (``bucket_sizes`` after its rebuild, from DDP's logging data).
+used (``bucket_sizes``: after its rebuild in gradient-ready order, from
+DDP's logging data ``rebuilt_bucket_sizes``; ``initial_bucket_sizes``: those
+it was constructed with).
 
 Examples
 --------
@@ -99,7 +101,14 @@ def ddp_worker(
         )
     if ctx.rank == 0:
         data_ = ddp._get_ddp_logging_data()
-        ctx.report({"role": "buckets", "bucket_sizes": str(data_.get("bucket_sizes", ""))})
+        ctx.report(
+            {
+                "role": "buckets",
+                # The buckets DDP trained with: rebuilt in gradient-ready order after the first step.
+                "bucket_sizes": str(data_.get("rebuilt_bucket_sizes") or data_.get("bucket_sizes", "")),
+                "initial_bucket_sizes": str(data_.get("bucket_sizes", "")),
+            }
+        )
     del ddp, opt, net
 
 

@@ -1,0 +1,120 @@
+"""How busy the machine was during a live run, from the kernel's counters: ours, others', the host's.
+
+A live run on a shared machine is slowed by what else runs on it. The
+a-priori rows therefore record, for each run, the CPU time the machine spent
+on it and on everything else (:class:`CpuMeter`): the machine's busy time
+from ``/proc/stat`` (user, nice, system, irq, softirq), the CPU time of this
+process and its reaped children (:func:`resource.getrusage`), and the time
+the hypervisor gave the machine's CPUs to other guests (``steal``). The
+difference of the first two is *foreign* load: other processes, and the
+kernel's networking on behalf of the run (softirq time is not charged to
+the processes that caused it).
+
+Examples
+--------
+>>> with CpuMeter() as meter:
+...     _ = sum(i * i for i in range(200_000))
+>>> load = meter.result()
+>>> load is None or (load["wall"] > 0 and 0 <= load["steal"] <= 1)
+True
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CpuMeter", "read_proc_stat"]
+
+_BUSY = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (guest time is included in user)
+_STEAL = 7
+
+
+def read_proc_stat(text: str | None = None) -> dict[str, float] | None:
+    """The machine's cumulative CPU seconds from ``/proc/stat``'s ``cpu`` line, or None off Linux.
+
+    Parameters
+    ----------
+    text : str, optional
+        The file's content (read from ``/proc/stat`` when None).
+
+    Returns
+    -------
+    dict or None
+        ``busy`` (user + nice + system + irq + softirq), ``steal``, ``total``
+        (every field), in seconds summed over the CPUs.
+
+    Examples
+    --------
+    >>> read_proc_stat("cpu  100 0 50 800 10 0 20 30 0 0\\ncpu0 1 2 3\\n")
+    {'busy': 1.7, 'steal': 0.3, 'total': 10.1}
+    """
+    if text is None:
+        try:
+            text = Path("/proc/stat").read_text()
+        except OSError:
+            return None
+    first = text.split("\n", 1)[0].split()
+    if not first or first[0] != "cpu":
+        return None
+    ticks = [int(v) for v in first[1:]]
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    # guest and guest_nice (fields 8, 9) are already counted in user and nice
+    total = sum(ticks[:8])
+    return {
+        "busy": sum(ticks[i] for i in _BUSY if i < len(ticks)) / hz,
+        "steal": (ticks[_STEAL] if len(ticks) > _STEAL else 0) / hz,
+        "total": total / hz,
+    }
+
+
+def _own_cpu() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+class CpuMeter:
+    """Measure the machine's CPU use while a block runs (a context manager).
+
+    :meth:`result` gives, over the block's wall time: ``wall`` (seconds),
+    ``cores``, ``ours`` (CPU seconds of this process and the children it
+    reaped), ``foreign`` (the machine's other busy CPU seconds), and, as
+    fractions of the machine's capacity (``wall x cores``), ``ours_share``,
+    ``foreign_share`` and ``steal``. None where ``/proc/stat`` is missing.
+    """
+
+    def __init__(self) -> None:
+        self._start: tuple[float, float, dict[str, float] | None] | None = None
+        self._end: tuple[float, float, dict[str, float] | None] | None = None
+
+    def __enter__(self) -> CpuMeter:
+        self._start = (time.monotonic(), _own_cpu(), read_proc_stat())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._end = (time.monotonic(), _own_cpu(), read_proc_stat())
+
+    def result(self) -> dict[str, float] | None:
+        """The measurement (see the class docstring), after the block."""
+        if self._start is None or self._end is None or self._start[2] is None or self._end[2] is None:
+            return None
+        wall = max(self._end[0] - self._start[0], 1e-9)
+        ours = self._end[1] - self._start[1]
+        busy = self._end[2]["busy"] - self._start[2]["busy"]
+        steal = self._end[2]["steal"] - self._start[2]["steal"]
+        cores = os.cpu_count() or 1
+        capacity = wall * cores
+        foreign = max(busy - ours, 0.0)
+        return {
+            "wall": wall,
+            "cores": cores,
+            "ours": ours,
+            "foreign": foreign,
+            "ours_share": ours / capacity,
+            "foreign_share": foreign / capacity,
+            "steal": min(max(steal / capacity, 0.0), 1.0),
+        }
