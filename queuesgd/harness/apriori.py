@@ -472,7 +472,8 @@ def predict_ddp(
     ``step="ddp"``: it includes DDP's own per-step costs and the core
     sharing), the gradients packed into DDP's buckets, one ring all-reduce per bucket on
     the calibrated network as soon as its last gradient is ready (DDP's
-    overlap), then the optimizer step.
+    overlap), then the optimizer step. The calibration timed gloo's whole
+    all-reduce, additions included, so no separate reduction cost is added.
 
     Returns
     -------
@@ -483,8 +484,13 @@ def predict_ddp(
     from queuesgd.prediction import predict
     from queuesgd.workload import Cluster
 
+    from dataclasses import replace
+
+    from queuesgd.workload import CostCurve
+
     n = _checks.integer("workers", workers)
-    work = profile.workload_at(n, "ddp")
+    # The calibrated all-reduce times include gloo's own additions: no reduction term on top of them.
+    work = replace(profile.workload_at(n, "ddp"), add_cost=CostCurve([0.0, 1.0], [0.0, 0.0]))
     if n == 1 or calibration is None:
         bandwidth, latency = 1e15, 0.0
     else:
