@@ -47,7 +47,13 @@ __all__ = ["profile", "resolve_model"]
 
 
 def resolve_model(model: Any) -> Any:
-    """An ``nn.Module`` from a module, a factory (called with no arguments) or ``"module.path:callable"``.
+    """An ``nn.Module`` from a module, a factory (called with no arguments) or a name.
+
+    Names: ``"module.path:callable"`` (a factory in an importable module),
+    ``"torchvision:NAME"`` (``torchvision.models.get_model(NAME, weights=None)``:
+    random weights, nothing downloaded; where torchvision loads beside torch),
+    or ``"queuesgd:KIND"`` (a harness model, :func:`queuesgd.harness.models.build`:
+    ``mlp``, ``cnn``, ``resnet18s``).
 
     Examples
     --------
@@ -63,6 +69,12 @@ def resolve_model(model: Any) -> Any:
         mod_name, sep, attr = model.partition(":")
         if not sep or not mod_name or not attr:
             raise InvalidParameterError("model", model, accepted)
+        if mod_name == "torchvision":
+            return _torchvision(model, attr)
+        if mod_name == "queuesgd":
+            from queuesgd.harness.models import build
+
+            return build(attr)[0]
         try:
             factory = getattr(importlib.import_module(mod_name), attr)
         except (ImportError, AttributeError) as exc:
@@ -74,6 +86,26 @@ def resolve_model(model: Any) -> Any:
     if not isinstance(model, nn.Module):
         raise InvalidParameterError("model", model, accepted)
     return model
+
+
+def _torchvision(spec: str, name: str) -> Any:
+    """``torchvision.models.get_model(name, weights=None)``, or a clear error saying why not."""
+    require_torch()
+    try:
+        import torchvision.models as tvm
+    except Exception as exc:  # ImportError, or torchvision's own operators failing to register
+        raise InvalidParameterError(
+            "model",
+            spec,
+            f"a torchvision model where torchvision loads beside this torch ({type(exc).__name__}: {exc}); "
+            "or 'queuesgd:resnet18s', a ResNet-18-style model that needs no torchvision",
+        ) from None
+    try:
+        return tvm.get_model(name, weights=None)
+    except (ValueError, KeyError) as exc:
+        raise InvalidParameterError(
+            "model", spec, f"a name torchvision.models.list_models() gives ({exc})"
+        ) from None
 
 
 def profile(
