@@ -360,6 +360,10 @@ class Calibration:
         ``"netns-tbf"`` or ``"none"``.
     measured : str
         When.
+    overlap : mapping or None
+        All-reduce calibrations: how much of an all-reduce hid behind
+        computation on these ranks (:func:`~queuesgd.harness.overlap.measure_overlap`:
+        ``comm``, ``compute``, ``both``, ``eta``, ``nbytes``); None if not measured.
     """
 
     kind: str
@@ -370,6 +374,7 @@ class Calibration:
     r2: float
     emulation: str
     measured: str
+    overlap: Mapping[str, float] | None = None
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the calibration as JSON."""
@@ -422,6 +427,10 @@ def calibrate_network(
     sizes, repeats, timeout
         As :func:`~queuesgd.harness.calibrate.calibrate_allreduce`.
 
+    An all-reduce calibration also measures, on the same ranks and network,
+    how much of an all-reduce of the largest size hides behind computation
+    (:func:`~queuesgd.harness.overlap.measure_overlap`).
+
     Returns
     -------
     Calibration
@@ -437,21 +446,26 @@ def calibrate_network(
 
     def go(setup: Any, host: str) -> Any:
         if kind == "allreduce":
-            return calibrate.calibrate_allreduce(
+            from queuesgd.harness.overlap import measure_overlap
+
+            fit = calibrate.calibrate_allreduce(
                 workers, sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout
             )
-        return calibrate.calibrate_p2p(sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout)
+            nbytes = max(sizes)
+            over = measure_overlap(workers, nbytes, setup=setup, host=host, timeout=timeout)
+            return fit, {**over, "nbytes": float(nbytes)}
+        return calibrate.calibrate_p2p(sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout), None
 
     if bw is None:
-        fit, emulation = go(None, "127.0.0.1"), "none"
+        (fit, over), emulation = go(None, "127.0.0.1"), "none"
     else:
         from queuesgd.harness.netns import Namespaces
 
         world = workers if kind == "allreduce" else 2
         with Namespaces(world, rate=bw) as net:
-            fit = go(net.setup, net.bridge_address)
+            fit, over = go(net.setup, net.bridge_address)
         emulation = "netns-tbf"
-    return Calibration(kind, workers, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured)
+    return Calibration(kind, workers, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured, over)
 
 
 # -------------------------------------------------------------------------------------- prediction
@@ -475,18 +489,22 @@ def predict_ddp(
     overlap), then the optimizer step. The calibration timed gloo's whole
     all-reduce, additions included, so no separate reduction cost is added.
 
+    Where the calibration measured an overlap efficiency ``eta < 1``
+    (:mod:`queuesgd.harness.overlap`: the ranks' cores are shared, so the
+    communication slows the computation it overlaps), the predicted step is
+    ``eta x`` the fully overlapped step ``+ (1 - eta) x`` the serial one
+    (the same model with ``overlap=False``); ``overlap_eta`` records it.
+
     Returns
     -------
     dict
         ``predicted`` (samples per second), ``method``, ``reason``,
         ``predicted_at`` and the inputs' provenance.
     """
-    from queuesgd.prediction import predict
-    from queuesgd.workload import Cluster
-
     from dataclasses import replace
 
-    from queuesgd.workload import CostCurve
+    from queuesgd.prediction import predict
+    from queuesgd.workload import Cluster, CostCurve
 
     n = _checks.integer("workers", workers)
     # The calibrated all-reduce times include gloo's own additions: no reduction term on top of them.
@@ -502,11 +520,9 @@ def predict_ddp(
             )
         bandwidth = calibration.bandwidth if math.isfinite(calibration.bandwidth) else 1e15
         latency = calibration.alpha
-    scheme = _ddp_scheme()
-    pred = predict(
-        scheme, work, Cluster(n, bandwidth, latency=latency), "fine", rng=seed, iterations=iterations
-    )
-    return {
+    cluster = Cluster(n, bandwidth, latency=latency)
+    pred = predict(_ddp_scheme(), work, cluster, "fine", rng=seed, iterations=iterations)
+    out = {
         "predicted": pred.throughput,
         "method": pred.method,
         "reason": pred.reason,
@@ -515,14 +531,30 @@ def predict_ddp(
         "compute_mean": work.compute_time,
         "update_time": work.update_time,
     }
+    eta = None if n == 1 or calibration is None or not calibration.overlap else calibration.overlap["eta"]
+    if eta is not None and eta < 1.0:
+        # Only part of the communication hides behind the backward pass on these shared cores: the step
+        # is eta of the way from the serial step (no overlap) to the fully overlapped one.
+        serial = predict(_ddp_scheme(overlap=False), work, cluster, "fine", rng=seed, iterations=iterations)
+        samples = n * work.batch_size
+        step = eta * samples / pred.throughput + (1.0 - eta) * samples / serial.throughput
+        out["predicted"] = samples / step
+        out["method"] = "fine+overlap"
+        out["reason"] = (
+            f"{pred.reason}; overlap efficiency {eta:.3f} measured in the calibration: the step is "
+            f"{eta:.3f} x the overlapped step ({samples / pred.throughput:.6g} s) + {1 - eta:.3f} x the "
+            f"serial one ({samples / serial.throughput:.6g} s)"
+        )
+    out["overlap_eta"] = eta
+    return out
 
 
-def _ddp_scheme() -> Any:
-    """The scheme that models DDP: ring all-reduce, overlap on, DDP's buckets."""
+def _ddp_scheme(overlap: bool = True) -> Any:
+    """The scheme that models DDP: ring all-reduce, DDP's buckets, overlap on (or off)."""
     from queuesgd.schemes import RingAllReduce
 
     # DDP's own bucket assignment with its defaults (1 MiB first bucket, 25 MiB cap), as run_ddp runs it.
-    return RingAllReduce(overlap=True, fusion="ddp")
+    return RingAllReduce(overlap=overlap, fusion="ddp")
 
 
 def predict_apriori(

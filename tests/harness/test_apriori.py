@@ -125,3 +125,24 @@ def test_short_real_ddp_run_is_predicted_before_it_runs():
         if abs(row["error"]) < 0.35:
             break
     assert abs(tries[-1]["error"]) < 0.35, tries
+
+
+def test_ddp_prediction_weighs_the_overlapped_and_serial_steps_by_the_measured_overlap():
+    """Two 2 MiB tensors in two DDP buckets, 1 GB/s, two workers: the timeline by hand."""
+    mib2 = 2.0 * 1024 * 1024
+    layers = (Layer("fc.bias", mib2, 0.002, 0.001), Layer("fc.weight", mib2, 0.006, 0.002))
+    w = Workload(Empirical([0.010, 0.012]), None, batch_size=32, update_time=0.001, layers=layers)
+    p = Profile(
+        "mlp", 32, {}, w, {1: np.array([0.011])}, {1: 0.001}, 2, "x",
+        sync_span={"ddp": {2: np.array([0.013, 0.015])}}, sync_update={"ddp": {2: 0.0012}},
+    )  # fmt: skip
+    r = 0.014 / 0.011  # the lock-step span stretches the one-worker layers
+    ring = mib2 / 1e9  # 2 (n-1)/n S/B with n = 2, no latency
+    bias_ready, weight_ready = 0.003 * r + 0.002 * r, 0.003 * r + 0.008 * r
+    overlapped = max(bias_ready + ring, weight_ready) + ring + 0.0012
+    serial = weight_ready + 2 * ring + 0.0012
+    for eta, step in ((1.0, overlapped), (0.5, 0.5 * overlapped + 0.5 * serial), (0.0, serial)):
+        cal = Calibration("allreduce", 2, 1e9, 0.0, 1e9, 1.0, "netns-tbf", "x", {"eta": eta})
+        pred = predict_apriori("ddp", p, cal, 2)
+        assert pred["predicted"] == pytest.approx(64 / step, rel=1e-9), eta
+        assert pred["overlap_eta"] == eta
