@@ -27,9 +27,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CpuMeter", "read_proc_stat"]
+__all__ = ["DISTURBED", "CpuMeter", "disturbed", "read_proc_stat"]
 
-_BUSY = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (guest time is included in user)
+#: Share of the machine's capacity that other processes may take before a run counts as disturbed.
+DISTURBED = 0.10
+
+
+def disturbed(load: dict[str, float] | None, limit: float = DISTURBED) -> bool:
+    """Whether other processes took more than ``limit`` of the machine during a run (``load``: a result).
+
+    Examples
+    --------
+    >>> disturbed({"foreign_share": 0.3}), disturbed({"foreign_share": 0.02}), disturbed(None)
+    (True, False, False)
+    """
+    return load is not None and float(load.get("foreign_share", 0.0)) > limit
+
+
+_PROCESS = (0, 1, 2)  # user, nice, system (guest time is included in user)
+_IRQ = (5, 6)  # irq, softirq: the kernel's work for devices and the network, charged to no process
 _STEAL = 7
 
 
@@ -44,13 +60,13 @@ def read_proc_stat(text: str | None = None) -> dict[str, float] | None:
     Returns
     -------
     dict or None
-        ``busy`` (user + nice + system + irq + softirq), ``steal``, ``total``
+        ``process`` (user + nice + system), ``irq`` (irq + softirq), ``steal``, ``total``
         (every field), in seconds summed over the CPUs.
 
     Examples
     --------
     >>> read_proc_stat("cpu  100 0 50 800 10 0 20 30 0 0\\ncpu0 1 2 3\\n")
-    {'busy': 1.7, 'steal': 0.3, 'total': 10.1}
+    {'process': 1.5, 'irq': 0.2, 'steal': 0.3, 'total': 10.1}
     """
     if text is None:
         try:
@@ -65,7 +81,8 @@ def read_proc_stat(text: str | None = None) -> dict[str, float] | None:
     # guest and guest_nice (fields 8, 9) are already counted in user and nice
     total = sum(ticks[:8])
     return {
-        "busy": sum(ticks[i] for i in _BUSY if i < len(ticks)) / hz,
+        "process": sum(ticks[i] for i in _PROCESS if i < len(ticks)) / hz,
+        "irq": sum(ticks[i] for i in _IRQ if i < len(ticks)) / hz,
         "steal": (ticks[_STEAL] if len(ticks) > _STEAL else 0) / hz,
         "total": total / hz,
     }
@@ -82,9 +99,12 @@ class CpuMeter:
 
     :meth:`result` gives, over the block's wall time: ``wall`` (seconds),
     ``cores``, ``ours`` (CPU seconds of this process and the children it
-    reaped), ``foreign`` (the machine's other busy CPU seconds), and, as
-    fractions of the machine's capacity (``wall x cores``), ``ours_share``,
-    ``foreign_share`` and ``steal``. None where ``/proc/stat`` is missing.
+    reaped), ``foreign`` (the CPU seconds of every other process: the
+    machine's user and system time less ours), ``irq`` (the kernel's
+    interrupt and softirq time, mostly the network's packets, ours
+    included), and, as fractions of the machine's capacity
+    (``wall x cores``), ``ours_share``, ``foreign_share``, ``irq_share`` and
+    ``steal``. None where ``/proc/stat`` is missing.
     """
 
     def __init__(self) -> None:
@@ -104,7 +124,8 @@ class CpuMeter:
             return None
         wall = max(self._end[0] - self._start[0], 1e-9)
         ours = self._end[1] - self._start[1]
-        busy = self._end[2]["busy"] - self._start[2]["busy"]
+        busy = self._end[2]["process"] - self._start[2]["process"]
+        irq = self._end[2]["irq"] - self._start[2]["irq"]
         steal = self._end[2]["steal"] - self._start[2]["steal"]
         cores = os.cpu_count() or 1
         capacity = wall * cores
@@ -114,7 +135,9 @@ class CpuMeter:
             "cores": cores,
             "ours": ours,
             "foreign": foreign,
+            "irq": irq,
             "ours_share": ours / capacity,
             "foreign_share": foreign / capacity,
+            "irq_share": irq / capacity,
             "steal": min(max(steal / capacity, 0.0), 1.0),
         }

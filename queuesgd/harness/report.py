@@ -363,8 +363,10 @@ def section_of(row: Mapping[str, Any]) -> str:
     - real training (any other ``workload``) with ``inputs == "a-priori"``:
       ``"real-apriori"``;
     - anything else (real training with ``inputs`` ``"same-run"`` or missing,
-      or an emulation this report does not know): ``"diagnosis"``, never
-      counted.
+      or an emulation this report does not know), and any run marked
+      ``disturbed`` (other processes took more than a tenth of the machine
+      during it, :func:`queuesgd.harness.load.disturbed`; the campaign ran
+      it again): ``"diagnosis"``, never counted.
 
     Examples
     --------
@@ -376,7 +378,11 @@ def section_of(row: Mapping[str, Any]) -> str:
     'replay'
     >>> section_of({"workload": "mlp", "inputs": "same-run", "emulation": "none"})
     'diagnosis'
+    >>> section_of({"workload": "cnn", "inputs": "a-priori", "emulation": "none", "disturbed": True})
+    'diagnosis'
     """
+    if row.get("disturbed"):
+        return "diagnosis"
     emulation = row.get("emulation")
     if emulation == "app-shaper":
         return "replay"

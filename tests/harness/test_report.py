@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VALIDATION = ROOT / "validation"
 
 # Every method name a queuesgd scheme offers (a word in the docs' table is one of these, or prose).
-METHODS = {"closed_form", "coarse", "ctmc", "fine", "mva", "simulate"}
+METHODS = {"closed_form", "coarse", "ctmc", "fine", "fine+overlap", "mva", "simulate"}
 
 
 def _row(scheme, workers, error, *, workload="emulated", emulation="netns-tbf", inputs=None, started=None):
@@ -258,7 +258,7 @@ def _docs_methods():
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         scheme = re.match(r"`([a-z-]+)`", cells[0]).group(1)
-        out[scheme] = {w for w in re.findall(r"`([a-z_]+)`", cells[-1]) if w in METHODS}
+        out[scheme] = {w for w in re.findall(r"`([a-z_+]+)`", cells[-1]) if w in METHODS}
     return out
 
 
