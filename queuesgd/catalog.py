@@ -107,6 +107,41 @@ def _resolve(name: Any) -> Path:
     return files[key]
 
 
+#: The fields of a workload file that make the Workload (``models/README.md``, "Workload file format").
+MODEL_FIELDS = frozenset(
+    {
+        "name",
+        "compute",
+        "batch_size",
+        "gradient_bytes",
+        "parameter_bytes",
+        "trace",
+        "update_time",
+        "add_cost",
+        "forward_time",
+    }
+)
+#: Descriptive fields kept as they are (``workload_info``); any key ending in ``_note`` is one too.
+METADATA_FIELDS = frozenset(
+    {"display_name", "description", "source", "framework", "hardware", "dtype", "note", "notes"}
+)
+
+
+def _check_keys(where: str, data: Mapping[str, Any]) -> None:
+    """Refuse a key that is neither a model field nor metadata (a typo such as ``"comptue"``)."""
+    import difflib
+
+    known = sorted(MODEL_FIELDS | METADATA_FIELDS)
+    for key in data:
+        if key in MODEL_FIELDS or key in METADATA_FIELDS or (isinstance(key, str) and key.endswith("_note")):
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InvalidParameterError(
+            f"{where}: {key}", data[key], f"a known field{hint}: {', '.join(known)}, or a key ending in _note"
+        )
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -116,6 +151,7 @@ def _read_json(path: Path) -> dict[str, Any]:
         ) from None
     if not isinstance(data, dict):
         raise InvalidParameterError(path.name, type(data).__name__, "a JSON object")
+    _check_keys(path.name, data)
     stem = path.stem
     name = data.get("name", stem)
     if not isinstance(name, str) or name.lower() != stem.lower():

@@ -17,9 +17,47 @@ from queuesgd.specs import NUMBER as _NUMBER
 from queuesgd.specs import RANDOM_DELAY, compute_law, parse_params, parse_value, random_delay
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help that shows each option's default (none for flags and options without one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if default is None or default is False or default is argparse.SUPPRESS or default == []:
+            return text
+        if action.option_strings and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+class _Renamed(argparse.Action):
+    """An option with a new name whose old spelling still works, with a warning after the output."""
+
+    def __init__(self, *args: Any, old: str = "", **kwargs: Any) -> None:
+        self.old = old
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        setattr(namespace, self.dest, values)
+        if option_string == self.old:
+            new = next(o for o in self.option_strings if o != self.old)
+            _notes(namespace).append(f"warning: {self.old} is deprecated here; use {new}")
+
+
+def _notes(namespace: Any) -> list[str]:
+    """The notes and warnings printed on stderr after a command's output (none on an error)."""
+    if getattr(namespace, "notes", None) is None:
+        namespace.notes = []
+    return namespace.notes
 
 
 def split_list(text: str) -> list[str]:
@@ -52,8 +90,71 @@ def _ints(field: str, text: str) -> list[int]:
     return out
 
 
+#: File suffixes --plot accepts (matplotlib's image formats).
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff", ".webp")
+
+
+def _check_plot(path: str | None) -> None:
+    """Refuse a --plot file name matplotlib cannot write, before any work is done."""
+    if path is None:
+        return
+    from pathlib import Path
+
+    if not path.strip() or Path(path).suffix.lower() not in PLOT_SUFFIXES:
+        raise InvalidParameterError("--plot", path, f"a file name ending in {', '.join(PLOT_SUFFIXES)}")
+
+
+def _plausible(args: argparse.Namespace, flag: str, items: list[str], values: list[float]) -> None:
+    """Warn (after the output) about a bare number that is probably missing its unit."""
+    for text, value in zip(items, values):
+        if not _NUMBER.match(text):
+            continue
+        if flag == "--bandwidth" and value < 1e6:
+            _notes(args).append(
+                f"warning: --bandwidth {text} is {value:g} bytes/s (a bare number is bytes/s); "
+                f"give a unit, e.g. {text}Gbit/s"
+            )
+        elif flag == "--latency" and value >= 1.0:
+            _notes(args).append(
+                f"warning: --latency {text} is {value:g} seconds (a bare number is seconds); "
+                f"give a unit, e.g. {text}us"
+            )
+
+
+def _bandwidths(args: argparse.Namespace) -> list[float]:
+    from queuesgd import units
+
+    items = split_list(args.bandwidth)
+    out = [units.parse_bandwidth(b, "--bandwidth") for b in items]
+    _plausible(args, "--bandwidth", items, out)
+    return out
+
+
+def _latencies(args: argparse.Namespace) -> list[float]:
+    from queuesgd import units
+
+    items = split_list(args.latency)
+    out = [units.parse_seconds(x, "--latency") for x in items]
+    _plausible(args, "--latency", items, out)
+    return out
+
+
 # Scheme parameters that the command line cannot express (objects).
 _NOT_ON_CLI = frozenset({"predictor"})
+# Scheme parameters whose flag has another name: static-cutoff's ``timeout`` is ``--cutoff``, so
+# that ``--timeout`` means a wall-clock limit (as in ``validate``); the old spelling still works.
+_FLAG_NAMES = {"timeout": "cutoff"}
+
+
+def scheme_flag(name: str) -> str:
+    """The command-line flag of a scheme parameter.
+
+    Examples
+    --------
+    >>> scheme_flag("max_stale"), scheme_flag("timeout")
+    ('--max-stale', '--cutoff')
+    """
+    return "--" + _FLAG_NAMES.get(name, name).replace("_", "-")
 
 
 def _scheme_options() -> dict[str, set[str]]:
@@ -66,6 +167,25 @@ def _scheme_options() -> dict[str, set[str]]:
             if name not in _NOT_ON_CLI:
                 out.setdefault(name, set()).add(key)
     return out
+
+
+def _scheme_defaults(name: str, keys: set[str]) -> str:
+    """``"default: X"`` for a scheme parameter (per scheme where they differ; '' when required)."""
+    import dataclasses
+
+    from queuesgd.registry import SCHEMES
+
+    found: dict[str, str] = {}
+    for key in sorted(keys):
+        field = next(f for f in dataclasses.fields(SCHEMES[key]) if f.name == name)
+        if field.default is not dataclasses.MISSING:
+            value = field.default
+            found[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    if not found:
+        return ""
+    if len(set(found.values())) == 1 and len(found) == len(keys):
+        return f"default: {next(iter(found.values()))}"
+    return "defaults: " + ", ".join(f"{k} {v}" for k, v in found.items())
 
 
 def _scheme_names() -> str:
@@ -103,12 +223,19 @@ def _add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
 
 def _add_scheme_flags(p: argparse.ArgumentParser, *, lists: bool) -> None:
     each = "comma-separated values" if lists else "a value"
-    for name, keys in sorted(_scheme_options().items()):
+    for name, keys in sorted(_scheme_options().items(), key=lambda kv: scheme_flag(kv[0])):
+        flag = scheme_flag(name)
+        old = "--" + name.replace("_", "-")
+        extra: dict[str, Any] = {"action": _Renamed, "old": old} if old != flag else {}
         p.add_argument(
-            "--" + name.replace("_", "-"),
+            flag,
+            *([old] if old != flag else []),
             dest=f"param_{name}",
             metavar="VALUES" if lists else "VALUE",
-            help=f"{each} for the scheme parameter {name} ({', '.join(sorted(keys))})",
+            help=f"{each} for the scheme parameter {name} ({', '.join(sorted(keys))})"
+            + (f"; {_scheme_defaults(name, keys)}" if _scheme_defaults(name, keys) else "")
+            + (f"; {old} is the deprecated spelling" if old != flag else ""),
+            **extra,
         )
 
 
@@ -172,6 +299,11 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("--timeout", type=float, help="wall-clock limit per run, seconds")
     v.add_argument("--json", action="store_true", help="print machine-readable rows")
     v.add_argument("--out", metavar="DIR", help="write results.json, results.csv and results.png")
+    v.add_argument(
+        "--force",
+        action="store_true",
+        help=f"run more worker processes than {PROCESSES_PER_CORE} per CPU core (refused without it)",
+    )
 
     pr = sub.add_parser("profile", help="profile a PyTorch model on one worker into a workload file")
     pr.add_argument(
@@ -210,9 +342,9 @@ def _scheme_from_args(
         text = getattr(args, f"param_{pname}")
         if text is None:
             continue
-        flag = "--" + pname.replace("_", "-")
+        flag = scheme_flag(pname)
         if pname not in own:
-            accepted = ", ".join("--" + p.replace("_", "-") for p in cls.parameters() if p not in _NOT_ON_CLI)
+            accepted = ", ".join(scheme_flag(p) for p in cls.parameters() if p not in _NOT_ON_CLI)
             raise InvalidParameterError(flag, text, f"a parameter of {key}: {accepted or 'it has none'}")
         params[pname] = [parse_value(v) for v in (split_list(text) if lists else [text])]
     return _make_scheme(cls, {k: v[0] for k, v in params.items()}), params
@@ -251,19 +383,42 @@ def _make_scheme(cls: Any, params: dict[str, Any]) -> Any:
     ]
     missing = [name for name in required if name not in params]
     if missing:
-        flag = "--" + missing[0].replace("_", "-")
+        flag = scheme_flag(missing[0])
         raise InvalidParameterError(flag, None, f"a value: {cls.key} needs {flag}")
     return cls(**params)
 
 
+def _ignored(scheme: Any, params: dict[str, list[Any]], method: str) -> list[str]:
+    """The flags given for ``params`` that ``method`` does not read."""
+    ignored = set(scheme.ignored_parameters(method))
+    return [scheme_flag(name) for name in params if name in ignored]
+
+
+def _readers(scheme: Any, flag_names: list[str], params: dict[str, list[Any]]) -> str:
+    name = next(n for n in params if scheme_flag(n) == flag_names[0])
+    return ", ".join(m for m in scheme.methods if name not in scheme.ignored_parameters(m))
+
+
 def _predict(args: argparse.Namespace, *, lists: bool) -> int:
-    from queuesgd import units
+    import itertools
+
     from queuesgd.prediction import sweep
 
+    _check_plot(args.plot)
     scheme, workload, cluster, params = _setup(args, lists=lists)
     workers = _ints("--workers", args.workers)
-    bandwidth = [units.parse_bandwidth(b, "--bandwidth") for b in split_list(args.bandwidth)]
-    latency = [units.parse_seconds(x, "--latency") for x in split_list(args.latency)]
+    bandwidth = _bandwidths(args)
+    latency = _latencies(args)
+    if args.method != "auto":
+        scheme.check_method(args.method)
+        ignored = _ignored(scheme, params, args.method)
+        if ignored:
+            raise InvalidParameterError(
+                ignored[0],
+                getattr(args, "param_" + next(n for n in params if scheme_flag(n) == ignored[0])),
+                f"no {ignored[0]} with --method {args.method}, which does not read it "
+                f"(--method {_readers(scheme, ignored, params)} read it)",
+            )
     swept = {k: v for k, v in params.items() if len(v) > 1}
     table = sweep(
         scheme,
@@ -279,6 +434,19 @@ def _predict(args: argparse.Namespace, *, lists: bool) -> int:
     )
     if args.plot:
         _plot(table, workload.name or args.workload, args.plot)
+    for method in dict.fromkeys(table.columns["method"].tolist()):
+        ignored = _ignored(scheme, params, method) if args.method == "auto" else []
+        if ignored:
+            _notes(args).append(
+                f"note: method {method} does not read {', '.join(ignored)} "
+                f"(--method {_readers(scheme, ignored, params)} read it)"
+            )
+    names = list(params)
+    for combo in itertools.product(*(params[k] for k in names)):
+        variant = scheme.replace(**dict(zip(names, combo))) if names else scheme
+        for caveat in variant.caveats(cluster):
+            if f"note: {caveat}" not in _notes(args):
+                _notes(args).append(f"note: {caveat}")
     if args.json:
         rows = []
         for r in table.rows():
@@ -298,6 +466,7 @@ def _whatif(args: argparse.Namespace) -> int:
     from queuesgd import units
     from queuesgd.scaling import whatif
 
+    _check_plot(args.plot)
     compression = []
     for text in split_list(args.compression):
         if not _NUMBER.match(text):
@@ -308,7 +477,7 @@ def _whatif(args: argparse.Namespace) -> int:
     result = whatif(
         workload=split_list(args.workload),
         workers=_ints("--workers", args.workers),
-        bandwidth=[units.parse_bandwidth(b, "--bandwidth") for b in split_list(args.bandwidth)],
+        bandwidth=_bandwidths(args),
         compression=compression,
         latency=units.parse_seconds(args.latency, "--latency"),
         fusion_bytes=args.fusion_bytes,
@@ -336,14 +505,71 @@ def _progress_bar(label: str, done: int, total: int) -> None:
     print(f"\r{label:<24} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end=end, file=sys.stderr)
 
 
+#: Most live worker processes per CPU core ``validate`` starts without ``--force``: emulated steps are
+#: timed waits, so 8 to 16 workers share two cores; far more measure the machine, not the scheme.
+PROCESSES_PER_CORE = 8
+
+
+def _validate_checks(args: argparse.Namespace, counts: list[int]) -> None:
+    """What can be refused before any process is forked: counts, delays, the run's length, --out."""
+    import os
+    from pathlib import Path
+
+    from queuesgd import units
+
+    cores = os.cpu_count() or 1
+    top = max(counts)
+    if top > PROCESSES_PER_CORE * cores and not args.force:
+        raise InvalidParameterError(
+            "--workers",
+            args.workers,
+            f"at most {PROCESSES_PER_CORE * cores} worker processes on {cores} CPU core(s) "
+            f"({top} would each hold a PyTorch interpreter, a few hundred MB, and share "
+            f"{cores} core(s)); add --force to run them anyway",
+        )
+    if args.random_delay:
+        delays = random_delay(args.random_delay)
+        if delays.count > min(counts):
+            raise InvalidParameterError(
+                "--random-delay",
+                args.random_delay,
+                f"at most as many delayed workers as --workers {min(counts)}",
+            )
+    if args.timeout is not None:
+        if not args.timeout > 0:
+            raise InvalidParameterError("--timeout", args.timeout, "seconds > 0")
+        mean = units.parse_seconds(args.compute, "--compute")
+        need = args.steps * mean
+        if need >= args.timeout:
+            raise InvalidParameterError(
+                "--timeout",
+                args.timeout,
+                f"more seconds than the run's compute alone: {args.steps} steps x "
+                f"{units.format_seconds(mean)} = {units.format_seconds(need)}",
+            )
+    if args.out is not None:
+        out = Path(args.out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            probe = out / ".queuesgd-write-test"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as err:
+            raise InvalidParameterError(
+                "--out", args.out, f"a directory that can be written ({err.strerror})"
+            ) from None
+
+
 def _validate(args: argparse.Namespace) -> int:
     from queuesgd.harness.campaign import parse_straggler, validate
 
     params = parse_params(args.param)
     parse_straggler(args.straggler, 1.0, "--straggler")  # its errors name the flag; validate() scales it
+    counts = _ints("--workers", args.workers)
+    _validate_checks(args, counts)
     result = validate(
         args.scheme,
-        workers=_ints("--workers", args.workers),
+        workers=counts,
         steps=args.steps,
         workload=args.workload,
         compute=args.compute,
@@ -502,9 +728,39 @@ def _catalog(args: argparse.Namespace) -> int:
                 f"gradient {w.gradient_bytes / 1e6:8.1f} MB"
             )
         return 0
-    w = load_workload(args.name)
-    print(repr(w))
+    print(_show_workload(args.name))
     return 0
+
+
+def _show_workload(name: str) -> str:
+    """A catalog entry as a two-column table: the model's numbers with units, then its provenance."""
+    from queuesgd import units
+    from queuesgd.catalog import load_workload, workload_info
+
+    w = load_workload(name)
+    info = workload_info(name)
+    law = w.compute
+    rows = [
+        ("name", f"{w.name or name}" + (f" ({info['display_name']})" if info.get("display_name") else "")),
+        ("compute", f"{units.format_seconds(w.compute_time)} per step, {type(law).__name__} law"),
+        ("batch size", f"{w.batch_size} samples per worker step"),
+        ("one worker alone", f"{w.samples_per_second_single:.4g} samples/s"),
+        ("gradient", units.format_bytes(w.gradient_bytes)),
+        ("parameters", units.format_bytes(w.parameter_bytes)),
+        ("update time", units.format_seconds(w.update_time)),
+    ]
+    if w.layers:
+        back = units.format_seconds(w.backward_time) if w.backward_time is not None else "unknown"
+        rows.append(("layers", f"{len(w.layers)} gradient tensors, backward pass {back}"))
+    for key in ("description", "hardware", "framework", "dtype"):
+        if isinstance(info.get(key), str):
+            rows.append((key, info[key]))
+    source = info.get("source")
+    if isinstance(source, dict) and isinstance(source.get("paper"), str):
+        rows.append(("source", source["paper"]))
+    rows.append(("file", str(info["path"])))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -519,23 +775,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command in ("predict", "sweep"):
-            return _predict(args, lists=args.command == "sweep")
-        if args.command == "derive":
-            return _derive(args)
-        if args.command == "whatif":
-            return _whatif(args)
-        if args.command == "validate":
-            return _validate(args)
-        if args.command == "profile":
-            return _profile(args)
-        return _catalog(args)
+        status = _run(args)
     except (QueuesgdError, ValueError, TypeError) as err:
         if not isinstance(err, QueuesgdError):
             raise
         msg = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"queuesgd: error: {msg}", file=sys.stderr)
         return 2
+    for note in _notes(args):
+        print(f"queuesgd: {note}", file=sys.stderr)
+    return status
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command in ("predict", "sweep"):
+        return _predict(args, lists=args.command == "sweep")
+    if args.command == "derive":
+        return _derive(args)
+    if args.command == "whatif":
+        return _whatif(args)
+    if args.command == "validate":
+        return _validate(args)
+    if args.command == "profile":
+        return _profile(args)
+    return _catalog(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,7 +23,15 @@ from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.units import parse_bandwidth, parse_seconds
 
-__all__ = ["Cluster", "RandomDelay"]
+__all__ = ["Cluster", "MAX_PS_SHARDS", "MAX_WORKERS", "MIN_BANDWIDTH", "RandomDelay"]
+
+#: Largest cluster accepted: one million workers. The models hold per-worker laws, samples and
+#: populations, so far larger numbers only exhaust memory; no training cluster is near this size.
+MAX_WORKERS = 1_000_000
+#: Most parameter-server shards accepted: each shard is three stations of the PS models.
+MAX_PS_SHARDS = 1024
+#: Smallest bandwidth accepted, bytes/s (1 bit/s): below it, transfer times of real sizes overflow.
+MIN_BANDWIDTH = 0.125
 
 
 def seconds_value(field_name: str, value: Any, *, allow_zero: bool = False) -> float:
@@ -70,6 +78,13 @@ class RandomDelay:
 _KEEP: Any = object()
 
 
+def _bounded_int(field: str, value: Any, maximum: int) -> int:
+    out = _checks.integer(field, value, minimum=1)
+    if out > maximum:
+        raise InvalidParameterError(field, value, f"an integer from 1 to {maximum:,}")
+    return out
+
+
 @dataclass(frozen=True)
 class Cluster:
     """The machines a workload runs on.
@@ -77,16 +92,17 @@ class Cluster:
     Parameters
     ----------
     workers : int
-        Number of workers (``>= 1``).
+        Number of workers (``1`` to :data:`MAX_WORKERS`, one million).
     bandwidth : float or str
         Bandwidth of each link, per direction, in bytes per second; unit
         strings distinguish bits from bytes (``"10Gbit/s"`` is 1.25e9 B/s,
-        ``"10GB/s"`` is 1e10 B/s).
+        ``"10GB/s"`` is 1e10 B/s). At least 1 bit/s (:data:`MIN_BANDWIDTH`).
     latency : float or str
         One-way latency per message, in seconds (``"50us"``).
     ps_shards : int
-        Number of parameter-server shards; the parameters are split evenly
-        across them (ignored by all-reduce schemes).
+        Number of parameter-server shards (``1`` to :data:`MAX_PS_SHARDS`,
+        1024); the parameters are split evenly across them (ignored by
+        all-reduce schemes).
     speeds : sequence of float or None
         Per-worker speed factors, one per worker; worker ``i`` computes a step
         in ``compute / speeds[i]`` (a speed of 2 is twice as fast). ``None``
@@ -107,6 +123,10 @@ class Cluster:
     8
     >>> Cluster(2, "1GB/s", speeds=[1, 0.5]).speed_factors
     array([1. , 0.5])
+    >>> Cluster(4, 1e-300)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: Cluster.bandwidth: got 1e-300; accepted: at least 1 bit/s ...
     """
 
     workers: int
@@ -132,14 +152,17 @@ class Cluster:
                     self.stragglers.count,
                     f"at most the number of workers ({self.workers})",
                 )
-        set_(self, "workers", _checks.integer("Cluster.workers", self.workers, minimum=1))
-        set_(
-            self,
-            "bandwidth",
-            _checks.positive("Cluster.bandwidth", parse_bandwidth(self.bandwidth, "Cluster.bandwidth")),
-        )
+        set_(self, "workers", _bounded_int("Cluster.workers", self.workers, MAX_WORKERS))
+        bandwidth = parse_bandwidth(self.bandwidth, "Cluster.bandwidth")
+        if bandwidth < MIN_BANDWIDTH:
+            raise InvalidParameterError(
+                "Cluster.bandwidth",
+                self.bandwidth,
+                "at least 1 bit/s (0.125 bytes/s), e.g. '10Gbit/s'; a plain number is bytes/s",
+            )
+        set_(self, "bandwidth", bandwidth)
         set_(self, "latency", seconds_value("Cluster.latency", self.latency, allow_zero=True))
-        set_(self, "ps_shards", _checks.integer("Cluster.ps_shards", self.ps_shards, minimum=1))
+        set_(self, "ps_shards", _bounded_int("Cluster.ps_shards", self.ps_shards, MAX_PS_SHARDS))
         if self.speeds is not None:
             speeds = self.speeds
             if isinstance(speeds, (str, bytes)) or not isinstance(speeds, (Sequence, np.ndarray)):

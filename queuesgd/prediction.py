@@ -258,11 +258,11 @@ class SweepResult:
         head += f"{'samples/s':>12} {'grads/upd':>9} {'scaling':>8}  bottleneck"
         lines = [head]
         for i in range(len(self)):
-            lat = units.format_seconds(c["latency"][i]) if c["latency"][i] else "0"
+            lat = units.format_seconds(c["latency"][i]) if c["latency"][i] else "0 s"
             line = f"{c['workers'][i]:>8d} {units.format_bandwidth(c['bandwidth'][i]):>14} {lat:>10} "
             line += "".join(f"{_fmt_param(c[k][i]):>10} " for k in extra)
             line += (
-                f"{c['throughput'][i]:>12.2f} {c['gradients_per_update'][i]:>9.3g} "
+                f"{_fmt_rate(c['throughput'][i]):>12} {c['gradients_per_update'][i]:>9.3g} "
                 f"{c['scaling_factor'][i]:>8.3f}  {c['bottleneck'][i]}"
             )
             lines.append(line)
@@ -280,6 +280,11 @@ _FIXED_COLUMNS = (
     "bottleneck",
     "method",
 )
+
+
+def _fmt_rate(v: float) -> str:
+    """Samples/s with two decimals, or three significant digits below 0.01 (never a bare 0.00)."""
+    return f"{v:.2f}" if v >= 0.01 or v == 0 else f"{v:.3g}"
 
 
 def _fmt_param(v: Any) -> str:
@@ -368,8 +373,9 @@ def sweep(
     L = _grid("latency", latency, cluster.latency, lambda f, v: units.parse_seconds(v, f))
     names = list(parameters)
     combos = list(itertools.product(*(_param_values(k, parameters[k]) for k in names)))
-    grid = np.array(list(itertools.product(range(len(W)), range(len(B)), range(len(L)))))
-    w, b, lat = W[grid[:, 0]], B[grid[:, 1]], L[grid[:, 2]]
+    # every (workers, bandwidth, latency), workers slowest (the order of itertools.product)
+    iw, ib, il = (a.ravel() for a in np.indices((len(W), len(B), len(L))))
+    w, b, lat = W[iw], B[ib], L[il]
     parts: list[dict[str, Any]] = []
     for combo in combos:
         s = scheme.replace(**dict(zip(names, combo))) if names else scheme

@@ -32,7 +32,6 @@ Examples
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +47,11 @@ from queuesgd.workload import Cluster, Workload
 __all__ = ["WhatIf", "whatif"]
 
 _AXES = ("workload", "workers", "bandwidth", "compression")
+
+#: Most task durations one batched schedule holds (configurations x tasks): larger grids go in chunks.
+CHUNK_VALUES = 2**22
+#: Most configurations one call evaluates (about 10 us each on the catalog's profiles: 20 s).
+MAX_CONFIGURATIONS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -267,38 +271,55 @@ def whatif(
     shape = tuple(len(v) for v, f in zip((workloads, ns, bws, comps), flags) if f)
     axes = tuple(a for a, f in zip(_AXES, flags) if f)
 
-    cols: dict[str, list[Any]] = {k: [] for k in (*_AXES, "scaling_factor", "overhead", "messages")}
-    cols.update(iteration_time=[], batch_time=[])
+    total = len(workloads) * len(ns) * len(bws) * len(comps)
+    if total > MAX_CONFIGURATIONS:
+        raise InvalidParameterError(
+            "whatif grid",
+            f"{len(workloads)} x {len(ns)} x {len(bws)} x {len(comps)} = {total:,} configurations",
+            f"at most {MAX_CONFIGURATIONS:,} per call (about 10 us each, so about {total * 1e-5:,.0f} s); "
+            "split the grid into several calls",
+        )
+    ns_arr, bws_arr, comps_arr = np.array(ns, dtype=int), np.array(bws, dtype=float), np.array(comps)
+    parts = []
     for wl in workloads:
         buckets = fuse(wl, fusion_bytes, fusion_time)
         sizes = np.array([b.nbytes for b in buckets])
         model = allreduce_graph(
             wl, Cluster(1, 1.0), buckets, np.zeros(len(buckets)), overlap=overlap, update_time=0.0
         )
-        combos = list(itertools.product(ns, bws, comps))
-        n = np.array([c[0] for c in combos], dtype=float)[:, None]
-        bw = np.array([c[1] for c in combos])[:, None]
-        comp = np.array([c[2] for c in combos])[:, None]
-        # Zhang et al.: reduce-scatter and all-gather each move S (N-1)/N bytes per link at line rate,
-        # divided by the compression ratio (as a faster line); the N - 1 additions of S/N bytes are not.
-        durations = np.tile(model.graph.mean_durations, (len(combos), 1))
-        durations[:, list(model.comm_tasks)] = ring_message_costs(
-            n, sizes[None, :], bw * comp, alpha, wl.reduction_time
-        )
-        sched = schedule(model.graph, durations, critical_path=False)
-        end_backward = sched.finish[:, model.backward_ends[0]]
-        overhead = np.maximum(sched.makespan - end_backward, 0.0)
+        # every (workers, bandwidth, compression), workers slowest, as itertools.product orders them
+        i, j, k = (a.ravel() for a in np.indices((len(ns), len(bws), len(comps))))
+        overhead = np.empty(i.size)
+        tasks = len(model.graph.mean_durations)
+        step = max(1, CHUNK_VALUES // tasks)  # rows per schedule: memory bounded for any grid
+        for lo in range(0, i.size, step):
+            rows = slice(lo, lo + step)
+            n = ns_arr[i[rows]].astype(float)[:, None]
+            bw = bws_arr[j[rows]][:, None]
+            comp = comps_arr[k[rows]][:, None]
+            # Zhang et al.: reduce-scatter and all-gather each move S (N-1)/N bytes per link at line
+            # rate, divided by the compression ratio (as a faster line); the N - 1 additions of S/N
+            # bytes are not.
+            durations = np.tile(model.graph.mean_durations, (n.shape[0], 1))
+            durations[:, list(model.comm_tasks)] = ring_message_costs(
+                n, sizes[None, :], bw * comp, alpha, wl.reduction_time
+            )
+            sched = schedule(model.graph, durations, critical_path=False)
+            end_backward = sched.finish[:, model.backward_ends[0]]
+            overhead[rows] = np.maximum(sched.makespan - end_backward, 0.0)
         t_batch = wl.compute_time
-        name = wl.name or "workload"
-        for i, (nn, b, c) in enumerate(combos):
-            cols["workload"].append(name)
-            cols["workers"].append(nn)
-            cols["bandwidth"].append(b)
-            cols["compression"].append(c)
-            cols["overhead"].append(float(overhead[i]))
-            cols["scaling_factor"].append(t_batch / (t_batch + float(overhead[i])))
-            cols["messages"].append(len(buckets))
-            cols["iteration_time"].append(t_batch + float(overhead[i]))
-            cols["batch_time"].append(t_batch)
-    columns = {k: np.asarray(v) for k, v in cols.items()}
+        parts.append(
+            {
+                "workload": np.full(i.size, wl.name or "workload"),
+                "workers": ns_arr[i],
+                "bandwidth": bws_arr[j],
+                "compression": comps_arr[k],
+                "scaling_factor": t_batch / (t_batch + overhead),
+                "overhead": overhead,
+                "messages": np.full(i.size, len(buckets)),
+                "iteration_time": t_batch + overhead,
+                "batch_time": np.full(i.size, t_batch),
+            }
+        )
+    columns = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
     return WhatIf(columns=columns, shape=shape, axes=axes)

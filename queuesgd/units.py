@@ -15,7 +15,9 @@ Conventions:
 - Bandwidths are a size per time (``"GB/s"``, ``"Gbit/s"``, ``"MiB/ms"``) or
   the ``ps`` forms (``"Gbps"`` = gigabit/s, ``"GBps"`` = gigabyte/s).
 - Plain numbers (and strings without a unit) are taken as already in SI base
-  units. Negative, NaN and infinite values are refused.
+  units. Negative, NaN and infinite values are refused, and so are numbers
+  too large for a float (``10**400``) and sizes above :data:`MAX_BYTES`
+  (1 EiB), so that every time computed from them stays finite.
 
 Examples
 --------
@@ -36,6 +38,7 @@ from typing import Any
 from queuesgd.errors import UnitError
 
 __all__ = [
+    "MAX_BYTES",
     "parse_bytes",
     "parse_seconds",
     "parse_bandwidth",
@@ -43,6 +46,10 @@ __all__ = [
     "format_seconds",
     "format_bandwidth",
 ]
+
+#: Largest size :func:`parse_bytes` accepts: 1 EiB (2**60 bytes), far above any gradient, buffer or
+#: dataset, and small enough that a size divided by the smallest bandwidth a cluster accepts stays finite.
+MAX_BYTES = 2.0**60
 
 _SI = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 _BINARY = {"ki": 2.0**10, "mi": 2.0**20, "gi": 2.0**30, "ti": 2.0**40, "pi": 2.0**50}
@@ -80,7 +87,10 @@ def _split(value: Any, field: str, accepted: str) -> tuple[float, str] | float:
     if isinstance(value, bool):
         raise UnitError(field, value, accepted)
     if isinstance(value, numbers.Real):
-        f = float(value)
+        try:
+            f = float(value)
+        except OverflowError:  # an int beyond the float range (10**400)
+            raise UnitError(field, value, accepted) from None
         if not math.isfinite(f) or f < 0:
             raise UnitError(field, value, accepted)
         return f
@@ -134,17 +144,23 @@ def parse_bytes(value: Any, field: str = "size") -> float:
     --------
     >>> parse_bytes("100MB"), parse_bytes("64MiB"), parse_bytes("8Mbit")
     (100000000.0, 67108864.0, 1000000.0)
+    >>> parse_bytes("2048PiB")  # 2 EiB  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.UnitError: size: got '2048PiB'; accepted: a size of at most 1 EiB ...
     """
     parsed = _split(value, field, _ACCEPTED_BYTES)
     if isinstance(parsed, float):
-        return parsed
-    number, unit = parsed
-    if not unit:
-        return number
-    factor = _size_factor(unit)
-    if factor is None:
-        raise UnitError(field, value, _ACCEPTED_BYTES)
-    return number * factor
+        out = parsed
+    else:
+        number, unit = parsed
+        factor = _size_factor(unit) if unit else 1.0
+        if factor is None:
+            raise UnitError(field, value, _ACCEPTED_BYTES)
+        out = number * factor
+    if out > MAX_BYTES:
+        raise UnitError(field, value, f"a size of at most 1 EiB (2**60 bytes); {_ACCEPTED_BYTES}")
+    return out
 
 
 def parse_seconds(value: Any, field: str = "time") -> float:

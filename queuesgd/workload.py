@@ -47,7 +47,11 @@ from queuesgd.distributions import Deterministic, Distribution
 from queuesgd.errors import InvalidParameterError
 from queuesgd.units import parse_bytes, parse_seconds
 
-__all__ = ["Layer", "CostCurve", "PhaseTimes", "Workload", "Cluster", "RandomDelay"]
+__all__ = ["Layer", "CostCurve", "MAX_BATCH_SIZE", "PhaseTimes", "Workload", "Cluster", "RandomDelay"]
+
+#: Largest mini-batch accepted: 2**53, the largest integer up to which every count is exact in the
+#: floating-point throughput arithmetic (samples/s = batch x updates/s).
+MAX_BATCH_SIZE = 2**53
 
 # Relative tolerance for "the layer sizes add up to gradient_bytes" (sizes are
 # integers in practice; the tolerance only absorbs float rounding).
@@ -286,7 +290,8 @@ class Workload:
         Bytes of parameters a worker receives per step; defaults to
         ``gradient_bytes`` (dense model, same dtype).
     batch_size : int
-        Training samples per worker per step (the mini-batch size).
+        Training samples per worker per step (the mini-batch size), from 1 to
+        :data:`MAX_BATCH_SIZE` (2**53).
     update_time : float or str
         Seconds a parameter server needs to apply one gradient (``0`` if
         negligible).
@@ -335,7 +340,12 @@ class Workload:
                 "Workload.add_cost", self.add_cost, "a CostCurve (seconds per vector add of x bytes) or None"
             )
         set_(self, "compute", _compute("Workload.compute", self.compute))
-        set_(self, "batch_size", _checks.integer("Workload.batch_size", self.batch_size, minimum=1))
+        batch = _checks.integer("Workload.batch_size", self.batch_size, minimum=1)
+        if batch > MAX_BATCH_SIZE:
+            raise InvalidParameterError(
+                "Workload.batch_size", self.batch_size, "an integer from 1 to 2**53 (exact in floating point)"
+            )
+        set_(self, "batch_size", batch)
         set_(self, "update_time", seconds_value("Workload.update_time", self.update_time, allow_zero=True))
 
         layers = self.layers

@@ -113,6 +113,8 @@ class PetriNet:
         _checks.name("place name", name)
         if name in self._places or name in self._transitions:
             raise InvalidParameterError("place name", name, "a name not used by another place or transition")
+        if _checks.integer(f"place {name!r} tokens", tokens, minimum=0) >= 2**31:  # markings: int arrays
+            raise InvalidParameterError(f"place {name!r} tokens", tokens, "an integer from 0 to 2**31 - 1")
         p = Place(name, _checks.integer(f"place {name!r} tokens", tokens, minimum=0))
         self._places[name] = p
         return p

@@ -8,6 +8,7 @@ arrays of shape (networks, stations), run up to the largest population.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -78,10 +79,7 @@ def mva_batch(template: ClosedNetwork, demands: np.ndarray, population: np.ndarr
         raise InvalidParameterError("demands", "non-finite or negative entries", "finite demands >= 0")
     pops = np.broadcast_to(np.asarray(population), (D.shape[0],))
     pops = np.array([_checks.integer("population", p) for p in pops], dtype=int)
-    X, R, Q = _exact.single_class(D, template.is_delay, template.servers, int(pops.max()))
-    rows = np.arange(D.shape[0])
-    idx = pops - 1
-    X, R, Q = X[rows, idx], R[rows, idx], Q[rows, idx]
+    X, R, Q = _solve_unique(D, template, pops)
     div = np.where(template.is_delay, 1.0, template.servers)
     U = X[:, None] * D / div
     names = np.array(template.station_names)
@@ -91,3 +89,40 @@ def mva_batch(template: ClosedNetwork, demands: np.ndarray, population: np.ndarr
     else:
         bottleneck = names[np.argmax(U, axis=1)]
     return BatchResult(template.station_names, pops, X, R, Q, U, bottleneck)
+
+
+#: Most values (networks x largest population x stations) one recursion holds per result array.
+CHUNK_VALUES = 2**22
+
+
+def _solve_unique(D: np.ndarray, template: ClosedNetwork, pops: np.ndarray) -> tuple[Any, Any, Any]:
+    """X, R, Q of each row: one recursion per distinct demand row, in chunks of bounded memory.
+
+    Rows that share their demands (a sweep over workers) share one recursion up to their largest
+    population, so the work is (distinct demand rows) x (largest population), not rows x that; the
+    recursion holds ``networks x population x stations`` values, so the distinct rows are solved in
+    chunks of at most :data:`CHUNK_VALUES` of them (sorted by population, so small ones go together).
+    """
+    M, K = D.shape
+    uniq, inverse = np.unique(D, axis=0, return_inverse=True)
+    inverse = np.asarray(inverse).ravel()
+    top = np.zeros(len(uniq), dtype=int)
+    np.maximum.at(top, inverse, pops)
+    X, R, Q = np.empty(M), np.empty((M, K)), np.empty((M, K))
+    order = np.argsort(top, kind="stable")
+    start = 0
+    while start < len(order):
+        stop = start + 1
+        while stop < len(order) and (stop + 1 - start) * top[order[stop]] * K <= CHUNK_VALUES:
+            stop += 1
+        chunk = order[start:stop]
+        Xc, Rc, Qc = _exact.single_class(
+            uniq[chunk], template.is_delay, template.servers, int(top[chunk].max())
+        )
+        where = np.full(len(uniq), -1)
+        where[chunk] = np.arange(len(chunk))
+        rows = np.flatnonzero(where[inverse] >= 0)
+        local, idx = where[inverse[rows]], pops[rows] - 1
+        X[rows], R[rows], Q[rows] = Xc[local, idx], Rc[local, idx], Qc[local, idx]
+        start = stop
+    return X, R, Q

@@ -45,7 +45,13 @@ if TYPE_CHECKING:
     from queuesgd.formula import Formula
     from queuesgd.petri import PetriNet
 
-__all__ = ["AsyncPS"]
+__all__ = ["AsyncPS", "EXACT_MVA_SIZE"]
+
+#: Largest ``workers x stations`` for which the MVA road runs the exact recursion (one step per
+#: worker, about 30 us each): 250,000, i.e. 50,000 workers with one PS shard. Above it the road runs
+#: Bard-Schweitzer approximate MVA, whose error vanishes as the population grows (2e-10 relative
+#: at 100,000 workers of resnet50), and says so in ``method`` and ``reason``.
+EXACT_MVA_SIZE = 250_000
 
 
 @dataclass(frozen=True)
@@ -217,9 +223,19 @@ class AsyncPS(Scheme):
         """
         self._product_form(cluster, "mva")
         net = self.queueing_network(workload, cluster)
+        size = cluster.workers * len(net.station_names)
         try:
-            result = mva(net, "exact")
-            used, reason, exact = "mva", "exact mean value analysis", "exact"
+            if size > EXACT_MVA_SIZE:
+                result = mva(net, "schweitzer")
+                used, exact = "schweitzer", "schweitzer"
+                reason = (
+                    f"exact MVA would run {cluster.workers:,} population steps over "
+                    f"{len(net.station_names)} stations (workers x stations = {size:,} > "
+                    f"{EXACT_MVA_SIZE:,}); Bard-Schweitzer approximate MVA, exact as the population grows"
+                )
+            else:
+                result = mva(net, "exact")
+                used, reason, exact = "mva", "exact mean value analysis", "exact"
         except StateSpaceTooLargeError as err:
             result = mva(net, "linearizer")
             used, reason, exact = (
@@ -229,7 +245,7 @@ class AsyncPS(Scheme):
             )
         X, R, Q, U = average_over_classes(result, net)
         demands = {s: mean_demand(net, s, result) for s in net.station_names}
-        staleness = self.mva_staleness(workload, cluster, exact)
+        staleness = self.mva_staleness(workload, cluster, exact, full=result)
         return station_solution(X, R, Q, U, demands, used, reason, staleness, result.bottleneck, net, {})
 
     def solve_ctmc(
@@ -250,7 +266,9 @@ class AsyncPS(Scheme):
         """
         return simulate_async_ps(self, workload, cluster, rng, iterations)
 
-    def mva_staleness(self, workload: Workload, cluster: Cluster, method: str = "exact") -> float:
+    def mva_staleness(
+        self, workload: Workload, cluster: Cluster, method: str = "exact", *, full: Any = None
+    ) -> float:
         """Mean staleness by the arrival theorem (exact for the product-form network).
 
         When a worker's update completes, the other workers are distributed
@@ -266,7 +284,8 @@ class AsyncPS(Scheme):
         with ``Q_dl`` and ``U_dl`` the queue length and utilization of the
         (first) downlink. With several speeds the class-``c`` value uses the
         population minus one class-``c`` worker and the mean is weighted by
-        class throughput.
+        class throughput. ``full`` is the network's MVA result with
+        ``method`` when the caller has it already (it is not solved again).
 
         Examples
         --------
@@ -285,7 +304,8 @@ class AsyncPS(Scheme):
         read = read_station(names, D)
         speeds = cluster.speed_factors
         groups = speed_groups(cluster)
-        full = mva(self.queueing_network(workload, cluster), method)
+        if full is None:
+            full = mva(self.queueing_network(workload, cluster), method)
         Xc = full.throughput if isinstance(full.throughput, Mapping) else {None: full.throughput}
         total, weight = 0.0, 0.0
         for s in groups:
@@ -395,6 +415,8 @@ class AsyncPS(Scheme):
         if cluster.speeds is not None or cluster.stragglers is not None or self.service != "exponential":
             raise NotRepresentable("the vectorized AsyncPS solution needs identical workers")
         shards = cluster.ps_shards
+        if int(np.max(workers)) * len(station_layout(shards)[0]) > EXACT_MVA_SIZE:
+            raise NotRepresentable("rows beyond EXACT_MVA_SIZE are solved one by one (Schweitzer)")
         D = self.demand_matrix(workload, bandwidth, latency, shards)
         res = mva_batch(self.template(shards), D, workers)
         return BatchSolution(res.throughput, 1.0, res.bottleneck, "mva")

@@ -231,6 +231,33 @@ class Scheme:
         cls.methods = tuple(m for m, road in _ROADS.items() if callable(getattr(cls, road, None)))
 
     # ---- checks and method choice ---------------------------------------------------
+    def caveats(self, cluster: Cluster) -> tuple[str, ...]:
+        """Assumptions of this scheme's model that can make its answer wrong on ``cluster``.
+
+        Each is also in the ``reason`` of the predictions it concerns; the
+        command line prints them as notes. None by default.
+
+        Examples
+        --------
+        >>> from queuesgd import AsyncPS, Cluster
+        >>> AsyncPS().caveats(Cluster(8, "10Gbit/s"))
+        ()
+        """
+        return ()
+
+    def ignored_parameters(self, method: str) -> tuple[str, ...]:
+        """The parameters of this scheme that ``method`` does not read (none by default).
+
+        Examples
+        --------
+        >>> from queuesgd import AsyncPS, RingAllReduce
+        >>> AsyncPS().ignored_parameters("mva")
+        ()
+        >>> "overlap" in RingAllReduce().ignored_parameters("closed_form")
+        True
+        """
+        return ()
+
     def check(self, workload: Workload, cluster: Cluster) -> None:
         """Raise :class:`~queuesgd.errors.InvalidParameterError` if the scheme cannot run on ``cluster``.
 

@@ -102,6 +102,21 @@ class FineGrained:
     are the coarse phase model without heuristics and ignore them all.
     """
 
+    #: The parameters that only the fine-grained methods read, and those methods.
+    FINE_PARAMETERS: ClassVar[tuple[str, ...]] = (
+        "overlap",
+        "fusion",
+        "fusion_bytes",
+        "fusion_time",
+        "bucket_cap",
+        "first_bucket",
+    )
+    FINE_METHODS: ClassVar[tuple[str, ...]] = ("fine", "coarse")
+
+    def ignored_parameters(self, method: str) -> tuple[str, ...]:
+        """:attr:`FINE_PARAMETERS` for a method other than ``fine`` and ``coarse``, else none."""
+        return () if method in self.FINE_METHODS else self.FINE_PARAMETERS
+
     #: The fusion policies (``fusion``).
     FUSIONS: ClassVar[tuple[str, ...]] = ("threshold", "ddp")
     #: The parameters that only one policy reads.

@@ -163,7 +163,10 @@ def time_to_barrier(laws: Sequence[Distribution], k: int) -> float:
     >>> round(time_to_barrier([Exponential(1.0)] * 3, 2), 12)     # 1/3 + 1/2
     0.833333333333
     """
-    return float(expected_order_statistic(list(laws), k=k))
+    laws = list(laws)
+    if laws and all(law is laws[0] for law in laws):  # identical workers: one i.i.d. group, no hashing
+        return float(expected_order_statistic(laws[0], k=k, n=len(laws)))
+    return float(expected_order_statistic(laws, k=k))
 
 
 # ----------------------------------------------------------------------------- the GSPN

@@ -27,11 +27,19 @@ from typing import Any
 import numpy as np
 
 from queuesgd.distributions import Distribution, PhaseType, fit_phase_type
-from queuesgd.errors import NotRepresentable
+from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
 from queuesgd.rng import as_generator
 from queuesgd.workload import Cluster, Workload
 
-__all__ = ["add_phase_transitions", "add_phase_type_stage", "ctmc_law", "sample_compute", "worker_laws"]
+__all__ = [
+    "MAX_SAMPLES",
+    "add_phase_transitions",
+    "add_phase_type_stage",
+    "check_sample_size",
+    "ctmc_law",
+    "sample_compute",
+    "worker_laws",
+]
 
 
 def worker_laws(workload: Workload, cluster: Cluster) -> list[Distribution]:
@@ -59,6 +67,34 @@ def worker_laws(workload: Workload, cluster: Cluster) -> list[Distribution]:
     return out
 
 
+#: Most compute times one simulation draws at once (iterations x workers): 2**27 floats, 1 GiB.
+MAX_SAMPLES = 2**27
+
+
+def check_sample_size(iterations: int, workers: int) -> None:
+    """Refuse a simulation whose ``iterations x workers`` sample array would exceed :data:`MAX_SAMPLES`.
+
+    Raises
+    ------
+    StateSpaceTooLargeError
+        With the memory it would need and what to lower.
+
+    Examples
+    --------
+    >>> check_sample_size(20_000, 1_000_000)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.StateSpaceTooLargeError: simulating 20,000 iterations of 1,000,000 workers draws ...
+    """
+    total = int(iterations) * int(workers)
+    if total > MAX_SAMPLES:
+        raise StateSpaceTooLargeError(
+            f"simulating {int(iterations):,} iterations of {int(workers):,} workers draws {total:,} compute "
+            f"times ({total * 8 / 2**30:,.0f} GiB); at most {MAX_SAMPLES:,}: lower iterations= "
+            "(--iterations) or the number of workers, or use a method that does not simulate"
+        )
+
+
 def sample_compute(
     workload: Workload, cluster: Cluster, rng: np.random.Generator | int | None, iterations: int
 ) -> np.ndarray:
@@ -76,8 +112,9 @@ def sample_compute(
     >>> ((x - 0.1) > 0.5).sum(axis=1).tolist()        # one delayed worker per step
     [1, 1, 1, 1, 1]
     """
-    gen = as_generator(np.random.default_rng() if rng is None else rng)
     n = cluster.workers
+    check_sample_size(iterations, n)
+    gen = as_generator(np.random.default_rng() if rng is None else rng)
     x = np.asarray(workload.compute.sample(gen, (iterations, n)), dtype=float)
     x = x / cluster.speed_factors[None, :]
     st = cluster.stragglers

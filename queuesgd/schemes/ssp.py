@@ -150,6 +150,28 @@ class StaleSynchronous(Scheme):
         return prod(comb(n + L - 1, L - 1) for n in self._groups(cluster).values())
 
     # ---- method choice -----------------------------------------------------------------
+    def caveats(self, cluster: Cluster) -> tuple[str, ...]:
+        """With ``link="dedicated"`` and several workers: no contention at the PS is modeled.
+
+        Examples
+        --------
+        >>> from queuesgd import Cluster
+        >>> StaleSynchronous(0).caveats(Cluster(8, "10Gbit/s"))  # doctest: +ELLIPSIS
+        ("link='dedicated' assumes uncontended PS links: ...",)
+        >>> StaleSynchronous(0, link="shared").caveats(Cluster(8, "10Gbit/s"))
+        ()
+        """
+        return self._caveats(cluster.workers)
+
+    def _caveats(self, workers: int) -> tuple[str, ...]:
+        if self.link != "dedicated" or workers == 1:
+            return ()
+        return (
+            "link='dedicated' assumes uncontended PS links: the workers' pushes and replies never queue "
+            "at the parameter server, so the throughput is an upper bound where they share its link "
+            "(link='shared' models that contention)",
+        )
+
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
         if self.link == "shared":
             return "simulate", "simulate: link='shared' follows every push and reply on the PS link"
@@ -433,6 +455,7 @@ class StaleSynchronous(Scheme):
         staleness: float | None = None,
     ) -> SchemeSolution:
         breakdown = {"compute": compute, "communication": comm, "update": update, "waiting": waiting}
+        reason = "; ".join((reason, *self._caveats(n)))
         return SchemeSolution(
             iteration_rate=float(X),
             gradients_per_update=1.0,

@@ -1,0 +1,154 @@
+"""Property test: random command lines never give a traceback, hang, or an unclear failure.
+
+Every call of ``queuesgd.cli.main`` either succeeds (status 0) or refuses (status 2) with exactly one
+line on stderr, ``queuesgd: error: ...`` (or argparse's ``queuesgd ...: error: ...``), within a time
+bound. The arguments mix the real flags and values with bad ones (negative, huge, empty, NaN,
+unitless, unknown words). Options that would start long work are bounded (at most 4 workers,
+short simulations; ``validate`` and ``profile``, which start processes or import models, only with
+arguments refused before that).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from queuesgd import cli
+
+#: Seconds one call may take (the slowest legitimate calls here take about 2 s).
+TIME_BOUND = 20.0
+
+BAD = ["", " ", "-1", "0", "nan", "inf", "1e400", "10**30", "abc", ",", "1,,2", "true", "maybe", "é"]
+WORKERS = ["1", "2", "4", "1,2,4", "3,4", "0", "-2", "2.5", "1000000000", "x", ""]
+BANDWIDTH = ["10Gbit/s", "1,10Gbit/s", "1GB/s", "10", "1e-300", "1bit/s", "10 parsecs", "0", "-1Gbit/s"]
+LATENCY = ["0", "50us", "1ms", "5", "1e400", "-1ms", "1h"]
+SCHEMES = [
+    "sync-ps",
+    "async-ps",
+    "ring-allreduce",
+    "tree-allreduce",
+    "hierarchical-allreduce",
+    "backup-workers",
+    "static-cutoff",
+    "optimal-cutoff",
+    "eager-sgd",
+    "stale-synchronous",
+    "local-sgd",
+    "nope",
+]
+METHODS = ["auto", "closed_form", "mva", "ctmc", "simulate", "coarse", "fine", "exact", ""]
+
+# flag -> values (the flags of predict and sweep; scheme parameters included)
+PREDICT = {
+    "--scheme": SCHEMES,
+    "--workload": ["resnet50", "vgg16", "nope", "missing.json", ""],
+    "--workers": WORKERS,
+    "--bandwidth": BANDWIDTH,
+    "--latency": LATENCY,
+    "--ps-shards": ["1", "2", "1000000", "0", "x"],
+    "--compute": ["deterministic", "exponential", "erlang:3", "lognormal:0.3", "gamma:0", "normal:9", "x:1"],
+    "--random-delay": ["1:50ms", "9:1s", "1:-1s", "x", "0:1ms"],
+    "--method": METHODS,
+    "--seed": ["0", "7", "-1", "x"],
+    "--iterations": ["500", "1000", "0", "-5", "x"],
+    "--backups": ["0", "1", "3", "9", "-1"],
+    "--cutoff": ["50ms", "0", "-1s", "1h"],
+    "--timeout": ["80ms", "x"],
+    "--stragglers": ["cancel", "finish", "drop"],
+    "--staleness": ["0", "1", "2", "inf", "-1"],
+    "--overlap": ["true", "false", "maybe"],
+    "--fusion": ["threshold", "ddp", "x"],
+    "--fusion-bytes": ["none", "64MiB", "0", "1025PiB"],
+    "--bucket-cap": ["25MiB", "0"],
+    "--period": ["1", "4", "0"],
+    "--mode": ["solo", "majority", "x"],
+    "--link": ["dedicated", "shared", "phase", "x"],
+    "--service": ["exponential", "deterministic", "x"],
+    "--per-node": ["1", "2", "3"],
+    "--plot": ["", "out.txt", "dir/"],
+}
+WHATIF = {
+    "--workload": ["resnet50", "vgg16,resnet50", "nope", ""],
+    "--workers": WORKERS,
+    "--bandwidth": BANDWIDTH,
+    "--compression": ["1", "1,2,5", "0.5", "x", "inf"],
+    "--latency": LATENCY,
+    "--fusion-bytes": ["64MiB", "none", "0", "x"],
+    "--fusion-time": ["5ms", "none", "0", "x"],
+    "--plot": ["", "out.txt"],
+}
+# validate: only arguments refused before any process starts (no run happens in this test)
+VALIDATE_REFUSED = [
+    ["--workers", "1000"],
+    ["--workers", "0"],
+    ["--random-delay", "5:10ms", "--workers", "2"],
+    ["--straggler", "delay:5:10ms"],
+    ["--compute", "1h", "--timeout", "20"],
+    ["--timeout", "-3"],
+    ["--scheme", "nope"],
+    ["--param", "x"],
+]
+
+
+def _pairs(table: dict[str, list[str]]) -> st.SearchStrategy[list[str]]:
+    one = st.sampled_from(sorted(table)).flatmap(
+        lambda flag: st.tuples(st.just(flag), st.sampled_from(table[flag] + BAD[:4]))
+    )
+    return st.lists(one, max_size=5).map(lambda ps: [x for p in ps for x in p])
+
+
+def _bounded(argv: list[str]) -> list[str]:
+    """Keep the work of a call small: at most 4 workers unless refused, short simulations."""
+    if "--workers" not in argv:
+        argv = [*argv, "--workers", "2"]
+    if "--iterations" not in argv:
+        argv = [*argv, "--iterations", "1000"]
+    return argv
+
+
+noise = st.lists(st.text(alphabet="-=:,. abcx019/", max_size=6), max_size=3)
+
+command_lines = st.one_of(
+    st.tuples(st.sampled_from(["predict", "sweep"]), _pairs(PREDICT), noise).map(
+        lambda t: _bounded([t[0], *t[1], *t[2]])
+    ),
+    st.tuples(_pairs(WHATIF), noise).map(lambda t: ["whatif", *t[0], *t[1]]),
+    st.sampled_from(VALIDATE_REFUSED).map(lambda a: ["validate", *a]),
+    st.tuples(st.sampled_from(["list", "show", "nope"]), st.sampled_from(["resnet50", "vgg16", "x", ""])).map(
+        lambda t: ["catalog", t[0], *([t[1]] if t[0] == "show" else [])]
+    ),
+    st.tuples(
+        st.sampled_from(["sync-ps", "ring-allreduce", "tree-allreduce", "backup-workers", "x"]),
+        st.lists(
+            st.sampled_from(["--latex", "--compute", "deterministic", "exponential", "--limit", "n", "--x"]),
+            max_size=3,
+        ),
+    ).map(lambda t: ["derive", t[0], *t[1]]),
+    st.lists(st.sampled_from(["predict", "--help", "-h", "--x", "whatif", "catalog", "sweep"]), max_size=3),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(command_lines)
+def test_random_command_lines_succeed_or_refuse_in_one_line(argv):
+    out, err = io.StringIO(), io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = cli.main(argv)
+        except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
+            status = exit_.code if isinstance(exit_.code, int) else 2
+    elapsed = time.perf_counter() - start
+    lines = err.getvalue().splitlines()
+    assert elapsed < TIME_BOUND, (argv, elapsed)
+    assert status in (0, 2), (argv, status, lines)
+    assert "Traceback" not in err.getvalue() + out.getvalue(), argv
+    if status == 2:
+        assert len(lines) == 1, (argv, lines)
+        assert lines[0].startswith("queuesgd") and ": error: " in lines[0], (argv, lines)
+    else:
+        assert all(line.startswith("queuesgd: ") for line in lines), (argv, lines)
