@@ -422,7 +422,8 @@ def _run_one(
         # Sizes around the run's message, and the run's idle time between operations: the fit
         # describes the network as a training step meets it (see calibrate's ``gap``).
         sizes = (4096, max(nbytes, 8192), 4 * max(nbytes, 8192))
-        common = {"setup": setup, "shaper": shaper if shaper.active else None, "host": host}
+        # The calibration is part of the run: the same wall-clock limit covers it.
+        common = {"setup": setup, "shaper": shaper if shaper.active else None, "host": host, "timeout": limit}
         gap = float(law.mean)
         if LIVE_SCHEMES[key] == "allreduce":
             fit = calibrate.calibrate_allreduce(n, sizes, gap=gap, **common) if n > 1 else None
