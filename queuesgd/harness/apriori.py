@@ -300,30 +300,20 @@ def make_profile(
     options = dict(model_options or {})
     ks = sorted({1, *(_checks.integer("copies", k) for k in copies)})
     measured = stamp()
-    runs = measure_concurrency(
-        kind,
-        ks,
-        batch_size=batch_size,
-        repetitions=repetitions,
-        warmup=warmup,
-        seed=seed,
-        model_options=options,
-    )
+    common = {
+        "batch_size": batch_size,
+        "repetitions": repetitions,
+        "warmup": warmup,
+        "seed": seed,
+        "model_options": options,
+    }
+    runs = measure_concurrency(kind, ks, **common)
     ps = _ps_update_times(kind, ks, {"batch_size": batch_size, **options})
     spans: dict[str, dict[int, Any]] = {}
     sync_updates: dict[str, dict[int, float]] = {}
     for step in dict.fromkeys(synchronized):
         step = _checks.choice("synchronized", step, ("ddp", "plain"))
-        lock = measure_synchronized(
-            kind,
-            ks,
-            batch_size=batch_size,
-            repetitions=repetitions,
-            warmup=warmup,
-            seed=seed,
-            model_options=options,
-            ddp=step == "ddp",
-        )
+        lock = measure_synchronized(kind, ks, ddp=step == "ddp", **common)
         spans[step] = {k: r["span"] for k, r in lock.items()}
         sync_updates[step] = {k: float(np.median(r["update"])) for k, r in lock.items()}
     return Profile(

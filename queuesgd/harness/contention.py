@@ -50,6 +50,27 @@ from queuesgd.harness.launch import WorkerContext, run_workers
 __all__ = ["lock_step_spans", "measure_concurrency", "measure_synchronized", "synchronized_step"]
 
 
+def _checked(
+    kind: str, copies: Iterable[int], model_options: Any, batch_size: int, repetitions: int, warmup: int
+) -> tuple[list[int], dict[str, Any], int, int, int]:
+    """The arguments both measurements share, checked: copies, model options, batch, repetitions, warm-up."""
+    from queuesgd.harness.models import MODELS
+
+    _checks.choice("model", kind, MODELS)
+    counts = sorted({_checks.integer("copies", k) for k in copies})
+    if not counts:
+        from queuesgd.errors import InvalidParameterError
+
+        raise InvalidParameterError("copies", copies, "one or more integers >= 1")
+    return (
+        counts,
+        dict(model_options or {}),
+        _checks.integer("batch_size", batch_size),
+        _checks.integer("repetitions", repetitions, minimum=2),
+        _checks.integer("warmup", warmup, minimum=0),
+    )
+
+
 def _copy(
     ctx: WorkerContext,
     kind: str,
@@ -122,18 +143,9 @@ def measure_concurrency(
         "update": array of each copy's median optimizer step,
         "workload": copy 0's layer-wise Workload}}``.
     """
-    from queuesgd.harness.models import MODELS
-
-    _checks.choice("model", kind, MODELS)
-    counts = sorted({_checks.integer("copies", k) for k in copies})
-    if not counts:
-        from queuesgd.errors import InvalidParameterError
-
-        raise InvalidParameterError("copies", copies, "one or more integers >= 1")
-    options = dict(model_options or {})
-    batch_size = _checks.integer("batch_size", batch_size)
-    repetitions = _checks.integer("repetitions", repetitions, minimum=2)
-    warmup = _checks.integer("warmup", warmup, minimum=0)
+    counts, options, batch_size, repetitions, warmup = _checked(
+        kind, copies, model_options, batch_size, repetitions, warmup
+    )
     out: dict[int, dict[str, Any]] = {}
     for k in counts:
 
@@ -255,18 +267,9 @@ def measure_synchronized(
     >>> sorted(m), m[2]["span"].size, bool((m[2]["span"] > 0).all())
     ([1, 2], 5, True)
     """
-    from queuesgd.harness.models import MODELS
-
-    _checks.choice("model", kind, MODELS)
-    counts = sorted({_checks.integer("copies", k) for k in copies})
-    if not counts:
-        from queuesgd.errors import InvalidParameterError
-
-        raise InvalidParameterError("copies", copies, "one or more integers >= 1")
-    options = dict(model_options or {})
-    batch_size = _checks.integer("batch_size", batch_size)
-    repetitions = _checks.integer("repetitions", repetitions, minimum=2)
-    warmup = _checks.integer("warmup", warmup, minimum=0)
+    counts, options, batch_size, repetitions, warmup = _checked(
+        kind, copies, model_options, batch_size, repetitions, warmup
+    )
     out: dict[int, dict[str, Any]] = {}
     for k in counts:
 
