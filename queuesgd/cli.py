@@ -613,8 +613,15 @@ def _derive(args: argparse.Namespace) -> int:
     if args.optimize:
         import sympy
 
-        best = f.optimize(args.optimize)
-        print(f"optimal {args.optimize}: " + (sympy.latex(best) if args.latex else sympy.sstr(best)))
+        from queuesgd.errors import NotRepresentable
+
+        try:  # a maximum SymPy proves, or the statement of why there is none (never a minimum)
+            best = f.optimize(args.optimize)
+        except NotRepresentable as why:
+            print(f"optimal {args.optimize}: none verified: {why}")
+            return 0
+        value = sympy.latex(best.argmax) if args.latex else sympy.sstr(best.argmax)
+        print(f"optimal {args.optimize}: {value}\n  verified: {best.evidence}")
     return 0
 
 

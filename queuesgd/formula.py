@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -30,13 +31,18 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd import units
-from queuesgd.errors import InvalidParameterError, NotRepresentable, UnknownNameError
+from queuesgd import _checks, units
+from queuesgd.errors import InvalidParameterError, UnknownNameError
+from queuesgd.optimum import Optimum
 
-__all__ = ["Formula", "INTEGER_SYMBOLS"]
+__all__ = ["Formula", "INTEGER_SYMBOLS", "Optimum"]
 
 #: Symbols that only take integer values (optimized over integers).
 INTEGER_SYMBOLS = frozenset({"n", "b", "c", "s", "m", "k", "g"})
+# Rates and bandwidths: zero is not a value they take (the throughput would divide by it).
+_RATES = frozenset({"mu", "B", "B_intra"})
+# A decimal number, the only strings Formula.limit(to=...) reads besides oo, -oo and symbol names.
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d{1,4})?")
 
 # Unit strings accepted by evaluate(), per symbol kind.
 _PARSERS = {
@@ -149,8 +155,50 @@ class Formula:
             parse = _PARSERS.get(name)
             if parse is None:
                 raise InvalidParameterError(name, value, "a number (no unit string for this symbol)")
-            return parse(value, name)
+            value = parse(value, name)
+        if not _checks.is_symbolic(value):
+            self._check_value(name, value)
         return value
+
+    def _domain(self, name: str) -> tuple[bool, float | None, bool]:
+        """``(integer, minimum, strict)``: the values symbol ``name`` takes (``x > minimum`` if strict)."""
+        sym = self.symbols[name]
+        integer = name in INTEGER_SYMBOLS or sym.is_integer is True
+        if sym.is_positive:
+            if integer:
+                return True, 1, False
+            return False, 0, name in _RATES
+        if sym.is_nonnegative or integer:
+            return integer, 0, False
+        return False, None, False
+
+    def _check_value(self, name: str, value: Any, field: str | None = None) -> float:
+        """Raise :class:`InvalidParameterError` naming ``field`` unless every element of ``value``
+        lies in the domain of symbol ``name``; the first value (or the scalar) as a float."""
+        integer, minimum, strict = self._domain(name)
+        if minimum is None:
+            accepted = "a number"
+        elif integer:
+            accepted = f"an integer >= {minimum}"
+        else:
+            accepted = f"a number {'>' if strict else '>='} {minimum}"
+        if self.meaning.get(name):
+            accepted += f" ({self.meaning[name]})"
+        field = field or name
+        if isinstance(value, bool) or np.asarray(value).dtype == np.bool_:
+            raise InvalidParameterError(field, value, accepted)
+        try:
+            arr = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            raise InvalidParameterError(field, value, accepted) from None
+        bad = np.isnan(arr)
+        if integer:
+            bad |= ~np.isfinite(arr) | (arr != np.round(arr))
+        if minimum is not None:
+            bad |= (arr <= minimum) if strict else (arr < minimum)
+        if bad.any():
+            raise InvalidParameterError(field, value if arr.ndim == 0 else arr[bad].flat[0].item(), accepted)
+        return float(arr.flat[0]) if arr.size else math.nan
 
     def subs(self, values: Mapping[str, Any] | None = None, **kw: Any) -> Formula:
         """Substitute numbers or expressions for some symbols (unit strings accepted).
@@ -172,7 +220,14 @@ class Formula:
         """Evaluate numerically, broadcasting NumPy arrays (one ``lambdify``, cached).
 
         Every free symbol needs a value; unit strings are accepted for sizes,
-        bandwidths and times.
+        bandwidths and times. Values outside a symbol's domain raise
+        :class:`~queuesgd.errors.InvalidParameterError` naming the symbol:
+        integer symbols (``n``, ``m``, ``s``, ``b``, ``c``, ``g``, ``k`` and
+        any symbol declared ``integer=True``) take integers, >= 1 when
+        declared positive (>= 0 otherwise, e.g. ``b`` backups); other symbols
+        declared positive take numbers >= 0, and rates and bandwidths (``mu``,
+        ``B``, ``B_intra``) numbers > 0. NaN is never accepted. The same
+        checks apply to :meth:`subs`.
 
         Examples
         --------
@@ -181,6 +236,10 @@ class Formula:
         >>> f = Formula(n * B, {"n": n, "B": B}, {}, "x")
         >>> f.evaluate(n=np.array([1, 2]), B="8bit/s").tolist()
         [1.0, 2.0]
+        >>> f.evaluate(n=2.5, B=1.0)
+        Traceback (most recent call last):
+        ...
+        queuesgd.errors.InvalidParameterError: n: got 2.5; accepted: an integer >= 1
         """
         import sympy
 
@@ -217,72 +276,113 @@ class Formula:
     def limit(self, symbol: str, to: Any = "oo") -> Any:
         """``lim expr`` as ``symbol -> to`` (default infinity), a SymPy expression.
 
+        ``to`` is ``"oo"``, ``"-oo"``, a number (or its decimal text), the
+        name of a symbol of the formula, or a SymPy expression. Strings are
+        matched against these forms, never evaluated.
+
         Examples
         --------
         >>> import sympy
         >>> n, t = sympy.symbols("n t", positive=True)
         >>> Formula(n / (t + n), {"n": n, "t": t}, {}, "x").limit("n")
         1
+        >>> Formula(n / (t + n), {"n": n, "t": t}, {}, "x").limit("n", to="t")
+        1/2
         """
         import sympy
 
-        target = sympy.oo if to in ("oo", math.inf) else sympy.sympify(to)
-        return sympy.limit(self.expr, self._symbol(symbol), target)
+        return sympy.limit(self.expr, self._symbol(symbol), self._limit_target(to))
 
-    def optimize(self, symbol: str, *, upper: int = 100_000, **values: Any) -> Any:
-        """The value of ``symbol`` that maximizes throughput.
+    def _limit_target(self, to: Any) -> Any:
+        """``to`` as a SymPy value, parsed without evaluating code (no ``sympify`` of strings)."""
+        import sympy
 
-        Without ``values``: a stationary point solved by SymPy (symbol treated
-        as continuous), returned as an expression; points where SymPy proves
-        the second derivative nonnegative (minima) are dropped, but where it
-        cannot decide the sign the point is kept, so check it numerically.
-        Raises :class:`~queuesgd.errors.NotRepresentable` where none is left.
-        With ``values`` for every other free symbol: the numeric maximizer --
-        an integer in ``1..upper`` for ``n``, ``b``, ``c`` ..., else a float
-        found by bounded scalar search.
+        accepted = "'oo', '-oo', a number, or the name of a symbol of the formula"
+        if isinstance(to, bool):
+            raise InvalidParameterError("limit.to", to, accepted)
+        if isinstance(to, sympy.Basic):
+            return to
+        if isinstance(to, int | float | np.integer | np.floating):
+            x = float(to)
+            if math.isnan(x):
+                raise InvalidParameterError("limit.to", to, accepted)
+            if math.isinf(x):
+                return sympy.oo if x > 0 else -sympy.oo
+            return sympy.Integer(int(to)) if isinstance(to, int | np.integer) else sympy.Float(x)
+        if isinstance(to, str):
+            text = to.strip()
+            if text in ("oo", "+oo", "inf", "+inf", "infinity"):
+                return sympy.oo
+            if text in ("-oo", "-inf", "-infinity"):
+                return -sympy.oo
+            if text in self.symbols:
+                return self.symbols[text]
+            if _NUMBER.fullmatch(text):
+                return sympy.Rational(text)  # exact: "0.1" -> 1/10
+        raise InvalidParameterError("limit.to", to, accepted)
+
+    def optimize(self, symbol: str, *, lower: Any = None, upper: Any = None, **values: Any) -> Optimum:
+        """Where the throughput is largest over ``symbol``, verified (see :mod:`queuesgd.optimum`).
+
+        Without ``values`` nor bounds: the stationary point solved by SymPy
+        (the symbol treated as continuous), returned only where SymPy proves
+        the second derivative negative there and no other stationary point is
+        left; otherwise :class:`~queuesgd.errors.NotRepresentable` says why
+        (with a counterexample where random parameter values make it a
+        minimum).
+
+        With ``values`` for every other free symbol (or bounds, when there is
+        no other): a numeric search over ``[lower, upper]`` -- every integer
+        for ``n``, ``b``, ``c`` ... (default ``lower``: the smallest value the
+        symbol takes, 1 or 0), else a grid refined by bounded Brent search
+        (default ``lower``: 0); default ``upper``: 100,000. When the
+        largest value is at an end of the interval the result says so
+        (``interior`` False, and whether the throughput is monotone there):
+        a search bound is never reported as an optimum.
+
+        Returns
+        -------
+        Optimum
+            ``argmax``, ``maximum``, ``interior``, ``monotone`` and the
+            ``evidence``; ``print`` it for one line.
 
         Examples
         --------
         >>> import sympy
         >>> n, a = sympy.symbols("n a", positive=True)
         >>> f = Formula(n / (1 + a * n**2), {"n": n, "a": a}, {}, "x")
-        >>> f.optimize("n")
+        >>> f.optimize("n").argmax
         1/sqrt(a)
-        >>> f.optimize("n", a=0.01)
-        10
+        >>> print(f.optimize("n", a=0.01))
+        n = 10: interior maximum X = 5 (X(9) = 4.972 <= X(10) = 5 >= X(11) = 4.977; the largest ...)
+        >>> g = Formula(n / (1 + a * n), {"n": n, "a": a}, {}, "y")
+        >>> print(g.optimize("n", a=0.01, upper=1000))
+        no interior maximum on [1, 1000] (X is increasing); the largest X is at the bound n = 1000: 90.91
         """
-        import sympy
+        from queuesgd import optimum
 
         sym = self._symbol(symbol)
-        if not values:
-            deriv = sympy.diff(self.expr, sym)
-            try:
-                sols = sympy.solve(sympy.numer(sympy.together(deriv)), sym)
-            except NotImplementedError:
-                sols = []
-            good = [s for s in sols if s.is_real is not False and s.is_positive is not False]
-            # Keep maxima only: drop stationary points where the second derivative is provably >= 0.
-            second = sympy.diff(self.expr, sym, 2)
-            good = [s for s in good if sympy.simplify(second.subs(sym, s)).is_nonnegative is not True]
-            if not good:
-                raise NotRepresentable(
-                    f"SymPy finds no interior maximum of the throughput in {symbol}; give values for the "
-                    f"other symbols ({', '.join(k for k in self.free_names if k != sym.name)}) for a "
-                    "numeric optimum"
-                )
-            return sympy.simplify(good[0]) if len(good) == 1 else [sympy.simplify(s) for s in good]
+        if not values and lower is None and upper is None:
+            rest = ", ".join(k for k in self.free_names if k != sym.name)
+            return optimum.symbolic_search(
+                self.expr,
+                sym,
+                f"; pass values for the other symbols ({rest}) to Formula.optimize for a numeric optimum",
+            )
         f = self.subs(values)
         rest = [k for k in f.free_names if k != sym.name]
         if rest:
             raise InvalidParameterError("optimize", sorted(values), f"values for {rest}")
-        if sym.name in INTEGER_SYMBOLS:
-            grid = np.arange(1, int(upper) + 1, dtype=float)
-            vals = f.evaluate(**{sym.name: grid})
-            vals = np.where(np.isfinite(vals), vals, -np.inf)
-            return int(grid[int(np.argmax(vals))])
-        from scipy import optimize as sopt
+        integer, minimum, _ = self._domain(sym.name)
+        lo = minimum if lower is None else lower
+        lo = self._check_value(sym.name, lo, "lower")
+        hi = self._check_value(sym.name, 100_000 if upper is None else upper, "upper")
+        if not hi > lo or not math.isfinite(hi):
+            raise InvalidParameterError("upper", upper, f"a finite number > lower = {lo}")
 
-        res = sopt.minimize_scalar(
-            lambda x: -f.evaluate(**{sym.name: x}), bounds=(1e-12, upper), method="bounded"
-        )
-        return float(res.x)
+        def fn(x: np.ndarray) -> Any:
+            return f.evaluate(**{sym.name: x})
+
+        if integer:
+            return optimum.integer_search(fn, sym.name, int(lo), int(hi))
+        return optimum.continuous_search(fn, sym.name, float(lo), float(hi))

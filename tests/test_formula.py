@@ -41,14 +41,21 @@ def test_limit_and_symbolic_optimum_by_hand():
     # a cost growing like n^2 gives a finite optimum: d/dn [n / (t + a n^2)] = 0 at n = sqrt(t/a)
     a = sympy.Symbol("a", positive=True)
     g = Formula(n / (t + a * n**2), {"n": n, "t": t, "a": a}, {}, "quad")
-    assert sympy.simplify(g.optimize("n") - sympy.sqrt(t / a)) == 0
-    assert g.optimize("n", t=1.0, a=0.01) == 10
+    best = g.optimize("n")
+    assert sympy.simplify(best.argmax - sympy.sqrt(t / a)) == 0 and best.interior
+    # X'' at sqrt(t/a), by hand: -sqrt(a) / (2 t^(3/2)) < 0; X there: sqrt(t/a) / (2 t)
+    assert sympy.simplify(best.maximum - sympy.sqrt(t / a) / (2 * t)) == 0
+    assert g.optimize("n", t=1.0, a=0.01).argmax == 10
 
 
 def test_numeric_optimum_over_a_continuous_symbol():
     T = sympy.Symbol("T", positive=True)
     f = Formula(T * sympy.exp(-T), {"T": T}, {}, "x")  # max at T = 1
-    assert f.optimize("T", upper=50) == pytest.approx(1.0, abs=1e-4)
+    best = f.optimize("T", upper=50)
+    assert best.argmax == pytest.approx(1.0, abs=1e-6) and best.maximum == pytest.approx(
+        math.exp(-1), rel=1e-12
+    )
+    assert best.interior and best.lower == 0 and best.upper == 50
 
 
 def test_subs_latex_and_str():

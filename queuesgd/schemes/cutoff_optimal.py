@@ -336,7 +336,7 @@ class OptimalCutoff(Scheme):
         Examples
         --------
         >>> f = OptimalCutoff(stragglers="cancel").formula()
-        >>> f.optimize("c", upper=10, n=10, mu=1.0, m=1, G=1.0, P=1.0, B=1e300, alpha=0.25, u=0.0, s=1)
+        >>> f.optimize("c", upper=10, n=10, mu=1.0, m=1, G=1.0, P=1.0, B=1e300, alpha=0.25, u=0.0, s=1).argmax
         6
         """
         import sympy

@@ -241,7 +241,7 @@ def test_optimal_count_exponential_brute_force(n, latency):
     assert sol.iteration_rate * sol.gradients_per_update == pytest.approx(max(vals), rel=1e-10)
     f = OptimalCutoff(stragglers="cancel").formula()
     vals_f = dict(n=n, mu=mu, m=1, G=1e6, P=1e6, B=1e9, alpha=latency, u=0.003, s=1)
-    assert f.optimize("c", upper=n, **vals_f) == sol.details["cutoff"]
+    assert f.optimize("c", upper=n, **vals_f).argmax == sol.details["cutoff"]
     batch = OptimalCutoff(stragglers="cancel").solve_batch(
         w, c, np.array([n]), np.array([1e9]), np.array([latency])
     )

@@ -1,0 +1,317 @@
+"""Where a throughput formula is largest over one symbol, and the evidence that it is a maximum.
+
+:meth:`queuesgd.Formula.optimize <queuesgd.formula.Formula.optimize>` returns
+an :class:`Optimum`. It never reports a point it has not checked:
+
+- over an integer symbol (``n``, ``b``, ``c``, ...), every integer of
+  ``[lower, upper]`` is evaluated; the largest value is an *interior* maximum
+  when it lies strictly inside, with its two neighbours as evidence;
+- over a continuous symbol (``T``), a grid of 4,001 points on
+  ``[lower, upper]`` (log-spaced when the interval spans more than two
+  decades) is refined by a bounded Brent search between the best point's
+  neighbours; a peak narrower than the grid spacing can be missed;
+- symbolically, a stationary point ``dX/dx = 0`` is returned only where
+  SymPy proves ``d2X/dx2 < 0`` there and it is the only stationary point
+  left; otherwise :class:`~queuesgd.errors.NotRepresentable` says why (with
+  a counterexample where random parameter values show a minimum).
+
+When the largest value on the interval is at one of its ends, the result says
+so (``interior`` is False, ``monotone`` says whether the throughput rises or
+falls all the way): ``upper`` is then a search bound, not an optimum, unless
+it is a real constraint of the problem (a cutoff ``c <= n``).
+
+Examples
+--------
+>>> import numpy as np
+>>> opt = integer_search(lambda n: n * np.exp(-n / 10), "n", 1, 100)
+>>> print(opt)
+n = 10: interior maximum X = 3.679 (X(9) = 3.659 <= X(10) = 3.679 >= X(11) = 3.662; the largest of X(1..100))
+>>> print(integer_search(lambda n: n / (n + 1), "n", 1, 1000))
+no interior maximum on [1, 1000] (X is increasing); the largest X is at the bound n = 1000: 0.999
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from queuesgd.errors import InvalidParameterError, NotRepresentable
+
+__all__ = ["Optimum", "integer_search", "continuous_search", "symbolic_search", "GRID_POINTS", "MAX_GRID"]
+
+#: Points of the first grid of a continuous search.
+GRID_POINTS = 4001
+#: Largest number of integers an integer search evaluates (memory: 8 bytes each, twice).
+MAX_GRID = 10_000_000
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, int | np.integer):
+        return str(int(x))
+    if isinstance(x, float | np.floating):
+        return f"{float(x):.4g}"
+    import sympy
+
+    return sympy.sstr(x)
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """The largest throughput over one symbol, and how it was checked.
+
+    Attributes
+    ----------
+    symbol : str
+        The symbol optimized over.
+    argmax : int, float or sympy.Expr
+        Where the throughput is largest on ``[lower, upper]`` (an integer for
+        integer symbols; an expression for a symbolic optimum). When
+        ``interior`` is False this is ``lower`` or ``upper``.
+    maximum : float or sympy.Expr
+        The throughput there, in samples per second.
+    interior : bool
+        True: a verified interior maximum (see ``evidence``). False: the
+        largest value on the interval is at one of its ends, so there is no
+        interior maximum on it.
+    lower, upper : number or sympy.Expr
+        The interval searched (``0`` and ``oo`` for a symbolic optimum).
+    monotone : str or None
+        ``"increasing"``, ``"decreasing"`` or ``"constant"`` when the
+        throughput is so at every grid point of the interval, else None.
+    evidence : str
+        How the maximum was verified, in words.
+
+    Examples
+    --------
+    >>> opt = integer_search(lambda n: 10 - (n - 3.0) ** 2, "n", 1, 9)
+    >>> opt.argmax, opt.maximum, opt.interior
+    (3, 10.0, True)
+    """
+
+    symbol: str
+    argmax: Any
+    maximum: Any
+    interior: bool
+    lower: Any
+    upper: Any
+    monotone: str | None
+    evidence: str
+
+    def __str__(self) -> str:
+        if self.interior:
+            return (
+                f"{self.symbol} = {_fmt(self.argmax)}: interior maximum X = {_fmt(self.maximum)} "
+                f"({self.evidence})"
+            )
+        shape = f"X is {self.monotone}" if self.monotone else "X is not monotone"
+        return (
+            f"no interior maximum on [{_fmt(self.lower)}, {_fmt(self.upper)}] ({shape}); the largest X is "
+            f"at the bound {self.symbol} = {_fmt(self.argmax)}: {_fmt(self.maximum)}"
+        )
+
+
+def _monotone(vals: np.ndarray) -> str | None:
+    d = np.diff(vals)
+    if d.size == 0 or np.all(d == 0):
+        return "constant"
+    if np.all(d >= 0):
+        return "increasing"
+    if np.all(d <= 0):
+        return "decreasing"
+    return None
+
+
+def _values(fn: Callable[[np.ndarray], Any], grid: np.ndarray, symbol: str) -> np.ndarray:
+    vals = np.broadcast_to(np.asarray(fn(grid), dtype=float), grid.shape)
+    if not np.isfinite(vals).any():
+        raise NotRepresentable(
+            f"the throughput is not finite at any {symbol} in [{_fmt(grid[0])}, {_fmt(grid[-1])}]"
+        )
+    return vals
+
+
+def integer_search(fn: Callable[[np.ndarray], Any], symbol: str, lower: int, upper: int) -> Optimum:
+    """The largest of ``fn(k)`` over the integers ``lower..upper``, every one evaluated.
+
+    Parameters
+    ----------
+    fn : callable
+        Throughput of an array of values of the symbol (vectorized).
+    symbol : str
+        Its name, for the result and messages.
+    lower, upper : int
+        The interval, ``lower < upper``, at most :data:`MAX_GRID` integers.
+
+    Returns
+    -------
+    Optimum
+
+    Examples
+    --------
+    >>> integer_search(lambda n: -abs(n - 7.0), "n", 1, 20).argmax
+    7
+    """
+    if upper - lower + 1 > MAX_GRID:
+        raise InvalidParameterError(
+            "upper", upper, f"at most {MAX_GRID:,} integers from lower={lower} (memory of the grid)"
+        )
+    grid = np.arange(lower, upper + 1, dtype=float)
+    vals = _values(fn, grid, symbol)
+    finite = np.isfinite(vals)
+    i = int(np.argmax(np.where(finite, vals, -np.inf)))
+    k, best = int(grid[i]), float(vals[i])
+    interior = 0 < i < grid.size - 1 and bool(finite[i - 1] and finite[i + 1])
+    evidence = (
+        f"X({k - 1}) = {_fmt(vals[i - 1])} <= X({k}) = {_fmt(best)} >= X({k + 1}) = {_fmt(vals[i + 1])}; "
+        f"the largest of X({lower}..{upper})"
+        if interior
+        else f"the largest of X({lower}..{upper})"
+    )
+    return Optimum(symbol, k, best, interior, lower, upper, _monotone(vals[finite]), evidence)
+
+
+def continuous_search(
+    fn: Callable[[np.ndarray], Any], symbol: str, lower: float, upper: float, points: int = GRID_POINTS
+) -> Optimum:
+    """The largest of ``fn(x)`` on ``[lower, upper]``: a grid, then Brent's method between neighbours.
+
+    The grid is log-spaced when ``upper / lower > 100`` (with ``lower = 0``
+    kept as the first point and the rest log-spaced from ``upper * 1e-9``),
+    else linear.
+
+    Examples
+    --------
+    >>> opt = continuous_search(lambda x: x * np.exp(-x), "T", 0.0, 50.0)
+    >>> round(opt.argmax, 6), opt.interior
+    (1.0, True)
+    """
+    from scipy import optimize as sopt
+
+    if lower > 0 and upper / lower > 100:
+        grid = np.geomspace(lower, upper, points)
+    elif lower == 0 and upper > 0:
+        grid = np.concatenate([[0.0], np.geomspace(upper * 1e-9, upper, points - 1)])
+    else:
+        grid = np.linspace(lower, upper, points)
+    vals = _values(fn, grid, symbol)
+    finite = np.isfinite(vals)
+    i = int(np.argmax(np.where(finite, vals, -np.inf)))
+    monotone = _monotone(vals[finite])
+    interior = 0 < i < grid.size - 1 and bool(finite[i - 1] and finite[i + 1])
+    if not interior:
+        return Optimum(
+            symbol, float(grid[i]), float(vals[i]), False, lower, upper, monotone,
+            f"the largest of {points} grid points on [{_fmt(lower)}, {_fmt(upper)}]",
+        )  # fmt: skip
+    a, b = float(grid[i - 1]), float(grid[i + 1])
+    res = sopt.minimize_scalar(
+        lambda x: -float(np.asarray(fn(np.array(x)), dtype=float)),
+        bounds=(a, b),
+        method="bounded",
+        options={"xatol": 1e-12 * max(abs(b), 1.0)},
+    )
+    x, best = float(grid[i]), float(vals[i])
+    if np.isfinite(res.fun) and -res.fun >= best:
+        x, best = float(res.x), float(-res.fun)
+    evidence = (
+        f"X({_fmt(a)}) = {_fmt(vals[i - 1])} <= X({x:.6g}) = {_fmt(best)} >= X({_fmt(b)}) = "
+        f"{_fmt(vals[i + 1])}; the best of {points} grid points on [{_fmt(lower)}, {_fmt(upper)}], "
+        "refined by bounded Brent search"
+    )
+    return Optimum(symbol, x, best, True, lower, upper, monotone, evidence)
+
+
+def _counterexample(expr: Any, sym: Any, point: Any, second: Any, others: Sequence[Any]) -> str:
+    """Values of the other symbols at which ``point`` is a stationary point with ``X'' > 0``, or ''."""
+    import sympy
+
+    rng = np.random.default_rng(0)
+    smallest = 1.0 if sym.is_integer else 0.0  # a counterexample at n = 0.3 workers would convince no one
+    try:
+        fp = sympy.lambdify(list(others), point, modules="numpy")
+        fs = sympy.lambdify([sym, *others], second, modules="numpy")
+    except Exception:  # noqa: BLE001 - lambdify cannot print every expression; then no counterexample
+        return ""
+    for _ in range(256):
+        vals = np.exp(rng.uniform(np.log(1e-3), np.log(1e3), len(others)))
+        with np.errstate(all="ignore"):
+            try:
+                x = complex(fp(*vals))
+                if abs(x.imag) > 1e-12 * max(1.0, abs(x.real)) or x.real <= smallest:
+                    continue
+                s2 = float(np.real(fs(x.real, *vals)))
+            except (TypeError, ValueError, ZeroDivisionError, OverflowError):
+                continue
+        if np.isfinite(s2) and s2 > 0:
+            at = ", ".join(f"{o}={v:.3g}" for o, v in zip(others, vals, strict=True))
+            return f"; it is a minimum, not a maximum, at {at} ({sym} = {x.real:.4g}, X'' = {s2:.3g} > 0)"
+    return ""
+
+
+def symbolic_search(expr: Any, sym: Any, hint: str = "") -> Optimum:
+    """The stationary point of ``expr`` in ``sym`` that SymPy proves is a maximum.
+
+    Solves ``dX/dx = 0`` for ``x > 0`` (``x`` treated as continuous) and
+    keeps a root only where SymPy proves ``d2X/dx2 < 0`` there.
+
+    Parameters
+    ----------
+    expr : sympy.Expr
+        The throughput.
+    sym : sympy.Symbol
+        The symbol optimized over.
+    hint : str
+        Appended to the error message (what to do instead).
+
+    Raises
+    ------
+    NotRepresentable
+        No stationary point is a proven maximum, or several are (which is
+        largest depends on the other symbols).
+
+    Examples
+    --------
+    >>> import sympy
+    >>> n, a = sympy.symbols("n a", positive=True)
+    >>> print(symbolic_search(n / (1 + a * n**2), n))
+    n = 1/sqrt(a): interior maximum X = 1/(2*sqrt(a)) (d2X/dn2 = -sqrt(a)/2 < 0 there, proved by SymPy; ...)
+    """
+    import sympy
+
+    deriv = sympy.diff(expr, sym)
+    try:
+        roots = sympy.solve(sympy.numer(sympy.together(deriv)), sym)
+    except NotImplementedError:
+        roots = []
+    roots = [r for r in roots if r.is_real is not False and r.is_positive is not False]
+    second = sympy.diff(expr, sym, 2)
+    maxima, unsure = [], []
+    for r in roots:
+        curv = sympy.simplify(second.subs(sym, r))
+        if curv.is_negative:
+            maxima.append((r, curv))
+        elif curv.is_nonnegative is not True:
+            unsure.append((r, curv))
+    if len(maxima) == 1 and not unsure:
+        r, curv = maxima[0]
+        only = "the only stationary point" + ("" if r.is_positive else f" (where {sym} > 0)")
+        evidence = f"d2X/d{sym}2 = {sympy.sstr(curv)} < 0 there, proved by SymPy; {only}"
+        if sym.is_integer:
+            evidence += f"; {sym} treated as continuous: the integer optimum is floor or ceil of it"
+        return Optimum(sym.name, r, expr.subs(sym, r), True, 0, sympy.oo, None, evidence)
+    if maxima or len(unsure) > 1:
+        found = ", ".join(sympy.sstr(r) for r, _ in maxima + unsure)
+        why = f"{sym} = {found} are stationary points; which is the largest depends on the other symbols"
+    elif unsure:
+        r, curv = unsure[0]
+        others = sorted(expr.free_symbols - {sym}, key=lambda s: s.name)
+        why = (
+            f"the only stationary point {sym} = {sympy.sstr(r)} is not proved to be a maximum (SymPy cannot "
+            f"decide the sign of d2X/d{sym}2 there)" + _counterexample(expr, sym, r, second, others)
+        )
+    else:
+        why = f"SymPy finds no interior maximum of the throughput in {sym}"
+    raise NotRepresentable(why + hint)

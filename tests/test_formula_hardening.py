@@ -1,0 +1,196 @@
+"""Formula hardening (issue 13): verified optima, symbol domains, a limit target that is never evaluated.
+
+Every number is computed by hand here from the formula written out in plain Python.
+"""
+
+import math
+import os
+
+import numpy as np
+import pytest
+import sympy
+
+import queuesgd as q
+from queuesgd.cli import main
+from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.formula import Formula
+
+n, a, t = sympy.symbols("n a t", positive=True)
+
+# The issue's ring: t = 0.128 s, S = 100 MB, B = 10 Gbit/s, no latency, 32 samples per step.
+RING = {"t": 0.128, "S": 1e8, "B": 1.25e9, "alpha": 0.0, "u": 0.0, "m": 32}
+
+
+def ring_by_hand(k: float) -> float:
+    # X(n) = m n / (t + u + 2 (n-1)/n S/B + 2 (n-1) alpha)
+    return 32 * k / (0.128 + 2 * (k - 1) / k * 1e8 / 1.25e9)
+
+
+# ---- optimize: never a minimum, never a silent search bound ----------------------------------------
+def test_ring_stationary_point_is_a_minimum_and_is_refused():
+    # the issue: X(1) = 250 but X(1.11) = 246.9 -- the stationary point n* = 4S/B / (t + 2S/B) is a minimum
+    n_star = 4 * 1e8 / 1.25e9 / (0.128 + 2 * 1e8 / 1.25e9)
+    assert ring_by_hand(1) == pytest.approx(250.0)
+    assert ring_by_hand(n_star) == pytest.approx(246.9, abs=0.05)
+    assert ring_by_hand(n_star) < min(ring_by_hand(n_star - 0.05), ring_by_hand(n_star + 0.05))
+    g = q.derive(q.RingAllReduce(), compute="deterministic")
+    with pytest.raises(NotRepresentable, match="not proved to be a maximum") as err:
+        g.optimize("n")
+    assert "a minimum, not a maximum" in str(err.value)
+
+
+def test_ring_numeric_optimum_says_the_bound_is_not_an_optimum():
+    g = q.derive(q.RingAllReduce(), compute="deterministic")
+    best = g.optimize("n", **RING)
+    # X(1) = 250 < X(2) = 64 / 0.208 = 307.7 and X rises from there on: monotone over the integers
+    assert ring_by_hand(2) == pytest.approx(64 / 0.208)
+    assert (best.argmax, best.interior, best.monotone) == (100_000, False, "increasing")
+    assert best.maximum == pytest.approx(ring_by_hand(100_000), rel=1e-12)
+    assert str(best).startswith("no interior maximum on [1, 100000] (X is increasing)")
+    smaller = g.optimize("n", upper=50, **RING)
+    assert (smaller.argmax, smaller.interior) == (50, False)
+
+
+def test_sync_ps_optimum_over_n_is_the_bound_and_says_so():
+    f = q.derive(q.SyncPS())
+    vals = dict(mu=10, m=32, G=1e8, P=1e8, B=1.25e9, alpha=0, u=0, s=1)
+    best = f.optimize("n", **vals)
+    h = math.fsum(1 / k for k in range(1, 100_001))
+    by_hand = 32 * 100_000 / (h / 10 + 100_000 * 2e8 / 1.25e9)  # X = m n / (H_n/mu + n (G+P)/(B s))
+    assert (best.argmax, best.interior, best.monotone) == (100_000, False, "increasing")
+    assert best.maximum == pytest.approx(by_hand, rel=1e-12)
+    assert best.maximum < 32 * 1.25e9 / 2e8  # below the link cap m B s / (G + P) = 200
+
+
+def test_interior_integer_maximum_with_its_neighbours():
+    f = Formula(n / (1 + a * n**2), {"n": n, "a": a}, {}, "x")
+    best = f.optimize("n", a=0.01)
+    # X(9) = 9/1.81, X(10) = 10/2, X(11) = 11/2.21
+    assert (best.argmax, best.maximum, best.interior) == (10, 5.0, True)
+    assert "X(9) = 4.972 <= X(10) = 5 >= X(11) = 4.977" in best.evidence
+    assert 9 / 1.81 < 5.0 > 11 / 2.21
+
+
+def test_continuous_monotone_interval_is_not_an_interior_maximum():
+    T = sympy.Symbol("T", positive=True)
+    f = Formula(T * sympy.exp(-T), {"T": T}, {}, "x")  # d/dT = (1 - T) e^-T < 0 for T > 1
+    best = f.optimize("T", lower=2, upper=50)
+    assert (best.argmax, best.interior, best.monotone) == (2.0, False, "decreasing")
+    assert best.maximum == pytest.approx(2 * math.exp(-2), rel=1e-14)
+
+
+def test_symbolic_maximum_is_proved_and_two_maxima_are_refused():
+    f = Formula(n / (1 + a * n**2), {"n": n, "a": a}, {}, "x")
+    best = f.optimize("n")
+    # by hand: X' = (1 - a n^2)/(1 + a n^2)^2 = 0 at 1/sqrt(a); X'' there = -sqrt(a)/2 < 0; X = 1/(2 sqrt(a))
+    assert sympy.simplify(best.argmax - 1 / sympy.sqrt(a)) == 0
+    assert sympy.simplify(best.maximum - 1 / (2 * sympy.sqrt(a))) == 0
+    assert "-sqrt(a)/2 < 0" in best.evidence
+    # -((n-1)(n-3))^2 has maxima at n = 1 and n = 3 (X'' = -8 at both) and a minimum at n = 2
+    two = Formula(-(((n - 1) * (n - 3)) ** 2) * t, {"n": n, "t": t}, {}, "w")
+    with pytest.raises(NotRepresentable, match="which is the largest depends"):
+        two.optimize("n")
+
+
+def test_optimize_bounds_are_checked():
+    f = Formula(n / (1 + a * n**2), {"n": n, "a": a}, {}, "x")
+    with pytest.raises(InvalidParameterError, match="^upper: got 1; accepted: a finite number > lower = 1"):
+        f.optimize("n", a=0.01, upper=1)
+    with pytest.raises(InvalidParameterError, match="^upper: got 10.5; accepted: an integer >= 1"):
+        f.optimize("n", a=0.01, upper=10.5)
+    with pytest.raises(InvalidParameterError, match="^lower: got 0; accepted: an integer >= 1"):
+        f.optimize("n", a=0.01, lower=0)
+    with pytest.raises(InvalidParameterError, match=r"^optimize: got \[\]; accepted: values for \['a'\]"):
+        f.optimize("n", upper=10)
+    with pytest.raises(InvalidParameterError, match="^upper: .*at most 10,000,000 integers"):
+        f.optimize("n", a=0.01, upper=10**8)
+
+
+def test_cli_derive_optimize_never_prints_a_minimum(capsys):
+    assert main(["derive", "ring-allreduce", "--compute", "deterministic", "--optimize", "n"]) == 0
+    out = capsys.readouterr().out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("optimal n: none verified: the only stationary point n = 4*S/")
+    assert "a minimum, not a maximum" in last
+
+
+# ---- evaluate: domains ------------------------------------------------------------------------------
+SYNC = dict(mu=10, m=32, G=1e8, P=1e8, B=1.25e9, alpha=0, u=0, s=1)
+
+
+@pytest.mark.parametrize("bad", [-4, 0, 2.5, math.nan, math.inf, True])
+def test_workers_must_be_a_positive_integer(bad):
+    f = q.derive(q.SyncPS())
+    with pytest.raises(InvalidParameterError, match=r"^n: got .*; accepted: an integer >= 1 \(workers\)"):
+        f.evaluate(n=bad, **SYNC)
+
+
+def test_a_bad_element_of_an_array_is_named():
+    f = q.derive(q.SyncPS())
+    with pytest.raises(InvalidParameterError, match=r"^n: got -4.0; accepted: an integer >= 1"):
+        f.evaluate(n=np.array([1, 2, -4, 8]), **SYNC)
+    with pytest.raises(
+        InvalidParameterError, match=r"^G: got -1.0; accepted: a number >= 0 \(gradient bytes\)"
+    ):
+        f.evaluate(n=8, **{**SYNC, "G": np.array([1e6, -1.0])})
+
+
+@pytest.mark.parametrize(("name", "bad", "accepted"), [
+    ("mu", 0, "a number > 0"), ("B", -1.25e9, "a number > 0"), ("P", -1, "a number >= 0"),
+    ("alpha", -1e-3, "a number >= 0"), ("s", 0, "an integer >= 1"), ("m", 1.5, "an integer >= 1"),
+])  # fmt: skip
+def test_sizes_rates_and_counts_outside_their_domain(name, bad, accepted):
+    f = q.derive(q.SyncPS())
+    with pytest.raises(InvalidParameterError, match=rf"^{name}: got {bad!r}; accepted: {accepted}"):
+        f.evaluate(n=8, **{**SYNC, name: bad})
+
+
+def test_values_on_the_domain_edge_are_accepted_and_exact():
+    f = q.derive(q.SyncPS())
+    # alpha = u = 0: X(8) = 256 / (H_8/10 + 8 * 2e8 / 1.25e9)
+    h8 = math.fsum(1 / k for k in range(1, 9))
+    assert f.evaluate(n=8, **SYNC) == pytest.approx(256 / (h8 / 10 + 8 * 2e8 / 1.25e9), rel=1e-14)
+    backup = q.derive(q.BackupWorkers(backups=1, stragglers="cancel"), compute="deterministic")
+    vals = dict(n=4, t=0.1, m=32, G=0, P=0, B=1.25e9, alpha=0, u=0, s=1)
+    # b = 0 backups, no communication: every round takes t, 4 gradients of 32 samples: 1280 samples/s
+    assert backup.evaluate(b=0, **vals) == pytest.approx(1280.0, rel=1e-14)
+    with pytest.raises(InvalidParameterError, match=r"^b: got -1; accepted: an integer >= 0"):
+        backup.evaluate(b=-1, **vals)
+
+
+def test_subs_checks_numbers_and_keeps_expressions():
+    f = q.derive(q.SyncPS())
+    with pytest.raises(InvalidParameterError, match="^n: got -1"):
+        f.subs(n=-1)
+    s = f.symbols["s"]  # an expression is kept as it is: n = 2 s workers
+    assert f.subs(n=2 * s).expr.has(s) and not f.subs(n=2 * s).expr.has(f.symbols["n"])
+
+
+# ---- limit: the target string is parsed, never evaluated --------------------------------------------
+@pytest.mark.parametrize("code", [
+    "exec(\"open('{p}', 'w').write('x')\")",
+    "__import__('os').system('touch {p}')",
+    "open('{p}', 'w')",
+    "Symbol('x').__class__",
+    "1 + 1",
+])  # fmt: skip
+def test_limit_target_is_never_evaluated(tmp_path, code):
+    path = tmp_path / "written"
+    f = Formula(n / (t + n), {"n": n, "t": t}, {}, "x")
+    with pytest.raises(InvalidParameterError, match="^limit.to: .*accepted: 'oo', '-oo', a number"):
+        f.limit("n", to=code.format(p=path))
+    assert not path.exists()
+    assert not os.listdir(tmp_path)
+
+
+def test_limit_targets_by_hand():
+    f = Formula(n / (t + n), {"n": n, "t": t}, {}, "x")
+    assert f.limit("n") == 1 and f.limit("n", to="oo") == 1 and f.limit("n", to=math.inf) == 1
+    assert f.limit("n", to="-oo") == 1
+    assert f.limit("n", to="t") == sympy.Rational(1, 2)  # t / 2t
+    assert f.limit("n", to="2") == 2 / (t + 2)
+    assert f.limit("n", to="0.5") == sympy.Rational(1, 2) / (t + sympy.Rational(1, 2))
+    assert f.limit("n", to=3) == 3 / (t + 3)
+    for bad in ("t + 1", "nan", "", math.nan, [1]):
+        with pytest.raises(InvalidParameterError, match="^limit.to"):
+            f.limit("n", to=bad)
