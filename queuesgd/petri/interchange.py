@@ -30,11 +30,19 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.petri.rates import positive_rate
 
 __all__ = [
     "PNML_NS",
     "PTNET_TYPE",
+    "MAX_EXPONENT",
+    "MAX_EXP_ARGUMENT",
+    "MAX_FLOAT_PRECISION",
+    "MAX_POWER_BITS",
+    "MAX_SREPR_CHARS",
     "SREPR",
+    "SREPR_CLASSES",
+    "SREPR_CONSTANTS",
     "TOOL",
     "TOOL_VERSION",
     "add_transition",
@@ -90,12 +98,34 @@ def decode_value(field: str, text: str | None, fmt: str | None) -> Any:
         raise InvalidParameterError(field, text, "a number, or a SymPy srepr with format='srepr'") from None
 
 
-def parse_srepr(field: str, text: str) -> Any:
-    """Rebuild a SymPy expression from ``sympy.srepr`` text without ``eval``.
+#: SymPy classes a srepr rate or weight may call: numbers, symbols, arithmetic and ``exp``.
+SREPR_CLASSES = ("Symbol", "Integer", "Rational", "Float", "Add", "Mul", "Pow", "exp")
+#: SymPy constants a srepr rate or weight may name.
+SREPR_CONSTANTS = ("pi", "E")
+#: Longest srepr text read (a rate or weight; longer texts are refused unread).
+MAX_SREPR_CHARS = 100_000
+#: Largest exponent of a number in ``Pow``, and largest result of a numeric ``Pow`` (bits).
+MAX_EXPONENT, MAX_POWER_BITS = 1000, 1 << 16
+#: Largest binary precision of a ``Float`` (srepr writes 53 for a double).
+MAX_FLOAT_PRECISION = 1000
+#: Largest ``|x|`` of a number in ``exp(x)`` (which SymPy evaluates when ``x`` is a float).
+MAX_EXP_ARGUMENT = 1000
 
-    Only calls of SymPy classes (``Symbol``, ``Integer``, ``Rational``,
-    ``Float``, ``Add``, ``Mul``, ``Pow``, ``exp``, ...), SymPy singletons
-    (``pi``, ``E``) and literals are accepted.
+
+def parse_srepr(field: str, text: str) -> Any:
+    """Rebuild a SymPy expression from ``sympy.srepr`` text without ``eval``, from an explicit allowlist.
+
+    Accepted: calls of :data:`SREPR_CLASSES` (``Symbol('mu', positive=True)``,
+    ``Integer(2)``, ``Rational(1, 3)``, ``Float('0.5', precision=53)``,
+    ``Add``, ``Mul``, ``Pow``, ``exp``) on literals and on each other, and the
+    constants :data:`SREPR_CONSTANTS`. Nothing that computes more than
+    arithmetic on bounded numbers: no other function (``factorial``,
+    ``Sum``, ...), numeric powers up to :data:`MAX_EXPONENT` whose result
+    has at most :data:`MAX_POWER_BITS` bits, ``Float`` precision up to
+    :data:`MAX_FLOAT_PRECISION` bits and magnitude below 1e308, ``exp`` of a
+    number of magnitude at most :data:`MAX_EXP_ARGUMENT`, texts up to
+    :data:`MAX_SREPR_CHARS` characters, and a finite result (no ``zoo``,
+    ``nan``, ``oo``).
 
     >>> parse_srepr("rate", "Mul(Integer(2), Symbol('mu', positive=True))")
     2*mu
@@ -103,60 +133,116 @@ def parse_srepr(field: str, text: str) -> Any:
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: rate: got "__import__('os')"; accepted: a SymPy srepr ...
+    >>> parse_srepr("rate", "factorial(Integer(100000000))")
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: rate: got 'factorial(Integer(100000000))'; accepted: ...
     """
     import sympy
 
-    accepted = "a SymPy srepr (calls of SymPy classes such as Symbol, Integer, Add, Mul, Pow, and literals)"
+    accepted = (
+        "a SymPy srepr of calls of " + ", ".join(SREPR_CLASSES) + " on literals, and the constants "
+        + ", ".join(SREPR_CONSTANTS)
+    )  # fmt: skip
 
-    def sympy_name(name: str) -> Any:
-        obj = getattr(sympy, name, None) if not name.startswith("_") else None
-        if isinstance(obj, sympy.Basic) or (isinstance(obj, type) and issubclass(obj, sympy.Basic)):
-            return obj
-        raise InvalidParameterError(field, text, accepted)
+    def refuse(why: str = "") -> InvalidParameterError:
+        return InvalidParameterError(field, text, accepted + (f" ({why})" if why else ""))
+
+    if not isinstance(text, str):
+        raise refuse()
+    if len(text) > MAX_SREPR_CHARS:
+        raise InvalidParameterError(field, f"{len(text):,} characters", f"at most {MAX_SREPR_CHARS:,}")
+
+    def number_bits(x: Any) -> int:
+        if isinstance(x, sympy.Rational):
+            return max(int(x.p).bit_length(), int(x.q).bit_length())
+        return 0
+
+    def call(name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name == "Symbol":
+            if len(args) != 1 or not isinstance(args[0], str):
+                raise refuse("Symbol takes one name")
+            if any(not isinstance(v, bool) for v in kwargs.values()):
+                raise refuse("Symbol assumptions are True or False")
+            return sympy.Symbol(args[0], **kwargs)
+        if name in ("Integer", "Rational"):
+            if kwargs or not 1 <= len(args) <= (1 if name == "Integer" else 2):
+                raise refuse(f"{name} takes integers")
+            if not all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+                raise refuse(f"{name} takes integers")
+            if name == "Rational" and len(args) == 2 and args[1] == 0:
+                raise refuse("a zero denominator")
+            return sympy.Integer(args[0]) if name == "Integer" else sympy.Rational(*args)
+        if name == "Float":
+            precision = kwargs.pop("precision", 53)
+            if (
+                kwargs
+                or len(args) != 1
+                or not isinstance(args[0], str | int | float)
+                or isinstance(args[0], bool)
+            ):
+                raise refuse("Float takes a decimal text and precision=")
+            if not isinstance(precision, int) or not 1 <= precision <= MAX_FLOAT_PRECISION:
+                raise refuse(f"Float precision from 1 to {MAX_FLOAT_PRECISION}")
+            try:
+                value = float(args[0])
+            except ValueError:
+                raise refuse("Float takes a decimal text") from None
+            if not abs(value) < 1e308:
+                raise refuse("a Float below 1e308 in magnitude")
+            return sympy.Float(args[0], precision=precision)
+        if kwargs or not all(isinstance(a, sympy.Basic) for a in args):
+            raise refuse(f"{name} takes SymPy arguments")
+        if name == "Pow":
+            if len(args) != 2:
+                raise refuse("Pow takes a base and an exponent")
+            base, e = args
+            if isinstance(e, sympy.Number) and abs(e) > MAX_EXPONENT:
+                raise refuse(f"exponents of at most {MAX_EXPONENT}")
+            if isinstance(e, sympy.Number) and number_bits(base) * abs(float(e)) > MAX_POWER_BITS:
+                raise refuse(f"a numeric power of at most {MAX_POWER_BITS} bits")
+            return sympy.Pow(base, e)
+        if name == "exp":
+            if len(args) != 1:
+                raise refuse("exp takes one argument")
+            if isinstance(args[0], sympy.Number) and abs(args[0]) > MAX_EXP_ARGUMENT:
+                raise refuse(f"exp of a number of at most {MAX_EXP_ARGUMENT} in magnitude")
+            return sympy.exp(args[0])
+        return (sympy.Add if name == "Add" else sympy.Mul)(*args)
 
     def ev(node: ast.AST) -> Any:
-        if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str | bool | None):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str | bool):
             return node.value
         if (
             isinstance(node, ast.UnaryOp)
             and isinstance(node.op, ast.USub)
             and isinstance(node.operand, ast.Constant)
             and isinstance(node.operand.value, int | float)
+            and not isinstance(node.operand.value, bool)
         ):
             return -node.operand.value
-        if isinstance(node, ast.Tuple | ast.List):
-            return tuple(ev(e) for e in node.elts)
-        if isinstance(node, ast.Name):
-            return sympy_name(node.id)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            func = sympy_name(node.func.id)
-            if not isinstance(func, type):
-                raise InvalidParameterError(field, text, accepted)
+        if isinstance(node, ast.Name) and node.id in SREPR_CONSTANTS:
+            return getattr(sympy, node.id)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in SREPR_CLASSES:
             if any(kw.arg is None for kw in node.keywords) or any(
                 isinstance(a, ast.Starred) for a in node.args
             ):
-                raise InvalidParameterError(field, text, accepted)
+                raise refuse()
             args = [ev(a) for a in node.args]
-            if (
-                func is sympy.Pow
-                and len(args) == 2
-                and isinstance(args[1], sympy.Number)
-                and abs(args[1]) > 1000
-            ):
-                # Integer(10)**Integer(10**9) would take forever to evaluate: no rate needs it.
-                raise InvalidParameterError(field, text, accepted + " with exponents of at most 1000")
-            return func(*args, **{kw.arg: ev(kw.value) for kw in node.keywords})
-        raise InvalidParameterError(field, text, accepted)
+            return call(node.func.id, args, {kw.arg: ev(kw.value) for kw in node.keywords})
+        raise refuse()
 
     try:
         tree = ast.parse(text, mode="eval")
         out = ev(tree.body)
     except InvalidParameterError:
         raise
-    except (SyntaxError, RecursionError, TypeError, ValueError, AttributeError) as exc:
-        raise InvalidParameterError(field, text, f"{accepted} ({type(exc).__name__}: {exc})") from None
+    except (SyntaxError, RecursionError, MemoryError, TypeError, ValueError, AttributeError) as exc:
+        raise refuse(f"{type(exc).__name__}: {exc}") from None
     if not isinstance(out, sympy.Basic):
-        raise InvalidParameterError(field, text, accepted)
+        raise refuse()
+    if out.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
+        raise refuse("a finite value")
     return out
 
 
@@ -213,7 +299,7 @@ def record_kwargs(field: str, rec: Mapping[str, Any]) -> dict[str, Any]:
                 ) from None
         out = {
             "kind": "timed",
-            "rate": _checks.positive(f"{field} rate", val("rate", rec["rate"]), symbolic=True),
+            "rate": positive_rate(f"{field} rate", val("rate", rec["rate"])),
             "servers": servers,
         }
     elif kind == "immediate":
@@ -223,7 +309,7 @@ def record_kwargs(field: str, rec: Mapping[str, Any]) -> dict[str, Any]:
             "kind": "immediate",
             "weight": None
             if w is None
-            else _checks.positive(f"{field} weight", val("weight", w), symbolic=True),
+            else positive_rate(f"{field} weight", val("weight", w)),
             "priority": _checks.integer(f"{field} priority", rec.get("priority", 1), minimum=1),
         }
     else:
@@ -275,7 +361,7 @@ def default_kwargs(field: str, default_rate: Any, source: str) -> dict[str, Any]
         )
     return {
         "kind": "timed",
-        "rate": _checks.positive("default_rate", default_rate, symbolic=True),
+        "rate": positive_rate("default_rate", default_rate),
         "servers": 1,
     }
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, UnknownNameError
+from queuesgd.petri.rates import positive_rate
 
 if TYPE_CHECKING:
     from queuesgd.petri.solve import GSPNSolution
@@ -154,13 +155,14 @@ class PetriNet:
         Parameters
         ----------
         rate : float or SymPy expression
-            Rate of one server, > 0.
+            Rate of one server, > 0. Symbols count as positive: ``-x`` is
+            refused (see :mod:`queuesgd.petri.rates`).
         inputs, outputs, inhibitors : mapping of place to multiplicity
         servers : int, ``"infinite"`` or ``math.inf``
             Single-server (1), k-server (k) or infinite-server semantics.
         """
         self._check_new_transition(name)
-        rate = _checks.positive(f"transition {name!r} rate", rate, symbolic=True)
+        rate = positive_rate(f"transition {name!r} rate", rate)
         if isinstance(servers, str):
             if servers != "infinite":
                 raise InvalidParameterError(
@@ -204,7 +206,7 @@ class PetriNet:
         """
         self._check_new_transition(name)
         if weight is not None:
-            weight = _checks.positive(f"transition {name!r} weight", weight, symbolic=True)
+            weight = positive_rate(f"transition {name!r} weight", weight)
         t = Transition(
             name,
             "immediate",

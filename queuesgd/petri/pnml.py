@@ -25,8 +25,12 @@ inhibitor arcs (and without rates), never a wrong arc.
 A symbolic rate or weight is written with ``format="srepr"`` and the text of
 ``sympy.srepr`` (``<rate format="srepr">Symbol('mu', positive=True)</rate>``),
 which keeps the symbol's assumptions. It is read back by a small evaluator
-that accepts only SymPy constructors and literals, never ``eval``, so an
-untrusted file cannot run code.
+(:func:`~queuesgd.petri.interchange.parse_srepr`) with an explicit allowlist
+(symbols, numbers, ``Add``/``Mul``/``Pow``, ``exp``; bounded sizes), never
+``eval``, so an untrusted file cannot run code or make SymPy compute for
+long. Documents with a DTD or entity declarations are refused before
+parsing (no entity expansion), and nested pages are walked without
+recursion.
 
 Reading (:func:`from_pnml`) also accepts PNML written by other tools: nets
 without queuesgd data (pass ``default_rate=``), names in ``<name><text>``,

@@ -6,6 +6,7 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
+from xml.parsers import expat
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, NotRepresentable
@@ -20,10 +21,44 @@ from queuesgd.petri.interchange import (
     record_kwargs,
 )
 
-__all__ = ["ACCEPTED_TYPES", "read_pnml"]
+__all__ = ["ACCEPTED_TYPES", "MAX_INSCRIPTION_DEPTH", "read_pnml"]
 
 #: PNML net types read as P/T nets.
 ACCEPTED_TYPES = (PTNET_TYPE, "http://www.pnml.org/version-2009/grammar/pnmlcoremodel")
+
+
+class _DTDFound(Exception):
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+
+def _refuse_dtd(data: str | bytes, where: str) -> None:
+    """Refuse any document type declaration (and so any entity declaration) before ElementTree parses.
+
+    Entity expansion ("billion laughs", external entities) needs a DTD; PNML
+    never uses one. Expat reports the declaration's start before it reads
+    any entity, so nothing is expanded. This does not depend on the expat
+    version's own limits.
+    """
+
+    def doctype(name: str, *_: Any) -> None:
+        raise _DTDFound(f"a document type declaration <!DOCTYPE {name} ...>")
+
+    def entity(name: str, *_: Any) -> None:
+        raise _DTDFound(f"an entity declaration <!ENTITY {name} ...>")
+
+    parser = expat.ParserCreate()
+    parser.StartDoctypeDeclHandler = doctype
+    parser.EntityDeclHandler = entity
+    parser.ExternalEntityRefHandler = lambda *_: entity("(external)")
+    try:
+        parser.Parse(data, True)
+    except _DTDFound as found:
+        raise InvalidParameterError(
+            where, found.what, "a PNML document without DTD or entity declarations (refused for safety)"
+        ) from None
+    except expat.ExpatError as exc:
+        raise InvalidParameterError(where, f"malformed XML ({exc})", "a well-formed PNML document") from None
 
 
 def _parse(text_or_path: Any) -> ET.Element:
@@ -41,6 +76,7 @@ def _parse(text_or_path: Any) -> ET.Element:
         data, where = path.read_bytes(), str(path)
     else:
         raise InvalidParameterError("text_or_path", text_or_path, "PNML text, bytes or a path")
+    _refuse_dtd(data, where)
     try:
         root = ET.fromstring(data)
     except ET.ParseError as exc:
@@ -67,18 +103,30 @@ def _int_text(field: str, text: str | None, minimum: int) -> int:
     return _checks.integer(field, value, minimum=minimum)
 
 
-def _snakes_inscription(field: str, el: ET.Element, *, inhibitor_ok: bool = True) -> tuple[int, int]:
+#: Deepest nesting of SNAKES ``<multiarc>`` inscriptions read (SNAKES itself nests one or two).
+MAX_INSCRIPTION_DEPTH = 100
+
+
+def _snakes_inscription(
+    field: str, el: ET.Element, *, inhibitor_ok: bool = True, depth: int = 0
+) -> tuple[int, int]:
     """(tokens, inhibitor multiplicity) of a SNAKES black-token inscription.
 
     SNAKES writes ``<value><token/></value>``, ``<multiarc>`` of such values
-    (possibly nested) and ``<inhibitor><annotation>...</annotation>``.
+    (possibly nested, at most :data:`MAX_INSCRIPTION_DEPTH` deep) and
+    ``<inhibitor><annotation>...</annotation>``.
     """
+    if depth > MAX_INSCRIPTION_DEPTH:
+        raise InvalidParameterError(
+            f"{field} inscription", f"nested deeper than {MAX_INSCRIPTION_DEPTH}",
+            f"<multiarc> inscriptions nested at most {MAX_INSCRIPTION_DEPTH} deep",
+        )  # fmt: skip
     if el.tag == "value" and len(el) == 1 and el[0].tag == "token":
         return 1, 0
     if el.tag == "multiarc" and len(el):
         k = m = 0
         for c in el:
-            ck, cm = _snakes_inscription(field, c, inhibitor_ok=inhibitor_ok)
+            ck, cm = _snakes_inscription(field, c, inhibitor_ok=inhibitor_ok, depth=depth + 1)
             if cm and m:
                 raise NotRepresentable(f"{field}: two inhibitor annotations on one arc")
             k, m = k + ck, max(m, cm)
@@ -90,7 +138,7 @@ def _snakes_inscription(field: str, el: ET.Element, *, inhibitor_ok: bool = True
         ann = el.find("annotation")
         if ann is None or len(ann) != 1:
             raise InvalidParameterError(f"{field} inhibitor", "no annotation", "<annotation> of tokens")
-        return 0, _snakes_inscription(field, ann[0], inhibitor_ok=False)[0]
+        return 0, _snakes_inscription(field, ann[0], inhibitor_ok=False, depth=depth + 1)[0]
     raise NotRepresentable(f"{field}: a high-level (coloured) inscription <{el.tag}> is not a P/T arc")
 
 
@@ -123,9 +171,18 @@ class _Reader:
             raise InvalidParameterError(f"PNML <{el.tag}> id", nid, "an id used by no other node")
         return nid
 
-    def _walk(self, container: ET.Element) -> None:
-        for el in container:
-            if el.tag == "place":
+    def _walk(self, net: ET.Element) -> None:
+        """Collect the nodes and arcs of ``net`` and its pages, nested to any depth, in document order.
+
+        Iterative (a stack of page iterators): 50,000 nested pages are read
+        as well as one.
+        """
+        stack = [iter(net)]
+        while stack:
+            el = next(stack[-1], None)
+            if el is None:
+                stack.pop()
+            elif el.tag == "place":
                 self.places[self._node_id(el)] = el
             elif el.tag == "transition":
                 self.transitions[self._node_id(el)] = el
@@ -138,7 +195,7 @@ class _Reader:
             elif el.tag == "arc":
                 self.arcs.append(el)
             elif el.tag == "page":
-                self._walk(el)
+                stack.append(iter(el))
 
     def resolve(self, field: str, nid: str | None) -> str:
         seen = set()
