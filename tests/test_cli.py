@@ -154,7 +154,7 @@ def test_derive_prints_formula_and_latex():
     ("args", "field"),
     [
         (["predict", "--scheme", "sync-ps", "--backups", "2"], "--backups"),
-        (["predict", "--scheme", "static-cutoff"], "--timeout"),
+        (["predict", "--scheme", "static-cutoff"], "--cutoff"),
         (
             ["predict", "--scheme", "backup-workers", "--workers", "4", "--backups", "4"],
             "BackupWorkers.backups",
