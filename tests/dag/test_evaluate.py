@@ -2,11 +2,18 @@
 
 import numpy as np
 import pytest
-from peers.simpy_dag import simulate_with_simpy
 
 from queuesgd.dag import Task, TaskGraph, schedule
 from queuesgd.dag._evaluate import as_index, chunk_rows
 from queuesgd.errors import InvalidParameterError
+
+
+def simulate_with_simpy(graph: TaskGraph, durations: np.ndarray) -> np.ndarray:
+    """The SimPy peer (``pip install queuesgd[peers]``); a test that calls it skips without SimPy."""
+    pytest.importorskip("simpy")
+    from peers.simpy_dag import simulate_with_simpy as peer
+
+    return peer(graph, durations)
 
 
 def random_graph(seed: int, n_tasks: int = 30, n_resources: int = 3) -> TaskGraph:

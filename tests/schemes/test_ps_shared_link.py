@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 import pytest
-from peers.simpy_ps import barrier_ps, ssp_ps
 from scipy import stats
 
 import queuesgd as q
@@ -25,6 +24,24 @@ from queuesgd.schemes.laws import sample_compute
 from queuesgd.schemes.ps_arrivals import simulate_ps_barrier, simulate_ps_ssp
 
 MS = 1e-3
+
+
+def barrier_ps(*args, **kwargs):
+    """The SimPy peer of the barrier loops (``pip install queuesgd[peers]``); skips without SimPy."""
+    pytest.importorskip("simpy")
+    from peers.simpy_ps import barrier_ps as peer
+
+    return peer(*args, **kwargs)
+
+
+def ssp_ps(*args, **kwargs):
+    """The SimPy peer of the SSP loop (``pip install queuesgd[peers]``); skips without SimPy."""
+    pytest.importorskip("simpy")
+    from peers.simpy_ps import ssp_ps as peer
+
+    return peer(*args, **kwargs)
+
+
 #: 1 MB gradients on 1 Gbit/s (8 ms a push or a reply), lognormal compute of median 50 ms, cv ~0.3.
 W = q.Workload(LogNormal(math.log(0.05), 0.3), "1MB", batch_size=32, update_time="1ms")
 C = q.Cluster(4, "1Gbit/s", latency="0.5ms")
