@@ -5,6 +5,7 @@ Every number is computed by hand here from the formula written out in plain Pyth
 
 import math
 import os
+import time
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import sympy
 
 import queuesgd as q
 from queuesgd.cli import main
-from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.formula import Formula
 
 n, a, t = sympy.symbols("n a t", positive=True)
@@ -194,3 +195,24 @@ def test_limit_targets_by_hand():
     for bad in ("t + 1", "nan", "", math.nan, [1]):
         with pytest.raises(InvalidParameterError, match="^limit.to"):
             f.limit("n", to=bad)
+
+
+# ---- cost guards: fail fast, say the limit and the numeric road ------------------------------------
+@pytest.mark.parametrize("workers", [17, 60, 500])
+def test_async_ps_formula_refuses_large_populations_fast(workers):
+    start = time.perf_counter()
+    with pytest.raises(StateSpaceTooLargeError, match=f"workers={workers}.*at most 16 workers") as err:
+        q.AsyncPS().formula(workers=workers)
+    assert time.perf_counter() - start < 1.0
+    assert f"{2 * math.comb(workers + 3, 3):,} terms" in str(err.value)  # C(N+3, 3) monomials, twice
+    assert "queuesgd.predict(AsyncPS()" in str(err.value)
+    with pytest.raises(StateSpaceTooLargeError, match="at most 16 workers"):
+        q.derive("async-ps", workers=workers)
+
+
+def test_cli_derive_async_ps_at_500_workers_is_one_error_line(capsys):
+    start = time.perf_counter()
+    assert main(["derive", "async-ps", "--workers", "500"]) == 2
+    assert time.perf_counter() - start < 2.0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("queuesgd: error: AsyncPS.formula(workers=500)")

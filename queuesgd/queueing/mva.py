@@ -16,6 +16,7 @@ from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.queueing import _approx, _exact
 from queuesgd.queueing.network import ClosedNetwork
 from queuesgd.queueing.results import MVAResult, MVASeries
+from queuesgd.queueing.symbolic import check_symbolic_mva
 
 __all__ = ["mva", "METHODS"]
 
@@ -62,8 +63,12 @@ def mva(
         multi-server queues the load-dependent form with marginal queue-length
         probabilities; for several classes the recursion over the whole
         population lattice. Demands may be SymPy symbols: the results are then
-        simplified rational functions. ``"schweitzer"``: Bard-Schweitzer
-        approximate MVA. ``"linearizer"``: Chandy-Neuse Linearizer.
+        simplified rational functions, for small populations only (up to 26
+        with 2 stations, 9 with 3, 5 with 4: beyond,
+        :func:`~queuesgd.queueing.symbolic.check_symbolic_mva` raises
+        :class:`~queuesgd.errors.StateSpaceTooLargeError` at once).
+        ``"schweitzer"``: Bard-Schweitzer approximate MVA. ``"linearizer"``:
+        Chandy-Neuse Linearizer.
     population : int, mapping or iterable of int, optional
         Solve at another population than ``net.population``. An iterable
         (e.g. ``range(1, 1025)``, single class only) returns an
@@ -104,6 +109,13 @@ def mva(
     D = net.demands
     delay = net.is_delay
     servers = net.servers
+    if symbolic:  # fail fast where the fraction-field recursion would run for minutes
+        stations = int(sum(any(d != 0 for d in row) for row in D))
+        if pops is not None:
+            check_symbolic_mva(stations, int(pops.max()))
+        else:
+            N = net.population_vector
+            check_symbolic_mva(stations, int(N.sum()), int(np.prod(N + 1)) - 1)
 
     if pops is not None:
         if method == "exact":

@@ -1,13 +1,68 @@
-"""Closed forms of small closed queueing networks, as SymPy expressions."""
+"""Closed forms of small closed queueing networks as SymPy expressions; the cost of exact symbolic MVA."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from queuesgd import _checks
-from queuesgd.errors import InvalidParameterError
+from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
 
-__all__ = ["repairman_throughput"]
+__all__ = ["MAX_SYMBOLIC_WORK", "check_symbolic_mva", "repairman_throughput", "symbolic_mva_work"]
+
+#: Largest work estimate (see :func:`symbolic_mva_work`) that exact MVA with symbolic demands may take on.
+#: Measured on a 2-core machine: 2 stations at population 25 (work 1,300) take about 2 s, 3 stations
+#: at 12 (work 3,276) 4.5 s, 5 stations at 5 (work 3,150) 5 s; the time grows about as work**2.
+MAX_SYMBOLIC_WORK = 1_500
+
+
+def symbolic_mva_work(stations: int, population: int, steps: int | None = None) -> int:
+    """Work estimate of exact MVA with symbolic demands: ``steps * stations * C(N + K - 1, K - 1)``.
+
+    The throughput at population ``N`` is a ratio of polynomials of degree
+    ``N`` in the ``K`` station demands, which have up to ``C(N + K - 1, K - 1)``
+    monomials; the recursion takes ``steps`` steps (``N`` for one class, the
+    population lattice for several), each with ``K`` operations in the
+    fraction field, whose GCDs make the cost grow about as the square of
+    this estimate.
+
+    Examples
+    --------
+    >>> symbolic_mva_work(2, 26)        # 26 steps x 2 stations x 27 monomials
+    1404
+    """
+    steps = population if steps is None else steps
+    return steps * stations * math.comb(population + stations - 1, stations - 1)
+
+
+def check_symbolic_mva(stations: int, population: int, steps: int | None = None) -> None:
+    """Raise :class:`~queuesgd.errors.StateSpaceTooLargeError` if exact symbolic MVA would take too long.
+
+    The limit is :data:`MAX_SYMBOLIC_WORK` on :func:`symbolic_mva_work`; the
+    message gives the largest population allowed and the numeric
+    alternative.
+
+    Examples
+    --------
+    >>> check_symbolic_mva(2, 20)
+    >>> check_symbolic_mva(2, 200)
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.StateSpaceTooLargeError: exact MVA with symbolic demands at population 200 ...
+    """
+    work = symbolic_mva_work(stations, population, steps)
+    if work <= MAX_SYMBOLIC_WORK:
+        return
+    largest = 0
+    while symbolic_mva_work(stations, largest + 1) <= MAX_SYMBOLIC_WORK:
+        largest += 1
+    raise StateSpaceTooLargeError(
+        f"exact MVA with symbolic demands at population {population} ({stations} stations): its rational "
+        f"functions have up to {math.comb(population + stations - 1, stations - 1):,} terms, work estimate "
+        f"{work:,} > {MAX_SYMBOLIC_WORK:,} (one class: population <= {largest} here; the cost grows about as "
+        "the square of the estimate). Give numeric demands (floats or Rationals: exact numeric MVA at any "
+        "population), or a smaller population"
+    )
 
 
 def repairman_throughput(think: Any, service: Any, N: Any = None) -> Any:

@@ -18,6 +18,7 @@ argument).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -45,13 +46,18 @@ if TYPE_CHECKING:
     from queuesgd.formula import Formula
     from queuesgd.petri import PetriNet
 
-__all__ = ["AsyncPS", "EXACT_MVA_SIZE"]
+__all__ = ["AsyncPS", "EXACT_MVA_SIZE", "MAX_FORMULA_WORKERS"]
 
 #: Largest ``workers x stations`` for which the MVA road runs the exact recursion (one step per
 #: worker, about 30 us each): 250,000, i.e. 50,000 workers with one PS shard. Above it the road runs
 #: Bard-Schweitzer approximate MVA, whose error vanishes as the population grows (2e-10 relative
 #: at 100,000 workers of resnet50), and says so in ``method`` and ``reason``.
 EXACT_MVA_SIZE = 250_000
+
+#: Most workers :meth:`AsyncPS.formula` writes out: the normalization constant has C(N + 3, 3)
+#: monomials (969 at 16 workers, 39,711 at 60). Measured on a 2-core machine: 12 workers take 1.9 s,
+#: 16 take 4.3 s, 20 take 8.5 s, growing about as N**3.
+MAX_FORMULA_WORKERS = 16
 
 
 @dataclass(frozen=True)
@@ -329,8 +335,11 @@ class AsyncPS(Scheme):
 
         ``X(N) = G(N-1) / G(N)`` with ``G`` the product form's normalization
         constant written out in the symbols (the same number as exact MVA).
-        It has no closed form in ``n``, so ``workers`` must be a number
-        (the expression grows with it: 5,000 characters at 8 workers). Symbols: ``mu`` compute rate
+        It has no closed form in ``n``, so ``workers`` must be a number, at
+        most :data:`MAX_FORMULA_WORKERS` (the expression grows as ``N**3``:
+        5,000 characters at 8 workers, 38,000 at 16; beyond,
+        :class:`~queuesgd.errors.StateSpaceTooLargeError` points to the
+        numeric MVA). Symbols: ``mu`` compute rate
         (``compute="exponential"``) or ``t`` mean compute time
         (``"deterministic"``: the same expression, since the delay station is
         insensitive to the law), ``m`` batch size, ``G``/``P`` gradient and
@@ -357,6 +366,14 @@ class AsyncPS(Scheme):
                 "form in n; pass workers=N for the rational function at N workers"
             )
         N = _checks.integer("AsyncPS.formula.workers", workers)
+        if N > MAX_FORMULA_WORKERS:
+            raise StateSpaceTooLargeError(
+                f"AsyncPS.formula(workers={N}): the exact rational function would have about "
+                f"{2 * math.comb(N + 3, 3):,} terms, and SymPy's time grows about as N**3; at most "
+                f"{MAX_FORMULA_WORKERS} workers. For more, predict numerically: "
+                "queuesgd.predict(AsyncPS(), workload, Cluster(workers, ...)) runs the same exact MVA at any "
+                "population (queuesgd predict --scheme async-ps --workers N)"
+            )
         sym = {k: sympy.Symbol(k, positive=True) for k in ("m", "G", "P", "B", "alpha", "u")}
         if compute == "exponential":
             sym["mu"] = sympy.Symbol("mu", positive=True)
