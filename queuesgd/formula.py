@@ -137,6 +137,18 @@ class Formula:
 
         return "X = " + sympy.latex(self.expr)
 
+    def _repr_latex_(self) -> str:
+        """``X = expr`` as display math, which Jupyter renders when a cell's value is a Formula.
+
+        Examples
+        --------
+        >>> import sympy
+        >>> n = sympy.Symbol("n", positive=True)
+        >>> Formula(2 * n, {"n": n}, {}, "x")._repr_latex_()
+        '$\\displaystyle X = 2 n$'
+        """
+        return f"$\\displaystyle {self.latex()}$"
+
     @property
     def free_names(self) -> tuple[str, ...]:
         """Names of the symbols still free in ``expr``, sorted."""
