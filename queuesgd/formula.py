@@ -144,8 +144,8 @@ class Formula:
         --------
         >>> import sympy
         >>> n = sympy.Symbol("n", positive=True)
-        >>> Formula(2 * n, {"n": n}, {}, "x")._repr_latex_()
-        '$\\displaystyle X = 2 n$'
+        >>> print(Formula(2 * n, {"n": n}, {}, "x")._repr_latex_())
+        $\\displaystyle X = 2 n$
         """
         return f"$\\displaystyle {self.latex()}$"
 
