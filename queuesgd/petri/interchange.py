@@ -307,9 +307,7 @@ def record_kwargs(field: str, rec: Mapping[str, Any]) -> dict[str, Any]:
         w = rec.get("weight")
         out = {
             "kind": "immediate",
-            "weight": None
-            if w is None
-            else positive_rate(f"{field} weight", val("weight", w)),
+            "weight": None if w is None else positive_rate(f"{field} weight", val("weight", w)),
             "priority": _checks.integer(f"{field} priority", rec.get("priority", 1), minimum=1),
         }
     else:
