@@ -12,6 +12,7 @@ import numpy as np
 
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.frames import html_table, require_pandas
 from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown
 from queuesgd.workload import Cluster, Workload
 
@@ -82,6 +83,25 @@ class Prediction:
     def updates_per_second(self) -> float:
         """Model updates per second (same as ``iteration_rate``)."""
         return self.iteration_rate
+
+    def _repr_html_(self) -> str:
+        """The prediction as an HTML table, which Jupyter shows when a cell's value is a Prediction."""
+        rate = f"{_fmt_rate(self.throughput)} samples/s"
+        if self.interval is not None:
+            rate += f" (95% interval {_fmt_rate(self.interval[0])} to {_fmt_rate(self.interval[1])})"
+        rows: list[tuple[str, str]] = [
+            ("throughput", rate),
+            ("updates per second", f"{self.iteration_rate:.6g}"),
+            ("gradients per update", f"{self.gradients_per_update:.6g}"),
+            ("iteration time", units.format_seconds(self.iteration_time)),
+        ]
+        rows += [(f"  {k}", units.format_seconds(v)) for k, v in self.breakdown.items()]
+        rows.append(("bottleneck", self.bottleneck))
+        if self.staleness is not None:
+            rows.append(("mean staleness", f"{self.staleness:.4g} updates"))
+        rows += [("method", self.method), ("reason", self.reason)]
+        caption = f"{self.scheme} with {self.workers} workers"
+        return html_table(["quantity", "value"], rows, caption=caption)
 
     def __str__(self) -> str:
         parts = ", ".join(f"{k} {v * 1e3:.3g} ms" for k, v in self.breakdown.items())
@@ -249,6 +269,66 @@ class SweepResult:
             out.append(row)
         return out
 
+    def to_pandas(self) -> Any:
+        """The table as a :class:`pandas.DataFrame`, one row per configuration (needs pandas).
+
+        Columns are those of :attr:`columns`, in SI units (bandwidth in bytes/s,
+        latency in s, throughput in samples/s); ``frame.attrs`` holds the
+        ``scheme``, the ``method`` and the ``units`` of each column.
+
+        Raises
+        ------
+        MissingDependencyError
+            Without pandas (``pip install queuesgd[pandas]``).
+
+        Examples
+        --------
+        >>> from queuesgd import SyncPS, Workload, Cluster, sweep
+        >>> w = Workload(compute=0.1, gradient_bytes="10MB", batch_size=32)
+        >>> df = sweep(SyncPS(), w, Cluster(1, "1Gbit/s"), workers=[1, 2]).to_pandas()
+        >>> list(df.columns[:3]), df.attrs["units"]["throughput"]
+        (['workers', 'bandwidth', 'latency'], 'samples/s')
+        """
+        pd = require_pandas()
+        frame = pd.DataFrame({k: np.asarray(v) for k, v in self.columns.items()})
+        frame.attrs.update(
+            scheme=self.scheme,
+            method=self.method,
+            units={k: _COLUMN_UNITS.get(k, "") for k in self.columns},
+        )
+        return frame
+
+    def _repr_html_(self) -> str:
+        """The table as HTML (the first and last rows of a long one), for Jupyter."""
+        c = self.columns
+        extra = [k for k in c if k not in _FIXED_COLUMNS]
+        header = ["workers", "bandwidth", "latency", *extra, "samples/s", "updates/s"]
+        header += ["gradients/update", "scaling factor", "bottleneck", "method"]
+        n = len(self)
+        shown = list(range(n)) if n <= _HTML_ROWS else [*range(_HTML_ROWS - 5), *range(n - 5, n)]
+        rows = []
+        for i in shown:
+            lat = units.format_seconds(c["latency"][i]) if c["latency"][i] else "0 s"
+            rows.append(
+                [
+                    int(c["workers"][i]),
+                    units.format_bandwidth(c["bandwidth"][i]),
+                    lat,
+                    *(_fmt_param(c[k][i]) for k in extra),
+                    _fmt_rate(c["throughput"][i]),
+                    f"{c['iteration_rate'][i]:.4g}",
+                    f"{c['gradients_per_update'][i]:.3g}",
+                    f"{c['scaling_factor'][i]:.3f}",
+                    c["bottleneck"][i],
+                    c["method"][i],
+                ]
+            )
+        if n > _HTML_ROWS:  # the elided rows' place: row (_HTML_ROWS - 5) onwards
+            rows.insert(_HTML_ROWS - 5, ["..."] * len(header))
+        note = f"{n} rows; .to_pandas() or .rows() gives them all" if n > _HTML_ROWS else ""
+        caption = f"{self.scheme}: {n} configuration{'s' if n != 1 else ''}, method {self.method}"
+        return html_table(header, rows, caption=caption, note=note)
+
     def table(self) -> str:
         """A plain-text table for a terminal."""
         c = self.columns
@@ -280,6 +360,19 @@ _FIXED_COLUMNS = (
     "bottleneck",
     "method",
 )
+
+
+#: Units of the sweep's columns (``SweepResult.to_pandas().attrs["units"]``); others have none.
+_COLUMN_UNITS = {
+    "bandwidth": "B/s",
+    "latency": "s",
+    "throughput": "samples/s",
+    "iteration_rate": "updates/s",
+    "gradients_per_update": "gradients/update",
+}
+
+#: Most rows a sweep's HTML display shows (the first ones and the last 5).
+_HTML_ROWS = 30
 
 
 def _fmt_rate(v: float) -> str:

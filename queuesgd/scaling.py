@@ -41,12 +41,15 @@ import numpy as np
 from queuesgd import _checks, units
 from queuesgd.dag import schedule
 from queuesgd.errors import InvalidParameterError
+from queuesgd.frames import require_pandas, require_xarray
 from queuesgd.schemes.fine import allreduce_graph, fuse, ring_message_costs
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["WhatIf", "whatif"]
 
 _AXES = ("workload", "workers", "bandwidth", "compression")
+#: Units of the result's columns (those not listed have none).
+_UNITS = {"bandwidth": "B/s", "overhead": "s", "iteration_time": "s", "batch_time": "s"}
 
 #: Most task durations one batched schedule holds (configurations x tasks): larger grids go in chunks.
 CHUNK_VALUES = 2**22
@@ -103,6 +106,66 @@ class WhatIf:
     def rows(self) -> list[dict[str, Any]]:
         """One plain dict per configuration (JSON-ready)."""
         return [{k: v[i].item() for k, v in self.columns.items()} for i in range(len(self))]
+
+    def to_pandas(self) -> Any:
+        """One row per configuration as a :class:`pandas.DataFrame` (needs pandas).
+
+        The columns are those of :attr:`columns` (bandwidth in bytes/s, times in
+        seconds); ``frame.attrs["units"]`` names each column's unit.
+
+        Raises
+        ------
+        MissingDependencyError
+            Without pandas (``pip install queuesgd[pandas]``).
+
+        Examples
+        --------
+        >>> df = whatif("resnet50", workers=[16, 64], bandwidth="10Gbit/s").to_pandas()
+        >>> df[["workers", "scaling_factor"]].round(3).values.tolist()
+        [[16.0, 0.572], [64.0, 0.54]]
+        """
+        pd = require_pandas()
+        frame = pd.DataFrame({k: np.asarray(v) for k, v in self.columns.items()})
+        frame.attrs["units"] = {k: _UNITS.get(k, "") for k in self.columns}
+        return frame
+
+    def to_xarray(self) -> Any:
+        """The grid as an :class:`xarray.Dataset` (needs xarray).
+
+        Its dimensions are :attr:`axes` (the arguments given as lists, with
+        their values as coordinates); an argument given as a scalar is a
+        scalar coordinate. The data variables are ``scaling_factor``,
+        ``overhead``, ``messages``, ``iteration_time`` and ``batch_time``, each
+        shaped :attr:`shape`, equal to the properties of the same names.
+
+        Raises
+        ------
+        MissingDependencyError
+            Without xarray (``pip install queuesgd[xarray]``).
+
+        Examples
+        --------
+        >>> ds = whatif("resnet50", workers=[16, 64], compression=[1, 5]).to_xarray()
+        >>> ds["scaling_factor"].dims, ds["scaling_factor"].sel(workers=64, compression=5).round(3).item()
+        (('workers', 'compression'), 0.994)
+        """
+        xr = require_xarray()
+        full = tuple(self.shape[self.axes.index(a)] if a in self.axes else 1 for a in _AXES)
+        coords: dict[str, Any] = {}
+        for d, axis in enumerate(_AXES):
+            along = self.columns[axis].reshape(full)
+            values = np.moveaxis(along, d, 0).reshape(full[d], -1)[:, 0]
+            unit = {"units": _UNITS[axis]} if _UNITS.get(axis) else {}
+            if axis in self.axes:
+                coords[axis] = xr.Variable((axis,), values, attrs=unit)
+            else:
+                coords[axis] = xr.Variable((), values[0], attrs=unit)
+        data = {}
+        for name in ("scaling_factor", "overhead", "messages", "iteration_time", "batch_time"):
+            values = self.columns[name].reshape(self.shape)
+            attrs = {"units": _UNITS[name]} if _UNITS.get(name) else {}
+            data[name] = xr.Variable(self.axes, values, attrs=attrs)
+        return xr.Dataset(data, coords=coords)
 
     def table(self) -> str:
         """Scaling factors as text: one line per (workload, workers, compression), one column per bandwidth.

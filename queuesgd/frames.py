@@ -1,0 +1,93 @@
+"""Result tables for the scientific-Python stack: pandas, xarray and Jupyter's HTML display.
+
+pandas and xarray are optional (the extras ``pandas`` and ``xarray``); each
+is imported only when a conversion asks for it, and a missing one is a
+:class:`~queuesgd.errors.MissingDependencyError` naming the extra to install.
+
+Examples
+--------
+>>> print(html_table(["a", "b"], [[1, "<x>"]], caption="two & one"))
+<table>
+<caption>two &amp; one</caption>
+<thead><tr><th>a</th><th>b</th></tr></thead>
+<tbody>
+<tr><td>1</td><td>&lt;x&gt;</td></tr>
+</tbody>
+</table>
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from queuesgd.errors import MissingDependencyError
+
+__all__ = ["html_table", "require_pandas", "require_xarray"]
+
+
+def require_pandas() -> Any:
+    """The ``pandas`` module, or a :class:`~queuesgd.errors.MissingDependencyError` naming the extra.
+
+    Examples
+    --------
+    >>> require_pandas().__name__
+    'pandas'
+    """
+    try:
+        import pandas
+    except ImportError:
+        raise MissingDependencyError("pandas", "pandas") from None
+    return pandas
+
+
+def require_xarray() -> Any:
+    """The ``xarray`` module, or a :class:`~queuesgd.errors.MissingDependencyError` naming the extra.
+
+    Examples
+    --------
+    >>> require_xarray().__name__
+    'xarray'
+    """
+    try:
+        import xarray
+    except ImportError:
+        raise MissingDependencyError("xarray", "xarray") from None
+    return xarray
+
+
+def html_table(
+    header: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str = "", note: str = ""
+) -> str:
+    """An HTML table (every cell escaped), with an optional caption and a note under it.
+
+    Parameters
+    ----------
+    header : sequence of str
+        Column titles.
+    rows : sequence of sequences
+        Cells, converted with ``str``.
+    caption : str
+        Shown above the table.
+    note : str
+        Shown in a last row spanning every column (``"... 90 more rows"``).
+
+    Returns
+    -------
+    str
+        HTML for a notebook's ``_repr_html_``.
+    """
+    esc = html.escape
+    lines = ["<table>"]
+    if caption:
+        lines.append(f"<caption>{esc(caption)}</caption>")
+    lines.append("<thead><tr>" + "".join(f"<th>{esc(str(h))}</th>" for h in header) + "</tr></thead>")
+    lines.append("<tbody>")
+    for row in rows:
+        lines.append("<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in row) + "</tr>")
+    if note:
+        lines.append(f'<tr><td colspan="{len(header)}">{esc(note)}</td></tr>')
+    lines.append("</tbody>")
+    lines.append("</table>")
+    return "\n".join(lines)
