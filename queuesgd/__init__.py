@@ -76,6 +76,8 @@ _EXPORTS: dict[str, str] = {
     "Prediction": "queuesgd.prediction",
     "SweepResult": "queuesgd.prediction",
     "whatif": "queuesgd.scaling",
+    "compare": "queuesgd.comparison",
+    "Comparison": "queuesgd.comparison",
     "profile": "queuesgd.profiler",
     "read_trace": "queuesgd.profiler_trace",
     "validate": "queuesgd.harness.campaign",

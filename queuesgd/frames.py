@@ -19,12 +19,14 @@ Examples
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from queuesgd.errors import MissingDependencyError
 
-__all__ = ["html_table", "require_pandas", "require_xarray"]
+__all__ = ["column_rows", "html_table", "require_pandas", "require_xarray", "to_frame"]
 
 
 def require_pandas() -> Any:
@@ -55,6 +57,41 @@ def require_xarray() -> Any:
     except ImportError:
         raise MissingDependencyError("xarray", "xarray") from None
     return xarray
+
+
+def to_frame(columns: Mapping[str, Any], units: Mapping[str, str], **attrs: Any) -> Any:
+    """A :class:`pandas.DataFrame` of ``columns`` (copied), with ``attrs["units"]`` per column.
+
+    Examples
+    --------
+    >>> df = to_frame({"workers": [1, 2], "throughput": [3.0, 5.0]}, {"throughput": "samples/s"})
+    >>> df["throughput"].tolist(), df.attrs["units"]
+    ([3.0, 5.0], {'workers': '', 'throughput': 'samples/s'})
+    """
+    pd = require_pandas()
+    frame = pd.DataFrame({k: np.array(v) for k, v in columns.items()})
+    frame.attrs.update(attrs)
+    frame.attrs["units"] = {k: units.get(k, "") for k in columns}
+    return frame
+
+
+def column_rows(columns: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+    """One plain dict per row of equal-length columns (NumPy scalars as Python numbers: JSON-ready).
+
+    Examples
+    --------
+    >>> column_rows({"workers": np.array([1, 2]), "method": np.array(["mva", "mva"], dtype=object)})
+    [{'workers': 1, 'method': 'mva'}, {'workers': 2, 'method': 'mva'}]
+    """
+    n = len(next(iter(columns.values()))) if columns else 0
+    out = []
+    for i in range(n):
+        row = {}
+        for k, v in columns.items():
+            x = v[i]
+            row[k] = x.item() if isinstance(x, np.generic) else x
+        out.append(row)
+    return out
 
 
 def html_table(

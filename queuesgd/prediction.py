@@ -12,7 +12,7 @@ import numpy as np
 
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError, NotRepresentable
-from queuesgd.frames import html_table, require_pandas
+from queuesgd.frames import column_rows, html_table, to_frame
 from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown
 from queuesgd.workload import Cluster, Workload
 
@@ -260,14 +260,7 @@ class SweepResult:
 
     def rows(self) -> list[dict[str, Any]]:
         """The table as a list of plain dicts (JSON-ready)."""
-        out = []
-        for i in range(len(self)):
-            row = {}
-            for k, v in self.columns.items():
-                x = v[i]
-                row[k] = x.item() if isinstance(x, np.generic) else x
-            out.append(row)
-        return out
+        return column_rows(self.columns)
 
     def to_pandas(self) -> Any:
         """The table as a :class:`pandas.DataFrame`, one row per configuration (needs pandas).
@@ -289,14 +282,7 @@ class SweepResult:
         >>> list(df.columns[:3]), df.attrs["units"]["throughput"]
         (['workers', 'bandwidth', 'latency'], 'samples/s')
         """
-        pd = require_pandas()
-        frame = pd.DataFrame({k: np.asarray(v) for k, v in self.columns.items()})
-        frame.attrs.update(
-            scheme=self.scheme,
-            method=self.method,
-            units={k: _COLUMN_UNITS.get(k, "") for k in self.columns},
-        )
-        return frame
+        return to_frame(self.columns, _COLUMN_UNITS, scheme=self.scheme, method=self.method)
 
     def _repr_html_(self) -> str:
         """The table as HTML (the first and last rows of a long one), for Jupyter."""

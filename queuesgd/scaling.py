@@ -41,7 +41,7 @@ import numpy as np
 from queuesgd import _checks, units
 from queuesgd.dag import schedule
 from queuesgd.errors import InvalidParameterError
-from queuesgd.frames import require_pandas, require_xarray
+from queuesgd.frames import require_xarray, to_frame
 from queuesgd.schemes.fine import allreduce_graph, fuse, ring_message_costs
 from queuesgd.workload import Cluster, Workload
 
@@ -124,10 +124,7 @@ class WhatIf:
         >>> df[["workers", "scaling_factor"]].round(3).values.tolist()
         [[16.0, 0.572], [64.0, 0.54]]
         """
-        pd = require_pandas()
-        frame = pd.DataFrame({k: np.asarray(v) for k, v in self.columns.items()})
-        frame.attrs["units"] = {k: _UNITS.get(k, "") for k in self.columns}
-        return frame
+        return to_frame(self.columns, _UNITS)
 
     def to_xarray(self) -> Any:
         """The grid as an :class:`xarray.Dataset` (needs xarray).
