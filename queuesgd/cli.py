@@ -243,6 +243,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from queuesgd.harness.layout import LIVE_SCHEMES
 
     parser = _Parser(prog="queuesgd", description="Predict the throughput of distributed SGD training.")
+    from queuesgd import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("predict", help="predict samples/s for a scheme over workers and bandwidths")
@@ -272,6 +275,28 @@ def _build_parser() -> argparse.ArgumentParser:
     w.add_argument("--no-overlap", action="store_true", help="communicate after the whole backward pass")
     w.add_argument("--json", action="store_true", help="print machine-readable rows")
     w.add_argument("--plot", metavar="FILE.png", help="save scaling factor against bandwidth")
+
+    cmp = sub.add_parser("compare", help="compare your own measured runs (a CSV file) with the predictions")
+    cmp.add_argument(
+        "measured",
+        metavar="FILE.csv",
+        help="one row per run or step: workers, and samples_per_second, time or step_time "
+        "(columns: docs/compare.md)",
+    )
+    cmp.add_argument("--scheme", help="the scheme of every row, unless the file has a scheme column")
+    cmp.add_argument("--workload", help="catalog workload of all rows, unless the file has a workload column")
+    cmp.add_argument("--bandwidth", help="link bandwidth for rows without a bandwidth cell, e.g. 10Gbit/s")
+    cmp.add_argument("--latency", help="one-way latency for rows without a latency cell (with --bandwidth)")
+    cmp.add_argument("--ps-shards", type=int, help="parameter-server shards (with --bandwidth)")
+    cmp.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="scheme parameter")
+    cmp.add_argument("--method", default="auto", help="prediction method (as in predict)")
+    cmp.add_argument(
+        "--warmup", type=int, help="updates dropped at the start of each run (default: the first 5%%)"
+    )
+    cmp.add_argument("--ignore", metavar="COLUMNS", help="comma-separated columns of the file to leave out")
+    cmp.add_argument("--seed", type=int, default=0, help="random seed for simulated predictions")
+    cmp.add_argument("--iterations", type=int, help="simulated iterations (method simulate)")
+    cmp.add_argument("--json", action="store_true", help="print machine-readable rows")
 
     v = sub.add_parser("validate", help="run a scheme live with PyTorch workers and compare with the model")
     v.add_argument(
@@ -491,6 +516,46 @@ def _whatif(args: argparse.Namespace) -> int:
     else:
         print("scaling factor = t_batch / (t_batch + overhead), ring all-reduce at full line rate")
         print(result.table())
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from queuesgd import units
+    from queuesgd.comparison import compare
+    from queuesgd.harness.report import jsonable
+    from queuesgd.specs import parse_params
+    from queuesgd.workload import Cluster
+
+    cluster = None
+    if args.bandwidth is not None:
+        bandwidth = units.parse_bandwidth(args.bandwidth, "--bandwidth")
+        _plausible(args, "--bandwidth", [args.bandwidth], [bandwidth])
+        latency = units.parse_seconds(args.latency or 0, "--latency")
+        cluster = Cluster(1, bandwidth, latency=latency, ps_shards=args.ps_shards or 1)
+    else:
+        for flag, value in (("--latency", args.latency), ("--ps-shards", args.ps_shards)):
+            if value is not None:
+                raise InvalidParameterError(flag, value, "a value together with --bandwidth (the cluster)")
+    result = compare(
+        args.measured,
+        args.scheme,
+        args.workload,
+        cluster,
+        method=args.method,
+        warmup=args.warmup,
+        ignore=split_list(args.ignore) if args.ignore else (),
+        params=parse_params(args.param),
+        rng=args.seed,
+        iterations=args.iterations,
+    )
+    if args.json:
+        print(json.dumps([jsonable(r) for r in result.rows()], indent=1))
+    else:
+        print(result.table())
+    if "model" in result["samples_from"].tolist():
+        _notes(args).append(
+            "note: no 'samples' column: samples per update are the model's (the rows compare update rates)"
+        )
     return 0
 
 
@@ -803,6 +868,8 @@ def _run(args: argparse.Namespace) -> int:
         return _whatif(args)
     if args.command == "validate":
         return _validate(args)
+    if args.command == "compare":
+        return _compare(args)
     if args.command == "profile":
         return _profile(args)
     return _catalog(args)
