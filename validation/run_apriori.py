@@ -64,28 +64,46 @@ def _rate_tag(rate: str) -> str:
     return rate.replace("/", "").replace(" ", "")
 
 
-def _configurations(spec: dict, only: str | None) -> list[tuple[str, str, str | None, int]]:
-    """``(scheme, model, rate, workers)`` for every configuration (one worker: loopback, once)."""
+def _configurations(spec: dict, only: str | None) -> list[tuple[str, str, str | None, int, dict]]:
+    """``(scheme, model, rate, workers, extra)`` for every configuration (one worker: loopback, once).
+
+    ``extra`` holds what a line adds to the cluster description and the scheme: ``params`` (the
+    scheme's; ``model_params`` adds per-model ones, such as a cutoff on the scale of the model's
+    step) and ``random_delay`` (the straggler recipe, ``"K:DELAY"``; per model, as a step of a few
+    milliseconds and one of hundreds need delays of their own scale). A line's ``rates`` replace
+    the campaign's.
+    """
     out = []
     for line in spec["lines"]:
         if only and line["scheme"] != only:
             continue
         for model in line["models"]:
+            delay = line.get("random_delay")
+            extra = {
+                "params": {**line.get("params", {}), **line.get("model_params", {}).get(model, {})},
+                "random_delay": delay.get(model) if isinstance(delay, dict) else delay,
+            }
             for n in line["workers"]:
-                for rate in [None] if n == 1 else spec["rates"]:
-                    out.append((line["scheme"], model, rate, n))
+                for rate in [None] if n == 1 else line.get("rates", spec["rates"]):
+                    out.append((line["scheme"], model, rate, n, extra))
     return out
+
+
+def _stem(scheme: str, model: str, extra: dict) -> str:
+    """The results file of a configuration: one per scheme, model and scheme parameters."""
+    tag = "".join(f"-{k}{v}" for k, v in sorted(extra["params"].items()) if k != "stragglers")
+    return f"apriori-{scheme}{tag}-{model}".replace(":", "").replace("/", "")
 
 
 def _profiles(spec: dict, configs: list, fresh: bool) -> dict[str, Profile]:
     folder = HERE / "apriori" / "profiles"
     profiles = {}
-    for model in sorted({m for _, m, _, _ in configs}):
+    for model in sorted({c[1] for c in configs}):
         path = folder / f"{model}.json"
         if path.exists() and not fresh:
             profiles[model] = Profile.load(path)
             continue
-        copies = sorted({n for _, m, _, n in configs if m == model})
+        copies = sorted({c[3] for c in configs if c[1] == model})
         cfg = spec["models"][model]
         for _ in range(ATTEMPTS):
             t0 = time.time()
@@ -112,7 +130,7 @@ def _calibration_path(kind: str, rate: str, n: int) -> Path:
 
 def _calibrations(spec: dict, configs: list, fresh: bool) -> dict[tuple, Calibration]:
     needed = set()
-    for scheme, _, rate, n in configs:
+    for scheme, _, rate, n, _ in configs:
         if rate is None:
             continue
         kind = SCHEMES[scheme]
@@ -180,20 +198,20 @@ def main(argv: list[str] | None = None) -> int:
     drift = []
     # Model by model: its profile, then its predictions (stored), then its runs; so that the profile is
     # measured shortly before the runs it predicts (this machine's speed drifts over tens of minutes).
-    for model in dict.fromkeys(m for _, m, _, _ in configs):
+    for model in dict.fromkeys(c[1] for c in configs):
         mine = [c for c in configs if c[1] == model]
         prof = _profiles(spec, mine, args.reprofile)[model]
         preds = []
-        for scheme, _, rate, n in mine:
-            pred = predict_apriori(scheme, prof, _calibration_for(cals, scheme, rate, n), n)
-            preds.append({"scheme": scheme, "model": model, "rate": rate, "workers": n, **pred})
+        for scheme, _, rate, n, extra in mine:
+            pred = predict_apriori(scheme, prof, _calibration_for(cals, scheme, rate, n), n, **extra)
+            preds.append({"scheme": scheme, "model": model, "rate": rate, "workers": n, **extra, **pred})
         predictions.extend(preds)
         pred_path.write_text(json.dumps(predictions, indent=1) + "\n")
         print(f"{len(preds)} predictions of {model} written to {pred_path.relative_to(HERE)} before its runs")
         if args.predict_only:
             continue
         rows_by_file: dict[str, list] = {}
-        for (scheme, _, rate, n), pred in zip(mine, preds):
+        for (scheme, _, rate, n, extra), pred in zip(mine, preds):
             # A run during which other processes took more than a tenth of the machine is disturbed
             # (harness.load.disturbed, from the kernel's counters, not from the error): it is kept as a
             # listed, uncounted row and the configuration runs again with the same stored prediction.
@@ -207,10 +225,11 @@ def main(argv: list[str] | None = None) -> int:
                     steps=spec["steps"],
                     warmup=spec["warmup"],
                     prediction=pred,
+                    **extra,
                 )
                 row["disturbed"] = disturbed(row["load"])
                 row["attempt"] = attempt + 1
-                stem = f"apriori-{scheme}-{model}"
+                stem = _stem(scheme, model, extra)
                 rows_by_file.setdefault(stem, []).append(row)
                 write_rows(rows_by_file[stem], results, stem=stem)
                 print(

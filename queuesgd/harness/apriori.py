@@ -60,12 +60,25 @@ __all__ = [
     "make_profile",
     "predict_apriori",
     "predict_ddp",
+    "ps_update_per_gradient",
     "run_apriori",
     "stamp",
 ]
 
 #: Live schemes the a-priori protocol runs with real models, and the calibration each needs.
-SCHEMES = {"ddp": "allreduce", "sync-ps": "p2p", "async-ps": "p2p"}
+#: (eager-SGD is not among them: gloo has no partial collectives, and the harness emulates them through a
+#: coordinator process whose link a ring does not have, so its live runs are not the model's network.)
+SCHEMES = {
+    "ddp": "allreduce",
+    "sync-ps": "p2p",
+    "async-ps": "p2p",
+    "backup-workers": "p2p",
+    "static-cutoff": "p2p",
+    "stale-synchronous": "p2p",
+}
+
+#: The PS schemes whose workers compute in lock step (a barrier per iteration); the others run freely.
+_LOCK_STEP = ("sync-ps", "backup-workers", "static-cutoff")
 
 
 def stamp() -> str:
@@ -547,24 +560,76 @@ def _ddp_scheme(overlap: bool = True) -> Any:
     return RingAllReduce(overlap=overlap, fusion="ddp")
 
 
+def _random_delay(value: Any) -> Any:
+    """The straggler recipe as a :class:`~queuesgd.RandomDelay` (from ``(count, delay)``), or None."""
+    from queuesgd.workload import RandomDelay
+
+    if value is None or isinstance(value, RandomDelay):
+        return value
+    if isinstance(value, str):
+        from queuesgd.specs import random_delay
+
+        return random_delay(value, "random_delay")
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise InvalidParameterError("random_delay", value, "'K:DELAY', (count, delay), a RandomDelay or None")
+    return RandomDelay(*value)
+
+
+def ps_update_per_gradient(profile: Profile, count: int) -> float:
+    """Seconds per gradient of the PS's update that averages ``count`` gradients, from the profile.
+
+    The profile timed the update alone for the worker counts it measured
+    (:attr:`Profile.ps_update`); a count between two of them is interpolated
+    linearly (the update is a sum over the gradients, then one step), and
+    a count outside them is refused.
+
+    Examples
+    --------
+    >>> from queuesgd.workload import Workload
+    >>> p = Profile("mlp", 8, {}, Workload(0.01, 100), {1: [0.01]}, {1: 0.001}, 2, "now",
+    ...             ps_update={2: 0.0004, 4: 0.0008})
+    >>> ps_update_per_gradient(p, 2), round(ps_update_per_gradient(p, 3), 12)   # 0.6 ms / 3
+    (0.0002, 0.0002)
+    """
+    count = _checks.integer("count", count)
+    known = sorted(profile.ps_update)
+    if count in profile.ps_update:
+        return profile.ps_update[count] / count
+    if not known or count < known[0] or count > known[-1]:
+        raise InvalidParameterError(
+            "profile", f"PS update timed for {known} gradients", f"a count within them (got {count})"
+        )
+    total = float(np.interp(count, known, [profile.ps_update[k] for k in known]))
+    return total / count
+
+
 def predict_apriori(
     scheme: str,
     profile: Profile,
     calibration: Calibration | None,
     workers: int,
     *,
+    params: Mapping[str, Any] | None = None,
+    random_delay: Any = None,
     seed: int = 0,
 ) -> dict[str, Any]:
     """Predict a real-model run of ``scheme`` from a-priori inputs only (see the module docstring).
 
-    ``"ddp"``: :func:`predict_ddp`. ``"sync-ps"``, ``"async-ps"``: the model
-    the harness's own PS loops are predicted with
-    (:func:`queuesgd.harness.campaign.predict_live`), fed with the profile's
-    compute for ``workers`` copies sharing the cores (the lock-step span of
-    the bare model for sync-ps, the independent copies' law for async-ps;
-    see :meth:`Profile.workload_at`), the parameter
-    server's update time measured alone, the model's gradient size and the
-    point-to-point calibration of the PS link.
+    ``"ddp"``: :func:`predict_ddp`. The parameter-server schemes
+    (``"sync-ps"``, ``"async-ps"``, ``"backup-workers"``, ``"static-cutoff"``,
+    ``"stale-synchronous"``): the model the harness's own PS loops are
+    predicted with (:func:`queuesgd.harness.campaign.predict_live`), fed with
+    the profile's compute for ``workers`` copies sharing the cores (the
+    lock-step span of the bare model for the barrier schemes, the
+    independent copies' law for async-ps and SSP; see
+    :meth:`Profile.workload_at`), the parameter server's update time measured
+    alone (:func:`ps_update_per_gradient`), the model's gradient size, the
+    point-to-point calibration of the PS link, and the cluster description's
+    straggler recipe ``random_delay`` (``(count, delay)`` or a
+    :class:`~queuesgd.RandomDelay`: ``count`` workers drawn anew every step
+    wait ``delay`` more; the run injects the same). ``params`` are the
+    scheme's (``backups``, ``cutoff``, ``staleness``, ``stragglers``), as
+    :func:`queuesgd.harness.runners.check_params` takes them.
 
     Returns
     -------
@@ -576,20 +641,19 @@ def predict_apriori(
     if scheme == "ddp":
         return predict_ddp(profile, calibration, workers, seed=seed)
     from queuesgd.harness.campaign import predict_live
+    from queuesgd.harness.runners import check_params
 
     n = _checks.integer("workers", workers)
-    updates = 1 if scheme == "async-ps" else n
-    if updates not in profile.ps_update:
-        raise InvalidParameterError(
-            "profile", f"PS update timed for {sorted(profile.ps_update)} gradients", f"{updates} (ps_workers)"
-        )
+    checked = check_params(scheme, params, n)
     if calibration is not None and calibration.kind != "p2p":
         raise InvalidParameterError("calibration", calibration.kind, "a p2p calibration of the PS link")
     # Synchronous workers compute in lock step (the bare model's span); asynchronous ones independently.
-    step = "plain" if scheme == "sync-ps" and "plain" in profile.sync_span else None
+    step = "plain" if scheme in _LOCK_STEP and "plain" in profile.sync_span else None
     work = profile.workload_at(n, step)
-    # The PS's update of n gradients, per gradient applied (as the same-run profile counts it).
-    update = profile.ps_update[updates] / updates
+    # The PS's update of the gradients it applies at once, per gradient (as the same-run profile counts it).
+    applied = {"async-ps": 1, "stale-synchronous": 1, "backup-workers": n - checked.get("backups", 0)}
+    update = ps_update_per_gradient(profile, applied.get(scheme, n))
+    delay = _random_delay(random_delay)
     pred = predict_live(
         scheme,
         n,
@@ -598,6 +662,8 @@ def predict_apriori(
         calibration,
         batch=profile.batch_size,
         gradient_bytes=float(work.gradient_bytes),
+        random_delay=delay,
+        params=checked,
         seed=seed,
         emulation="none" if calibration is None else calibration.emulation,
     )
@@ -621,6 +687,8 @@ def run_apriori(
     steps: int = 60,
     warmup: int = 10,
     prediction: Mapping[str, Any] | None = None,
+    params: Mapping[str, Any] | None = None,
+    random_delay: Any = None,
     seed: int = 0,
     timeout: float = 900.0,
 ) -> dict[str, Any]:
@@ -630,7 +698,10 @@ def run_apriori(
     campaign before any run) or, if None, :func:`predict_apriori` now, which is
     still before the run starts. The run uses the calibration's network: its
     link rate in network namespaces with ``tc tbf`` (``calibration.rate``),
-    or loopback without a calibration.
+    or loopback without a calibration. ``params`` (the scheme's) and
+    ``random_delay`` (the straggler recipe, injected into the real model's
+    steps) are as :func:`predict_apriori` takes them, and must be the ones
+    the prediction was made with.
 
     Returns
     -------
@@ -644,13 +715,20 @@ def run_apriori(
         :class:`~queuesgd.harness.load.CpuMeter`).
     """
     from queuesgd.harness.campaign import measured_throughput
+    from queuesgd.harness.runners import check_params
 
     scheme = _checks.choice("scheme", scheme, tuple(SCHEMES))
     n = _checks.integer("workers", workers)
+    checked = check_params(scheme, params, n)
+    delay = _random_delay(random_delay)
+    if scheme == "ddp" and delay is not None:
+        raise InvalidParameterError(
+            "random_delay", random_delay, "None for DDP (no straggler injection there)"
+        )
     pred = (
         dict(prediction)
         if prediction is not None
-        else predict_apriori(scheme, profile, calibration, n, seed=seed)
+        else predict_apriori(scheme, profile, calibration, n, params=checked, random_delay=delay, seed=seed)
     )
     rate = None if calibration is None else calibration.rate
     world = n if scheme == "ddp" else n + 1
@@ -676,14 +754,19 @@ def run_apriori(
         from queuesgd.harness.live import RealModel
         from queuesgd.harness.shaping import Shaper
 
-        live = RealModel(profile.model, batch_size=profile.batch_size, **profile.model_options)
+        live = RealModel(
+            profile.model,
+            batch_size=profile.batch_size,
+            random_delay=None if delay is None else (delay.count, delay.delay),
+            **profile.model_options,
+        )
         return runners.run(
             scheme,
             live,
             n,
             steps,
             shaper=Shaper(),
-            params=runners.check_params(scheme, {}, n),
+            params=checked,
             warmup=warmup,
             seed=seed,
             timeout=timeout,
@@ -715,6 +798,8 @@ def run_apriori(
         "bandwidth": rate,
         "latency": 0.0,
         "started": started,
+        "params": {k: v for k, v in checked.items()},
+        "random_delay": None if delay is None else f"{delay.count}:{delay.delay * 1e3:g}ms",
         **out,
         **pred,
         "error": pred["predicted"] / out["measured"] - 1.0,

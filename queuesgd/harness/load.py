@@ -34,14 +34,23 @@ DISTURBED = 0.10
 
 
 def disturbed(load: dict[str, float] | None, limit: float = DISTURBED) -> bool:
-    """Whether other processes took more than ``limit`` of the machine during a run (``load``: a result).
+    """Whether others took more than ``limit`` of the machine during a run (``load``: a result).
+
+    "Others" are the machine's other processes (``foreign_share``) and the
+    hypervisor's other guests (``steal``: time the machine's CPUs were
+    given away). Both make the run slower than the machine the profile
+    measured, and neither is part of what the model describes.
 
     Examples
     --------
     >>> disturbed({"foreign_share": 0.3}), disturbed({"foreign_share": 0.02}), disturbed(None)
     (True, False, False)
+    >>> disturbed({"foreign_share": 0.0, "steal": 0.385}), disturbed({"foreign_share": 0.05, "steal": 0.03})
+    (True, False)
     """
-    return load is not None and float(load.get("foreign_share", 0.0)) > limit
+    if load is None:
+        return False
+    return float(load.get("foreign_share", 0.0)) + float(load.get("steal", 0.0)) > limit
 
 
 _PROCESS = (0, 1, 2)  # user, nice, system (guest time is included in user)

@@ -363,10 +363,11 @@ def section_of(row: Mapping[str, Any]) -> str:
     - real training (any other ``workload``) with ``inputs == "a-priori"``:
       ``"real-apriori"``;
     - anything else (real training with ``inputs`` ``"same-run"`` or missing,
-      or an emulation this report does not know), and any run marked
-      ``disturbed`` (other processes took more than a tenth of the machine
-      during it, :func:`queuesgd.harness.load.disturbed`; the campaign ran
-      it again): ``"diagnosis"``, never counted.
+      or an emulation this report does not know), and any disturbed run
+      (marked ``disturbed``, or whose recorded ``load`` shows that other
+      processes and other guests of the host took more than a tenth of the
+      machine during it, :func:`queuesgd.harness.load.disturbed`; the
+      campaign ran it again): ``"diagnosis"``, never counted.
 
     Examples
     --------
@@ -380,8 +381,13 @@ def section_of(row: Mapping[str, Any]) -> str:
     'diagnosis'
     >>> section_of({"workload": "cnn", "inputs": "a-priori", "emulation": "none", "disturbed": True})
     'diagnosis'
+    >>> section_of({"workload": "mlp", "inputs": "a-priori", "emulation": "netns-tbf",
+    ...             "load": {"foreign_share": 0.0, "steal": 0.39}})   # the host gave the CPUs away
+    'diagnosis'
     """
-    if row.get("disturbed"):
+    from queuesgd.harness.load import disturbed
+
+    if row.get("disturbed") or disturbed(row.get("load")):
         return "diagnosis"
     emulation = row.get("emulation")
     if emulation == "app-shaper":
@@ -517,9 +523,9 @@ def _markdown_rows(rows: Sequence[Mapping[str, Any]], section: str = "emulated-n
     last = "difference" if section == "replay" else "error"
     if section == "real-apriori":
         out = [
-            "| scheme | n | model | batch | gradient | network | cores | inputs measured "
+            "| scheme | n | model | batch | gradient | network | parameters | cores | inputs measured "
             "| measured (95% interval) | predicted | method | error |",
-            "|---|---:|---|---:|---:|---|---:|---|---:|---:|---|---:|",
+            "|---|---:|---|---:|---:|---|---|---:|---|---:|---:|---|---:|",
         ]
     else:
         out = [
@@ -530,6 +536,9 @@ def _markdown_rows(rows: Sequence[Mapping[str, Any]], section: str = "emulated-n
     for r in rows:
         grad = format_bytes(float(r["gradient_bytes"])) if r.get("gradient_bytes") else "-"
         meas, pred, err = _result_cells(r)
+        params = ", ".join(f"{k}={v}" for k, v in dict(r.get("params") or {}).items()) or "-"
+        if section == "real-apriori" and r.get("random_delay"):  # the emulated rows show it with the law
+            params = f"random delay {r['random_delay']}" + ("" if params == "-" else f"; {params}")
         if section == "real-apriori":
             cells = [
                 r["scheme"],
@@ -538,11 +547,11 @@ def _markdown_rows(rows: Sequence[Mapping[str, Any]], section: str = "emulated-n
                 r.get("batch_size", "-"),
                 grad,
                 _network_text(r),
+                params,
                 r.get("cores", "-"),
                 _inputs_text(r),
             ]
         else:
-            params = ", ".join(f"{k}={v}" for k, v in dict(r.get("params") or {}).items()) or "-"
             cells = [
                 r["scheme"],
                 r["workers"],

@@ -99,6 +99,36 @@ def test_ps_prediction_uses_the_ps_update_per_gradient_and_the_p2p_link():
         predict_apriori("sync-ps", p, Calibration("allreduce", 3, None, 0, 1e9, 1, "none", "x"), 3)
 
 
+def test_backup_workers_prediction_takes_the_straggler_recipe_and_the_update_of_n_minus_b():
+    """Backup workers: the PS averages n - b gradients (timed between the counts the profile measured)."""
+    from queuesgd import BackupWorkers, RandomDelay, predict
+    from queuesgd.harness.apriori import ps_update_per_gradient
+    from queuesgd.workload import Cluster
+
+    p = _profile()
+    # The profile timed 1 and 3 gradients: 2 is interpolated, 0.4 + (0.9 - 0.4) / 2 = 0.65 ms in all.
+    assert ps_update_per_gradient(p, 2) == pytest.approx(0.00065 / 2, rel=1e-12)
+    with pytest.raises(InvalidParameterError, match="PS update"):
+        ps_update_per_gradient(p, 4)
+    cal = Calibration("p2p", 2, 1e7, 1e-4, 1e7, 1.0, "netns-tbf", "then")
+    pred = predict_apriori("backup-workers", p, cal, 3, params={"backups": 1}, random_delay="1:30ms")
+    w = Workload(Empirical([0.02, 0.04, 0.03]), 4040.0, batch_size=8, update_time=0.00065 / 2)
+    ref = predict(
+        BackupWorkers(1, link="shared"),
+        w,
+        Cluster(3, 1e7, latency=1e-4, stragglers=RandomDelay(1, 0.03)),
+        "simulate",
+        rng=0,
+        iterations=20_000,
+    )
+    assert pred["predicted"] == pytest.approx(ref.throughput, rel=1e-12)
+    # The recipe slows it: one worker in three waits 30 ms every step.
+    plain = predict_apriori("backup-workers", p, cal, 3, params={"backups": 1})
+    assert plain["predicted"] > pred["predicted"]
+    with pytest.raises(InvalidParameterError, match="random_delay"):
+        predict_apriori("backup-workers", p, cal, 3, random_delay=(1, 0.03, 5))
+
+
 @pytest.mark.timing
 def test_short_real_ddp_run_is_predicted_before_it_runs():
     """Two DDP workers train the CNN; the profile and the loopback calibration come from separate runs.
