@@ -162,64 +162,35 @@ def _backward_error(B: sp.csc_matrix, x: np.ndarray, b: np.ndarray, norm_b_mat: 
     return float(np.abs(r).max() / (norm_b_mat * np.abs(x).max() + np.abs(b).max()))
 
 
-def _gauss_seidel(A: sp.csr_matrix, tol: float, max_sweeps: int = 5000) -> np.ndarray | None:
-    """Gauss-Seidel sweeps on ``Q^T pi = 0``, renormalized after each sweep.
+def _triangular_solver(B: sp.spmatrix) -> Any:
+    """``v -> (D + L)^-1 v`` for the lower triangle of ``B``: the Gauss-Seidel preconditioner.
 
-    The classic method for large CTMCs (Stewart, *Introduction to the
-    Numerical Solution of Markov Chains*, 1994, ch. 3): no fill-in, so it is
-    the method of choice on high-dimensional lattices where sparse LU fills
-    in. Returns None when it will not converge within ``max_sweeps`` (the
-    contraction rate is estimated as it goes, so a slow case is abandoned
-    early) so that the caller can fall back to a Krylov method.
+    SuperLU with the natural ordering and no pivoting factors a triangular
+    matrix without fill-in (``L`` is its strictly lower part scaled, ``U`` its
+    diagonal), so each application is one compiled forward substitution:
+    about 8 times faster than ``spsolve_triangular`` (measured at 142,506
+    states) and as fast as a few sparse matrix-vector products.
     """
-    At = A.T.tocsr()
-    lower = sp.tril(At, format="csr")
-    upper = sp.triu(At, k=1, format="csr")
-    scale = float(spla.norm(At, np.inf))
-    n = At.shape[0]
-    p = np.full(n, 1.0 / n)
-    prev_change = np.inf
-    for sweep in range(1, max_sweeps + 1):
-        new = spla.spsolve_triangular(lower, -(upper @ p), lower=True)
-        total = new.sum()
-        if not np.isfinite(total) or total <= 0:
-            return None
-        new /= total
-        # relative change per state, so that improbable states are accurate too
-        change = float(np.max(np.abs(new - p) / np.maximum(new, 1e-300)))
-        p = new
-        if change <= tol:
-            residual = float(np.abs(At @ p).max()) / (scale * p.max())
-            if residual <= max(tol, 1e-10):
-                return _finish_distribution(p, tol)
-        if sweep % 50 == 0:
-            rate = (change / prev_change) ** (1 / 50) if prev_change < np.inf and change > 0 else 0.0
-            prev_change = change
-            if 0 < rate < 1 and sweep + np.log(tol / max(change, 1e-300)) / np.log(rate) > max_sweeps:
-                return None
-            if rate >= 1 and sweep >= 200:
-                return None
-    return None
+    lower = sp.tril(B, format="csc")
+    lu = spla.splu(
+        lower, permc_spec="NATURAL", diag_pivot_thresh=0.0, options={"SymmetricMode": True}
+    )
+    return lu.solve
 
 
-def _finish_distribution(pi: np.ndarray, tol: float) -> np.ndarray:
-    if pi.min() < -max(1e-8, 10 * tol) * np.abs(pi).max():
-        return None
-    pi = np.clip(pi, 0.0, None)
-    return pi / pi.sum()
-
-
-def _iterative(A: sp.csr_matrix, tol: float, rounds: int = 10) -> np.ndarray:
-    pi = _gauss_seidel(A, tol)
-    if pi is not None:
-        return pi
-    B, b = _reduced_system(A)
-    n = B.shape[0]
+def _ilu_solver(B: sp.spmatrix) -> Any:
     try:
-        ilu = spla.spilu(B, drop_tol=1e-4, fill_factor=10)
-        M = spla.LinearOperator((n, n), ilu.solve)
+        return spla.spilu(B.tocsc(), drop_tol=1e-4, fill_factor=10).solve
     except RuntimeError:  # singular incomplete factor: go on without a preconditioner
-        M = None
+        return None
+
+
+def _krylov(
+    B: sp.csr_matrix, b: np.ndarray, precondition: Any, tol: float, rounds: int
+) -> tuple[np.ndarray, float]:
+    """Rounds of BiCGSTAB then restarted GMRES on ``B x = b``; the best iterate and its backward error."""
+    n = B.shape[0]
+    M = spla.LinearOperator((n, n), precondition) if precondition is not None else None
     norm_b_mat = float(spla.norm(B, np.inf))
     norm_b_mat_2 = float(spla.norm(B, 1))
     # Stop on the backward error, not on |r| / |b|: with pi_0 = 1 fixed on an
@@ -238,18 +209,40 @@ def _iterative(A: sp.csr_matrix, tol: float, rounds: int = 10) -> np.ndarray:
         for solver in ("bicgstab", "gmres"):
             atol = target * (norm_b_mat_2 * np.linalg.norm(x) + np.linalg.norm(b))
             if solver == "bicgstab":
-                y, _info = spla.bicgstab(B, b, x0=x, rtol=target, atol=atol, maxiter=200, M=M)
+                y, _info = spla.bicgstab(B, b, x0=x, rtol=target, atol=atol, maxiter=500, M=M)
             else:
                 y, _info = spla.gmres(B, b, x0=x, rtol=target, atol=atol, restart=restart, maxiter=10, M=M)
             eta_y = _backward_error(B, y, b, norm_b_mat)
             if eta_y < eta:  # BiCGSTAB can break down: keep the best iterate
                 x, eta = y, eta_y
             if eta <= target:
-                return _finish(x, tol)
+                return x, eta
+    return x, eta
+
+
+def _iterative(A: sp.csr_matrix, tol: float, rounds: int = 10) -> np.ndarray:
+    """Krylov solve of the reduced system, Gauss-Seidel preconditioned, then ILU preconditioned.
+
+    The Gauss-Seidel preconditioner (the lower triangle of ``B``) has no
+    fill-in, so it suits the high-dimensional lattices where LU fills in; on a
+    1.2-million-state, 5-dimensional chain it replaced plain Gauss-Seidel
+    sweeps (thousands of them, slowed by the smooth error modes that sweeps
+    damp slowly) with about a hundred BiCGSTAB steps. The incomplete LU is
+    the fallback (it can be slow to build on such lattices).
+    """
+    B, b = _reduced_system(A)
+    B = B.tocsr()
+    best, eta = None, np.inf
+    for make in (_triangular_solver, _ilu_solver):
+        x, eta_x = _krylov(B, b, make(B), tol, rounds)
+        if eta_x < eta:
+            best, eta = x, eta_x
+        if eta <= tol / 100:
+            break
     if eta <= tol:
-        return _finish(x, tol)
+        return _finish(best, tol)
     raise ConvergenceError(
-        f"steady_state(method='iterative'): ILU-preconditioned BiCGSTAB/GMRES did not converge "
+        f"steady_state(method='iterative'): preconditioned BiCGSTAB/GMRES did not converge "
         f"in {rounds} rounds (backward error {eta:.3g} > tol={tol:g}); "
         "try method='direct' or a larger tol"
     )
@@ -260,9 +253,10 @@ def choose_method(n: int, dimension: int | None = None) -> str:
 
     Sparse LU for small chains (<= 5,000 states) and for chains whose states
     lie on a lattice of dimension <= 2 (up to ``AUTO_DIRECT_LIMIT`` states);
-    Gauss-Seidel (``"iterative"``) otherwise. LU fill-in grows quickly with
-    the dimension: a 53,130-state chain on a 5-dimensional lattice did not
-    factor in 5 minutes, while Gauss-Seidel took 3 s; two-dimensional chains
+    Gauss-Seidel-preconditioned Krylov (``"iterative"``) otherwise. LU
+    fill-in grows quickly with the dimension: a 53,130-state chain on a
+    5-dimensional lattice did not factor in 5 minutes, while the iterative
+    solve took 0.3 s; two-dimensional chains
     factor fast even at 10^6 states. ``dimension=None`` (unknown) keeps LU up
     to ``AUTO_DIRECT_LIMIT``.
 
@@ -288,8 +282,9 @@ def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndar
     method : {"auto", "direct", "iterative"}
         ``"direct"``: sparse LU (SuperLU) of the reduced system obtained by
         fixing ``pi_0 = 1`` and dropping one balance equation. ``"iterative"``:
-        BiCGSTAB then restarted GMRES, with an incomplete-LU preconditioner,
-        on the same reduced system. ``"auto"``: direct up to
+        BiCGSTAB then restarted GMRES on the same reduced system,
+        preconditioned by its lower triangle (Gauss-Seidel: no fill-in), and
+        by an incomplete LU if that does not converge. ``"auto"``: direct up to
         ``AUTO_DIRECT_LIMIT`` (200,000) states, iterative above. Chains on
         high-dimensional lattices (e.g. multi-class networks) fill in under
         LU; for those ``"iterative"`` can be much faster at 10^4 states.
