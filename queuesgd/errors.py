@@ -33,7 +33,31 @@ __all__ = [
 
 
 class QueuesgdError(Exception):
-    """Base class of every queuesgd error."""
+    """Base class of every queuesgd error.
+
+    Every queuesgd error pickles as itself (its message and fields), so that
+    one raised on a worker of a process pool or a Dask cluster reaches the
+    caller unchanged; the default pickling would call ``__init__`` with the
+    message alone.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> err = pickle.loads(pickle.dumps(UnknownNameError("method", "mvaa", ["mva"])))
+    >>> type(err).__name__, err.field, str(err)
+    ('UnknownNameError', 'method', "method: got 'mvaa'; accepted: one of 'mva'")
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore, (type(self), self.args, self.__dict__))
+
+
+def _restore(cls: type[QueuesgdError], args: tuple[Any, ...], state: dict[str, Any]) -> QueuesgdError:
+    """Rebuild a pickled queuesgd error without calling its ``__init__``."""
+    err = cls.__new__(cls, *args)
+    err.args = args
+    err.__dict__.update(state)
+    return err
 
 
 class InvalidParameterError(QueuesgdError, ValueError):
@@ -138,4 +162,3 @@ class WorkerFailure(QueuesgdError, RuntimeError):
         self.partial = list(partial or [])
         who = "the run" if rank is None else f"worker {rank}"
         super().__init__(f"{who} failed: {reason} ({len(self.partial)} records kept)")
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -405,6 +406,7 @@ def sweep(
     method: str = "auto",
     rng: np.random.Generator | int | None = None,
     iterations: int | None = None,
+    executor: Executor | None = None,
     **parameters: Any,
 ) -> SweepResult:
     """Predict every combination of workers x bandwidth x latency x scheme parameters.
@@ -417,6 +419,34 @@ def sweep(
     :class:`~queuesgd.AsyncPS`) the whole workers x bandwidth x latency grid
     is one NumPy evaluation; otherwise every row is solved on its own.
 
+    Parameters
+    ----------
+    scheme, workload, cluster, method
+        As for :func:`predict`.
+    workers, bandwidth, latency : value or iterable of values, optional
+        The grid (``cluster``'s value where left out).
+    rng : numpy.random.Generator or int, optional
+        Randomness for the rows that sample. An integer seed is given to every
+        row as is (each row equals :func:`predict` with that seed); a
+        Generator is split into one independent stream per row before any row
+        runs.
+    iterations : int, optional
+        Length of each simulation, in iterations (the scheme's default if None).
+    executor : concurrent.futures.Executor, optional
+        Where the rows that are not vectorized (``"simulate"``, ``"ctmc"``,
+        ``"fine"``...) run: a ``ProcessPoolExecutor``, a
+        ``ThreadPoolExecutor`` or a Dask ``client.get_executor()`` (see
+        ``docs/sweep-at-scale.md``). Rows go in chunks and come back in order;
+        vectorized rows always stay in this process. With the same ``rng``
+        the table equals, bit for bit, the one computed without an executor.
+        The scheme, workload and cluster are pickled to the workers.
+    **parameters
+        Scheme parameters to sweep, by name.
+
+    Returns
+    -------
+    SweepResult
+
     Examples
     --------
     >>> from queuesgd import AsyncPS, Workload, Cluster, sweep
@@ -425,6 +455,16 @@ def sweep(
     ...           workers=[1, 2, 4], bandwidth=["1Gbit/s", "10Gbit/s"])
     >>> len(t), round(float(t["throughput"][0]), 4)
     (6, 123.0769)
+
+    The same simulated rows on a pool of threads (or processes, or a Dask cluster):
+
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> from queuesgd import SyncPS
+    >>> kw = dict(workers=[2, 4], method="simulate", rng=1, iterations=200)
+    >>> with ThreadPoolExecutor(2) as pool:
+    ...     par = sweep(SyncPS(), w, Cluster(1, "1Gbit/s"), executor=pool, **kw)
+    >>> bool((par["throughput"] == sweep(SyncPS(), w, Cluster(1, "1Gbit/s"), **kw)["throughput"]).all())
+    True
     """
     scheme = _check_scheme(scheme)
     workload = _resolve_workload(workload)
@@ -458,7 +498,7 @@ def sweep(
     parts: list[dict[str, Any]] = []
     for combo in combos:
         s = scheme.replace(**dict(zip(names, combo))) if names else scheme
-        part = _sweep_one(s, workload, cluster, w, b, lat, method, rng, iterations)
+        part = _sweep_one(s, workload, cluster, w, b, lat, method, rng, iterations, executor)
         for k, v in zip(names, combo):
             part[k] = np.array([v] * len(w), dtype=object if isinstance(v, str) else None)
         parts.append(part)
@@ -484,8 +524,11 @@ def _sweep_one(
     method: str,
     rng: Any,
     iterations: int | None,
+    executor: Executor | None,
 ) -> dict[str, Any]:
-    batch = scheme.solve_batch(workload, cluster, w, b, lat, method, rng=rng, iterations=iterations)
+    batch = scheme.solve_batch(
+        workload, cluster, w, b, lat, method, rng=rng, iterations=iterations, executor=executor
+    )
     return {
         "workers": w,
         "bandwidth": b,

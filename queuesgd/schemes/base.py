@@ -23,12 +23,20 @@ workers, bandwidth, latency) -> BatchSolution``; that vectorized form is used
 only where it is defined by the class that defines ``solve_<method>`` or by a
 subclass of it, so that overriding ``solve_<method>`` without its batch form
 can never make ``sweep`` disagree with ``predict``.
+
+The rows solved one by one may run elsewhere: ``solve_batch(...,
+executor=...)`` takes any :class:`concurrent.futures.Executor` (a process
+pool, a thread pool, a Dask ``client.get_executor()``) and submits them in
+chunks; vectorized rows stay in this process. Each row gets its own random
+stream before dispatch, so where a row runs never changes its result.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -36,7 +44,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.errors import NotRepresentable, UnknownNameError
+from queuesgd.errors import InvalidParameterError, NotRepresentable, UnknownNameError
 
 if TYPE_CHECKING:
     from queuesgd.formula import Formula
@@ -337,6 +345,7 @@ class Scheme:
         *,
         rng: np.random.Generator | int | None = None,
         iterations: int | None = None,
+        executor: Executor | None = None,
     ) -> BatchSolution:
         """Solve many configurations (used by :func:`queuesgd.sweep`); equal to :meth:`solve` row by row.
 
@@ -346,8 +355,17 @@ class Scheme:
         does (once per number of workers: by contract, :meth:`check` and
         :meth:`auto_method` do not depend on the bandwidth or the latency).
         Rows whose method has a trusted vectorized form (``batch_<method>``)
-        are solved in one NumPy evaluation per method; the others call
-        :meth:`solve`.
+        are solved in one NumPy evaluation per method, always in this process;
+        the others call :meth:`solve`, here or, given an ``executor`` (any
+        :class:`concurrent.futures.Executor`), on its workers, in chunks of
+        rows (at most :data:`_MAX_TASKS` tasks), assembled in order.
+
+        Randomness per row solved one by one: an integer seed (or ``None``) is
+        given to every row as is, so each row equals :meth:`solve` with that
+        seed; a :class:`numpy.random.Generator` is split before dispatch (one
+        draw seeds a :class:`numpy.random.SeedSequence` whose spawned children
+        give each row its own independent stream). Either way the result with
+        an executor equals, bit for bit, the result without one.
 
         Examples
         --------
@@ -359,6 +377,7 @@ class Scheme:
         (array([8.333333, 7.142857]), array(['closed_form', 'closed_form'], dtype=object))
         """
         method = self.check_method(method, auto=True)
+        _check_executor(executor)
         n = np.asarray(workers).astype(int).ravel()
         bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
         lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)
@@ -373,6 +392,7 @@ class Scheme:
             chosen_for[nn] = self.auto_method(workload, c)[0] if method == "auto" else method
         chosen = np.array([chosen_for[int(nn)] for nn in rows[:, 0]], dtype=object)
         parts: list[tuple[np.ndarray, BatchSolution]] = []
+        one_by_one: list[tuple[int, str]] = []  # (unique row, method) for the rows solved with solve
         for m in dict.fromkeys(chosen.tolist()):
             sel = np.flatnonzero(chosen == m)
             r = rows[sel]
@@ -384,13 +404,20 @@ class Scheme:
                 except NotRepresentable:
                     part = None
             if part is None:
-                part = BatchSolution.from_solutions(
-                    [
-                        self.solve(workload, _row_cluster(cluster, row), m, rng=rng, iterations=iterations)
-                        for row in r.tolist()
-                    ]
+                one_by_one += [(int(i), m) for i in sel]
+            else:
+                parts.append((sel, part))
+        if one_by_one:
+            tasks = [
+                _Row(m, rows[i].tolist(), row_rng)
+                for (i, m), row_rng in zip(one_by_one, _row_rngs(rng, len(one_by_one)))
+            ]
+            parts.append(
+                (
+                    np.array([i for i, _ in one_by_one], dtype=int),
+                    _solve_rows(self, workload, cluster, tasks, iterations, executor),
                 )
-            parts.append((sel, part))
+            )
         unique = BatchSolution.merge(len(rows), parts)
         return BatchSolution(
             unique.iteration_rate[inverse],
@@ -446,3 +473,82 @@ def _row_cluster(cluster: Cluster, row: list[float]) -> Cluster:
     if (n, bw, lat) == (cluster.workers, cluster.bandwidth, cluster.latency):
         return cluster
     return dataclasses.replace(cluster, workers=n, bandwidth=bw, latency=lat)
+
+
+# ---- rows solved one by one, here or on an executor's workers --------------------------------
+#: Most tasks one ``solve_batch`` submits to an executor: beyond it, rows go in chunks (a Dask
+#: task costs about a millisecond of scheduling; a simulated row, tenths of a second and more).
+_MAX_TASKS = 1024
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One row to solve with :meth:`Scheme.solve`: its method, ``[workers, bandwidth, latency]``, rng."""
+
+    method: str
+    row: list[float]
+    rng: Any
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """Rows sent to one worker together (a picklable argument, not a Dask task tuple)."""
+
+    scheme: Scheme
+    workload: Workload
+    cluster: Cluster
+    iterations: int | None
+    rows: tuple[_Row, ...]
+
+
+def _check_executor(executor: Any) -> None:
+    if executor is not None and not isinstance(executor, Executor):
+        raise InvalidParameterError(
+            "executor",
+            executor,
+            "None or a concurrent.futures.Executor: ProcessPoolExecutor(), ThreadPoolExecutor() "
+            "or a Dask distributed client.get_executor()",
+        )
+
+
+def _row_rngs(rng: Any, k: int) -> list[Any]:
+    """The randomness of ``k`` rows: a seed (or None) as is; a Generator split into ``k`` streams."""
+    if isinstance(rng, np.random.Generator):
+        children = np.random.SeedSequence(int(rng.integers(2**63 - 1))).spawn(k)
+        return [np.random.default_rng(c) for c in children]
+    return [rng] * k
+
+
+def _solve_chunk(chunk: _Chunk) -> list[tuple[float, float, str, str]]:
+    """Solve a chunk's rows (on a worker); only the columns of a BatchSolution travel back."""
+    out = []
+    for r in chunk.rows:
+        c = _row_cluster(chunk.cluster, r.row)
+        s = chunk.scheme.solve(chunk.workload, c, r.method, rng=r.rng, iterations=chunk.iterations)
+        out.append((s.iteration_rate, s.gradients_per_update, s.bottleneck, s.method))
+    return out
+
+
+def _solve_rows(
+    scheme: Scheme,
+    workload: Workload,
+    cluster: Cluster,
+    rows: list[_Row],
+    iterations: int | None,
+    executor: Executor | None,
+) -> BatchSolution:
+    """``rows`` solved in order: in this process without an executor, else in chunks on its workers."""
+    size = len(rows) if executor is None else math.ceil(len(rows) / _MAX_TASKS)
+    chunks = [
+        _Chunk(scheme, workload, cluster, iterations, tuple(rows[i : i + size]))
+        for i in range(0, len(rows), size)
+    ]
+    results = (map if executor is None else executor.map)(_solve_chunk, chunks)
+    solved = [x for chunk in results for x in chunk]
+    rate, gpu, bottleneck, method = zip(*solved)
+    return BatchSolution(
+        np.array(rate, dtype=float),
+        np.array(gpu, dtype=float),
+        np.array(bottleneck, dtype=object),
+        np.array(method, dtype=object),
+    )
