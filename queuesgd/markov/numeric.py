@@ -172,9 +172,7 @@ def _triangular_solver(B: sp.spmatrix) -> Any:
     states) and as fast as a few sparse matrix-vector products.
     """
     lower = sp.tril(B, format="csc")
-    lu = spla.splu(
-        lower, permc_spec="NATURAL", diag_pivot_thresh=0.0, options={"SymmetricMode": True}
-    )
+    lu = spla.splu(lower, permc_spec="NATURAL", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
     return lu.solve
 
 

@@ -18,11 +18,23 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["HashCollision", "MarkingStore", "TooManyMarkings", "hash_rows", "unique_rows"]
+__all__ = [
+    "HashCollision",
+    "KeyOverflow",
+    "MarkingStore",
+    "PackedKeys",
+    "TooManyMarkings",
+    "hash_rows",
+    "unique_rows",
+]
 
 
 class HashCollision(Exception):
     """Two different rows had the same 64-bit key (internal: restart with other constants)."""
+
+
+class KeyOverflow(Exception):
+    """The places' bit fields would need more than 63 bits (internal: use hashed keys instead)."""
 
 
 class TooManyMarkings(Exception):
@@ -122,3 +134,143 @@ class MarkingStore:
         else:
             new_ids = np.empty(0, np.int64)
         return ids[inv], new_ids
+
+
+class PackedKeys:
+    """Distinct markings as exact int64 keys in mixed radix: ``key = sum m_p R_p``, ``R_p = prod_{q<p} r_q``.
+
+    Unlike :func:`hash_rows` the key is injective, so rows never need comparing,
+    and firing a transition adds a constant to it (:meth:`delta`) as long as
+    every place holds fewer than its radix ``r_p`` tokens; :meth:`fit` widens
+    the radices (and re-keys what is stored) before a frontier could overflow
+    one, and raises :class:`KeyOverflow` past 2^62 keys. Membership is a
+    direct-address table (``id + 1`` per key, ``np.zeros`` so that only the
+    pages touched cost anything) while the key space has at most
+    ``TABLE_KEYS`` keys, and ``searchsorted`` in sorted keys above. Ids and
+    the order of new markings are those of :meth:`MarkingStore.add`: new
+    keys numbered in order of first appearance.
+
+    Examples
+    --------
+    >>> pk = PackedKeys(2, limit=10)
+    >>> pk.fit(np.array([3, 1]), np.empty((0, 2), np.int64))
+    >>> ids, new, first = pk.add_keys(pk.pack(np.array([[1, 0], [0, 1], [1, 0]])))
+    >>> ids.tolist(), new.tolist(), first.tolist(), pk.n
+    ([0, 1, 0], [0, 1], [0, 1], 2)
+    """
+
+    #: Largest key space kept as a direct-address table (16 MB of int32, touched sparsely).
+    TABLE_KEYS = 1 << 22
+
+    def __init__(self, P: int, limit: int, implied: int | None = None) -> None:
+        # ``implied``: a place whose tokens the others determine (a conserved total): left out of keys
+        self.implied = implied
+        self.radix = np.ones(P, dtype=np.int64)
+        self.weight = np.ones(P, dtype=np.int64)
+        self.limit = limit
+        self.n = 0
+        self.keys_of = np.empty(1024, dtype=np.int64)
+        self.table: np.ndarray | None = None
+        self.keys = [np.empty(0, np.int64), np.empty(0, np.int64)]
+        self.ids = [np.empty(0, np.int64), np.empty(0, np.int64)]
+        self._delta: np.ndarray | None = None
+
+    def pack(self, rows: np.ndarray) -> np.ndarray:
+        return rows @ self.weight
+
+    def delta(self, C: np.ndarray) -> np.ndarray:
+        """Key increment of each row of ``C`` (cached until the radices change)."""
+        if self._delta is None:
+            self._delta = C @ self.weight
+        return self._delta
+
+    def fit(self, need: np.ndarray, rows: np.ndarray) -> None:
+        """Widen the radices so that every place can hold ``need`` tokens; re-key the stored ``rows``."""
+        fits = need < self.radix
+        if self.implied is not None:
+            fits[self.implied] = True
+        if fits.all() and self.n:
+            return
+        # grow at least geometrically, so that rising token counts re-key only a few times
+        radix = np.where(fits, self.radix, np.maximum(need + 1, 2 * self.radix - 1))
+        if self.implied is not None:
+            radix[self.implied] = 1
+        if sum(float(np.log2(r)) for r in radix) > 62:
+            raise KeyOverflow
+        self.radix = radix
+        self.weight = np.concatenate(([1], np.cumprod(radix)[:-1])).astype(np.int64)
+        if self.implied is not None:
+            self.weight[self.implied] = 0
+        total = int(np.prod(radix))
+        self._delta = None
+        k = self.pack(rows[: self.n])
+        self.keys_of[: self.n] = k
+        if total <= self.TABLE_KEYS and self.limit < 2**31 - 1:
+            self.table = np.zeros(total, dtype=np.int32)
+            self.table[k] = np.arange(1, self.n + 1, dtype=np.int32)
+        else:
+            self.table = None
+            o = np.argsort(k)
+            self.keys = [k[o], np.empty(0, np.int64)]
+            self.ids = [o.astype(np.int64), np.empty(0, np.int64)]
+
+    def _grow(self, m: int) -> None:
+        if self.n + m > self.limit:
+            raise TooManyMarkings(self.n + m)
+        while self.n + m > self.keys_of.size:
+            self.keys_of = np.concatenate((self.keys_of, np.empty_like(self.keys_of)))
+
+    def add_keys(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Ids of the keys ``k``, the ids that are new, and the index in ``k`` of each new one's first use."""
+        if self.table is not None:
+            return self._add_table(k)
+        return self._add_sorted(k)
+
+    def _add_table(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        table = self.table
+        got = table[k]
+        miss = np.flatnonzero(got == 0)
+        if miss.size == 0:
+            return got.astype(np.int64) - 1, np.empty(0, np.int64), np.empty(0, np.int64)
+        km = k[miss]
+        u, first = np.unique(km, return_index=True)
+        first = np.sort(first)  # first-appearance order
+        u = km[first]
+        self._grow(u.size)
+        new_ids = np.arange(self.n, self.n + u.size)
+        table[u] = new_ids + 1
+        self.keys_of[self.n : self.n + u.size] = u
+        self.n += u.size
+        got[miss] = table[km]
+        return got.astype(np.int64) - 1, new_ids, miss[first]
+
+    def _add_sorted(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        u, first, inv = np.unique(k, return_index=True, return_inverse=True)
+        ids = np.full(u.size, -1, dtype=np.int64)
+        for keys, kid in zip(self.keys, self.ids):
+            if keys.size == 0:
+                continue
+            pos = np.minimum(np.searchsorted(keys, u), keys.size - 1)
+            hit = keys[pos] == u
+            ids[hit] = kid[pos[hit]]
+        new = np.flatnonzero(ids < 0)
+        if new.size == 0:
+            return ids[inv.ravel()], np.empty(0, np.int64), np.empty(0, np.int64)
+        self._grow(new.size)
+        new = new[np.argsort(first[new], kind="stable")]  # first-appearance order
+        new_ids = np.arange(self.n, self.n + new.size)
+        ids[new] = new_ids
+        self.keys_of[self.n : self.n + new.size] = u[new]
+        self.n += new.size
+        ns = np.sort(new)  # u is sorted: these are the new keys in key order
+        rk = np.concatenate((self.keys[1], u[ns]))
+        ri = np.concatenate((self.ids[1], ids[ns]))
+        o = np.argsort(rk, kind="stable")
+        self.keys[1], self.ids[1] = rk[o], ri[o]
+        if self.keys[1].size > max(4096, self.keys[0].size // 4):
+            mk = np.concatenate(self.keys)
+            mi = np.concatenate(self.ids)
+            o = np.argsort(mk, kind="stable")
+            self.keys = [mk[o], np.empty(0, np.int64)]
+            self.ids = [mi[o], np.empty(0, np.int64)]
+        return ids[inv.ravel()], new_ids, first[new]

@@ -33,6 +33,12 @@ Implementation notes
   key arrays. Every hash match is checked for true equality of the rows; on a
   collision (about 1e-7 for a million markings) the generation restarts with
   other constants, so a collision can never merge two markings.
+* Nets without immediate transitions take a faster path with the same
+  result (:func:`_generate_timed`): exact mixed-radix int64 keys
+  (:class:`~queuesgd.petri.markings.PackedKeys`), so that firing a transition
+  adds a constant to a key and small nets look markings up in a table; it
+  cuts the fixed cost per frontier that dominates on small nets (a
+  3,003-marking ring: 3 ms instead of 14 ms) and halves it on large ones.
 * Vanishing markings are eliminated exactly. From the vanishing markings
   reached by one frontier, paths of immediate firings are expanded step by
   step, merging paths that reach the same marking (the future does not depend
@@ -69,7 +75,14 @@ from queuesgd.errors import (
     UnknownNameError,
 )
 from queuesgd.petri.compiled import CompiledNet, is_net, symbolic_one
-from queuesgd.petri.markings import HashCollision, MarkingStore, TooManyMarkings, unique_rows
+from queuesgd.petri.markings import (
+    HashCollision,
+    KeyOverflow,
+    MarkingStore,
+    PackedKeys,
+    TooManyMarkings,
+    unique_rows,
+)
 
 if TYPE_CHECKING:
     from queuesgd.petri.net import PetriNet
@@ -283,6 +296,9 @@ def state_space(net: PetriNet, max_states: int = 2_000_000, *, max_tokens: int =
         raise InvalidParameterError("net", type(net).__name__, "a queuesgd.PetriNet")
     max_states = _checks.integer("max_states", max_states, minimum=1)
     max_tokens = _checks.integer("max_tokens", max_tokens, minimum=1)
+    fast = _generate_timed(net, max_states, max_tokens)
+    if fast is not None:
+        return fast
     for seed in range(4):
         try:
             return _generate(net, max_states, max_tokens, seed)
@@ -437,6 +453,134 @@ def _generate(net: PetriNet, max_states: int, max_tokens: int, seed: int) -> Sta
         immediate_firings=edges.firings(cn),
         place_names=cn.places,
         transition_names=cn.tnames,
+        net_name=net.name,
+        rates=net.rates,
+    )
+
+
+# ---------------------------------------------------------------------------- timed-only nets
+class _Fallback(Exception):
+    """The packed fast path cannot finish this net: generate it with the general path."""
+
+
+def _generate_timed(net: PetriNet, max_states: int, max_tokens: int) -> StateSpace | None:
+    """The state space of a net without immediate transitions, or None to use :func:`_generate`.
+
+    Same breadth-first order, chunks, markings and edges as :func:`_generate`
+    (tested against it), with a fraction of its fixed cost per frontier, which
+    dominates on small nets: a marking is packed into one exact int64 key
+    (:class:`~queuesgd.petri.markings.PackedKeys`, mixed radix, widened as
+    tokens grow), so firing ``t`` adds a constant to the key, membership is
+    a table look-up on small nets, and one enabling test covers all
+    transitions at once. Every exceptional case (keys past 2^62, too many
+    markings or tokens, an edge that could repeat forever) returns None, and
+    the general path then raises its usual error.
+    """
+    timed = net.is_timed
+    if not timed.all() or timed.size == 0 or net.weights.dtype == object:
+        return None
+    pre, post, inh = net.pre, net.post, net.inhibit
+    C = post - pre
+    T, P = C.shape
+    watched = (inh > 0).any(axis=0)
+    growing = (C >= 0).all(axis=1) & (C > 0).any(axis=1) & (C[:, watched] == 0).all(axis=1)
+    servers = net.servers
+    # Arcs as padded index tables over the frontier with two extra columns: column P holds 1 (a
+    # transition without inputs reads it: enabled, degree 1), column P + 1 a huge number (padding).
+    big = np.int64(1) << 62
+    n_in = (pre > 0).sum(axis=1)
+    in_idx = np.full((T, max(1, int(n_in.max(initial=0)))), P + 1, dtype=np.int64)
+    in_w = np.ones(in_idx.shape, dtype=np.int64)
+    n_inh = (inh > 0).sum(axis=1)
+    inh_idx = np.full((T, max(1, int(n_inh.max(initial=0)))), P, dtype=np.int64)
+    inh_w = np.full(inh_idx.shape, big, dtype=np.int64)
+    for t in range(T):
+        cols = np.flatnonzero(pre[t])
+        in_idx[t, : cols.size], in_w[t, : cols.size] = cols, pre[t, cols]
+        if cols.size == 0:
+            in_idx[t, 0] = P
+        cols = np.flatnonzero(inh[t])
+        inh_idx[t, : cols.size], inh_w[t, : cols.size] = cols, inh[t, cols]
+    any_inh = bool(n_inh.any())
+    unit_degree = bool((servers == 1).all())
+    gain = np.maximum(C.max(axis=0, initial=0), 0)
+    m0 = net.initial_marking
+    # A net whose every firing keeps the token count keeps every place within that total: the radices
+    # are known at once, and the last place (total minus the others) can stay out of the key.
+    conserving = bool((C.sum(axis=1) == 0).all())
+    total = int(m0.sum())
+    check_tokens = not (conserving and total <= max_tokens)
+    bound = np.full(P, total if conserving else big // 4)
+    keys = PackedKeys(P, max_states, implied=P - 1 if conserving and P > 1 else None)
+    chunk = max(256, _CHUNK_CELLS // ((P + 4) * max(1, T)))
+    rows = np.empty((1024, P), dtype=np.int64)
+    pad = np.empty((0, 2), dtype=np.int64)
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("src", "dst", "t", "deg")}
+    try:
+        keys.fit(bound if conserving else np.minimum(m0 + gain, bound), rows[:0])
+        keys.add_keys(keys.pack(m0[None, :]))
+        rows[0] = m0
+        frontier = np.zeros(1, dtype=np.int64)
+        while frontier.size:
+            next_frontier = []
+            for lo in range(0, frontier.size, chunk):
+                g = frontier[lo : lo + chunk]
+                F = rows[g]
+                k = F.shape[0]
+                if check_tokens:
+                    top = F.max(axis=0)
+                    if top.max() > max_tokens:
+                        raise _Fallback
+                    keys.fit(np.minimum(top + gain, bound), rows)
+                if pad.shape[0] < k:
+                    pad = np.tile(np.array([[1, big]], dtype=np.int64), (max(k, 2 * pad.shape[0]), 1))
+                Fx = np.concatenate((F, pad[:k]), axis=1)
+                E = (Fx[:, in_idx] >= in_w).all(axis=2)
+                if any_inh:
+                    E &= (Fx[:, inh_idx] < inh_w).all(axis=2)
+                t_e, loc = np.nonzero(E.T)  # transition-major, as _successors orders its edges
+                if t_e.size == 0:
+                    continue
+                if growing[t_e].any():
+                    raise _Fallback
+                k_succ = keys.keys_of[g[loc]] + keys.delta(C)[t_e]
+                dst, new, first = keys.add_keys(k_succ)
+                if new.size:
+                    while keys.n > rows.shape[0]:
+                        rows = np.concatenate((rows, np.empty_like(rows)))
+                    rows[new] = F[loc[first]] + C[t_e[first]]
+                if unit_degree:
+                    deg = np.ones(t_e.size)
+                else:
+                    deg = (Fx[loc[:, None], in_idx[t_e]] // in_w[t_e]).min(axis=1).astype(float)
+                    deg = np.minimum(deg, servers[t_e])
+                parts["src"].append(g[loc])
+                parts["dst"].append(dst)
+                parts["t"].append(t_e)
+                parts["deg"].append(deg)
+                next_frontier.append(new)
+            frontier = np.concatenate(next_frontier) if next_frontier else np.empty(0, np.int64)
+    except (_Fallback, KeyOverflow, TooManyMarkings):
+        return None
+    S = keys.n
+
+    def col(k: str, dtype: Any) -> np.ndarray:
+        return np.concatenate(parts[k]).astype(dtype, copy=False) if parts[k] else np.empty(0, dtype)
+
+    src = col("src", np.int64)
+    initial = np.zeros(S)
+    initial[0] = 1.0
+    return StateSpace(
+        markings=rows[:S].copy(),
+        initial=initial,
+        src=src,
+        dst=col("dst", np.int64),
+        transition=col("t", np.int64),
+        degree=col("deg", float),
+        prob=np.ones(src.size),
+        immediate_firings=sp.csr_matrix((src.size, T)),
+        place_names=net.place_names,
+        transition_names=net.transition_names,
         net_name=net.name,
         rates=net.rates,
     )

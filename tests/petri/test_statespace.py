@@ -272,10 +272,52 @@ def test_hash_collision_is_detected_and_generation_restarts(monkeypatch):
         return np.ones(P, dtype=np.uint64) if seed == 0 else real(P, seed)  # seed 0: sum of tokens only
 
     monkeypatch.setattr(ssmod, "_constants", weak)
+    monkeypatch.setattr(ssmod, "_generate_timed", lambda *args: None)  # the hashed (general) path
     ss = state_space(ring(4, 3))
     assert calls[:2] == [0, 1]
     assert len(ss) == math.comb(6, 2)
     assert len({tuple(r) for r in ss.markings}) == len(ss)
+
+
+def _pipeline(b: int) -> PetriNet:
+    """Inhibitor arcs, batch arcs, two servers: arrivals into a buffer of b, pairs on, served out."""
+    net = PetriNet(f"pipeline-{b}")
+    for p in ("buffer", "stage2", "done"):
+        net.place(p)
+    net.timed("arrive", rate=1.0, outputs={"buffer": 1}, inhibitors={"buffer": b})
+    net.timed("pair", rate=2.0, inputs={"buffer": 2}, outputs={"stage2": 2}, inhibitors={"stage2": b - 1})
+    net.timed("serve", rate=1.5, inputs={"stage2": 1}, outputs={"done": 1}, inhibitors={"done": b}, servers=2)
+    net.timed("leave", rate=3.0, inputs={"done": 1})
+    return net
+
+
+def _batches() -> PetriNet:
+    """Not token-conserving, tokens grow level by level (the packed keys widen), k and infinite servers."""
+    net = PetriNet("batches")
+    net.place("q")
+    net.place("r", tokens=2)
+    net.timed("arrive", rate=1.0, outputs={"q": 3}, inhibitors={"q": 200})
+    net.timed("serve", rate=2.0, inputs={"q": 2, "r": 1}, outputs={"r": 1}, servers=3)
+    net.timed("drop", rate=0.5, inputs={"q": 1}, servers="infinite")
+    return net
+
+
+@pytest.mark.parametrize(
+    "net",
+    [ring(10, 6), ring(30, 3), ring(1, 70), ring(20, 7), _pipeline(12), _batches(), mm1k(5), mm1k(5, False)],
+    ids=lambda n: n.name,
+)
+def test_timed_fast_path_equals_general_path(net):
+    # Nets without immediate transitions take the packed-key path (exact keys, a table or sorted keys,
+    # or a fallback when keys would pass 62 bits as in the 70-place ring); the hashed general path is the
+    # independent reference: the same markings in the same order, the same edges.
+    fast = state_space(net)
+    ref = ssmod._generate(net, 2_000_000, 100_000, 0)
+    for f in ("markings", "initial", "src", "dst", "transition", "degree", "prob"):
+        a, b = getattr(fast, f), getattr(ref, f)
+        assert a.dtype == b.dtype and np.array_equal(a, b), f
+    assert fast.immediate_firings.shape == ref.immediate_firings.shape
+    assert fast.immediate_firings.nnz == 0 == ref.immediate_firings.nnz
 
 
 def test_marking_and_index():
