@@ -129,6 +129,8 @@ class HierarchicalAllReduce(_AllReduce):
     intra_latency : float or str
         One-way latency inside a node, seconds.
 
+    Notes
+    -----
     The iteration time is ``E[max] + 2(g-1)/g S/B_intra + 2(g-1) alpha_intra
     + 2(r-1)/r S/B + 2(r-1) alpha + u`` with ``r = n / g`` nodes (see
     :func:`~queuesgd.schemes.costs.hierarchical_allreduce`).

@@ -55,6 +55,8 @@ class BackupWorkers(BarrierScheme):
         replies (``P/B`` each) leave one at a time; method ``"simulate"``
         only.
 
+    Notes
+    -----
     After the barrier the PS receives and applies ``n - b`` gradients and
     ``n`` workers ("cancel") or the ``n - b`` synced ones ("finish") pull the
     parameters (:func:`~queuesgd.schemes.costs.ps_round`); with "finish" the

@@ -70,6 +70,8 @@ class StaticCutoff(Scheme):
         late workers' dropped pushes still occupy it; replies ``P/B`` one at a
         time from the PS); method ``"simulate"`` only.
 
+    Notes
+    -----
     Methods: ``closed_form`` (cancel; quadrature of the laws' CDFs), ``ctmc``
     (the Petri net with the timer and the communication phase replaced by
     Erlang fits -- an approximation, the reason says so) and ``simulate``
