@@ -161,6 +161,7 @@ class PackedKeys:
 
     #: Largest key space kept as a direct-address table (16 MB of int32, touched sparsely).
     TABLE_KEYS = 1 << 22
+    _OFFSET = 2**31 - 1
 
     def __init__(self, P: int, limit: int, implied: int | None = None) -> None:
         # ``implied``: a place whose tokens the others determine (a conserved total): left out of keys
@@ -233,8 +234,11 @@ class PackedKeys:
         if miss.size == 0:
             return got.astype(np.int64) - 1, np.empty(0, np.int64), np.empty(0, np.int64)
         km = k[miss]
-        u, first = np.unique(km, return_index=True)
-        first = np.sort(first)  # first-appearance order
+        # Distinct keys in order of first appearance, without sorting: each missing key's slot takes the
+        # smallest position among its uses (stored as position - (2^31 - 1) < 0; absent keys are 0).
+        pos = np.arange(km.size, dtype=np.int64)
+        np.minimum.at(table, km, (pos - self._OFFSET).astype(np.int32))
+        first = np.flatnonzero(table[km].astype(np.int64) + self._OFFSET == pos)
         u = km[first]
         self._grow(u.size)
         new_ids = np.arange(self.n, self.n + u.size)

@@ -484,25 +484,9 @@ def _generate_timed(net: PetriNet, max_states: int, max_tokens: int) -> StateSpa
     T, P = C.shape
     watched = (inh > 0).any(axis=0)
     growing = (C >= 0).all(axis=1) & (C > 0).any(axis=1) & (C[:, watched] == 0).all(axis=1)
+    any_growing = bool(growing.any())
     servers = net.servers
-    # Arcs as padded index tables over the frontier with two extra columns: column P holds 1 (a
-    # transition without inputs reads it: enabled, degree 1), column P + 1 a huge number (padding).
-    big = np.int64(1) << 62
-    n_in = (pre > 0).sum(axis=1)
-    in_idx = np.full((T, max(1, int(n_in.max(initial=0)))), P + 1, dtype=np.int64)
-    in_w = np.ones(in_idx.shape, dtype=np.int64)
-    n_inh = (inh > 0).sum(axis=1)
-    inh_idx = np.full((T, max(1, int(n_inh.max(initial=0)))), P, dtype=np.int64)
-    inh_w = np.full(inh_idx.shape, big, dtype=np.int64)
-    for t in range(T):
-        cols = np.flatnonzero(pre[t])
-        in_idx[t, : cols.size], in_w[t, : cols.size] = cols, pre[t, cols]
-        if cols.size == 0:
-            in_idx[t, 0] = P
-        cols = np.flatnonzero(inh[t])
-        inh_idx[t, : cols.size], inh_w[t, : cols.size] = cols, inh[t, cols]
-    any_inh = bool(n_inh.any())
-    unit_degree = bool((servers == 1).all())
+    arcs = _ArcTables(pre, inh, servers)
     gain = np.maximum(C.max(axis=0, initial=0), 0)
     m0 = net.initial_marking
     # A net whose every firing keeps the token count keeps every place within that total: the radices
@@ -510,12 +494,11 @@ def _generate_timed(net: PetriNet, max_states: int, max_tokens: int) -> StateSpa
     conserving = bool((C.sum(axis=1) == 0).all())
     total = int(m0.sum())
     check_tokens = not (conserving and total <= max_tokens)
-    bound = np.full(P, total if conserving else big // 4)
+    bound = np.full(P, total if conserving else np.iinfo(np.int64).max // 8)
     keys = PackedKeys(P, max_states, implied=P - 1 if conserving and P > 1 else None)
     chunk = max(256, _CHUNK_CELLS // ((P + 4) * max(1, T)))
     rows = np.empty((1024, P), dtype=np.int64)
-    pad = np.empty((0, 2), dtype=np.int64)
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("src", "dst", "t", "deg")}
+    src_l, dst_l, t_l, deg_l = [], [], [], []
     try:
         keys.fit(bound if conserving else np.minimum(m0 + gain, bound), rows[:0])
         keys.add_keys(keys.pack(m0[None, :]))
@@ -524,59 +507,47 @@ def _generate_timed(net: PetriNet, max_states: int, max_tokens: int) -> StateSpa
         while frontier.size:
             next_frontier = []
             for lo in range(0, frontier.size, chunk):
-                g = frontier[lo : lo + chunk]
+                g = frontier[lo : lo + chunk] if frontier.size > chunk else frontier
                 F = rows[g]
-                k = F.shape[0]
                 if check_tokens:
                     top = F.max(axis=0)
                     if top.max() > max_tokens:
                         raise _Fallback
                     keys.fit(np.minimum(top + gain, bound), rows)
-                if pad.shape[0] < k:
-                    pad = np.tile(np.array([[1, big]], dtype=np.int64), (max(k, 2 * pad.shape[0]), 1))
-                Fx = np.concatenate((F, pad[:k]), axis=1)
-                E = (Fx[:, in_idx] >= in_w).all(axis=2)
-                if any_inh:
-                    E &= (Fx[:, inh_idx] < inh_w).all(axis=2)
-                t_e, loc = np.nonzero(E.T)  # transition-major, as _successors orders its edges
+                Fx = arcs.extend(F)
+                t_e, loc = np.nonzero(arcs.enabled(Fx).T)  # transition-major, as _successors orders edges
                 if t_e.size == 0:
                     continue
-                if growing[t_e].any():
+                if any_growing and growing[t_e].any():
                     raise _Fallback
-                k_succ = keys.keys_of[g[loc]] + keys.delta(C)[t_e]
-                dst, new, first = keys.add_keys(k_succ)
+                src = g[loc]
+                dst, new, first = keys.add_keys(keys.keys_of[src] + keys.delta(C)[t_e])
                 if new.size:
                     while keys.n > rows.shape[0]:
                         rows = np.concatenate((rows, np.empty_like(rows)))
                     rows[new] = F[loc[first]] + C[t_e[first]]
-                if unit_degree:
-                    deg = np.ones(t_e.size)
-                else:
-                    deg = (Fx[loc[:, None], in_idx[t_e]] // in_w[t_e]).min(axis=1).astype(float)
-                    deg = np.minimum(deg, servers[t_e])
-                parts["src"].append(g[loc])
-                parts["dst"].append(dst)
-                parts["t"].append(t_e)
-                parts["deg"].append(deg)
+                src_l.append(src)
+                dst_l.append(dst)
+                t_l.append(t_e)
+                deg_l.append(arcs.degree(Fx, loc, t_e))
                 next_frontier.append(new)
-            frontier = np.concatenate(next_frontier) if next_frontier else np.empty(0, np.int64)
+            if len(next_frontier) == 1:
+                frontier = next_frontier[0]
+            else:
+                frontier = np.concatenate(next_frontier) if next_frontier else np.empty(0, np.int64)
     except (_Fallback, KeyOverflow, TooManyMarkings):
         return None
     S = keys.n
-
-    def col(k: str, dtype: Any) -> np.ndarray:
-        return np.concatenate(parts[k]).astype(dtype, copy=False) if parts[k] else np.empty(0, dtype)
-
-    src = col("src", np.int64)
+    src = np.concatenate(src_l) if src_l else np.empty(0, np.int64)
     initial = np.zeros(S)
     initial[0] = 1.0
     return StateSpace(
         markings=rows[:S].copy(),
         initial=initial,
         src=src,
-        dst=col("dst", np.int64),
-        transition=col("t", np.int64),
-        degree=col("deg", float),
+        dst=np.concatenate(dst_l) if dst_l else np.empty(0, np.int64),
+        transition=np.concatenate(t_l) if t_l else np.empty(0, np.int64),
+        degree=np.concatenate(deg_l) if deg_l else np.empty(0),
         prob=np.ones(src.size),
         immediate_firings=sp.csr_matrix((src.size, T)),
         place_names=net.place_names,
@@ -584,3 +555,68 @@ def _generate_timed(net: PetriNet, max_states: int, max_tokens: int) -> StateSpa
         net_name=net.name,
         rates=net.rates,
     )
+
+
+class _ArcTables:
+    """Input and inhibitor arcs of a timed-only net as index tables, for a whole frontier at once.
+
+    Frontier rows are extended with two columns when some transition needs
+    them: column P holds 1 (a transition without inputs reads it: enabled,
+    degree 1) and column P + 1 a huge number (the padding of transitions with
+    fewer inputs than others). With one input per transition and no
+    inhibitors (a ring, a pipeline of queues) the tests are single gathers.
+    """
+
+    def __init__(self, pre: np.ndarray, inh: np.ndarray, servers: np.ndarray) -> None:
+        T, P = pre.shape
+        big = np.int64(1) << 62
+        n_in = (pre > 0).sum(axis=1)
+        n_inh = (inh > 0).sum(axis=1)
+        self.width = max(1, int(n_in.max(initial=0)))
+        self.in_idx = np.full((T, self.width), P + 1, dtype=np.int64)
+        self.in_w = np.ones((T, self.width), dtype=np.int64)
+        self.inh_idx = np.full((T, max(1, int(n_inh.max(initial=0)))), P, dtype=np.int64)
+        self.inh_w = np.full(self.inh_idx.shape, big, dtype=np.int64)
+        for t in range(T):
+            cols = np.flatnonzero(pre[t])
+            self.in_idx[t, : cols.size], self.in_w[t, : cols.size] = cols, pre[t, cols]
+            if cols.size == 0:
+                self.in_idx[t, 0] = P
+            cols = np.flatnonzero(inh[t])
+            self.inh_idx[t, : cols.size], self.inh_w[t, : cols.size] = cols, inh[t, cols]
+        self.any_inh = bool(n_inh.any())
+        self.padded = bool((n_in != self.width).any() or self.any_inh)
+        self.single = self.width == 1
+        if self.single:  # 1-D tables: (k, T) gathers, no reduction over arcs
+            self.in_idx, self.in_w = self.in_idx[:, 0], self.in_w[:, 0]
+        self.servers = servers
+        self.unit = bool((servers == 1).all())
+        self.pad_row = np.array([1, big], dtype=np.int64)
+
+    def extend(self, F: np.ndarray) -> np.ndarray:
+        if not self.padded:
+            return F
+        Fx = np.empty((F.shape[0], F.shape[1] + 2), dtype=np.int64)
+        Fx[:, :-2] = F
+        Fx[:, -2:] = self.pad_row
+        return Fx
+
+    def enabled(self, Fx: np.ndarray) -> np.ndarray:
+        """(k, T) enabling of every transition in every row."""
+        if self.single:
+            E = Fx[:, self.in_idx] >= self.in_w
+        else:
+            E = (Fx[:, self.in_idx] >= self.in_w).all(axis=2)
+        if self.any_inh:
+            E &= (Fx[:, self.inh_idx] < self.inh_w).all(axis=2)
+        return E
+
+    def degree(self, Fx: np.ndarray, loc: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """``min(enabling degree, servers)`` of transition ``t[i]`` in row ``loc[i]``."""
+        if self.unit:
+            return np.ones(t.size)
+        if self.single:
+            e = Fx[loc, self.in_idx[t]] // self.in_w[t]
+        else:
+            e = (Fx[loc[:, None], self.in_idx[t]] // self.in_w[t]).min(axis=1)
+        return np.minimum(e, self.servers[t])
