@@ -367,6 +367,11 @@ class Calibration:
         All-reduce calibrations: how much of an all-reduce hid behind
         computation on these ranks (:func:`~queuesgd.harness.overlap.measure_overlap`:
         ``comm``, ``compute``, ``both``, ``eta``, ``nbytes``); None if not measured.
+    duplex : mapping or None
+        Point-to-point calibrations: how much a host's sending and receiving
+        slow each other (:func:`~queuesgd.harness.duplex.measure_duplex`:
+        ``alone``, ``both``, ``duplex``, ``nbytes``); None if not measured
+        (then the link counts as full duplex).
     """
 
     kind: str
@@ -378,6 +383,7 @@ class Calibration:
     emulation: str
     measured: str
     overlap: Mapping[str, float] | None = None
+    duplex: Mapping[str, float] | None = None
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the calibration as JSON."""
@@ -432,7 +438,10 @@ def calibrate_network(
 
     An all-reduce calibration also measures, on the same ranks and network,
     how much of an all-reduce of the largest size hides behind computation
-    (:func:`~queuesgd.harness.overlap.measure_overlap`).
+    (:func:`~queuesgd.harness.overlap.measure_overlap`). A point-to-point
+    calibration also measures, with a third host, how much a host's sending
+    and receiving of 1 MiB messages slow each other
+    (:func:`~queuesgd.harness.duplex.measure_duplex`).
 
     Returns
     -------
@@ -456,19 +465,22 @@ def calibrate_network(
             )
             nbytes = max(sizes)
             over = measure_overlap(workers, nbytes, setup=setup, host=host, timeout=timeout)
-            return fit, {**over, "nbytes": float(nbytes)}
-        return calibrate.calibrate_p2p(sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout), None
+            return fit, {**over, "nbytes": float(nbytes)}, None
+        from queuesgd.harness.duplex import measure_duplex
+
+        fit = calibrate.calibrate_p2p(sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout)
+        return fit, None, measure_duplex(1 << 20, repeats, setup=setup, host=host, timeout=timeout)
 
     if bw is None:
-        (fit, over), emulation = go(None, "127.0.0.1"), "none"
+        (fit, over, duplex), emulation = go(None, "127.0.0.1"), "none"
     else:
         from queuesgd.harness.netns import Namespaces
 
-        world = workers if kind == "allreduce" else 2
+        world = workers if kind == "allreduce" else 3  # p2p: two ranks, and a third for the duplex probe
         with Namespaces(world, rate=bw) as net:
-            fit, over = go(net.setup, net.bridge_address)
+            fit, over, duplex = go(net.setup, net.bridge_address)
         emulation = "netns-tbf"
-    return Calibration(kind, workers, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured, over)
+    return Calibration(kind, workers, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured, over, duplex)
 
 
 # -------------------------------------------------------------------------------------- prediction
@@ -654,6 +666,11 @@ def predict_apriori(
     applied = {"async-ps": 1, "stale-synchronous": 1, "backup-workers": n - checked.get("backups", 0)}
     update = ps_update_per_gradient(profile, applied.get(scheme, n))
     delay = _random_delay(random_delay)
+    # The PS sends replies while it receives pushes: the share of the rate each direction then keeps,
+    # as the calibration measured it (async-ps's model; the others' shared-link forms have no such term).
+    duplex = 1.0
+    if scheme == "async-ps" and calibration is not None and calibration.duplex:
+        duplex = float(calibration.duplex["duplex"])
     pred = predict_live(
         scheme,
         n,
@@ -666,6 +683,7 @@ def predict_apriori(
         params=checked,
         seed=seed,
         emulation="none" if calibration is None else calibration.emulation,
+        duplex=duplex,
     )
     return {
         "predicted": pred.throughput,
@@ -675,6 +693,7 @@ def predict_apriori(
         "cores": profile.cores,
         "compute_mean": work.compute_time,
         "update_time": update,
+        "duplex": duplex,
     }
 
 
@@ -812,6 +831,7 @@ def run_apriori(
             "bandwidth": calibration.bandwidth,
             "r2": calibration.r2,
             "measured": calibration.measured,
+            "duplex": None if not calibration.duplex else calibration.duplex.get("duplex"),
         },
         "gradient_bytes": float(profile.workload.gradient_bytes),
         "batch_size": profile.batch_size,

@@ -348,7 +348,9 @@ def _profile(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any]:
     return {"compute": compute, "update_time": float(np.median(updates)) if updates else 0.0}
 
 
-def _model(key: str, params: Mapping[str, Any], emulation: str = "none") -> tuple[Any, str]:
+def _model(
+    key: str, params: Mapping[str, Any], emulation: str = "none", duplex: float = 1.0
+) -> tuple[Any, str]:
     """The queuesgd scheme that models a live scheme (from the registry), and the method to use.
 
     On a real or ``tc tbf``-shaped network (``emulation`` other than
@@ -357,13 +359,15 @@ def _model(key: str, params: Mapping[str, Any], emulation: str = "none") -> tupl
     are modelled with ``link="shared"`` (every push's arrival time on the PS
     link; see :mod:`queuesgd.schemes.ps_arrivals`). The application shaper
     waits out the phase model's round instead, so with it the phase forms stay.
+    ``duplex`` (async-ps): the share of the PS link's rate each direction
+    keeps while both transmit, as a calibration measured it.
     """
     from queuesgd import registry
 
     shared = emulation != "app-shaper"
     if key == "async-ps":
         # The live PS applies a gradient in a measured, nearly constant time: a deterministic service.
-        return registry.make(key, service="deterministic"), "simulate"
+        return registry.make(key, service="deterministic", duplex=duplex), "simulate"
     if key == "static-cutoff":  # the harness's cutoff is the scheme's timeout
         link = "shared" if shared and params["stragglers"] == "finish" else "phase"
         scheme = registry.make(key, timeout=params["cutoff"], stragglers=params["stragglers"], link=link)
@@ -478,6 +482,7 @@ def predict_live(
     params: Mapping[str, Any] | None = None,
     seed: int = 0,
     emulation: str = "none",
+    duplex: float = 1.0,
 ) -> Any:
     """Predict a live scheme's run with the queuesgd model that describes what the harness runs.
 
@@ -499,6 +504,10 @@ def predict_live(
         The network's alpha-beta fit (``alpha``, ``bandwidth``); None: no communication.
     batch, gradient_bytes, random_delay, params, seed, emulation
         As the run was configured; ``emulation`` chooses sync-PS's form (see below).
+    duplex : float
+        async-ps: the share of its rate each direction of the PS's link
+        keeps while both transmit (:func:`~queuesgd.harness.duplex.measure_duplex`;
+        1: full duplex, the default where nothing measured it).
 
     Returns
     -------
@@ -521,7 +530,7 @@ def predict_live(
     from queuesgd.workload import Cluster, Layer, Workload
 
     checked = check_params(key, params, n)
-    scheme, method = _model(key, checked, emulation)
+    scheme, method = _model(key, checked, emulation, duplex)
     bw_fit, alpha_fit = (math.inf, 0.0) if fit is None else (fit.bandwidth, fit.alpha)
     layers = None
     if key == "sync-ps" and emulation != "app-shaper":

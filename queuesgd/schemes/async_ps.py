@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
+from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.queueing import ClosedNetwork, mva
 from queuesgd.queueing.batch import mva_batch
 from queuesgd.schemes.async_ps_measures import (
@@ -113,8 +113,21 @@ class AsyncPS(Scheme):
     #: link serves a message; only ``"simulate"`` represents it).
     service: str = "exponential"
 
+    #: Share of its rate each direction of the PS's link keeps while the other direction transmits
+    #: too: 1 is a full-duplex link (the pushes and the replies never slow each other); below 1 a
+    #: push and a reply in flight at once both progress at ``duplex`` of the rate (the PS host's
+    #: network stack and acknowledgements share the link; measure it, e.g. with
+    #: :func:`queuesgd.harness.calibrate.calibrate_duplex`). Only ``"simulate"`` represents it.
+    duplex: float = 1.0
+
     def __post_init__(self) -> None:
         _checks.choice("AsyncPS.service", self.service, ("exponential", "deterministic"))
+        d = _checks.positive("AsyncPS.duplex", self.duplex)
+        if d > 1.0:
+            raise InvalidParameterError(
+                "AsyncPS.duplex", self.duplex, "a share of the link's rate, 0 < duplex <= 1 (1: full duplex)"
+            )
+        object.__setattr__(self, "duplex", d)
 
     # ---- one network ---------------------------------------------------------
     def queueing_network(self, workload: Workload, cluster: Cluster) -> ClosedNetwork:
@@ -190,12 +203,19 @@ class AsyncPS(Scheme):
                 "AsyncPS with RandomDelay stragglers: the Petri net has no per-step random delay; "
                 "use method='simulate'"
             )
+        if self.duplex < 1.0:
+            raise NotRepresentable(
+                f"AsyncPS(duplex={self.duplex:g}): the Petri net's links are independent queues; a link "
+                "whose directions slow each other is represented by method='simulate' only"
+            )
         return async_ps_net(self, workload, cluster)[0]
 
     # ---- solvers ---------------------------------------------------------------------
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
         if self.service == "deterministic":
             return "simulate", "simulate: deterministic PS service times break the product form"
+        if self.duplex < 1.0:
+            return "simulate", "simulate: a link whose two directions slow each other breaks the product form"
         return "mva", "product-form closed network: exact MVA is the cheapest exact method"
 
     def _product_form(self, cluster: Cluster, method: str) -> None:
@@ -209,6 +229,12 @@ class AsyncPS(Scheme):
             raise NotRepresentable(
                 "AsyncPS with RandomDelay stragglers: the closed network has no per-step random delay; "
                 "use method='simulate'"
+            )
+        if self.duplex < 1.0:
+            raise NotRepresentable(
+                f"AsyncPS(duplex={self.duplex:g}) with method {method!r}: the closed network's uplink and "
+                "downlink are independent queues; a link whose directions slow each other is not product "
+                "form; use method='simulate'"
             )
 
     def solve_mva(
@@ -360,6 +386,11 @@ class AsyncPS(Scheme):
         from queuesgd.formula import Formula
 
         compute = _checks.choice("AsyncPS.formula.compute", compute, ("exponential", "deterministic"))
+        if self.duplex < 1.0:
+            raise NotRepresentable(
+                f"AsyncPS(duplex={self.duplex:g}) has no formula: its links' directions slow each other, "
+                "which only the simulation represents"
+            )
         if workers is None:
             raise NotRepresentable(
                 "AsyncPS throughput is the exact MVA recursion over the population, which has no closed "
@@ -429,7 +460,12 @@ class AsyncPS(Scheme):
         the population that never falls back to the Linearizer: every row is
         labelled ``"mva"``, as :meth:`solve_mva` labels it.
         """
-        if cluster.speeds is not None or cluster.stragglers is not None or self.service != "exponential":
+        if (
+            cluster.speeds is not None
+            or cluster.stragglers is not None
+            or self.service != "exponential"
+            or self.duplex < 1.0
+        ):
             raise NotRepresentable("the vectorized AsyncPS solution needs identical workers")
         shards = cluster.ps_shards
         if int(np.max(workers)) * len(station_layout(shards)[0]) > EXACT_MVA_SIZE:

@@ -11,11 +11,14 @@ measures are measured after a warm-up, with batch-means intervals
 from __future__ import annotations
 
 import heapq
+import math
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from queuesgd.batchmeans import BATCHES, check_iterations, half_width
+from queuesgd.errors import NotRepresentable
 from queuesgd.queueing.results import bottleneck_station
 from queuesgd.rng import as_generator
 from queuesgd.schemes.async_ps_measures import read_station, station_layout, station_solution, write_station
@@ -59,7 +62,16 @@ def simulate_async_ps(
     def draw(count: int) -> np.ndarray:
         return sample_compute(workload, cluster, gen, count)
 
-    A, C, dep, who, begin = _run_tandem(draw, S, n, lat, -1 if read_k is None else read_k)
+    coupled = scheme.duplex < 1.0 and read_k is not None and qnames[0].startswith("uplink")
+    if coupled and cluster.ps_shards > 1:
+        raise NotRepresentable(
+            f"AsyncPS(duplex={scheme.duplex:g}) with {cluster.ps_shards} PS shards: the coupled link is "
+            "simulated for one PS shard"
+        )
+    if coupled:
+        A, C, dep, who, begin = _run_coupled(draw, S, n, lat, scheme.duplex)
+    else:
+        A, C, dep, who, begin = _run_tandem(draw, S, n, lat, -1 if read_k is None else read_k)
     # ---- measures over the passes after warm-up --------------------------------------
     W = dep[:, write_k]
     stale = _staleness(W, dep[:, -1] if read_k is None else begin, who, warm)
@@ -96,6 +108,8 @@ def simulate_async_ps(
         f"discrete-event simulation of {cycles - warm} updates after {warm} warm-up: actual compute law, "
         f"fixed latency, {scheme.service} PS service times"
     )
+    if coupled:
+        reason += f"; the PS link's directions each at {scheme.duplex:g} of the rate while both transmit"
     bottleneck = bottleneck_station(scheme.queueing_network(workload, cluster))
     return station_solution(
         X,
@@ -158,6 +172,105 @@ def _run_tandem(
         last_c[w] = c
         heapq.heappush(heap, (d + c + lat, w))
     return A, C, dep, who, begin
+
+
+def _run_coupled(
+    draw: Any, S: np.ndarray, n: int, lat: float, duplex: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The event loop of :func:`_run_tandem` for one PS whose link's directions slow each other.
+
+    The stations are the uplink (column 0), the update (if any) and the
+    downlink (last column), each first-come first-served. ``S`` holds each
+    pass's work at each station: seconds at the full rate. The head of the
+    uplink queue and the head of the downlink queue progress at rate 1 when
+    alone and at rate ``duplex`` each while both transmit, so the departures
+    are found event by event (the rates change when a transfer starts or
+    ends). Returns what :func:`_run_tandem` returns; ``begin`` is the start of
+    each pass's downlink service.
+    """
+    cycles, K = S.shape
+    has_update = K == 3
+    rows = 2 * cycles // n + 16
+    comp = draw(rows)
+    passes = np.ones(n, dtype=np.int64)
+    A = np.empty(cycles)
+    C = np.empty(cycles)
+    dep = np.full((cycles, K), np.nan)
+    who = np.empty(cycles, dtype=np.int64)
+    begin = np.empty(cycles)
+    arrivals = [(float(comp[0, w]) + lat, w) for w in range(n)]
+    heapq.heapify(arrivals)
+    last_c = comp[0].tolist()
+    svc = S.tolist()
+    up: deque[int] = deque()
+    upd: deque[int] = deque()
+    down: deque[int] = deque()
+    up_left = down_left = 0.0  # work left of the head transfers
+    upd_end = math.inf
+    t = 0.0
+    arrived = finished = 0
+    while finished < cycles:
+        rate = duplex if (up and down) else 1.0
+        t_arr = arrivals[0][0] if (arrivals and arrived < cycles) else math.inf
+        t_up = t + up_left / rate if up else math.inf
+        t_down = t + down_left / rate if down else math.inf
+        t_next = min(t_arr, t_up, t_down, upd_end)
+        if up:
+            up_left -= (t_next - t) * rate
+        if down:
+            down_left -= (t_next - t) * rate
+        t = t_next
+        if t == t_up:
+            j = up.popleft()
+            dep[j, 0] = t
+            if up:
+                up_left = svc[up[0]][0]
+            if has_update:
+                upd.append(j)
+                if len(upd) == 1:
+                    upd_end = t + svc[j][1]
+            else:
+                _enter_downlink(down, j, t, begin)
+                if len(down) == 1:
+                    down_left = svc[j][-1]
+        elif t == upd_end:
+            j = upd.popleft()
+            dep[j, 1] = t
+            upd_end = t + svc[upd[0]][1] if upd else math.inf
+            _enter_downlink(down, j, t, begin)
+            if len(down) == 1:
+                down_left = svc[j][-1]
+        elif t == t_down:
+            j = down.popleft()
+            dep[j, -1] = t
+            finished += 1
+            if down:
+                begin[down[0]] = t
+                down_left = svc[down[0]][-1]
+            w = int(who[j])
+            p = passes[w]
+            if p >= comp.shape[0]:
+                comp = np.vstack([comp, draw(rows)])
+            c = float(comp[p, w])
+            passes[w] = p + 1
+            last_c[w] = c
+            heapq.heappush(arrivals, (t + c + lat, w))
+        else:
+            _, w = heapq.heappop(arrivals)
+            j = arrived
+            arrived += 1
+            A[j], C[j], who[j] = t, last_c[w], w
+            up.append(j)
+            if len(up) == 1:
+                up_left = svc[j][0]
+    return A, C, dep, who, begin
+
+
+def _enter_downlink(down: deque[int], j: int, t: float, begin: np.ndarray) -> None:
+    """Queue pass ``j`` at the downlink at time ``t`` (its service begins now if the link is free)."""
+    down.append(j)
+    if len(down) == 1:
+        begin[j] = t
 
 
 def _staleness(W: np.ndarray, reads: np.ndarray, who: np.ndarray, warm: int) -> np.ndarray:

@@ -70,6 +70,8 @@ def test_profile_and_calibration_files_round_trip(tmp_path):
         assert back.updates[k] == p.updates[k] and back.ps_update[k] == p.ps_update[k]
     cal = Calibration("p2p", 2, 1.25e8, 1e-4, math.inf, 0.99, "netns-tbf", "then")
     assert Calibration.load(cal.save(tmp_path / "c.json")) == cal
+    probed = Calibration("p2p", 2, 1.25e8, 1e-4, 1.2e8, 0.99, "netns-tbf", "then", None, {"duplex": 0.77})
+    assert Calibration.load(probed.save(tmp_path / "d.json")) == probed
     (tmp_path / "bad.json").write_text("{nope")
     with pytest.raises(InvalidParameterError, match="profile"):
         Profile.load(tmp_path / "bad.json")
@@ -127,6 +129,29 @@ def test_backup_workers_prediction_takes_the_straggler_recipe_and_the_update_of_
     assert plain["predicted"] > pred["predicted"]
     with pytest.raises(InvalidParameterError, match="random_delay"):
         predict_apriori("backup-workers", p, cal, 3, random_delay=(1, 0.03, 5))
+
+
+def test_async_ps_prediction_uses_the_calibrated_duplex_share():
+    """The PS link's directions slow each other by the share the calibration measured (AsyncPS.duplex)."""
+    from queuesgd import AsyncPS, predict
+    from queuesgd.workload import Cluster
+
+    p = _profile()
+    probe = {"alone": 0.008, "both": 0.010, "duplex": 0.8, "nbytes": 1048576.0}
+    cal = Calibration("p2p", 2, 1e6, 1e-4, 1e6, 1.0, "netns-tbf", "then", None, probe)
+    pred = predict_apriori("async-ps", p, cal, 3)
+    w = Workload(Empirical([0.02, 0.04, 0.03]), 4040.0, batch_size=8, update_time=0.0004)
+    ref = predict(
+        AsyncPS(service="deterministic", duplex=0.8),
+        w,
+        Cluster(3, 1e6, latency=1e-4),
+        "simulate",
+        rng=0,
+        iterations=20_000,
+    )
+    assert pred["predicted"] == pytest.approx(ref.throughput, rel=1e-12) and pred["duplex"] == 0.8
+    full = predict_apriori("async-ps", p, Calibration("p2p", 2, 1e6, 1e-4, 1e6, 1.0, "netns-tbf", "then"), 3)
+    assert full["duplex"] == 1.0 and full["predicted"] > pred["predicted"]
 
 
 @pytest.mark.timing

@@ -358,3 +358,57 @@ def test_deterministic_service_times_by_hand():
     assert predict(scheme, w, Cluster(16, 125e6), rng=0).throughput == pytest.approx(32 / 0.008, rel=1e-6)
     with pytest.raises(NotRepresentable, match="exponential"):
         predict(scheme, w, Cluster(2, 125e6), method="mva")
+
+
+# ---- a PS link whose two directions slow each other (duplex < 1) ----------------------------------
+def test_coupled_link_event_loop_at_full_duplex_is_the_fcfs_tandem():
+    """The coupled event loop with duplex = 1 and the order-preserving tandem recursion agree exactly."""
+    from queuesgd.schemes.async_ps_sim import _run_coupled, _run_tandem
+
+    S = np.random.default_rng(7).exponential([0.006, 0.0004, 0.005], size=(3000, 3))
+    out = []
+    for run in (lambda d: _run_tandem(d, S, 3, 0.001, 2), lambda d: _run_coupled(d, S, 3, 0.001, 1.0)):
+        rng = np.random.default_rng(1)
+        out.append(run(lambda k: rng.exponential(0.01, (k, 3))))
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+
+
+def test_half_duplex_two_workers_by_hand():
+    """Two workers, compute 10 ms, transfers 6 ms, no update, each direction at half rate when both send.
+
+    By hand: W0 pushes 10-16; then W0's reply and W1's push share the link and both end at 28; W1's
+    reply runs alone 28-34 while W0 computes until 38; W0 pushes alone 38-44, when W1 (computing 34-44)
+    pushes and W0's reply starts: both end at 56, as at 28 -- a period of 28 ms with two updates
+    (full duplex: 22 ms).
+    """
+    w = q.Workload(compute=Deterministic(0.010), gradient_bytes=6000, batch_size=1)
+    c = q.Cluster(2, 1e6)
+    half = q.predict(AsyncPS(service="deterministic", duplex=0.5), w, c, "simulate", rng=0, iterations=2000)
+    assert half.iteration_rate == pytest.approx(2 / 0.028, rel=1e-9)
+    full = q.predict(AsyncPS(service="deterministic"), w, c, "simulate", rng=0, iterations=2000)
+    assert full.iteration_rate == pytest.approx(2 / 0.022, rel=1e-9)
+    assert "0.5 of the rate" in half.reason
+
+
+def test_one_worker_never_overlaps_its_own_push_and_reply():
+    """With one worker the link is never busy both ways: any duplex gives 1 / (c + up + u + down)."""
+    w = q.Workload(compute=Deterministic(0.010), gradient_bytes=6000, batch_size=1, update_time=0.001)
+    sol = q.predict(AsyncPS(service="deterministic", duplex=0.3), w, q.Cluster(1, 1e6), "simulate", rng=0)
+    assert sol.iteration_rate == pytest.approx(1 / (0.010 + 0.006 + 0.001 + 0.006), rel=1e-9)
+
+
+def test_duplex_is_checked_and_refused_by_the_product_form_roads():
+    w = q.Workload(compute=0.01, gradient_bytes=6000, batch_size=1)
+    for bad in (0, -0.5, 1.5, float("nan")):
+        with pytest.raises(InvalidParameterError, match="duplex"):
+            AsyncPS(duplex=bad)
+    s = AsyncPS(duplex=0.8)
+    assert s.auto_method(w, q.Cluster(2, 1e6))[0] == "simulate"
+    for method in ("mva", "ctmc"):
+        with pytest.raises(NotRepresentable, match="duplex"):
+            s.solve(w, q.Cluster(2, 1e6), method)
+    with pytest.raises(NotRepresentable, match="duplex"):
+        s.formula(workers=2)
+    with pytest.raises(NotRepresentable, match="one PS shard"):
+        s.solve(w, q.Cluster(2, 1e6, ps_shards=2), "simulate", iterations=200)

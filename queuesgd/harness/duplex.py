@@ -1,0 +1,136 @@
+"""How much a host's sending and receiving slow each other on this network: measured, not assumed.
+
+A parameter server sends its replies and receives the next pushes at the
+same time. On a full-duplex link the two directions never meet; on the
+project's emulated network they do: the PS host's kernel handles both
+directions (the veth, the bridge and ``tc`` work on behalf of every packet),
+and the acknowledgements of the incoming push wait in the outgoing
+direction's ``tbf`` queue behind the reply's data. A probe on 2026-11-25
+(819 kB messages, three ranks, two cores) measured a message that the PS
+sends while it receives another at 1.27 times its time alone at 1 Gbit/s and
+1.08 times at 100 Mbit/s. :class:`~queuesgd.AsyncPS` models it with
+``duplex``, the share of the rate each direction keeps while both
+transmit.
+
+:func:`measure_duplex` measures it in a calibration run of its own, on the
+emulated network, with three ranks and no model:
+
+1. ``alone``: rank 0 (the PS) sends ``nbytes`` to rank 1, nothing else;
+2. ``both``: rank 0 sends ``nbytes`` to rank 1 while rank 2 sends ``nbytes``
+   to rank 0 (separate connections, as the PS's pushes and replies are).
+
+Both messages of step 2 start together and have the same size, so each
+progresses at ``duplex`` of the rate while both last:
+``duplex = alone / both`` (the median times), clipped to ``(0, 1]``.
+
+Examples
+--------
+>>> duplex_share(alone=0.00706, both=0.00900)      # 1 Gbit/s, 819 kB, measured on 2026-11-25
+0.784
+>>> duplex_share(alone=0.1, both=0.09)             # faster together is noise: full duplex
+1.0
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from queuesgd import _checks
+
+__all__ = ["duplex_probe", "duplex_share", "measure_duplex"]
+
+
+def duplex_share(*, alone: float, both: float) -> float:
+    """``alone / both``, clipped to ``(0, 1]`` and rounded to 3 digits (see the module docstring)."""
+    a = _checks.positive("alone", alone)
+    b = _checks.positive("both", both)
+    return round(float(min(a / b, 1.0)), 3)
+
+
+def duplex_probe(ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float = 0.01) -> None:
+    """In a worker process of three ranks: time a message alone, then beside one in the other direction.
+
+    Rank 0 reports ``{"alone": [...], "both": [...]}``: seconds from the
+    common start (after a barrier) to the end of the last rank's part.
+    """
+    from queuesgd.harness._torch import require_torch
+
+    torch = require_torch()
+    dist = torch.distributed
+    rank = ctx.rank
+    out = torch.zeros(nbytes // 4)
+    inbox = torch.zeros(nbytes // 4)
+    times: dict[str, list[float]] = {"alone": [], "both": []}
+    for r in range(warmup + repeats):
+        for phase in ("alone", "both"):
+            dist.barrier()
+            time.sleep(gap)  # idle links, as between steps
+            t0 = time.perf_counter()
+            if rank == 0:
+                work = dist.isend(out, 1)
+                if phase == "both":
+                    dist.recv(inbox, 2)
+                work.wait()
+            elif rank == 1:
+                dist.recv(inbox, 0)
+            elif phase == "both":
+                dist.send(out, 0)
+            elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+            if r >= warmup:
+                times[phase].append(float(elapsed))
+    if rank == 0:
+        ctx.report(times)
+
+
+def measure_duplex(
+    nbytes: int = 1 << 20,
+    repeats: int = 10,
+    *,
+    warmup: int = 2,
+    setup: Callable[[int], None] | None = None,
+    host: str = "127.0.0.1",
+    timeout: float = 300.0,
+) -> dict[str, float]:
+    """Measure the share of the rate each direction of a host's link keeps while both transmit.
+
+    Parameters
+    ----------
+    nbytes : int
+        Message size in bytes (rounded up to whole float32 elements).
+    repeats, warmup : int
+        Timed and untimed repeats of each phase.
+    setup, host, timeout
+        As :func:`~queuesgd.harness.launch.run_workers`: three ranks (network
+        namespaces of at least three hosts).
+
+    Returns
+    -------
+    dict
+        ``alone``, ``both`` (median seconds), ``duplex``
+        (:func:`duplex_share`) and ``nbytes``.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("torch")
+    >>> m = measure_duplex(1 << 16, repeats=3)          # loopback
+    >>> 0.0 < m["duplex"] <= 1.0 and m["both"] > 0
+    True
+    """
+    from queuesgd.harness.launch import run_workers
+
+    size = 4 * int(np.ceil(_checks.integer("nbytes", nbytes) / 4))
+    reps = _checks.integer("repeats", repeats)
+    warm = _checks.integer("warmup", warmup, minimum=0)
+
+    def fn(ctx: Any) -> None:
+        duplex_probe(ctx, size, reps, warm)
+
+    records = run_workers(fn, 3, timeout=timeout, progress_timeout=None, setup=setup, host=host)
+    rec = next(r for r in records if "alone" in r)
+    alone, both = float(np.median(rec["alone"])), float(np.median(rec["both"]))
+    return {"alone": alone, "both": both, "duplex": duplex_share(alone=alone, both=both), "nbytes": size}
