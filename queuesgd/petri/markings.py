@@ -175,6 +175,7 @@ class PackedKeys:
         self.keys = [np.empty(0, np.int64), np.empty(0, np.int64)]
         self.ids = [np.empty(0, np.int64), np.empty(0, np.int64)]
         self._delta: np.ndarray | None = None
+        self._neg = np.empty(0, dtype=np.int32)
 
     def pack(self, rows: np.ndarray) -> np.ndarray:
         return rows @ self.weight
@@ -231,22 +232,25 @@ class PackedKeys:
         table = self.table
         got = table[k]
         miss = np.flatnonzero(got == 0)
-        if miss.size == 0:
-            return got.astype(np.int64) - 1, np.empty(0, np.int64), np.empty(0, np.int64)
         km = k[miss]
         # Distinct keys in order of first appearance, without sorting: each missing key's slot takes the
-        # smallest position among its uses (stored as position - (2^31 - 1) < 0; absent keys are 0).
-        pos = np.arange(km.size, dtype=np.int64)
-        np.minimum.at(table, km, (pos - self._OFFSET).astype(np.int32))
-        first = np.flatnonzero(table[km].astype(np.int64) + self._OFFSET == pos)
+        # smallest position among its uses, stored as position - (2^31 - 1) < 0 (absent keys are 0).
+        if self._neg.size < km.size:
+            self._neg = np.arange(max(km.size, 2 * self._neg.size), dtype=np.int64).astype(np.int32)
+            self._neg -= np.int32(self._OFFSET)
+        neg = self._neg[: km.size]
+        np.minimum.at(table, km, neg)
+        first = np.flatnonzero(table[km] == neg)
         u = km[first]
         self._grow(u.size)
         new_ids = np.arange(self.n, self.n + u.size)
-        table[u] = new_ids + 1
+        table[u] = np.arange(self.n + 1, self.n + 1 + u.size, dtype=np.int32)
         self.keys_of[self.n : self.n + u.size] = u
         self.n += u.size
         got[miss] = table[km]
-        return got.astype(np.int64) - 1, new_ids, miss[first]
+        ids = got.astype(np.int64)
+        ids -= 1
+        return ids, new_ids, miss[first]
 
     def _add_sorted(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         u, first, inv = np.unique(k, return_index=True, return_inverse=True)

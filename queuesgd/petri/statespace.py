@@ -521,7 +521,9 @@ def _generate_timed(net: PetriNet, max_states: int, max_tokens: int) -> StateSpa
                 if any_growing and growing[t_e].any():
                     raise _Fallback
                 src = g[loc]
-                dst, new, first = keys.add_keys(keys.keys_of[src] + keys.delta(C)[t_e])
+                k_succ = keys.keys_of[src]
+                k_succ += keys.delta(C)[t_e]
+                dst, new, first = keys.add_keys(k_succ)
                 if new.size:
                     while keys.n > rows.shape[0]:
                         rows = np.concatenate((rows, np.empty_like(rows)))
