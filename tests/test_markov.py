@@ -110,3 +110,14 @@ def test_bad_generators(G, match):
 def test_unknown_method():
     with pytest.raises(UnknownNameError, match="'direct'"):
         steady_state([[-1, 1], [1, -1]], method="lu")
+
+
+def test_iterative_falls_back_to_ilu_when_gauss_seidel_fails(monkeypatch):
+    # A useless first preconditioner (its Krylov rounds cannot converge) must hand over to the ILU one.
+    from queuesgd.markov import numeric
+
+    monkeypatch.setattr(numeric, "_triangular_solver", lambda B: lambda v: np.zeros_like(v))
+    K, lam, mu = 40, 0.8, 1.0
+    pi = steady_state(birth_death(np.full(K, lam), np.full(K, mu)), method="iterative")
+    ref = (lam / mu) ** np.arange(K + 1)
+    np.testing.assert_allclose(pi, ref / ref.sum(), rtol=1e-10)

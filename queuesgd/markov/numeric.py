@@ -206,10 +206,14 @@ def _krylov(
     for _ in range(rounds):
         for solver in ("bicgstab", "gmres"):
             atol = target * (norm_b_mat_2 * np.linalg.norm(x) + np.linalg.norm(b))
-            if solver == "bicgstab":
-                y, _info = spla.bicgstab(B, b, x0=x, rtol=target, atol=atol, maxiter=500, M=M)
-            else:
-                y, _info = spla.gmres(B, b, x0=x, rtol=target, atol=atol, restart=restart, maxiter=10, M=M)
+            # a breakdown (division by zero inside SciPy) shows as a bad iterate, judged below
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                if solver == "bicgstab":
+                    y, _info = spla.bicgstab(B, b, x0=x, rtol=target, atol=atol, maxiter=500, M=M)
+                else:
+                    y, _info = spla.gmres(
+                        B, b, x0=x, rtol=target, atol=atol, restart=restart, maxiter=10, M=M
+                    )
             eta_y = _backward_error(B, y, b, norm_b_mat)
             if eta_y < eta:  # BiCGSTAB can break down: keep the best iterate
                 x, eta = y, eta_y
