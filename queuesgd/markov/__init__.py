@@ -17,15 +17,26 @@ Examples
 
 from queuesgd.markov.compositions import composition_count, composition_rank, composition_table, compositions
 from queuesgd.markov.numeric import AUTO_DIRECT_LIMIT, METHODS, check_irreducible, choose_method, steady_state
-from queuesgd.markov.symbolic import FORMS, SOLVERS, check_irreducible_pattern, exact, steady_state_symbolic
+from queuesgd.markov.symbolic import (
+    FORMS,
+    MAX_SYMBOLIC_CTMC_WORK,
+    SOLVERS,
+    check_irreducible_pattern,
+    check_symbolic_ctmc,
+    exact,
+    steady_state_symbolic,
+    symbolic_ctmc_work,
+)
 
 __all__ = [
     "AUTO_DIRECT_LIMIT",
     "FORMS",
+    "MAX_SYMBOLIC_CTMC_WORK",
     "METHODS",
     "SOLVERS",
     "check_irreducible",
     "check_irreducible_pattern",
+    "check_symbolic_ctmc",
     "choose_method",
     "composition_count",
     "composition_rank",
@@ -34,4 +45,5 @@ __all__ = [
     "exact",
     "steady_state",
     "steady_state_symbolic",
+    "symbolic_ctmc_work",
 ]

@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from queuesgd.markov.symbolic import FORMS, exact, steady_state_symbolic
+from queuesgd.markov.symbolic import (
+    FORMS,
+    MAX_SYMBOLIC_CTMC_WORK,
+    check_symbolic_ctmc,
+    exact,
+    steady_state_symbolic,
+)
 
 if TYPE_CHECKING:
     import sympy
@@ -117,7 +123,13 @@ def _dense_generator(entries: Mapping[tuple[int, int], Any], n: int) -> sympy.Ma
     return Q
 
 
-def symbolic_steady_state(space: StateSpace, net: PetriNet, *, form: str = "cancel") -> np.ndarray:
+def symbolic_steady_state(
+    space: StateSpace,
+    net: PetriNet,
+    *,
+    form: str = "cancel",
+    max_work: int | None = MAX_SYMBOLIC_CTMC_WORK,
+) -> np.ndarray:
     """Exact steady state of a GSPN's tangible reachability graph.
 
     The generator ``Q[src, dst] += rate[t] * degree * prob`` is built from the
@@ -137,6 +149,10 @@ def symbolic_steady_state(space: StateSpace, net: PetriNet, *, form: str = "canc
         Each probability in lowest terms, with numerator and denominator
         factored (``"factor"``) or expanded (``"cancel"``, faster when the
         polynomials are large).
+    max_work : int or None
+        Refuse graphs whose work estimate exceeds it (see
+        :func:`queuesgd.markov.symbolic.check_symbolic_ctmc`); ``None`` tries
+        any size.
 
     Returns
     -------
@@ -149,6 +165,10 @@ def symbolic_steady_state(space: StateSpace, net: PetriNet, *, form: str = "canc
     InvalidParameterError
         If the graph is not irreducible (absorbing markings, several closed
         classes); the message counts them.
+    StateSpaceTooLargeError
+        If the exact solve would take too long (more than about 150 markings
+        with numeric rates, 32 with two symbols, 13 with six); solve
+        numerically instead.
 
     Examples
     --------
@@ -177,5 +197,7 @@ def symbolic_steady_state(space: StateSpace, net: PetriNet, *, form: str = "canc
     >>> symbolic_steady_state(net.state_space(), net).tolist()
     [4/19, 6/19, 9/19]
     """
+    # the least work any rates give, before building a generator entry per edge
+    check_symbolic_ctmc(int(np.asarray(space.markings).shape[0]), 0, max_work)
     entries, n = _generator_entries(space, net)
-    return steady_state_symbolic(entries, n, form=form)
+    return steady_state_symbolic(entries, n, form=form, max_work=max_work)
