@@ -13,8 +13,10 @@ anything measured in a run it predicts:
    alone, layer-wise, and ``k`` concurrent copies for every worker count of
    the campaign (:func:`queuesgd.harness.apriori.make_profile`);
 2. **calibrate** every network the runs use (``apriori/calibrations/``): ring
-   all-reduces of ``n`` ranks for DDP, ping-pong messages for the parameter
-   server, in network namespaces with ``tc tbf`` at each rate;
+   all-reduces of ``n`` ranks for DDP, ping-pong messages and the duplex
+   probe for the parameter server (beside ``n - 1`` busy processes for the
+   asynchronous schemes, whose other workers compute during a transfer), in
+   network namespaces with ``tc tbf`` at each rate;
 3. **predict** every configuration from those files alone
    (``apriori/predictions.json``, with the time each prediction was made);
 4. **run** every configuration live and compare with the stored prediction
@@ -124,39 +126,48 @@ def _profiles(spec: dict, configs: list, fresh: bool) -> dict[str, Profile]:
     return profiles
 
 
-def _calibration_path(kind: str, rate: str, n: int) -> Path:
-    return HERE / "apriori" / "calibrations" / f"{kind}-{_rate_tag(rate)}-n{n}.json"
+#: Asynchronous schemes: while one worker's message crosses the link the other workers compute, so their
+#: point-to-point calibration runs beside n - 1 busy processes (harness.busy); the barrier schemes'
+#: workers communicate in lock step, and theirs runs on idle cores.
+ASYNCHRONOUS = ("async-ps", "stale-synchronous")
+
+
+def _calibration_key(scheme: str, rate: str, n: int) -> tuple[str, str, int, int]:
+    """``(kind, rate, ranks, busy)`` of the calibration a configuration uses."""
+    kind = SCHEMES[scheme]
+    if kind == "allreduce":
+        return kind, rate, n, 0
+    return kind, rate, 2, n - 1 if scheme in ASYNCHRONOUS else 0
+
+
+def _calibration_path(kind: str, rate: str, n: int, busy: int = 0) -> Path:
+    tag = f"-busy{busy}" if busy else ""
+    return HERE / "apriori" / "calibrations" / f"{kind}-{_rate_tag(rate)}-n{n}{tag}.json"
 
 
 def _calibrations(spec: dict, configs: list, fresh: bool) -> dict[tuple, Calibration]:
-    needed = set()
-    for scheme, _, rate, n, _ in configs:
-        if rate is None:
-            continue
-        kind = SCHEMES[scheme]
-        needed.add((kind, rate, n if kind == "allreduce" else 2))
+    needed = {_calibration_key(scheme, rate, n) for scheme, _, rate, n, _ in configs if rate is not None}
     out = {}
-    for kind, rate, n in sorted(needed):
-        path = _calibration_path(kind, rate, n)
+    for key in sorted(needed):
+        kind, rate, n, busy = key
+        path = _calibration_path(kind, rate, n, busy)
         if path.exists() and not fresh:
-            out[kind, rate, n] = Calibration.load(path)
+            out[key] = Calibration.load(path)
             continue
-        cal = calibrate_network(kind, n, rate, gap=spec["calibration_gap"])
+        cal = calibrate_network(kind, n, rate, gap=spec["calibration_gap"], busy=busy)
         cal.save(path)
-        out[kind, rate, n] = cal
+        out[key] = cal
         print(
-            f"calibrated {kind} n={n} at {rate}: alpha {units.format_seconds(cal.alpha)}, "
-            f"B {units.format_bandwidth(cal.bandwidth)}, r2 {cal.r2:.4f}",
+            f"calibrated {kind} n={n} at {rate} beside {busy} busy: alpha {units.format_seconds(cal.alpha)}, "
+            f"B {units.format_bandwidth(cal.bandwidth)}, r2 {cal.r2:.4f}"
+            + (f", duplex {cal.duplex['duplex']:.3f}" if cal.duplex else ""),
             flush=True,
         )
     return out
 
 
 def _calibration_for(cals: dict, scheme: str, rate: str | None, n: int) -> Calibration | None:
-    if rate is None:
-        return None
-    kind = SCHEMES[scheme]
-    return cals[kind, rate, n if kind == "allreduce" else 2]
+    return None if rate is None else cals[_calibration_key(scheme, rate, n)]
 
 
 def _drift(spec: dict, model: str, prof: Profile) -> dict:

@@ -372,6 +372,10 @@ class Calibration:
         slow each other (:func:`~queuesgd.harness.duplex.measure_duplex`:
         ``alone``, ``both``, ``duplex``, ``nbytes``); None if not measured
         (then the link counts as full duplex).
+    busy : int
+        CPU-bound processes that ran beside the calibration
+        (:class:`~queuesgd.harness.busy.BusyProcesses`): the workers that
+        compute while a message crosses the link in the run it serves.
     """
 
     kind: str
@@ -384,6 +388,7 @@ class Calibration:
     measured: str
     overlap: Mapping[str, float] | None = None
     duplex: Mapping[str, float] | None = None
+    busy: int = 0
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the calibration as JSON."""
@@ -418,6 +423,7 @@ def calibrate_network(
     sizes: Iterable[int] = (4096, 1 << 20, 4 << 20),
     repeats: int = 10,
     timeout: float = 300.0,
+    busy: int = 0,
 ) -> Calibration:
     """Calibrate the emulated network a run will use, in a run of its own (namespaces and ``tc tbf``).
 
@@ -435,6 +441,14 @@ def calibrate_network(
         from the profile; see :func:`~queuesgd.harness.calibrate.calibrate_allreduce`).
     sizes, repeats, timeout
         As :func:`~queuesgd.harness.calibrate.calibrate_allreduce`.
+    busy : int
+        ``"p2p"``: CPU-bound processes to run beside the measurement
+        (:class:`~queuesgd.harness.busy.BusyProcesses`), standing in for the
+        workers that compute while a message crosses the link (on shared
+        cores the kernel's per-packet work waits for them). The a-priori
+        campaign gives ``n - 1`` for the asynchronous schemes (async-ps,
+        SSP), whose other workers compute during a transfer, and 0 for the
+        barrier schemes, whose workers communicate in lock step.
 
     An all-reduce calibration also measures, on the same ranks and network,
     how much of an all-reduce of the largest size hides behind computation
@@ -452,6 +466,11 @@ def calibrate_network(
 
     kind = _checks.choice("kind", kind, ("allreduce", "p2p"))
     workers = _checks.integer("workers", workers, minimum=2 if kind == "allreduce" else 1)
+    busy = _checks.integer("busy", busy, minimum=0)
+    if busy and kind != "p2p":
+        raise InvalidParameterError(
+            "busy", busy, "0 for an all-reduce calibration (its ranks are the workers)"
+        )
     bw = None if rate is None else _checks.positive("rate", units.parse_bandwidth(rate, "rate"))
     sizes = list(sizes)
     measured = stamp()
@@ -466,10 +485,13 @@ def calibrate_network(
             nbytes = max(sizes)
             over = measure_overlap(workers, nbytes, setup=setup, host=host, timeout=timeout)
             return fit, {**over, "nbytes": float(nbytes)}, None
+        from queuesgd.harness.busy import BusyProcesses
         from queuesgd.harness.duplex import measure_duplex
 
-        fit = calibrate.calibrate_p2p(sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout)
-        return fit, None, measure_duplex(1 << 20, repeats, setup=setup, host=host, timeout=timeout)
+        with BusyProcesses(busy):
+            fit = calibrate.calibrate_p2p(sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout)
+            duplex = measure_duplex(1 << 20, repeats, setup=setup, host=host, timeout=timeout)
+        return fit, None, duplex
 
     if bw is None:
         (fit, over, duplex), emulation = go(None, "127.0.0.1"), "none"
@@ -480,7 +502,9 @@ def calibrate_network(
         with Namespaces(world, rate=bw) as net:
             fit, over, duplex = go(net.setup, net.bridge_address)
         emulation = "netns-tbf"
-    return Calibration(kind, workers, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured, over, duplex)
+    return Calibration(
+        kind, workers, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured, over, duplex, busy
+    )
 
 
 # -------------------------------------------------------------------------------------- prediction
@@ -832,6 +856,7 @@ def run_apriori(
             "r2": calibration.r2,
             "measured": calibration.measured,
             "duplex": None if not calibration.duplex else calibration.duplex.get("duplex"),
+            "busy": calibration.busy,
         },
         "gradient_bytes": float(profile.workload.gradient_bytes),
         "batch_size": profile.batch_size,

@@ -99,6 +99,10 @@ def test_ps_prediction_uses_the_ps_update_per_gradient_and_the_p2p_link():
     assert pred["predicted"] == pytest.approx(8 * ref.iteration_rate * ref.gradients_per_update, rel=1e-12)
     with pytest.raises(InvalidParameterError, match="p2p"):
         predict_apriori("sync-ps", p, Calibration("allreduce", 3, None, 0, 1e9, 1, "none", "x"), 3)
+    from queuesgd.harness.apriori import calibrate_network
+
+    with pytest.raises(InvalidParameterError, match="busy"):  # an all-reduce's ranks are the workers
+        calibrate_network("allreduce", 2, None, busy=1)
 
 
 def test_backup_workers_prediction_takes_the_straggler_recipe_and_the_update_of_n_minus_b():
