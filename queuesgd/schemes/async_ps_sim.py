@@ -127,6 +127,28 @@ def simulate_async_ps(
     )
 
 
+class _Computes:
+    """Each worker's next compute time, drawn ``rows`` steps at a time for all workers at once."""
+
+    def __init__(self, draw: Any, n: int, cycles: int) -> None:
+        self.draw, self.rows = draw, 2 * cycles // n + 16
+        self.comp = draw(self.rows)
+        self.passes = np.ones(n, dtype=np.int64)
+        self.last = self.comp[0].tolist()  # the compute time that preceded each worker's current pass
+
+    def first(self, w: int) -> float:
+        return float(self.comp[0, w])
+
+    def next(self, w: int) -> float:
+        p = self.passes[w]
+        if p >= self.comp.shape[0]:
+            self.comp = np.vstack([self.comp, self.draw(self.rows)])
+        c = float(self.comp[p, w])
+        self.passes[w] = p + 1
+        self.last[w] = c
+        return c
+
+
 def _run_tandem(
     draw: Any, S: np.ndarray, n: int, lat: float, rk: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -137,17 +159,14 @@ def _run_tandem(
     from each queue, the worker, and the start of service at the read station ``rk`` (-1: none).
     """
     cycles, K = S.shape
-    rows = 2 * cycles // n + 16
-    comp = draw(rows)
-    passes = np.ones(n, dtype=np.int64)
+    comp = _Computes(draw, n, cycles)
     A = np.empty(cycles)
     C = np.empty(cycles)
     dep = np.empty((cycles, K))
     who = np.empty(cycles, dtype=np.int64)
     begin = np.empty(cycles)
-    heap = [(float(comp[0, w]) + lat, w) for w in range(n)]
+    heap = [(comp.first(w) + lat, w) for w in range(n)]
     heapq.heapify(heap)
-    last_c = comp[0].tolist()
     prev = [0.0] * K
     svc = S.tolist()
     for j in range(cycles):
@@ -161,16 +180,10 @@ def _run_tandem(
             d += s[k]
             prev[k] = d
         A[j] = a
-        C[j] = last_c[w]
+        C[j] = comp.last[w]
         dep[j] = prev
         who[j] = w
-        p = passes[w]
-        if p >= comp.shape[0]:
-            comp = np.vstack([comp, draw(rows)])
-        c = float(comp[p, w])
-        passes[w] = p + 1
-        last_c[w] = c
-        heapq.heappush(heap, (d + c + lat, w))
+        heapq.heappush(heap, (d + comp.next(w) + lat, w))
     return A, C, dep, who, begin
 
 
@@ -190,17 +203,14 @@ def _run_coupled(
     """
     cycles, K = S.shape
     has_update = K == 3
-    rows = 2 * cycles // n + 16
-    comp = draw(rows)
-    passes = np.ones(n, dtype=np.int64)
+    comp = _Computes(draw, n, cycles)
     A = np.empty(cycles)
     C = np.empty(cycles)
     dep = np.full((cycles, K), np.nan)
     who = np.empty(cycles, dtype=np.int64)
     begin = np.empty(cycles)
-    arrivals = [(float(comp[0, w]) + lat, w) for w in range(n)]
+    arrivals = [(comp.first(w) + lat, w) for w in range(n)]
     heapq.heapify(arrivals)
-    last_c = comp[0].tolist()
     svc = S.tolist()
     up: deque[int] = deque()
     upd: deque[int] = deque()
@@ -248,18 +258,12 @@ def _run_coupled(
                 begin[down[0]] = t
                 down_left = svc[down[0]][-1]
             w = int(who[j])
-            p = passes[w]
-            if p >= comp.shape[0]:
-                comp = np.vstack([comp, draw(rows)])
-            c = float(comp[p, w])
-            passes[w] = p + 1
-            last_c[w] = c
-            heapq.heappush(arrivals, (t + c + lat, w))
+            heapq.heappush(arrivals, (t + comp.next(w) + lat, w))
         else:
             _, w = heapq.heappop(arrivals)
             j = arrived
             arrived += 1
-            A[j], C[j], who[j] = t, last_c[w], w
+            A[j], C[j], who[j] = t, comp.last[w], w
             up.append(j)
             if len(up) == 1:
                 up_left = svc[j][0]
