@@ -499,7 +499,7 @@ def _generate_timed(net: PetriNet, max_states: int, max_tokens: int) -> StateSpa
     keys = PackedKeys(P, max_states, implied=P - 1 if conserving and P > 1 else None)
     chunk = max(256, _CHUNK_CELLS // ((P + 4) * max(1, T)))
     rows = np.empty((1024, P), dtype=np.int64)
-    src_l, dst_l, t_l, deg_l = [], [], [], []
+    src_l, dst_l, t_l = [], [], []
     try:
         keys.fit(bound if conserving else np.minimum(m0 + gain, bound), rows[:0])
         keys.add_keys(keys.pack(m0[None, :]))
@@ -532,7 +532,6 @@ def _generate_timed(net: PetriNet, max_states: int, max_tokens: int) -> StateSpa
                 src_l.append(src)
                 dst_l.append(dst)
                 t_l.append(t_e)
-                deg_l.append(arcs.degree(Fx, loc, t_e))
                 next_frontier.append(new)
             if len(next_frontier) == 1:
                 frontier = next_frontier[0]
@@ -542,6 +541,9 @@ def _generate_timed(net: PetriNet, max_states: int, max_tokens: int) -> StateSpa
         return None
     S = keys.n
     src = np.concatenate(src_l) if src_l else np.empty(0, np.int64)
+    transition = np.concatenate(t_l) if t_l else np.empty(0, np.int64)
+    # degrees once for all edges, from the source rows (not per frontier: fewer calls per level)
+    degree = arcs.degree(arcs.extend(rows[:S]), src, transition)
     initial = np.zeros(S)
     initial[0] = 1.0
     return StateSpace(
@@ -549,8 +551,8 @@ def _generate_timed(net: PetriNet, max_states: int, max_tokens: int) -> StateSpa
         initial=initial,
         src=src,
         dst=np.concatenate(dst_l) if dst_l else np.empty(0, np.int64),
-        transition=np.concatenate(t_l) if t_l else np.empty(0, np.int64),
-        degree=np.concatenate(deg_l) if deg_l else np.empty(0),
+        transition=transition,
+        degree=degree,
         prob=np.ones(src.size),
         immediate_firings=sp.csr_matrix((src.size, T)),
         place_names=net.place_names,
