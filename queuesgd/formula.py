@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping
@@ -341,13 +342,18 @@ class Formula:
         the second derivative negative there and no other stationary point is
         left; otherwise :class:`~queuesgd.errors.NotRepresentable` says why
         (with a counterexample where random parameter values make it a
-        minimum).
+        minimum). A formula too large for SymPy to solve in reasonable time,
+        or whose ``dX/dx = 0`` is not a polynomial equation of small degree
+        (see :func:`queuesgd.optimum.symbolic_obstacle`), is not solved: the
+        numeric search below runs instead when no other symbol is free (its
+        ``evidence`` says why), else ``NotRepresentable`` asks for values.
 
         With ``values`` for every other free symbol (or bounds, when there is
         no other): a numeric search over ``[lower, upper]`` -- every integer
         for ``n``, ``b``, ``c`` ... (default ``lower``: the smallest value the
         symbol takes, 1 or 0), else a grid refined by bounded Brent search
-        (default ``lower``: 0); default ``upper``: 100,000. When the
+        (default ``lower``: 0, or ``upper * 1e-9`` for the rates and
+        bandwidths, which must be > 0); default ``upper``: 100,000. When the
         largest value is at an end of the interval the result says so
         (``interior`` False, and whether the throughput is monotone there):
         a search bound is never reported as an optimum.
@@ -370,25 +376,37 @@ class Formula:
         >>> g = Formula(n / (1 + a * n), {"n": n, "a": a}, {}, "y")
         >>> print(g.optimize("n", a=0.01, upper=1000))
         no interior maximum on [1, 1000] (X is increasing); the largest X is at the bound n = 1000: 90.91
+        >>> h = Formula(n * sympy.exp(-n / 50) + sympy.harmonic(n), {"n": n}, {}, "z")
+        >>> print(h.optimize("n"))      # dX/dn = 0 has no closed form: every integer is evaluated
+        n = 53: interior maximum X = 22.92 (...; numeric search, not symbolic: dX/dn = 0 is not a poly...)
         """
         from queuesgd import optimum
 
         sym = self._symbol(symbol)
         if not values and lower is None and upper is None:
-            rest = ", ".join(k for k in self.free_names if k != sym.name)
-            return optimum.symbolic_search(
-                self.expr,
-                sym,
-                f"; pass values for the other symbols ({rest}) to Formula.optimize for a numeric optimum",
+            rest = [k for k in self.free_names if k != sym.name]
+            obstacle = optimum.symbolic_obstacle(self.expr, sym)
+            if obstacle is None or rest:
+                hint = (
+                    f"; pass values for the other symbols ({', '.join(rest)}) to Formula.optimize for a "
+                    "numeric optimum"
+                    if rest
+                    else "; pass lower= and upper= to Formula.optimize for a numeric optimum"
+                )
+                return optimum.symbolic_search(self.expr, sym, hint)
+            best = self.optimize(symbol, upper=100_000)  # the numeric search's default interval
+            return dataclasses.replace(
+                best, evidence=f"{best.evidence}; numeric search, not symbolic: {obstacle}"
             )
         f = self.subs(values)
         rest = [k for k in f.free_names if k != sym.name]
         if rest:
             raise InvalidParameterError("optimize", sorted(values), f"values for {rest}")
-        integer, minimum, _ = self._domain(sym.name)
-        lo = minimum if lower is None else lower
-        lo = self._check_value(sym.name, lo, "lower")
+        integer, minimum, strict = self._domain(sym.name)
         hi = self._check_value(sym.name, 100_000 if upper is None else upper, "upper")
+        if lower is None:  # a rate or bandwidth (> 0) starts where the grid's first positive point would
+            lower = hi * 1e-9 if strict else minimum
+        lo = self._check_value(sym.name, lower, "lower")
         if not hi > lo or not math.isfinite(hi):
             raise InvalidParameterError("upper", upper, f"a finite number > lower = {lo}")
 

@@ -13,7 +13,11 @@ an :class:`Optimum`. It never reports a point it has not checked:
 - symbolically, a stationary point ``dX/dx = 0`` is returned only where
   SymPy proves ``d2X/dx2 < 0`` there and it is the only stationary point
   left; otherwise :class:`~queuesgd.errors.NotRepresentable` says why (with
-  a counterexample where random parameter values show a minimum).
+  a counterexample where random parameter values show a minimum). The
+  symbolic road is bounded: a throughput too large to solve, or whose
+  equation ``dX/dx = 0`` is not a polynomial of small degree in ``x``, is
+  refused at once (:func:`symbolic_obstacle`); ``Formula.optimize`` then
+  runs the numeric search where no other symbol is free.
 
 When the largest value on the interval is at one of its ends, the result says
 so (``interior`` is False, ``monotone`` says whether the throughput rises or
@@ -40,7 +44,17 @@ import numpy as np
 
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 
-__all__ = ["Optimum", "integer_search", "continuous_search", "symbolic_search", "GRID_POINTS", "MAX_GRID"]
+__all__ = [
+    "GRID_POINTS",
+    "MAX_GRID",
+    "MAX_SIMPLIFY_OPS",
+    "MAX_SYMBOLIC_OPS",
+    "Optimum",
+    "continuous_search",
+    "integer_search",
+    "symbolic_obstacle",
+    "symbolic_search",
+]
 
 #: Points of the first grid of a continuous search.
 GRID_POINTS = 4001
@@ -251,11 +265,114 @@ def _counterexample(expr: Any, sym: Any, point: Any, second: Any, others: Sequen
     return ""
 
 
+#: Largest expression (``sympy.count_ops``) that :func:`symbolic_search` differentiates and solves.
+#: Every scheme's closed form is below 50 except ``AsyncPS.formula(workers=N)``: 110 at N = 2, 340 at
+#: N = 3, 805 at N = 4 (where building the derivative's numerator as a polynomial took 1.2 s, and 24 s
+#: at N = 8 in G).
+MAX_SYMBOLIC_OPS = 400
+#: Largest degree in the symbol of the numerator of ``dX/dx`` that is solved when its coefficients are
+#: symbolic and large: the quadratic formula stays small, Cardano's and Ferrari's do not.
+MAX_SYMBOLIC_DEGREE = 2
+#: Degree 3 and 4 are solved only when the numerator is this small (``count_ops``).
+MAX_SMALL_OPS = 40
+#: Largest curvature expression given to ``sympy.simplify`` (its multivariate GCDs have no bound:
+#: the hierarchical all-reduce's d2X/dn2 at its stationary point ran for minutes).
+MAX_SIMPLIFY_OPS = 150
+
+
+def symbolic_obstacle(expr: Any, sym: Any) -> str | None:
+    """Why :func:`symbolic_search` would not try ``expr`` (too large, no polynomial equation), or None.
+
+    Cheap checks only, in this order: the size of ``expr``
+    (:data:`MAX_SYMBOLIC_OPS`); the numerator of ``dX/dx``, less factors
+    that SymPy proves positive (``exp(-x)``), must be a polynomial in ``x``
+    of degree at most :data:`MAX_SYMBOLIC_DEGREE` (or 4, when it has at most
+    :data:`MAX_SMALL_OPS` operations).
+
+    Examples
+    --------
+    >>> import sympy
+    >>> n, a = sympy.symbols("n a", positive=True)
+    >>> symbolic_obstacle(n / (1 + a * n**2), n) is None
+    True
+    >>> print(symbolic_obstacle(n * sympy.exp(-n) + sympy.harmonic(n), n))
+    dX/dn = 0 is not a polynomial equation in n (it involves exp(n), zeta(2, n + 1))
+    """
+    return _equation(expr, sym)[0]
+
+
+def _non_polynomial_parts(expr: Any, sym: Any, most: int = 3) -> list[str]:
+    """The smallest subexpressions of ``expr`` in ``sym`` that are not polynomial in it (for messages)."""
+    found: set[Any] = set()
+    todo = [expr]
+    while todo:
+        x = todo.pop()
+        if x == sym or not x.has(sym):
+            continue
+        if x.is_Add or x.is_Mul:
+            todo.extend(x.args)
+        elif x.is_Pow and x.exp.is_Integer and x.exp >= 0:
+            todo.append(x.base)
+        else:
+            found.add(x)
+    texts = sorted({str(x) for x in found}, key=lambda t: (len(t), t))
+    return [t if len(t) <= 60 else t[:57] + "..." for t in texts[:most]]
+
+
+def _equation(expr: Any, sym: Any) -> tuple[str | None, Any, Any, Any]:
+    """``(obstacle, N0, P, D)``: ``dX/dx = P * N0 / D`` with ``N0`` a polynomial in ``x`` and ``P > 0``."""
+    import sympy
+
+    ops = sympy.count_ops(expr)
+    if ops > MAX_SYMBOLIC_OPS:
+        return (
+            f"the throughput has {ops:,} operations > {MAX_SYMBOLIC_OPS} (solving dX/d{sym} = 0 symbolically "
+            "would not finish in reasonable time)",
+            None, None, None,
+        )  # fmt: skip
+    num, den = sympy.fraction(sympy.together(sympy.diff(expr, sym)))
+    poly, positive = [], []
+    for factor in sympy.Mul.make_args(num):
+        if not factor.has(sym) or factor.is_polynomial(sym):
+            poly.append(factor)
+        elif factor.is_positive:  # exp(-x), x**(1/2): never zero, the sign of X'' is N0's
+            positive.append(factor)
+        else:
+            parts = ", ".join(_non_polynomial_parts(factor, sym))
+            why = f"dX/d{sym} = 0 is not a polynomial equation in {sym} (it involves {parts})"
+            return why, None, None, None
+    n0 = sympy.Mul(*poly)
+    degree = sympy.degree(n0, sym)
+    size = sympy.count_ops(n0)
+    if degree > 4 or (degree > MAX_SYMBOLIC_DEGREE and size > MAX_SMALL_OPS):
+        return (
+            f"dX/d{sym} = 0 is a polynomial equation of degree {degree} in {sym} with {size:,} operations "
+            f"(at most degree {MAX_SYMBOLIC_DEGREE}, or 4 with at most {MAX_SMALL_OPS} operations, is "
+            "solved symbolically)",
+            None, None, None,
+        )  # fmt: skip
+    return None, n0, sympy.Mul(*positive), den
+
+
+def _curvature(n0: Any, positive: Any, den: Any, sym: Any, root: Any) -> Any:
+    """``d2X/dx2`` at a root of ``N0``: ``P(r) N0'(r) / D(r)`` (the quotient rule's other terms vanish)."""
+    import sympy
+
+    curv = sympy.diff(n0, sym).subs(sym, root) * positive.subs(sym, root) / den.subs(sym, root)
+    if sympy.count_ops(curv) <= MAX_SIMPLIFY_OPS:
+        return sympy.simplify(curv)
+    return sympy.together(curv)
+
+
 def symbolic_search(expr: Any, sym: Any, hint: str = "") -> Optimum:
     """The stationary point of ``expr`` in ``sym`` that SymPy proves is a maximum.
 
     Solves ``dX/dx = 0`` for ``x > 0`` (``x`` treated as continuous) and
-    keeps a root only where SymPy proves ``d2X/dx2 < 0`` there.
+    keeps a root only where SymPy proves ``d2X/dx2 < 0`` there. Bounded in
+    time: an expression that is too large, or whose equation is not a
+    polynomial of small degree in ``x``, is refused at once (see
+    :func:`symbolic_obstacle`), and ``d2X/dx2`` is simplified only while it
+    is small (:data:`MAX_SIMPLIFY_OPS`).
 
     Parameters
     ----------
@@ -270,7 +387,8 @@ def symbolic_search(expr: Any, sym: Any, hint: str = "") -> Optimum:
     ------
     NotRepresentable
         No stationary point is a proven maximum, or several are (which is
-        largest depends on the other symbols).
+        largest depends on the other symbols), or the equation is too large
+        to solve (the message says why).
 
     Examples
     --------
@@ -281,16 +399,22 @@ def symbolic_search(expr: Any, sym: Any, hint: str = "") -> Optimum:
     """
     import sympy
 
-    deriv = sympy.diff(expr, sym)
+    obstacle, n0, positive, den = _equation(expr, sym)
+    if obstacle is not None:
+        raise NotRepresentable(f"no symbolic optimum attempted: {obstacle}" + hint)
     try:
-        roots = sympy.solve(sympy.numer(sympy.together(deriv)), sym)
+        if not n0.has(sym):
+            roots = []
+        elif n0.free_symbols == {sym}:  # numeric coefficients: the real roots exactly (radicals or CRootOf)
+            roots = sorted(set(sympy.Poly(n0, sym).real_roots()), key=lambda r: float(r))
+        else:
+            roots = sympy.solve(n0, sym)
     except NotImplementedError:
         roots = []
     roots = [r for r in roots if r.is_real is not False and r.is_positive is not False]
-    second = sympy.diff(expr, sym, 2)
     maxima, unsure = [], []
     for r in roots:
-        curv = sympy.simplify(second.subs(sym, r))
+        curv = _curvature(n0, positive, den, sym, r)
         if curv.is_negative:
             maxima.append((r, curv))
         elif curv.is_nonnegative is not True:
@@ -308,6 +432,7 @@ def symbolic_search(expr: Any, sym: Any, hint: str = "") -> Optimum:
     elif unsure:
         r, curv = unsure[0]
         others = sorted(expr.free_symbols - {sym}, key=lambda s: s.name)
+        second = sympy.diff(expr, sym, 2)
         why = (
             f"the only stationary point {sym} = {sympy.sstr(r)} is not proved to be a maximum (SymPy cannot "
             f"decide the sign of d2X/d{sym}2 there)" + _counterexample(expr, sym, r, second, others)

@@ -76,8 +76,12 @@ def test_errors_name_the_symbol():
     with pytest.raises(InvalidParameterError, match="Formula.symbols"):
         Formula(n * t, {"n": n}, {}, "bad")
     h = Formula(n * sympy.exp(-n) + sympy.harmonic(n), {"n": n}, {}, "x")
-    with pytest.raises(NotRepresentable, match="interior maximum"):
-        h.optimize("n")
+    # dX/dn = 0 is not polynomial in n: no symbolic road; n is the only symbol, so every integer is tried
+    best = h.optimize("n")
+    assert "numeric search, not symbolic: dX/dn = 0 is not a polynomial equation in n" in best.evidence
+    # X(k + 1) - X(k) = 1/(k+1) - k e^-k + (k+1) e^-(k+1) > 0: increasing, the largest at the search bound
+    assert (best.argmax, best.interior, best.monotone) == (100_000, False, "increasing")
+    assert best.maximum == pytest.approx(math.fsum(1 / k for k in range(1, 100_001)), rel=1e-12)
 
 
 def test_a_minimum_is_not_reported_as_the_optimum():

@@ -93,6 +93,73 @@ def test_symbolic_maximum_is_proved_and_two_maxima_are_refused():
         two.optimize("n")
 
 
+# ---- optimize: the symbolic road is bounded in time -------------------------------------------------
+def test_hierarchical_stationary_point_is_judged_in_bounded_time():
+    # simplify of d2X/dn2 at n* ran for minutes before the bound. By hand, with
+    # A = -2 alpha + 2 alpha_i (g - 1) + t + u + 2 S (g - 1)/(B_i g): X = m n / D(n), D = A + 2 S/B +
+    # 2 alpha n/g - 2 S g/(B n), and D - n D' = A + 2 S/B - 4 S g/(B n) vanishes at n* = 4 S g/(B A + 2 S),
+    # rising through 0 there: X' = (D - n D')/D^2 goes from - to +, a minimum.
+    f = q.derive(q.HierarchicalAllReduce(), compute="deterministic")
+    start = time.perf_counter()
+    with pytest.raises(NotRepresentable, match="the only stationary point n = ") as err:
+        f.optimize("n")
+    assert time.perf_counter() - start < 30.0  # about 0.5 s; minutes before the bound
+    assert "a minimum, not a maximum" in str(err.value)
+    text = str(err.value).split("stationary point n = ")[1].split(" is not proved")[0]
+    root = sympy.sympify(text, locals=dict(f.symbols))
+    vals = dict(S=1e8, B=1.25e9, B_intra=1e10, alpha=1e-4, alpha_intra=1e-6, g=4, t=0.1, u=0.01)
+    A = -2e-4 + 2e-6 * 3 + 0.1 + 0.01 + 2e8 * 3 / (1e10 * 4)
+    n_star = 4 * 1e8 * 4 / (1.25e9 * A + 2e8)
+    assert float(root.subs({f.symbols[k]: v for k, v in vals.items()})) == pytest.approx(n_star, rel=1e-12)
+
+
+def test_large_formula_is_refused_at_once_and_the_numeric_road_works():
+    f = q.derive("async-ps", workers=4)  # a rational function of degree 4 in the demands: 805 operations
+    start = time.perf_counter()
+    with pytest.raises(NotRepresentable, match=r"no symbolic optimum attempted: the throughput has 805 op"):
+        f.optimize("mu")
+    assert time.perf_counter() - start < 2.0  # the size is counted, nothing is solved
+    # the numeric road it names: a closed network's throughput never falls when a station gets faster
+    best = f.optimize("mu", lower=1, upper=100, m=32, G=1e7, P=1e7, B=1.25e9, alpha=0, u=0)
+    assert (best.argmax, best.interior, best.monotone) == (100.0, False, "increasing")
+
+
+def test_non_polynomial_equation_is_not_solved():
+    f = q.derive(q.SyncPS())  # H_n / mu in the round time: dX/dn involves H_n and its derivative
+    start = time.perf_counter()
+    with pytest.raises(NotRepresentable, match=r"not a polynomial equation in n \(it involves harmonic\(n\)"):
+        f.optimize("n")
+    assert time.perf_counter() - start < 2.0
+    # a factor SymPy proves positive does not count: d/dT T e^-T = (1 - T) e^-T, X''(1) = -1/e
+    T = sympy.Symbol("T", positive=True)
+    best = Formula(T * sympy.exp(-T), {"T": T}, {}, "x").optimize("T")
+    assert (best.argmax, best.interior) == (1, True) and best.maximum == sympy.exp(-1)
+    assert "d2X/dT2 = -exp(-1) < 0" in best.evidence
+
+
+def test_high_degree_falls_back_to_the_numeric_search_when_it_is_complete():
+    T, c = sympy.symbols("T c", positive=True)
+    # d/dT T/(c + T^6) = (c - 5 T^6)/(c + T^6)^2: degree 6, no formula; with c free it is refused
+    with pytest.raises(NotRepresentable, match="degree 6 in T.*pass values for the other symbols \\(c\\)"):
+        Formula(T / (c + T**6), {"T": T, "c": c}, {}, "x").optimize("T")
+    # with T alone the numeric search covers everything: T* = 5^(-1/6), X* = T*/(1 + T*^6) = 5/6 T*
+    best = Formula(T / (1 + T**6), {"T": T}, {}, "x").optimize("T")
+    t_star = 5 ** (-1 / 6)
+    assert best.interior and best.argmax == pytest.approx(t_star, rel=1e-6)
+    assert best.maximum == pytest.approx(5 / 6 * t_star, rel=1e-12)
+    assert "numeric search, not symbolic: dX/dT = 0 is a polynomial equation of degree 6" in best.evidence
+    assert (best.lower, best.upper) == (0.0, 100_000.0)
+
+
+def test_numeric_search_over_a_rate_starts_above_zero():
+    mu_ = sympy.Symbol("mu", positive=True)
+    f = Formula(mu_ * sympy.exp(-mu_) * n, {"mu": mu_, "n": n}, {}, "x")  # mu > 0: X(0) is not a value
+    best = f.optimize("mu", n=2)  # d/dmu = (1 - mu) e^-mu n: the maximum 2/e at mu = 1
+    assert best.lower == pytest.approx(1e-4) and best.interior
+    assert best.argmax == pytest.approx(1.0, abs=1e-6)
+    assert best.maximum == pytest.approx(2 / math.e, rel=1e-12)
+
+
 def test_optimize_bounds_are_checked():
     f = Formula(n / (1 + a * n**2), {"n": n, "a": a}, {}, "x")
     with pytest.raises(InvalidParameterError, match="^upper: got 1; accepted: a finite number > lower = 1"):
