@@ -369,7 +369,7 @@ def test_coupled_link_event_loop_at_full_duplex_is_the_fcfs_tandem():
     out = []
     for run in (lambda d: _run_tandem(d, S, 3, 0.001, 2), lambda d: _run_coupled(d, S, 3, 0.001, 1.0)):
         rng = np.random.default_rng(1)
-        out.append(run(lambda k: rng.exponential(0.01, (k, 3))))
+        out.append(run(lambda k, g=rng: g.exponential(0.01, (k, 3))))
     for a, b in zip(*out):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
 
