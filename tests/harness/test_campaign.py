@@ -168,3 +168,56 @@ def test_missing_torch_is_one_line_naming_the_extra():
     assert done.stderr.strip().splitlines() == [
         "queuesgd: error: torch is not installed: pip install queuesgd[validation]"
     ]
+
+
+def _children_of_me() -> list[int]:
+    """Live pids whose parent is this process, from /proc (independent of multiprocessing)."""
+    import os
+
+    me, out = os.getpid(), []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+@pytest.mark.timing
+def test_validate_timeout_covers_the_calibration(monkeypatch, capsys):
+    # The issue: --compute 1h --timeout 20 ran 120 s, the calibration's own default limit. Here the
+    # calibration alone needs minutes: at 1 Mbit/s (125 kB/s) one 1 MB all-reduce of two ranks takes
+    # 2 (n-1)/n x 1 MB / 125 kB/s = 8 s, and it times 2 warm-up + 10 repeats of it (96 s), then 12 of
+    # 4 MB (384 s). With --timeout 3 the run must fail after about 3 s, before training starts.
+    import multiprocessing
+    import re
+    import time
+
+    from queuesgd.cli import main
+    from queuesgd.harness import runners
+
+    def training_must_not_start(*args, **kwargs):
+        raise AssertionError("the calibration outlived --timeout: training started")
+
+    monkeypatch.setattr(runners, "run", training_must_not_start)
+    start = time.monotonic()
+    code = main([
+        "validate", "--scheme", "ring-allreduce", "--workers", "2", "--steps", "20", "--compute", "20ms",
+        "--gradient-bytes", "1MB", "--bandwidth", "1Mbit/s", "--network", "app", "--timeout", "3", "--json",
+    ])  # fmt: skip
+    elapsed = time.monotonic() - start
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert len(err) == 1, err
+    # the 4 KB records may be in (33 ms each at 125 kB/s); the 1 MB ones cannot be
+    assert re.fullmatch(
+        r"queuesgd: failed: ring-allreduce n=2: the run failed: timed out after 3 s \(2 workers still "
+        r"running\) \([0-2] records kept\)",
+        err[0],
+    ), err
+    assert 3.0 <= elapsed < 30.0  # 96 s of calibration at least without the limit
+    # the timeout ended the calibration's workers (their process groups): nothing is left running
+    assert multiprocessing.active_children() == [] and _children_of_me() == []
