@@ -49,8 +49,12 @@ class Prediction:
         and its own update) where the scheme has staleness, else None.
     method : str
         The solution method that ran (``"closed_form"``, ``"mva"``,
-        ``"ctmc"``, ``"simulate"``; ``"linearizer"`` where exact multi-class
-        MVA was too large).
+        ``"ctmc"``, ``"simulate"``, and for DDP ``"coarse"`` or ``"fine"``;
+        ``"linearizer"`` where exact multi-class MVA was too large;
+        ``"schweitzer"``, Bard-Schweitzer approximate MVA, where
+        :class:`~queuesgd.AsyncPS`'s exact MVA would exceed 250,000 workers x
+        stations (:data:`queuesgd.schemes.async_ps.EXACT_MVA_SIZE`); ``reason``
+        says so).
     reason : str
         Why that method was chosen, and any approximation it made (a
         phase-type fit of a non-exponential law, for instance).

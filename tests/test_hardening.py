@@ -180,6 +180,17 @@ def test_async_ps_beyond_the_exact_limit_uses_schweitzer_and_says_so(monkeypatch
     assert p.iteration_rate == pytest.approx(exact, rel=1e-4)
 
 
+def test_prediction_method_doc_lists_every_method_a_prediction_reports():
+    from queuesgd.schemes.async_ps import EXACT_MVA_SIZE
+    from queuesgd.schemes.base import METHODS
+
+    doc = q.Prediction.__doc__.split("    method : str")[1].split("    reason : str")[0]
+    # the requestable methods, and the two approximations that MVA roads report in their place
+    for name in (*METHODS, "linearizer", "schweitzer"):
+        assert f'``"{name}"``' in doc, name
+    assert EXACT_MVA_SIZE == 250_000 and "250,000 workers x" in doc
+
+
 def test_async_ps_at_a_million_workers_is_fast_and_saturates_the_bottleneck():
     w = q.Workload(0.1, "10MB", update_time="1ms", batch_size=8)
     start = time.perf_counter()
