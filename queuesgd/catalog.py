@@ -238,12 +238,25 @@ def load_workload(name: str | os.PathLike[str]) -> Workload:
             raise InvalidParameterError(f"{where}: {key}", value, f"an existing file (looked for {target})")
         return target
 
+    def linked(key: str, value: Any, read: Any, what: str) -> Any:
+        # The JSON may point anywhere (a downloaded file at ~/.ssh/id_rsa): an error names the path
+        # given, the line and field that failed and what was expected, never the file's content.
+        target = rel(key, value)
+        try:
+            return read(target)
+        except InvalidParameterError as err:
+            raise InvalidParameterError(
+                f"{where}: {key}", value, f"{what} ({err.field}: expected {err.accepted})"
+            ) from None
+
     if "compute" not in data:
         raise InvalidParameterError(
             f"{where}: compute", None, "seconds, a unit string or a distribution spec"
         )
     compute = _compute_from_json(f"{where}: compute", data["compute"])
-    layers = load_trace(rel("trace", data["trace"])) if data.get("trace") is not None else None
+    layers = None
+    if data.get("trace") is not None:
+        layers = linked("trace", data["trace"], load_trace, "a per-tensor trace file (gap_us,bytes lines)")
     gradient_bytes = data.get("gradient_bytes")
     if gradient_bytes is not None:
         gradient_bytes = parse_bytes(gradient_bytes, f"{where}: gradient_bytes")
@@ -265,7 +278,9 @@ def load_workload(name: str | os.PathLike[str]) -> Workload:
                     f"{where}: gradient_bytes", None, "a size (needed to derive update_time) or a trace"
                 )
             size = math.fsum(layer.gradient_bytes for layer in layers)
-        add_cost = CostCurve.from_file(rel("update_time.vector_add_curve", update["vector_add_curve"]))
+        add_cost = linked(
+            "update_time.vector_add_curve", update["vector_add_curve"], CostCurve.from_file, _CURVE_FILE
+        )
         update = float(add_cost(size))
     else:
         update = parse_seconds(update, f"{where}: update_time")
@@ -274,7 +289,9 @@ def load_workload(name: str | os.PathLike[str]) -> Workload:
     if spec is not None:
         if not isinstance(spec, Mapping) or set(spec) != {"vector_add_curve"}:
             raise InvalidParameterError(f"{where}: add_cost", spec, '{"vector_add_curve": path}')
-        add_cost = CostCurve.from_file(rel("add_cost.vector_add_curve", spec["vector_add_curve"]))
+        add_cost = linked(
+            "add_cost.vector_add_curve", spec["vector_add_curve"], CostCurve.from_file, _CURVE_FILE
+        )
 
     return Workload(
         compute=compute,
@@ -365,6 +382,8 @@ def _compute_from_json(field_name: str, value: Any) -> Any:
 
 
 _TRACE_COLUMNS = ("gap_us", "bytes", "forward_us", "name")
+#: What a workload JSON's ``vector_add_curve`` must point at (for messages).
+_CURVE_FILE = "a vector-add curve file (bytes,seconds lines)"
 
 
 def _column_count(counts: list[int]) -> int:

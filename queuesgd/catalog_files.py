@@ -76,6 +76,10 @@ def read_lines(path: str | os.PathLike[str]) -> tuple[Path, list[str]]:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise InvalidParameterError("path", os.fspath(path), f"a readable file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidParameterError(
+            "path", os.fspath(path), f"a UTF-8 text file (byte {exc.start} is not UTF-8)"
+        ) from None
     lines = text.splitlines()
     while lines and not lines[-1].strip():
         lines.pop()

@@ -114,6 +114,39 @@ def test_batch_size_is_bounded_to_exact_floats(tmp_path):
     assert q.Workload(0.1, "1MB", batch_size=2**53).batch_size == 2**53
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "where"),
+    [
+        ("trace", None, "line 2: batches"),  # line 2 of a trace is the batch count
+        ("add_cost", {"vector_add_curve": None}, "line 1"),  # every line of a curve is bytes,seconds
+        ("update_time", {"vector_add_curve": None}, "line 1"),
+    ],
+)
+def test_a_linked_file_is_named_by_its_path_never_quoted(tmp_path, capsys, key, value, where):
+    secret = tmp_path / "elsewhere" / "id_rsa"
+    secret.parent.mkdir()
+    secret.write_text("-----BEGIN KEY-----\nSECRET-hunter2\n-----END KEY-----\n")
+    linked = str(secret) if value is None else {"vector_add_curve": str(secret)}
+    path = _write(tmp_path, "linked", **{key: linked})
+    with pytest.raises(InvalidParameterError) as info:
+        q.load_workload(path)
+    field = key if value is None else f"{key}.vector_add_curve"
+    assert info.value.field == f"linked.json: {field}" and info.value.got == str(secret)
+    assert f"(id_rsa {where}: expected " in info.value.accepted
+    assert "SECRET" not in str(info.value) and "BEGIN" not in str(info.value)
+    status, out, err = run_cli(capsys, "predict", "--workload", str(path))
+    assert status == 2 and out == "" and len(err) == 1
+    assert str(secret) in err[0] and "SECRET" not in err[0] and "BEGIN" not in err[0]
+
+
+def test_a_binary_linked_file_is_one_clear_error(tmp_path):
+    (tmp_path / "blob.bk.log").write_bytes(b"\x00\xff\xfe binary")  # 0xff cannot start a UTF-8 character
+    with pytest.raises(InvalidParameterError) as info:
+        q.load_workload(_write(tmp_path, "blob", trace="blob.bk.log"))
+    assert info.value.field == "blob.json: trace"
+    assert "a UTF-8 text file (byte 1 is not UTF-8)" in info.value.accepted
+
+
 # ------------------------------------------------------------------------------ stated assumptions
 def test_stale_synchronous_states_that_it_ignores_ps_contention():
     w = q.Workload(0.128, "97.5MiB", batch_size=32)
