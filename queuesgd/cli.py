@@ -585,12 +585,16 @@ def _validate_checks(args: argparse.Namespace, counts: list[int]) -> None:
     cores = os.cpu_count() or 1
     top = max(counts)
     if top > PROCESSES_PER_CORE * cores and not args.force:
+        from queuesgd.harness.layout import live_key, world_size
+
+        procs = world_size(live_key(args.scheme, "--scheme"), top)  # the PS is one more process
         raise InvalidParameterError(
             "--workers",
             args.workers,
-            f"at most {PROCESSES_PER_CORE * cores} worker processes on {cores} CPU core(s) "
-            f"({top} would each hold a PyTorch interpreter, a few hundred MB, and share "
-            f"{cores} core(s)); add --force to run them anyway",
+            f"at most {PROCESSES_PER_CORE * cores} worker processes on {cores} CPU core(s), or --force. "
+            f"Estimate for {top}: {procs:,} processes, each with 1/{procs / cores:.0f} of a core, so the run "
+            "would time the scheduler rather than the scheme; PyTorch's gloo connects every pair of "
+            f"ranks: {procs * (procs - 1) // 2:,} TCP connections, about {procs + 1:,} sockets per process",
         )
     if args.random_delay:
         delays = random_delay(args.random_delay)

@@ -358,7 +358,13 @@ def test_validate_refuses_far_more_processes_than_cores(capsys, no_live_run):
     status, _, err = run_cli(capsys, "validate", "--workers", "1000")
     cores = os.cpu_count() or 1
     assert status == 2 and len(err) == 1
-    assert f"at most {8 * cores} worker processes on {cores} CPU core(s)" in err[0] and "--force" in err[0]
+    assert f"at most {8 * cores} worker processes on {cores} CPU core(s), or --force" in err[0]
+    # the estimate, by hand: 1,000 ring ranks; gloo's full mesh has 1000 x 999 / 2 connections, and each
+    # process holds a socket per peer plus the store's and the launcher's (measured: n + 1 at n = 2, 8, 16)
+    assert f"1,000 processes, each with 1/{1000 / cores:.0f} of a core" in err[0]
+    assert "499,500 TCP connections, about 1,001 sockets per process" in err[0]
+    status, _, err = run_cli(capsys, "validate", "--workers", "2,1000", "--scheme", "async-ps")
+    assert status == 2 and "1,001 processes" in err[0] and "500,500 TCP connections" in err[0]  # + the PS
 
 
 @pytest.mark.parametrize(
