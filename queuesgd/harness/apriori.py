@@ -762,11 +762,13 @@ def run_apriori(
 
     scheme = _checks.choice("scheme", scheme, tuple(SCHEMES))
     n = _checks.integer("workers", workers)
-    checked = check_params(scheme, params, n)
+    checked = {} if scheme == "ddp" else check_params(scheme, params, n)
     delay = _random_delay(random_delay)
-    if scheme == "ddp" and delay is not None:
+    if scheme == "ddp" and (delay is not None or params):
         raise InvalidParameterError(
-            "random_delay", random_delay, "None for DDP (no straggler injection there)"
+            "random_delay",
+            random_delay,
+            "None for DDP, and no params (no straggler injection or parameters there)",
         )
     pred = (
         dict(prediction)
