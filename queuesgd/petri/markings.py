@@ -121,16 +121,7 @@ class MarkingStore:
             self.n += new.size
             kn = k[new]
             o = np.argsort(kn)
-            rk = np.concatenate((self.keys[1], kn[o]))
-            ri = np.concatenate((self.ids[1], new_ids[o]))
-            o = np.argsort(rk, kind="stable")
-            self.keys[1], self.ids[1] = rk[o], ri[o]
-            if self.keys[1].size > max(4096, self.keys[0].size // 4):
-                mk = np.concatenate(self.keys)
-                mi = np.concatenate(self.ids)
-                o = np.argsort(mk, kind="stable")
-                self.keys = [mk[o], np.empty(0, np.uint64)]
-                self.ids = [mi[o], np.empty(0, np.int64)]
+            _add_sorted(self.keys, self.ids, kn[o], new_ids[o])
         else:
             new_ids = np.empty(0, np.int64)
         return ids[inv], new_ids
@@ -271,14 +262,26 @@ class PackedKeys:
         self.keys_of[self.n : self.n + new.size] = u[new]
         self.n += new.size
         ns = np.sort(new)  # u is sorted: these are the new keys in key order
-        rk = np.concatenate((self.keys[1], u[ns]))
-        ri = np.concatenate((self.ids[1], ids[ns]))
-        o = np.argsort(rk, kind="stable")
-        self.keys[1], self.ids[1] = rk[o], ri[o]
-        if self.keys[1].size > max(4096, self.keys[0].size // 4):
-            mk = np.concatenate(self.keys)
-            mi = np.concatenate(self.ids)
-            o = np.argsort(mk, kind="stable")
-            self.keys = [mk[o], np.empty(0, np.int64)]
-            self.ids = [mi[o], np.empty(0, np.int64)]
+        _add_sorted(self.keys, self.ids, u[ns], ids[ns])
         return ids[inv.ravel()], new_ids, first[new]
+
+
+def _add_sorted(
+    keys: list[np.ndarray], ids: list[np.ndarray], new_keys: np.ndarray, new_ids: np.ndarray
+) -> None:
+    """Add sorted ``new_keys`` (and their ids) to a two-run sorted index, in place.
+
+    ``keys[0]``/``ids[0]`` is the large sorted run, ``keys[1]``/``ids[1]`` the
+    small one that takes the additions; the small run is merged into the large
+    one once it outgrows a quarter of it (amortized ``O(log n)`` per key).
+    """
+    rk = np.concatenate((keys[1], new_keys))
+    ri = np.concatenate((ids[1], new_ids))
+    o = np.argsort(rk, kind="stable")
+    keys[1], ids[1] = rk[o], ri[o]
+    if keys[1].size > max(4096, keys[0].size // 4):
+        mk = np.concatenate(keys)
+        mi = np.concatenate(ids)
+        o = np.argsort(mk, kind="stable")
+        keys[:] = [mk[o], np.empty(0, mk.dtype)]
+        ids[:] = [mi[o], np.empty(0, np.int64)]
