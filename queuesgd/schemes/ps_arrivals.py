@@ -17,7 +17,9 @@ link. These engines follow the messages, as the live loops of
   order of arrival, applies updates (``u`` per gradient) and sends replies
   of ``pull = P / B`` seconds each; a send *blocks* the PS until the reply
   has left the link (``ps.send`` waits on every ``isend``), and the worker
-  gets it ``alpha`` later;
+  gets it ``alpha`` later. A send to ``K`` workers at once starts their
+  ``isend``s together, so the replies share the link and all leave after
+  ``K pull`` (no worker restarts before the last reply is out);
 - a worker starts its next computation when it has the parameters.
 
 With ``s`` PS shards every message is split over ``s`` identical links
@@ -33,7 +35,8 @@ Examples
 --------
 Three workers of 10, 20 and 30 ms, the first two gradients (backups = 1),
 8 ms per push and per reply: the second push arrives at 28 ms, the two
-replies leave at 36 and 44 ms, so the first round lasts 44 ms.
+replies share the link and leave together at 44 ms, so the first round lasts
+44 ms.
 
 >>> x = np.tile([0.010, 0.020, 0.030], (50, 1))
 >>> r = simulate_ps_barrier(x, 2, push=0.008, pull=0.008)
@@ -117,8 +120,9 @@ def simulate_ps_barrier(
     fresh arrival after it; the PS checks the cutoff before taking each
     message, so a reply that keeps it busy past the cutoff ends the wait.
     Then the PS applies the ``K`` gradients (``K update``, once its thread
-    is free) and sends version ``j + 1`` to the ``K`` contributors in worker
-    order. The round ends when the last reply has left: ``S_{j+1}``. Late
+    is free) and sends version ``j + 1`` to the ``K`` contributors at once:
+    the replies share the link and all leave ``K pull`` later, when the
+    round ends (``S_{j+1}``). Late
     workers finish (``stragglers="finish"``, what the live harness runs):
     their pushes still cross the uplink, are dropped and answered.
     Pushes that arrive during the update and the replies are handled at
@@ -233,9 +237,10 @@ def simulate_ps_barrier(
         done_update = max(barrier, ps_free) + K * u
         targets = sorted(fresh)
         got = {}
-        t_send = done_update
+        # The replies leave together (one isend per contributor, then a wait on all of them), so they
+        # share the link and end together after K pulls.
+        t_send = done_update + len(targets) * pull
         for i in targets:
-            t_send += pull
             got[i] = t_send + alpha
         ps_free = t_send
         for i, g in got.items():

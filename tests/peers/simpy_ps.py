@@ -14,9 +14,10 @@ loops' description (``queuesgd/harness/runners.py``, ``ps_loops.barrier_ps``,
   cutoff passed with at least one; a stale message is dropped and
   (finish) answered at once; messages past the cutoff wait for the next
   round; apply (``K u``); send the new version to the contributors (finish)
-  or to all (cancel). A send holds the PS for ``P/B`` per worker (its
-  ``isend``s are waited for), one worker after another in rank order, and
-  the reply reaches the worker ``alpha`` later.
+  or to all (cancel). A send to ``K`` workers starts their ``isend``s
+  together and waits for all: the replies share the PS's link and all
+  leave after ``K P/B``, holding the PS meanwhile; each reaches its
+  worker ``alpha`` later.
 - the *SSP PS* is the loop of ``event_ps`` on a real network: for each
   message in arrival order, apply (``u``), count the sender's clock, and
   release every blocked worker whose clock ``c`` satisfies
@@ -78,8 +79,9 @@ def barrier_ps(
         yield mailbox[w].put(version)
 
     def send(ranks, version: int):
-        for w in sorted(ranks):
-            yield env.timeout(pull)
+        ranks = sorted(ranks)
+        yield env.timeout(pull * len(ranks))  # the replies share the link and leave together
+        for w in ranks:
             env.process(deliver(w, version))
 
     def worker(i: int):

@@ -59,15 +59,31 @@ def _interval(values: np.ndarray, weights: np.ndarray, batches: int = 20) -> tup
 
 
 # ---------------------------------------------------------------- hand-computed rounds
+def test_replies_of_a_round_share_the_link_and_leave_together():
+    """The live PS starts every contributor's isend at once and waits for all: no early restart.
+
+    n = k = 3, compute 10 ms each, G/B = P/B = 8 ms. Round 0: pushes arrive at 18, 26, 34 (the
+    barrier); the three replies share the link and all leave at 34 + 24 = 58. Round 1: the three
+    computations end at 68, the pushes arrive at 76, 84, 92, and the replies leave at 116: every
+    round lasts 58 ms (replies one after another, in worker order, would let worker 0 restart at
+    42 and give 42 ms rounds after the first).
+    """
+    x = np.full((6, 3), 10 * MS)
+    r = simulate_ps_barrier(x, 3, push=8 * MS, pull=8 * MS)
+    assert r.duration[:4] == pytest.approx([58 * MS] * 4, abs=1e-9)
+    peer = barrier_ps(x, 3, push=8 * MS, pull=8 * MS)
+    assert (peer.end - peer.start)[:4] == pytest.approx([58 * MS] * 4, abs=1e-9)
+
+
 def test_backup_workers_three_deterministic_workers_by_hand():
     # n = 3, compute 10, 20, 30 ms, G/B = P/B = 8 ms, b = 1 (k = 2), no latency, no update.
     # Round 0: pushes issued at 10, 20, 30 arrive at 18, 28, 38 (FIFO: 20 + 8, then 30 + 8).
-    # The barrier is the 2nd arrival, 28; replies to workers 0 and 1 leave 28-36 and 36-44: S_1 = 44.
-    # Worker 2's push (38) is stale; the PS answers it at 44 (44-52).
-    # Round 1: w0 (got 36) pushes at 46 -> 54; w1 (got 44) at 64 -> 72 = the barrier (S_1 + 28);
-    # replies 72-80, 80-88: S_2 = 88. w2 (got 52) pushes at 82 -> 90: stale again, answered 90-98.
-    # Round 2: w0 (got 80) pushes at 90, behind w2's push (82 -> 90): 90 -> 98; w1 (got 88) 108 -> 116,
-    # the barrier (S_2 + 28); S_3 = 132. Every round: 20 ms compute + 8 ms push + 2 replies of 8 ms.
+    # The barrier is the 2nd arrival, 28; the replies to workers 0 and 1 share the link and both leave
+    # at 28 + 2 x 8 = 44: S_1 = 44. Worker 2's push (38) is stale; the PS answers it at 44 (44-52).
+    # Round 1: w0 (got 44) pushes at 54 -> 62; w1 (got 44) at 64 -> 72 = the barrier (S_1 + 28);
+    # replies 72-88 together: S_2 = 88. w2 (got 52) pushes at 82 -> 90: stale again, answered 90-98.
+    # Round 2: w0 (got 88) pushes at 98 -> 106; w1 (got 88) 108 -> 116, the barrier (S_2 + 28);
+    # S_3 = 132. Every round: 20 ms compute + 8 ms push + 2 replies of 8 ms sharing the link.
     x = np.tile([10 * MS, 20 * MS, 30 * MS], (6, 1))
     r = simulate_ps_barrier(x, 2, push=8 * MS, pull=8 * MS)
     assert r.duration[:3] == pytest.approx([44 * MS] * 3, abs=1e-9)
