@@ -205,8 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     results = HERE / "results"
     results.mkdir(exist_ok=True)
     pred_path = HERE / "apriori" / "predictions.json"
-    predictions: list[dict] = []
-    drift = []
+    # With --only, the other schemes' stored predictions (and the other models' drift) are kept.
+    kept = json.loads(pred_path.read_text()) if args.only and pred_path.exists() else []
+    predictions: list[dict] = [r for r in kept if r.get("scheme") != args.only]
+    drift_path = HERE / "apriori" / "drift.json"
+    drift = json.loads(drift_path.read_text()) if args.only and drift_path.exists() else []
     # Model by model: its profile, then its predictions (stored), then its runs; so that the profile is
     # measured shortly before the runs it predicts (this machine's speed drifts over tens of minutes).
     for model in dict.fromkeys(c[1] for c in configs):
@@ -251,10 +254,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if not row["disturbed"]:
                     break
-        drift.append(_drift(spec, model, prof))
+        drift = [d for d in drift if d.get("model") != model] + [_drift(spec, model, prof)]
     if args.predict_only:
         return 0
-    (HERE / "apriori" / "drift.json").write_text(json.dumps(drift, indent=1) + "\n")
+    drift_path.write_text(json.dumps(drift, indent=1) + "\n")
     subprocess.run([sys.executable, str(HERE / "run_campaign.py"), "--report-only"], check=True)
     return 0
 
