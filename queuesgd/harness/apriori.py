@@ -376,6 +376,11 @@ class Calibration:
         CPU-bound processes that ran beside the calibration
         (:class:`~queuesgd.harness.busy.BusyProcesses`): the workers that
         compute while a message crosses the link in the run it serves.
+    send_buffer : float or None
+        Point-to-point calibrations: bytes of a message that a send hands to
+        the kernel before it waits for the link
+        (:func:`~queuesgd.harness.duplex.measure_send_buffer`); None if not
+        measured (then a send blocks until its message has left).
     """
 
     kind: str
@@ -389,6 +394,7 @@ class Calibration:
     overlap: Mapping[str, float] | None = None
     duplex: Mapping[str, float] | None = None
     busy: int = 0
+    send_buffer: float | None = None
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the calibration as JSON."""
@@ -486,12 +492,13 @@ def calibrate_network(
             over = measure_overlap(workers, nbytes, setup=setup, host=host, timeout=timeout)
             return fit, {**over, "nbytes": float(nbytes)}, None
         from queuesgd.harness.busy import BusyProcesses
-        from queuesgd.harness.duplex import measure_duplex
+        from queuesgd.harness.duplex import measure_duplex, measure_send_buffer
 
         with BusyProcesses(busy):
             fit = calibrate.calibrate_p2p(sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout)
             duplex = measure_duplex(1 << 20, repeats, setup=setup, host=host, timeout=timeout)
-        return fit, None, duplex
+            held = measure_send_buffer(4 << 20, 5, setup=setup, host=host, timeout=timeout)
+        return fit, None, {**duplex, "send_buffer": held["send_buffer"]}
 
     if bw is None:
         (fit, over, duplex), emulation = go(None, "127.0.0.1"), "none"
@@ -502,8 +509,9 @@ def calibrate_network(
         with Namespaces(world, rate=bw) as net:
             fit, over, duplex = go(net.setup, net.bridge_address)
         emulation = "netns-tbf"
+    held = None if duplex is None else duplex.pop("send_buffer")
     return Calibration(
-        kind, workers, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured, over, duplex, busy
+        kind, workers, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured, over, duplex, busy, held
     )
 
 
@@ -695,6 +703,10 @@ def predict_apriori(
     duplex = 1.0
     if scheme == "async-ps" and calibration is not None and calibration.duplex:
         duplex = float(calibration.duplex["duplex"])
+    # The barrier PS's sends return once its socket buffer holds the rest (the shared-link engines).
+    held = 0.0
+    if scheme in ("backup-workers", "static-cutoff") and calibration is not None:
+        held = float(calibration.send_buffer or 0.0)
     pred = predict_live(
         scheme,
         n,
@@ -708,6 +720,7 @@ def predict_apriori(
         seed=seed,
         emulation="none" if calibration is None else calibration.emulation,
         duplex=duplex,
+        send_buffer=held,
     )
     return {
         "predicted": pred.throughput,
@@ -718,6 +731,7 @@ def predict_apriori(
         "compute_mean": work.compute_time,
         "update_time": update,
         "duplex": duplex,
+        "send_buffer": held,
     }
 
 
@@ -859,6 +873,7 @@ def run_apriori(
             "measured": calibration.measured,
             "duplex": None if not calibration.duplex else calibration.duplex.get("duplex"),
             "busy": calibration.busy,
+            "send_buffer": calibration.send_buffer,
         },
         "gradient_bytes": float(profile.workload.gradient_bytes),
         "batch_size": profile.batch_size,

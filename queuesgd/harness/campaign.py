@@ -349,7 +349,11 @@ def _profile(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any]:
 
 
 def _model(
-    key: str, params: Mapping[str, Any], emulation: str = "none", duplex: float = 1.0
+    key: str,
+    params: Mapping[str, Any],
+    emulation: str = "none",
+    duplex: float = 1.0,
+    send_buffer: float = 0.0,
 ) -> tuple[Any, str]:
     """The queuesgd scheme that models a live scheme (from the registry), and the method to use.
 
@@ -360,7 +364,9 @@ def _model(
     link; see :mod:`queuesgd.schemes.ps_arrivals`). The application shaper
     waits out the phase model's round instead, so with it the phase forms stay.
     ``duplex`` (async-ps): the share of the PS link's rate each direction
-    keeps while both transmit, as a calibration measured it.
+    keeps while both transmit, as a calibration measured it. ``send_buffer``
+    (backup workers, static cutoff on a shared link): the bytes of a reply the
+    PS's socket buffer takes at once, as a calibration measured it.
     """
     from queuesgd import registry
 
@@ -370,13 +376,23 @@ def _model(
         return registry.make(key, service="deterministic", duplex=duplex), "simulate"
     if key == "static-cutoff":  # the harness's cutoff is the scheme's timeout
         link = "shared" if shared and params["stragglers"] == "finish" else "phase"
-        scheme = registry.make(key, timeout=params["cutoff"], stragglers=params["stragglers"], link=link)
+        scheme = registry.make(
+            key,
+            timeout=params["cutoff"],
+            stragglers=params["stragglers"],
+            link=link,
+            send_buffer=send_buffer if link == "shared" else 0.0,
+        )
         return scheme, "simulate" if link == "shared" else "auto"
     if key == "backup-workers" and shared and params["stragglers"] == "finish":
-        return registry.make(key, **params, link="shared"), "simulate"
+        return registry.make(key, **params, link="shared", send_buffer=send_buffer), "simulate"
     if key == "stale-synchronous" and shared:
         return registry.make(key, **params, link="shared"), "simulate"
     return registry.make(key, **params), "auto"
+
+
+#: Live schemes whose model reads the PS's send buffer (the shared-link barrier engines).
+_BUFFERED = ("backup-workers", "static-cutoff")
 
 
 def _run_one(
@@ -422,7 +438,7 @@ def _run_one(
             done[0] += 1
             progress(label, min(done[0], total), total)
 
-    def go(setup: Any, host: str) -> tuple[Any, list[dict]]:
+    def go(setup: Any, host: str) -> tuple[Any, list[dict], float]:
         # Sizes around the run's message, and the run's idle time between operations: the fit
         # describes the network as a training step meets it (see calibrate's ``gap``).
         sizes = (4096, max(nbytes, 8192), 4 * max(nbytes, 8192))
@@ -433,6 +449,12 @@ def _run_one(
             fit = calibrate.calibrate_allreduce(n, sizes, gap=gap, **common) if n > 1 else None
         else:
             fit = calibrate.calibrate_p2p(sizes, gap=gap, **common)
+        held = 0.0
+        if key in _BUFFERED and emulation != "app-shaper":
+            from queuesgd.harness.duplex import measure_send_buffer
+
+            probe = measure_send_buffer(4 * max(nbytes, 1 << 20), setup=setup, host=host, timeout=limit)
+            held = probe["send_buffer"]
         recs = runners.run(
             key,
             live,
@@ -447,13 +469,13 @@ def _run_one(
             on_record=on_record,
             host=host,
         )
-        return fit, recs
+        return fit, recs, held
 
     if namespaces is not None:
         with namespaces as net:
-            fit, records = go(net.setup, net.bridge_address)
+            fit, records, held = go(net.setup, net.bridge_address)
     else:
-        fit, records = go(None, "127.0.0.1")
+        fit, records, held = go(None, "127.0.0.1")
 
     return compare_records(
         key,
@@ -466,6 +488,7 @@ def _run_one(
         params=checked,
         seed=seed,
         emulation=emulation,
+        send_buffer=held,
     )
 
 
@@ -483,6 +506,7 @@ def predict_live(
     seed: int = 0,
     emulation: str = "none",
     duplex: float = 1.0,
+    send_buffer: float = 0.0,
 ) -> Any:
     """Predict a live scheme's run with the queuesgd model that describes what the harness runs.
 
@@ -508,6 +532,11 @@ def predict_live(
         async-ps: the share of its rate each direction of the PS's link
         keeps while both transmit (:func:`~queuesgd.harness.duplex.measure_duplex`;
         1: full duplex, the default where nothing measured it).
+    send_buffer : float
+        backup-workers, static-cutoff on a real network: bytes of a reply the
+        PS's socket buffer takes at once
+        (:func:`~queuesgd.harness.duplex.measure_send_buffer`; 0: a send
+        blocks until its replies have left).
 
     Returns
     -------
@@ -530,7 +559,7 @@ def predict_live(
     from queuesgd.workload import Cluster, Layer, Workload
 
     checked = check_params(key, params, n)
-    scheme, method = _model(key, checked, emulation, duplex)
+    scheme, method = _model(key, checked, emulation, duplex, send_buffer)
     bw_fit, alpha_fit = (math.inf, 0.0) if fit is None else (fit.bandwidth, fit.alpha)
     layers = None
     if key == "sync-ps" and emulation != "app-shaper":
@@ -553,6 +582,7 @@ def compare_records(
     params: Mapping[str, Any] | None = None,
     seed: int = 0,
     emulation: str = "none",
+    send_buffer: float = 0.0,
 ) -> dict[str, Any]:
     """Measure a live run's records, profile it, predict it, and return the comparison row.
 
@@ -581,6 +611,7 @@ def compare_records(
         params=checked,
         seed=seed,
         emulation=emulation,
+        send_buffer=send_buffer,
     )
     bw_fit, alpha_fit = (math.inf, 0.0) if fit is None else (fit.bandwidth, fit.alpha)
     out.update(
@@ -593,6 +624,7 @@ def compare_records(
             "alpha": alpha_fit,
             "bandwidth": bw_fit,
             "r2": None if fit is None else fit.r2,
+            "send_buffer": send_buffer,
         },
         compute_mean=float(np.mean(prof["compute"])),
         compute_scv=float(np.var(prof["compute"]) / np.mean(prof["compute"]) ** 2),

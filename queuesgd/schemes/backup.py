@@ -22,7 +22,12 @@ from queuesgd.schemes.barrier import BarrierScheme
 from queuesgd.schemes.base import BatchSolution, SchemeSolution
 from queuesgd.schemes.costs import ps_round
 from queuesgd.schemes.kofn import STRAGGLERS
-from queuesgd.schemes.ps_arrivals import link_costs, shared_why, simulate_ps_barrier
+from queuesgd.schemes.ps_arrivals import (
+    barrier_link_costs,
+    check_send_buffer,
+    shared_why,
+    simulate_ps_barrier,
+)
 from queuesgd.workload import Cluster, Workload
 
 #: The PS link models: the phase after the barrier (default) or arrival times on a shared link.
@@ -52,8 +57,14 @@ class BackupWorkers(BarrierScheme):
         each worker pushes as soon as it is done (FIFO on the PS's incoming
         link, ``G/B`` each, ``alpha`` of delay), the barrier is the arrival of
         the ``(n - b)``-th fresh push, late pushes still occupy the link, and
-        replies (``P/B`` each) leave one at a time; method ``"simulate"``
-        only.
+        a round's replies (``P/B`` each) share the PS's link and leave
+        together; method ``"simulate"`` only.
+    send_buffer : float or str
+        ``link="shared"``: bytes of each reply the PS host's socket buffer
+        takes at once (0, the default: a send blocks the PS until its
+        replies have left). The live PS's send returns when the rest fits in
+        the buffer, so the next round starts while the replies still go;
+        measure it (:func:`queuesgd.harness.duplex.measure_send_buffer`).
 
     Notes
     -----
@@ -87,11 +98,15 @@ class BackupWorkers(BarrierScheme):
     backups: int = 1
     stragglers: str = "finish"
     link: str = "phase"
+    send_buffer: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backups", _checks.integer("BackupWorkers.backups", self.backups, minimum=0))
         _checks.choice("BackupWorkers.stragglers", self.stragglers, STRAGGLERS)
         _checks.choice("BackupWorkers.link", self.link, LINKS)
+        object.__setattr__(
+            self, "send_buffer", check_send_buffer("BackupWorkers.send_buffer", self.send_buffer, self.link)
+        )
         if self.link == "shared" and self.stragglers != "finish":
             raise InvalidParameterError(
                 "BackupWorkers.link", self.link, "'phase' with stragglers='cancel' ('shared' models 'finish')"
@@ -144,7 +159,7 @@ class BackupWorkers(BarrierScheme):
         k = int(self.gradients(n))
         iters = check_iterations(self.simulation_iterations if iterations is None else iterations)
         x = self.sample_round(workload, cluster, rng, iters + 1)
-        r = simulate_ps_barrier(x, k, **link_costs(workload, cluster))
+        r = simulate_ps_barrier(x, k, **barrier_link_costs(workload, cluster, self.send_buffer))
         cut = warmup_cut(iters)
         rate, ci = r.rate(cut)
         sl = slice(cut, None)
@@ -152,7 +167,7 @@ class BackupWorkers(BarrierScheme):
         comm, upd = float(r.communication[sl].mean()), float(r.update[sl].mean())
         reason = (
             f"Monte Carlo of {iters} rounds on a shared PS link: pushes FIFO as they are done, the barrier "
-            f"at the arrival of the {k}-th fresh one, replies one at a time (batch means)"
+            f"at the arrival of the {k}-th fresh one, the replies sharing the link (batch means)"
         )
         sol = self._solution(
             workload,

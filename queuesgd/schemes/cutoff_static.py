@@ -33,7 +33,12 @@ from queuesgd.schemes.cutoff_model import (
 )
 from queuesgd.schemes.cutoff_net import cutoff_net, solve_cutoff_net
 from queuesgd.schemes.kofn_sim import simulate_rounds
-from queuesgd.schemes.ps_arrivals import link_costs, shared_why, simulate_ps_barrier
+from queuesgd.schemes.ps_arrivals import (
+    barrier_link_costs,
+    check_send_buffer,
+    shared_why,
+    simulate_ps_barrier,
+)
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["StaticCutoff"]
@@ -67,8 +72,13 @@ class StaticCutoff(Scheme):
         gradient counts when its *push has arrived* by ``T``
         (:func:`~queuesgd.schemes.ps_arrivals.simulate_ps_barrier`: pushes
         FIFO on the PS's incoming link, ``G/B`` each and ``alpha`` of delay;
-        late workers' dropped pushes still occupy it; replies ``P/B`` one at a
-        time from the PS); method ``"simulate"`` only.
+        late workers' dropped pushes still occupy it; a round's replies,
+        ``P/B`` each, share the PS's link and leave together); method
+        ``"simulate"`` only.
+    send_buffer : float or str
+        ``link="shared"``: bytes of each reply the PS host's socket buffer
+        takes at once (0, the default: a send blocks the PS until its
+        replies have left); see :class:`~queuesgd.schemes.backup.BackupWorkers`.
 
     Notes
     -----
@@ -93,6 +103,7 @@ class StaticCutoff(Scheme):
     timeout: float
     stragglers: str = "finish"
     link: str = "phase"
+    send_buffer: float = 0.0
 
     key: ClassVar[str] = "static-cutoff"
 
@@ -102,6 +113,9 @@ class StaticCutoff(Scheme):
             self, "stragglers", _checks.choice("StaticCutoff.stragglers", self.stragglers, STRAGGLERS)
         )
         _checks.choice("StaticCutoff.link", self.link, LINKS)
+        object.__setattr__(
+            self, "send_buffer", check_send_buffer("StaticCutoff.send_buffer", self.send_buffer, self.link)
+        )
         if self.link == "shared" and self.stragglers != "finish":
             raise InvalidParameterError(
                 "StaticCutoff.link", self.link, "'phase' with stragglers='cancel' ('shared' models 'finish')"
@@ -163,7 +177,9 @@ class StaticCutoff(Scheme):
         parameter version, and ``x.shape[0] - 1`` rounds run.
         """
         if self.link == "shared":
-            rounds = simulate_ps_barrier(x, timer=self.timeout, **link_costs(workload, cluster))
+            rounds = simulate_ps_barrier(
+                x, timer=self.timeout, **barrier_link_costs(workload, cluster, self.send_buffer)
+            )
             warmup = warmup_cut(rounds.gradients.size)
             reason = (
                 f"Monte Carlo of {rounds.gradients.size} rounds on a shared PS link ({self.stragglers}): a "

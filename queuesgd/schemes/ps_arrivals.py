@@ -59,7 +59,15 @@ from queuesgd.batchmeans import BATCHES, half_width
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.kofn_sim import Rounds
 
-__all__ = ["SSPRun", "link_costs", "shared_why", "simulate_ps_barrier", "simulate_ps_ssp"]
+__all__ = [
+    "SSPRun",
+    "barrier_link_costs",
+    "check_send_buffer",
+    "link_costs",
+    "shared_why",
+    "simulate_ps_barrier",
+    "simulate_ps_ssp",
+]
 
 
 def link_costs(workload: Any, cluster: Any) -> dict[str, float]:
@@ -81,6 +89,40 @@ def link_costs(workload: Any, cluster: Any) -> dict[str, float]:
         "latency": float(cluster.latency),
         "update": float(workload.update_time) / s,
     }
+
+
+def check_send_buffer(name: str, value: Any, link: str) -> float:
+    """A scheme's ``send_buffer`` in bytes (units accepted), ``>= 0``, and only with ``link="shared"``.
+
+    Examples
+    --------
+    >>> check_send_buffer("BackupWorkers.send_buffer", "1MB", "shared")
+    1000000.0
+    """
+    from queuesgd.units import parse_bytes
+
+    v = float(parse_bytes(value, name))
+    if not (v >= 0 and math.isfinite(v)):
+        raise InvalidParameterError(name, value, "bytes >= 0")
+    if v > 0 and link != "shared":
+        raise InvalidParameterError(name, value, "0 unless link='shared' (the phase model has no sends)")
+    return v
+
+
+def barrier_link_costs(workload: Any, cluster: Any, send_buffer: float) -> dict[str, float]:
+    """:func:`link_costs` and the ``buffered`` seconds of a reply for :func:`simulate_ps_barrier`.
+
+    ``buffered`` is ``send_buffer / (s B)``, at most the reply's own time.
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster
+    >>> barrier_link_costs(Workload(0.1, "1MB"), Cluster(4, "1Gbit/s"), 500_000)["buffered"]
+    0.004
+    """
+    costs = link_costs(workload, cluster)
+    costs["buffered"] = min(costs["pull"], float(send_buffer) / (cluster.ps_shards * cluster.bandwidth))
+    return costs
 
 
 def shared_why(name: str, method: str) -> str:
@@ -107,6 +149,7 @@ def simulate_ps_barrier(
     pull: float = 0.0,
     latency: float = 0.0,
     update: float = 0.0,
+    buffered: float = 0.0,
 ) -> Rounds:
     """Rounds of the synchronous PS on a shared link, with the arrival time of every push.
 
@@ -143,6 +186,12 @@ def simulate_ps_barrier(
         One-way delay of every message (``alpha``).
     update : float
         PS seconds per gradient applied.
+    buffered : float
+        Seconds of a reply (at the link's rate) that the kernel's socket
+        buffer takes at once (``send_buffer / B``, at most ``pull``): a send
+        blocks the PS only until each of its replies has that much left to
+        leave, and the replies still occupy the PS's downlink in the order
+        they were sent (0: a send blocks until its replies have left).
 
     Returns
     -------
@@ -172,11 +221,15 @@ def simulate_ps_barrier(
         raise InvalidParameterError("timer", timer, "seconds > 0 (inf: none)")
     push, pull = _nonneg("push", push), _nonneg("pull", pull)
     alpha, u = _nonneg("latency", latency), _nonneg("update", update)
+    beta = _nonneg("buffered", buffered)
+    if beta > pull:
+        raise InvalidParameterError("buffered", buffered, f"seconds between 0 and pull (= {pull})")
     xs = x.tolist()
 
     cols = {f: np.zeros(rounds) for f in ("gradients", "barrier", "compute", "communication", "update")}
     started = np.zeros(rounds)  # computation time started per round (all workers)
     up_free = 0.0  # when the uplink has delivered its last push
+    down_free = 0.0  # when the PS's downlink has sent every reply queued on it
     ps_free = 0.0  # when the PS thread (and the downlink it sends on) is free
     # computations running: (push time, seq, worker, version); in flight: (arrival, worker, version)
     issues: list[tuple[float, int, int, int]] = []
@@ -228,10 +281,12 @@ def simulate_ps_barrier(
                     break
             else:  # stale: dropped, answered at once with version j
                 start = max(a, ps_free, S)
-                ps_free = start + pull
+                sent = max(start, down_free)
+                down_free = sent + pull
+                ps_free = down_free - beta  # the PS waits until only the buffered part is left
                 c = xs[j][i]
                 started[j] += c
-                heapq.heappush(issues, (ps_free + alpha + c, seq, i, j))
+                heapq.heappush(issues, (down_free + alpha + c, seq, i, j))
                 seq += 1
         K = len(fresh)
         done_update = max(barrier, ps_free) + K * u
@@ -239,10 +294,12 @@ def simulate_ps_barrier(
         got = {}
         # The replies leave together (one isend per contributor, then a wait on all of them), so they
         # share the link and end together after K pulls.
-        t_send = done_update + len(targets) * pull
+        sent = max(done_update, down_free)
+        down_free = sent + len(targets) * pull
         for i in targets:
-            got[i] = t_send + alpha
-        ps_free = t_send
+            got[i] = down_free + alpha
+        # each of the K replies progresses at 1/K of the rate: the PS waits until each has `beta` left
+        ps_free = max(done_update, sent + len(targets) * (pull - beta))
         for i, g in got.items():
             c = xs[j + 1][i]
             if j + 1 < rounds:

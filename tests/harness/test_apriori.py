@@ -133,6 +133,18 @@ def test_backup_workers_prediction_takes_the_straggler_recipe_and_the_update_of_
     assert plain["predicted"] > pred["predicted"]
     with pytest.raises(InvalidParameterError, match="random_delay"):
         predict_apriori("backup-workers", p, cal, 3, random_delay=(1, 0.03, 5))
+    # A calibration that measured the PS's send buffer: the model's sends return once it holds the rest.
+    held = Calibration("p2p", 2, 1e7, 1e-4, 1e7, 1.0, "netns-tbf", "then", None, None, 0, 3000.0)
+    pred = predict_apriori("backup-workers", p, held, 3, params={"backups": 1}, random_delay="1:30ms")
+    ref = predict(
+        BackupWorkers(1, link="shared", send_buffer=3000.0),
+        w,
+        Cluster(3, 1e7, latency=1e-4, stragglers=RandomDelay(1, 0.03)),
+        "simulate",
+        rng=0,
+        iterations=20_000,
+    )
+    assert pred["predicted"] == pytest.approx(ref.throughput, rel=1e-12) and pred["send_buffer"] == 3000.0
 
 
 def test_async_ps_prediction_uses_the_calibrated_duplex_share():

@@ -15,9 +15,10 @@ loops' description (``queuesgd/harness/runners.py``, ``ps_loops.barrier_ps``,
   (finish) answered at once; messages past the cutoff wait for the next
   round; apply (``K u``); send the new version to the contributors (finish)
   or to all (cancel). A send to ``K`` workers starts their ``isend``s
-  together and waits for all: the replies share the PS's link and all
-  leave after ``K P/B``, holding the PS meanwhile; each reaches its
-  worker ``alpha`` later.
+  together and waits for all: the replies queue for the PS's downlink
+  (a ``simpy.Resource``), share it, and all leave after ``K P/B``; the PS
+  is held until each has only its buffered part left (``buffered``; 0:
+  until they have left); each reaches its worker ``alpha`` later.
 - the *SSP PS* is the loop of ``event_ps`` on a real network: for each
   message in arrival order, apply (``u``), count the sender's clock, and
   release every blocked worker whose clock ``c`` satisfies
@@ -65,11 +66,17 @@ def barrier_ps(
     alpha: float = 0.0,
     update: float = 0.0,
     cancel: bool = False,
+    buffered: float = 0.0,
 ) -> PeerRounds:
-    """Run ``x.shape[0] - 1`` rounds of the barrier PS; return its per-round times."""
+    """Run ``x.shape[0] - 1`` rounds of the barrier PS; return its per-round times.
+
+    ``buffered``: seconds of each reply the socket buffer takes at once; the PS's
+    send returns when every reply of it has only that much left to leave.
+    """
     env = simpy.Environment()
     rounds, n = x.shape[0] - 1, x.shape[1]
     uplink = simpy.Resource(env, capacity=1)
+    downlink = simpy.Resource(env, capacity=1)
     inbox = simpy.Store(env)
     mailbox = [simpy.Store(env) for _ in range(n)]
     rec: dict[str, list[float]] = {"start": [], "barrier": [], "end": [], "applied": []}
@@ -78,11 +85,21 @@ def barrier_ps(
         yield env.timeout(alpha)
         yield mailbox[w].put(version)
 
-    def send(ranks, version: int):
-        ranks = sorted(ranks)
-        yield env.timeout(pull * len(ranks))  # the replies share the link and leave together
+    def transmit(ranks, version: int, returned):
+        with downlink.request() as req:  # the replies of one send share the link and leave together
+            yield req
+            hold = pull * len(ranks)
+            returned_at = len(ranks) * (pull - buffered)
+            yield env.timeout(returned_at)
+            returned.succeed()
+            yield env.timeout(hold - returned_at)
         for w in ranks:
             env.process(deliver(w, version))
+
+    def send(ranks, version: int):
+        returned = env.event()
+        env.process(transmit(sorted(ranks), version, returned))
+        yield returned  # isend + wait: back when only the buffered part of each reply is left
 
     def worker(i: int):
         version = 0

@@ -75,6 +75,37 @@ def test_replies_of_a_round_share_the_link_and_leave_together():
     assert (peer.end - peer.start)[:4] == pytest.approx([58 * MS] * 4, abs=1e-9)
 
 
+def test_buffered_replies_free_the_ps_before_they_have_left():
+    """A send returns once the socket buffer holds the rest: the next round starts, the replies still go.
+
+    The same three workers with each reply wholly buffered (buffered = pull): round 0's barrier is at
+    34 and the PS is free at once (S_1 = 34), while the replies leave together at 58. Round 1: the
+    pushes arrive at 76, 84, 92, so its barrier falls 58 ms after its start and the PS is free at 92:
+    the period stays 58 ms (the link is the bottleneck), but the round's clock -- what a cutoff is
+    measured from -- starts 24 ms earlier. Half buffered: the PS waits 3 x 4 ms, S_1 = 46.
+    """
+    x = np.full((6, 3), 10 * MS)
+    full = simulate_ps_barrier(x, 3, push=8 * MS, pull=8 * MS, buffered=8 * MS)
+    assert full.barrier[:3] == pytest.approx([34 * MS, 58 * MS, 58 * MS], abs=1e-9)
+    assert full.duration[1:3] == pytest.approx([58 * MS] * 2, abs=1e-9) and full.duration[0] == pytest.approx(
+        34 * MS, abs=1e-9
+    )
+    half = simulate_ps_barrier(x, 3, push=8 * MS, pull=8 * MS, buffered=4 * MS)
+    assert half.duration[0] == pytest.approx(46 * MS, abs=1e-9)
+    with pytest.raises(InvalidParameterError, match="buffered"):
+        simulate_ps_barrier(x, 3, push=8 * MS, pull=8 * MS, buffered=9 * MS)
+
+
+@pytest.mark.parametrize(("n", "k", "cutoff"), [(4, 3, None), (4, 4, 0.06), (8, 8, 0.06)])
+def test_buffered_barrier_engine_equals_the_peer_pathwise(n, k, cutoff):
+    x = np.random.default_rng(n + k + 1).lognormal(math.log(0.05), 0.3, (801, n))
+    kw = {"push": 8 * MS, "pull": 8 * MS, "update": 1 * MS, "buffered": 6 * MS}
+    r = simulate_ps_barrier(x, k, math.inf if cutoff is None else cutoff, latency=0.5 * MS, **kw)
+    peer = barrier_ps(x, k, cutoff, alpha=0.5 * MS, **kw)
+    np.testing.assert_allclose(r.duration, peer.end - peer.start, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(r.gradients, peer.applied, rtol=0, atol=0)
+
+
 def test_backup_workers_three_deterministic_workers_by_hand():
     # n = 3, compute 10, 20, 30 ms, G/B = P/B = 8 ms, b = 1 (k = 2), no latency, no update.
     # Round 0: pushes issued at 10, 20, 30 arrive at 18, 28, 38 (FIFO: 20 + 8, then 30 + 8).
