@@ -24,7 +24,7 @@ Examples
 >>> registry.resolve("sync-allreduce").__name__
 'RingAllReduce'
 >>> registry.make("backup-workers", backups=2)
-BackupWorkers(backups=2, stragglers='finish', link='phase')
+BackupWorkers(backups=2, stragglers='finish', link='phase', send_buffer=0.0)
 >>> registry.live_layout("async-ps"), registry.live_layout("tree-allreduce") is None
 ('ps', True)
 """
