@@ -90,14 +90,7 @@ class MarkingStore:
         self.ids = [np.empty(0, np.int64), np.empty(0, np.int64)]
 
     def _find(self, k: np.ndarray) -> np.ndarray:
-        out = np.full(k.size, -1, dtype=np.int64)
-        for keys, ids in zip(self.keys, self.ids):
-            if keys.size == 0:
-                continue
-            pos = np.minimum(np.searchsorted(keys, k), keys.size - 1)
-            hit = keys[pos] == k
-            out[hit] = ids[pos[hit]]
-        return out
+        return _find_sorted(self.keys, self.ids, k)
 
     def add(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ids of ``rows`` (new rows appended in order) and the ids that are new."""
@@ -121,7 +114,7 @@ class MarkingStore:
             self.n += new.size
             kn = k[new]
             o = np.argsort(kn)
-            _add_sorted(self.keys, self.ids, kn[o], new_ids[o])
+            _insert_sorted(self.keys, self.ids, kn[o], new_ids[o])
         else:
             new_ids = np.empty(0, np.int64)
         return ids[inv], new_ids
@@ -245,13 +238,7 @@ class PackedKeys:
 
     def _add_sorted(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         u, first, inv = np.unique(k, return_index=True, return_inverse=True)
-        ids = np.full(u.size, -1, dtype=np.int64)
-        for keys, kid in zip(self.keys, self.ids):
-            if keys.size == 0:
-                continue
-            pos = np.minimum(np.searchsorted(keys, u), keys.size - 1)
-            hit = keys[pos] == u
-            ids[hit] = kid[pos[hit]]
+        ids = _find_sorted(self.keys, self.ids, u)
         new = np.flatnonzero(ids < 0)
         if new.size == 0:
             return ids[inv.ravel()], np.empty(0, np.int64), np.empty(0, np.int64)
@@ -262,11 +249,23 @@ class PackedKeys:
         self.keys_of[self.n : self.n + new.size] = u[new]
         self.n += new.size
         ns = np.sort(new)  # u is sorted: these are the new keys in key order
-        _add_sorted(self.keys, self.ids, u[ns], ids[ns])
+        _insert_sorted(self.keys, self.ids, u[ns], ids[ns])
         return ids[inv.ravel()], new_ids, first[new]
 
 
-def _add_sorted(
+def _find_sorted(keys: list[np.ndarray], ids: list[np.ndarray], k: np.ndarray) -> np.ndarray:
+    """The id of each key of ``k`` in a two-run sorted index (``-1`` where absent)."""
+    out = np.full(k.size, -1, dtype=np.int64)
+    for run, run_ids in zip(keys, ids):
+        if run.size == 0:
+            continue
+        pos = np.minimum(np.searchsorted(run, k), run.size - 1)
+        hit = run[pos] == k
+        out[hit] = run_ids[pos[hit]]
+    return out
+
+
+def _insert_sorted(
     keys: list[np.ndarray], ids: list[np.ndarray], new_keys: np.ndarray, new_ids: np.ndarray
 ) -> None:
     """Add sorted ``new_keys`` (and their ids) to a two-run sorted index, in place.
