@@ -121,7 +121,12 @@ def measure_duplex(
     >>> 0.0 < m["duplex"] <= 1.0 and m["both"] > 0
     True
     """
-    size, rec = _run_probe(duplex_probe, 3, "alone", nbytes, repeats, warmup, setup, host, timeout)
+    from queuesgd.harness.launch import run_probe
+
+    size, records = run_probe(
+        duplex_probe, 3, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout
+    )
+    rec = next(r for r in records if "alone" in r)
     alone, both = float(np.median(rec["alone"])), float(np.median(rec["both"]))
     return {"alone": alone, "both": both, "duplex": duplex_share(alone=alone, both=both), "nbytes": size}
 
@@ -191,32 +196,12 @@ def measure_send_buffer(
     >>> 0 <= m["send_buffer"] <= m["nbytes"]
     True
     """
-    size, rec = _run_probe(send_buffer_probe, 2, "wait", nbytes, repeats, warmup, setup, host, timeout)
+    from queuesgd.harness.launch import run_probe
+
+    size, records = run_probe(
+        send_buffer_probe, 2, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout
+    )
+    rec = next(r for r in records if "wait" in r)
     wait, recv = float(np.median(rec["wait"])), float(np.median(rec["recv"]))
     held = size * min(max(1.0 - wait / recv, 0.0), 1.0) if recv > 0 else 0.0
     return {"wait": wait, "recv": recv, "send_buffer": float(held), "nbytes": float(size)}
-
-
-def _run_probe(
-    probe: Callable[..., None],
-    world: int,
-    key: str,
-    nbytes: int,
-    repeats: int,
-    warmup: int,
-    setup: Callable[[int], None] | None,
-    host: str,
-    timeout: float,
-) -> tuple[int, dict[str, Any]]:
-    """Run ``probe(ctx, size, repeats, warmup)`` on ``world`` ranks; return the record holding ``key``."""
-    from queuesgd.harness.launch import run_workers
-
-    size = 4 * int(np.ceil(_checks.integer("nbytes", nbytes) / 4))
-    reps = _checks.integer("repeats", repeats)
-    warm = _checks.integer("warmup", warmup, minimum=0)
-
-    def fn(ctx: Any) -> None:
-        probe(ctx, size, reps, warm)
-
-    records = run_workers(fn, world, timeout=timeout, progress_timeout=None, setup=setup, host=host)
-    return size, next(r for r in records if key in r)

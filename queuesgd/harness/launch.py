@@ -48,7 +48,7 @@ from queuesgd import _checks
 from queuesgd.errors import WorkerFailure
 from queuesgd.harness._torch import require_torch
 
-__all__ = ["WorkerContext", "run_workers"]
+__all__ = ["WorkerContext", "run_probe", "run_workers"]
 
 _PR_SET_TIMERSLACK = 29
 _dynamo_imported = False
@@ -332,3 +332,49 @@ def run_workers(
     if failure is not None:
         raise WorkerFailure(failure[0], failure[1], partial=records)
     return records
+
+
+def run_probe(
+    probe: Callable[..., None],
+    world_size: int,
+    nbytes: int,
+    repeats: int,
+    warmup: int,
+    *,
+    setup: Callable[[int], None] | None = None,
+    host: str = "127.0.0.1",
+    timeout: float = 300.0,
+) -> tuple[int, list[dict]]:
+    """Run a calibration probe ``probe(ctx, size, repeats, warmup)`` on ``world_size`` ranks.
+
+    The shared launch of the network probes (:mod:`~queuesgd.harness.overlap`,
+    :mod:`~queuesgd.harness.duplex`): ``nbytes`` is rounded up to whole
+    float32 elements, ``repeats`` and ``warmup`` are checked, and only the
+    wall-clock ``timeout`` applies (a 100 Mbit/s probe can outlast
+    :func:`run_workers`' progress timeout).
+
+    Returns
+    -------
+    size : int
+        The message size used, bytes.
+    records : list of dict
+        Every rank's records (:meth:`WorkerContext.report`).
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("torch")
+    >>> def probe(ctx, size, repeats, warmup):
+    ...     ctx.report({"size": size, "repeats": repeats})
+    >>> size, recs = run_probe(probe, 2, 10, 3, 0)
+    >>> size, sorted((r["rank"], r["repeats"]) for r in recs)
+    (12, [(0, 3), (1, 3)])
+    """
+    size = 4 * -(-_checks.integer("nbytes", nbytes) // 4)
+    reps = _checks.integer("repeats", repeats)
+    warm = _checks.integer("warmup", warmup, minimum=0)
+
+    def fn(ctx: WorkerContext) -> None:
+        probe(ctx, size, reps, warm)
+
+    records = run_workers(fn, world_size, timeout=timeout, progress_timeout=None, setup=setup, host=host)
+    return size, records

@@ -146,17 +146,10 @@ def measure_overlap(
     >>> 0.0 <= m["eta"] <= 1.0 and m["both"] > 0
     True
     """
-    from queuesgd.harness.launch import run_workers
+    from queuesgd.harness.launch import run_probe
 
     n = _checks.integer("workers", workers, minimum=2)
-    size = 4 * int(np.ceil(_checks.integer("nbytes", nbytes) / 4))
-    reps = _checks.integer("repeats", repeats)
-    warm = _checks.integer("warmup", warmup, minimum=0)
-
-    def fn(ctx: Any) -> None:
-        overlap_probe(ctx, size, reps, warm)
-
-    records = run_workers(fn, n, timeout=timeout, progress_timeout=None, setup=setup, host=host)
+    _, records = run_probe(overlap_probe, n, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout)
     out = {}
     for phase in ("comm", "compute", "both"):
         t0 = [r[phase][0] for r in records]
