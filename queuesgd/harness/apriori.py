@@ -490,7 +490,7 @@ def calibrate_network(
             )
             nbytes = max(sizes)
             over = measure_overlap(workers, nbytes, setup=setup, host=host, timeout=timeout)
-            return fit, {**over, "nbytes": float(nbytes)}, None
+            return fit, {**over, "nbytes": float(nbytes)}, None, None
         from queuesgd.harness.busy import BusyProcesses
         from queuesgd.harness.duplex import measure_duplex, measure_send_buffer
 
@@ -498,18 +498,17 @@ def calibrate_network(
             fit = calibrate.calibrate_p2p(sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout)
             duplex = measure_duplex(1 << 20, repeats, setup=setup, host=host, timeout=timeout)
             held = measure_send_buffer(4 << 20, 5, setup=setup, host=host, timeout=timeout)
-        return fit, None, {**duplex, "send_buffer": held["send_buffer"]}
+        return fit, None, duplex, held["send_buffer"]
 
     if bw is None:
-        (fit, over, duplex), emulation = go(None, "127.0.0.1"), "none"
+        (fit, over, duplex, held), emulation = go(None, "127.0.0.1"), "none"
     else:
         from queuesgd.harness.netns import Namespaces
 
         world = workers if kind == "allreduce" else 3  # p2p: two ranks, and a third for the duplex probe
         with Namespaces(world, rate=bw) as net:
-            fit, over, duplex = go(net.setup, net.bridge_address)
+            fit, over, duplex, held = go(net.setup, net.bridge_address)
         emulation = "netns-tbf"
-    held = None if duplex is None else duplex.pop("send_buffer")
     return Calibration(
         kind, workers, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured, over, duplex, busy, held
     )
