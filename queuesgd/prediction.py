@@ -89,6 +89,15 @@ class Prediction:
         """Model updates per second (same as ``iteration_rate``)."""
         return self.iteration_rate
 
+    @property
+    def memory(self) -> Any:
+        """Bytes one worker holds (a :class:`~queuesgd.schemes.memory.Memory`), where the scheme reports it.
+
+        Sharded data parallelism and pipelines report it (``details["memory"]``);
+        ``None`` for the other schemes.
+        """
+        return self.details.get("memory")
+
     def _repr_html_(self) -> str:
         """The prediction as an HTML table, which Jupyter shows when a cell's value is a Prediction."""
         rate = f"{_fmt_rate(self.throughput)} samples/s"
@@ -102,6 +111,8 @@ class Prediction:
         ]
         rows += [(f"  {k}", units.format_seconds(v)) for k, v in self.breakdown.items()]
         rows.append(("bottleneck", self.bottleneck))
+        if self.memory is not None:
+            rows.append(("memory per worker", units.format_bytes(self.memory.total)))
         if self.staleness is not None:
             rows.append(("mean staleness", f"{self.staleness:.4g} updates"))
         rows += [("method", self.method), ("reason", self.reason)]

@@ -1,0 +1,133 @@
+"""Memory per worker: what a worker holds for training, by kind, reported beside throughput.
+
+Sharded data parallelism (ZeRO, FSDP) and pipeline parallelism trade
+throughput for memory, so a prediction of either is incomplete without the
+memory each worker needs. :class:`Memory` is that quantity, in bytes, split
+as the ZeRO paper splits it (Rajbhandari et al., SC 2020): the parameters,
+the gradients, the optimizer state, and the activations kept for the
+backward pass. Schemes that report it put it in
+``SchemeSolution.details["memory"]``; :attr:`queuesgd.Prediction.memory`
+reads it.
+
+The optimizer state is counted in bytes per byte of parameters
+(:data:`OPTIMIZER_STATE`): plain SGD keeps none, SGD with momentum one
+buffer, Adam two (its first and second moments), each the size of the
+parameters. Mixed-precision master copies are not counted separately: give
+the parameters' and gradients' bytes as the workload holds them and add a
+master copy through ``optimizer_factor`` if the run keeps one (ZeRO's
+``K = 12`` bytes per parameter for Adam with fp32 master weights, against 2
+bytes per fp16 parameter, is ``optimizer_factor = 6``).
+
+Examples
+--------
+>>> m = Memory(parameters=4e9, gradients=4e9, optimizer=optimizer_state_bytes(4e9, "adam"))
+>>> m.total, m.optimizer
+(16000000000.0, 8000000000.0)
+>>> m.scaled(parameters=1 / 8, gradients=1 / 8, optimizer=1 / 8).total
+2000000000.0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from queuesgd import units
+from queuesgd.errors import InvalidParameterError, UnknownNameError
+
+__all__ = ["OPTIMIZER_STATE", "Memory", "check_optimizer", "optimizer_state_bytes"]
+
+#: Bytes of optimizer state per byte of parameters, by optimizer.
+OPTIMIZER_STATE: dict[str, float] = {"sgd": 0.0, "momentum": 1.0, "adam": 2.0}
+
+
+def check_optimizer(field: str, value: Any) -> float:
+    """The optimizer state factor of ``value``: a name of :data:`OPTIMIZER_STATE` or a number ``>= 0``.
+
+    Examples
+    --------
+    >>> check_optimizer("optimizer", "adam"), check_optimizer("optimizer", 6)
+    (2.0, 6.0)
+    >>> check_optimizer("optimizer", "lamb")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.UnknownNameError: optimizer: got 'lamb'; accepted: one of 'sgd', 'momentum', 'adam'...
+    """
+    if isinstance(value, str):
+        if value not in OPTIMIZER_STATE:
+            raise UnknownNameError(field, value, tuple(OPTIMIZER_STATE) + ("or a number of bytes per byte >= 0",))
+        return OPTIMIZER_STATE[value]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidParameterError(field, value, f"one of {sorted(OPTIMIZER_STATE)} or a number >= 0")
+    v = float(value)
+    if not (v >= 0 and math.isfinite(v)):
+        raise InvalidParameterError(field, value, "a finite number of bytes per byte of parameters >= 0")
+    return v
+
+
+def optimizer_state_bytes(parameter_bytes: float, optimizer: str | float = "adam") -> float:
+    """Bytes of optimizer state for ``parameter_bytes`` bytes of parameters.
+
+    Examples
+    --------
+    >>> optimizer_state_bytes(1e6, "momentum"), optimizer_state_bytes(1e6, "sgd")
+    (1000000.0, 0.0)
+    """
+    return float(parameter_bytes) * check_optimizer("optimizer", optimizer)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes one worker holds for training, by kind.
+
+    Attributes
+    ----------
+    parameters, gradients, optimizer, activations : float
+        Bytes of parameters (including any gathered for the layer at work),
+        gradients, optimizer state, and activations kept for the backward
+        pass (at their peak).
+
+    Examples
+    --------
+    >>> Memory(1e9, 1e9, 2e9, 5e8)
+    Memory(parameters=1 GB, gradients=1 GB, optimizer=2 GB, activations=500 MB, total=4.5 GB)
+    """
+
+    parameters: float
+    gradients: float
+    optimizer: float
+    activations: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0 and math.isfinite(v)):
+                raise InvalidParameterError(f"Memory.{f.name}", v, "finite bytes >= 0")
+            object.__setattr__(self, f.name, float(v))
+
+    @property
+    def total(self) -> float:
+        """All of it, bytes."""
+        return self.parameters + self.gradients + self.optimizer + self.activations
+
+    def scaled(self, **factors: float) -> Memory:
+        """A copy with some kinds multiplied by a factor (a shard: ``parameters=1 / n``)."""
+        unknown = set(factors) - {f.name for f in fields(self)}
+        if unknown:
+            raise UnknownNameError("Memory.scaled", sorted(unknown)[0], [f.name for f in fields(self)])
+        return replace(self, **{k: getattr(self, k) * float(v) for k, v in factors.items()})
+
+    def as_dict(self) -> dict[str, float]:
+        """Bytes by kind and ``total``, for tables.
+
+        Examples
+        --------
+        >>> Memory(1.0, 2.0, 3.0).as_dict()
+        {'parameters': 1.0, 'gradients': 2.0, 'optimizer': 3.0, 'activations': 0.0, 'total': 6.0}
+        """
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "total": self.total}
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{k}={units.format_bytes(v)}" for k, v in self.as_dict().items())
+        return f"Memory({parts})"
