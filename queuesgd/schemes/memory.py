@@ -56,7 +56,7 @@ def check_optimizer(field: str, value: Any) -> float:
     """
     if isinstance(value, str):
         if value not in OPTIMIZER_STATE:
-            raise UnknownNameError(field, value, tuple(OPTIMIZER_STATE) + ("or a number of bytes per byte >= 0",))
+            raise UnknownNameError(field, value, (*OPTIMIZER_STATE, "or a number >= 0"))
         return OPTIMIZER_STATE[value]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidParameterError(field, value, f"one of {sorted(OPTIMIZER_STATE)} or a number >= 0")

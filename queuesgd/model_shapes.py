@@ -1,0 +1,210 @@
+"""Workloads from a model's published shapes: a GPT-style transformer's layer profile without running it.
+
+Large models are planned before anyone can profile them. Their shapes are
+published (layers, hidden size, heads, sequence length, vocabulary), and
+from the shapes follow, exactly, the parameter count of every layer and the
+floating-point operations of every matrix product. :class:`TransformerShape`
+turns them into a layer-wise :class:`~queuesgd.Workload` (in backward order,
+with forward and backward times), from which every scheme's fine model --
+data parallel, sharded data parallel, pipelines and their hybrids -- can be
+predicted.
+
+What is exact and what is assumed:
+
+- **Parameters** per block ``12 h^2 + 13 h`` (attention ``4 h^2 + 4 h``,
+  MLP with a ``4 h`` inner size ``8 h^2 + 5 h``, two layer norms ``4 h``);
+  token and position embeddings ``V h + s h``; the final layer norm ``2 h``;
+  the output layer shares the token embedding (GPT-2/GPT-3).
+- **Forward FLOPs** per block and micro-batch of ``b`` sequences:
+  ``24 b s h^2 + 4 b s^2 h`` (the matrix products; Narayanan et al., SC
+  2021, eq. 3), the logits ``2 b s h V``; backward is twice the forward.
+  Over the whole model that is ``72 b s l h^2 (1 + s / (6 h) + V / (12 l h))``
+  per iteration: Narayanan et al.'s ``96 ...`` without activation
+  recomputation (which adds one more forward).
+- **Times** are FLOPs divided by a *sustained* rate ``flops`` (an
+  assumption: 125 TFLOP/s is about 40% of an A100's 312 TFLOP/s in 16-bit
+  arithmetic); element-wise kernels are not counted. The optimizer step reads
+  and writes ``update_bytes_per_parameter`` bytes per parameter at
+  ``memory_bandwidth`` (Adam with fp32 master weights, moments and a 16-bit
+  copy: about 32 bytes).
+- **Activations** one micro-batch keeps for the backward pass, per block,
+  ``s b h (34 + 5 a s / h)`` bytes (Korthikanti et al., 2022, eq. 2: 16-bit,
+  no recomputation); a pipeline boundary sends ``s b h`` values.
+
+Examples
+--------
+>>> gpt = GPT3_XL
+>>> gpt.parameters      # "1.3B" (Brown et al. 2020): 24 x 50,358,272 + 52,305 x 2048 + 4096
+1315723264
+>>> w = gpt.workload(microbatch=1)
+>>> len(w.layers), w.layers[0].name, w.layers[-1].name
+(26, 'final_norm', 'embedding')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from queuesgd import _checks, units
+
+__all__ = ["GPT3_XL", "TransformerShape"]
+
+
+@dataclass(frozen=True)
+class TransformerShape:
+    """A GPT-style decoder-only transformer, by its published shapes.
+
+    Parameters
+    ----------
+    layers : int
+        Transformer blocks ``l``.
+    hidden : int
+        Hidden size ``h`` (the MLP's inner size is ``4 h``).
+    heads : int
+        Attention heads ``a`` (``h`` must be a multiple).
+    sequence : int
+        Tokens per sequence ``s``.
+    vocabulary : int
+        Vocabulary size ``V``.
+    name : str
+        For the workload.
+
+    Examples
+    --------
+    >>> t = TransformerShape(layers=2, hidden=8, heads=2, sequence=4, vocabulary=10)
+    >>> t.block_parameters, t.parameters            # 12 x 64 + 13 x 8; 2 x 872 + 80 + 32 + 16
+    (872, 1872)
+    """
+
+    layers: int
+    hidden: int
+    heads: int
+    sequence: int
+    vocabulary: int
+    name: str = "transformer"
+
+    def __post_init__(self) -> None:
+        for f in ("layers", "hidden", "heads", "sequence", "vocabulary"):
+            object.__setattr__(self, f, _checks.integer(f"TransformerShape.{f}", getattr(self, f)))
+        if self.hidden % self.heads:
+            from queuesgd.errors import InvalidParameterError
+
+            raise InvalidParameterError(
+                "TransformerShape.heads", self.heads, f"a divisor of hidden (= {self.hidden})"
+            )
+
+    # ---- counts (exact) ---------------------------------------------------------------------
+    @property
+    def block_parameters(self) -> int:
+        """Parameters of one block: ``12 h^2 + 13 h``."""
+        h = self.hidden
+        return 12 * h * h + 13 * h
+
+    @property
+    def embedding_parameters(self) -> int:
+        """Token and position embeddings: ``V h + s h`` (the output layer shares the token embedding)."""
+        return (self.vocabulary + self.sequence) * self.hidden
+
+    @property
+    def parameters(self) -> int:
+        """All parameters: ``l (12 h^2 + 13 h) + V h + s h + 2 h``."""
+        return self.layers * self.block_parameters + self.embedding_parameters + 2 * self.hidden
+
+    def block_flops(self, microbatch: int = 1) -> float:
+        """Forward FLOPs of one block for ``microbatch`` sequences: ``24 b s h^2 + 4 b s^2 h``.
+
+        Examples
+        --------
+        >>> TransformerShape(1, 8, 2, 4, 10).block_flops(1)     # 24 x 4 x 64 + 4 x 16 x 8
+        6656.0
+        """
+        b, s, h = _checks.integer("microbatch", microbatch), self.sequence, self.hidden
+        return float(24 * b * s * h * h + 4 * b * s * s * h)
+
+    def logits_flops(self, microbatch: int = 1) -> float:
+        """Forward FLOPs of the output layer (logits): ``2 b s h V``."""
+        return float(
+            2 * _checks.integer("microbatch", microbatch) * self.sequence * self.hidden * self.vocabulary
+        )
+
+    def iteration_flops(self, microbatch: int = 1) -> float:
+        """Forward and backward FLOPs of one micro-batch: three times the forward.
+
+        Examples
+        --------
+        >>> t = GPT3_XL
+        >>> b, s, l, h, V = 1, t.sequence, t.layers, t.hidden, t.vocabulary
+        >>> t.iteration_flops(1) == 72 * b * s * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h))
+        True
+        """
+        return 3.0 * (self.layers * self.block_flops(microbatch) + self.logits_flops(microbatch))
+
+    def activation_bytes(self, microbatch: int = 1) -> float:
+        """Bytes one micro-batch keeps for the backward pass, whole model: ``l s b h (34 + 5 a s / h)``.
+
+        Korthikanti et al. (2022), eq. 2, 16-bit activations without recomputation.
+        """
+        b, s, h, a = _checks.integer("microbatch", microbatch), self.sequence, self.hidden, self.heads
+        return float(self.layers * s * b * h * (34 + 5 * a * s / h))
+
+    def boundary_bytes(self, microbatch: int = 1, dtype_bytes: int = 2) -> float:
+        """Bytes a pipeline boundary sends per micro-batch (the hidden states ``s b h``)."""
+        return float(_checks.integer("microbatch", microbatch) * self.sequence * self.hidden * dtype_bytes)
+
+    # ---- the workload --------------------------------------------------------------------------
+    def workload(
+        self,
+        microbatch: int = 1,
+        *,
+        flops: float = 125e12,
+        dtype_bytes: int = 2,
+        memory_bandwidth: float | str = "1.5TB/s",
+        update_bytes_per_parameter: float = 32.0,
+    ) -> Any:
+        """The layer-wise workload of one micro-batch of ``microbatch`` sequences.
+
+        Layers in backward order: ``final_norm`` (with the logits), the
+        blocks from last to first, then ``embedding``. Each layer's gradient
+        is its parameters times ``dtype_bytes``; its forward time its forward
+        FLOPs over ``flops`` (a sustained FLOP/s rate, an assumption), its
+        backward time twice that. ``update_time`` is the optimizer step,
+        memory bound: ``parameters x update_bytes_per_parameter /
+        memory_bandwidth``. ``batch_size`` is ``microbatch`` sequences.
+
+        Examples
+        --------
+        >>> w = GPT3_XL.workload(1, flops=1e14)
+        >>> round(w.compute_time, 5), w.gradient_bytes    # 1.8582e13 FLOPs / 1e14 FLOP/s; 2 B/parameter
+        (0.18582, 2631446528.0)
+        """
+        from queuesgd.workload import Layer, Workload
+
+        rate = _checks.positive("flops", flops)
+        mem = units.parse_bandwidth(memory_bandwidth, "memory_bandwidth")
+        nbytes = _checks.integer("dtype_bytes", dtype_bytes)
+        h = self.hidden
+        block_f = self.block_flops(microbatch) / rate
+        head_f = self.logits_flops(microbatch) / rate
+        layers = [Layer("final_norm", 2 * h * nbytes, 2 * head_f, forward_time=head_f)]
+        for i in reversed(range(self.layers)):
+            layers.append(
+                Layer(f"block{i}", self.block_parameters * nbytes, 2 * block_f, forward_time=block_f)
+            )
+        layers.append(Layer("embedding", self.embedding_parameters * nbytes, 0.0, forward_time=0.0))
+        params = self.parameters * nbytes
+        compute = sum(layer.backward_time + layer.forward_time for layer in layers)
+        return Workload(
+            compute,
+            params,
+            parameter_bytes=params,
+            batch_size=_checks.integer("microbatch", microbatch),
+            update_time=self.parameters * float(update_bytes_per_parameter) / mem,
+            layers=layers,
+            name=f"{self.name} (micro-batch {microbatch})",
+        )
+
+
+#: GPT-3 XL, "1.3B" (Brown et al., 2020, Table 2.1): 24 layers, hidden 2048, 16 heads (the table's
+#: d_head 128), context 2048, GPT-2's vocabulary of 50257 tokens.
+GPT3_XL = TransformerShape(layers=24, hidden=2048, heads=16, sequence=2048, vocabulary=50257, name="gpt3-xl")
