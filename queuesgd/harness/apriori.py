@@ -702,9 +702,9 @@ def predict_apriori(
     duplex = 1.0
     if scheme == "async-ps" and calibration is not None and calibration.duplex:
         duplex = float(calibration.duplex["duplex"])
-    # The barrier PS's sends return once its socket buffer holds the rest (the shared-link engines).
+    # The PS's sends return once its socket buffer holds the rest (the shared-link engines).
     held = 0.0
-    if scheme in ("backup-workers", "static-cutoff") and calibration is not None:
+    if scheme in ("backup-workers", "static-cutoff", "stale-synchronous") and calibration is not None:
         held = float(calibration.send_buffer or 0.0)
     pred = predict_live(
         scheme,

@@ -365,8 +365,8 @@ def _model(
     waits out the phase model's round instead, so with it the phase forms stay.
     ``duplex`` (async-ps): the share of the PS link's rate each direction
     keeps while both transmit, as a calibration measured it. ``send_buffer``
-    (backup workers, static cutoff on a shared link): the bytes of a reply the
-    PS's socket buffer takes at once, as a calibration measured it.
+    (backup workers, static cutoff, SSP on a shared link): the bytes of a reply
+    the PS's socket buffer takes at once, as a calibration measured it.
     """
     from queuesgd import registry
 
@@ -387,12 +387,12 @@ def _model(
     if key == "backup-workers" and shared and params["stragglers"] == "finish":
         return registry.make(key, **params, link="shared", send_buffer=send_buffer), "simulate"
     if key == "stale-synchronous" and shared:
-        return registry.make(key, **params, link="shared"), "simulate"
+        return registry.make(key, **params, link="shared", send_buffer=send_buffer), "simulate"
     return registry.make(key, **params), "auto"
 
 
-#: Live schemes whose model reads the PS's send buffer (the shared-link barrier engines).
-_BUFFERED = ("backup-workers", "static-cutoff")
+#: Live schemes whose model reads the PS's send buffer (the shared-link engines).
+_BUFFERED = ("backup-workers", "static-cutoff", "stale-synchronous")
 
 
 def _run_one(
@@ -533,8 +533,8 @@ def predict_live(
         keeps while both transmit (:func:`~queuesgd.harness.duplex.measure_duplex`;
         1: full duplex, the default where nothing measured it).
     send_buffer : float
-        backup-workers, static-cutoff on a real network: bytes of a reply the
-        PS's socket buffer takes at once
+        backup-workers, static-cutoff, stale-synchronous on a real network:
+        bytes of a reply the PS's socket buffer takes at once
         (:func:`~queuesgd.harness.duplex.measure_send_buffer`; 0: a send
         blocks until its replies have left).
 

@@ -13,13 +13,16 @@ link. These engines follow the messages, as the live loops of
   seconds each; a push issued at ``t`` arrives at
   ``a = max(t + alpha, previous arrival) + G / B`` (the latency is a delay,
   not an occupancy);
-- **the PS thread and its downlink**: one server. It handles arrivals in
+- **the PS thread and its downlink**: the PS thread handles arrivals in
   order of arrival, applies updates (``u`` per gradient) and sends replies
-  of ``pull = P / B`` seconds each; a send *blocks* the PS until the reply
-  has left the link (``ps.send`` waits on every ``isend``), and the worker
-  gets it ``alpha`` later. A send to ``K`` workers at once starts their
-  ``isend``s together, so the replies share the link and all leave after
-  ``K pull`` (no worker restarts before the last reply is out);
+  of ``pull = P / B`` seconds each on its downlink, in the order sent (a
+  ``down_free`` clock); a send *blocks* the PS until each of its replies
+  has only ``buffered`` seconds left to leave (``ps.send`` waits on every
+  ``isend``, which returns once the kernel's socket buffer holds the rest;
+  ``buffered = 0``: until the replies have left), and the worker gets a
+  reply ``alpha`` after it has left. A send to ``K`` workers at once starts
+  their ``isend``s together, so the replies share the link and all leave
+  after ``K pull`` (no worker restarts before the last reply is out);
 - a worker starts its next computation when it has the parameters.
 
 With ``s`` PS shards every message is split over ``s`` identical links
@@ -49,7 +52,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -337,9 +340,13 @@ class SSPRun:
         Mean updates applied between a worker's read of the parameters and
         its own update.
     blocked_fraction : float
-        Fraction of the time a worker waits for the staleness bound.
+        Fraction of the time a worker waits for the staleness bound (from
+        its update until its reply starts to leave the PS).
     updates : int
         Updates counted.
+    update_times : ndarray
+        When every update of the whole run was applied (the end of its
+        ``update`` on the PS thread), in order, warm-up and tail included.
     """
 
     rate: float
@@ -351,6 +358,7 @@ class SSPRun:
     staleness: float
     blocked_fraction: float
     updates: int
+    update_times: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False, compare=False)
 
 
 def simulate_ps_ssp(
@@ -361,6 +369,7 @@ def simulate_ps_ssp(
     pull: float = 0.0,
     latency: float = 0.0,
     update: float = 0.0,
+    buffered: float = 0.0,
     warmup: float = 0.1,
     batches: int = BATCHES,
 ) -> SSPRun:
@@ -372,15 +381,21 @@ def simulate_ps_ssp(
     clock ``c`` becomes ``c + 1`` and it may have the new parameters when
     every clock is ``>= c + 1 - staleness`` (else it waits; every clock
     change releases the waiting workers that may go, in worker order). A
-    release sends the parameters (``pull``, blocking the PS thread), the
-    worker gets them ``latency`` later and computes again.
+    release sends the parameters, as :func:`simulate_ps_barrier` answers a
+    stale push: the reply takes the PS's downlink for ``pull`` once the
+    link has sent the replies before it (``down_free``), the send blocks
+    the PS thread until the reply has ``buffered`` seconds left to leave
+    (``down_free - buffered``), and the worker gets the parameters
+    ``latency`` after the reply has left (``down_free + latency``) and
+    computes again. With ``buffered = 0`` every send blocks the PS thread
+    for its whole ``pull``.
 
     Parameters
     ----------
     samples : ndarray, shape (iterations, n)
     staleness : int or inf
-    push, pull, latency, update : float
-        As :func:`simulate_ps_barrier`.
+    push, pull, latency, update, buffered : float
+        As :func:`simulate_ps_barrier` (``0 <= buffered <= pull``).
     warmup : float
         Fraction of the run's time left out at its start.
     batches : int
@@ -397,6 +412,15 @@ def simulate_ps_ssp(
     >>> run = simulate_ps_ssp(np.full((2000, 1), 0.010), 1, push=0.002, pull=0.002)
     >>> round(run.cycle, 4)
     0.014
+    >>> np.diff(run.update_times[:4]).round(6).tolist()
+    [0.014, 0.014, 0.014]
+
+    A buffered send frees the PS thread early, but the worker still waits
+    for its reply to leave the link: alone, the cycle stays 14 ms.
+
+    >>> run = simulate_ps_ssp(np.full((2000, 1), 0.010), 1, push=0.002, pull=0.002, buffered=0.002)
+    >>> round(run.cycle, 4)
+    0.014
     """
     x = np.asarray(samples, dtype=float)
     if x.ndim != 2 or x.shape[0] < 2 * batches or x.shape[1] < 1:
@@ -407,11 +431,15 @@ def simulate_ps_ssp(
     s = float(staleness)
     push, pull = _nonneg("push", push), _nonneg("pull", pull)
     alpha, u = _nonneg("latency", latency), _nonneg("update", update)
+    beta = _nonneg("buffered", buffered)
+    if beta > pull:
+        raise InvalidParameterError("buffered", buffered, f"seconds between 0 and pull (= {pull})")
     xs = x.tolist()
     clocks = [0] * n
     read = [0] * n  # version each worker read
     version = 0
     up_free = ps_free = 0.0
+    down_free = 0.0  # when the PS's downlink has sent every reply queued on it
     blocked: list[int] = []
     events: list[tuple[float, int, str, int]] = []  # (time, seq, kind, worker)
     seq = 0
@@ -448,11 +476,16 @@ def simulate_ps_ssp(
                 elif low >= clocks[w] - s:
                     blocked.remove(w)
                     start = max(t, ps_free)
-                    blocked_time += start - t_reply[w]
-                    ps_free = start + pull
+                    # as simulate_ps_barrier's answer to a stale push: the reply queues for the downlink,
+                    # the PS waits until only its buffered part is left (beta = 0: until it has left, so
+                    # down_free <= ps_free and sent == start)
+                    sent = max(start, down_free)
+                    blocked_time += sent - t_reply[w]
+                    down_free = sent + pull
+                    ps_free = down_free - beta
                     read[w] = version
                     c = xs[clocks[w]][w]
-                    heapq.heappush(events, (ps_free + alpha + c, seq, "push", w))
+                    heapq.heappush(events, (down_free + alpha + c, seq, "push", w))
                     seq += 1
         seq += 1
     times = np.asarray(t_apply)
@@ -477,4 +510,5 @@ def simulate_ps_ssp(
         staleness=float(np.asarray(stale)[inwin].mean()),
         blocked_fraction=min(blocked_time / (n * t_end), 1.0) if t_end > 0 else 0.0,
         updates=count,
+        update_times=times,
     )

@@ -32,7 +32,7 @@ from queuesgd.orderstats import expected_max
 from queuesgd.rng import as_generator
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.laws import ctmc_law, sample_compute
-from queuesgd.schemes.ps_arrivals import link_costs, shared_why, simulate_ps_ssp
+from queuesgd.schemes.ps_arrivals import barrier_link_costs, check_send_buffer, shared_why, simulate_ps_ssp
 from queuesgd.schemes.ssp_chain import clock_offset_chain
 from queuesgd.workload import Cluster, Workload
 
@@ -68,8 +68,15 @@ class StaleSynchronous(Scheme):
         link (:func:`~queuesgd.schemes.ps_arrivals.simulate_ps_ssp`: pushes
         FIFO on the incoming link, ``G/B`` each; the PS thread applies
         (``update_time``) and sends the replies (``P/B`` each) one at a
-        time; ``latency`` as a delay; deterministic transfers); method
-        ``"simulate"`` only.
+        time on its outgoing link; ``latency`` as a delay; deterministic
+        transfers); method ``"simulate"`` only.
+    send_buffer : float or str
+        ``link="shared"``: bytes of each reply the PS host's socket buffer
+        takes at once (0, the default: a send blocks the PS until the reply
+        has left). The live PS's send returns when the rest fits in the
+        buffer, so it applies the next gradient while the reply still goes;
+        measure it (:func:`queuesgd.harness.duplex.measure_send_buffer`).
+        As :class:`~queuesgd.schemes.backup.BackupWorkers`.
 
     Examples
     --------
@@ -78,10 +85,13 @@ class StaleSynchronous(Scheme):
     >>> p = predict(StaleSynchronous(staleness=2), w, Cluster(workers=1, bandwidth="1Gbit/s"))
     >>> round(p.iteration_rate, 6)          # alone: 1 / (0.1 + 2 x 10 MB / 125 MB/s)
     3.846154
+    >>> StaleSynchronous(2, link="shared", send_buffer="1MB")
+    StaleSynchronous(staleness=2, link='shared', send_buffer=1000000.0)
     """
 
     staleness: int | float = 1
     link: str = "dedicated"
+    send_buffer: float = 0.0
 
     key: ClassVar[str] = "stale-synchronous"
     #: Largest CTMC ``method="auto"`` builds; beyond it auto simulates.
@@ -89,6 +99,8 @@ class StaleSynchronous(Scheme):
 
     def __post_init__(self) -> None:
         _checks.choice("StaleSynchronous.link", self.link, LINKS)
+        held = check_send_buffer("StaleSynchronous.send_buffer", self.send_buffer, self.link)
+        object.__setattr__(self, "send_buffer", held)
         s = self.staleness
         accepted = "an integer >= 0, or math.inf (asynchronous)"
         if isinstance(s, float) and math.isinf(s) and s > 0:
@@ -233,7 +245,7 @@ class StaleSynchronous(Scheme):
         rounds = max(total // n, 2 * BATCHES + 10)
         gen = as_generator(np.random.default_rng() if rng is None else rng)
         x = sample_compute(workload, cluster, gen, rounds)
-        run = simulate_ps_ssp(x, self.staleness, **link_costs(workload, cluster))
+        run = simulate_ps_ssp(x, self.staleness, **barrier_link_costs(workload, cluster, self.send_buffer))
         comm = run.transfer
         waiting = max(run.cycle - run.compute - comm - run.update, 0.0)
         details = {"blocked_fraction": run.blocked_fraction, "updates": run.updates, "link": "shared"}
@@ -241,6 +253,9 @@ class StaleSynchronous(Scheme):
             f"Monte Carlo of {rounds} iterations per worker on a shared PS link: pushes FIFO on its incoming "
             "link, updates and replies one at a time on the PS, deterministic transfers"
         )
+        if self.send_buffer:
+            held = f"{self.send_buffer:.0f} B"
+            reason += f"; a send returns once the rest of its reply fits in the socket buffer ({held})"
         return self._solution(
             run.rate,
             n,

@@ -217,3 +217,20 @@ def test_ddp_prediction_weighs_the_overlapped_and_serial_steps_by_the_measured_o
         pred = predict_apriori("ddp", p, cal, 2)
         assert pred["predicted"] == pytest.approx(64 / step, rel=1e-9), eta
         assert pred["overlap_eta"] == eta
+
+
+def test_ssp_prediction_takes_the_calibrated_send_buffer():
+    # The a-priori SSP prediction equals predict() on the same inputs with the calibration's buffer.
+    from queuesgd import RandomDelay, StaleSynchronous, predict
+    from queuesgd.workload import Cluster
+
+    held = Calibration("p2p", 2, 1e7, 1e-4, 1e7, 1.0, "netns-tbf", "then", None, None, 2, 3000.0)
+    pred = predict_apriori(
+        "stale-synchronous", _profile(), held, 3, params={"staleness": 2}, random_delay="1:30ms"
+    )
+    w = Workload(Empirical([0.02, 0.04, 0.03]), 4040.0, batch_size=8, update_time=0.0004)
+    cluster = Cluster(3, 1e7, latency=1e-4, stragglers=RandomDelay(1, 0.03))
+    scheme = StaleSynchronous(2, link="shared", send_buffer=3000.0)
+    ref = predict(scheme, w, cluster, "simulate", rng=0, iterations=20_000)
+    assert pred["predicted"] == pytest.approx(ref.throughput, rel=1e-12)
+    assert pred["send_buffer"] == 3000.0

@@ -22,7 +22,11 @@ loops' description (``queuesgd/harness/runners.py``, ``ps_loops.barrier_ps``,
 - the *SSP PS* is the loop of ``event_ps`` on a real network: for each
   message in arrival order, apply (``u``), count the sender's clock, and
   release every blocked worker whose clock ``c`` satisfies
-  ``min(clocks) >= c - s`` (in rank order), sending it the parameters.
+  ``min(clocks) >= c - s`` (in rank order), sending it the parameters: the
+  reply queues for the PS's downlink (its own ``simpy.Resource``), holds it
+  for ``P/B``, and the PS is held until the reply has only its buffered
+  part left (``buffered``; 0: until it has left); the worker has it
+  ``alpha`` after it has left.
 
 Compute times come from a given array: ``x[v, i]`` is worker ``i``'s
 computation on version ``v`` (barrier PS) or its ``v``-th computation (SSP).
@@ -188,17 +192,30 @@ def ssp_ps(
     pull: float,
     alpha: float = 0.0,
     update: float = 0.0,
+    buffered: float = 0.0,
 ) -> np.ndarray:
-    """Run the stale-synchronous PS until a worker has used its last sample; the times of every update."""
+    """Run the stale-synchronous PS; the times of every update until a worker's last one is applied.
+
+    Worker ``i`` computes ``x[c, i]`` for its ``c``-th iteration; the run stops at the update that
+    completes some worker's ``x.shape[0]``-th iteration (that update included). ``buffered``: seconds
+    of each reply the socket buffer takes at once; a send returns when the reply has only that much
+    left to leave.
+    """
     env = simpy.Environment()
     steps, n = x.shape
     uplink = simpy.Resource(env, capacity=1)
+    downlink = simpy.Resource(env, capacity=1)
     inbox = simpy.Store(env)
     mailbox = [simpy.Store(env) for _ in range(n)]
     applied: list[float] = []
     over = env.event()
 
-    def deliver(w: int):
+    def transmit(w: int, returned):
+        with downlink.request() as req:  # replies leave one after another, in the order sent
+            yield req
+            yield env.timeout(pull - buffered)
+            returned.succeed()  # only the buffered part is left: the send returns
+            yield env.timeout(buffered)
         yield env.timeout(alpha)
         yield mailbox[w].put(True)
 
@@ -211,8 +228,6 @@ def ssp_ps(
                 yield env.timeout(push)
             yield inbox.put(_Msg(i, c, env.now))
             yield mailbox[i].get()
-        if not over.triggered:
-            over.succeed()
 
     def ps():
         clocks = [0] * n
@@ -222,12 +237,16 @@ def ssp_ps(
             yield env.timeout(update)
             applied.append(env.now)
             clocks[m.src] += 1
+            if clocks[m.src] >= steps:  # a worker has used its last sample
+                over.succeed()
+                return
             blocked.add(m.src)
             for w in sorted(blocked):
                 if min(clocks) >= clocks[w] - staleness:
                     blocked.discard(w)
-                    yield env.timeout(pull)
-                    env.process(deliver(w))
+                    returned = env.event()
+                    env.process(transmit(w, returned))
+                    yield returned
 
     for i in range(n):
         env.process(worker(i))

@@ -159,7 +159,68 @@ def test_ssp_one_worker_by_hand():
     assert np.diff(times) == pytest.approx(np.full(times.size - 1, 18 * MS), abs=1e-9)
 
 
+def test_ssp_two_workers_with_buffered_sends_by_hand():
+    """A send returns once the socket buffer holds the rest: the PS applies while the reply still goes.
+
+    n = 2, s = 1, compute 2 ms (w0) and 30 ms (w1), alpha 1, G/B 2, u 1, P/B 8, buffered 6 (ms).
+    w0: computes 0-2, its push arrives 2 + 1 + 2 = 5; applied 5-6 (update at 6), clocks (1, 0): w0 may
+        go (0 >= 1 - 1): its reply takes the downlink 6-14, the PS is free at 14 - 6 = 8, w0 has it at 15.
+    w0: computes 15-17, arrives 20, applied 20-21 (update at 21), clocks (2, 0): w0 waits (0 < 2 - 1).
+    w1: computes 0-30, arrives 33, applied 33-34 (update at 34), clocks (2, 1): both may go, in worker
+        order: w0's reply 34-42 (PS free at 36), w1's sent at 36 but the downlink is busy until 42:
+        42-50 (PS free at 44); w0 has it at 43, w1 at 51.
+    w0: computes 43-45, arrives 48, applied 48-49 (update at 49; the PS has been free since 44),
+        clocks (3, 1): waits.
+    w1: computes 51-81, arrives 84, applied 84-85 (update at 85), clocks (3, 2): w0's reply 85-93 (PS
+        free 87), w1's 93-101 (PS free 95); w0 has it at 94, w1 at 102.
+    w0: computes 94-96, arrives 99, applied 99-100 (update at 100). From here a 51 ms period (w1's
+        cycle: 30 + 1 + 2 + 1 + 8 of w0's reply + 8 of its own + 1): 136, 151, ...
+    Unbuffered (today's sends): the PS is busy until each reply has left, 34-42 then 42-50, so w0's
+    push arriving at 48 is applied 50-51 (update at 51), and the one arriving at 99 waits for the
+    reply ending at 101: 101-102; every other time is the same (the replies leave at the same times).
+    """
+    x = np.tile([2 * MS, 30 * MS], (40, 1))
+    kw = {"push": 2 * MS, "pull": 8 * MS, "update": 1 * MS}
+    buffered = [6, 21, 34, 49, 85, 100, 136, 151]
+    today = [6, 21, 34, 51, 85, 102, 136, 153]
+    for beta, expected in ((6 * MS, buffered), (0.0, today)):
+        run = simulate_ps_ssp(x, 1, latency=1 * MS, buffered=beta, **kw)
+        assert run.update_times[:8] == pytest.approx(np.array(expected) * MS, abs=1e-12)
+        peer = ssp_ps(x, 1, alpha=1 * MS, buffered=beta, **kw)
+        assert peer[:8] == pytest.approx(np.array(expected) * MS, abs=1e-12)
+    # the rate is w1's: two updates per 51 ms either way (the window is not a whole number of periods)
+    assert run.rate == pytest.approx(2 / (51 * MS), rel=0.02)
+
+
+def test_ssp_buffered_is_validated():
+    x = np.full((100, 2), 10 * MS)
+    for bad in (-1 * MS, 9 * MS, math.nan, math.inf):  # negative, more than the reply, not a number
+        with pytest.raises(InvalidParameterError, match="buffered"):
+            simulate_ps_ssp(x, 1, push=8 * MS, pull=8 * MS, buffered=bad)
+    with pytest.raises(InvalidParameterError, match="buffered"):  # no reply time: nothing to buffer
+        simulate_ps_ssp(x, 1, buffered=1 * MS)
+
+
 # ---------------------------------------------------------------- the SimPy peer
+@pytest.mark.parametrize(
+    "n, s, beta",
+    [(2, 1, 6.0), (4, 2, 6.0), (8, 1, 3.0), (3, math.inf, 8.0), (4, 0, 8.0), (5, 3, 0.0)],
+)
+def test_ssp_engine_equals_the_peer_pathwise(n, s, beta):
+    """Every update time, on the same compute times, until the first worker has used its last sample."""
+    x = np.random.default_rng(10 * n + int(beta)).lognormal(math.log(0.03), 0.5, (301, n))
+    kw = {"push": 8 * MS, "pull": 8 * MS, "update": 1 * MS, "buffered": beta * MS}
+    run = simulate_ps_ssp(x, s, latency=0.5 * MS, **kw)
+    # the engine stops a worker at clock 300 (rows 0..299), the peer after x.shape[0] = 300 iterations
+    peer = ssp_ps(x[:-1], s, alpha=0.5 * MS, **kw)
+    assert peer.size > 0.9 * 300 * n
+    np.testing.assert_allclose(run.update_times[: peer.size], peer, rtol=0, atol=1e-9)
+    assert int((run.update_times <= peer[-1]).sum()) == peer.size
+    if beta and 0 < s < math.inf:  # the buffer changes the path (not a vacuous comparison)
+        today = simulate_ps_ssp(x, s, latency=0.5 * MS, **{**kw, "buffered": 0.0})
+        assert np.abs(today.update_times[: peer.size] - peer).max() > 1e-4
+
+
 @pytest.mark.parametrize(
     "n, k, cutoff",
     [(4, 3, None), (8, 7, None), (4, 4, 0.06), (8, 8, 0.06), (6, 6, 0.03)],
@@ -192,11 +253,14 @@ def test_scheme_within_the_peer_interval(scheme, n):
     assert abs(model - rate) <= half + model_half, (model, rate, half, model_half)
 
 
-@pytest.mark.parametrize("n, s", [(4, 2), (8, 2), (3, 0)])
-def test_ssp_within_the_peer_interval(n, s):
-    p = q.predict(q.StaleSynchronous(s, link="shared"), W, C.with_workers(n), rng=4, iterations=16_000)
+@pytest.mark.parametrize("n, s, held", [(4, 2, 0.0), (8, 2, 0.0), (3, 0, 0.0), (8, 2, 750_000.0)])
+def test_ssp_within_the_peer_interval(n, s, held):
+    # held bytes of each 1 MB reply in the socket buffer: 6 ms of its 8 ms at 1 Gbit/s
+    scheme = q.StaleSynchronous(s, link="shared", send_buffer=held)
+    p = q.predict(scheme, W, C.with_workers(n), rng=4, iterations=16_000)
     x = np.random.default_rng(200 + n).lognormal(math.log(0.05), 0.3, (16_000 // n, n))
-    times = ssp_ps(x, s, push=8 * MS, pull=8 * MS, alpha=0.5 * MS, update=1 * MS)
+    beta = held / 125e6
+    times = ssp_ps(x, s, push=8 * MS, pull=8 * MS, alpha=0.5 * MS, update=1 * MS, buffered=beta)
     t0, t1 = 0.1 * times[-1], times[-1] - (s + 2) * 0.2  # leave the workers' last steps out
     edges = np.linspace(t0, t1, 21)
     counts = np.histogram(times, bins=edges)[0].astype(float)
@@ -234,7 +298,7 @@ def test_free_links_schemes_agree_with_their_phase_model():
 # ---------------------------------------------------------------- the option and the contract
 def test_defaults_are_unchanged_and_the_option_is_validated():
     assert q.BackupWorkers().link == "phase" and q.StaticCutoff(0.1).link == "phase"
-    assert q.StaleSynchronous().link == "dedicated"
+    assert q.StaleSynchronous().link == "dedicated" and q.StaleSynchronous().send_buffer == 0.0
     with pytest.raises(InvalidParameterError, match="link"):
         q.BackupWorkers(link="nope")
     with pytest.raises(InvalidParameterError, match="finish"):
@@ -255,6 +319,7 @@ def test_defaults_are_unchanged_and_the_option_is_validated():
         q.BackupWorkers(1, link="shared"),
         q.StaticCutoff(0.06, link="shared"),
         q.StaleSynchronous(1, link="shared"),
+        q.StaleSynchronous(1, link="shared", send_buffer="600kB"),
     ],
     ids=lambda s: s.key,
 )

@@ -193,3 +193,49 @@ def test_bad_input():
         with pytest.raises(InvalidParameterError, match=r"StaleSynchronous\.staleness"):
             StaleSynchronous(bad)
     assert StaleSynchronous(2.0).staleness == 2
+
+
+def test_send_buffer_is_validated_and_shown():
+    # the same rules as BackupWorkers.send_buffer (ps_arrivals.check_send_buffer): bytes >= 0, units
+    # accepted, and only with link="shared" (the dedicated model has no sends)
+    s = StaleSynchronous(2, link="shared", send_buffer="1.5MB")
+    assert s.send_buffer == 1.5e6
+    assert repr(s) == "StaleSynchronous(staleness=2, link='shared', send_buffer=1500000.0)"
+    assert StaleSynchronous(2).send_buffer == 0.0
+    for bad in (-1.0, math.nan, math.inf, "lots"):
+        with pytest.raises(InvalidParameterError, match=r"StaleSynchronous\.send_buffer"):
+            StaleSynchronous(2, link="shared", send_buffer=bad)
+    with pytest.raises(InvalidParameterError, match=r"StaleSynchronous\.send_buffer.*link='shared'"):
+        StaleSynchronous(2, send_buffer="1MB")
+
+
+def test_send_buffer_frees_a_saturated_ps_by_its_buffered_seconds():
+    """A saturated PS: per update, its thread applies (u) and sends until the reply has beta left.
+
+    8 workers of 1 ms compute, staleness inf, 1 kB gradients (8 us pushes), 1 MB replies at 1 Gbit/s
+    (pull = 8 ms), u = 4 ms: the PS always has a gradient waiting. Per update the PS thread is busy
+    u + pull - beta and the downlink pull, so X = 1 / max(pull, u + pull - beta) (beta = buffer / B,
+    at most pull): beta = 0 (today): 1 / 12 ms; 250 kB = 2 ms: 1 / 10 ms; 500 kB = 4 ms and 2 MB
+    (beta = pull): 1 / 8 ms, the downlink's own limit.
+    """
+    from queuesgd.schemes.ps_arrivals import barrier_link_costs
+
+    w = q.Workload(Deterministic(0.001), 1000, "1MB", batch_size=1, update_time="4ms")
+    c = q.Cluster(8, "1Gbit/s")
+    assert barrier_link_costs(w, c, 2e6)["buffered"] == pytest.approx(0.008, rel=1e-12)  # at most pull
+    for held, period in ((0.0, 0.012), (250_000.0, 0.010), (500_000.0, 0.008), (2e6, 0.008)):
+        scheme = StaleSynchronous(math.inf, link="shared", send_buffer=held)
+        p = q.predict(scheme, w, c, rng=0, iterations=8_000)
+        assert p.iteration_rate == pytest.approx(1 / period, rel=1e-3), held
+        assert ("socket buffer" in p.reason) == (held > 0)
+
+
+def test_live_harness_models_ssp_with_the_calibrated_send_buffer():
+    # campaign._model: on a real (tc tbf) network SSP is the shared-link model with the measured buffer;
+    # the application shaper keeps the dedicated model (it has no sends)
+    from queuesgd.harness.campaign import _model
+
+    scheme, method = _model("stale-synchronous", {"staleness": 2}, "netns-tbf", send_buffer=3000.0)
+    assert (scheme, method) == (StaleSynchronous(2, link="shared", send_buffer=3000.0), "simulate")
+    scheme, method = _model("stale-synchronous", {"staleness": 2}, "app-shaper", send_buffer=0.0)
+    assert (scheme, method) == (StaleSynchronous(2), "auto")
