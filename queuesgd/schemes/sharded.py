@@ -1,0 +1,724 @@
+"""Sharded data parallelism: ZeRO stages 1-3 (Rajbhandari et al., SC 2020) and FSDP (Zhao et al., VLDB 2023).
+
+``n`` ranks each run the whole batch of the workload (data parallel); what
+is *sharded* -- split ``1/n`` per rank -- is the training state: the
+optimizer state (stage 1), the gradients too (stage 2), and the parameters
+too (stage 3, FSDP's full shard). Stage 0 is plain DDP, for comparison. The
+model is a task graph of one step (:mod:`queuesgd.dag`), exact for its
+assumptions, and closed forms in its two limiting cases.
+
+Assumptions (all of them; ``docs/schemes/sharded.md`` says the same):
+
+1. *Units.* The model is cut into ``k`` units (FSDP units, ZeRO-3 parameter
+   groups), contiguous in forward order (:func:`~.sharded_graph.shard_units`):
+   one per layer, ``k`` of about equal bytes, or given layer counts. A unit's
+   parameters are its share of ``workload.parameter_bytes`` in proportion to
+   its gradient bytes. Without a per-layer profile the model is one unit.
+2. *Collectives.* Ring all-gather and reduce-scatter of ``S`` bytes on ``n``
+   ranks each cost ``(n-1)/n S/B + (n-1) alpha``; the reduce-scatter adds
+   ``n - 1`` vector additions of ``S/n`` bytes (``workload.reduction_time``);
+   an all-reduce is the two of them (Patarasuk and Yuan 2009). All ranks
+   are symmetric: a collective starts when every rank has reached it.
+3. *One channel, issue order.* Each rank has one compute stream (a FIFO
+   chain) and one communication channel that runs one collective at a time
+   in the order the program issues them
+   (:func:`~.sharded_graph.channel_order`). (FSDP2 issues all-gathers and
+   reduce-scatters on two CUDA streams that share the same links; serving
+   them one at a time is the model's choice, since they share the
+   bandwidth.)
+4. *Stages* (``u``: ``workload.update_time``, one full optimizer step):
+
+   - stage 0 (DDP): an all-reduce of each unit's gradient, issued when the
+     unit's backward ends (``overlap``) or after the whole backward; then the
+     update ``u``.
+   - stage 1 (ZeRO-1): a reduce-scatter of each unit's gradient after the
+     whole backward (DeepSpeed reduces the gradient at the end of the
+     backward for stage 1; ``overlap`` does not apply), the update of the
+     rank's shard ``u / n``, then an all-gather of each unit's updated
+     parameters, exposed: the next step needs them.
+   - stage 2 (ZeRO-2): as stage 1, but the reduce-scatter of a unit is
+     issued when its backward ends (``overlap``; else after the backward).
+   - stage 3 (ZeRO-3, FSDP ``reshard_after_forward=True``): an all-gather of
+     unit ``i``'s parameters before its forward ``F(i)`` and again before its
+     backward ``B(i)``, a reduce-scatter of its gradient after ``B(i)``
+     (``overlap``; else after the whole backward), the update ``u / n``, no
+     gather after the update. The last unit keeps its parameters from its
+     forward to its backward (as FSDP2 does for the root group, and as
+     torchtitan sets ``reshard_after_forward=False`` for the last block):
+     ``2k - 1`` gathers per step.
+5. *Prefetch* (stage 3). ``prefetch=True``: the gather of the next unit is
+   issued once the current unit's gather is done and the current unit's
+   compute may start -- one unit ahead: FSDP2 waits the all-gather streams
+   on the previous gather's copy-out event before the next gather
+   (``FSDPParamGroup.wait_for_unshard``, ``AllGatherState``) and prefetches
+   one group in backward (``FSDPParamGroup.pre_backward`` ->
+   ``_backward_prefetch``), both in
+   ``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``. In the
+   backward the prefetched gather of ``i - 1`` is issued before the
+   reduce-scatter of ``i`` (pre-backward hook before post-backward hook).
+   ``prefetch=False``: the next gather is issued when the current unit's
+   computation ends (after ``i``'s reduce-scatter in the backward, since
+   autograd runs ``i``'s post-backward hook before ``i - 1``'s pre-backward
+   hook).
+6. *Randomness.* A worker's compute time for a step is its law
+   (``workload.compute`` divided by its speed); every forward and backward
+   task of that worker in that step is stretched by the same factor (as
+   :class:`~queuesgd.schemes.finegrained.FineGrained`). Collectives and
+   updates are deterministic. Identical deterministic workers: one is drawn
+   (exact); otherwise every worker is drawn and a collective waits for the
+   matching tasks of all of them. ``RandomDelay`` stragglers are refused.
+7. *Memory per worker* (:class:`~queuesgd.schemes.memory.Memory`): with
+   ``P``, ``G`` the parameter and gradient bytes and ``O`` the optimizer
+   state (``optimizer`` factor times ``P``): stage 0 ``P + G + O``; stage 1
+   ``P + G + O/n``; stage 2 ``P + (G + O)/n``; stage 3 ``(P + G + O)/n``
+   plus the gathered units held at once (the largest unit, twice with
+   prefetch); activations ``activation_bytes`` (per worker, not sharded).
+   ZeRO's Figure 1 with ``K = 12`` bytes of optimizer state per fp16
+   parameter is ``optimizer=6``.
+
+Roads: ``fine`` (the task graph: max-plus if deterministic, else Monte
+Carlo) and ``closed_form`` in the two limiting cases where it is exact (see
+:meth:`ShardedDataParallel.solve_closed_form`).
+
+Examples
+--------
+>>> from queuesgd import Workload, Layer, Cluster, predict
+>>> w = Workload(0.09, None, layers=[Layer(f"l{i}", 10e6, "20ms", "10ms") for i in range(3)])
+>>> p = predict(ShardedDataParallel(stage=3), w, Cluster(4, "1GB/s"))
+>>> round(p.iteration_time, 9), p.method      # 7.5 ms gather + 90 ms compute + 7.5 ms reduce-scatter
+(0.105, 'fine')
+>>> p.memory.total                              # (30 + 30 + 60 MB) / 4 + 2 units of 10 MB
+50000000.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from queuesgd import _checks, units
+from queuesgd.dag import TaskGraph, schedule, simulate
+from queuesgd.distributions import Deterministic
+from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
+from queuesgd.schemes.laws import worker_laws
+from queuesgd.schemes.memory import Memory, check_optimizer
+from queuesgd.schemes.sharded_graph import (
+    COMMUNICATION,
+    ShardedModel,
+    ShardUnit,
+    shard_units,
+    sharded_graph,
+    unit_costs,
+)
+
+if TYPE_CHECKING:
+    from queuesgd.formula import Formula
+    from queuesgd.workload import Cluster, Workload
+
+__all__ = ["ShardedDataParallel", "sharded_memory"]
+
+#: Relative slack of the full-overlap conditions (a gather that fits under compute up to rounding).
+_RTOL = 1e-12
+
+
+def sharded_memory(
+    parameter_bytes: float,
+    gradient_bytes: float,
+    workers: int,
+    stage: int,
+    *,
+    optimizer: str | float = "adam",
+    gathered_bytes: float = 0.0,
+    activation_bytes: float = 0.0,
+) -> Memory:
+    """Bytes one worker holds under ZeRO stage ``stage`` (Rajbhandari et al., SC 2020, Section 5).
+
+    Stage 0: ``P + G + O``; 1: ``P + G + O/n``; 2: ``P + (G + O)/n``; 3:
+    ``(P + G + O)/n + gathered`` (the parameters of the units gathered at
+    once; none with one worker). ``O`` is ``optimizer`` (a name or bytes per
+    byte of parameters) times ``P``.
+
+    Examples
+    --------
+    >>> m = sharded_memory(15e9, 15e9, 64, 2, optimizer=6)   # ZeRO Figure 1, P_os+g: 16.6 GB
+    >>> round(m.total / 1e9, 1)
+    16.6
+    """
+    n = _checks.integer("workers", workers)
+    o = float(parameter_bytes) * check_optimizer("ShardedDataParallel.optimizer", optimizer)
+    p, g = float(parameter_bytes), float(gradient_bytes)
+    parts = {
+        0: (p, g, o),
+        1: (p, g, o / n),
+        2: (p, g / n, o / n),
+        3: (p / n + (gathered_bytes if n > 1 else 0.0), g / n, o / n),
+    }
+    if stage not in parts:
+        raise InvalidParameterError("ShardedDataParallel.stage", stage, "0, 1, 2 or 3")
+    return Memory(*parts[stage], float(activation_bytes))
+
+
+@dataclass(frozen=True)
+class ShardedDataParallel(Scheme):
+    """Sharded data parallelism: ZeRO stage 0-3 / PyTorch FSDP, one task graph per step.
+
+    Parameters
+    ----------
+    stage : int
+        0 (plain DDP, for comparison), 1 (optimizer state sharded), 2 (+
+        gradients), 3 (+ parameters: ZeRO-3, FSDP full shard).
+    prefetch : bool
+        Stage 3: gather the next unit one unit ahead, while the current one
+        computes (FSDP's implicit forward and default backward prefetch);
+        ``False`` issues it when the current unit's computation ends.
+    overlap : bool
+        Stages 0, 2 and 3: a unit's gradient collective may start as soon as
+        its backward ends (else after the whole backward pass). Stage 1
+        always reduces after the backward.
+    units : None, int or sequence of int
+        How the model is cut into units: one per layer, ``k`` of about equal
+        bytes, or the layer count of each unit in forward order
+        (:func:`~queuesgd.schemes.sharded_graph.shard_units`).
+    optimizer : str or float
+        Optimizer state per byte of parameters: ``"sgd"`` (0),
+        ``"momentum"`` (1), ``"adam"`` (2), or a number (ZeRO's ``K = 12``
+        bytes per fp16 parameter is 6).
+    activation_bytes : float or str
+        Activations one worker keeps for its backward pass (memory only).
+
+    Notes
+    -----
+    The module docstring lists every assumption. Iteration time of the two
+    limiting cases (``C`` the compute, ``a_i``/``r_i``/``c_i`` the
+    gather/reduce-scatter/all-reduce of unit ``i`` in forward order, ``U``
+    the update, ``u`` for stage 0 and ``u/n`` otherwise):
+
+    - no overlap (stage 1; stages 0 and 2 with ``overlap=False``; stage 3
+      with ``prefetch=False``; any stage with one unit): ``E[max_w X_w] +
+      sum of every collective + U``, exact for any compute laws;
+    - full overlap (deterministic workers, when the collectives fit under
+      the compute; see :meth:`full_overlap`): stage 0 ``C + c_0 + u``;
+      stage 2 ``C + r_0 + u/n + sum a_i``; stage 3 ``a_0 + C + r_0 + u/n``
+      (``sum r_i`` instead of ``r_0`` with ``overlap=False``).
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster, predict
+    >>> w = Workload(0.1, "100MB", batch_size=32)     # no layers: one unit
+    >>> p = predict(ShardedDataParallel(stage=1), w, Cluster(4, "1GB/s"))
+    >>> round(p.iteration_time, 9), p.method        # 0.1 + 75 ms reduce-scatter + 75 ms all-gather
+    (0.25, 'closed_form')
+    """
+
+    key: ClassVar[str] = "sharded-dp"
+    #: Monte Carlo iterations of ``method="fine"`` with random compute laws.
+    fine_iterations: ClassVar[int] = 10_000
+
+    stage: int = 3
+    prefetch: bool = True
+    overlap: bool = True
+    units: int | tuple[int, ...] | None = None
+    optimizer: str | float = "adam"
+    activation_bytes: float | str = 0.0
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        name = "ShardedDataParallel"
+        stage = self.stage
+        if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or int(stage) not in range(4):
+            raise InvalidParameterError(f"{name}.stage", stage, "0 (DDP), 1, 2 or 3 (ZeRO stages; 3 is FSDP)")
+        set_(self, "stage", int(stage))
+        set_(self, "prefetch", _checks.boolean(f"{name}.prefetch", self.prefetch))
+        set_(self, "overlap", _checks.boolean(f"{name}.overlap", self.overlap))
+        u = self.units
+        accepted = (
+            "None (one unit per layer), an integer >= 1, or a sequence of layer counts >= 1 (on a command "
+            "line: none, 4, or 2:3:3)"
+        )
+        if isinstance(u, str):  # from a command line: "none", "4", "2:3:3"
+            text = u.strip().lower()
+            parts = text.split(":")
+            if text == "none":
+                u = None
+            elif all(p.strip().isdigit() for p in parts):
+                u = int(parts[0]) if len(parts) == 1 else [int(p) for p in parts]
+            else:
+                raise InvalidParameterError(f"{name}.units", self.units, accepted)
+        if u is None:
+            set_(self, "units", None)
+        else:
+            if isinstance(u, bool):
+                raise InvalidParameterError(f"{name}.units", u, accepted)
+            if isinstance(u, (int, np.integer)):
+                set_(self, "units", _checks.integer(f"{name}.units", int(u)))
+            elif isinstance(u, Sequence) and not isinstance(u, str) and len(u) > 0:
+                counts = []
+                for c in u:
+                    if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or int(c) < 1:
+                        raise InvalidParameterError(f"{name}.units", u, accepted)
+                    counts.append(int(c))
+                set_(self, "units", tuple(counts))
+            else:
+                raise InvalidParameterError(f"{name}.units", u, accepted)
+        check_optimizer(f"{name}.optimizer", self.optimizer)
+        act = self.activation_bytes
+        act = units.parse_bytes(act, f"{name}.activation_bytes") if isinstance(act, str) else act
+        set_(self, "activation_bytes", _checks.positive(f"{name}.activation_bytes", act, allow_zero=True))
+
+    # ---- model pieces --------------------------------------------------------------------------
+    @property
+    def no_overlap(self) -> bool:
+        """True where every collective is exposed (stage 1; 0, 2 without overlap; 3 without prefetch).
+
+        Examples
+        --------
+        >>> ShardedDataParallel(stage=3, prefetch=False).no_overlap, ShardedDataParallel().no_overlap
+        (True, False)
+        """
+        if self.stage == 1:
+            return True
+        if self.stage == 3:
+            return not self.prefetch
+        return not self.overlap
+
+    def all_exposed(self, workload: Workload) -> bool:
+        """True where every collective of a step is on the critical path: :attr:`no_overlap`, or one unit.
+
+        With one unit every collective comes before or after the whole
+        computation, whatever ``overlap`` and ``prefetch`` say.
+
+        Examples
+        --------
+        >>> from queuesgd import Workload
+        >>> ShardedDataParallel().all_exposed(Workload(0.1, "1MB"))     # no layers: one unit
+        True
+        """
+        return self.no_overlap or len(self.unit_list(workload)) == 1
+
+    def ignored_parameters(self, method: str) -> tuple[str, ...]:
+        """``prefetch`` below stage 3; ``overlap`` and ``prefetch`` at stage 1.
+
+        Examples
+        --------
+        >>> ShardedDataParallel(stage=1).ignored_parameters("fine")
+        ('overlap', 'prefetch')
+        """
+        if self.stage == 1:
+            return ("overlap", "prefetch")
+        return () if self.stage == 3 else ("prefetch",)
+
+    def unit_list(self, workload: Workload) -> tuple[ShardUnit, ...]:
+        """The units of ``workload`` in forward order (:func:`~.sharded_graph.shard_units`).
+
+        Examples
+        --------
+        >>> from queuesgd import Workload, Layer
+        >>> w = Workload(0.1, None, layers=[Layer(f"l{i}", 1e6, "1ms") for i in range(4)])
+        >>> [u.name for u in ShardedDataParallel(units=[1, 3]).unit_list(w)]
+        ['l3', 'l2+l1+l0']
+        """
+        return shard_units(workload, self.units)
+
+    def check(self, workload: Workload, cluster: Cluster) -> None:
+        """Refuse units that do not fit the layers, and ``RandomDelay`` stragglers."""
+        self.unit_list(workload)
+        if cluster.stragglers is not None:
+            raise InvalidParameterError(
+                "Cluster.stragglers",
+                cluster.stragglers,
+                "None for ShardedDataParallel (a random set of delayed workers each step is not modeled; "
+                "give speeds or a random compute law)",
+            )
+
+    def memory(self, workload: Workload, cluster: Cluster) -> Memory:
+        """Bytes one worker holds (:func:`sharded_memory`), the gathered units counted at stage 3.
+
+        Examples
+        --------
+        >>> from queuesgd import Workload, Cluster
+        >>> ShardedDataParallel(stage=0, optimizer="sgd").memory(Workload(0.1, "1GB"), Cluster(8, "1GB/s"))
+        Memory(parameters=1 GB, gradients=1 GB, optimizer=0 B, activations=0 B, total=2 GB)
+        """
+        us = self.unit_list(workload)
+        largest = max(u.parameter_bytes for u in us)
+        gathered = largest * (2 if self.prefetch and len(us) > 1 else 1)
+        return sharded_memory(
+            workload.parameter_bytes,
+            workload.gradient_bytes,
+            cluster.workers,
+            self.stage,
+            optimizer=self.optimizer,
+            gathered_bytes=gathered if self.stage == 3 else 0.0,
+            activation_bytes=float(self.activation_bytes),
+        )
+
+    def update_seconds(self, workload: Workload, n: Any) -> Any:
+        """One worker's optimizer step: ``u`` at stage 0, ``u / n`` (its shard) at stages 1-3."""
+        return workload.update_time if self.stage == 0 else workload.update_time / np.asarray(n, dtype=float)
+
+    def fine_model(self, workload: Workload, cluster: Cluster) -> ShardedModel:
+        """The task graph of one step and its bookkeeping (:func:`~.sharded_graph.sharded_graph`)."""
+        us = self.unit_list(workload)
+        a, r, c = unit_costs(workload, us, cluster.workers, cluster.bandwidth, cluster.latency)
+        return sharded_graph(
+            workload,
+            cluster,
+            us,
+            stage=self.stage,
+            prefetch=self.prefetch,
+            overlap=self.overlap,
+            gather=a,
+            reduce_scatter=r,
+            allreduce=c,
+            update_time=float(self.update_seconds(workload, cluster.workers)),
+        )
+
+    def task_graph(self, workload: Workload, cluster: Cluster) -> TaskGraph:
+        """The task graph of one step on ``cluster``.
+
+        Examples
+        --------
+        >>> from queuesgd import Workload, Layer, Cluster
+        >>> w = Workload(0.1, None, layers=[Layer(f"l{i}", 1e6, "10ms") for i in range(3)])
+        >>> g = ShardedDataParallel().task_graph(w, Cluster(4, "1GB/s"))
+        >>> len(g)          # 3 forward + 3 backward, 3 + 2 gathers, 3 reduce-scatters, 1 update
+        15
+        """
+        return self.fine_model(workload, cluster).graph
+
+    def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
+        """``closed_form`` where every collective is exposed (exact for any laws), else ``fine``."""
+        if self.all_exposed(workload):
+            return "closed_form", (
+                "closed_form: every collective is exposed (no overlap), so the step is exactly "
+                "E[max_w X_w] + all collectives + update"
+            )
+        return "fine", (
+            "fine: collectives overlap compute, and whether they fit under it depends on the bandwidth; "
+            "the task graph is exact (max-plus) for deterministic compute, Monte Carlo otherwise"
+        )
+
+    # ---- closed forms ----------------------------------------------------------------------------
+    def full_overlap(
+        self, workload: Workload, n: Any, bandwidth: Any, latency: Any, stretch: float = 1.0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(holds, iteration_time)`` of the full-overlap case, vectorized over ``n``, B, alpha.
+
+        With deterministic identical workers (compute stretched by
+        ``stretch``, the slowest worker's), units in forward order, ``e_i``
+        the end of ``B(i)``:
+
+        - stages 0 and 2 (``overlap=True``): the compute never waits, and the
+          last collective starts when the backward ends iff the collectives
+          of units ``k-1 .. 1`` (one at a time, each from the end of its
+          unit's backward) end by then: ``max_{j >= 1} (e_j + sum_{m=1..j}
+          c_m) <= e_0`` (Lindley's recursion);
+        - stage 3 (``prefetch=True``): no compute task ever waits for a
+          gather iff ``a_i <= f_{i-1}`` for ``i = 1..k-1`` (the gather of
+          ``i`` runs under ``F(i-1)``) and, for every unit ``i``, the channel
+          work issued at the start of ``B(i)`` fits under it: ``r_{i+1} +
+          a_{i-1} <= b_i`` (``r_k = 0``, ``a_{-1} = 0``; ``r`` terms only with
+          ``overlap``). Then the step is ``a_0 + C + r_0 + u/n``
+          (``sum r`` instead of ``r_0`` without overlap); when a condition
+          fails some task starts late and the step is strictly longer.
+
+        Examples
+        --------
+        >>> from queuesgd import Workload, Layer
+        >>> w = Workload(0.09, None, layers=[Layer(f"l{i}", 10e6, "20ms", "10ms") for i in range(3)])
+        >>> ok, it = ShardedDataParallel().full_overlap(w, np.array([4, 4]), np.array([1e9, 1e8]), 0.0)
+        >>> ok.tolist(), it.round(6).tolist()    # 7.5 ms gathers fit under 10 ms; 75 ms ones do not
+        ([True, False], [0.105, 0.24])
+        """
+        us = self.unit_list(workload)
+        a, r, c = unit_costs(workload, us, n, bandwidth, latency)
+        f = np.array([u.forward_time for u in us]) * stretch
+        b = np.array([u.backward_time for u in us]) * stretch
+        other = (workload.phase_times().other if workload.layers is not None else 0.0) * stretch
+        compute = other + f.sum() + b.sum()
+        upd = self.update_seconds(workload, n)
+        k = len(us)
+        tol = _RTOL * max(compute, 1e-300)
+        if self.stage in (0, 2):
+            msg = c if self.stage == 0 else r
+            ends = other + f.sum() + np.cumsum(b[::-1])[::-1]  # e_i, end of B(i)
+            g = np.full(a.shape[:-1], -np.inf)
+            for i in range(k - 1, 0, -1):
+                g = np.maximum(g, ends[i]) + msg[..., i]
+            holds = g <= ends[0] + tol
+            it = compute + msg[..., 0] + upd
+            if self.stage == 2:
+                it = it + a.sum(axis=-1)
+            return np.broadcast_to(holds, it.shape).copy(), it
+        if self.stage != 3 or not self.prefetch:
+            raise NotRepresentable(f"stage {self.stage} with these settings has no overlap: see no_overlap")
+        holds = np.ones(a.shape[:-1], dtype=bool)
+        for i in range(1, k):
+            holds &= a[..., i] <= f[i - 1] + tol
+        for i in range(k):
+            before = r[..., i + 1] if (self.overlap and i + 1 < k) else 0.0  # r_{i+1}, issued first
+            load = before + (a[..., i - 1] if i >= 1 else 0.0)
+            holds &= load <= b[i] + tol
+        tail = r[..., 0] if self.overlap else r.sum(axis=-1)
+        it = a[..., 0] + compute + tail + upd
+        return holds, it
+
+    def _exposed_sum(self, a: np.ndarray, r: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """Sum of every collective of one step (the no-overlap case)."""
+        if self.stage == 0:
+            return c.sum(axis=-1)
+        if self.stage in (1, 2):
+            return r.sum(axis=-1) + a.sum(axis=-1)
+        return a.sum(axis=-1) + a[..., :-1].sum(axis=-1) + r.sum(axis=-1)
+
+    def _closed(
+        self, workload: Workload, cluster: Cluster, n: np.ndarray, bw: np.ndarray, lat: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+        """``(iteration time, wait to the slowest compute, exposed communication, reason)`` per row."""
+        if cluster.stragglers is not None:
+            raise NotRepresentable("ShardedDataParallel does not model RandomDelay stragglers")
+        upd = np.broadcast_to(np.asarray(self.update_seconds(workload, n), dtype=float), n.shape)
+        if self.all_exposed(workload):
+            from queuesgd.schemes.kofn import time_to_barrier
+
+            waits = {}
+            for nn in np.unique(n).tolist():
+                c = cluster if nn == cluster.workers else cluster.with_workers(int(nn))
+                waits[nn] = time_to_barrier(worker_laws(workload, c), int(nn))
+            wait = np.array([waits[v] for v in n.tolist()], dtype=float).reshape(n.shape)
+            a, r, c = unit_costs(workload, self.unit_list(workload), n, bw, lat)
+            comm = self._exposed_sum(a, r, c)
+            reason = (
+                "closed form, no overlap: E[max_w X_w] (order statistics) + every collective one after the "
+                "other (ring alpha-beta) + update; exact, every collective is on the critical path"
+            )
+            return wait + comm + upd, wait, comm, reason
+        if not all(isinstance(law, Deterministic) for law in worker_laws(workload, cluster)):
+            raise NotRepresentable(
+                "ShardedDataParallel closed form with overlap needs deterministic compute (whether the "
+                "collectives fit under a random compute time changes from step to step); use method='fine'"
+            )
+        speeds = np.asarray(cluster.speed_factors, dtype=float)
+        stretch = 1.0 / float(speeds.min())
+        holds, it = self.full_overlap(workload, n, bw, lat, stretch)
+        if not np.all(holds):
+            raise NotRepresentable(
+                f"ShardedDataParallel (stage {self.stage}) closed form: the collectives do not all fit under "
+                "the compute here (the full-overlap condition of ShardedDataParallel.full_overlap fails), so "
+                "the step is not a closed form; use method='fine' (the task graph, exact)"
+            )
+        wait = np.full(n.shape, workload.compute_time * stretch)
+        reason = (
+            "closed form, full overlap: every collective but the first gather, the last reduction and the "
+            "post-update gathers hides under compute (the condition of full_overlap holds); exact"
+        )
+        return it, wait, it - wait - upd, reason
+
+    def solve_closed_form(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The two limiting cases where a closed form is exact; else :class:`NotRepresentable`.
+
+        No overlap (:meth:`all_exposed`: :attr:`no_overlap`, or one unit):
+        ``E[max_w X_w] + sum of every collective + update``, any compute laws. Full overlap (deterministic
+        workers and :meth:`full_overlap` holds): the first gather, the
+        compute, the last reduction, the update (and stage 2's post-update
+        gathers).
+        """
+        n = np.array([cluster.workers])
+        bw, lat = np.array([cluster.bandwidth]), np.array([cluster.latency])
+        it, wait, comm, reason = self._closed(workload, cluster, n, bw, lat)
+        t, w, cm = float(it[0]), float(wait[0]), float(comm[0])
+        upd = float(self.update_seconds(workload, cluster.workers))
+        from queuesgd.schemes.kofn import mean_compute
+
+        compute = min(mean_compute(workload, cluster), w)
+        breakdown = {"compute": compute, "communication": cm, "update": upd, "waiting": w - compute}
+        return SchemeSolution(
+            iteration_rate=1.0 / t,
+            gradients_per_update=float(cluster.workers),
+            iteration_time=t,
+            breakdown=breakdown,
+            method="closed_form",
+            reason=reason,
+            details={"memory": self.memory(workload, cluster), "units": len(self.unit_list(workload))},
+            bottleneck=max(breakdown, key=lambda key: breakdown[key]),
+        )
+
+    def batch_closed_form(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        workers: np.ndarray,
+        bandwidth: np.ndarray,
+        latency: np.ndarray,
+    ) -> BatchSolution:
+        """:meth:`solve_closed_form` over arrays of workers, bandwidths and latencies (one evaluation)."""
+        n = np.asarray(workers).astype(int).ravel()
+        bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
+        lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)
+        it, wait, comm, _ = self._closed(workload, cluster, n, bw, lat)
+        upd = np.broadcast_to(np.asarray(self.update_seconds(workload, n), dtype=float), n.shape)
+        which = np.argmax(np.stack([wait, comm, upd]), axis=0)
+        return BatchSolution(
+            1.0 / it,
+            n.astype(float),
+            np.array(["compute", "communication", "update"], dtype=object)[which],
+            "closed_form",
+        )
+
+    # ---- the task graph ----------------------------------------------------------------------------
+    def solve_fine(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The task graph of one step: exact longest path if deterministic, else its Monte Carlo."""
+        model = self.fine_model(workload, cluster)
+        graph = model.graph
+        n = cluster.workers
+        interval = None
+        details: dict[str, Any] = {
+            "memory": self.memory(workload, cluster),
+            "tasks": len(graph),
+            "units": len(model.units),
+            "channel_order": tuple(f"{kind}{i}" for kind, i in model.order),
+        }
+        if graph.is_deterministic:
+            sched = schedule(graph)
+            it = float(sched.makespan)
+            shares = sched.group_share()
+            finish = sched.finish
+            how = "longest path (max-plus) of the deterministic task graph, exact"
+            details["critical_path"] = sched.critical_path()
+        else:
+            iters = self.fine_iterations if iterations is None else _checks.integer("iterations", iterations)
+            sim = simulate(graph, iters, rng)
+            it = float(sim.mean)
+            shares = dict(sim.group_share)
+            finish = sim.mean_finish
+            lo, hi = sim.interval
+            interval = (n / hi, n / lo) if lo > 0 else None
+            how = f"Monte Carlo of {iters} steps of the task graph (common compute factor per worker)"
+            details["iterations"] = iters
+        comm_end = float(np.max(finish[list(model.comm_tasks)])) if model.comm_tasks else 0.0
+        backward_end = float(np.max(finish[list(model.backward_ends)]))
+        details["communication_after_backward"] = max(comm_end - backward_end, 0.0)
+        crit_compute = it * sum(shares.get(g, 0.0) for g in ("forward", "backward", "other"))
+        from queuesgd.schemes.kofn import mean_compute
+
+        compute = min(mean_compute(workload, cluster), crit_compute)
+        breakdown = {
+            "compute": compute,
+            "communication": it * shares.get(COMMUNICATION, 0.0),
+            "update": it * shares.get("update", 0.0),
+            "waiting": crit_compute - compute,
+        }
+        drawn = "every worker" if model.workers_in_graph > 1 else "one worker (identical, deterministic)"
+        reason = (
+            f"sharded data-parallel task graph, ZeRO stage {self.stage}: {len(graph)} tasks, "
+            f"{len(model.units)} units, prefetch {'on' if self.prefetch else 'off'}, overlap "
+            f"{'on' if self.overlap else 'off'}, {drawn} drawn; {how}"
+        )
+        return SchemeSolution(
+            iteration_rate=1.0 / it,
+            gradients_per_update=float(n),
+            iteration_time=it,
+            breakdown=breakdown,
+            method="fine",
+            reason=reason,
+            details=details,
+            interval=interval,
+            bottleneck=max(breakdown, key=lambda key: breakdown[key]),
+            model=graph,
+        )
+
+    # ---- formula --------------------------------------------------------------------------------
+    def formula(self, compute: str = "exponential") -> Formula:
+        """Throughput (samples/s) as a :class:`~queuesgd.formula.Formula`, ``k`` equal units.
+
+        Symbols: ``n`` workers, ``m`` batch size, ``k`` units (each ``P/k``
+        parameter and ``G/k`` gradient bytes), ``P``, ``G``, ``B``,
+        ``alpha``, ``u`` (one full update; reductions cost ``u`` per ``P``
+        bytes added, :meth:`~queuesgd.Workload.reduction_time`), ``t`` the
+        compute time (or ``mu`` its exponential rate, ``E[max] = H_n / mu``,
+        no-overlap cases only). The no-overlap cases are exact; the
+        full-overlap cases hold under the condition of :meth:`full_overlap`.
+
+        Examples
+        --------
+        >>> f = ShardedDataParallel(stage=3, prefetch=False).formula("deterministic")
+        >>> round(f.evaluate(n=4, m=1, k=1, P=4e8, G=4e8, B=1e9, alpha=0, u=0, t=0.1), 6)  # 1 / 0.7 s x 4
+        5.714286
+        """
+        import sympy
+
+        from queuesgd.formula import Formula
+
+        compute = _checks.choice("compute", compute, ("exponential", "deterministic"))
+        pos = {"positive": True}
+        n, m, k = (sympy.Symbol(s, integer=True, **pos) for s in ("n", "m", "k"))
+        P, G, B, alpha, u = (sympy.Symbol(s, **pos) for s in ("P", "G", "B", "alpha", "u"))
+        syms = {"n": n, "m": m, "k": k, "P": P, "G": G, "B": B, "alpha": alpha, "u": u}
+        if compute == "exponential":
+            if not self.no_overlap:
+                raise NotRepresentable(
+                    "ShardedDataParallel with overlap has a closed form only for deterministic compute "
+                    "(compute='deterministic'); use method='fine' for random compute"
+                )
+            mu = sympy.Symbol("mu", **pos)
+            syms["mu"] = mu
+            wait = sympy.harmonic(n) / mu
+        else:
+            t = sympy.Symbol("t", **pos)
+            syms["t"] = t
+            wait = t
+
+        def gather(size: Any) -> Any:
+            return (n - 1) / n * size / B + (n - 1) * alpha
+
+        def reduce(size: Any) -> Any:
+            return (n - 1) / n * size / B + (n - 1) * alpha + (n - 1) * u * (size / n) / P
+
+        upd = u if self.stage == 0 else u / n
+        if self.no_overlap:
+            if self.stage == 0:
+                comm = k * (reduce(G / k) + gather(G / k))
+            elif self.stage in (1, 2):
+                comm = k * (reduce(G / k) + gather(P / k))
+            else:
+                comm = (2 * k - 1) * gather(P / k) + k * reduce(G / k)
+            note = "no overlap: every collective exposed (exact)"
+        elif self.stage == 0:
+            comm = reduce(G / k) + gather(G / k)
+            note = "full overlap: only the last unit's all-reduce exposed (when the condition holds)"
+        elif self.stage == 2:
+            comm = reduce(G / k) + k * gather(P / k)
+            note = "full overlap: the last reduce-scatter and the post-update gathers exposed"
+        else:
+            comm = gather(P / k) + (reduce(G / k) if self.overlap else k * reduce(G / k))
+            note = "full overlap: the first gather and the last reduction(s) exposed (if the condition holds)"
+        expr = n * m / (wait + comm + upd)
+        meaning = {
+            "n": "workers (ranks)",
+            "m": "batch size (samples per worker step)",
+            "k": "units (equal parameter and gradient bytes each)",
+            "P": "parameter bytes",
+            "G": "gradient bytes",
+            "B": "link bandwidth, bytes/s",
+            "alpha": "one-way latency, s",
+            "u": "time of one full optimizer step, s (and of adding P bytes)",
+            "mu": "compute rate, 1/s (exponential compute)",
+            "t": "compute time, s (deterministic compute)",
+        }
+        free = {s.name for s in expr.free_symbols}
+        symbols = {name: s for name, s in syms.items() if name in free}
+        return Formula(
+            expr,
+            symbols,
+            {name: meaning[name] for name in symbols},
+            f"{self.key} stage {self.stage} throughput, {compute} compute",
+            f"ring alpha-beta collectives on one channel per worker, k equal units; {note}",
+        )
