@@ -41,6 +41,12 @@ _EXPORTS = {
     "available": "queuesgd.harness.netns",
     "remove_stale": "queuesgd.harness.netns",
     "require_torch": "queuesgd.harness._torch",
+    "run_fsdp": "queuesgd.harness.fsdp",
+    "run_pipeline": "queuesgd.harness.pipelining",
+    "profile_stages": "queuesgd.harness.pipelining",
+    "predict_fsdp": "queuesgd.harness.apriori_parallel",
+    "predict_pipeline": "queuesgd.harness.apriori_parallel",
+    "calibrate_parallel": "queuesgd.harness.apriori_parallel",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,253 @@
+"""Real fully sharded data-parallel training with PyTorch's FSDP2 (``fully_shard``) on gloo.
+
+The sharded counterpart of :mod:`queuesgd.harness.ddp`: every worker process
+builds the same harness model (:func:`queuesgd.harness.models.build`, same
+seed), applies ``torch.distributed.fsdp.fully_shard`` to each child block of
+the model that holds parameters (the FSDP *units*, in forward order), then to
+the root (which owns nothing left over in these models), and trains it on its
+own synthetic mini-batches (random inputs, random labels, cross-entropy) with
+SGD (learning rate 0.01, momentum 0.9), one thread per process. FSDP2 shards
+every parameter along its first dimension across the ranks (ZeRO-3), gathers
+a unit's parameters before its forward and again before its backward (with
+``reshard_after_forward=True``), reduce-scatters its gradients after its
+backward, prefetches the next unit's gather and updates each rank's shard
+(Zhao et al., *PyTorch FSDP*, VLDB 2023; Rajbhandari et al., *ZeRO*, SC
+2020). Nothing here emulates a network time.
+
+Each worker reports one record per step, as :func:`~queuesgd.harness.ddp.run_ddp`
+does: ``t0`` (step start), ``t_backward`` (end of ``loss.backward()``: the
+gradients are reduce-scattered), ``t_end`` (after the optimizer step),
+``t_update``, ``applied = n`` and ``warmup``. Rank 0 also reports the units
+(``role: "units"``: ``unit_names`` and ``unit_bytes``, the parameter bytes of
+each unit in forward order). With ``report_parameters=True`` every rank
+reports, after the last step, the full parameters (each unit gathered:
+``DTensor.full_tensor()``) as one flat list (``role: "parameters"``).
+
+Examples
+--------
+>>> import pytest; _ = pytest.importorskip("torch")
+>>> recs = run_fsdp("mlp", 2, steps=4, warmup=1, batch_size=8, model_options={"hidden": 16}, timeout=120)
+>>> sorted(r["step"] for r in recs if r.get("role") == "worker" and r["rank"] == 0)
+[0, 1, 2, 3]
+>>> next(r["unit_bytes"] for r in recs if r.get("role") == "units")  # 4 x (784*16+16, 16*16+16, 16*10+10)
+[50240, 1088, 680]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from queuesgd import _checks
+from queuesgd.harness.launch import WorkerContext, run_workers
+
+__all__ = ["fsdp_units", "fsdp_worker", "run_fsdp", "worker_batches"]
+
+
+def worker_batches(
+    seed: int, rank: int, batch_size: int, shape: tuple[int, ...], classes: int, count: int = 4
+) -> list[tuple[Any, Any]]:
+    """The synthetic mini-batches a data-parallel worker cycles through (as :mod:`~queuesgd.harness.ddp`).
+
+    ``count`` pairs of (random normal inputs of ``(batch_size, *shape)``,
+    random labels in ``0 .. classes - 1``) from a generator seeded with
+    ``seed * 7919 + rank``: the same recipe as the DDP loop.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("torch")
+    >>> x, y = worker_batches(0, 1, 4, (3,), 10)[0]
+    >>> tuple(x.shape), tuple(y.shape)
+    ((4, 3), (4,))
+    """
+    from queuesgd.harness._torch import require_torch
+
+    torch = require_torch()
+    gen = torch.Generator().manual_seed(int(seed) * 7919 + int(rank))
+    return [
+        (
+            torch.randn((batch_size, *shape), generator=gen),
+            torch.randint(0, classes, (batch_size,), generator=gen),
+        )
+        for _ in range(count)
+    ]
+
+
+def fsdp_units(net: Any) -> list[tuple[str, Any]]:
+    """The FSDP units of a harness model: its child blocks that hold parameters, in forward order.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("torch")
+    >>> from queuesgd.harness.models import mlp
+    >>> [name for name, _ in fsdp_units(mlp(8, 4, 2))]     # the ReLUs hold no parameters
+    ['0', '2', '4']
+    """
+    return [(name, m) for name, m in net.named_children() if any(True for _ in m.parameters())]
+
+
+def fsdp_worker(
+    ctx: WorkerContext,
+    kind: str,
+    steps: int,
+    *,
+    batch_size: int,
+    warmup: int,
+    seed: int = 0,
+    reshard_after_forward: bool = True,
+    model_options: Mapping[str, Any] | None = None,
+    report_parameters: bool = False,
+    solo: bool = False,
+) -> None:
+    """In a worker process: train ``kind`` sharded with FSDP2 for ``steps`` steps, one record per step.
+
+    ``solo=True``: every rank shards over a process group of its own (one
+    rank): independent copies of single-rank FSDP training, FSDP's own
+    per-unit work without a network (the profiling run of
+    :func:`queuesgd.harness.apriori_parallel.profile_fsdp`).
+    """
+    from queuesgd.harness._torch import require_torch
+    from queuesgd.harness.models import build
+
+    torch = require_torch()
+    from torch.distributed.fsdp import fully_shard
+
+    torch.set_num_threads(1)
+    nn = torch.nn
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))  # identical initial parameters on every worker before sharding
+        net, shape = build(kind, **dict(model_options or {}))
+    net.train()
+    units = fsdp_units(net)
+    unit_bytes = [sum(p.numel() * p.element_size() for p in m.parameters()) for _, m in units]
+    mesh = None
+    if solo:
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import DeviceMesh
+
+        groups = [dist.new_group([r]) for r in range(ctx.world_size)]  # collective: every rank makes all
+        mesh = DeviceMesh.from_group(groups[ctx.rank], "cpu")
+    for _, module in units:
+        fully_shard(module, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    fully_shard(net, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    classes = int(dict(model_options or {}).get("classes", 10))
+    data = worker_batches(seed, ctx.rank, batch_size, shape, classes)
+    n = 1 if solo else ctx.world_size
+    for step in range(steps):
+        x, y = data[step % len(data)]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        t1 = time.perf_counter()
+        opt.step()
+        t2 = time.perf_counter()
+        ctx.report(
+            {
+                "scheme": "fsdp",
+                "role": "worker",
+                "worker": ctx.rank,
+                "step": step,
+                "warmup": step < warmup,
+                "t0": t0,
+                "t_backward": t1,
+                "t_end": t2,
+                "t_update": t2 - t1,
+                "applied": n,
+                "loss": float(loss.detach()),
+            }
+        )
+    if ctx.rank == 0:
+        ctx.report({"role": "units", "unit_names": [u for u, _ in units], "unit_bytes": unit_bytes})
+    if report_parameters:
+        flat = [
+            v
+            for p in net.parameters()
+            for v in (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().reshape(-1).tolist()
+        ]
+        ctx.report({"role": "parameters", "parameters": flat})
+    del opt, net
+
+
+def run_fsdp(
+    kind: str,
+    workers: int,
+    steps: int,
+    *,
+    batch_size: int = 32,
+    warmup: int = 5,
+    seed: int = 0,
+    reshard_after_forward: bool = True,
+    model_options: Mapping[str, Any] | None = None,
+    report_parameters: bool = False,
+    timeout: float = 600.0,
+    setup: Callable[[int], None] | None = None,
+    host: str = "127.0.0.1",
+    on_record: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """Train ``kind`` with FSDP2 (``fully_shard`` per unit) on ``workers`` gloo processes; every record.
+
+    Parameters
+    ----------
+    kind : str
+        A harness model (:data:`queuesgd.harness.models.MODELS`).
+    workers, steps, batch_size, warmup : int
+        Processes, training steps per worker (warm-up included), samples per
+        step per worker, and the first steps marked ``warmup``.
+    seed : int
+        Initial parameters (shared) and each worker's data (seed and rank,
+        :func:`worker_batches`).
+    reshard_after_forward : bool
+        FSDP2's option: free each unit's gathered parameters after its
+        forward (gather again for the backward; ZeRO-3) or keep them.
+    model_options : mapping, optional
+        Sizes passed to :func:`~queuesgd.harness.models.build`.
+    report_parameters : bool
+        Every rank reports its full parameters after the last step.
+    timeout : float
+        Wall-clock limit, seconds (every process group is killed and reaped past it).
+    setup, host, on_record
+        As :func:`~queuesgd.harness.launch.run_workers`.
+
+    Returns
+    -------
+    list of dict
+        See the module docstring.
+
+    Examples
+    --------
+    >>> run_fsdp("mlp", 2, steps=3, warmup=3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: warmup: got 3; accepted: fewer than steps (3)
+    """
+    from queuesgd.errors import InvalidParameterError
+    from queuesgd.harness.models import MODELS
+
+    _checks.choice("model", kind, MODELS)
+    workers = _checks.integer("workers", workers)
+    steps = _checks.integer("steps", steps, minimum=2)
+    batch_size = _checks.integer("batch_size", batch_size)
+    warmup = _checks.integer("warmup", warmup, minimum=0)
+    if warmup >= steps:
+        raise InvalidParameterError("warmup", warmup, f"fewer than steps ({steps})")
+    if not isinstance(reshard_after_forward, bool):
+        raise InvalidParameterError("reshard_after_forward", reshard_after_forward, "True or False")
+
+    def fn(ctx: WorkerContext) -> None:
+        fsdp_worker(
+            ctx,
+            kind,
+            steps,
+            batch_size=batch_size,
+            warmup=warmup,
+            seed=seed,
+            reshard_after_forward=reshard_after_forward,
+            model_options=model_options,
+            report_parameters=report_parameters,
+        )
+
+    return run_workers(fn, workers, timeout=timeout, setup=setup, on_record=on_record, host=host)
