@@ -17,6 +17,9 @@ registered too (:func:`register`).
 | ``eager-sgd`` | :class:`~queuesgd.EagerSGD` | ps |
 | ``stale-synchronous`` | :class:`~queuesgd.StaleSynchronous` | ps |
 | ``local-sgd`` | :class:`~queuesgd.LocalSGD` | allreduce |
+| ``sharded-dp`` (``fsdp``, ``zero``) | :class:`~queuesgd.ShardedDataParallel` | |
+| ``pipeline`` | :class:`~queuesgd.Pipeline` | |
+| ``compressed-allreduce`` | :class:`~queuesgd.CompressedAllReduce` | |
 
 Examples
 --------
@@ -42,11 +45,14 @@ from queuesgd.schemes import (
     AdaptiveCutoff,
     AsyncPS,
     BackupWorkers,
+    CompressedAllReduce,
     EagerSGD,
     HierarchicalAllReduce,
     LocalSGD,
     OptimalCutoff,
+    Pipeline,
     RingAllReduce,
+    ShardedDataParallel,
     StaleSynchronous,
     StaticCutoff,
     SyncPS,
@@ -232,5 +238,8 @@ for _cls, _aliases, _live in (
     (EagerSGD, (), "ps"),
     (StaleSynchronous, (), "ps"),
     (LocalSGD, (), "allreduce"),
+    (ShardedDataParallel, ("fsdp", "zero"), None),
+    (Pipeline, (), None),
+    (CompressedAllReduce, (), None),
 ):
     register(_cls, aliases=_aliases, live=_live)

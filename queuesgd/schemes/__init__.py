@@ -12,6 +12,9 @@
 | ``eager-sgd`` | :class:`EagerSGD` | Li et al., PPoPP 2020 |
 | ``stale-synchronous`` | :class:`StaleSynchronous` | Ho et al., NIPS 2013 |
 | ``local-sgd`` | :class:`LocalSGD` | Lin et al., ICLR 2020 |
+| ``sharded-dp`` (``fsdp``, ``zero``) | :class:`ShardedDataParallel` | ZeRO (SC 2020); FSDP (VLDB 2023) |
+| ``pipeline`` | :class:`Pipeline` | GPipe (NeurIPS 2019); 1F1B (SC 2021) |
+| ``compressed-allreduce`` | :class:`CompressedAllReduce` | top-k; PowerSGD (NeurIPS 2019) |
 
 Names and aliases are resolved by :mod:`queuesgd.registry`; the contract
 every scheme follows is in :mod:`queuesgd.schemes.base`.
@@ -21,10 +24,13 @@ from queuesgd.schemes.allreduce import HierarchicalAllReduce, RingAllReduce, Tre
 from queuesgd.schemes.async_ps import AsyncPS
 from queuesgd.schemes.backup import BackupWorkers
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
+from queuesgd.schemes.compression import CompressedAllReduce
 from queuesgd.schemes.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
 from queuesgd.schemes.eager import EagerSGD
 from queuesgd.schemes.local_sgd import LocalSGD
+from queuesgd.schemes.pipeline import Pipeline
 from queuesgd.schemes.predictors import EmpiricalPredictor
+from queuesgd.schemes.sharded import ShardedDataParallel
 from queuesgd.schemes.ssp import StaleSynchronous
 from queuesgd.schemes.sync_ps import SyncPS
 
@@ -33,14 +39,17 @@ __all__ = [
     "AsyncPS",
     "BackupWorkers",
     "BatchSolution",
+    "CompressedAllReduce",
     "EagerSGD",
     "EmpiricalPredictor",
     "HierarchicalAllReduce",
     "LocalSGD",
     "OptimalCutoff",
+    "Pipeline",
     "RingAllReduce",
     "Scheme",
     "SchemeSolution",
+    "ShardedDataParallel",
     "StaleSynchronous",
     "StaticCutoff",
     "SyncPS",

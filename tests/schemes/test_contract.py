@@ -39,6 +39,7 @@ PARAMS: dict[str, dict] = {
     "hierarchical-allreduce": {"per_node": 1},
     "local-sgd": {"period": 3},
     "stale-synchronous": {"staleness": 1},
+    "pipeline": {"stages": 1, "microbatches": 4},  # one stage: the contract clusters have 2-4 workers
 }
 
 
@@ -69,6 +70,7 @@ NOT_APPLICABLE: set[tuple[str, str]] = {
     ("static-cutoff", "closed_form"),  # the same
     ("optimal-cutoff", "closed_form"),  # the same
     ("stale-synchronous", "closed_form"),  # staleness 1: closed forms only for 0 and inf
+    ("pipeline", "closed_form"),  # exponential compute: the closed form needs deterministic stages
     (repr(q.OptimalCutoff(stragglers="cancel")), "ctmc"),  # exact closed form; no CTMC is built
 }
 
