@@ -163,9 +163,15 @@ def _ready(F: np.ndarray, P: np.ndarray, want_arg: bool) -> tuple[np.ndarray, np
     """Latest finish among each task's predecessors, (m, rows), and which one (first on ties)."""
     if P.shape[1] == 1:
         return F[P[:, 0]], None
-    G = F[P]  # (m, p, rows)
-    ready = G.max(axis=1)
-    arg = G.argmax(axis=1).astype(np.min_scalar_type(P.shape[1])) if want_arg else None
+    # Column by column rather than F[P].argmax(axis=1): no (m, p, rows) temporary, and a strict
+    # comparison keeps the first predecessor on ties, as argmax does.
+    ready = F[P[:, 0]]
+    arg = np.zeros(ready.shape, dtype=np.min_scalar_type(P.shape[1])) if want_arg else None
+    for j in range(1, P.shape[1]):
+        G = F[P[:, j]]
+        if arg is not None:
+            arg[G > ready] = j
+        np.maximum(ready, G, out=ready)
     return ready, arg
 
 
