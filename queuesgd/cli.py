@@ -6,6 +6,7 @@ Every user error prints one line on stderr and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -484,6 +485,18 @@ def _predict(args: argparse.Namespace, *, lists: bool) -> int:
             f"batch {workload.batch_size} · method {table.method}"
         )
         print(table.table())
+    for combo in itertools.product(*(params[k] for k in names)):
+        variant = scheme.replace(**dict(zip(names, combo))) if names else scheme
+        for n in dict.fromkeys(int(x) for x in table.columns["workers"].tolist()):
+            try:
+                mem = variant.memory_per_worker(workload, dataclasses.replace(cluster, workers=n))
+            except QueuesgdError:  # a cluster field sized for other workers (speeds): no memory note
+                mem = None
+            if mem is not None:
+                label = ", ".join(f"{k}={v}" for k, v in zip(names, combo))
+                _notes(args).append(
+                    f"note: memory per worker{' (' + label + ')' if label else ''}, {n} workers: {mem}"
+                )
     return 0
 
 

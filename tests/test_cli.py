@@ -401,3 +401,18 @@ def test_a_registered_scheme_is_known_to_the_cli(capsys):
         registry.unregister("other-ring")
     assert main(["predict", "--scheme", "other-ring"]) == 2
     assert "other-ring" in capsys.readouterr().err
+
+
+def test_predict_prints_memory_per_worker_by_hand(capsys):
+    # ZeRO-3 over 8 workers with SGD (no optimizer state): (P + G) / 8 plus the largest unit (one per layer:
+    # the 8 MB fc weight) gathered twice, as prefetch holds the next unit beside the current one.
+    args = ["predict", "--scheme", "fsdp", "--workload", "resnet50", "--workers", "8"]
+    assert main([*args, "--bandwidth", "10Gbit/s", "--optimizer", "sgd"]) == 0
+    err = capsys.readouterr().err
+    w = q.load_workload("resnet50")
+    largest = max(layer.gradient_bytes for layer in w.layers)
+    total = 2 * w.gradient_bytes / 8 + 2 * largest
+    (line,) = [x for x in err.splitlines() if "memory per worker" in x]
+    from queuesgd.units import format_bytes
+
+    assert "8 workers" in line and f"total={format_bytes(total)})" in line

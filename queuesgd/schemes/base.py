@@ -266,6 +266,20 @@ class Scheme:
         """
         return ()
 
+    def memory_per_worker(self, workload: Workload, cluster: Cluster) -> Any:
+        """The most bytes any one worker holds (a :class:`~queuesgd.schemes.memory.Memory`), or None.
+
+        Schemes that model memory (sharded data parallelism, pipelines,
+        compression) override it; the command line prints it. None by default.
+
+        Examples
+        --------
+        >>> from queuesgd import AsyncPS, Workload, Cluster
+        >>> AsyncPS().memory_per_worker(Workload(0.1, "1MB"), Cluster(2, "1Gbit/s")) is None
+        True
+        """
+        return None
+
     def check(self, workload: Workload, cluster: Cluster) -> None:
         """Raise :class:`~queuesgd.errors.InvalidParameterError` if the scheme cannot run on ``cluster``.
 

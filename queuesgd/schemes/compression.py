@@ -531,6 +531,10 @@ class CompressedAllReduce(FineGrained, BarrierScheme):
             overlap=self.overlap,
         )
 
+    def memory_per_worker(self, workload: Workload, cluster: Cluster) -> Memory:
+        """:meth:`memory` (every worker holds the same)."""
+        return self.memory(workload, cluster)
+
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:
         """Bytes per worker: parameters, and gradients with the compression buffers.
 

@@ -417,6 +417,10 @@ class Pipeline(Scheme):
             symmetric=symmetric,
         )
 
+    def memory_per_worker(self, workload: Workload, cluster: Cluster) -> Memory:
+        """The busiest stage's :meth:`memory` (the most any one worker holds)."""
+        return max(self.memory(workload, cluster), key=lambda m: m.total)
+
     def memory(self, workload: Workload, cluster: Cluster | None = None) -> tuple[Memory, ...]:
         """Bytes each stage's worker holds (one :class:`~queuesgd.schemes.memory.Memory` per stage).
 

@@ -334,6 +334,10 @@ class ShardedDataParallel(Scheme):
                 "give speeds or a random compute law)",
             )
 
+    def memory_per_worker(self, workload: Workload, cluster: Cluster) -> Memory:
+        """:meth:`memory` (every worker holds the same)."""
+        return self.memory(workload, cluster)
+
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:
         """Bytes one worker holds (:func:`sharded_memory`), the gathered units counted at stage 3.
 
