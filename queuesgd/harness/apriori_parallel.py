@@ -472,7 +472,7 @@ def predict_fsdp(
     Returns
     -------
     dict
-        ``predicted`` (samples per second), ``method``, ``reason``,
+        ``predicted`` (samples per second), ``method``, ``reason``, ``p2p``,
         ``predicted_at``, ``cores``, ``compute_mean``, ``update_time``,
         ``units``, ``profile_measured``, ``calibration_measured``.
     """
@@ -547,6 +547,7 @@ def predict_pipeline(
     replicas: int = 1,
     iterations: int = 2000,
     seed: int = 0,
+    p2p: str = "rendezvous",
 ) -> dict[str, Any]:
     """Predict a pipeline-parallel run of the profiled model, from a-priori inputs only.
 
@@ -561,6 +562,13 @@ def predict_pipeline(
     profile's balanced split (:func:`~queuesgd.harness.pipelining.balanced_split`),
     as :func:`~queuesgd.harness.pipelining.run_pipeline` chooses it.
 
+    The point-to-point messages are modeled as ``p2p="rendezvous"``
+    (:class:`~queuesgd.schemes.pipeline.Pipeline`): the harness runs torch's
+    pipelining over gloo, whose ``batch_isend_irecv`` moves a message's bytes
+    only once the receiver has posted its receive, and torch's loops wait on
+    their sends; ``p2p="eager"`` gives the earlier model (a send starts when
+    its pass ends and never blocks the sender).
+
     Every process is taken to compute on a core of its own: ``details``
     say ``oversubscribed`` when ``replicas x stages`` exceeds the profile's
     cores (the prediction is then optimistic).
@@ -568,7 +576,7 @@ def predict_pipeline(
     Returns
     -------
     dict
-        ``predicted`` (samples per second), ``method``, ``reason``,
+        ``predicted`` (samples per second), ``method``, ``reason``, ``p2p``,
         ``predicted_at``, ``split``, ``activation_bytes``, ``stage_times``,
         ``oversubscribed``, ``profile_measured``, ``calibration_measured``.
     """
@@ -591,6 +599,7 @@ def predict_pipeline(
         partition=tuple(chosen),
         activation_bytes=tuple(acts) if acts else 0.0,
         optimizer="momentum",
+        p2p=p2p,
     )
     work = profile.workload()
     cluster = Cluster(D * S, bandwidth, latency=latency)
@@ -599,7 +608,13 @@ def predict_pipeline(
     return {
         "predicted": pred.throughput,
         "method": pred.method,
-        "reason": pred.reason,
+        "reason": (
+            "gloo point-to-point modeled as rendezvous (a transfer starts once its receive is posted; "
+            f"torch's waits on sends block the stage): {pred.reason}"
+            if scheme.p2p == "rendezvous"
+            else f"point-to-point modeled as eager sends: {pred.reason}"
+        ),
+        "p2p": scheme.p2p,
         "predicted_at": stamp(),
         "split": chosen,
         "activation_bytes": acts,

@@ -31,9 +31,14 @@ Model (every assumption; the task graph is :func:`~.pipeline_graph.pipeline_grap
   ``alpha + a_s / B`` (``a_s``: ``activation_bytes``, one number or one per
   boundary); after ``B(s+1, m)`` its gradient goes back, same size. Links are
   full duplex, each direction a FIFO channel that a send occupies for its
-  whole cost (latency included), in micro-batch order. Sends are
-  asynchronous: a stage never waits for its own send (torch waits on fused
-  send/receive batches in 1F1B; the difference is not modeled).
+  whole cost (latency included), in micro-batch order. ``p2p="eager"``
+  (default): sends are asynchronous, a stage never waits for its own send.
+  ``p2p="rendezvous"`` (gloo, as ``torch.distributed.pipelining`` uses it): a
+  transfer starts at the latest of the send issued, the receive posted and
+  the channel free; receives are posted, and sends fired and waited, where
+  torch's ``_step_microbatches`` loops do it
+  (:func:`~.pipeline_graph.rendezvous_tasks`); a wait on a send ends when
+  its transfer ends; each stage's gradient collective follows its last wait.
 - **Schedules.** Static per-stage orders, exactly those of
   ``torch.distributed.pipelining`` ``ScheduleGPipe`` and ``Schedule1F1B``
   (:func:`~.pipeline_graph.pipeline_order`); each stage's tasks are chained
@@ -60,7 +65,8 @@ Model (every assumption; the task graph is :func:`~.pipeline_graph.pipeline_grap
   Communication is deterministic.
 
 Roads: ``closed_form`` (exact for balanced deterministic stages under the
-communication condition of :func:`closed_form_condition`; otherwise
+communication condition of :func:`closed_form_condition`, with
+``p2p="rendezvous"`` only for ``S = 1`` or free sends; otherwise
 :class:`~queuesgd.errors.NotRepresentable` naming ``method="fine"``), and
 ``fine`` (the task graph: exact longest path if deterministic, Monte Carlo
 otherwise). Both are vectorized for sweeps (``batch_closed_form`` and, for
@@ -95,8 +101,10 @@ from queuesgd.schemes.costs import ring_allreduce
 from queuesgd.schemes.fine import COMMUNICATION
 from queuesgd.schemes.memory import Memory, check_optimizer
 from queuesgd.schemes.pipeline_graph import (
+    P2P,
     SCHEDULES,
     StageProfile,
+    p2p_name,
     peak_stash,
     pipeline_graph,
     pipeline_order,
@@ -109,7 +117,15 @@ if TYPE_CHECKING:
     from queuesgd.formula import Formula
     from queuesgd.workload import Cluster, Workload
 
-__all__ = ["DATA_PARALLEL", "SCHEDULES", "Pipeline", "closed_form_condition", "pipeline_order"]
+__all__ = [
+    "DATA_PARALLEL",
+    "P2P",
+    "SCHEDULES",
+    "Pipeline",
+    "closed_form_condition",
+    "pipeline_order",
+    "rendezvous_two_stages",
+]
 
 #: How the ``D`` copies of a stage share their gradients (``data_parallel``).
 DATA_PARALLEL: tuple[str, ...] = ("allreduce", "sharded")
@@ -122,6 +138,9 @@ def closed_form_condition(
     schedule: str, stages: int, microbatches: int, t_f: float, t_b: float, c_max: Any
 ) -> Any:
     """Whether ``(M + S - 1)(t_f + t_b) + 2 sum(c)`` is the exact pipeline makespan (balanced stages).
+
+    For ``p2p="eager"``; with ``p2p="rendezvous"`` the closed form is exact
+    for ``S <= 2`` (:func:`rendezvous_two_stages`), ``M = 1`` or ``c = 0``.
 
     Derived for balanced, deterministic stages (forward ``t_f``, backward
     ``t_b`` at every stage) whose largest send costs ``c_max`` (vectorized
@@ -171,6 +190,45 @@ def closed_form_condition(
     else:
         out = c <= 0.0
     return bool(out) if out.ndim == 0 else out
+
+
+def rendezvous_two_stages(schedule: str, microbatches: int, t_f: float, t_b: float, c: Any) -> Any:
+    """Makespan of two balanced deterministic stages whose rendezvous messages cost ``c`` (vectorized).
+
+    - GPipe: ``(M + 1)(t_f + t_b) + 2 M c``.
+    - 1F1B: ``(M + 1)(t_f + t_b + c)``.
+
+    Derivation (``p2p="rendezvous"``, see :class:`Pipeline`). GPipe: stage 1
+    posts the receive of micro-batch ``m`` when its forward ``m - 1`` ends,
+    after stage 0 has fired it (``m t_f + t_f`` is earlier), so its forwards
+    start at ``(m + 1)(t_f + c)``: each costs ``t_f + c``; its backwards run
+    back to back from ``M (t_f + c) + t_f``. Stage 0 waits its forward sends
+    until ``M (t_f + c)`` and then posts each gradient's receive when its
+    previous backward ends: the first gradient goes when stage 1 fires it,
+    ``M (t_f + c) + t_f + t_b``, the others every ``t_b + c``; its last
+    backward ends at ``M (t_f + c) + t_f + t_b + c + (M - 1)(t_b + c) + t_b``.
+    1F1B: stage 1 fuses the send of gradient ``k`` with the receive of
+    activation ``k + 1`` at the end of its backward ``k``, the moment stage 0
+    fuses the same pair (after its backward ``k - 1`` and forward ``k + 1``),
+    so both transfers take ``c`` and each period is ``t_f + t_b + c``; from
+    ``q_0 = 2 t_f + c + t_b`` (first fuse) to the last gradient's transfer
+    ``q_0 + (M - 1)(t_f + t_b + c)``, then ``c + t_b``. ``M = 1`` gives
+    ``2 (t_f + t_b + c)`` in both. The stage-1 collective starts ``t_b``
+    before stage 0's (its final wait is the last gradient's transfer), and a
+    delay of stage 1's start costs ``t_f`` less than stage 0's (the first
+    transfer starts at ``max(g_0 + t_f, g_1)``). ``c = 0`` gives ``(M + 1)(t_f
+    + t_b)``, the eager formula.
+
+    Examples
+    --------
+    >>> rendezvous_two_stages("gpipe", 3, 1.0, 2.0, 1.0), rendezvous_two_stages("1f1b", 4, 1.0, 2.0, 1.0)
+    (18.0, 20.0)
+    """
+    sched = schedule_name(schedule)
+    M = _checks.integer("microbatches", microbatches, minimum=1)
+    c = np.asarray(c, dtype=float)
+    out = (M + 1) * (t_f + t_b) + 2 * M * c if sched == "gpipe" else (M + 1) * (t_f + t_b + c)
+    return float(out) if out.ndim == 0 else out
 
 
 def _bytes_value(field_name: str, value: Any) -> float:
@@ -224,6 +282,16 @@ class Pipeline(Scheme):
     overlap : bool
         Each stage starts its gradient collective when its own last backward
         ends (else when every stage's has).
+    p2p : {"eager", "rendezvous"}
+        How a point-to-point send meets its receive
+        (:data:`~.pipeline_graph.P2P`). ``"eager"`` (default): a send starts
+        when the sender's pass ends and never blocks the sender.
+        ``"rendezvous"``: gloo's ``batch_isend_irecv`` as torch's pipelining
+        waits on it: a transfer starts at the latest of the send issued, the
+        matching receive posted (right before the pass that needs it) and the
+        previous transfer of that link direction done; a stage waiting on its
+        own send (where torch's loops wait) resumes when the transfer ends
+        (:func:`~.pipeline_graph.rendezvous_tasks`).
 
     Examples
     --------
@@ -235,6 +303,16 @@ class Pipeline(Scheme):
     122.0
     >>> round(p.throughput, 3), p.memory.parameters    # 2 x 4 x 4 samples / 122 ms
     (262.295, 100000000.0)
+    >>> r = Pipeline(stages=2, microbatches=2, schedule="gpipe", activation_bytes="1MB", p2p="rendezvous")
+    >>> round(predict(r, Workload("6ms", "2MB"), Cluster(2, "1GB/s")).iteration_time * 1e3, 6)
+    13.0
+
+    (``t_f`` = 1, ``t_b`` = 2, ``c`` = 1 ms.) Eager: 11 ms. Rendezvous: stage 1
+    posts the receive of micro-batch 1 only when its ``F0`` (2-3 ms) ends, so
+    that transfer runs 3-4 and ``F1`` 4-5; ``B0`` 5-7, ``B1`` 7-9. Stage 0
+    posts its first gradient receive after waiting its forward sends (4): the
+    gradient goes 7-8, ``B0`` 8-10; the second receive is posted at 10, the
+    transfer 10-11, ``B1`` 11-13: 13 ms.
     """
 
     key: ClassVar[str] = "pipeline"
@@ -250,6 +328,7 @@ class Pipeline(Scheme):
     optimizer: Any = "adam"
     data_parallel: str = "allreduce"
     overlap: bool = True
+    p2p: str = "eager"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -283,6 +362,7 @@ class Pipeline(Scheme):
         if not isinstance(dp, str) or dp not in DATA_PARALLEL:
             raise UnknownNameError("Pipeline.data_parallel", dp, DATA_PARALLEL)
         set_(self, "overlap", _checks.boolean("Pipeline.overlap", self.overlap))
+        set_(self, "p2p", p2p_name(self.p2p, "Pipeline.p2p"))
 
     # ---- the model's pieces -----------------------------------------------------------
     def activation_sizes(self) -> tuple[float, ...]:
@@ -342,6 +422,10 @@ class Pipeline(Scheme):
         out = [
             "pipeline sends are asynchronous: a stage never waits for its own send to complete "
             "(torch's 1F1B waits on fused send/receive batches)"
+            if self.p2p == "eager"
+            else "rendezvous point-to-point: a transfer starts once its receive is posted, and a wait on a "
+            "send ends when the transfer ends (where the sender's wait returns sooner, e.g. once the bytes "
+            "are in the socket buffers, the model is pessimistic)"
         ]
         if cluster.workers > self.stages:
             out.append(
@@ -415,6 +499,7 @@ class Pipeline(Scheme):
             replicas=st.replicas,
             overlap=self.overlap,
             symmetric=symmetric,
+            p2p=self.p2p,
         )
 
     def memory_per_worker(self, workload: Workload, cluster: Cluster) -> Memory:
@@ -547,7 +632,9 @@ class Pipeline(Scheme):
         """
         st = self._setup(workload, cluster)
         blocker = self._closed_form_blocker(workload, cluster, st)
-        if blocker is None and (self.stages == 1 or self.microbatches == 1):
+        single = self.stages <= 2 if self.p2p == "rendezvous" else self.stages == 1
+        single = single or self.microbatches == 1
+        if blocker is None and single:
             return "closed_form", (
                 "closed_form: balanced deterministic stages and a single chain of sends (S = 1 or M = 1), "
                 "exact for any communication cost"
@@ -555,6 +642,8 @@ class Pipeline(Scheme):
         why = blocker or (
             "the closed form's exactness depends on the send cost c (GPipe: c <= min(t_f, t_b); 1F1B: c = 0 "
             "for M >= 3), hence on the bandwidth"
+            if self.p2p == "eager"
+            else "with p2p='rendezvous', S >= 3 and M >= 2 the closed form is exact only for c = 0"
         )
         kind = (
             "longest path of the task graph (exact)" if st.deterministic else "Monte Carlo of the task graph"
@@ -619,17 +708,45 @@ class Pipeline(Scheme):
         >>> Pipeline(4, 8, schedule="gpipe").condition_text()
         'c <= min(t_f, t_b)'
         """
-        if self.stages == 1 or self.microbatches == 1:
+        if self.stages == 1:
+            return "any c"
+        if self.p2p == "rendezvous":
+            if self.stages == 2 or self.microbatches == 1:
+                return "any c (S = 2 or M = 1, p2p='rendezvous')"
+            return "c = 0 (p2p='rendezvous')"
+        if self.microbatches == 1:
             return "any c"
         if self.schedule == "gpipe":
             return "c <= min(t_f, t_b)"
         return "c <= t_f + t_b" if self.microbatches == 2 else "c = 0"
 
+    def _condition_holds(self, st: _Setup, c_max: Any) -> Any:
+        """Whether the closed form is exact at send cost ``c_max`` (vectorized), in this ``p2p`` mode.
+
+        ``"rendezvous"``: ``S <= 2`` (:func:`rendezvous_two_stages`), ``M = 1``
+        (one chain, as eager, each stage's collective after its last
+        transfer), or ``c = 0`` (both modes give the same makespan, checked in
+        the tests); with ``S >= 3``, ``M >= 2`` and sends no closed form is derived.
+        """
+        v = float(st.speed.flat[0])
+        tf, tb = st.profile.forward[0] / v, st.profile.backward[0] / v
+        if self.p2p == "rendezvous":
+            c = np.asarray(c_max, dtype=float)
+            exact = self.stages <= 2 or self.microbatches == 1
+            out = np.full(c.shape, True) if exact else c <= 0.0
+            return bool(out) if out.ndim == 0 else out
+        return closed_form_condition(self.schedule, self.stages, self.microbatches, tf, tb, c_max)
+
     def _condition_blocker(self, st: _Setup, c_max: float) -> str | None:
         v = float(st.speed.flat[0])
         tf, tb = st.profile.forward[0] / v, st.profile.backward[0] / v
-        if closed_form_condition(self.schedule, self.stages, self.microbatches, tf, tb, c_max):
+        if self._condition_holds(st, c_max):
             return None
+        if self.p2p == "rendezvous":
+            return (
+                f"a send costs up to c = {c_max * 1e3:.4g} ms and with p2p='rendezvous' the closed form is "
+                "derived only for S <= 2, M = 1 or without communication (c = 0)"
+            )
         return (
             f"a send costs up to c = {c_max * 1e3:.4g} ms and the {self.schedule} closed form needs "
             f"{self.condition_text()} (t_f = {tf * 1e3:.4g} ms, t_b = {tb * 1e3:.4g} ms; see "
@@ -654,6 +771,16 @@ class Pipeline(Scheme):
         base = (M + S - 1) * (tf + tb) + 2 * send.sum(axis=1)
         lead_f = np.concatenate([zero, np.cumsum(tf + send, axis=1)], axis=1)  # sum_{k<s}(t_f + c_k)
         lead_b = np.concatenate([zero, np.cumsum(tb + send, axis=1)], axis=1)
+        if self.p2p == "rendezvous" and S == 2:
+            # Derived in rendezvous_two_stages (tests: hand timelines, the task graph, the SimPy peer).
+            base = rendezvous_two_stages(self.schedule, M, tf, tb, send[:, 0])
+            lead_f = np.concatenate([zero, zero + tf], axis=1)
+            lead_b = np.concatenate([zero, zero + tb], axis=1)
+        elif self.p2p == "rendezvous" and M == 1:
+            # One chain, as eager; but stage s >= 1 waits its gradient's transfer (c_{s-1}) before its
+            # collective, and the transfer into it waits for its receive, posted after its start delay.
+            lead_f[:, 1:] -= send
+            lead_b[:, 1:] -= send
         start = np.zeros(k) if gather is None else np.max(np.atleast_2d(gather) - lead_f, axis=1)
         x = np.atleast_2d(collective) + np.atleast_2d(update)
         end = np.max(x - lead_b, axis=1) if self.overlap else np.max(x, axis=1)
@@ -700,7 +827,8 @@ class Pipeline(Scheme):
             else f"{st.replicas} replicas drawn"
         )
         reason = (
-            f"pipeline task graph ({self.schedule}): {len(graph)} tasks, {drawn}; {how}; {st.profile.note}"
+            f"pipeline task graph ({self.schedule}, p2p={self.p2p}): {len(graph)} tasks, {drawn}; {how}; "
+            f"{st.profile.note}"
         )
         return self._solution(
             workload,
@@ -781,15 +909,7 @@ class Pipeline(Scheme):
             raise NotRepresentable(f"Pipeline has no exact closed form here: {blocker}; use method='fine'")
         send, gather, collective, update = self._batch_costs(workload, D, bw, lat, st.profile)
         c_max = send.max(axis=1) if send.shape[1] else np.zeros(n.shape)
-        v = float(st.speed.flat[0])
-        ok = closed_form_condition(
-            self.schedule,
-            self.stages,
-            self.microbatches,
-            st.profile.forward[0] / v,
-            st.profile.backward[0] / v,
-            c_max,
-        )
+        ok = self._condition_holds(st, c_max)
         if not np.all(ok):
             i = int(np.flatnonzero(~np.asarray(ok))[0])
             raise NotRepresentable(
@@ -882,6 +1002,12 @@ class Pipeline(Scheme):
         from queuesgd.formula import Formula
 
         compute = _checks.choice("compute", compute, ("exponential", "deterministic"))
+        if self.p2p == "rendezvous":
+            raise NotRepresentable(
+                "Pipeline(p2p='rendezvous') has no formula in S (its closed form is derived for S <= 2, "
+                "see rendezvous_two_stages, M = 1 or without communication); use p2p='eager' for the "
+                "formula, or solve_closed_form / method='fine'"
+            )
         if compute != "deterministic":
             raise NotRepresentable(
                 "Pipeline has a closed form only for deterministic compute (the mean makespan of random "

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKWARD_SHARE",
+    "P2P",
     "SCHEDULES",
     "StageProfile",
     "balanced_partition",
@@ -51,6 +52,8 @@ __all__ = [
     "schedule_name",
     "peak_stash",
     "pipeline_graph",
+    "rendezvous_tasks",
+    "p2p_name",
     "pipeline_order",
     "stage_profile",
     "warmup_forwards",
@@ -58,6 +61,11 @@ __all__ = [
 
 #: The schedules, by name: ``torch.distributed.pipelining.ScheduleGPipe`` and ``Schedule1F1B``.
 SCHEDULES: tuple[str, ...] = ("gpipe", "1f1b")
+
+#: How a point-to-point send meets its receive (``Pipeline.p2p``): ``"eager"`` (a send starts when the
+#: sender's action ends and never blocks the sender) or ``"rendezvous"`` (gloo's ``isend``/``irecv``: the
+#: bytes move once the receiver has posted its receive, and the sender blocks where torch waits on it).
+P2P: tuple[str, ...] = ("eager", "rendezvous")
 
 #: Share of a micro-batch's compute in the backward pass when the workload has no per-layer profile:
 #: the usual ``t_b = 2 t_f`` (the backward pass of a matrix product is two matrix products).
@@ -76,6 +84,24 @@ def schedule_name(schedule: Any, field: str = "schedule") -> str:
         return schedule.strip().lower()
     raise InvalidParameterError(
         field, schedule, "'gpipe' (all forwards, then all backwards) or '1f1b' (PipeDream-Flush)"
+    )
+
+
+def p2p_name(p2p: Any, field: str = "p2p") -> str:
+    """A point-to-point mode's name, lower-cased, if it is one of :data:`P2P`, else the field's error.
+
+    Examples
+    --------
+    >>> p2p_name("Rendezvous")
+    'rendezvous'
+    """
+    if isinstance(p2p, str) and p2p.strip().lower() in P2P:
+        return p2p.strip().lower()
+    raise InvalidParameterError(
+        field,
+        p2p,
+        "'eager' (a send starts when the sender's pass ends, never blocking it) or 'rendezvous' (the "
+        "transfer starts once the receiver has posted its receive; torch's waits on sends block the sender)",
     )
 
 
@@ -392,6 +418,7 @@ def pipeline_graph(
     replicas: int,
     overlap: bool = True,
     symmetric: bool = False,
+    p2p: str = "eager",
 ) -> TaskGraph:
     """The task graph of one pipelined training step (all replicas and stages, or one replica).
 
@@ -437,6 +464,14 @@ def pipeline_graph(
         Each stage's collective starts after its own last backward (else after all).
     symmetric : bool
         Draw replica 0 only (exact when the replicas are identical and deterministic).
+    p2p : {"eager", "rendezvous"}
+        ``"eager"``: a send starts when its pass ends (and the channel is
+        free) and never blocks its stage. ``"rendezvous"``: the point-to-point
+        messages of gloo as ``torch.distributed.pipelining`` waits on them
+        (:func:`rendezvous_tasks`): a transfer starts at the latest of the send
+        being issued, the receive being posted and the channel being free, and
+        a stage waiting on one of its sends resumes when that transfer ends;
+        each stage's gradient collective follows its last wait.
 
     Returns
     -------
@@ -454,6 +489,7 @@ def pipeline_graph(
     0.0045
     """
     S, M, D = profile.stages, microbatches, replicas
+    mode = p2p_name(p2p)
     order = pipeline_order(S, M, schedule)
     laws = worker_laws(workload, cluster)
     mean = workload.compute_time
@@ -464,7 +500,15 @@ def pipeline_graph(
         for s in range(S):
             tasks.append(Task(f"s{s}/allgather", float(gather_costs[s]), group=COMMUNICATION))
     last_b: dict[int, list[str]] = {s: [] for s in range(S)}
-    for r in range(drawn):
+    for r in range(drawn) if mode == "rendezvous" else ():
+        first = [[f"s{s}/allgather"] if gather_costs is not None else [] for s in range(S)]
+        fwd = [_duration(profile.forward[s], laws[r * S + s], mean) for s in range(S)]
+        bwd = [_duration(profile.backward[s], laws[r * S + s], mean) for s in range(S)]
+        more, final = rendezvous_tasks(r, S, M, schedule, fwd, bwd, send_costs, first)
+        tasks += more
+        for s in range(S):
+            last_b[s] += final[s]
+    for r in range(drawn) if mode == "eager" else ():
         for s in range(S):
             law = laws[r * S + s]
             # One law object per stage and pass: the Monte Carlo still draws every task independently.
@@ -507,9 +551,9 @@ def pipeline_graph(
                         )
                 prev = name
             last_b[s].append(prev)  # type: ignore[arg-type]
-    every_last = [name for s in range(S) for name in last_b[s]]
+    every_last = list(dict.fromkeys(name for s in range(S) for name in last_b[s]))
     for s in range(S):
-        after = last_b[s] if overlap else every_last
+        after = list(dict.fromkeys(last_b[s])) if overlap else every_last
         tasks.append(
             Task(f"s{s}/{collective}", float(collective_costs[s]), tuple(after), group=COMMUNICATION)
         )
@@ -518,6 +562,177 @@ def pipeline_graph(
                 Task(f"r{r}/s{s}/update", float(update_costs[s]), f"s{s}/{collective}", group="update")
             )
     return TaskGraph(tasks, name=f"pipeline step ({schedule}, S={S}, M={M}, D={D})")
+
+
+def rendezvous_tasks(
+    replica: int,
+    stages: int,
+    microbatches: int,
+    schedule: str,
+    forward: Sequence[Any],
+    backward: Sequence[Any],
+    send_costs: Sequence[float],
+    first: Sequence[Sequence[str]],
+) -> tuple[list[Task], list[list[str]]]:
+    """The passes and transfers of one replica when point-to-point messages are rendezvous (gloo).
+
+    A transcription of ``ScheduleGPipe._step_microbatches`` and
+    ``Schedule1F1B._step_microbatches`` (``torch/distributed/pipelining/
+    schedules.py``, torch 2.x) into dependencies. Each stage is followed
+    through its loop with a *point*: the tasks whose ends make the stage's
+    current time (its last pass, plus every transfer it has waited on since).
+
+    - A receive is posted at the stage's point when torch creates it, and
+      waited at once: the next pass depends on the transfer.
+    - A send is issued at the stage's point when torch fires it (``_batch_p2p``).
+    - A transfer ``r{r}/act{s}->{s+1}/{m}`` or ``r{r}/grad{s+1}->{s}/{m}``
+      depends on the sender's point at its issue, the receiver's point at its
+      post and the previous transfer of the same direction (a FIFO link per
+      direction, full duplex), and lasts ``send_costs[boundary]``.
+    - A wait on a send adds the transfer to the stage's point: GPipe waits
+      every forward send after its forward phase and every backward send at
+      the end; 1F1B waits, in its warm-up, the previous forward send after each
+      forward; fuses the last warm-up forward's send with the first backward's
+      receive, then ``fwd_sends + bwd_recvs`` and ``bwd_sends + fwd_recvs``,
+      waiting both each time; fires the last 1B1F backward's send; in the
+      cool-down waits the previous backward send after each backward; and
+      waits the last one at the end.
+
+    Parameters
+    ----------
+    replica, stages, microbatches : int
+    schedule : {"gpipe", "1f1b"}
+    forward, backward : sequence
+        Per stage, the duration (seconds or a law) of one forward / backward pass.
+    send_costs : sequence of float
+        Seconds of one transfer across each of the ``S - 1`` boundaries.
+    first : sequence of sequence of str
+        Per stage, the tasks its first action waits for (its all-gather, or none).
+
+    Returns
+    -------
+    (list of Task, list of list of str)
+        The tasks, and per stage its final point (what ``perform_reduce_grad`` waits for).
+
+    Examples
+    --------
+    >>> from queuesgd.dag import TaskGraph, schedule
+    >>> tasks, final = rendezvous_tasks(0, 2, 1, "gpipe", [1.0, 1.0], [2.0, 2.0], [0.5], [[], []])
+    >>> s = schedule(TaskGraph(tasks))
+    >>> s.makespan, final[1]       # F0 1, act 0.5, F0 1, B0 2, grad 0.5, B0 2; stage 1 waits for its send
+    (7.0, ['r0/s1/B0', 'r0/grad1->0/0'])
+    """
+    S, M, r = stages, microbatches, replica
+    sched = schedule_name(schedule)
+    issue: dict[str, list[str]] = {}
+    post: dict[str, list[str]] = {}
+    cost: dict[str, float] = {}
+    tasks: list[Task] = []
+    finals: list[list[str]] = []
+
+    def transfer(kind: str, s: int, m: int) -> list[str]:
+        """The transfer's name in a list (empty where the stage has no such peer)."""
+        if kind == "act" and 0 <= s < S - 1:
+            name = f"r{r}/act{s}->{s + 1}/{m}"
+            cost[name] = float(send_costs[s])
+            return [name]
+        if kind == "grad" and 0 < s < S:
+            name = f"r{r}/grad{s}->{s - 1}/{m}"
+            cost[name] = float(send_costs[s - 1])
+            return [name]
+        return []
+
+    for s in range(S):
+
+        def run(kind: str, m: int, point: list[str], s: int = s) -> list[str]:
+            name = f"r{r}/s{s}/{kind}{m}"
+            dur = forward[s] if kind == "F" else backward[s]
+            group = "forward" if kind == "F" else "backward"
+            tasks.append(Task(name, dur, tuple(dict.fromkeys(point)), group=group))
+            return [name]
+
+        def at(table: dict[str, list[str]], names: list[str], point: list[str]) -> None:
+            for name in names:
+                table[name] = list(point)
+
+        # the transfers stage s receives (from s - 1, from s + 1) and sends (to s + 1, to s - 1)
+        def recv_f(m: int, s: int = s) -> list[str]:
+            return transfer("act", s - 1, m)
+
+        def recv_b(m: int, s: int = s) -> list[str]:
+            return transfer("grad", s + 1, m)
+
+        def send_f(m: int, s: int = s) -> list[str]:
+            return transfer("act", s, m)
+
+        def send_b(m: int, s: int = s) -> list[str]:
+            return transfer("grad", s, m)
+
+        point = list(first[s])
+        if sched == "gpipe":
+            waits: list[str] = []
+            for m in range(M):  # get_fwd_recv_ops(i), wait; forward; fire the send, wait later
+                rv = recv_f(m)
+                at(post, rv, point)
+                point = run("F", m, point + rv)
+                at(issue, send_f(m), point)
+                waits += send_f(m)
+            point = point + waits  # "Wait for all forward sends to finish"
+            waits = []
+            for m in range(M):
+                rv = recv_b(m)
+                at(post, rv, point)
+                point = run("B", m, point + rv)
+                at(issue, send_b(m), point)
+                waits += send_b(m)
+            finals.append(point + waits)  # "Wait for all backward sends to finish"
+            continue
+        w = warmup_forwards(S, M, s)
+        f = b = 0
+        send_work: list[str] = []
+        held: list[str] = []
+        for _ in range(w):  # warm-up
+            rv = recv_f(f)
+            at(post, rv, point)
+            point = run("F", f, point + rv)
+            point = point + send_work  # _wait_batch_p2p(send_work): the previous forward's send
+            held = send_f(f)
+            if f != w - 1:  # fire it; the last one is fused with the first backward's receive
+                at(issue, held, point)
+                send_work = held
+            f += 1
+        while True:  # 1B1F
+            rv = recv_b(b)
+            at(issue, held, point)  # _batch_p2p(fwd_sends + bwd_recvs), waited
+            at(post, rv, point)
+            point = run("B", b, point + held + rv)
+            bs = send_b(b)
+            b += 1
+            if f == M:
+                break
+            rv = recv_f(f)
+            at(issue, bs, point)  # _batch_p2p(bwd_sends + fwd_recvs), waited
+            at(post, rv, point)
+            point = run("F", f, point + bs + rv)
+            held = send_f(f)
+            f += 1
+        at(issue, bs, point)  # the left-over backward send, fired
+        send_work = bs
+        while b < M:  # cool-down
+            rv = recv_b(b)
+            at(post, rv, point)
+            point = run("B", b, point + rv)
+            point = point + send_work  # the previous backward's send
+            send_work = send_b(b)
+            at(issue, send_work, point)
+            b += 1
+        finals.append(point + send_work)  # "Wait for the last backward send to finish"
+    for name in issue:
+        m = int(name.rsplit("/", 1)[1])
+        previous = [f"{name.rsplit('/', 1)[0]}/{m - 1}"] if m > 0 else []
+        after = issue[name] + post[name] + previous
+        tasks.append(Task(name, cost[name], tuple(dict.fromkeys(after)), group=COMMUNICATION))
+    return tasks, [list(dict.fromkeys(p)) for p in finals]
 
 
 def require_plain(cluster: Cluster) -> None:

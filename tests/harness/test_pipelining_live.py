@@ -180,12 +180,17 @@ def _two_unit_profile() -> StageProfile:
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 def test_pipeline_prediction_of_two_stages_by_hand(schedule):
-    """S = 2, M = 2, 0.5 ms per message: both schedules' timelines drawn by hand end at 10.5 ms.
+    """S = 2, M = 2, 0.5 ms per message, gloo's rendezvous messages (torch's loops, by hand; ms).
 
-    GPipe (ms): stage 0 F0 0-1, F1 1-2; stage 1 F0 1.5-2.5, F1 2.5-3.5, B0 3.5-5.5, B1 5.5-7.5; the
-    gradients reach stage 0 at 6 and 8: B0 6-8, B1 8-10; then its half of the 1 ms update: 10.5.
-    1F1B: stage 0 F0 0-1, F1 1-2 (two warm-up forwards); stage 1 F0 1.5-2.5, B0 2.5-4.5, F1 4.5-5.5,
-    B1 5.5-7.5; stage 0 B0 5-7 (gradient sent at 4.5), B1 8-10 (sent at 7.5); update: 10.5.
+    A transfer starts when both its send is issued and its receive posted (and the previous one of its
+    direction is through). GPipe: stage 0 F0 0-1, F1 1-2 (sends issued at 1 and 2); stage 1 posts its
+    receive of F0 at 0: transfer 1-1.5, F0 1.5-2.5, posts F1's at 2.5: transfer 2.5-3, F1 3-4, B0 4-6,
+    B1 6-8 (sends issued at 6 and 8); stage 0, its forward sends through at 3, posts B0's receive: transfer
+    6-6.5, B0 6.5-8.5, posts B1's at 8.5: transfer 8.5-9, B1 9-11; half the 1 ms update: 11.5.
+    1F1B: stage 0 F0 0-1 (send fired at 1), F1 1-2, then fires F1's send with B0's receive at 2; stage 1
+    F0 1.5-2.5 (transfer 1-1.5), B0 2.5-4.5, fires B0's gradient with F1's receive at 4.5: both transfers
+    4.5-5; stage 0 B0 5-7, posts B1's receive at 7; stage 1 F1 5-6, B1 6-8, gradient 8-8.5; stage 0 B1
+    8.5-10.5; update 11.
     """
     pytest.importorskip("queuesgd.schemes.pipeline")
     from queuesgd.harness.apriori import Calibration
@@ -193,7 +198,12 @@ def test_pipeline_prediction_of_two_stages_by_hand(schedule):
 
     link = Calibration("p2p", 2, None, 5e-4, float("inf"), 1.0, "none", "cal")
     pred = predict_pipeline(_two_unit_profile(), link, 2, 2, schedule=schedule, split=[1, 1])
-    assert pred["predicted"] == pytest.approx(2 * 4 / 0.0105, rel=1e-9)  # 2 micro-batches of 4 samples
+    step = {"gpipe": 0.0115, "1f1b": 0.011}[schedule]
+    assert pred["predicted"] == pytest.approx(2 * 4 / step, rel=1e-9)  # 2 micro-batches of 4 samples
+    assert pred["p2p"] == "rendezvous"
+    eager = predict_pipeline(_two_unit_profile(), link, 2, 2, schedule=schedule, split=[1, 1], p2p="eager")
+    # Eager sends (the message leaves when it is sent): both schedules end at 10.5 ms, by hand.
+    assert eager["predicted"] == pytest.approx(2 * 4 / 0.0105, rel=1e-9)
     assert pred["split"] == [1, 1] and pred["activation_bytes"] == [64.0]
     assert pred["stage_times"] == pytest.approx([0.003, 0.003], rel=1e-12)
     assert pred["profile_measured"] == "prof" and pred["calibration_measured"] == "cal"
@@ -204,9 +214,10 @@ def test_pipeline_prediction_of_two_stages_by_hand(schedule):
 def test_pipeline_prediction_with_two_replicas_by_hand():
     """D = 2 GPipe replicas: each stage all-reduces its gradients after its own last backward (overlap).
 
-    The timeline of one replica is the one above; the ring all-reduce of two ranks with an infinite
-    bandwidth costs 2 (D - 1) alpha = 1 ms. Stage 0: last backward ends at 10, all-reduce 10-11, half the
-    update 11-11.5; stage 1: 7.5, 8.5, 9. The step is 11.5 ms for 2 replicas x 2 micro-batches x 4 samples.
+    The timeline of one replica is the GPipe one above; the ring all-reduce of two ranks with an infinite
+    bandwidth costs 2 (D - 1) alpha = 1 ms. Stage 0: last backward ends at 11, all-reduce 11-12, half the
+    update 12-12.5; stage 1: its last send through at 9, all-reduce 9-10, update 10-10.5. The step is
+    12.5 ms for 2 replicas x 2 micro-batches x 4 samples.
     """
     pytest.importorskip("queuesgd.schemes.pipeline")
     from queuesgd.harness.apriori import Calibration
@@ -214,7 +225,7 @@ def test_pipeline_prediction_with_two_replicas_by_hand():
 
     link = Calibration("p2p", 2, None, 5e-4, float("inf"), 1.0, "none", "cal")
     pred = predict_pipeline(_two_unit_profile(), link, 2, 2, schedule="gpipe", split=[1, 1], replicas=2)
-    assert pred["predicted"] == pytest.approx(2 * 2 * 4 / 0.0115, rel=1e-9)
+    assert pred["predicted"] == pytest.approx(2 * 2 * 4 / 0.0125, rel=1e-9)
 
 
 def test_a_run_past_its_timeout_is_killed_and_reported():

@@ -24,6 +24,16 @@ specification of that model (not from its task-graph code), process by process:
   at time 0 and every replica's stage waits for it before its first forward;
   the collective is then a reduce-scatter (``allreduce`` gives its seconds).
 
+With ``p2p="rendezvous"`` the stage workers and channels are replaced by
+a transcription of torch's loops over *posted operations*: each stage worker
+runs ``ScheduleGPipe._step_microbatches`` or ``Schedule1F1B._step_microbatches``
+line by line, where ``_batch_p2p(ops)`` posts each send or receive (a SimPy
+event per message and side) and ``_wait_batch_p2p(works)`` waits for the
+transfers' ends; one process per link direction starts the transfer of
+message ``m`` once its send and its receive are both posted and message
+``m - 1`` is through, and holds it ``send[s]`` seconds; the stage's collective
+may start after the worker's last wait (``perform_reduce_grad``).
+
 The makespan is the end of the last update. Every task is recorded under the
 names the model's task graph uses: ``r{r}/s{s}/F{m}``, ``r{r}/s{s}/B{m}``,
 ``r{r}/act{s}->{s+1}/{m}``, ``r{r}/grad{s+1}->{s}/{m}``, ``s{s}/allreduce``
@@ -51,6 +61,9 @@ Examples
 >>> run = simulate_pipeline([1.0, 1.0], [2.0, 2.0], schedule="gpipe", microbatches=2)
 >>> run.makespan, run.start["r0/s1/B0"], run.end["r0/s0/B1"]
 (9.0, 3.0, 9.0)
+>>> simulate_pipeline([1.0, 1.0], [2.0, 2.0], schedule="gpipe", microbatches=2, send=1.0,
+...                   p2p="rendezvous").makespan
+13.0
 """
 
 from __future__ import annotations
@@ -143,6 +156,7 @@ def simulate_pipeline(
     update: float | Sequence[float] = 0.0,
     allgather: float | Sequence[float] | None = None,
     durations: Mapping[tuple[int, int, str, int], float] | None = None,
+    p2p: str = "eager",
 ) -> PipelineRun:
     """Simulate one step of ``replicas`` pipelines of ``len(stage_forward)`` stages.
 
@@ -169,6 +183,15 @@ def simulate_pipeline(
     durations : mapping, optional
         ``(replica, stage, "F" | "B", m) -> seconds``: overrides the F/B times
         (a sampled step); missing keys use ``stage_forward`` / ``stage_backward``.
+    p2p : {"eager", "rendezvous"}
+        ``"eager"``: the stage workers and FIFO channels above.
+        ``"rendezvous"``: each stage worker runs a line-by-line transcription
+        of torch's ``_step_microbatches`` loop of its schedule (see
+        :func:`_rendezvous_worker`), posting send and receive operations on
+        *rendezvous channels* (one per link direction: the transfer of message
+        ``m`` starts when its send and its receive are both posted and the
+        transfer of ``m - 1`` is done, and holds the link ``send[s]`` seconds),
+        and waiting on them where torch calls ``_wait_batch_p2p``.
 
     Returns
     -------
@@ -214,6 +237,115 @@ def simulate_pipeline(
             record(msg.name, t0)
             yield inbox.put(msg)
 
+    # ---- rendezvous: torch's loops over posted operations ------------------------------------------
+    # links[(r, "act", s)] carries s -> s+1, links[(r, "grad", s)] carries s+1 -> s (boundary s)
+    links: dict[tuple[int, str, int], dict[str, list]] = {}
+    for r in range(D):
+        for s in range(S - 1):
+            for kind in ("act", "grad"):
+                links[(r, kind, s)] = {
+                    "send": [env.event() for _ in range(M)],
+                    "recv": [env.event() for _ in range(M)],
+                    "done": [env.event() for _ in range(M)],
+                }
+
+    def rendezvous_link(r: int, kind: str, s: int):
+        link = links[(r, kind, s)]
+        name = f"r{r}/act{s}->{s + 1}" if kind == "act" else f"r{r}/grad{s + 1}->{s}"
+        for m in range(M):  # one message at a time, in micro-batch order
+            yield link["send"][m] & link["recv"][m]
+            t0 = env.now
+            yield env.timeout(sends[s])
+            record(f"{name}/{m}", t0)
+            link["done"][m].succeed()
+
+    def batch_p2p(ops: list[tuple[str, tuple[int, str, int], int]]) -> list:
+        """Post every operation now (dist.batch_isend_irecv); the works are the transfers' ends."""
+        works = []
+        for op, key, m in ops:
+            links[key][op][m].succeed()
+            works.append(links[key]["done"][m])
+        return works
+
+    def wait(works: list):
+        if works:
+            yield env.all_of(works)
+
+    def rendezvous_worker(r: int, s: int):
+        yield gathered[s]
+
+        # the stage's operations, as _PipelineStageBase.get_*_ops returns them (empty at the ends)
+        def fwd_recv(m):
+            return [("recv", (r, "act", s - 1), m)] if s > 0 else []
+
+        def fwd_send(m):
+            return [("send", (r, "act", s), m)] if s < S - 1 else []
+
+        def bwd_recv(m):
+            return [("recv", (r, "grad", s), m)] if s < S - 1 else []
+
+        def bwd_send(m):
+            return [("send", (r, "grad", s - 1), m)] if s > 0 else []
+
+        def compute(kind, m):
+            t0 = env.now
+            base = stage_forward[s] if kind == "F" else stage_backward[s]
+            yield env.timeout(float(dur.get((r, s, kind, m), base)))
+            record(f"r{r}/s{s}/{kind}{m}", t0)
+
+        if schedule == "gpipe":  # ScheduleGPipe._step_microbatches
+            fwd_sends_to_wait = []
+            for i in range(M):
+                yield from wait(batch_p2p(fwd_recv(i)))
+                yield from compute("F", i)
+                fwd_sends_to_wait.extend(batch_p2p(fwd_send(i)))
+            yield from wait(fwd_sends_to_wait)
+            bwd_sends_to_wait = []
+            for i in range(M):
+                yield from wait(batch_p2p(bwd_recv(i)))
+                yield from compute("B", i)
+                bwd_sends_to_wait.extend(batch_p2p(bwd_send(i)))
+            yield from wait(bwd_sends_to_wait)
+        else:  # Schedule1F1B._step_microbatches
+            warmup_chunks = min(M, S - s)
+            fwd_mb_index = bwd_mb_index = 0
+            send_work: list = []
+            fwd_sends: list = []
+            for _ in range(warmup_chunks):
+                yield from wait(batch_p2p(fwd_recv(fwd_mb_index)))
+                yield from compute("F", fwd_mb_index)
+                yield from wait(send_work)
+                fwd_sends = fwd_send(fwd_mb_index)
+                if fwd_mb_index != warmup_chunks - 1:
+                    send_work = batch_p2p(fwd_sends)
+                fwd_mb_index += 1
+            while True:
+                bwd_recvs = bwd_recv(bwd_mb_index)
+                yield from wait(batch_p2p(fwd_sends + bwd_recvs))
+                yield from compute("B", bwd_mb_index)
+                bwd_sends = bwd_send(bwd_mb_index)
+                bwd_mb_index += 1
+                if fwd_mb_index == M:
+                    break
+                fwd_recvs = fwd_recv(fwd_mb_index)
+                yield from wait(batch_p2p(bwd_sends + fwd_recvs))
+                yield from compute("F", fwd_mb_index)
+                fwd_sends = fwd_send(fwd_mb_index)
+                fwd_mb_index += 1
+            send_work = batch_p2p(bwd_sends)
+            while bwd_mb_index < M:
+                yield from wait(batch_p2p(bwd_recv(bwd_mb_index)))
+                yield from compute("B", bwd_mb_index)
+                yield from wait(send_work)
+                send_work = batch_p2p(bwd_send(bwd_mb_index))
+                bwd_mb_index += 1
+            yield from wait(send_work)
+        last_backward[r][s].succeed()  # perform_reduce_grad: the stage's collective may start
+        yield reduced[s]
+        t0 = env.now
+        yield env.timeout(up[s])
+        record(f"r{r}/s{s}/update", t0)
+
     def worker(r: int, s: int):
         yield gathered[s]
         for kind, m in orders[s]:
@@ -251,12 +383,17 @@ def simulate_pipeline(
         record(f"s{s}/{collective_name}", t0)
         reduced[s].succeed()
 
+    assert p2p in ("eager", "rendezvous"), p2p
     for r in range(D):
         for s in range(S - 1):
-            env.process(channel(act_q[r][s], act_in[r][s + 1], sends[s]))
-            env.process(channel(grad_q[r][s], grad_in[r][s], sends[s]))
+            if p2p == "rendezvous":
+                env.process(rendezvous_link(r, "act", s))
+                env.process(rendezvous_link(r, "grad", s))
+            else:
+                env.process(channel(act_q[r][s], act_in[r][s + 1], sends[s]))
+                env.process(channel(grad_q[r][s], grad_in[r][s], sends[s]))
         for s in range(S):
-            env.process(worker(r, s))
+            env.process(rendezvous_worker(r, s) if p2p == "rendezvous" else worker(r, s))
     for s in range(S):
         env.process(allgather_stage(s))
         env.process(collective(s))

@@ -7,6 +7,7 @@ hand, and known sums for random laws.
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -419,3 +420,184 @@ def test_random_replicas_wait_for_the_slowest() -> None:
     two = Pipeline(2, 4).solve(w, Cluster(4, "1GB/s"), "fine", rng=0, iterations=4000)
     assert "2 replicas drawn" in two.reason
     assert two.iteration_time > one.iteration_time * 1.05
+
+
+# ------------------------------------------------------------------- p2p="rendezvous" (gloo, torch's waits)
+def _rendezvous_starts(sched: str, micro: int, p2p: str = "rendezvous") -> tuple[dict[str, float], float]:
+    """S = 2, t_f = 1 ms, t_b = 2 ms (no layers: t_b = 2 t_f), every transfer c = 1 ms (1 MB at 1 GB/s)."""
+    s = Pipeline(2, micro, schedule=sched, activation_bytes="1MB", p2p=p2p)
+    g = s.task_graph(Workload("6ms", "2MB"), Cluster(2, "1GB/s"))
+    sol = schedule(g)
+    return {n: round(float(t) / MS, 9) for n, t in zip(g.names, sol.start)}, round(sol.makespan / MS, 9)
+
+
+def test_rendezvous_gpipe_by_hand() -> None:
+    # GPipe, S = 2, M = 3, t_f = 1, t_b = 2, c = 1 (ms). A transfer starts at max(send issued, receive
+    # posted, previous transfer of its direction done).
+    # s0: F0 [0,1] F1 [1,2] F2 [2,3], each send fired at the forward's end, waited after the forward phase.
+    # s1 posts the receive of m when its previous forward ends: act0 max(1, 0) = 1 -> [1,2], F0 [2,3];
+    #     act1 max(2, 3, 2) = 3 -> [3,4], F1 [4,5]; act2 max(3, 5, 4) = 5 -> [5,6], F2 [6,7];
+    #     B0 [7,9] B1 [9,11] B2 [11,13], the gradients fired at 9, 11, 13.
+    # s0 waits its forward sends until act2 ends (6), then posts grad0: max(9, 6) = 9 -> [9,10], B0 [10,12];
+    #     grad1 posted at 12: max(11, 12, 10) = 12 -> [12,13], B1 [13,15]; grad2 max(13, 15, 13) = 15 ->
+    #     [15,16], B2 [16,18]. Makespan 18 (eager: (M + S - 1)(t_f + t_b) + 2c = 14).
+    # s1 waits all its backward sends before perform_reduce_grad: its all-reduce (D = 1, cost 0) at 16.
+    st, span = _rendezvous_starts("gpipe", 3)
+    hand = {
+        "r0/s0/F0": 0, "r0/s0/F1": 1, "r0/s0/F2": 2, "r0/s0/B0": 10, "r0/s0/B1": 13, "r0/s0/B2": 16,
+        "r0/s1/F0": 2, "r0/s1/F1": 4, "r0/s1/F2": 6, "r0/s1/B0": 7, "r0/s1/B1": 9, "r0/s1/B2": 11,
+        "r0/act0->1/0": 1, "r0/act0->1/1": 3, "r0/act0->1/2": 5,
+        "r0/grad1->0/0": 9, "r0/grad1->0/1": 12, "r0/grad1->0/2": 15,
+        "s1/allreduce": 16, "s0/allreduce": 18,
+    }  # fmt: skip
+    assert {k: st[k] for k in hand} == hand
+    assert span == 18
+    assert _rendezvous_starts("gpipe", 3, "eager")[1] == 14  # the eager model, unchanged
+
+
+def test_rendezvous_1f1b_three_microbatches_by_hand() -> None:
+    # 1F1B, S = 2, M = 3, t_f = 1, t_b = 2, c = 1 (ms); warm-up min(M, S - s): 2 forwards at s0, 1 at s1.
+    # s0 warm-up: F0 [0,1], act0 fired at 1; F1 [1,2], then waits act0; act1 held for the first fuse.
+    # s1: receive act0 posted at 0 -> act0 [1,2]; F0 [2,3]; 1B1F: B0 [3,5]; fuse grad0 send + act1 recv at 5.
+    # s0: point max(2, act0 end 2) = 2: fuse act1 send + grad0 recv at 2.
+    #   act1 max(2, 5, 2) = 5 -> [5,6]; grad0 max(5, 2) = 5 -> [5,6].
+    # s1: F1 [6,7]; B1 [7,9]; fuse grad1 send + act2 recv at 9.   s0: B0 [6,8]; F2 [8,9]; fuse act2 + grad1
+    #   at 9: act2 max(9, 9, 6) -> [9,10], grad1 -> [9,10].
+    # s1: F2 [10,11]; B2 [11,13]; fires grad2 at 13 (break), waits it.   s0: B1 [10,12]; cool-down: posts
+    #   grad2 at 12: max(13, 12, 10) = 13 -> [13,14]; B2 [14,16]. Makespan 16; s1's all-reduce at 14.
+    st, span = _rendezvous_starts("1f1b", 3)
+    hand = {
+        "r0/s0/F0": 0, "r0/s0/F1": 1, "r0/s0/B0": 6, "r0/s0/F2": 8, "r0/s0/B1": 10, "r0/s0/B2": 14,
+        "r0/s1/F0": 2, "r0/s1/B0": 3, "r0/s1/F1": 6, "r0/s1/B1": 7, "r0/s1/F2": 10, "r0/s1/B2": 11,
+        "r0/act0->1/0": 1, "r0/act0->1/1": 5, "r0/act0->1/2": 9,
+        "r0/grad1->0/0": 5, "r0/grad1->0/1": 9, "r0/grad1->0/2": 13,
+        "s1/allreduce": 14, "s0/allreduce": 16,
+    }  # fmt: skip
+    assert {k: st[k] for k in hand} == hand
+    assert span == 16
+
+
+def test_rendezvous_1f1b_four_microbatches_by_hand() -> None:
+    # As above with M = 4, up to s0 F2 [8,9] and s1 B1 [7,9]; then
+    #   act2 [9,10], grad1 [9,10]; s1 F2 [10,11] B2 [11,13], fuse grad2 send + act3 recv at 13.
+    #   s0 B1 [10,12] F3 [12,13], fuse act3 + grad2 recv at 13: act3 max(13, 13, 10) -> [13,14],
+    #   grad2 [13,14].
+    #   s1 F3 [14,15] B3 [15,17], fires grad3 at 17.  s0 B2 [14,16], cool-down posts grad3 at 16:
+    #   max(17, 16, 14) = 17 -> [17,18]; B3 [18,20]. Makespan 20; s1's all-reduce after grad3: 18.
+    st, span = _rendezvous_starts("1f1b", 4)
+    hand = {
+        "r0/s0/F0": 0, "r0/s0/F1": 1, "r0/s0/B0": 6, "r0/s0/F2": 8, "r0/s0/B1": 10, "r0/s0/F3": 12,
+        "r0/s0/B2": 14, "r0/s0/B3": 18,
+        "r0/s1/F0": 2, "r0/s1/B0": 3, "r0/s1/F1": 6, "r0/s1/B1": 7, "r0/s1/F2": 10, "r0/s1/B2": 11,
+        "r0/s1/F3": 14, "r0/s1/B3": 15,
+        "r0/act0->1/0": 1, "r0/act0->1/1": 5, "r0/act0->1/2": 9, "r0/act0->1/3": 13,
+        "r0/grad1->0/0": 5, "r0/grad1->0/1": 9, "r0/grad1->0/2": 13, "r0/grad1->0/3": 17,
+        "s1/allreduce": 18, "s0/allreduce": 20,
+    }  # fmt: skip
+    assert {k: st[k] for k in hand} == hand
+    assert span == 20
+
+
+@pytest.mark.parametrize("sched", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("dp", ["allreduce", "sharded"])
+def test_rendezvous_without_communication_is_eager(sched: str, dp: str) -> None:
+    # With every send free (no activation bytes, no latency) a rendezvous only reorders waits of length 0:
+    # both modes give the same makespan, balanced or not, for D = 1 and 2, and equal the closed form
+    # (M + S - 1)(t_f + t_b) + exposed collective and update where the stages are balanced.
+    layers = [Layer(f"l{i}", 1e6 * (1 + i), f"{1 + i % 3}ms", f"{0.5 + i % 2}ms") for i in range(6)]
+    for S, M, D, balanced in [(2, 3, 1, True), (3, 5, 2, True), (4, 4, 2, False), (6, 9, 1, False)]:
+        # unbalanced: backward 1+i%3 ms (sum 12), forward 0.5+i%2 ms (sum 6) per layer: compute 18 ms
+        w = Workload("12ms", "24MB", update_time="1ms") if balanced else Workload("18ms", None, layers=layers)
+        c = Cluster(D * S, "1GB/s")
+        spans = []
+        for p2p in ("eager", "rendezvous"):
+            s = Pipeline(S, M, schedule=sched, data_parallel=dp, p2p=p2p)
+            spans.append(predict(s, w, c, method="fine").iteration_time)
+            if balanced:
+                assert predict(s, w, c, method="closed_form").iteration_time == pytest.approx(
+                    spans[-1], rel=1e-12
+                )
+        assert spans[1] == pytest.approx(spans[0], rel=1e-12), (S, M, D)
+        if balanced and dp == "allreduce":
+            # (M + S - 1)(t_f + t_b) + 2 (D-1)/D (G/S)/B + u/S, exposed at stage 0: t = 12/S ms per stage
+            t = 12 * MS / S
+            ring = 2 * (D - 1) / D * (24e6 / S) / 1e9
+            assert spans[1] == pytest.approx((M + S - 1) * t + ring + 1 * MS / S, rel=1e-12)
+
+
+def test_rendezvous_closed_form_refuses_with_communication() -> None:
+    w, c = Workload("9ms", "3MB"), Cluster(3, "1GB/s")
+    s = Pipeline(3, 3, schedule="gpipe", activation_bytes="0.1MB", p2p="rendezvous")
+    # eager accepts c = 0.1 ms <= min(t_f, t_b) = 1 ms; rendezvous with S = 3 has no closed form there
+    assert Pipeline(3, 3, schedule="gpipe", activation_bytes="0.1MB").solve_closed_form(w, c)
+    with pytest.raises(NotRepresentable, match="method='fine'"):
+        s.solve_closed_form(w, c)
+    with pytest.raises(NotRepresentable, match="method='fine'"):
+        s.batch_closed_form(w, c, np.array([3]), np.array([1e9]), np.zeros(1))
+    with pytest.raises(NotRepresentable, match="p2p='eager'"):
+        s.formula()
+    # auto_method picks the closed form only where it is exact for every c: S <= 2 or M = 1 (rendezvous)
+    assert s.auto_method(w, c)[0] == "fine"
+    assert Pipeline(3, 2, activation_bytes="1MB", p2p="rendezvous").auto_method(w, c)[0] == "fine"
+    assert Pipeline(3, 1, activation_bytes="1MB", p2p="rendezvous").auto_method(w, c)[0] == "closed_form"
+    assert Pipeline(1, 3, p2p="rendezvous").auto_method(w, Cluster(2, "1GB/s"))[0] == "closed_form"
+    assert Pipeline(2, 5, p2p="rendezvous").auto_method(w, Cluster(4, "1GB/s"))[0] == "closed_form"
+
+
+def test_rendezvous_m1_collective_waits_the_last_send() -> None:
+    # S = 3, M = 1, D = 2, t_f = 1, t_b = 2, c = 1 (ms), overlap. Eager and rendezvous chains agree:
+    # F0 [0,1] act [1,2] F1 [2,3] act [3,4] F2 [4,5] B2 [5,7] grad [7,8] B1 [8,10] grad [10,11] B0 [11,13].
+    # Under rendezvous stage 2 waits its gradient's transfer (ends 8) before its all-reduce; stage 1 waits
+    # until 11. Ring of 1 MB (3 MB / 3 stages) over 2: 2 x 1/2 x 1 ms = 1 ms.
+    w, c = Workload("9ms", "3MB"), Cluster(6, "1GB/s")
+    for p2p, s2, s1 in (("rendezvous", 8, 11), ("eager", 7, 10)):
+        g = Pipeline(3, 1, activation_bytes="1MB", p2p=p2p).task_graph(w, c)
+        sol = schedule(g)
+        st = dict(zip(g.names, sol.start))
+        assert (st["s2/allreduce"], st["s1/allreduce"]) == pytest.approx((s2 * MS, s1 * MS))
+        assert sol.makespan == pytest.approx(14 * MS)  # stage 0: 13 + its all-reduce
+        closed = predict(Pipeline(3, 1, activation_bytes="1MB", p2p=p2p), w, c, method="closed_form")
+        assert closed.iteration_time == pytest.approx(14 * MS)
+
+
+@pytest.mark.parametrize("sched", ["gpipe", "1f1b"])
+def test_rendezvous_two_stage_closed_form_equals_task_graph(sched: str) -> None:
+    # S = 2 closed form (rendezvous_two_stages): GPipe (M + 1)(t_f + t_b) + 2 M c,
+    # 1F1B (M + 1)(t_f + t_b + c), plus the exposed start (sharded all-gather) and collective + update;
+    # against the task graph (a second method) over M, c (below and above the compute times), D, data
+    # parallelism and overlap.
+    from queuesgd.schemes.pipeline import rendezvous_two_stages
+
+    assert rendezvous_two_stages(sched, 3, 1.0, 2.0, 1.0) == {"gpipe": 18.0, "1f1b": 16.0}[sched]  # by hand
+    w = Workload("6ms", "4MB", update_time="1ms")
+    n = 0
+    acts = ["0MB", "0.5MB", "1MB", "2.5MB", "7MB"]
+    for M, act, D, dp, overlap in itertools.product(
+        range(1, 9), acts, [1, 2, 3], ["allreduce", "sharded"], [True, False]
+    ):
+        s = Pipeline(
+            2, M, schedule=sched, activation_bytes=act, data_parallel=dp, overlap=overlap, p2p="rendezvous"
+        )
+        cl = Cluster(2 * D, "1GB/s", latency="20us")
+        closed = s.solve_closed_form(w, cl).iteration_time
+        assert closed == pytest.approx(schedule(s.task_graph(w, cl)).makespan, rel=1e-12), (M, act, D, dp)
+        n += 1
+    assert n == 8 * 5 * 3 * 2 * 2
+
+
+def test_rendezvous_batch_fine_equals_solve_fine() -> None:
+    w = Workload("6ms", "2MB")
+    s = Pipeline(2, 4, schedule="1f1b", activation_bytes="1MB", p2p="rendezvous")
+    b = s.batch_fine(w, Cluster(2, "1GB/s"), np.array([2, 2, 4]), np.array([1e9, 2e9, 1e9]), np.zeros(3))
+    # row 0 is the hand timeline above (20 ms); the others solved one by one
+    assert 1 / b.iteration_rate[0] == pytest.approx(20 * MS)
+    for i, (n, bw) in enumerate([(2, 2e9), (4, 1e9)]):
+        one = predict(s, w, Cluster(n, bw), method="fine").iteration_time
+        assert 1 / b.iteration_rate[i + 1] == pytest.approx(one, rel=1e-12)
+
+
+def test_p2p_errors_name_the_field() -> None:
+    for bad in ("eagerly", 1, None, "gloo"):
+        with pytest.raises(InvalidParameterError, match="Pipeline.p2p"):
+            Pipeline(2, 4, p2p=bad)
+    assert Pipeline(2, 4, p2p=" Rendezvous ").p2p == "rendezvous" and Pipeline(2, 4).p2p == "eager"

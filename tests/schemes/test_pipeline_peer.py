@@ -88,6 +88,7 @@ def _model(
     law_scv=None,
     speeds=None,
     layers_per_stage=1,
+    p2p="eager",
 ):
     w = _workload(f, b, nbytes, update=update, law_scv=law_scv, layers_per_stage=layers_per_stage)
     c = q.Cluster(D * S, BW, latency=lat, speeds=speeds)
@@ -99,6 +100,7 @@ def _model(
         activation_bytes=act,
         data_parallel=dp,
         overlap=overlap,
+        p2p=p2p,
     )
     return p, w, c
 
@@ -218,7 +220,7 @@ def _stage_times(S, balanced):
 
 
 def _deterministic_case(
-    S, M, sched, balanced, sends, D, overlap, *, dp="allreduce", speeds=None, per_stage=1
+    S, M, sched, balanced, sends, D, overlap, *, dp="allreduce", speeds=None, per_stage=1, p2p="eager"
 ):
     f, b = _stage_times(S, balanced)
     nbytes = [4e6 + s * 1e6 for s in range(S)]
@@ -239,6 +241,7 @@ def _deterministic_case(
         dp=dp,
         speeds=speeds,
         layers_per_stage=per_stage,
+        p2p=p2p,
     )
     graph = p.task_graph(w, c, symmetric=False)
     sol = schedule(graph)
@@ -251,14 +254,15 @@ def _deterministic_case(
             for r, s, k, m in itertools.product(range(D), range(S), "FB", range(M))
         }
     run = simulate_pipeline(
-        f, b, schedule=sched, microbatches=M, replicas=D, overlap=overlap, durations=durations, **kw
+        f, b, schedule=sched, microbatches=M, replicas=D, overlap=overlap, durations=durations, p2p=p2p, **kw
     )
     assert set(graph.names) == set(run.start)  # the same tasks, by the names the specification fixes
     return predicted, graph, sol, run
 
 
+@pytest.mark.parametrize("p2p", ["eager", "rendezvous"])
 @pytest.mark.parametrize("S", range(1, 7))
-def test_grid_against_peer(S):
+def test_grid_against_peer(S, p2p):
     """S in 1..6, M in 1..12, both schedules; balance, sends, D in 1..3 and overlap cycle over the grid."""
     n = 0
     for (M, sched), variant in zip(
@@ -266,57 +270,61 @@ def test_grid_against_peer(S):
         itertools.cycle(VARIANTS[S % len(VARIANTS) :] + VARIANTS[: S % len(VARIANTS)]),
     ):
         balanced, sends, D, overlap = variant
-        predicted, graph, sol, run = _deterministic_case(S, M, sched, balanced, sends, D, overlap)
-        assert sol.makespan == pytest.approx(run.makespan, rel=RTOL), (M, sched, variant)
+        predicted, graph, sol, run = _deterministic_case(S, M, sched, balanced, sends, D, overlap, p2p=p2p)
+        assert len(run.start) == len(graph) and sol.makespan == pytest.approx(run.makespan, rel=RTOL)
         assert 1.0 / predicted.iteration_rate == pytest.approx(run.makespan, rel=RTOL), (M, sched, variant)
         assert predicted.throughput == pytest.approx(D * M * 4 / run.makespan, rel=RTOL)
         n += _compare_starts(graph.names, sol.start, run)
     assert n > 0
 
 
+@pytest.mark.parametrize("p2p", ["eager", "rendezvous"])
 @pytest.mark.parametrize("sched", ["gpipe", "1f1b"])
 @pytest.mark.parametrize("overlap", [True, False])
-def test_full_variants_at_one_size(sched, overlap):
+def test_full_variants_at_one_size(sched, overlap, p2p):
     """Every variant (balance x sends x D) at S = 4, M = 6 and S = 3, M = 12."""
     for (S, M), (balanced, sends, D) in itertools.product(
         [(4, 6), (3, 12)], itertools.product([True, False], [False, True], [1, 2, 3])
     ):
-        _, graph, sol, run = _deterministic_case(S, M, sched, balanced, sends, D, overlap)
+        _, graph, sol, run = _deterministic_case(S, M, sched, balanced, sends, D, overlap, p2p=p2p)
         assert sol.makespan == pytest.approx(run.makespan, rel=RTOL), (S, M, balanced, sends, D)
         _compare_starts(graph.names, sol.start, run)
 
 
+@pytest.mark.parametrize("p2p", ["eager", "rendezvous"])
 @pytest.mark.parametrize("sched", ["gpipe", "1f1b"])
-def test_sharded_against_peer(sched):
+def test_sharded_against_peer(sched, p2p):
     for S, M, D, overlap in [(2, 4, 2, True), (3, 5, 3, False), (4, 8, 2, True), (1, 3, 3, True)]:
         # three layers per stage (partition [3] * S): a stage's times and bytes are sums of its layers'
         _, graph, sol, run = _deterministic_case(
-            S, M, sched, False, True, D, overlap, dp="sharded", per_stage=3
+            S, M, sched, False, True, D, overlap, dp="sharded", per_stage=3, p2p=p2p
         )
         assert sol.makespan == pytest.approx(run.makespan, rel=RTOL), (S, M, D, overlap)
         _compare_starts(graph.names, sol.start, run)
 
 
+@pytest.mark.parametrize("p2p", ["eager", "rendezvous"])
 @pytest.mark.parametrize("sched", ["gpipe", "1f1b"])
-def test_speeds_against_peer(sched):
+def test_speeds_against_peer(sched, p2p):
     # D = 2 replicas of S = 3 stages; worker r*S + s runs stage s of replica r at speed speeds[r*S + s]
     speeds = [1.0, 0.5, 1.0, 1.0, 1.0, 0.8]
-    _, graph, sol, run = _deterministic_case(3, 6, sched, True, True, 2, True, speeds=speeds)
+    _, graph, sol, run = _deterministic_case(3, 6, sched, True, True, 2, True, speeds=speeds, p2p=p2p)
     assert sol.makespan == pytest.approx(run.makespan, rel=RTOL)
     _compare_starts(graph.names, sol.start, run)
 
 
 # ------------------------------------------------------------------------------ random, path by path
+@pytest.mark.parametrize("p2p", ["eager", "rendezvous"])
 @pytest.mark.parametrize("sched", ["gpipe", "1f1b"])
 @pytest.mark.parametrize(
     "S, M, D, overlap", [(4, 8, 1, True), (3, 5, 2, False), (5, 7, 3, True), (1, 4, 2, True)]
 )
-def test_random_paths_against_peer(sched, S, M, D, overlap):
+def test_random_paths_against_peer(sched, S, M, D, overlap, p2p):
     f, b = _stage_times(S, balanced=False)
     nbytes = [4e6 + s * 1e6 for s in range(S)]
     act, lat, update = 2e6, 30e-6, 0.7 * MS
     p, w, c = _model(
-        S, M, sched, f, b, nbytes, D=D, act=act, lat=lat, overlap=overlap, update=update, law_scv=0.3
+        S, M, sched, f, b, nbytes, D=D, act=act, lat=lat, overlap=overlap, update=update, law_scv=0.3, p2p=p2p
     )
     graph = p.task_graph(w, c, symmetric=False)
     index = {n: i for i, n in enumerate(graph.names)}
@@ -336,7 +344,7 @@ def test_random_paths_against_peer(sched, S, M, D, overlap):
     kw = _peer_inputs(f, b, nbytes, D=D, act=act, lat=lat, update=update)
     for i, d in enumerate(samples):
         run = simulate_pipeline(
-            f, b, schedule=sched, microbatches=M, replicas=D, overlap=overlap, durations=d, **kw
+            f, b, schedule=sched, microbatches=M, replicas=D, overlap=overlap, durations=d, p2p=p2p, **kw
         )
         assert sol.makespan[i] == pytest.approx(run.makespan, rel=RTOL), i
         assert _compare_starts(graph.names, sol.start[i], run) == len(graph) == len(run.start)
@@ -401,3 +409,34 @@ def test_monte_carlo_mean_against_peer_own_draws(sched):
     # and the deterministic makespan at the mean durations is below the mean makespan (Jensen: E max >= max E)
     det = simulate_pipeline(f, b, schedule=sched, microbatches=M, replicas=D, **kw).makespan
     assert det < lo
+
+
+@pytest.mark.parametrize("sched", ["gpipe", "1f1b"])
+def test_rendezvous_closed_form_where_offered_against_peer(sched):
+    """p2p="rendezvous": the closed form is offered for S <= 2 or M = 1 (any c) and c = 0 (any S) and there
+    equals the peer's rendezvous transcription (with D replicas, all-reduce and update too); it is refused
+    for S >= 3, M >= 2 with sends, where the peer's makespan indeed exceeds the eager formula
+    (M + S - 1)(t_f + t_b) + 2(S - 1)c (D = 1, no update)."""
+    f1, b1 = 1 * MS, 2 * MS
+    offered = refused = 0
+    for S, M, c in itertools.product(range(1, 6), range(1, 8), [0.0, 0.5, 1.0, 3.5]):
+        f, b = [f1] * S, [b1] * S
+        nbytes = [4e6] * S
+        act = c * MS * BW  # latency 0: a send costs exactly c ms
+        for D, update in ((1, 0.0), (2, 0.7 * MS)):
+            p, w, cl = _model(S, M, sched, f, b, nbytes, D=D, act=act, update=update, p2p="rendezvous")
+            kw = _peer_inputs(f, b, nbytes, D=D, act=act, lat=0.0, update=update)
+            run = simulate_pipeline(f, b, schedule=sched, microbatches=M, replicas=D, p2p="rendezvous", **kw)
+            try:
+                sol = p.solve_closed_form(w, cl)
+            except NotRepresentable:
+                assert S >= 3 and M >= 2 and c > 0, (S, M, c)
+                if D == 1:
+                    formula = (M + S - 1) * (f1 + b1) + 2 * (S - 1) * c * MS
+                    assert run.makespan > formula * (1 + 1e-9), (S, M, c)
+                refused += 1
+                continue
+            offered += 1
+            assert S <= 2 or M == 1 or c == 0, (S, M, c)
+            assert 1.0 / sol.iteration_rate == pytest.approx(run.makespan, rel=RTOL), (S, M, c, D)
+    assert offered > 0 and refused > 0
