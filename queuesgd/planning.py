@@ -66,6 +66,14 @@ class Candidate:
         (:func:`queuesgd.derive`), or why it has none.
     note : str
         Why a candidate did not run, else "".
+
+    Examples
+    --------
+    >>> from queuesgd.model_shapes import TransformerShape
+    >>> tiny = TransformerShape(layers=4, hidden=64, heads=4, sequence=32, vocabulary=100)
+    >>> c = plan_parallelism(tiny, 2, "10Gbit/s", global_batch=4).candidates[0]
+    >>> c.strategy, c.replicas, c.stages, c.fits, c.method
+    ('DP', 2, 1, True, 'fine')
     """
 
     strategy: str
@@ -93,6 +101,14 @@ class Plan:
         Every way predicted, in the order DP, FSDP, PP, DP x PP (by stages).
     best : Candidate or None
         The fastest candidate that fits in memory (None if none does).
+
+    Examples
+    --------
+    >>> from queuesgd.model_shapes import TransformerShape
+    >>> tiny = TransformerShape(layers=4, hidden=64, heads=4, sequence=32, vocabulary=100)
+    >>> p = plan_parallelism(tiny, 4, "10Gbit/s", global_batch=8, memory_limit="1MB")
+    >>> [c.strategy for c in p.candidates], p.best is None      # nothing fits in 1 MB
+    (['DP', 'FSDP', 'DP x PP', 'PP'], True)
     """
 
     workers: int

@@ -404,6 +404,13 @@ def fsdp_unit_counts(workload: Any) -> list[int]:
     ------
     InvalidParameterError
         A child's layers are not contiguous (not a sequential model's profile).
+
+    Examples
+    --------
+    >>> from queuesgd.workload import Layer, Workload
+    >>> layers = [Layer("2.bias", 40.0, 1e-4), Layer("2.weight", 400.0, 2e-4), Layer("0.weight", 64.0, 3e-4)]
+    >>> fsdp_unit_counts(Workload(0.01, None, layers=layers))     # forward order: child 0, then child 2
+    [1, 2]
     """
     layers = list(workload.layers or ())
     if not layers:
@@ -579,6 +586,21 @@ def predict_pipeline(
         ``predicted`` (samples per second), ``method``, ``reason``, ``p2p``,
         ``predicted_at``, ``split``, ``activation_bytes``, ``stage_times``,
         ``oversubscribed``, ``profile_measured``, ``calibration_measured``.
+
+    Examples
+    --------
+    Two units of 1 ms forward and 2 ms backward per micro-batch, 0.5 ms per
+    message, two micro-batches, 1F1B with gloo's rendezvous messages: 11 ms
+    a step by hand (``tests/harness/test_pipelining_live.py`` draws it).
+
+    >>> from queuesgd.harness.apriori import Calibration
+    >>> from queuesgd.harness.pipelining import StageProfile
+    >>> prof = StageProfile("mlp", 4, {}, ("0", "2"), (0.001, 0.001), (0.002, 0.002), (400.0, 400.0),
+    ...                     (64.0, 40.0), (0.006, 0.006), 0.001, "then")
+    >>> link = Calibration("p2p", 2, None, 5e-4, float("inf"), 1.0, "none", "before")
+    >>> pred = predict_pipeline(prof, link, 2, 2, split=[1, 1])
+    >>> round(2 * 4 / pred["predicted"], 9), pred["p2p"]          # seconds per step of 2 x 4 samples
+    (0.011, 'rendezvous')
     """
     from queuesgd.harness.pipelining import SCHEDULES, balanced_split
     from queuesgd.prediction import predict

@@ -103,14 +103,14 @@ from queuesgd.schemes.memory import Memory, check_optimizer
 from queuesgd.schemes.pipeline_graph import (
     P2P,
     SCHEDULES,
-    StageProfile,
+    StageSplit,
     p2p_name,
     peak_stash,
     pipeline_graph,
     pipeline_order,
     require_plain,
     schedule_name,
-    stage_profile,
+    stage_split,
 )
 
 if TYPE_CHECKING:
@@ -240,7 +240,7 @@ def _bytes_value(field_name: str, value: Any) -> float:
 class _Setup:
     """Everything a road needs for one workload and cluster."""
 
-    profile: StageProfile
+    profile: StageSplit
     replicas: int
     speed: np.ndarray  # (D, S) speed of every worker
     deterministic: bool
@@ -376,8 +376,8 @@ class Pipeline(Scheme):
         a = self.activation_bytes
         return tuple(a) if isinstance(a, tuple) else (float(a),) * (self.stages - 1)
 
-    def profile(self, workload: Workload) -> StageProfile:
-        """The workload split into this pipeline's stages (:func:`~.pipeline_graph.stage_profile`).
+    def profile(self, workload: Workload) -> StageSplit:
+        """The workload split into this pipeline's stages (:func:`~.pipeline_graph.stage_split`).
 
         Examples
         --------
@@ -385,7 +385,7 @@ class Pipeline(Scheme):
         >>> [round(t, 12) for t in Pipeline(2, 4).profile(Workload("6ms", "10MB")).forward]
         [0.001, 0.001]
         """
-        return stage_profile(workload, self.stages, self.partition)
+        return stage_split(workload, self.stages, self.partition)
 
     def replicas(self, cluster: Cluster) -> int:
         """``D = workers / S``; other worker counts are refused.
@@ -857,7 +857,7 @@ class Pipeline(Scheme):
         return n, n // self.stages
 
     def _batch_costs(
-        self, workload: Workload, D: np.ndarray, bw: np.ndarray, lat: np.ndarray, profile: StageProfile
+        self, workload: Workload, D: np.ndarray, bw: np.ndarray, lat: np.ndarray, profile: StageSplit
     ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
         """Per row: send (k, S-1), gather (k, S) or None, collective (k, S), update (k, S)."""
         Dc, bwc, latc = D[:, None].astype(float), bw[:, None], lat[:, None]

@@ -10,7 +10,7 @@ that a peer simulator, a test or a notebook can use one piece alone.
 - :func:`balanced_partition` -- the contiguous split of a list of layer
   costs into stages that minimizes the largest stage (exact dynamic
   programming over prefix sums).
-- :func:`stage_profile` -- the per-stage forward and backward times, gradient
+- :func:`stage_split` -- the per-stage forward and backward times, gradient
   and parameter bytes of a workload split into stages.
 - :func:`pipeline_graph` -- the task graph of one training step
   (:class:`~queuesgd.dag.TaskGraph`); its task names are documented there.
@@ -46,7 +46,7 @@ __all__ = [
     "BACKWARD_SHARE",
     "P2P",
     "SCHEDULES",
-    "StageProfile",
+    "StageSplit",
     "balanced_partition",
     "require_plain",
     "schedule_name",
@@ -55,7 +55,7 @@ __all__ = [
     "rendezvous_tasks",
     "p2p_name",
     "pipeline_order",
-    "stage_profile",
+    "stage_split",
     "warmup_forwards",
 ]
 
@@ -258,7 +258,7 @@ def balanced_partition(costs: Sequence[float], stages: int) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class StageProfile:
+class StageSplit:
     """A workload split into pipeline stages (one micro-batch, a worker of speed 1).
 
     Attributes
@@ -271,6 +271,14 @@ class StageProfile:
         Bytes of each stage's gradients and parameters.
     note : str
         How the times were obtained.
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Layer
+    >>> w = Workload(0.009, None, layers=[Layer("b", 100.0, "4ms", "2ms"), Layer("a", 300.0, "2ms", "1ms")])
+    >>> s = stage_split(w, 2)
+    >>> s.counts, [round(t, 9) for t in s.forward + s.backward], s.gradient_bytes   # stage 0 holds "a"
+    ((1, 1), [0.001, 0.002, 0.002, 0.004], (300.0, 100.0))
     """
 
     counts: tuple[int, ...] | None
@@ -314,9 +322,9 @@ def _layer_times(workload: Workload) -> tuple[np.ndarray, np.ndarray, str]:
     return fwd * scale, bwd * scale, how + f" ({phases.note})"
 
 
-def stage_profile(
+def stage_split(
     workload: Workload, stages: int, partition: Sequence[int] | str | None = None
-) -> StageProfile:
+) -> StageSplit:
     """Split ``workload`` (one micro-batch through the whole model) into ``stages`` pipeline stages.
 
     With a per-layer profile the layers are taken in forward order (stage 0
@@ -347,7 +355,7 @@ def stage_profile(
     >>> from queuesgd import Workload, Layer
     >>> w = Workload(0.012, None, layers=[Layer("c", 1, "2ms", "1ms"), Layer("b", 2, "2ms", "1ms"),
     ...                                   Layer("a", 3, "4ms", "2ms")])
-    >>> p = stage_profile(w, 2)
+    >>> p = stage_split(w, 2)
     >>> p.counts, p.forward, p.backward, p.gradient_bytes
     ((1, 2), (0.002, 0.002), (0.004, 0.004), (3.0, 3.0))
     """
@@ -359,7 +367,7 @@ def stage_profile(
                 "Pipeline.partition", partition, "None or 'balanced' for a workload without layers"
             )
         c = workload.compute_time / S
-        return StageProfile(
+        return StageSplit(
             None,
             (c * (1 - BACKWARD_SHARE),) * S,
             (c * BACKWARD_SHARE,) * S,
@@ -392,7 +400,7 @@ def stage_profile(
     fs = tuple(float(fwd[a:b].sum()) for a, b in zip(edges[:-1], edges[1:]))
     bs = tuple(float(bwd[a:b].sum()) for a, b in zip(edges[:-1], edges[1:]))
     gs = tuple(float(grad[a:b].sum()) for a, b in zip(edges[:-1], edges[1:]))
-    return StageProfile(counts, fs, bs, gs, tuple(g * Pb / G for g in gs), note)
+    return StageSplit(counts, fs, bs, gs, tuple(g * Pb / G for g in gs), note)
 
 
 def _duration(t: float, law: Distribution, mean: float) -> float | Distribution:
@@ -407,7 +415,7 @@ def _duration(t: float, law: Distribution, mean: float) -> float | Distribution:
 def pipeline_graph(
     workload: Workload,
     cluster: Cluster,
-    profile: StageProfile,
+    profile: StageSplit,
     *,
     microbatches: int,
     schedule: str,
@@ -449,7 +457,7 @@ def pipeline_graph(
         ``cluster.workers`` is ``replicas x S``; worker ``r S + s`` runs
         stage ``s`` of replica ``r`` (its law: ``workload.compute`` divided by
         its speed, scaled to each task's mean).
-    profile : StageProfile
+    profile : StageSplit
     microbatches : int
     schedule : {"gpipe", "1f1b"}
     send_costs : sequence of float
@@ -482,7 +490,7 @@ def pipeline_graph(
     >>> from queuesgd import Workload, Cluster
     >>> from queuesgd.dag import schedule
     >>> w = Workload(0.003, 1e6)
-    >>> p = stage_profile(w, 2)
+    >>> p = stage_split(w, 2)
     >>> g = pipeline_graph(w, Cluster(2, "1GB/s"), p, microbatches=2, schedule="gpipe", send_costs=[0.0],
     ...                    gather_costs=None, collective_costs=[0, 0], update_costs=[0, 0], replicas=1)
     >>> round(schedule(g).makespan, 12)       # (M + S - 1)(t_f + t_b) = 3 x 1.5 ms

@@ -18,7 +18,7 @@ from queuesgd.dag import schedule
 from queuesgd.distributions import Empirical, Exponential
 from queuesgd.errors import InvalidParameterError, NotRepresentable, UnknownNameError
 from queuesgd.schemes.pipeline import Pipeline, closed_form_condition, pipeline_order
-from queuesgd.schemes.pipeline_graph import balanced_partition, peak_stash, stage_profile
+from queuesgd.schemes.pipeline_graph import balanced_partition, peak_stash, stage_split
 
 MS = 1e-3
 
@@ -332,7 +332,7 @@ def test_balanced_partition_by_hand() -> None:
     costs = [2, 3, 4, 1, 5, 1]
     layers = [Layer(f"l{i}", 1e6 * (i + 1), c * MS, 0.0) for i, c in enumerate(costs)][::-1]
     w = Workload(16 * MS, None, layers=layers)
-    prof = stage_profile(w, 3)
+    prof = stage_split(w, 3)
     assert prof.counts == (2, 2, 2)
     assert prof.backward == pytest.approx((5 * MS, 5 * MS, 6 * MS))
     assert prof.gradient_bytes == pytest.approx((3e6, 7e6, 11e6))  # (1+2), (3+4), (5+6) MB
