@@ -450,7 +450,8 @@ def predict_fsdp(
     workers: int,
     *,
     fsdp: Mapping[str, Any] | None = None,
-    prefetch: bool = True,
+    prefetch: bool = False,
+    overlap: bool = False,
     units: Sequence[int] | None = None,
     step: str | None = "plain",
     iterations: int = 2000,
@@ -459,9 +460,17 @@ def predict_fsdp(
     """Predict FSDP2 training of the profiled model on ``workers`` processes, from a-priori inputs only.
 
     The model is ``ShardedDataParallel(stage=3, prefetch=prefetch,
-    units=...)`` with ``method="fine"``: each unit's all-gather before its
-    forward and again before its backward, its reduce-scatter after its
-    backward, the update of ``1 / n`` of the model. The compute is the
+    overlap=overlap, units=...)`` with ``method="fine"``: each unit's
+    all-gather before its forward and again before its backward, its
+    reduce-scatter after its backward, the update of ``1 / n`` of the model.
+    On a CPU with gloo FSDP2 overlaps nothing: its "implicit prefetching"
+    is the separate CUDA streams of ``FSDPCommContext.get_all_gather_streams``
+    (no-ops on a CPU), ``pre_forward``/``pre_backward`` call
+    ``unshard(async_op=False)`` then ``wait_for_unshard``, and the backward
+    prefetch and the reduce-scatter (``foreach_reduce``) are issued the same
+    way (``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``); hence
+    the defaults ``prefetch=False, overlap=False``: every collective on the
+    critical path. The compute is the
     profile's for ``workers`` copies sharing the cores
     (:meth:`~queuesgd.harness.apriori.Profile.workload_at` with ``step``:
     ``"plain"``, the bare model's lock-step span, where the profile measured
@@ -523,7 +532,9 @@ def predict_fsdp(
         )
     counts = list(units) if units is not None else fsdp_unit_counts(work)
     bandwidth, latency = _network(None if n == 1 else calibration, "sharded", n)
-    scheme = ShardedDataParallel(stage=3, prefetch=bool(prefetch), units=tuple(counts), optimizer="momentum")
+    scheme = ShardedDataParallel(
+        stage=3, prefetch=bool(prefetch), overlap=bool(overlap), units=tuple(counts), optimizer="momentum"
+    )
     cluster = Cluster(n, bandwidth, latency=latency)
     pred = predict(scheme, work, cluster, "fine", rng=seed, iterations=iterations)
     return {
