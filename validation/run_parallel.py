@@ -156,7 +156,11 @@ def main(argv: list[str] | None = None) -> int:
                 prof["stages"], cal, p["stages"], p["microbatches"], schedule=p["schedule"]
             )
         preds.append({**c, **pred})
-    (OUT / "predictions.json").write_text(json.dumps(jsonable(preds), indent=1) + "\n")
+    # With --only, the other scheme's stored predictions are kept.
+    path = OUT / "predictions.json"
+    kept = json.loads(path.read_text()) if args.only and path.exists() else []
+    kept = [p for p in kept if p.get("scheme") != args.only]
+    path.write_text(json.dumps(jsonable(kept + preds), indent=1) + "\n")
     print(f"{len(preds)} predictions written to {OUT.relative_to(HERE)}/predictions.json before any run")
 
     # 4. live runs, each in network namespaces at its rate
