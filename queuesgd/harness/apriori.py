@@ -500,15 +500,10 @@ def calibrate_network(
             held = measure_send_buffer(4 << 20, 5, setup=setup, host=host, timeout=timeout)
         return fit, None, duplex, held["send_buffer"]
 
-    if bw is None:
-        (fit, over, duplex, held), emulation = go(None, "127.0.0.1"), "none"
-    else:
-        from queuesgd.harness.netns import Namespaces
+    from queuesgd.harness.netns import on_network
 
-        world = workers if kind == "allreduce" else 3  # p2p: two ranks, and a third for the duplex probe
-        with Namespaces(world, rate=bw) as net:
-            fit, over, duplex, held = go(net.setup, net.bridge_address)
-        emulation = "netns-tbf"
+    world = workers if kind == "allreduce" else 3  # p2p: two ranks, and a third for the duplex probe
+    (fit, over, duplex, held), emulation = on_network(world, bw, go)
     return Calibration(
         kind, workers, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured, over, duplex, busy, held
     )
@@ -833,16 +828,10 @@ def run_apriori(
         )
 
     from queuesgd.harness.load import CpuMeter
+    from queuesgd.harness.netns import on_network
 
     with CpuMeter() as meter:
-        if rate is None:
-            records, emulation = go(None, "127.0.0.1"), "none"
-        else:
-            from queuesgd.harness.netns import Namespaces
-
-            with Namespaces(world, rate=rate) as net:
-                records = go(net.setup, net.bridge_address)
-            emulation = "netns-tbf"
+        records, emulation = on_network(world, rate, go)
     out = measured_throughput(records, "worker" if scheme == "ddp" else "ps", profile.batch_size)
     buckets = next((r["bucket_sizes"] for r in records if r.get("role") == "buckets"), None)
     row = {

@@ -301,14 +301,9 @@ def calibrate_parallel(
             return calibrate.fit_alpha_beta(nbytes, seconds, kind="p2p"), None
         return _fit_collectives(records, sizes_b, n)
 
-    if bw is None:
-        (fit, extra), emulation = go(None, "127.0.0.1"), "none"
-    else:
-        from queuesgd.harness.netns import Namespaces
+    from queuesgd.harness.netns import on_network
 
-        with Namespaces(n, rate=bw) as net:
-            fit, extra = go(net.setup, net.bridge_address)
-        emulation = "netns-tbf"
+    (fit, extra), emulation = on_network(n, bw, go)
     if kind == "p2p":
         return Calibration(kind, n, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured)
     return ShardedCalibration(

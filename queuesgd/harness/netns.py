@@ -49,15 +49,17 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, QueuesgdError
 from queuesgd.units import parse_bandwidth, parse_bytes, parse_seconds
 
-__all__ = ["Namespaces", "NetworkSetupError", "available", "remove_stale"]
+__all__ = ["Namespaces", "NetworkSetupError", "available", "on_network", "remove_stale"]
+
+_T = TypeVar("_T")
 
 _CLONE_NEWNET = 0x40000000  # <sched.h>; os.setns only exists from Python 3.12
 _IFNAMSIZ = 15  # longest interface name Linux accepts (16 bytes with the NUL)
@@ -69,6 +71,25 @@ _ETH_OVERHEAD = 14  # Ethernet header bytes counted by tbf on top of the MTU
 
 _active_tags: set[str] = set()
 _lock = threading.Lock()
+
+
+def on_network(world: int, rate: float | str | None, go: Callable[[Any, str], _T]) -> tuple[_T, str]:
+    """Run ``go(setup, host)`` on loopback (``rate`` None) or in ``world`` namespaces at ``rate``.
+
+    The one place the harness chooses between the two: ``go(None,
+    "127.0.0.1")`` with emulation ``"none"``, or ``go(net.setup,
+    net.bridge_address)`` inside :class:`Namespaces` with emulation
+    ``"netns-tbf"``.
+
+    Examples
+    --------
+    >>> on_network(2, None, lambda setup, host: (setup, host))
+    ((None, '127.0.0.1'), 'none')
+    """
+    if rate is None:
+        return go(None, "127.0.0.1"), "none"
+    with Namespaces(world, rate=rate) as net:
+        return go(net.setup, net.bridge_address), "netns-tbf"
 
 
 class NetworkSetupError(QueuesgdError, RuntimeError):
