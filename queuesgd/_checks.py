@@ -89,6 +89,25 @@ def integer(field: str, value: Any, *, minimum: int = 1) -> int:
     return out
 
 
+def steps_and_warmup(steps: Any, warmup: Any) -> tuple[int, int]:
+    """``(steps, warmup)`` of a live run as ints: ``steps >= 2`` and ``0 <= warmup < steps``.
+
+    Examples
+    --------
+    >>> steps_and_warmup(10, 2.0)
+    (10, 2)
+    >>> steps_and_warmup(3, 3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: warmup: got 3; accepted: fewer than steps (3)
+    """
+    steps = integer("steps", steps, minimum=2)
+    warmup = integer("warmup", warmup, minimum=0)
+    if warmup >= steps:
+        raise InvalidParameterError("warmup", warmup, f"fewer than steps ({steps})")
+    return steps, warmup
+
+
 def name(field: str, value: Any) -> str:
     """Return ``value`` if it is a non-empty string."""
     if not isinstance(value, str) or not value.strip():

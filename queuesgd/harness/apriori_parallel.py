@@ -349,10 +349,7 @@ def profile_fsdp(
     from queuesgd.harness.launch import run_workers
 
     ks = sorted({_checks.integer("copies", k) for k in copies})
-    steps = _checks.integer("steps", steps, minimum=2)
-    warmup = _checks.integer("warmup", warmup, minimum=0)
-    if warmup >= steps:
-        raise InvalidParameterError("warmup", warmup, f"fewer than steps ({steps})")
+    steps, warmup = _checks.steps_and_warmup(steps, warmup)
     measured = stamp()
     compute: dict[int, list[float]] = {}
     update: dict[int, float] = {}

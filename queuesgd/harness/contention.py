@@ -183,7 +183,7 @@ def synchronized_step(
     import torch
     import torch.distributed as dist
 
-    from queuesgd.harness.models import build
+    from queuesgd.harness.models import build_seeded, worker_batches
 
     torch.set_num_threads(1)
     own = None
@@ -191,17 +191,13 @@ def synchronized_step(
         group = dist.new_group([r])
         if r == ctx.rank:
             own = group
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
-        net, shape = build(kind, **dict(model_options))
+    net, shape = build_seeded(kind, seed, model_options)
     net.train()
     model = torch.nn.parallel.DistributedDataParallel(net, process_group=own) if ddp else net
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     classes = int(dict(model_options).get("classes", 10))
-    gen = torch.Generator().manual_seed(int(seed) * 7919 + ctx.rank)
-    x = torch.randn((batch_size, *shape), generator=gen)
-    y = torch.randint(0, classes, (batch_size,), generator=gen)
+    ((x, y),) = worker_batches(seed, ctx.rank, batch_size, shape, classes, count=1)
     times = []
     for step in range(warmup + repetitions):
         dist.barrier()

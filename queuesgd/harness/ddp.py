@@ -36,7 +36,56 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
 
-__all__ = ["ddp_worker", "run_ddp"]
+__all__ = ["ddp_worker", "run_ddp", "train_steps"]
+
+
+def train_steps(
+    ctx: WorkerContext,
+    scheme: str,
+    model: Any,
+    opt: Any,
+    loss_fn: Any,
+    data: list[tuple[Any, Any]],
+    steps: int,
+    warmup: int,
+    applied: int,
+    *,
+    report_loss: bool = False,
+) -> None:
+    """In a worker process: ``steps`` training steps of ``model``, cycling through ``data``; a record each.
+
+    A step is ``zero_grad``, forward, loss, ``backward`` (``t_backward``:
+    the gradients are averaged, a data-parallel wrapper waits for its
+    collectives there), then ``opt.step()`` (``t_end``). Each record has
+    ``scheme``, ``role = "worker"``, ``worker``, ``step``, ``warmup``,
+    ``t0``, ``t_backward``, ``t_end``, ``t_update`` and ``applied``
+    (gradients per update), and the loss with ``report_loss``. The data-parallel
+    loop of DDP (:func:`ddp_worker`) and FSDP (:func:`queuesgd.harness.fsdp.fsdp_worker`).
+    """
+    for step in range(steps):
+        x, y = data[step % len(data)]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        t1 = time.perf_counter()
+        opt.step()
+        t2 = time.perf_counter()
+        rec = {
+            "scheme": scheme,
+            "role": "worker",
+            "worker": ctx.rank,
+            "step": step,
+            "warmup": step < warmup,
+            "t0": t0,
+            "t_backward": t1,
+            "t_end": t2,
+            "t_update": t2 - t1,
+            "applied": applied,
+        }
+        if report_loss:
+            rec["loss"] = float(loss.detach())
+        ctx.report(rec)
 
 
 def ddp_worker(
@@ -52,14 +101,12 @@ def ddp_worker(
 ) -> None:
     """In a worker process: train ``kind`` with DDP for ``steps`` steps, reporting one record per step."""
     from queuesgd.harness._torch import require_torch
-    from queuesgd.harness.models import build
+    from queuesgd.harness.models import build_seeded, worker_batches
 
     torch = require_torch()
     torch.set_num_threads(1)
     nn = torch.nn
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))  # identical initial parameters on every worker
-        net, shape = build(kind, **dict(model_options or {}))
+    net, shape = build_seeded(kind, seed, model_options)  # identical initial parameters on every worker
     net.train()
     # bucket_cap_mb=None is DDP's default: a 1 MiB first bucket, then 25 MiB. In torch 2.13 an explicit
     # cap (even 25) makes the first bucket as large as the cap.
@@ -67,38 +114,8 @@ def ddp_worker(
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     classes = int(dict(model_options or {}).get("classes", 10))
-    gen = torch.Generator().manual_seed(int(seed) * 7919 + ctx.rank)
-    data = [
-        (
-            torch.randn((batch_size, *shape), generator=gen),
-            torch.randint(0, classes, (batch_size,), generator=gen),
-        )
-        for _ in range(4)
-    ]
-    n = ctx.world_size
-    for step in range(steps):
-        x, y = data[step % len(data)]
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(ddp(x), y)
-        loss.backward()
-        t1 = time.perf_counter()
-        opt.step()
-        t2 = time.perf_counter()
-        ctx.report(
-            {
-                "scheme": "ddp",
-                "role": "worker",
-                "worker": ctx.rank,
-                "step": step,
-                "warmup": step < warmup,
-                "t0": t0,
-                "t_backward": t1,
-                "t_end": t2,
-                "t_update": t2 - t1,
-                "applied": n,
-            }
-        )
+    data = worker_batches(seed, ctx.rank, batch_size, shape, classes)
+    train_steps(ctx, "ddp", ddp, opt, loss_fn, data, steps, warmup, ctx.world_size)
     if ctx.rank == 0:
         data_ = ddp._get_ddp_logging_data()
         ctx.report(
@@ -157,13 +174,8 @@ def run_ddp(
 
     _checks.choice("model", kind, MODELS)
     workers = _checks.integer("workers", workers)
-    steps = _checks.integer("steps", steps, minimum=2)
+    steps, warmup = _checks.steps_and_warmup(steps, warmup)
     batch_size = _checks.integer("batch_size", batch_size)
-    warmup = _checks.integer("warmup", warmup, minimum=0)
-    if warmup >= steps:
-        from queuesgd.errors import InvalidParameterError
-
-        raise InvalidParameterError("warmup", warmup, f"fewer than steps ({steps})")
     cap = None if bucket_cap_mb is None else _checks.positive("bucket_cap_mb", bucket_cap_mb)
 
     def fn(ctx: WorkerContext) -> None:

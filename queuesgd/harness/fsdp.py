@@ -35,43 +35,13 @@ Examples
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
 
-__all__ = ["fsdp_units", "fsdp_worker", "run_fsdp", "worker_batches"]
-
-
-def worker_batches(
-    seed: int, rank: int, batch_size: int, shape: tuple[int, ...], classes: int, count: int = 4
-) -> list[tuple[Any, Any]]:
-    """The synthetic mini-batches a data-parallel worker cycles through (as :mod:`~queuesgd.harness.ddp`).
-
-    ``count`` pairs of (random normal inputs of ``(batch_size, *shape)``,
-    random labels in ``0 .. classes - 1``) from a generator seeded with
-    ``seed * 7919 + rank``: the same recipe as the DDP loop.
-
-    Examples
-    --------
-    >>> import pytest; _ = pytest.importorskip("torch")
-    >>> x, y = worker_batches(0, 1, 4, (3,), 10)[0]
-    >>> tuple(x.shape), tuple(y.shape)
-    ((4, 3), (4,))
-    """
-    from queuesgd.harness._torch import require_torch
-
-    torch = require_torch()
-    gen = torch.Generator().manual_seed(int(seed) * 7919 + int(rank))
-    return [
-        (
-            torch.randn((batch_size, *shape), generator=gen),
-            torch.randint(0, classes, (batch_size,), generator=gen),
-        )
-        for _ in range(count)
-    ]
+__all__ = ["fsdp_units", "fsdp_worker", "run_fsdp"]
 
 
 def fsdp_units(net: Any) -> list[tuple[str, Any]]:
@@ -108,16 +78,15 @@ def fsdp_worker(
     :func:`queuesgd.harness.apriori_parallel.profile_fsdp`).
     """
     from queuesgd.harness._torch import require_torch
-    from queuesgd.harness.models import build
+    from queuesgd.harness.ddp import train_steps
+    from queuesgd.harness.models import build_seeded, worker_batches
 
     torch = require_torch()
     from torch.distributed.fsdp import fully_shard
 
     torch.set_num_threads(1)
     nn = torch.nn
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))  # identical initial parameters on every worker before sharding
-        net, shape = build(kind, **dict(model_options or {}))
+    net, shape = build_seeded(kind, seed, model_options)  # identical initial parameters before sharding
     net.train()
     units = fsdp_units(net)
     unit_bytes = [sum(p.numel() * p.element_size() for p in m.parameters()) for _, m in units]
@@ -135,31 +104,8 @@ def fsdp_worker(
     loss_fn = nn.CrossEntropyLoss()
     classes = int(dict(model_options or {}).get("classes", 10))
     data = worker_batches(seed, ctx.rank, batch_size, shape, classes)
-    n = 1 if solo else ctx.world_size
-    for step in range(steps):
-        x, y = data[step % len(data)]
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(x), y)
-        loss.backward()
-        t1 = time.perf_counter()
-        opt.step()
-        t2 = time.perf_counter()
-        ctx.report(
-            {
-                "scheme": "fsdp",
-                "role": "worker",
-                "worker": ctx.rank,
-                "step": step,
-                "warmup": step < warmup,
-                "t0": t0,
-                "t_backward": t1,
-                "t_end": t2,
-                "t_update": t2 - t1,
-                "applied": n,
-                "loss": float(loss.detach()),
-            }
-        )
+    applied = 1 if solo else ctx.world_size
+    train_steps(ctx, "fsdp", net, opt, loss_fn, data, steps, warmup, applied, report_loss=True)
     if ctx.rank == 0:
         ctx.report({"role": "units", "unit_names": [u for u, _ in units], "unit_bytes": unit_bytes})
     if report_parameters:
@@ -199,7 +145,7 @@ def run_fsdp(
         step per worker, and the first steps marked ``warmup``.
     seed : int
         Initial parameters (shared) and each worker's data (seed and rank,
-        :func:`worker_batches`).
+        :func:`~queuesgd.harness.models.worker_batches`).
     reshard_after_forward : bool
         FSDP2's option: free each unit's gathered parameters after its
         forward (gather again for the backward; ZeRO-3) or keep them.
@@ -229,11 +175,8 @@ def run_fsdp(
 
     _checks.choice("model", kind, MODELS)
     workers = _checks.integer("workers", workers)
-    steps = _checks.integer("steps", steps, minimum=2)
+    steps, warmup = _checks.steps_and_warmup(steps, warmup)
     batch_size = _checks.integer("batch_size", batch_size)
-    warmup = _checks.integer("warmup", warmup, minimum=0)
-    if warmup >= steps:
-        raise InvalidParameterError("warmup", warmup, f"fewer than steps ({steps})")
     if not isinstance(reshard_after_forward, bool):
         raise InvalidParameterError("reshard_after_forward", reshard_after_forward, "True or False")
 

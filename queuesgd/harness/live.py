@@ -252,14 +252,9 @@ class _RealStep(_Step):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
             self.model, shape = self._build(nn, spec)
-        gen = torch.Generator().manual_seed(int(seed) * 7919 + rank)
-        self._data = [
-            (
-                torch.randn((spec.batch_size, *shape), generator=gen),
-                torch.randint(0, spec.classes, (spec.batch_size,), generator=gen),
-            )
-            for _ in range(4)
-        ]
+        from queuesgd.harness.models import worker_batches
+
+        self._data = worker_batches(seed, rank, spec.batch_size, shape, spec.classes)
         self._params = [p for p in self.model.parameters()]
         self._sizes = [p.numel() for p in self._params]
         self.grad = torch.zeros(sum(self._sizes), dtype=torch.float32)

@@ -31,7 +31,7 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.harness._torch import require_torch
 
-__all__ = ["MODELS", "build", "cnn", "mlp", "parameter_count", "resnet18s"]
+__all__ = ["MODELS", "build", "build_seeded", "cnn", "mlp", "parameter_count", "resnet18s", "worker_batches"]
 
 #: The harness's real models by name (:func:`build`).
 MODELS = ("mlp", "cnn", "resnet18s")
@@ -171,6 +171,52 @@ def build(
     if kind == "cnn":
         return cnn(image_side, hidden, classes), (1, int(image_side), int(image_side))
     return resnet18s(classes, width), (3, 32, 32)
+
+
+def build_seeded(kind: str, seed: int, model_options: Any = None) -> tuple[Any, tuple[int, ...]]:
+    """:func:`build` with torch seeded by ``seed`` (the same initial parameters in every worker).
+
+    The caller's global random state is left as it was (``torch.random.fork_rng``).
+
+    Examples
+    --------
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> a, _ = build_seeded("mlp", 3, {"inputs": 4, "hidden": 2})
+    >>> b, shape = build_seeded("mlp", 3, {"inputs": 4, "hidden": 2})
+    >>> shape, all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    ((4,), True)
+    """
+    torch = require_torch()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        return build(kind, **dict(model_options or {}))
+
+
+def worker_batches(
+    seed: int, rank: int, batch_size: int, shape: tuple[int, ...], classes: int, count: int = 4
+) -> list[tuple[Any, Any]]:
+    """The synthetic mini-batches a worker of the live harness cycles through.
+
+    ``count`` pairs of (random normal inputs of ``(batch_size, *shape)``,
+    random labels in ``0 .. classes - 1``) from a generator seeded with
+    ``seed * 7919 + rank``: every worker its own data, the same in every run.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("torch")
+    >>> x, y = worker_batches(0, 1, 4, (3,), 10)[0]
+    >>> tuple(x.shape), tuple(y.shape)
+    ((4, 3), (4,))
+    """
+    torch = require_torch()
+    gen = torch.Generator().manual_seed(int(seed) * 7919 + int(rank))
+    return [
+        (
+            torch.randn((batch_size, *shape), generator=gen),
+            torch.randint(0, classes, (batch_size,), generator=gen),
+        )
+        for _ in range(count)
+    ]
 
 
 def parameter_count(

@@ -479,8 +479,7 @@ def pipeline_worker(
 ) -> None:
     """In a worker process: run stage ``rank mod S`` of replica ``rank div S`` for ``steps`` steps."""
     from queuesgd.harness._torch import require_torch
-    from queuesgd.harness.fsdp import worker_batches
-    from queuesgd.harness.models import build
+    from queuesgd.harness.models import build_seeded, worker_batches
 
     torch = require_torch()
     import torch.distributed as dist
@@ -494,9 +493,8 @@ def pipeline_worker(
     # Every rank makes every group, in the same order (new_group is collective over the world).
     pp_groups = [dist.new_group(list(range(q * S, q * S + S))) for q in range(D)] if D > 1 else [None]
     dp_groups = [dist.new_group([q * S + t for q in range(D)]) for t in range(S)] if D > 1 else []
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))  # the same whole model on every rank; each keeps its stage
-        net, shape = build(kind, **dict(model_options or {}))
+    # The same whole model on every rank; each keeps its stage.
+    net, shape = build_seeded(kind, seed, model_options)
     units = model_units(net)
     bounds = np.concatenate([[0], np.cumsum(split)]).astype(int)
     mods = [m for _, ms in units[bounds[s] : bounds[s + 1]] for m in ms]
@@ -653,7 +651,7 @@ def run_pipeline(
         ``D`` data-parallel pipeline replicas: ``D x S`` processes, each
         stage's gradients all-reduced across its replicas.
     seed : int
-        Initial parameters (shared) and each replica's data (:func:`~queuesgd.harness.fsdp.worker_batches`
+        Initial parameters (shared) and each replica's data (:func:`~queuesgd.harness.models.worker_batches`
         with the replica as the rank).
     model_options : mapping, optional
         Sizes for :func:`~queuesgd.harness.models.build`.
@@ -684,12 +682,9 @@ def run_pipeline(
     S = _checks.integer("stages", stages)
     M = _checks.integer("microbatches", microbatches)
     D = _checks.integer("replicas", replicas)
-    steps = _checks.integer("steps", steps, minimum=2)
+    steps, warmup = _checks.steps_and_warmup(steps, warmup)
     batch_size = _checks.integer("batch_size", batch_size)
-    warmup = _checks.integer("warmup", warmup, minimum=0)
     schedule = _checks.choice("schedule", schedule, SCHEDULES)
-    if warmup >= steps:
-        raise InvalidParameterError("warmup", warmup, f"fewer than steps ({steps})")
     if batch_size % M:
         raise InvalidParameterError("batch_size", batch_size, f"a multiple of microbatches ({M})")
     if schedule == "1f1b" and M < S:
