@@ -33,7 +33,7 @@ from queuesgd.schemes.kofn import compute_laws, mean_compute, time_to_barrier
 if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload
 
-__all__ = ["FineGrained", "coarse_iteration_time"]
+__all__ = ["FineGrained", "GraphRun", "coarse_iteration_time", "fine_breakdown", "run_fine_graph"]
 
 
 def coarse_iteration_time(
@@ -80,6 +80,100 @@ def coarse_iteration_time(
 
 
 # ----------------------------------------------------------------------------- the scheme mixin
+@dataclasses.dataclass(frozen=True)
+class GraphRun:
+    """One iteration's task graph solved: :func:`run_fine_graph`'s answer.
+
+    Attributes
+    ----------
+    iteration_time : float
+        The makespan (its Monte Carlo mean for random durations).
+    shares : dict
+        Each group's share of the critical path.
+    finish : ndarray
+        Each task's (mean) finish time.
+    interval : tuple of float or None
+        95% interval of gradients per second (``workers`` per iteration), Monte Carlo only.
+    how : str
+        Which evaluation ran, for the ``reason``.
+    details : dict
+        ``critical_path`` (exact), or ``iterations`` and ``iteration_time_quantiles`` (Monte Carlo).
+    """
+
+    iteration_time: float
+    shares: dict[str, float]
+    finish: np.ndarray
+    interval: tuple[float, float] | None
+    how: str
+    details: dict[str, Any]
+
+
+def run_fine_graph(
+    graph: TaskGraph, workers: int, iterations: int, rng: Any, *, unit: str = "iterations"
+) -> GraphRun:
+    """The task graph of one iteration: exact longest path if deterministic, else its Monte Carlo.
+
+    ``unit`` names an iteration in the ``how`` text ("iterations", "steps").
+
+    Examples
+    --------
+    >>> from queuesgd.dag import Task, TaskGraph
+    >>> g = TaskGraph([Task("f", 0.01, group="forward"), Task("c", 0.03, after="f", group="communication")])
+    >>> r = run_fine_graph(g, 4, 100, 0)
+    >>> round(r.iteration_time, 9), r.shares, r.interval
+    (0.04, {'forward': 0.25, 'communication': 0.75}, None)
+    """
+    if graph.is_deterministic:
+        sched = schedule(graph)
+        return GraphRun(
+            float(sched.makespan),
+            dict(sched.group_share()),
+            sched.finish,
+            None,
+            "longest path (max-plus) of the deterministic task graph, exact",
+            {"critical_path": sched.critical_path()},
+        )
+    sim = simulate(graph, iterations, rng)
+    lo, hi = sim.interval
+    qs = (0.05, 0.5, 0.95, 0.99)
+    return GraphRun(
+        float(sim.mean),
+        dict(sim.group_share),
+        sim.mean_finish,
+        (workers / hi, workers / lo) if lo > 0 else None,  # gradients per second, as every scheme's
+        f"Monte Carlo of {iterations} {unit} of the task graph (common compute factor per worker)",
+        {
+            "iterations": iterations,
+            "iteration_time_quantiles": dict(zip(qs, (float(v) for v in sim.quantile(qs)))),
+        },
+    )
+
+
+def fine_breakdown(run: GraphRun, workload: Workload, cluster: Cluster) -> dict[str, float]:
+    """Seconds per iteration in compute, communication, update and waiting, from the critical path.
+
+    Compute is the workers' mean compute, at most the critical path's
+    forward, backward and other share; the rest of that share is waiting.
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster
+    >>> shares = {"forward": 0.4, "backward": 0.4, "communication": 0.2}
+    >>> run = GraphRun(0.1, shares, np.zeros(1), None, "", {})
+    >>> {k: round(v, 9) for k, v in fine_breakdown(run, Workload(0.05, "1MB"), Cluster(2, "1Gbit/s")).items()}
+    {'compute': 0.05, 'communication': 0.02, 'update': 0.0, 'waiting': 0.03}
+    """
+    it, shares = run.iteration_time, run.shares
+    crit_compute = it * sum(shares.get(g, 0.0) for g in ("forward", "backward", "other"))
+    compute = min(mean_compute(workload, cluster), crit_compute)
+    return {
+        "compute": compute,
+        "communication": it * shares.get(COMMUNICATION, 0.0),
+        "update": it * shares.get("update", 0.0),
+        "waiting": crit_compute - compute,
+    }
+
+
 class FineGrained:
     """Mixin of the synchronous schemes that have a fine-grained form (``method="fine"`` and ``"coarse"``).
 
@@ -220,40 +314,16 @@ class FineGrained:
         model = self.fine_model(workload, cluster)
         graph = model.graph
         n = cluster.workers
-        interval = None
-        details: dict[str, Any] = {"tasks": len(graph), "messages": len(model.buckets)}
-        if graph.is_deterministic:
-            sched = schedule(graph)
-            it = float(sched.makespan)
-            shares = sched.group_share()
-            finish = sched.finish
-            how = "longest path (max-plus) of the deterministic task graph, exact"
-            details["critical_path"] = sched.critical_path()
-        else:
-            iters = self.fine_iterations if iterations is None else _checks.integer("iterations", iterations)
-            sim = simulate(graph, iters, rng)
-            it = float(sim.mean)
-            shares = dict(sim.group_share)
-            finish = sim.mean_finish
-            lo, hi = sim.interval
-            interval = (n / hi, n / lo) if lo > 0 else None  # gradients per second, as every scheme's
-            how = f"Monte Carlo of {iters} iterations of the task graph (common compute factor per worker)"
-            details["iterations"] = iters
-            qs = (0.05, 0.5, 0.95, 0.99)
-            details["iteration_time_quantiles"] = dict(zip(qs, (float(v) for v in sim.quantile(qs))))
+        iters = self.fine_iterations if iterations is None else _checks.integer("iterations", iterations)
+        run = run_fine_graph(graph, n, iters, rng)
+        it, shares, finish, how = run.iteration_time, run.shares, run.finish, run.how
+        details: dict[str, Any] = {"tasks": len(graph), "messages": len(model.buckets), **run.details}
         comm_end = float(np.max(finish[list(model.comm_tasks)])) if model.comm_tasks else 0.0
         backward_end = float(np.max(finish[list(model.backward_ends)]))
         details["non_overlapped_communication"] = max(comm_end - backward_end, 0.0)
         details["message_bytes"] = tuple(b.nbytes for b in model.buckets)
         details["critical_share"] = dict(shares)
-        crit_compute = it * sum(shares.get(g, 0.0) for g in ("forward", "backward", "other"))
-        compute = min(mean_compute(workload, cluster), crit_compute)
-        breakdown = {
-            "compute": compute,
-            "communication": it * shares.get(COMMUNICATION, 0.0),
-            "update": it * shares.get("update", 0.0),
-            "waiting": crit_compute - compute,
-        }
+        breakdown = fine_breakdown(run, workload, cluster)
         drawn = "every worker" if model.workers_in_graph > 1 else "one worker (identical, deterministic)"
         reason = (
             f"fine-grained task graph: {len(graph)} tasks, {len(model.buckets)} messages per worker, "
@@ -267,7 +337,7 @@ class FineGrained:
             method="fine",
             reason=reason,
             details=details,
-            interval=interval,
+            interval=run.interval,
             bottleneck=max(breakdown, key=lambda k: breakdown[k]),
             model=graph,
         )

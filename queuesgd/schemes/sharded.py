@@ -100,14 +100,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks, units
-from queuesgd.dag import TaskGraph, schedule, simulate
+from queuesgd.dag import TaskGraph
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.laws import worker_laws
 from queuesgd.schemes.memory import Memory, check_optimizer
 from queuesgd.schemes.sharded_graph import (
-    COMMUNICATION,
     ShardedModel,
     ShardUnit,
     shard_units,
@@ -580,46 +579,25 @@ class ShardedDataParallel(Scheme):
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
         """The task graph of one step: exact longest path if deterministic, else its Monte Carlo."""
+        from queuesgd.schemes.finegrained import fine_breakdown, run_fine_graph
+
         model = self.fine_model(workload, cluster)
         graph = model.graph
         n = cluster.workers
-        interval = None
+        iters = self.fine_iterations if iterations is None else _checks.integer("iterations", iterations)
+        run = run_fine_graph(graph, n, iters, rng, unit="steps")
+        it, finish, how = run.iteration_time, run.finish, run.how
         details: dict[str, Any] = {
             "memory": self.memory(workload, cluster),
             "tasks": len(graph),
             "units": len(model.units),
             "channel_order": tuple(f"{kind}{i}" for kind, i in model.order),
+            **run.details,
         }
-        if graph.is_deterministic:
-            sched = schedule(graph)
-            it = float(sched.makespan)
-            shares = sched.group_share()
-            finish = sched.finish
-            how = "longest path (max-plus) of the deterministic task graph, exact"
-            details["critical_path"] = sched.critical_path()
-        else:
-            iters = self.fine_iterations if iterations is None else _checks.integer("iterations", iterations)
-            sim = simulate(graph, iters, rng)
-            it = float(sim.mean)
-            shares = dict(sim.group_share)
-            finish = sim.mean_finish
-            lo, hi = sim.interval
-            interval = (n / hi, n / lo) if lo > 0 else None
-            how = f"Monte Carlo of {iters} steps of the task graph (common compute factor per worker)"
-            details["iterations"] = iters
         comm_end = float(np.max(finish[list(model.comm_tasks)])) if model.comm_tasks else 0.0
         backward_end = float(np.max(finish[list(model.backward_ends)]))
         details["communication_after_backward"] = max(comm_end - backward_end, 0.0)
-        crit_compute = it * sum(shares.get(g, 0.0) for g in ("forward", "backward", "other"))
-        from queuesgd.schemes.kofn import mean_compute
-
-        compute = min(mean_compute(workload, cluster), crit_compute)
-        breakdown = {
-            "compute": compute,
-            "communication": it * shares.get(COMMUNICATION, 0.0),
-            "update": it * shares.get("update", 0.0),
-            "waiting": crit_compute - compute,
-        }
+        breakdown = fine_breakdown(run, workload, cluster)
         drawn = "every worker" if model.workers_in_graph > 1 else "one worker (identical, deterministic)"
         reason = (
             f"sharded data-parallel task graph, ZeRO stage {self.stage}: {len(graph)} tasks, "
@@ -634,7 +612,7 @@ class ShardedDataParallel(Scheme):
             method="fine",
             reason=reason,
             details=details,
-            interval=interval,
+            interval=run.interval,
             bottleneck=max(breakdown, key=lambda key: breakdown[key]),
             model=graph,
         )
