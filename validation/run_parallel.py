@@ -48,6 +48,7 @@ from queuesgd.harness.apriori_parallel import (  # noqa: E402
     run_parallel_apriori,
 )
 from queuesgd.harness.load import CpuMeter, disturbed  # noqa: E402
+from queuesgd.harness.netns import on_network  # noqa: E402
 from queuesgd.harness.pipelining import profile_stages  # noqa: E402
 from queuesgd.harness.report import jsonable, write_rows  # noqa: E402
 
@@ -83,12 +84,6 @@ def _configurations(spec: dict, only: str | None) -> list[dict]:
                             }
                         )
     return out
-
-
-def _network(rate: str):  # noqa: ANN202 - a context manager or None
-    from queuesgd.harness.netns import Namespaces
-
-    return Namespaces, float(units.parse_bandwidth(rate, "rate"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,41 +166,44 @@ def main(argv: list[str] | None = None) -> int:
         from queuesgd.harness.pipelining import run_pipeline
 
         cfg = spec["models"][c["model"]]
-        Namespaces, bw = _network(c["rate"])
+        bw = float(units.parse_bandwidth(c["rate"], "rate"))
+        if c["scheme"] == "fsdp":
+            batch = cfg["batch_size"]
+
+            def job(setup, host, c=c, batch=batch):  # noqa: ANN001, ANN202
+                return run_fsdp(
+                    c["model"],
+                    c["workers"],
+                    spec["steps"],
+                    batch_size=batch,
+                    warmup=spec["warmup"],
+                    setup=setup,
+                    host=host,
+                )
+        else:
+            batch = c["microbatch"]
+
+            def job(setup, host, p=c["params"], c=c, pred=pred):  # noqa: ANN001, ANN202
+                return run_pipeline(
+                    c["model"],
+                    p["stages"],
+                    p["microbatches"],
+                    spec["steps"],
+                    schedule=p["schedule"],
+                    batch_size=p["microbatches"] * c["microbatch"],
+                    warmup=spec["warmup"],
+                    split=pred["split"],
+                    setup=setup,
+                    host=host,
+                )
+
+        def run(job=job, n=c["workers"], bw=bw):  # noqa: ANN001, ANN202 - the records, in namespaces at the rate
+            return on_network(n, bw, job)[0]
+
         for attempt in range(ATTEMPTS):
             t0 = time.time()
-            with CpuMeter() as meter, Namespaces(c["workers"], rate=bw) as net:
-                if c["scheme"] == "fsdp":
-                    batch = cfg["batch_size"]
-
-                    def go(net=net, batch=batch, c=c):  # noqa: ANN202
-                        return run_fsdp(
-                            c["model"],
-                            c["workers"],
-                            spec["steps"],
-                            batch_size=batch,
-                            warmup=spec["warmup"],
-                            setup=net.setup,
-                            host=net.bridge_address,
-                        )
-                else:
-                    p, batch = c["params"], c["microbatch"]
-
-                    def go(net=net, p=p, c=c, pred=pred):  # noqa: ANN202
-                        return run_pipeline(
-                            c["model"],
-                            p["stages"],
-                            p["microbatches"],
-                            spec["steps"],
-                            schedule=p["schedule"],
-                            batch_size=p["microbatches"] * c["microbatch"],
-                            warmup=spec["warmup"],
-                            split=pred["split"],
-                            setup=net.setup,
-                            host=net.bridge_address,
-                        )
-
-                row = run_parallel_apriori(c["scheme"], pred, go, batch)
+            with CpuMeter() as meter:
+                row = run_parallel_apriori(c["scheme"], pred, run, batch)
             cal_kind = "sharded" if c["scheme"] == "fsdp" else "p2p"
             cal = cals[(cal_kind, c["rate"], c["workers"] if cal_kind == "sharded" else 2)]
             layers = profiles[c["model"]].get("layers")
