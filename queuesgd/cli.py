@@ -468,11 +468,23 @@ def _predict(args: argparse.Namespace, *, lists: bool) -> int:
                 f"(--method {_readers(scheme, ignored, params)} read it)"
             )
     names = list(params)
+    memory_notes = []  # after the caveats, as the last notes
     for combo in itertools.product(*(params[k] for k in names)):
         variant = scheme.replace(**dict(zip(names, combo))) if names else scheme
         for caveat in variant.caveats(cluster):
             if f"note: {caveat}" not in _notes(args):
                 _notes(args).append(f"note: {caveat}")
+        for n in dict.fromkeys(int(x) for x in table.columns["workers"].tolist()):
+            try:
+                mem = variant.memory_per_worker(workload, dataclasses.replace(cluster, workers=n))
+            except QueuesgdError:  # a cluster field sized for other workers (speeds): no memory note
+                mem = None
+            if mem is not None:
+                label = ", ".join(f"{k}={v}" for k, v in zip(names, combo))
+                memory_notes.append(
+                    f"note: memory per worker{' (' + label + ')' if label else ''}, {n} workers: {mem}"
+                )
+    _notes(args).extend(memory_notes)
     if args.json:
         rows = []
         for r in table.rows():
@@ -485,18 +497,6 @@ def _predict(args: argparse.Namespace, *, lists: bool) -> int:
             f"batch {workload.batch_size} · method {table.method}"
         )
         print(table.table())
-    for combo in itertools.product(*(params[k] for k in names)):
-        variant = scheme.replace(**dict(zip(names, combo))) if names else scheme
-        for n in dict.fromkeys(int(x) for x in table.columns["workers"].tolist()):
-            try:
-                mem = variant.memory_per_worker(workload, dataclasses.replace(cluster, workers=n))
-            except QueuesgdError:  # a cluster field sized for other workers (speeds): no memory note
-                mem = None
-            if mem is not None:
-                label = ", ".join(f"{k}={v}" for k, v in zip(names, combo))
-                _notes(args).append(
-                    f"note: memory per worker{' (' + label + ')' if label else ''}, {n} workers: {mem}"
-                )
     return 0
 
 
