@@ -25,7 +25,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["hierarchical_allreduce", "ps_round", "ring_allreduce", "tree_allreduce"]
+__all__ = [
+    "hierarchical_allreduce",
+    "ps_round",
+    "ring_allgather",
+    "ring_allreduce",
+    "ring_reduce_scatter",
+    "tree_allreduce",
+]
 
 
 def _is_sym(*values: Any) -> bool:
@@ -72,6 +79,36 @@ def ring_allreduce(n: Any, size: Any, bandwidth: Any, latency: Any) -> Any:
     0.00102
     """
     return 2 * (n - 1) / n * size / bandwidth + 2 * (n - 1) * latency
+
+
+def ring_allgather(n: Any, size: Any, bandwidth: Any, latency: Any) -> Any:
+    """Ring all-gather of ``size`` bytes in all (``size / n`` per rank): ``(n-1)/n S/B + (n-1) alpha``.
+
+    ``n - 1`` steps, each sending one ``S/n`` shard to the next rank (Thakur
+    et al. 2005). Numbers, NumPy arrays or SymPy symbols. One rank costs 0.
+
+    Examples
+    --------
+    >>> ring_allgather(4, 100e6, 1.25e9, 0.0)        # 3/4 x 0.08 s
+    0.06
+    """
+    return (n - 1) / n * size / bandwidth + (n - 1) * latency
+
+
+def ring_reduce_scatter(n: Any, size: Any, bandwidth: Any, latency: Any) -> Any:
+    """Ring reduce-scatter of ``size`` bytes (each rank ends with its reduced ``size / n`` shard).
+
+    ``(n-1)/n S/B + (n-1) alpha``, the first half of a ring all-reduce
+    (Patarasuk and Yuan 2009); the vector additions are added by
+    :func:`~queuesgd.schemes.sharded_graph.unit_costs` (``(n-1)`` additions of ``S/n`` bytes, as
+    :func:`~queuesgd.schemes.fine.ring_message_costs` does).
+
+    Examples
+    --------
+    >>> ring_reduce_scatter(2, 1e6, 1e9, 1e-5)       # 0.5 ms + 10 us
+    0.00051
+    """
+    return (n - 1) / n * size / bandwidth + (n - 1) * latency
 
 
 def tree_allreduce(n: Any, size: Any, bandwidth: Any, latency: Any) -> Any:

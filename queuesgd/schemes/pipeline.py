@@ -97,7 +97,7 @@ from queuesgd.dag import TaskGraph, schedule, simulate
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable, UnknownNameError
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
-from queuesgd.schemes.costs import ring_allreduce
+from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
 from queuesgd.schemes.fine import COMMUNICATION
 from queuesgd.schemes.memory import Memory, check_optimizer
 from queuesgd.schemes.pipeline_graph import (
@@ -446,10 +446,9 @@ class Pipeline(Scheme):
         p = np.asarray(profile.parameter_bytes)
         share = g / workload.gradient_bytes
         if self.data_parallel == "sharded":
-            half = (D - 1) / D * g / bw + (D - 1) * lat
-            gather = (D - 1) / D * p / bw + (D - 1) * lat
+            collective = ring_reduce_scatter(D, g, bw, lat)
+            gather = ring_allgather(D, p, bw, lat)
             update = workload.update_time * share / D
-            collective = half
         else:
             gather = None
             collective = np.asarray(ring_allreduce(D, g, bw, lat), dtype=float)
@@ -866,8 +865,8 @@ class Pipeline(Scheme):
         p = np.asarray(profile.parameter_bytes)[None, :]
         share = g / workload.gradient_bytes
         if self.data_parallel == "sharded":
-            collective = (Dc - 1) / Dc * g / bwc + (Dc - 1) * latc
-            gather = (Dc - 1) / Dc * p / bwc + (Dc - 1) * latc
+            collective = ring_reduce_scatter(Dc, g, bwc, latc)
+            gather = ring_allgather(Dc, p, bwc, latc)
             update = workload.update_time * share / Dc
         else:
             collective = np.asarray(ring_allreduce(Dc, g, bwc, latc), dtype=float)
@@ -1032,8 +1031,9 @@ class Pipeline(Scheme):
         c = sy["alpha"] + sy["A"] / sy["B"]
         Gs = sy["G"] / S
         if self.data_parallel == "sharded":
-            half = (D - 1) / D * Gs / sy["B"] + (D - 1) * sy["alpha"]
-            tail = 2 * half + sy["u"] / (S * D)
+            # reduce-scatter of the stage's gradients, all-gather of its parameters (P = G)
+            B, alpha = sy["B"], sy["alpha"]
+            tail = ring_reduce_scatter(D, Gs, B, alpha) + ring_allgather(D, Gs, B, alpha) + sy["u"] / (S * D)
         else:
             tail = ring_allreduce(D, Gs, sy["B"], sy["alpha"]) + sy["u"] / S
         T = (M + S - 1) * (sy["t_f"] + sy["t_b"]) + 2 * (S - 1) * c + tail

@@ -104,6 +104,7 @@ from queuesgd.dag import TaskGraph
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
+from queuesgd.schemes.costs import ring_allgather, ring_reduce_scatter
 from queuesgd.schemes.laws import worker_laws
 from queuesgd.schemes.memory import Memory, check_optimizer
 from queuesgd.schemes.sharded_graph import (
@@ -659,10 +660,10 @@ class ShardedDataParallel(Scheme):
             wait = t
 
         def gather(size: Any) -> Any:
-            return (n - 1) / n * size / B + (n - 1) * alpha
+            return ring_allgather(n, size, B, alpha)
 
-        def reduce(size: Any) -> Any:
-            return (n - 1) / n * size / B + (n - 1) * alpha + (n - 1) * u * (size / n) / P
+        def reduce(size: Any) -> Any:  # with its n - 1 additions of size / n (u per P bytes added)
+            return ring_reduce_scatter(n, size, B, alpha) + (n - 1) * u * (size / n) / P
 
         upd = u if self.stage == 0 else u / n
         if self.no_overlap:

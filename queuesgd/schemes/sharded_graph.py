@@ -45,57 +45,22 @@ import numpy as np
 from queuesgd.dag import Task, TaskGraph
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.schemes.costs import ring_allgather, ring_reduce_scatter
+from queuesgd.schemes.fine import COMMUNICATION
 from queuesgd.schemes.laws import worker_laws
 
 if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload
 
 __all__ = [
-    "COMMUNICATION",
     "ShardUnit",
     "ShardedModel",
     "channel_order",
-    "ring_allgather",
-    "ring_reduce_scatter",
     "shard_units",
     "sharded_graph",
     "symmetric_workers",
     "unit_costs",
 ]
-
-#: Group name of the collectives in the task graph (as in :mod:`queuesgd.schemes.fine`).
-COMMUNICATION = "communication"
-
-
-# ----------------------------------------------------------------------------- costs
-def ring_allgather(n: Any, size: Any, bandwidth: Any, latency: Any) -> Any:
-    """Ring all-gather of ``size`` bytes in all (``size / n`` per rank): ``(n-1)/n S/B + (n-1) alpha``.
-
-    ``n - 1`` steps, each sending one ``S/n`` shard to the next rank (Thakur
-    et al. 2005). Numbers, NumPy arrays or SymPy symbols. One rank costs 0.
-
-    Examples
-    --------
-    >>> ring_allgather(4, 100e6, 1.25e9, 0.0)        # 3/4 x 0.08 s
-    0.06
-    """
-    return (n - 1) / n * size / bandwidth + (n - 1) * latency
-
-
-def ring_reduce_scatter(n: Any, size: Any, bandwidth: Any, latency: Any) -> Any:
-    """Ring reduce-scatter of ``size`` bytes (each rank ends with its reduced ``size / n`` shard).
-
-    ``(n-1)/n S/B + (n-1) alpha``, the first half of a ring all-reduce
-    (Patarasuk and Yuan 2009); the vector additions are added by
-    :func:`unit_costs` (``(n-1)`` additions of ``S/n`` bytes, as
-    :func:`~queuesgd.schemes.fine.ring_message_costs` does).
-
-    Examples
-    --------
-    >>> ring_reduce_scatter(2, 1e6, 1e9, 1e-5)       # 0.5 ms + 10 us
-    0.00051
-    """
-    return (n - 1) / n * size / bandwidth + (n - 1) * latency
 
 
 # ----------------------------------------------------------------------------- units
