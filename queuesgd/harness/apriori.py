@@ -41,7 +41,7 @@ import math
 import os
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,8 @@ SCHEMES = {
 
 #: The PS schemes whose workers compute in lock step (a barrier per iteration); the others run freely.
 _LOCK_STEP = ("sync-ps", "backup-workers", "static-cutoff")
+#: The schemes predicted with the shared-link engines (every push's arrival on the PS's link).
+_SHARED_LINK = ("backup-workers", "static-cutoff", "stale-synchronous")
 
 
 def stamp() -> str:
@@ -381,6 +383,12 @@ class Calibration:
         the kernel before it waits for the link
         (:func:`~queuesgd.harness.duplex.measure_send_buffer`); None if not
         measured (then a send blocks until its message has left).
+    incast : mapping or None
+        Point-to-point calibrations: how long each push holds the PS's link
+        when pushes queue for it and the PS answers each
+        (:func:`~queuesgd.harness.incast.measure_incast`: ``sizes``,
+        ``occupancy``, ``gap``, ``bandwidth``, ...); None if not measured
+        (then a push holds it ``M / B``, the ping-pong's rate).
     """
 
     kind: str
@@ -395,6 +403,7 @@ class Calibration:
     duplex: Mapping[str, float] | None = None
     busy: int = 0
     send_buffer: float | None = None
+    incast: Mapping[str, Any] | None = None
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the calibration as JSON."""
@@ -461,7 +470,11 @@ def calibrate_network(
     (:func:`~queuesgd.harness.overlap.measure_overlap`). A point-to-point
     calibration also measures, with a third host, how much a host's sending
     and receiving of 1 MiB messages slow each other
-    (:func:`~queuesgd.harness.duplex.measure_duplex`).
+    (:func:`~queuesgd.harness.duplex.measure_duplex`), how much of a reply
+    a send hands to the kernel (:func:`~queuesgd.harness.duplex.measure_send_buffer`),
+    and how long each push holds the receiver's link when two senders push
+    back to back and every push is answered, as at a parameter server
+    (:func:`~queuesgd.harness.incast.measure_incast`).
 
     Returns
     -------
@@ -493,19 +506,34 @@ def calibrate_network(
             return fit, {**over, "nbytes": float(nbytes)}, None, None
         from queuesgd.harness.busy import BusyProcesses
         from queuesgd.harness.duplex import measure_duplex, measure_send_buffer
+        from queuesgd.harness.incast import measure_incast
 
         with BusyProcesses(busy):
             fit = calibrate.calibrate_p2p(sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout)
             duplex = measure_duplex(1 << 20, repeats, setup=setup, host=host, timeout=timeout)
             held = measure_send_buffer(4 << 20, 5, setup=setup, host=host, timeout=timeout)
-        return fit, None, duplex, held["send_buffer"]
+            incast = measure_incast(senders=2, setup=setup, host=host, timeout=timeout)
+        return fit, None, duplex, (held["send_buffer"], incast)
 
     from queuesgd.harness.netns import on_network
 
     world = workers if kind == "allreduce" else 3  # p2p: two ranks, and a third for the duplex probe
-    (fit, over, duplex, held), emulation = on_network(world, bw, go)
+    (fit, over, duplex, ps_link), emulation = on_network(world, bw, go)
+    held, incast = ps_link if ps_link is not None else (None, None)
     return Calibration(
-        kind, workers, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured, over, duplex, busy, held
+        kind,
+        workers,
+        bw,
+        fit.alpha,
+        fit.bandwidth,
+        fit.r2,
+        emulation,
+        measured,
+        over,
+        duplex,
+        busy,
+        held,
+        incast,
     )
 
 
@@ -542,8 +570,6 @@ def predict_ddp(
         ``predicted`` (samples per second), ``method``, ``reason``,
         ``predicted_at`` and the inputs' provenance.
     """
-    from dataclasses import replace
-
     from queuesgd.prediction import predict
     from queuesgd.workload import Cluster, CostCurve
 
@@ -669,11 +695,20 @@ def predict_apriori(
     scheme's (``backups``, ``cutoff``, ``staleness``, ``stragglers``), as
     :func:`queuesgd.harness.runners.check_params` takes them.
 
+    The shared-link schemes (backup workers, the static cutoff, SSP: every
+    push's arrival on the PS's link) take the PS link's rate from the
+    calibration's incast probe where it has one
+    (:func:`~queuesgd.harness.incast.incast_rate` at the gradient's size:
+    pushes queue there, and each holds the link for the handshake of gloo's
+    one-at-a-time receive and beside the PS's replies), else from the
+    ping-pong.
+
     Returns
     -------
     dict
         ``predicted``, ``method``, ``reason``, ``predicted_at``, ``cores``,
-        ``compute_mean``, ``update_time``.
+        ``compute_mean``, ``update_time``, ``duplex``, ``send_buffer``,
+        ``incast_rate`` (bytes per second; None where not used).
     """
     scheme = _checks.choice("scheme", scheme, tuple(SCHEMES))
     if scheme == "ddp":
@@ -699,14 +734,23 @@ def predict_apriori(
         duplex = float(calibration.duplex["duplex"])
     # The PS's sends return once its socket buffer holds the rest (the shared-link engines).
     held = 0.0
-    if scheme in ("backup-workers", "static-cutoff", "stale-synchronous") and calibration is not None:
+    link = calibration
+    incast = None
+    if scheme in _SHARED_LINK and calibration is not None:
         held = float(calibration.send_buffer or 0.0)
+        if calibration.incast:
+            # Pushes queue for the PS's link there: each holds it for the occupancy the incast probe
+            # measured (handshake and replies included), not the ping-pong's M / B.
+            from queuesgd.harness.incast import incast_rate
+
+            incast = incast_rate(calibration.incast, float(work.gradient_bytes))
+            link = replace(calibration, bandwidth=incast)
     pred = predict_live(
         scheme,
         n,
         work.compute,
         update,
-        calibration,
+        link,
         batch=profile.batch_size,
         gradient_bytes=float(work.gradient_bytes),
         random_delay=delay,
@@ -726,6 +770,7 @@ def predict_apriori(
         "update_time": update,
         "duplex": duplex,
         "send_buffer": held,
+        "incast_rate": incast,
     }
 
 

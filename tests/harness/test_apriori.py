@@ -72,6 +72,11 @@ def test_profile_and_calibration_files_round_trip(tmp_path):
     assert Calibration.load(cal.save(tmp_path / "c.json")) == cal
     probed = Calibration("p2p", 2, 1.25e8, 1e-4, 1.2e8, 0.99, "netns-tbf", "then", None, {"duplex": 0.77})
     assert Calibration.load(probed.save(tmp_path / "d.json")) == probed
+    incast = {"sizes": [1e5, 1e6], "occupancy": [0.001, 0.009], "gap": 1e-4, "bandwidth": 1.1e8}
+    ps_link = Calibration(
+        "p2p", 2, 1.25e8, 1e-4, 1.2e8, 0.99, "netns-tbf", "then", None, None, 1, 2e6, incast
+    )
+    assert Calibration.load(ps_link.save(tmp_path / "e.json")) == ps_link
     (tmp_path / "bad.json").write_text("{nope")
     with pytest.raises(InvalidParameterError, match="profile"):
         Profile.load(tmp_path / "bad.json")
@@ -234,3 +239,33 @@ def test_ssp_prediction_takes_the_calibrated_send_buffer():
     ref = predict(scheme, w, cluster, "simulate", rng=0, iterations=20_000)
     assert pred["predicted"] == pytest.approx(ref.throughput, rel=1e-12)
     assert pred["send_buffer"] == 3000.0
+
+
+def test_shared_link_predictions_take_the_incast_rate_of_the_gradient():
+    """With an incast probe, the shared-link schemes see the PS link at M / (a + M / B_in), nothing else.
+
+    The independent route: the same prediction from a calibration without the probe whose ping-pong
+    bandwidth is that rate, worked out by hand (4040 B in 1 ms + 4040 / 5e6 s = 1.808 ms: 2.2345 MB/s).
+    """
+    from dataclasses import replace
+
+    held = Calibration("p2p", 2, 1e7, 1e-4, 1e7, 1.0, "netns-tbf", "then", None, None, 2, 3000.0)
+    probed = replace(held, incast={"gap": 0.001, "bandwidth": 5e6})
+    rate = 4040.0 / (0.001 + 4040.0 / 5e6)
+    for scheme, params in (
+        ("stale-synchronous", {"staleness": 2}),
+        ("backup-workers", {"backups": 1}),
+        ("static-cutoff", {"cutoff": 0.05}),
+    ):
+        pred = predict_apriori(scheme, _profile(), probed, 3, params=params, random_delay="1:30ms")
+        ref = predict_apriori(
+            scheme, _profile(), replace(held, bandwidth=rate), 3, params=params, random_delay="1:30ms"
+        )
+        assert pred["predicted"] == pytest.approx(ref["predicted"], rel=1e-12), scheme
+        assert pred["incast_rate"] == pytest.approx(2234513.27433628, rel=1e-12)
+        assert ref["incast_rate"] is None
+    # Schemes whose pushes do not queue on the shared-link engines keep the ping-pong's rate.
+    for scheme in ("sync-ps", "async-ps"):
+        assert predict_apriori(scheme, _profile(), probed, 3)["predicted"] == pytest.approx(
+            predict_apriori(scheme, _profile(), held, 3)["predicted"], rel=1e-12
+        )
