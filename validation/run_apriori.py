@@ -93,7 +93,9 @@ def _configurations(spec: dict, only: str | None) -> list[tuple[str, str, str | 
 
 def _stem(scheme: str, model: str, extra: dict) -> str:
     """The results file of a configuration: one per scheme, model and scheme parameters."""
-    tag = "".join(f"-{k}{v}" for k, v in sorted(extra["params"].items()) if k != "stragglers")
+    tag = "".join(
+        f"-{k}{v}" for k, v in sorted(extra["params"].items()) if k not in ("stragglers", "collective")
+    )
     return f"apriori-{scheme}{tag}-{model}".replace(":", "").replace("/", "")
 
 

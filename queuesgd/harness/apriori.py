@@ -65,9 +65,9 @@ __all__ = [
     "stamp",
 ]
 
-#: Live schemes the a-priori protocol runs with real models, and the calibration each needs.
-#: (eager-SGD is not among them: gloo has no partial collectives, and the harness emulates them through a
-#: coordinator process whose link a ring does not have, so its live runs are not the model's network.)
+#: Live schemes the a-priori protocol runs with real models, and the calibration each needs. eager-SGD
+#: runs with ``collective="ring"`` (:mod:`~queuesgd.harness.eager_loops`): its rounds are real all-reduces
+#: among the workers, so it takes the all-reduce calibration of ``n`` ranks, as DDP does.
 SCHEMES = {
     "ddp": "allreduce",
     "sync-ps": "p2p",
@@ -75,6 +75,7 @@ SCHEMES = {
     "backup-workers": "p2p",
     "static-cutoff": "p2p",
     "stale-synchronous": "p2p",
+    "eager-sgd": "allreduce",
 }
 
 #: The PS schemes whose workers compute in lock step (a barrier per iteration); the others run freely.
@@ -718,14 +719,28 @@ def predict_apriori(
 
     n = _checks.integer("workers", workers)
     checked = check_params(scheme, params, n)
-    if calibration is not None and calibration.kind != "p2p":
+    if scheme == "eager-sgd":
+        if checked["collective"] != "ring":
+            raise InvalidParameterError(
+                "params", checked, "collective='ring' (the coordinator's runs are not the model's network)"
+            )
+        if calibration is not None and (calibration.kind != "allreduce" or calibration.workers != n):
+            raise InvalidParameterError(
+                "calibration", calibration.kind, f"an all-reduce calibration of {n} ranks (the rounds' ring)"
+            )
+    elif calibration is not None and calibration.kind != "p2p":
         raise InvalidParameterError("calibration", calibration.kind, "a p2p calibration of the PS link")
     # Synchronous workers compute in lock step (the bare model's span); asynchronous ones independently.
     step = "plain" if scheme in _LOCK_STEP and "plain" in profile.sync_span else None
     work = profile.workload_at(n, step)
-    # The PS's update of the gradients it applies at once, per gradient (as the same-run profile counts it).
-    applied = {"async-ps": 1, "stale-synchronous": 1, "backup-workers": n - checked.get("backups", 0)}
-    update = ps_update_per_gradient(profile, applied.get(scheme, n))
+    if scheme == "eager-sgd":
+        # Every worker applies each round's mean to its own copy: one optimizer step, timed with n copies.
+        update = float(work.update_time)
+    else:
+        # The PS's update of the gradients it applies at once, per gradient (as the same-run profile
+        # counts it).
+        applied = {"async-ps": 1, "stale-synchronous": 1, "backup-workers": n - checked.get("backups", 0)}
+        update = ps_update_per_gradient(profile, applied.get(scheme, n))
     delay = _random_delay(random_delay)
     # The PS sends replies while it receives pushes: the share of the rate each direction then keeps,
     # as the calibration measured it (async-ps's model; the others' shared-link forms have no such term).
@@ -877,7 +892,8 @@ def run_apriori(
 
     with CpuMeter() as meter:
         records, emulation = on_network(world, rate, go)
-    out = measured_throughput(records, "worker" if scheme == "ddp" else "ps", profile.batch_size)
+    role = {"ddp": "worker", "eager-sgd": "round"}.get(scheme, "ps")
+    out = measured_throughput(records, role, profile.batch_size)
     buckets = next((r["bucket_sizes"] for r in records if r.get("role") == "buckets"), None)
     row = {
         "scheme": scheme,

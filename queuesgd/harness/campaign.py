@@ -388,6 +388,8 @@ def _model(
         return registry.make(key, **params, link="shared", send_buffer=send_buffer), "simulate"
     if key == "stale-synchronous" and shared:
         return registry.make(key, **params, link="shared", send_buffer=send_buffer), "simulate"
+    if key == "eager-sgd":  # how the harness moves the data is not the model's parameter
+        return registry.make(key, mode=params["mode"], max_stale=params["max_stale"]), "auto"
     return registry.make(key, **params), "auto"
 
 

@@ -55,6 +55,10 @@ model, emulated network times from a :class:`~queuesgd.harness.shaping.Shaper`):
   ``max_stale + 1``-th round); it lasts the ring all-reduce model time plus
   the update; gradients arriving during a round are buffered into the next
   and their workers restart at its end with the others that took part.
+  ``collective="ring"``: the same rounds with the gradients in a real
+  ``all_reduce`` among the workers (:mod:`~queuesgd.harness.eager_loops`);
+  rank 0 only activates them, and worker 0 records each round
+  (``role="round"``).
 
 Records: every record has ``scheme``, ``role`` (``"worker"`` or ``"ps"``),
 ``step``, ``warmup`` (``True`` for the first ``warmup`` steps / iterations /
@@ -87,6 +91,7 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.allreduce_loops import local_sgd, ring_allreduce
+from queuesgd.harness.eager_loops import eager_activator, eager_ring_worker
 from queuesgd.harness.event_loops import eager_ps, event_ps
 from queuesgd.harness.launch import WorkerContext, run_workers
 from queuesgd.harness.layout import LIVE_SCHEMES, live_key, world_size
@@ -107,8 +112,10 @@ def check_params(scheme_key: str, params: Mapping[str, Any] | None, workers: int
     Parameters (defaults as the :mod:`queuesgd.schemes` classes): backup-workers
     ``backups=1, stragglers="finish"``; static-cutoff ``cutoff`` (or
     ``timeout``) seconds, ``stragglers="finish"``; eager-sgd ``mode="solo",
-    max_stale=32``; stale-synchronous ``staleness=1`` (``math.inf`` is
-    asynchronous); local-sgd ``period=8``. The other schemes take none.
+    max_stale=32, collective="coordinator"`` (``"ring"``: a real all-reduce
+    among the workers, see :mod:`~queuesgd.harness.eager_loops`);
+    stale-synchronous ``staleness=1`` (``math.inf`` is asynchronous);
+    local-sgd ``period=8``. The other schemes take none.
 
     Examples
     --------
@@ -145,6 +152,9 @@ def check_params(scheme_key: str, params: Mapping[str, Any] | None, workers: int
             raise InvalidParameterError("mode", mode, "'solo' for a single worker")
         out["mode"] = mode
         out["max_stale"] = _checks.integer("max_stale", given.pop("max_stale", 32), minimum=0)
+        out["collective"] = _checks.choice(
+            "collective", given.pop("collective", "coordinator"), ("coordinator", "ring")
+        )
     if key == "stale-synchronous":
         s = given.pop("staleness", 1)
         if not (isinstance(s, float) and math.isinf(s) and s > 0):
@@ -226,6 +236,14 @@ def run_scheme(
         raise InvalidParameterError("world_size", ctx.world_size, "at least 2 (a PS and one worker)")
     p = check_params(key, params, n)
     down = dist.new_group(backend="gloo")  # PS -> workers; workers -> PS use the default group
+    if key == "eager-sgd" and p["collective"] == "ring":
+        # The workers' own group for the rounds' all-reduce; rank 0 only activates them.
+        ring = dist.new_group(ranks=list(range(1, n + 1)), backend="gloo")
+        if ctx.rank == 0:
+            eager_activator(ctx, steps, warmup, seed, down, shaper, mode=p["mode"], max_stale=p["max_stale"])
+        else:
+            eager_ring_worker(ctx, live, steps, shaper, warmup, seed, down, ring)
+        return
     cancel = p.get("stragglers") == "cancel"
     if ctx.rank != 0:
         by_version = key in ("sync-ps", "backup-workers", "static-cutoff", "eager-sgd")
