@@ -825,7 +825,7 @@ def run_apriori(
         ``load`` (the machine's CPU use during the run, ours and foreign:
         :class:`~queuesgd.harness.load.CpuMeter`).
     """
-    from queuesgd.harness.campaign import measured_throughput
+    from queuesgd.harness.campaign import measured_throughput, update_role
     from queuesgd.harness.runners import check_params
 
     scheme = _checks.choice("scheme", scheme, tuple(SCHEMES))
@@ -892,8 +892,7 @@ def run_apriori(
 
     with CpuMeter() as meter:
         records, emulation = on_network(world, rate, go)
-    role = {"ddp": "worker", "eager-sgd": "round"}.get(scheme, "ps")
-    out = measured_throughput(records, role, profile.batch_size)
+    out = measured_throughput(records, update_role(scheme, checked), profile.batch_size)
     buckets = next((r["bucket_sizes"] for r in records if r.get("role") == "buckets"), None)
     row = {
         "scheme": scheme,

@@ -291,8 +291,26 @@ def _network(network: str, bandwidth: float | None, latency: float, world: int) 
     return "app-shaper", None
 
 
-def _measured(records: Sequence[Mapping[str, Any]], key: str, batch: int) -> dict[str, Any]:
-    return measured_throughput(records, "worker" if LIVE_SCHEMES[key] == "allreduce" else "ps", batch)
+def update_role(key: str, params: Mapping[str, Any] | None = None) -> str:
+    """The role of the records that carry a live scheme's updates, for :func:`measured_throughput`.
+
+    ``"worker"`` (all-reduce schemes and DDP: worker 0's steps), ``"round"``
+    (eager-SGD with ``collective="ring"``: worker 0's rounds) or ``"ps"``.
+
+    Examples
+    --------
+    >>> update_role("sync-ps"), update_role("eager-sgd", {"collective": "ring"})
+    ('ps', 'round')
+    """
+    if key == "eager-sgd" and (params or {}).get("collective") == "ring":
+        return "round"
+    return "worker" if LIVE_SCHEMES.get(key) in ("allreduce", None) else "ps"
+
+
+def _measured(
+    records: Sequence[Mapping[str, Any]], key: str, batch: int, params: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    return measured_throughput(records, update_role(key, params), batch)
 
 
 def measured_throughput(records: Sequence[Mapping[str, Any]], role: str, batch: int) -> dict[str, Any]:
@@ -328,7 +346,9 @@ def measured_throughput(records: Sequence[Mapping[str, Any]], role: str, batch: 
     return {"measured": rate, "measured_low": lo, "measured_high": hi, "updates": int(applied.size)}
 
 
-def _profile(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any]:
+def _profile(
+    records: Sequence[Mapping[str, Any]], key: str, params: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     work = [r for r in records if r.get("role") == "worker" and not r.get("warmup") and "t_compute" in r]
     # t_compute includes an injected delay (the "delay" field); the delay is modelled separately
     # (Cluster.stragglers), so the compute law is the rest.
@@ -338,12 +358,13 @@ def _profile(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any]:
     if compute.size == 0:
         raise WorkerFailure(None, "no measured compute times", list(records))
     updates = []
+    role = update_role(key, params)
     for r in records:
-        if r.get("warmup") or r.get("t_update") is None:
+        if r.get("warmup") or r.get("t_update") is None or r.get("role") != role:
             continue
-        if LIVE_SCHEMES[key] == "ps" and r.get("role") == "ps":
+        if role == "ps":  # the PS applies the mean of `applied` gradients: per gradient
             updates.append(float(r["t_update"]) / max(float(r.get("applied", 1)), 1.0))
-        elif LIVE_SCHEMES[key] == "allreduce" and r.get("role") == "worker":
+        else:  # every worker applies one mean (all-reduce, eager-SGD's rounds)
             updates.append(float(r["t_update"]))
     return {"compute": compute, "update_time": float(np.median(updates)) if updates else 0.0}
 
@@ -447,7 +468,7 @@ def _run_one(
         # The calibration is part of the run: the same wall-clock limit covers it.
         common = {"setup": setup, "shaper": shaper if shaper.active else None, "host": host, "timeout": limit}
         gap = float(law.mean)
-        if LIVE_SCHEMES[key] == "allreduce":
+        if update_role(key, checked) != "ps":  # the workers' own all-reduce (eager-SGD's ring too)
             fit = calibrate.calibrate_allreduce(n, sizes, gap=gap, **common) if n > 1 else None
         else:
             fit = calibrate.calibrate_p2p(sizes, gap=gap, **common)
@@ -599,8 +620,8 @@ def compare_records(
     from queuesgd.harness.runners import check_params
 
     checked = check_params(key, params, n)
-    out = _measured(records, key, batch)
-    prof = _profile(records, key)
+    out = _measured(records, key, batch, checked)
+    prof = _profile(records, key, checked)
     pred = predict_live(
         key,
         n,
