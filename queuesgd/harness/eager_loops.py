@@ -47,7 +47,7 @@ import numpy as np
 
 from queuesgd.harness._torch import require_torch
 from queuesgd.harness.launch import WorkerContext
-from queuesgd.harness.plumbing import Clock, Inbox, base_record
+from queuesgd.harness.plumbing import Clock, Inbox, after_goodbyes, base_record
 from queuesgd.harness.shaping import Shaper
 
 __all__ = ["eager_activator", "eager_ring_worker"]
@@ -76,13 +76,7 @@ def eager_activator(
     n = ctx.world_size - 1
     clock = Clock()
     rng = np.random.default_rng([int(seed), 0xEA6E5])
-    ended = [0]
-
-    def last(m: Any) -> bool:  # the inbox thread stops after every worker's goodbye
-        ended[0] += m.tag < 0
-        return ended[0] >= n
-
-    inbox = Inbox(_NOTE, last)
+    inbox = Inbox(_NOTE, after_goodbyes(n))
     start = torch.zeros(_CTL)
     valid: dict[int, float] = {}
     byes, partial = 0, 0
@@ -100,7 +94,6 @@ def eager_activator(
                 break
             m = inbox.get()
             if m.tag < 0:
-                byes += 1
                 raise RuntimeError(f"worker rank {m.src} stopped before the last round")
             if int(m.tag) == r:  # it had seen every start so far: its gradient waits for this round
                 valid[m.src] = m.t
@@ -137,11 +130,9 @@ def eager_activator(
 class _Rounds:
     """A worker's side of the partial collective: its communication thread and what it holds."""
 
-    def __init__(
-        self, ctx: WorkerContext, live: Any, seed: int, down: Any, ring: Any, shaper: Shaper
-    ) -> None:
+    def __init__(self, ctx: WorkerContext, live: Any, seed: int, down: Any, ring: Any) -> None:
         torch = require_torch()
-        self.ctx, self.down, self.ring, self.shaper = ctx, down, ring, shaper
+        self.ctx, self.down, self.ring = ctx, down, ring
         self.n = ctx.world_size - 1
         self.me = ctx.rank - 1
         # The latest parameters (every worker starts from the same ones, seeded by ``seed``).
@@ -246,7 +237,7 @@ def eager_ring_worker(
 
     torch = require_torch()
     clock = Clock()
-    rounds = _Rounds(ctx, live, seed, down, ring, shaper)
+    rounds = _Rounds(ctx, live, seed, down, ring)
     me = rounds.me
     step = live.make(me, seed, workers=rounds.n)
     note = torch.zeros(_NOTE)

@@ -63,7 +63,7 @@ def incast_probe(ctx: Any, sizes: Sequence[int], count: int, reply: bool = True)
     record per size: ``{"size": M, "arrivals": [...]}`` (seconds, its clock).
     """
     from queuesgd.harness._torch import require_torch
-    from queuesgd.harness.plumbing import Inbox
+    from queuesgd.harness.plumbing import Inbox, after_goodbyes
 
     torch = require_torch()
     dist = torch.distributed
@@ -73,7 +73,7 @@ def incast_probe(ctx: Any, sizes: Sequence[int], count: int, reply: bool = True)
         numel = size // 4
         dist.barrier()
         if ctx.rank == 0:
-            inbox = Inbox(numel, _after_last(senders))
+            inbox = Inbox(numel, after_goodbyes(senders))
             out = torch.zeros(numel)
             arrivals: list[float] = []
             left = senders
@@ -97,17 +97,6 @@ def incast_probe(ctx: Any, sizes: Sequence[int], count: int, reply: bool = True)
                     dist.recv(answer, src=0, group=down)
             push[-1] = -1.0
             dist.send(push, dst=0)
-
-
-def _after_last(senders: int) -> Callable[[Any], bool]:
-    """The Inbox's stop test: true at the ``senders``-th end message (negative tag)."""
-    ended = [0]
-
-    def done(m: Any) -> bool:
-        ended[0] += m.tag < 0
-        return ended[0] >= senders
-
-    return done
 
 
 def _occupancy(arrivals: Sequence[float]) -> float:

@@ -17,7 +17,7 @@ from queuesgd.harness._torch import require_torch
 from queuesgd.harness.launch import WorkerContext
 from queuesgd.harness.shaping import Shaper
 
-__all__ = ["Clock", "Inbox", "Msg", "PSState", "average_and_apply", "base_record"]
+__all__ = ["Clock", "Inbox", "Msg", "PSState", "after_goodbyes", "average_and_apply", "base_record"]
 
 
 class Clock:
@@ -95,6 +95,24 @@ class Inbox:
         self._thread.join(timeout)
 
 
+def after_goodbyes(senders: int) -> Callable[[Msg], bool]:
+    """An :class:`Inbox` stop test: true at the ``senders``-th goodbye (a message with a negative tag).
+
+    Examples
+    --------
+    >>> done = after_goodbyes(2)
+    >>> [done(Msg(1, None, 0.0, t)) for t in (3.0, -1.0, 4.0, -1.0)]
+    [False, False, False, True]
+    """
+    seen = [0]
+
+    def done(m: Msg) -> bool:
+        seen[0] += m.tag < 0
+        return seen[0] >= senders
+
+    return done
+
+
 def base_record(scheme: str, role: str, step: int, warmup: bool, shaper: Shaper) -> dict[str, Any]:
     return {"scheme": scheme, "role": role, "step": step, "warmup": warmup, "emulation": shaper.emulation}
 
@@ -128,14 +146,8 @@ class PSState:
         self.acc = torch.zeros(self.G, dtype=torch.float32)
         self.out = torch.empty(self.G + 1, dtype=torch.float32)
         self.down = down
-        self.sentinels = 0
-        self.inbox = Inbox(self.G + 1, self._last)
-
-    def _last(self, m: Msg) -> bool:
-        # Runs in the inbox thread: stop receiving after every worker said it is done.
-        if m.tag < 0:
-            self.sentinels += 1
-        return self.sentinels >= self.n
+        # The inbox stops receiving after every worker said it is done.
+        self.inbox = Inbox(self.G + 1, after_goodbyes(self.n))
 
     def send(self, ranks: Any, version: int) -> None:
         """Send the current parameters, tagged ``version``, to ``ranks`` (all at once)."""

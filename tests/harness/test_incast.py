@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from queuesgd.errors import InvalidParameterError
-from queuesgd.harness.incast import _after_last, _occupancy, incast_rate
+from queuesgd.harness.incast import _occupancy, incast_rate
 
 
 def test_occupancy_is_the_mean_interval_without_the_ends():
@@ -28,15 +28,6 @@ def test_incast_rate_is_the_message_over_its_occupancy():
         incast_rate({"gap": 0.0, "bandwidth": 0.0}, 1e6)
     with pytest.raises(InvalidParameterError, match="nbytes"):
         incast_rate({"gap": 0.0, "bandwidth": 1e8}, -1)
-
-
-def test_the_receiver_stops_after_every_sender_has_ended():
-    class M:
-        def __init__(self, tag: float) -> None:
-            self.tag = tag
-
-    done = _after_last(2)
-    assert [done(M(t)) for t in (1.0, -1.0, 1.0, -1.0)] == [False, False, False, True]
 
 
 def test_measure_incast_refuses_one_size():
