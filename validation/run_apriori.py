@@ -108,6 +108,8 @@ def _profiles(spec: dict, configs: list, fresh: bool) -> dict[str, Profile]:
             profiles[model] = Profile.load(path)
             continue
         copies = sorted({c[3] for c in configs if c[1] == model})
+        # eager-SGD's own loop on loopback, for the worker counts its lines run (its restarts and activations)
+        eager = sorted({c[3] for c in configs if c[1] == model and c[0] == "eager-sgd"})
         cfg = spec["models"][model]
         for _ in range(ATTEMPTS):
             t0 = time.time()
@@ -118,6 +120,7 @@ def _profiles(spec: dict, configs: list, fresh: bool) -> dict[str, Profile]:
                     copies=copies,
                     repetitions=spec["repetitions"],
                     model_options=cfg["model_options"],
+                    eager=eager,
                 )
             if not disturbed(meter.result()):
                 break

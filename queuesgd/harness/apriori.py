@@ -123,6 +123,11 @@ class Profile:
         (:func:`~queuesgd.harness.contention.measure_synchronized`).
     sync_update : mapping of str to mapping of int to float
         ``step`` -> ``k`` -> median optimizer step in those lock-step runs.
+    eager : mapping of int to mapping
+        ``k`` -> eager-SGD's own loop with ``k`` workers on loopback
+        (:func:`~queuesgd.harness.eager_profile.measure_eager`): ``step``
+        (every restart to hand-off, seconds), ``activation`` (every trigger
+        to round start) and ``update``; empty if not measured.
     """
 
     model: str
@@ -136,6 +141,7 @@ class Profile:
     ps_update: Mapping[int, float] = field(default_factory=dict)
     sync_span: Mapping[str, Mapping[int, Any]] = field(default_factory=dict)
     sync_update: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+    eager: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
     def workload_at(self, k: int, step: str | None = None) -> Workload:
         """The workload of one of ``k`` workers computing at once on this machine.
@@ -214,6 +220,14 @@ class Profile:
                 m: {str(k): [float(v) for v in s] for k, s in d.items()} for m, d in self.sync_span.items()
             },
             "sync_update": {m: {str(k): float(v) for k, v in d.items()} for m, d in self.sync_update.items()},
+            "eager": {
+                str(k): {
+                    "step": [float(x) for x in v["step"]],
+                    "activation": [float(x) for x in v["activation"]],
+                    "update": float(v["update"]),
+                }
+                for k, v in self.eager.items()
+            },
             "cores": self.cores,
             "measured": self.measured,
         }
@@ -243,6 +257,14 @@ class Profile:
                     for m, d in doc.get("sync_span", {}).items()
                 },
                 {m: {int(k): float(v) for k, v in d.items()} for m, d in doc.get("sync_update", {}).items()},
+                {
+                    int(k): {
+                        "step": np.asarray(v["step"], dtype=float),
+                        "activation": np.asarray(v["activation"], dtype=float),
+                        "update": float(v["update"]),
+                    }
+                    for k, v in doc.get("eager", {}).items()
+                },
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InvalidParameterError(
@@ -282,6 +304,7 @@ def make_profile(
     model_options: Mapping[str, Any] | None = None,
     seed: int = 0,
     synchronized: Iterable[str] = ("ddp", "plain"),
+    eager: Iterable[int] = (),
 ) -> Profile:
     """Profile a harness model on this machine: one worker alone, and ``k`` concurrent copies.
 
@@ -303,6 +326,10 @@ def make_profile(
         (:func:`~queuesgd.harness.contention.measure_synchronized`): ``"ddp"``
         (DDP's step, for DDP) and ``"plain"`` (the bare model's step, for the
         synchronous parameter server).
+    eager : iterable of int
+        Worker counts for which to run eager-SGD's own loop on loopback
+        (:func:`~queuesgd.harness.eager_profile.measure_eager`: its restarts
+        and activations, for the eager-SGD predictions); none by default.
 
     The parameter server's update (average ``k`` flat gradients, apply them)
     is timed alone for every ``k`` too.
@@ -332,6 +359,12 @@ def make_profile(
         lock = measure_synchronized(kind, ks, ddp=step == "ddp", **common)
         spans[step] = {k: r["span"] for k, r in lock.items()}
         sync_updates[step] = {k: float(np.median(r["update"])) for k, r in lock.items()}
+    eager_ks = sorted({_checks.integer("eager", k) for k in eager})
+    loops: dict[int, Any] = {}
+    if eager_ks:
+        from queuesgd.harness.eager_profile import measure_eager
+
+        loops = measure_eager(kind, eager_ks, batch_size=batch_size, model_options=options, seed=seed)
     return Profile(
         kind,
         int(batch_size),
@@ -344,6 +377,7 @@ def make_profile(
         ps,
         spans,
         sync_updates,
+        loops,
     )
 
 
@@ -696,6 +730,15 @@ def predict_apriori(
     scheme's (``backups``, ``cutoff``, ``staleness``, ``stragglers``), as
     :func:`queuesgd.harness.runners.check_params` takes them.
 
+    eager-SGD (``params={"collective": "ring"}``, an all-reduce calibration
+    of ``n`` ranks) restarts a worker with the steps of its own loop profiled
+    on loopback with ``n`` workers (:attr:`Profile.eager`: from a round's end
+    to the next hand-off, where the worker's thread waking, its record and
+    the sharing of the cores with the communication are), and starts each
+    round after the mean activation measured there
+    (``EagerSGD(activation=...)``); a profile without it gives the
+    independent copies' law and no activation.
+
     The shared-link schemes (backup workers, the static cutoff, SSP: every
     push's arrival on the PS's link) take the PS link's rate from the
     calibration's incast probe where it has one
@@ -733,7 +776,17 @@ def predict_apriori(
     # Synchronous workers compute in lock step (the bare model's span); asynchronous ones independently.
     step = "plain" if scheme in _LOCK_STEP and "plain" in profile.sync_span else None
     work = profile.workload_at(n, step)
-    if scheme == "eager-sgd":
+    compute = work.compute
+    activation = 0.0
+    if scheme == "eager-sgd" and n in profile.eager:
+        # eager-SGD's own loop, profiled on loopback with n workers: a worker restarts (from a round's
+        # end to its next hand-off) with what it measured, a round starts its activation after its
+        # trigger, and a worker's thread applies the round.
+        loop = profile.eager[n]
+        compute = Empirical(np.asarray(loop["step"], dtype=float))
+        activation = float(np.mean(loop["activation"]))
+        update = float(loop["update"])
+    elif scheme == "eager-sgd":
         # Every worker applies each round's mean to its own copy: one optimizer step, timed with n copies.
         update = float(work.update_time)
     else:
@@ -763,7 +816,7 @@ def predict_apriori(
     pred = predict_live(
         scheme,
         n,
-        work.compute,
+        compute,
         update,
         link,
         batch=profile.batch_size,
@@ -774,6 +827,7 @@ def predict_apriori(
         emulation="none" if calibration is None else calibration.emulation,
         duplex=duplex,
         send_buffer=held,
+        activation=activation,
     )
     return {
         "predicted": pred.throughput,
@@ -781,11 +835,12 @@ def predict_apriori(
         "reason": pred.reason,
         "predicted_at": stamp(),
         "cores": profile.cores,
-        "compute_mean": work.compute_time,
+        "compute_mean": float(compute.mean),
         "update_time": update,
         "duplex": duplex,
         "send_buffer": held,
         "incast_rate": incast,
+        "activation": activation,
     }
 
 

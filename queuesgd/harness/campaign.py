@@ -375,6 +375,7 @@ def _model(
     emulation: str = "none",
     duplex: float = 1.0,
     send_buffer: float = 0.0,
+    activation: float = 0.0,
 ) -> tuple[Any, str]:
     """The queuesgd scheme that models a live scheme (from the registry), and the method to use.
 
@@ -410,7 +411,8 @@ def _model(
     if key == "stale-synchronous" and shared:
         return registry.make(key, **params, link="shared", send_buffer=send_buffer), "simulate"
     if key == "eager-sgd":  # how the harness moves the data is not the model's parameter
-        return registry.make(key, mode=params["mode"], max_stale=params["max_stale"]), "auto"
+        scheme = registry.make(key, mode=params["mode"], max_stale=params["max_stale"], activation=activation)
+        return scheme, "auto"
     return registry.make(key, **params), "auto"
 
 
@@ -530,6 +532,7 @@ def predict_live(
     emulation: str = "none",
     duplex: float = 1.0,
     send_buffer: float = 0.0,
+    activation: float = 0.0,
 ) -> Any:
     """Predict a live scheme's run with the queuesgd model that describes what the harness runs.
 
@@ -560,6 +563,9 @@ def predict_live(
         bytes of a reply the PS's socket buffer takes at once
         (:func:`~queuesgd.harness.duplex.measure_send_buffer`; 0: a send
         blocks until its replies have left).
+    activation : float
+        eager-SGD: seconds from a round's trigger to its start
+        (``EagerSGD(activation=...)``; 0: at once).
 
     Returns
     -------
@@ -582,7 +588,7 @@ def predict_live(
     from queuesgd.workload import Cluster, Layer, Workload
 
     checked = check_params(key, params, n)
-    scheme, method = _model(key, checked, emulation, duplex, send_buffer)
+    scheme, method = _model(key, checked, emulation, duplex, send_buffer, activation)
     bw_fit, alpha_fit = (math.inf, 0.0) if fit is None else (fit.bandwidth, fit.alpha)
     layers = None
     if key == "sync-ps" and emulation != "app-shaper":

@@ -41,6 +41,7 @@ from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.costs import ring_allreduce
 from queuesgd.schemes.eager_chain import EmbeddedChain
 from queuesgd.schemes.laws import ctmc_law, sample_compute, worker_laws
+from queuesgd.units import parse_seconds
 from queuesgd.workload import Cluster, Workload
 
 if TYPE_CHECKING:
@@ -86,6 +87,15 @@ class EagerSGD(Scheme):
         The partial collective.
     max_stale : int
         Partial rounds between two synchronous ones (``>= 0``; eager-SGD uses 32).
+    activation : float or str
+        Seconds from a round's trigger until its all-reduce starts on every
+        process: the partial collective's activation phase (the initiator's
+        activation messages; ``"0.4ms"`` accepted). Counted in the round:
+        ``A = activation + ring_allreduce(P, G, B, latency) + update_time``.
+        A process that finishes during the activation waits for the round's
+        end, as it would during the all-reduce (counted as buffered rather
+        than as a participant, which changes the staleness split, not the
+        throughput). 0 by default.
 
     Examples
     --------
@@ -99,6 +109,7 @@ class EagerSGD(Scheme):
 
     mode: str = "solo"
     max_stale: int = 32
+    activation: float = 0.0
 
     key: ClassVar[str] = "eager-sgd"
 
@@ -106,6 +117,10 @@ class EagerSGD(Scheme):
         _checks.choice("EagerSGD.mode", self.mode, ("solo", "majority"))
         object.__setattr__(
             self, "max_stale", _checks.integer("EagerSGD.max_stale", self.max_stale, minimum=0)
+        )
+        seconds = parse_seconds(self.activation, "EagerSGD.activation")
+        object.__setattr__(
+            self, "activation", _checks.positive("EagerSGD.activation", seconds, allow_zero=True)
         )
 
     # ---- checks and method choice ---------------------------------------------------
@@ -129,18 +144,20 @@ worker (majority all-reduce needs Cluster.workers >= 2)
             )
 
     def round_time(self, workload: Workload, cluster: Cluster) -> float:
-        """Seconds of one round: ring all-reduce of the gradient plus the local update.
+        """Seconds of one round: the activation, ring all-reduce of the gradient and the local update.
 
         Examples
         --------
         >>> from queuesgd import Workload, Cluster
         >>> EagerSGD().round_time(Workload(0.1, 1e6, update_time=0.001), Cluster(2, 1e9))
         0.002
+        >>> w = Workload(0.1, 1e6, update_time=0.001)
+        >>> round(EagerSGD(activation="0.5ms").round_time(w, Cluster(2, 1e9)), 12)
+        0.0025
         """
         P = cluster.workers
-        return float(ring_allreduce(P, workload.gradient_bytes, cluster.bandwidth, cluster.latency)) + float(
-            workload.update_time
-        )
+        ring = float(ring_allreduce(P, workload.gradient_bytes, cluster.bandwidth, cluster.latency))
+        return self.activation + ring + float(workload.update_time)
 
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
         law = _identical_law(workload, cluster)
@@ -255,7 +272,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         law = workload.compute
         P = np.asarray(workers, dtype=float)
         A = ring_allreduce(P, workload.gradient_bytes, np.asarray(bandwidth, dtype=float), latency)
-        A = np.asarray(A, dtype=float) + float(workload.update_time)
+        A = np.asarray(A, dtype=float) + float(workload.update_time) + self.activation
         if isinstance(law, Deterministic):
             rate = 1.0 / (float(law.value) + A)
             return BatchSolution(rate, P.copy(), "", "closed_form")
@@ -314,6 +331,10 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         }
         n, m = sym["n"], sym["m"]
         A = ring_allreduce(n, sym["S"], sym["B"], sym["alpha"]) + sym["u"]
+        if self.activation > 0:
+            sym["a"] = sympy.Symbol("a", positive=True)
+            meaning["a"] = "activation of a round (trigger to all-reduce), s"
+            A = A + sym["a"]
         if compute == "deterministic":
             t = sym["t"] = sympy.Symbol("t", positive=True)
             meaning["t"] = "compute time of one step, s"

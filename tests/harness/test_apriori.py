@@ -269,3 +269,38 @@ def test_shared_link_predictions_take_the_incast_rate_of_the_gradient():
         assert predict_apriori(scheme, _profile(), probed, 3)["predicted"] == pytest.approx(
             predict_apriori(scheme, _profile(), held, 3)["predicted"], rel=1e-12
         )
+
+
+def test_eager_prediction_takes_its_loop_profile_and_activation(tmp_path):
+    """eager-SGD from the profile of its own loop: the restart law, the mean activation, the round's update.
+
+    The independent route: predict() on EagerSGD with those inputs written out by hand.
+    """
+    from dataclasses import replace
+
+    from queuesgd import EagerSGD, RandomDelay, predict
+    from queuesgd.workload import Cluster
+
+    loop = {"step": np.array([0.012, 0.018, 0.015]), "activation": np.array([0.001, 0.003]), "update": 0.0006}
+    prof = replace(_profile(), eager={3: loop})
+    back = Profile.load(prof.save(tmp_path / "mlp"))
+    assert back.eager[3]["step"].tolist() == [0.012, 0.018, 0.015] and back.eager[3]["update"] == 0.0006
+    ring = Calibration("allreduce", 3, 1e7, 1e-4, 2e7, 1.0, "netns-tbf", "then")
+    params = {"mode": "solo", "collective": "ring"}
+    pred = predict_apriori("eager-sgd", back, ring, 3, params=params, random_delay="1:30ms")
+    ref = predict(
+        EagerSGD("solo", 32, activation=0.002),
+        Workload(Empirical([0.012, 0.018, 0.015]), 4040.0, batch_size=8, update_time=0.0006),
+        Cluster(3, 2e7, latency=1e-4, stragglers=RandomDelay(1, 0.03)),
+        "auto",
+        rng=0,
+    )
+    assert pred["predicted"] == pytest.approx(ref.throughput, rel=1e-12)
+    assert pred["activation"] == pytest.approx(0.002, rel=1e-12) and pred["update_time"] == 0.0006
+    # Without the loop's profile: the independent copies' law (3 copies: mean 0.03 s) and no activation.
+    plain = predict_apriori("eager-sgd", _profile(), ring, 3, params=params, random_delay="1:30ms")
+    assert plain["activation"] == 0.0 and plain["compute_mean"] == pytest.approx(0.03, rel=1e-12)
+    with pytest.raises(InvalidParameterError, match="collective"):
+        predict_apriori("eager-sgd", back, ring, 3, params={"mode": "solo"})
+    with pytest.raises(InvalidParameterError, match="calibration"):
+        predict_apriori("eager-sgd", back, replace(ring, workers=2), 3, params=params)

@@ -308,3 +308,32 @@ def test_sweep_deterministic_is_synchronous():
     P = np.array([2, 4, 16])
     expected = P * BATCH / (0.1 + np.array([ring(int(p)) for p in P]))
     assert res.columns["throughput"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_activation_lengthens_every_round_by_hand():
+    # Identical deterministic compute t: everyone arrives together, so a round is t + a + ring + u and
+    # X = m P / (t + a + ring(P) + u), by hand; the simulation (speeds make it simulate) and the
+    # formula agree.
+    t, a, u, P = 0.05, 0.004, 0.001, 4
+    want = BATCH * P / (t + a + ring(P) + u)
+    s = EagerSGD("solo", activation="4ms")
+    assert s.activation == pytest.approx(0.004, rel=1e-12)
+    closed = q.predict(s, workload(q.distributions.Deterministic(t), u), cluster(P))
+    assert closed.throughput == pytest.approx(want, rel=1e-12)
+    sim = q.predict(
+        s, workload(q.distributions.Deterministic(t), u), cluster(P, speeds=[1.0] * P), "simulate", rng=0
+    )
+    assert sim.throughput == pytest.approx(want, rel=1e-9)
+    f = s.formula("deterministic")
+    got = f.evaluate(n=P, m=BATCH, S=G, B=BW, alpha=LAT, u=u, t=t, a=a)
+    assert got == pytest.approx(want, rel=1e-12)
+    # Exponential compute: the round time enters as A; the regenerative cycle by hand with A = a + ring + u.
+    mu, K = 10.0, 32
+    A = a + ring(P) + u
+    qd = 1 - math.exp(-mu * A)
+    cycle_time = K * (1 / (P * mu) + A) + H(P) / mu + A
+    grads = K * (1 + (P - 1) * qd) + P
+    exp = q.predict(s, workload(Exponential(mu), u), cluster(P))
+    assert exp.throughput == pytest.approx(BATCH * grads / cycle_time, rel=1e-9)
+    with pytest.raises(InvalidParameterError, match="activation"):
+        EagerSGD(activation=-1.0)
