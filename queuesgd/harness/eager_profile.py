@@ -20,7 +20,8 @@ emulated network, no straggler recipe) for ``k`` workers and returns, per
   (or the run's start) to its hand-off of the next gradient: the compute law
   :class:`~queuesgd.schemes.eager.EagerSGD` should restart a process with;
 - ``activation``: every round's time from the hand-off that triggered it
-  to its start at worker 0 (``EagerSGD(activation=...)`` takes the mean);
+  (the first fresh one since the previous round started) to its start at
+  worker 0 (``EagerSGD(activation=...)`` takes the mean);
 - ``update``: the median time a worker's thread took to apply a round.
 
 :func:`queuesgd.harness.apriori.predict_apriori` predicts eager-SGD from
@@ -44,6 +45,7 @@ Examples
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -62,9 +64,10 @@ def eager_loop_times(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     records, on its own clock) before its step ``i - 1`` was released
     (``t_end``); the other workers' releases can come before worker 0 has
     recorded the round's end, so their steps are left out. A round's
-    activation runs from the latest hand-off of a fresh gradient before the
-    round's start to that start. Warm-up records are left out, and the
-    injected delays taken off the steps.
+    activation runs from its trigger, the first hand-off of a fresh gradient
+    (any worker's) since the previous round started, to its start at
+    worker 0. Warm-up records are left out, and the injected delays taken
+    off the steps.
     """
     rounds = sorted((r for r in records if r.get("role") == "round"), key=lambda r: r["t_end"])
     ends = [float(r["t_end"]) for r in rounds]
@@ -89,12 +92,14 @@ def eager_loop_times(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             steps.append(hand - ends[i] - float(cur.get("delay") or 0.0))
     fresh_hands.sort()
     activation = []
-    for r in rounds:
-        if r.get("warmup"):
-            continue
-        j = bisect.bisect_right(fresh_hands, float(r["t_start"])) - 1
-        if j >= 0:
-            activation.append(float(r["t_start"]) - fresh_hands[j])
+    previous = -math.inf
+    for r in sorted(rounds, key=lambda r: r["t_start"]):
+        start = float(r["t_start"])
+        # The round's trigger: the first fresh hand-off since the previous round started.
+        j = bisect.bisect_right(fresh_hands, previous)
+        if not r.get("warmup") and j < len(fresh_hands) and fresh_hands[j] <= start:
+            activation.append(start - fresh_hands[j])
+        previous = start
     updates = [float(r["t_update"]) for r in rounds if not r.get("warmup")]
     return {
         "step": steps,
