@@ -33,7 +33,8 @@ Records: workers ``role="worker"`` (``t_compute``, ``delay``, ``t_wait``,
 ``buffered``), worker 0's thread one ``role="round"`` record per round
 (``applied``: gradients in the round, all workers; ``t_start``, ``t_comm``,
 ``t_update``), rank 0 one ``role="activator"`` record per round
-(``t_trigger``, ``sync``, ``initiator``). The last round's record adds
+(``t_trigger``, the arrival of the notification that started it, from
+``trigger_worker``; ``sync``, ``initiator``, ``notified``). The last round's record adds
 ``params_sum``.
 """
 
@@ -97,11 +98,11 @@ def eager_activator(
                 raise RuntimeError(f"worker rank {m.src} stopped before the last round")
             if int(m.tag) == r:  # it had seen every start so far: its gradient waits for this round
                 valid[m.src] = m.t
-        trigger = (
-            max(valid.values())
-            if sync
-            else (valid[initiator] if initiator is not None else min(valid.values()))
-        )
+        if sync:
+            who = max(valid, key=valid.__getitem__)
+        else:
+            who = initiator if initiator is not None else min(valid, key=valid.__getitem__)
+        trigger = valid[who]
         start[0], start[1] = r, float(sync)
         for w in [dist.isend(start, dst=k, group=down) for k in range(1, n + 1)]:
             w.wait()
@@ -113,6 +114,7 @@ def eager_activator(
             t_end=clock.wall(sent),
             sync=sync,
             initiator=None if initiator is None else initiator - 1,
+            trigger_worker=who - 1,
             notified=sorted(k - 1 for k in valid),
         )
         ctx.report(rec)

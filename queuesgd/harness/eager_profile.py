@@ -20,7 +20,7 @@ emulated network, no straggler recipe) for ``k`` workers and returns, per
   (or the run's start) to its hand-off of the next gradient: the compute law
   :class:`~queuesgd.schemes.eager.EagerSGD` should restart a process with;
 - ``activation``: every round's time from the hand-off that triggered it
-  (the first fresh one since the previous round started) to its start at
+  (the one whose notification rank 0 started the round on) to its start at
   worker 0 (``EagerSGD(activation=...)`` takes the mean);
 - ``update``: the median time a worker's thread took to apply a round.
 
@@ -31,6 +31,7 @@ profiling step, before any run.
 Examples
 --------
 >>> recs = [
+...     {"role": "activator", "step": 0, "t_trigger": 0.95, "trigger_worker": 0},
 ...     {"role": "round", "step": 0, "t_start": 1.0, "t_end": 1.5, "t_update": 0.01, "warmup": False},
 ...     {"role": "worker", "worker": 0, "step": 0, "t0": 0.0, "t_end": 1.6, "t_wait": 0.7,
 ...      "delay": 0.0, "buffered": False, "warmup": False},
@@ -45,7 +46,6 @@ Examples
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -64,10 +64,10 @@ def eager_loop_times(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     records, on its own clock) before its step ``i - 1`` was released
     (``t_end``); the other workers' releases can come before worker 0 has
     recorded the round's end, so their steps are left out. A round's
-    activation runs from its trigger, the first hand-off of a fresh gradient
-    (any worker's) since the previous round started, to its start at
-    worker 0. Warm-up records are left out, and the injected delays taken
-    off the steps.
+    activation runs from its trigger, the hand-off whose notification rank 0
+    started it on (``role="activator"``: ``trigger_worker``'s latest fresh
+    hand-off before ``t_trigger``), to its start at worker 0. Warm-up
+    records are left out, and the injected delays taken off the steps.
     """
     rounds = sorted((r for r in records if r.get("role") == "round"), key=lambda r: r["t_end"])
     ends = [float(r["t_end"]) for r in rounds]
@@ -76,10 +76,10 @@ def eager_loop_times(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if r.get("role") == "worker":
             workers.setdefault(int(r["worker"]), []).append(r)
     steps: list[float] = []
-    fresh_hands: list[float] = []
-    for recs in workers.values():
+    hands: dict[int, list[float]] = {}
+    for w, recs in workers.items():
         recs.sort(key=lambda r: r["step"])
-        fresh_hands += [float(r["t_end"]) - float(r["t_wait"]) for r in recs if not r.get("buffered")]
+        hands[w] = sorted(float(r["t_end"]) - float(r["t_wait"]) for r in recs if not r.get("buffered"))
         if recs[0]["worker"] != 0:  # the round ends are worker 0's: its own restarts only
             continue
         for prev, cur in zip(recs, recs[1:], strict=False):
@@ -90,16 +90,17 @@ def eager_loop_times(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             if i < 0:
                 continue
             steps.append(hand - ends[i] - float(cur.get("delay") or 0.0))
-    fresh_hands.sort()
+    # A round's trigger is the notification rank 0 started it on: the latest fresh hand-off of its
+    # trigger_worker before that notification arrived.
+    starts = {int(r["step"]): float(r["t_start"]) for r in rounds if not r.get("warmup")}
     activation = []
-    previous = -math.inf
-    for r in sorted(rounds, key=lambda r: r["t_start"]):
-        start = float(r["t_start"])
-        # The round's trigger: the first fresh hand-off since the previous round started.
-        j = bisect.bisect_right(fresh_hands, previous)
-        if not r.get("warmup") and j < len(fresh_hands) and fresh_hands[j] <= start:
-            activation.append(start - fresh_hands[j])
-        previous = start
+    for a in records:
+        if a.get("role") != "activator" or int(a["step"]) not in starts:
+            continue
+        mine = hands.get(int(a["trigger_worker"]), [])
+        j = bisect.bisect_right(mine, float(a["t_trigger"])) - 1
+        if j >= 0:
+            activation.append(starts[int(a["step"])] - mine[j])
     updates = [float(r["t_update"]) for r in rounds if not r.get("warmup")]
     return {
         "step": steps,
