@@ -34,8 +34,9 @@ Records: workers ``role="worker"`` (``t_compute``, ``delay``, ``t_wait``,
 (``applied``: gradients in the round, all workers; ``t_start``, ``t_comm``,
 ``t_update``), rank 0 one ``role="activator"`` record per round
 (``t_trigger``, the arrival of the notification that started it, from
-``trigger_worker``; ``sync``, ``initiator``, ``notified``). The last round's record adds
-``params_sum``.
+``trigger_worker``; ``sync``, ``initiator``, ``notified``), and every worker
+one ``role="starts"`` record at the end (``rounds``, ``t_start``: when its
+thread took each round's start). The last round's record adds ``params_sum``.
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ class _Rounds:
         self.stopped = False
         self.error: BaseException | None = None
         self.records: list[dict] = []
+        self.starts: list[tuple[int, float]] = []  # (round, when this worker's thread took its start)
         self.thread = threading.Thread(target=self._loop, name="queuesgd-eager", daemon=True)
         self.thread.start()
 
@@ -188,6 +190,7 @@ class _Rounds:
                 r = int(ctl[0])
                 if r < 0:
                     break
+                self.starts.append((r, clock.wall(got)))
                 with self.lock:
                     self.in_round = True
                     self.seen += 1
@@ -279,5 +282,8 @@ def eager_ring_worker(
         if k == len(rounds.records) - 1:
             full["params_sum"] = float(rounds.latest.params.double().sum())
         ctx.report(full)
+    starts = base_record("eager-sgd", "starts", 0, False, shaper)
+    starts.update(worker=me, rounds=[r for r, _ in rounds.starts], t_start=[t for _, t in rounds.starts])
+    ctx.report(starts)
     note[0] = -1.0
     dist.send(note, dst=0)

@@ -20,8 +20,8 @@ emulated network, no straggler recipe) for ``k`` workers and returns, per
   (or the run's start) to its hand-off of the next gradient: the compute law
   :class:`~queuesgd.schemes.eager.EagerSGD` should restart a process with;
 - ``activation``: every round's time from the hand-off that triggered it
-  (the one whose notification rank 0 started the round on) to its start at
-  worker 0 (``EagerSGD(activation=...)`` takes the mean);
+  (the one whose notification rank 0 started the round on) until every
+  worker has taken its start (``EagerSGD(activation=...)`` takes the mean);
 - ``update``: the median time a worker's thread took to apply a round.
 
 :func:`queuesgd.harness.apriori.predict_apriori` predicts eager-SGD from
@@ -41,6 +41,8 @@ Examples
 >>> out = eager_loop_times(recs)
 >>> [round(x, 12) for x in out["step"]], [round(x, 12) for x in out["activation"]], out["update"]
 ([0.5], [0.1], 0.01)
+>>> [round(x, 12) for x in out["round"]]             # trigger (0.9) to the round's end (1.5)
+[0.6]
 """
 
 from __future__ import annotations
@@ -66,8 +68,12 @@ def eager_loop_times(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     recorded the round's end, so their steps are left out. A round's
     activation runs from its trigger, the hand-off whose notification rank 0
     started it on (``role="activator"``: ``trigger_worker``'s latest fresh
-    hand-off before ``t_trigger``), to its start at worker 0. Warm-up
-    records are left out, and the injected delays taken off the steps.
+    hand-off before ``t_trigger``), to the moment the last worker's thread
+    took the round's start (``role="starts"``; worker 0's ``t_start`` where
+    they are absent): the all-reduce cannot begin before. Warm-up records
+    are left out, and the injected delays taken off the steps. ``round``:
+    every round's time from its trigger to its end at worker 0 (activation,
+    all-reduce and update, as run).
     """
     rounds = sorted((r for r in records if r.get("role") == "round"), key=lambda r: r["t_end"])
     ends = [float(r["t_end"]) for r in rounds]
@@ -91,9 +97,16 @@ def eager_loop_times(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 continue
             steps.append(hand - ends[i] - float(cur.get("delay") or 0.0))
     # A round's trigger is the notification rank 0 started it on: the latest fresh hand-off of its
-    # trigger_worker before that notification arrived.
+    # trigger_worker before that notification arrived. Its all-reduce starts when the last worker's
+    # thread has taken the start (worker 0's own, where the workers did not report theirs).
     starts = {int(r["step"]): float(r["t_start"]) for r in rounds if not r.get("warmup")}
-    activation = []
+    ends_of = {int(r["step"]): float(r["t_end"]) for r in rounds if not r.get("warmup")}
+    for s in records:
+        if s.get("role") == "starts":
+            for step, t in zip(s["rounds"], s["t_start"], strict=True):
+                if int(step) in starts:
+                    starts[int(step)] = max(starts[int(step)], float(t))
+    activation, whole = [], []
     for a in records:
         if a.get("role") != "activator" or int(a["step"]) not in starts:
             continue
@@ -101,11 +114,13 @@ def eager_loop_times(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         j = bisect.bisect_right(mine, float(a["t_trigger"])) - 1
         if j >= 0:
             activation.append(starts[int(a["step"])] - mine[j])
+            whole.append(ends_of[int(a["step"])] - mine[j])
     updates = [float(r["t_update"]) for r in rounds if not r.get("warmup")]
     return {
         "step": steps,
         "activation": activation,
         "update": float(np.median(updates)) if updates else 0.0,
+        "round": whole,
     }
 
 
