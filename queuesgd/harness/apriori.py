@@ -80,8 +80,6 @@ SCHEMES = {
 
 #: The PS schemes whose workers compute in lock step (a barrier per iteration); the others run freely.
 _LOCK_STEP = ("sync-ps", "backup-workers", "static-cutoff")
-#: The schemes predicted with the shared-link engines (every push's arrival on the PS's link).
-_SHARED_LINK = ("backup-workers", "static-cutoff", "stale-synchronous")
 
 
 def stamp() -> str:
@@ -757,7 +755,7 @@ def predict_apriori(
     scheme = _checks.choice("scheme", scheme, tuple(SCHEMES))
     if scheme == "ddp":
         return predict_ddp(profile, calibration, workers, seed=seed)
-    from queuesgd.harness.campaign import predict_live
+    from queuesgd.harness.campaign import SHARED_LINK, predict_live
     from queuesgd.harness.runners import check_params
 
     n = _checks.integer("workers", workers)
@@ -804,7 +802,7 @@ def predict_apriori(
     held = 0.0
     link = calibration
     incast = None
-    if scheme in _SHARED_LINK and calibration is not None:
+    if scheme in SHARED_LINK and calibration is not None:
         held = float(calibration.send_buffer or 0.0)
         if calibration.incast:
             # Pushes queue for the PS's link there: each holds it for the occupancy the incast probe

@@ -416,8 +416,9 @@ def _model(
     return registry.make(key, **params), "auto"
 
 
-#: Live schemes whose model reads the PS's send buffer (the shared-link engines).
-_BUFFERED = ("backup-workers", "static-cutoff", "stale-synchronous")
+#: Live schemes predicted with the shared-link engines on a real network (every push's arrival on the PS's
+#: link), whose models read the PS's send buffer; the a-priori protocol also gives them the incast rate.
+SHARED_LINK = ("backup-workers", "static-cutoff", "stale-synchronous")
 
 
 def _run_one(
@@ -475,7 +476,7 @@ def _run_one(
         else:
             fit = calibrate.calibrate_p2p(sizes, gap=gap, **common)
         held = 0.0
-        if key in _BUFFERED and emulation != "app-shaper":
+        if key in SHARED_LINK and emulation != "app-shaper":
             from queuesgd.harness.duplex import measure_send_buffer
 
             probe = measure_send_buffer(4 * max(nbytes, 1 << 20), setup=setup, host=host, timeout=limit)

@@ -39,7 +39,6 @@ Examples
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -175,7 +174,6 @@ def measure_incast(
         "senders": k,
         "count": per,
         "reply": bool(reply),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
 
