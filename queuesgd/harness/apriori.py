@@ -750,7 +750,8 @@ def predict_apriori(
     dict
         ``predicted``, ``method``, ``reason``, ``predicted_at``, ``cores``,
         ``compute_mean``, ``update_time``, ``duplex``, ``send_buffer``,
-        ``incast_rate`` (bytes per second; None where not used).
+        ``incast_rate`` (bytes per second; None where not used) and
+        ``activation`` (eager-SGD's, seconds; 0 elsewhere).
     """
     scheme = _checks.choice("scheme", scheme, tuple(SCHEMES))
     if scheme == "ddp":
