@@ -550,7 +550,8 @@ def calibrate_network(
 
     from queuesgd.harness.netns import on_network
 
-    world = workers if kind == "allreduce" else 3  # p2p: two ranks, and a third for the duplex probe
+    # p2p: two ranks, and a third for the duplex and incast probes
+    world = workers if kind == "allreduce" else 3
     (fit, over, duplex, ps_link), emulation = on_network(world, bw, go)
     held, incast = ps_link if ps_link is not None else (None, None)
     return Calibration(
