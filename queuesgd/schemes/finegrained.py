@@ -33,7 +33,15 @@ from queuesgd.schemes.kofn import compute_laws, mean_compute, time_to_barrier
 if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload
 
-__all__ = ["FineGrained", "GraphRun", "coarse_iteration_time", "fine_breakdown", "run_fine_graph"]
+__all__ = [
+    "FineGrained",
+    "GraphRun",
+    "coarse_iteration_time",
+    "communication_after_backward",
+    "fine_breakdown",
+    "fine_solution",
+    "run_fine_graph",
+]
 
 
 def coarse_iteration_time(
@@ -172,6 +180,68 @@ def fine_breakdown(run: GraphRun, workload: Workload, cluster: Cluster) -> dict[
         "update": it * shares.get("update", 0.0),
         "waiting": crit_compute - compute,
     }
+
+
+def communication_after_backward(
+    run: GraphRun, comm_tasks: Sequence[int], backward_ends: Sequence[int]
+) -> float:
+    """Seconds the last communication task ends after the last backward task (0 if before).
+
+    Examples
+    --------
+    >>> run = GraphRun(0.1, {}, np.array([0.02, 0.05, 0.08]), None, "", {})
+    >>> round(communication_after_backward(run, [2], [0, 1]), 12)     # 80 ms against 50 ms
+    0.03
+    """
+    comm_end = float(np.max(run.finish[list(comm_tasks)])) if len(comm_tasks) else 0.0
+    backward_end = float(np.max(run.finish[list(backward_ends)]))
+    return max(comm_end - backward_end, 0.0)
+
+
+def fine_solution(
+    run: GraphRun,
+    graph: TaskGraph,
+    workload: Workload,
+    cluster: Cluster,
+    *,
+    workers_in_graph: int,
+    head: str,
+    tail: str = "",
+    details: dict[str, Any],
+) -> SchemeSolution:
+    """The solution of a synchronous step's task graph (``method="fine"``): ``n`` gradients per iteration.
+
+    The reason is ``head``, which workers the graph draws, the run's
+    evaluation (``run.how``) and ``tail``; the breakdown is
+    :func:`fine_breakdown`'s and the bottleneck its largest part.
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster
+    >>> from queuesgd.dag import Task, TaskGraph
+    >>> g = TaskGraph([Task("f", 0.01, group="forward"), Task("c", 0.03, after="f", group="communication")])
+    >>> sol = fine_solution(run_fine_graph(g, 2, 10, 0), g, Workload(0.01, "1MB"), Cluster(2, "1Gbit/s"),
+    ...                     workers_in_graph=1, head="a graph: 2 tasks", details={})
+    >>> round(sol.iteration_time, 9), sol.bottleneck
+    (0.04, 'communication')
+    >>> sol.reason.split("; ")[0]
+    'a graph: 2 tasks, one worker (identical, deterministic) drawn'
+    """
+    breakdown = fine_breakdown(run, workload, cluster)
+    drawn = "every worker" if workers_in_graph > 1 else "one worker (identical, deterministic)"
+    it = run.iteration_time
+    return SchemeSolution(
+        iteration_rate=1.0 / it,
+        gradients_per_update=float(cluster.workers),
+        iteration_time=it,
+        breakdown=breakdown,
+        method="fine",
+        reason=f"{head}, {drawn} drawn; {run.how}{tail}",
+        details=details,
+        interval=run.interval,
+        bottleneck=max(breakdown, key=lambda key: breakdown[key]),
+        model=graph,
+    )
 
 
 class FineGrained:
@@ -316,30 +386,24 @@ class FineGrained:
         n = cluster.workers
         iters = self.fine_iterations if iterations is None else _checks.integer("iterations", iterations)
         run = run_fine_graph(graph, n, iters, rng)
-        it, shares, finish, how = run.iteration_time, run.shares, run.finish, run.how
         details: dict[str, Any] = {"tasks": len(graph), "messages": len(model.buckets), **run.details}
-        comm_end = float(np.max(finish[list(model.comm_tasks)])) if model.comm_tasks else 0.0
-        backward_end = float(np.max(finish[list(model.backward_ends)]))
-        details["non_overlapped_communication"] = max(comm_end - backward_end, 0.0)
-        details["message_bytes"] = tuple(b.nbytes for b in model.buckets)
-        details["critical_share"] = dict(shares)
-        breakdown = fine_breakdown(run, workload, cluster)
-        drawn = "every worker" if model.workers_in_graph > 1 else "one worker (identical, deterministic)"
-        reason = (
-            f"fine-grained task graph: {len(graph)} tasks, {len(model.buckets)} messages per worker, "
-            f"overlap {'on' if self.overlap else 'off'}, {drawn} drawn; {how}; {model.note}"  # type: ignore[attr-defined]
+        details["non_overlapped_communication"] = communication_after_backward(
+            run, model.comm_tasks, model.backward_ends
         )
-        return SchemeSolution(
-            iteration_rate=1.0 / it,
-            gradients_per_update=float(n),
-            iteration_time=it,
-            breakdown=breakdown,
-            method="fine",
-            reason=reason,
+        details["message_bytes"] = tuple(b.nbytes for b in model.buckets)
+        details["critical_share"] = dict(run.shares)
+        return fine_solution(
+            run,
+            graph,
+            workload,
+            cluster,
+            workers_in_graph=model.workers_in_graph,
+            head=(
+                f"fine-grained task graph: {len(graph)} tasks, {len(model.buckets)} messages per worker, "
+                f"overlap {'on' if self.overlap else 'off'}"  # type: ignore[attr-defined]
+            ),
+            tail=f"; {model.note}",
             details=details,
-            interval=run.interval,
-            bottleneck=max(breakdown, key=lambda k: breakdown[k]),
-            model=graph,
         )
 
     def _coarse_exposed(

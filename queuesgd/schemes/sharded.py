@@ -580,14 +580,13 @@ class ShardedDataParallel(Scheme):
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
         """The task graph of one step: exact longest path if deterministic, else its Monte Carlo."""
-        from queuesgd.schemes.finegrained import fine_breakdown, run_fine_graph
+        from queuesgd.schemes.finegrained import communication_after_backward, fine_solution, run_fine_graph
 
         model = self.fine_model(workload, cluster)
         graph = model.graph
         n = cluster.workers
         iters = self.fine_iterations if iterations is None else _checks.integer("iterations", iterations)
         run = run_fine_graph(graph, n, iters, rng, unit="steps")
-        it, finish, how = run.iteration_time, run.finish, run.how
         details: dict[str, Any] = {
             "memory": self.memory(workload, cluster),
             "tasks": len(graph),
@@ -595,27 +594,21 @@ class ShardedDataParallel(Scheme):
             "channel_order": tuple(f"{kind}{i}" for kind, i in model.order),
             **run.details,
         }
-        comm_end = float(np.max(finish[list(model.comm_tasks)])) if model.comm_tasks else 0.0
-        backward_end = float(np.max(finish[list(model.backward_ends)]))
-        details["communication_after_backward"] = max(comm_end - backward_end, 0.0)
-        breakdown = fine_breakdown(run, workload, cluster)
-        drawn = "every worker" if model.workers_in_graph > 1 else "one worker (identical, deterministic)"
-        reason = (
-            f"sharded data-parallel task graph, ZeRO stage {self.stage}: {len(graph)} tasks, "
-            f"{len(model.units)} units, prefetch {'on' if self.prefetch else 'off'}, overlap "
-            f"{'on' if self.overlap else 'off'}, {drawn} drawn; {how}"
+        details["communication_after_backward"] = communication_after_backward(
+            run, model.comm_tasks, model.backward_ends
         )
-        return SchemeSolution(
-            iteration_rate=1.0 / it,
-            gradients_per_update=float(n),
-            iteration_time=it,
-            breakdown=breakdown,
-            method="fine",
-            reason=reason,
+        return fine_solution(
+            run,
+            graph,
+            workload,
+            cluster,
+            workers_in_graph=model.workers_in_graph,
+            head=(
+                f"sharded data-parallel task graph, ZeRO stage {self.stage}: {len(graph)} tasks, "
+                f"{len(model.units)} units, prefetch {'on' if self.prefetch else 'off'}, overlap "
+                f"{'on' if self.overlap else 'off'}"
+            ),
             details=details,
-            interval=run.interval,
-            bottleneck=max(breakdown, key=lambda key: breakdown[key]),
-            model=graph,
         )
 
     # ---- formula --------------------------------------------------------------------------------
