@@ -116,6 +116,32 @@ class Formula:
         object.__setattr__(self, "symbols", MappingProxyType(dict(self.symbols)))
         object.__setattr__(self, "meaning", MappingProxyType(dict(self.meaning)))
 
+    @classmethod
+    def pruned(
+        cls,
+        expr: Any,
+        symbols: Mapping[str, Any],
+        meaning: Mapping[str, str],
+        name: str,
+        assumptions: str = "",
+    ) -> Formula:
+        """A formula of ``expr`` with only the symbols it still contains, by name, and their meanings.
+
+        For a model that builds its expression from a full set of symbols,
+        some of which drop out (a term that vanishes for the parameters).
+
+        Examples
+        --------
+        >>> import sympy
+        >>> n, B = sympy.Symbol("n", positive=True), sympy.Symbol("B", positive=True)
+        >>> f = Formula.pruned(2 * n, {"n": n, "B": B}, {"n": "workers", "B": "bandwidth"}, "x")
+        >>> sorted(f.symbols), dict(f.meaning)
+        (['n'], {'n': 'workers'})
+        """
+        free = {s.name for s in expr.free_symbols}
+        kept = {s.name: s for s in symbols.values() if s.name in free}
+        return cls(expr, kept, {k: meaning[k] for k in kept if k in meaning}, name, assumptions)
+
     # ---- printing ---------------------------------------------------------------------
     def __str__(self) -> str:
         import sympy

@@ -375,12 +375,10 @@ class BarrierScheme(Scheme):
         wait = self._formula_wait(syms, compute, k)
         comm, upd = self.costs(n, k, SymbolicWorkload(syms), syms["B"], syms["alpha"], syms["s"])
         expr = self._formula_gradients(syms, k) * syms["m"] / (wait + comm + upd)
-        free = {s.name for s in expr.free_symbols}
-        symbols = {s.name: s for s in syms.values() if s.name in free}
-        return Formula(
+        return Formula.pruned(
             expr,
-            symbols,
-            {name: meaning[name] for name in symbols},
+            syms,
+            meaning,
             f"{self.key} throughput, {compute} compute",
             self._assumptions(),
         )

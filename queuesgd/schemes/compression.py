@@ -666,12 +666,10 @@ class CompressedAllReduce(FineGrained, BarrierScheme):
             "alpha": "one-way latency, s",
             **self._meanings(),
         }
-        free = {s.name for s in expr.free_symbols}
-        symbols = {k: v for k, v in syms.items() if k in free}
-        return Formula(
+        return Formula.pruned(
             expr,
-            symbols,
-            {k: meaning[k] for k in symbols},
+            syms,
+            meaning,
             f"{self.key} ({self.compressor}) breakeven bandwidth, bytes/s",
             "one message, no overlap: compression pays below B* when the denominator (compression cost plus "
             "latency difference) is positive; deterministic costs linear in the uncompressed bytes",

@@ -282,6 +282,4 @@ def cutoff_formula(expr: Any, sym: dict[str, Any], name: str, assumptions: str) 
         "u": "PS update time per gradient (s)",
         "s": "PS shards",
     }
-    free = {s.name for s in expr.free_symbols}
-    sym = {k: v for k, v in sym.items() if k in free}
-    return Formula(expr, sym, {k: meaning[k] for k in sym}, name, assumptions)
+    return Formula.pruned(expr, sym, meaning, name, assumptions)

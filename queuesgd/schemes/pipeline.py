@@ -1051,11 +1051,10 @@ class Pipeline(Scheme):
             "G": "gradient bytes of the whole model (dense: = parameter bytes)",
             "u": "optimizer step of the whole model, s",
         }
-        free = {s.name for s in expr.free_symbols}
-        return Formula(
+        return Formula.pruned(
             expr,
-            {k: v for k, v in sy.items() if k in free},
-            {k: v for k, v in meaning.items() if k in free},
+            sy,
+            meaning,
             f"{self.key} throughput ({self.schedule}, {self.data_parallel}), deterministic compute",
             "S balanced stages of forward t_f and backward t_b, deterministic; sends alpha + A/B on FIFO "
             f"full-duplex links, exact when {self.condition_text()} with c = alpha + A/B; stage gradients "

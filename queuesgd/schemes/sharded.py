@@ -689,12 +689,10 @@ class ShardedDataParallel(Scheme):
             "mu": "compute rate, 1/s (exponential compute)",
             "t": "compute time, s (deterministic compute)",
         }
-        free = {s.name for s in expr.free_symbols}
-        symbols = {name: s for name, s in syms.items() if name in free}
-        return Formula(
+        return Formula.pruned(
             expr,
-            symbols,
-            {name: meaning[name] for name in symbols},
+            syms,
+            meaning,
             f"{self.key} stage {self.stage} throughput, {compute} compute",
             f"ring alpha-beta collectives on one channel per worker, k equal units; {note}",
         )
