@@ -123,6 +123,28 @@ def choice(field: str, value: Any, choices: Iterable[str]) -> str:
     return value
 
 
+def device(field: str, value: Any) -> str:
+    """Return ``value`` if it names a torch device the harness runs on: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    Only the spelling is checked here (no torch import): whether a CUDA device is
+    present is for the worker that uses it to find out.
+
+    Examples
+    --------
+    >>> device("device", "cuda:0"), device("device", "cpu")
+    ('cuda:0', 'cpu')
+    >>> device("device", "gpu")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: device: got 'gpu'; accepted: 'cpu', 'cuda' or 'cuda:N' (...)
+    """
+    if isinstance(value, str):
+        head, _, index = value.partition(":")
+        if (value == "cpu") or (head == "cuda" and (not _ or index.isdigit())):
+            return value
+    raise InvalidParameterError(field, value, "'cpu', 'cuda' or 'cuda:N' (N a device index)")
+
+
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
 

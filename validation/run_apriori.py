@@ -175,11 +175,12 @@ def _calibration_for(cals: dict, scheme: str, rate: str | None, n: int) -> Calib
     return None if rate is None else cals[_calibration_key(scheme, rate, n)]
 
 
-def _drift(spec: dict, model: str, prof: Profile) -> dict:
+def measure_drift(spec: dict, model: str, prof: Profile) -> dict:
     """The one-worker DDP step measured again after the model's runs, against the profile's.
 
     This machine's speed drifts (other tenants of the host): the ratio bounds how far any a-priori
-    prediction made from the profile could be right, whatever the model.
+    prediction made from the profile could be right, whatever the model. Measured on the profile's
+    device (``run_gpu.py`` uses it too).
     """
     from queuesgd.harness.contention import measure_synchronized
 
@@ -190,6 +191,7 @@ def _drift(spec: dict, model: str, prof: Profile) -> dict:
         batch_size=cfg["batch_size"],
         repetitions=spec["repetitions"],
         model_options=cfg["model_options"],
+        device=prof.device,
     )[1]["span"]
     before = float(np.mean(prof.sync_span["ddp"][1]))
     after = float(np.mean(again))
@@ -259,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if not row["disturbed"]:
                     break
-        drift = [d for d in drift if d.get("model") != model] + [_drift(spec, model, prof)]
+        drift = [d for d in drift if d.get("model") != model] + [measure_drift(spec, model, prof)]
     if args.predict_only:
         return 0
     drift_path.write_text(json.dumps(drift, indent=1) + "\n")

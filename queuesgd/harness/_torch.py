@@ -6,11 +6,12 @@ that needs it calls :func:`require_torch` first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 
 from queuesgd.errors import MissingDependencyError
 
-__all__ = ["require_torch"]
+__all__ = ["require_torch", "use_device"]
 
 
 def require_torch() -> ModuleType:
@@ -35,3 +36,44 @@ def require_torch() -> ModuleType:
     except ImportError:
         raise MissingDependencyError("torch", "validation") from None
     return torch
+
+
+def use_device(device: str) -> tuple[object, Callable[[], None]]:
+    """In a worker process: the ``torch.device`` to compute on, made current, and how to wait for it.
+
+    ``"cpu"`` gives a no-op wait. A CUDA device becomes the process's current
+    device (:func:`torch.cuda.set_device`), and the wait is
+    :func:`torch.cuda.synchronize`: CUDA kernels and gloo's copies of CUDA
+    tensors run asynchronously, so a host clock read after them measures
+    nothing until the device is done. Call it in the worker, never in the
+    parent: the launcher forks, and CUDA cannot be used in a child of a
+    process that initialized it.
+
+    Raises
+    ------
+    InvalidParameterError
+        When ``device`` is not ``"cpu"``, ``"cuda"`` or ``"cuda:N"``, or names
+        a CUDA device this machine does not have.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("torch")
+    >>> dev, wait = use_device("cpu")
+    >>> str(dev), wait()
+    ('cpu', None)
+    """
+    from queuesgd import _checks
+    from queuesgd.errors import InvalidParameterError
+
+    name = _checks.device("device", device)
+    torch = require_torch()
+    dev = torch.device(name)
+    if dev.type == "cpu":
+        return dev, lambda: None
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = 0 if dev.index is None else dev.index
+    if index >= count:
+        raise InvalidParameterError("device", name, f"a CUDA device this machine has ({count} found)")
+    dev = torch.device("cuda", index)
+    torch.cuda.set_device(dev)
+    return dev, torch.cuda.synchronize

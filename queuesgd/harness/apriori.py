@@ -40,7 +40,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ __all__ = [
     "Calibration",
     "Profile",
     "calibrate_network",
+    "ddp_calibration_sizes",
     "make_profile",
     "predict_apriori",
     "predict_ddp",
@@ -64,6 +65,9 @@ __all__ = [
     "run_apriori",
     "stamp",
 ]
+
+#: Lock-step steps a profile can measure (:func:`make_profile`'s ``synchronized``).
+STEPS = ("ddp", "ddp-local", "plain")
 
 #: Live schemes the a-priori protocol runs with real models, and the calibration each needs. eager-SGD
 #: runs with ``collective="ring"`` (:mod:`~queuesgd.harness.eager_loops`): its rounds are real all-reduces
@@ -115,7 +119,7 @@ class Profile:
         ``n`` -> seconds the parameter server takes to average ``n`` flat
         gradients and apply them (measured alone, for the PS schemes).
     sync_span : mapping of str to mapping of int to sequence of float
-        ``step`` (``"ddp"`` or ``"plain"``) -> ``k`` -> the compute phase of
+        ``step`` (``"ddp"``, ``"ddp-local"`` or ``"plain"``) -> ``k`` -> the compute phase of
         each synchronous step of ``k`` workers in lock step on this machine:
         seconds from their common start to the last one's end of backward
         (:func:`~queuesgd.harness.contention.measure_synchronized`).
@@ -126,6 +130,9 @@ class Profile:
         (:func:`~queuesgd.harness.eager_profile.measure_eager`): ``step``
         (every restart to hand-off, seconds), ``activation`` (every trigger
         to round start) and ``update``; empty if not measured.
+    device : str
+        Where the model computed: ``"cpu"``, or the CUDA device that every
+        copy shared (a GPU profile serves DDP on that device).
     """
 
     model: str
@@ -140,15 +147,17 @@ class Profile:
     sync_span: Mapping[str, Mapping[int, Any]] = field(default_factory=dict)
     sync_update: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
     eager: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    device: str = "cpu"
 
     def workload_at(self, k: int, step: str | None = None) -> Workload:
         """The workload of one of ``k`` workers computing at once on this machine.
 
         ``step=None`` (independent workers, asynchronous schemes): the compute
         law is the one measured with ``k`` concurrent copies and the update
-        time the one measured with them. ``step="ddp"`` or ``"plain"``
-        (synchronous schemes): the compute time is the mean span of the
-        lock-step runs of ``k`` copies (DDP's step or the bare model's), the
+        time the one measured with them. ``step="ddp"``, ``"ddp-local"`` or
+        ``"plain"`` (synchronous schemes): the compute time is the mean span of the
+        lock-step runs of ``k`` copies (DDP's step, DDP's step without its
+        collective, or the bare model's), the
         same for every worker (:class:`~queuesgd.distributions.Deterministic`:
         the span already is the slowest copy's end, and the copies share the
         cores, so their ends are not independent draws), and the update is
@@ -167,7 +176,7 @@ class Profile:
         if step is None:
             measured, updates = self.concurrency, self.updates
         else:
-            step = _checks.choice("step", step, tuple(self.sync_span) or ("ddp", "plain"))
+            step = _checks.choice("step", step, tuple(self.sync_span) or STEPS)
             measured, updates = self.sync_span[step], self.sync_update[step]
         if k not in measured:
             raise InvalidParameterError(
@@ -228,6 +237,7 @@ class Profile:
             },
             "cores": self.cores,
             "measured": self.measured,
+            "device": self.device,
         }
         path.write_text(json.dumps(doc, indent=1) + "\n")
         return path
@@ -263,6 +273,7 @@ class Profile:
                     }
                     for k, v in doc.get("eager", {}).items()
                 },
+                str(doc.get("device", "cpu")),
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InvalidParameterError(
@@ -303,6 +314,9 @@ def make_profile(
     seed: int = 0,
     synchronized: Iterable[str] = ("ddp", "plain"),
     eager: Iterable[int] = (),
+    device: str = "cpu",
+    independent: Iterable[int] | None = None,
+    ps: bool = True,
 ) -> Profile:
     """Profile a harness model on this machine: one worker alone, and ``k`` concurrent copies.
 
@@ -322,15 +336,25 @@ def make_profile(
     synchronized : iterable of str
         Which lock-step runs to measure for every ``k``
         (:func:`~queuesgd.harness.contention.measure_synchronized`): ``"ddp"``
-        (DDP's step, for DDP) and ``"plain"`` (the bare model's step, for the
-        synchronous parameter server).
+        (DDP's step on a one-rank group, for DDP), ``"ddp-local"`` (DDP's
+        step with its buckets handed back by a communication hook, no
+        collective call: what DDP on a CUDA device computes besides its
+        all-reduces, which the calibration times with their host copies) and
+        ``"plain"`` (the bare model's step, for the synchronous parameter server).
     eager : iterable of int
         Worker counts for which to run eager-SGD's own loop on loopback
         (:func:`~queuesgd.harness.eager_profile.measure_eager`: its restarts
         and activations, for the eager-SGD predictions); none by default.
-
-    The parameter server's update (average ``k`` flat gradients, apply them)
-    is timed alone for every ``k`` too.
+    device : str
+        ``"cpu"``, or a CUDA device that every copy shares (for DDP on one GPU).
+    independent : iterable of int, optional
+        The ``k`` of the independent copies (:func:`~queuesgd.harness.contention.measure_concurrency`,
+        for the asynchronous schemes); ``copies`` if None. 1 is always measured:
+        it is the layer-wise workload.
+    ps : bool
+        Time the parameter server's update (average ``k`` flat gradients,
+        apply them) alone for every ``k`` (True, the default; the server is a
+        CPU process, so a CUDA profile must leave it out).
 
     Returns
     -------
@@ -340,6 +364,21 @@ def make_profile(
 
     options = dict(model_options or {})
     ks = sorted({1, *(_checks.integer("copies", k) for k in copies)})
+    alone = ks if independent is None else sorted(
+        {1, *(_checks.integer("independent", k) for k in independent)}
+    )
+    device = _checks.device("device", device)
+    ps = _checks.boolean("ps", ps)
+    steps = [_checks.choice("synchronized", step, STEPS) for step in dict.fromkeys(synchronized)]
+    if ps and device != "cpu":
+        raise InvalidParameterError(
+            "ps", ps, "False with a CUDA device (the parameter server runs on the CPU)"
+        )
+    eager_ks = sorted({_checks.integer("eager", k) for k in eager})
+    if eager_ks and device != "cpu":
+        raise InvalidParameterError(
+            "eager", eager_ks, "none with a CUDA device (eager-SGD's loop runs on CPUs)"
+        )
     measured = stamp()
     common = {
         "batch_size": batch_size,
@@ -347,17 +386,16 @@ def make_profile(
         "warmup": warmup,
         "seed": seed,
         "model_options": options,
+        "device": device,
     }
-    runs = measure_concurrency(kind, ks, **common)
-    ps = _ps_update_times(kind, ks, {"batch_size": batch_size, **options})
+    runs = measure_concurrency(kind, alone, **common)
+    ps_times = _ps_update_times(kind, ks, {"batch_size": batch_size, **options}) if ps else {}
     spans: dict[str, dict[int, Any]] = {}
     sync_updates: dict[str, dict[int, float]] = {}
-    for step in dict.fromkeys(synchronized):
-        step = _checks.choice("synchronized", step, ("ddp", "plain"))
-        lock = measure_synchronized(kind, ks, ddp=step == "ddp", **common)
+    for step in steps:
+        lock = measure_synchronized(kind, ks, ddp=step != "plain", local=step == "ddp-local", **common)
         spans[step] = {k: r["span"] for k, r in lock.items()}
         sync_updates[step] = {k: float(np.median(r["update"])) for k, r in lock.items()}
-    eager_ks = sorted({_checks.integer("eager", k) for k in eager})
     loops: dict[int, Any] = {}
     if eager_ks:
         from queuesgd.harness.eager_profile import measure_eager
@@ -372,10 +410,11 @@ def make_profile(
         {k: float(np.median(r["update"])) for k, r in runs.items()},
         os.cpu_count() or 1,
         measured,
-        ps,
+        ps_times,
         spans,
         sync_updates,
         loops,
+        device,
     )
 
 
@@ -422,6 +461,12 @@ class Calibration:
         (:func:`~queuesgd.harness.incast.measure_incast`: ``sizes``,
         ``occupancy``, ``gap``, ``bandwidth``, ...); None if not measured
         (then a push holds it ``M / B``, the ping-pong's rate).
+    device : str
+        Where the calibrated tensors lived: ``"cpu"`` or the CUDA device the
+        ranks shared (gloo's copies to and from host memory included).
+    samples : sequence of (float, float)
+        ``(bytes, median seconds)`` per size: the points the fit was made
+        from (empty in calibrations written before they were kept).
     """
 
     kind: str
@@ -437,6 +482,8 @@ class Calibration:
     busy: int = 0
     send_buffer: float | None = None
     incast: Mapping[str, Any] | None = None
+    device: str = "cpu"
+    samples: Sequence[Sequence[float]] = ()
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the calibration as JSON."""
@@ -453,6 +500,7 @@ class Calibration:
         try:
             doc = json.loads(Path(path).read_text())
             doc["bandwidth"] = math.inf if doc["bandwidth"] is None else float(doc["bandwidth"])
+            doc["samples"] = tuple((float(b), float(t)) for b, t in doc.get("samples", ()))
             return cls(**doc)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InvalidParameterError(
@@ -472,6 +520,7 @@ def calibrate_network(
     repeats: int = 10,
     timeout: float = 300.0,
     busy: int = 0,
+    device: str = "cpu",
 ) -> Calibration:
     """Calibrate the emulated network a run will use, in a run of its own (namespaces and ``tc tbf``).
 
@@ -497,6 +546,9 @@ def calibrate_network(
         campaign gives ``n - 1`` for the asynchronous schemes (async-ps,
         SSP), whose other workers compute during a transfer, and 0 for the
         barrier schemes, whose workers communicate in lock step.
+    device : str
+        ``"allreduce"``: where the tensors live, ``"cpu"`` or the CUDA
+        device that every rank shares (as DDP's buckets on one GPU).
 
     An all-reduce calibration also measures, on the same ranks and network,
     how much of an all-reduce of the largest size hides behind computation
@@ -524,6 +576,9 @@ def calibrate_network(
             "busy", busy, "0 for an all-reduce calibration (its ranks are the workers)"
         )
     bw = None if rate is None else _checks.positive("rate", units.parse_bandwidth(rate, "rate"))
+    device = _checks.device("device", device)
+    if device != "cpu" and kind != "allreduce":
+        raise InvalidParameterError("device", device, "'cpu' for a point-to-point calibration")
     sizes = list(sizes)
     measured = stamp()
 
@@ -532,10 +587,10 @@ def calibrate_network(
             from queuesgd.harness.overlap import measure_overlap
 
             fit = calibrate.calibrate_allreduce(
-                workers, sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout
+                workers, sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout, device=device
             )
             nbytes = max(sizes)
-            over = measure_overlap(workers, nbytes, setup=setup, host=host, timeout=timeout)
+            over = measure_overlap(workers, nbytes, setup=setup, host=host, timeout=timeout, device=device)
             return fit, {**over, "nbytes": float(nbytes)}, None, None
         from queuesgd.harness.busy import BusyProcesses
         from queuesgd.harness.duplex import measure_duplex, measure_send_buffer
@@ -568,6 +623,8 @@ def calibrate_network(
         busy,
         held,
         incast,
+        device,
+        tuple((float(b), float(t)) for b, t in fit.samples),
     )
 
 
@@ -587,9 +644,14 @@ def predict_ddp(
     tensor, scaled to the span of DDP's step measured with ``workers`` copies
     in lock step on this machine (:meth:`Profile.workload_at` with
     ``step="ddp"``: it includes DDP's own per-step costs and the core
-    sharing), the gradients packed into DDP's buckets, one ring all-reduce per bucket on
-    the calibrated network as soon as its last gradient is ready (DDP's
-    overlap), then the optimizer step. The calibration timed gloo's whole
+    sharing; or ``"ddp-local"`` for ``workers > 1`` where the profile
+    measured it, DDP's step without any collective call, since on a CUDA
+    device even the one-rank all-reduce copies each bucket to the host and
+    back, and the calibrated all-reduce of ``workers`` ranks counts those
+    copies again; ``profile_step`` records which), the gradients packed
+    into DDP's buckets, one ring all-reduce per bucket on the calibrated
+    network as soon as its last gradient is ready (DDP's overlap), then the
+    optimizer step. The calibration timed gloo's whole
     all-reduce, additions included, so no separate reduction cost is added.
 
     Where the calibration measured an overlap efficiency ``eta < 1``
@@ -609,7 +671,8 @@ def predict_ddp(
 
     n = _checks.integer("workers", workers)
     # The calibrated all-reduce times include gloo's own additions: no reduction term on top of them.
-    work = replace(profile.workload_at(n, "ddp"), add_cost=CostCurve([0.0, 1.0], [0.0, 0.0]))
+    step = "ddp-local" if n > 1 and "ddp-local" in profile.sync_span else "ddp"
+    work = replace(profile.workload_at(n, step), add_cost=CostCurve([0.0, 1.0], [0.0, 0.0]))
     if n == 1 or calibration is None:
         bandwidth, latency = 1e15, 0.0
     else:
@@ -618,6 +681,12 @@ def predict_ddp(
                 "calibration",
                 f"{calibration.kind} of {calibration.workers} ranks",
                 f"an all-reduce of {n} ranks",
+            )
+        if calibration.device != profile.device:
+            raise InvalidParameterError(
+                "calibration",
+                f"all-reduce of tensors on {calibration.device!r}",
+                f"one of tensors on the profile's device ({profile.device!r})",
             )
         bandwidth = calibration.bandwidth if math.isfinite(calibration.bandwidth) else 1e15
         latency = calibration.alpha
@@ -629,6 +698,8 @@ def predict_ddp(
         "reason": pred.reason,
         "predicted_at": stamp(),
         "cores": profile.cores,
+        "device": profile.device,
+        "profile_step": step,
         "compute_mean": work.compute_time,
         "update_time": work.update_time,
     }
@@ -648,6 +719,32 @@ def predict_ddp(
         )
     out["overlap_eta"] = eta
     return out
+
+
+def ddp_calibration_sizes(
+    profiles: Iterable[Profile], *, smallest: int = 4096, largest: int = 4 << 20
+) -> tuple[int, ...]:
+    """All-reduce sizes to calibrate DDP's network at: a small one, every bucket DDP will send, a large one.
+
+    The buckets come from each profile's layers and DDP's own bucket
+    policy with its defaults (:func:`~queuesgd.schemes.ddp_buckets.ddp_buckets`:
+    1 MiB first bucket, then 25 MiB), so the calibration times the sizes the
+    runs will send, known before any run, and the fit is anchored where the
+    prediction evaluates it; ``smallest`` (latency) and ``largest``
+    (bandwidth) span them. Sizes are whole float32 elements.
+
+    Examples
+    --------
+    >>> from queuesgd.workload import Layer, Workload
+    >>> w = Workload(0.01, None, layers=[Layer(f"t{i}", "600KiB", "1ms") for i in range(4)])
+    >>> p = Profile("mlp", 8, {}, w, {1: [0.01]}, {1: 0.001}, 2, "now")
+    >>> ddp_calibration_sizes([p])    # DDP's buckets: 1200 KiB (closes past 1 MiB), then 1200 KiB
+    (4096, 1228800, 4194304)
+    """
+    sizes = {4 * -(-int(_checks.integer("smallest", smallest)) // 4), 4 * -(-int(largest) // 4)}
+    for profile in profiles:
+        sizes.update(4 * -(-int(b.nbytes) // 4) for b in _ddp_scheme().buckets(profile.workload))
+    return tuple(sorted(sizes))
 
 
 def _ddp_scheme(overlap: bool = True) -> Any:
@@ -893,6 +990,12 @@ def run_apriori(
             random_delay,
             "None for DDP, and no params (no straggler injection or parameters there)",
         )
+    if scheme != "ddp" and profile.device != "cpu":
+        raise InvalidParameterError(
+            "profile",
+            f"measured on {profile.device!r}",
+            f"a CPU profile for {scheme} (DDP alone runs on CUDA)",
+        )
     pred = (
         dict(prediction)
         if prediction is not None
@@ -917,6 +1020,7 @@ def run_apriori(
                 timeout=timeout,
                 setup=setup,
                 host=host,
+                device=profile.device,
             )
         from queuesgd.harness import runners
         from queuesgd.harness.live import RealModel
@@ -965,6 +1069,7 @@ def run_apriori(
         **out,
         **pred,
         "error": pred["predicted"] / out["measured"] - 1.0,
+        "device": profile.device,
         "profile": {"model": profile.model, "batch_size": profile.batch_size, "measured": profile.measured},
         "calibration": None
         if calibration is None
@@ -985,4 +1090,37 @@ def run_apriori(
     }
     if buckets is not None:
         row["ddp_bucket_sizes"] = buckets
+    if scheme == "ddp":
+        row["measured_phases"] = step_phases(records)
     return row
+
+
+def step_phases(records: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Median seconds of a data-parallel step's phases over every worker's measured steps: a diagnosis.
+
+    ``backward`` is a step's start to the end of ``loss.backward()`` (forward,
+    backward and the all-reduces DDP waits for there), ``update`` the
+    optimizer step and ``step`` start to start. Recorded beside an
+    a-priori row to show where a prediction missed; never an input to one.
+
+    Examples
+    --------
+    >>> recs = [{"role": "worker", "rank": 0, "warmup": False, "t0": t, "t_backward": t + 0.004,
+    ...          "t_end": t + 0.005} for t in (0.0, 0.006, 0.012)]
+    >>> {k: round(v, 9) for k, v in step_phases(recs).items()}
+    {'backward': 0.004, 'update': 0.001, 'step': 0.006}
+    """
+    mine = [r for r in records if r.get("role") == "worker" and not r.get("warmup") and "t_backward" in r]
+    if not mine:
+        return {}
+    out = {
+        "backward": float(np.median([r["t_backward"] - r["t0"] for r in mine])),
+        "update": float(np.median([r["t_end"] - r["t_backward"] for r in mine])),
+    }
+    starts: dict[Any, list[float]] = {}
+    for r in mine:
+        starts.setdefault(r.get("rank"), []).append(r["t0"])
+    gaps = [g for s in starts.values() for g in np.diff(sorted(s))]
+    if gaps:
+        out["step"] = float(np.median(gaps))
+    return out

@@ -253,27 +253,37 @@ def _span(records: list[dict], sizes: list[int], repeats: int) -> tuple[list[flo
 
 
 def allreduce_probe(
-    ctx: Any, sizes: list[int], repeats: int, warmup: int, shaper: Any, gap: float = 0.0
+    ctx: Any,
+    sizes: list[int],
+    repeats: int,
+    warmup: int,
+    shaper: Any,
+    gap: float = 0.0,
+    device: str = "cpu",
 ) -> None:
     """In a worker process: time ``warmup + repeats`` all-reduces per size; report one record per size.
 
     Each record is ``{"size", "t0": [...], "t1": [...]}`` (the kept repeats, this rank's clock);
-    ``gap`` seconds of idle precede each operation, ``shaper`` (or None) adds the emulated time.
+    ``gap`` seconds of idle precede each operation, ``shaper`` (or None) adds the emulated time; the
+    tensor lives on ``device`` (on CUDA the operation is timed after :func:`torch.cuda.synchronize`).
     Run by :func:`calibrate_allreduce` and, inside a torchrun job, by :mod:`~queuesgd.harness.torchrun`.
     """
-    from queuesgd.harness._torch import require_torch
+    from queuesgd.harness._torch import require_torch, use_device
 
     torch = require_torch()
     dist = torch.distributed
+    dev, wait = use_device(device)
     for size in sizes:
-        tensor = torch.ones(size // 4, dtype=torch.float32)
+        tensor = torch.ones(size // 4, dtype=torch.float32, device=dev)
         t0s, t1s = [], []
         for r in range(warmup + repeats):
+            wait()
             dist.barrier()
             if gap > 0:  # idle like a worker between steps: gloo's threads go to sleep
                 time.sleep(gap)
             t0 = time.perf_counter()
             dist.all_reduce(tensor)
+            wait()
             if shaper is not None:
                 shaper.after("allreduce", size, ctx.world_size, t0)
             t1 = time.perf_counter()
@@ -294,6 +304,7 @@ def calibrate_allreduce(
     timeout: float = 120.0,
     host: str = "127.0.0.1",
     gap: float = 0.0,
+    device: str = "cpu",
 ) -> AlphaBeta:
     """Time ring all-reduces of a few sizes on ``world_size`` live ranks and fit the alpha-beta model.
 
@@ -333,6 +344,10 @@ def calibrate_allreduce(
         Address of the parent's rendezvous store as the workers see it: the
         bridge address (:attr:`~queuesgd.harness.netns.Namespaces.bridge_address`)
         when ``setup`` moves them into network namespaces.
+    device : str
+        Where the tensors live: ``"cpu"`` (the default) or a CUDA device that
+        every rank shares (gloo then copies each tensor to host memory and
+        back: the calibration times that as DDP meets it on that device).
 
     Returns
     -------
@@ -344,7 +359,9 @@ def calibrate_allreduce(
     >>> from queuesgd.harness.shaping import Shaper
     >>> shaper = Shaper(bandwidth="400Mbit/s", latency="2ms")  # 50 MB/s: far slower than loopback
     >>> fit = calibrate_allreduce(2, sizes=(4096, 1 << 20), repeats=3, shaper=shaper)
-    >>> abs(fit.alpha / 0.002 - 1) < 0.1, abs(fit.bandwidth / 50e6 - 1) < 0.1
+    >>> # Loose bounds (a bits-for-bytes slip is 8x): a doctest cannot wait out a busy machine; the
+    >>> # 10% bounds are in tests/harness/test_calibrate.py, retried when the machine was starved.
+    >>> 0.5 < fit.alpha / 0.002 < 2.5, 0.5 < fit.bandwidth / 50e6 < 2
     (True, True)
     """
     n = _checks.integer("world_size", world_size, minimum=2)
@@ -353,9 +370,10 @@ def calibrate_allreduce(
     warm = _checks.integer("warmup", warmup, minimum=0)
     limit = _checks.positive("timeout", timeout)
     idle = _checks.positive("gap", gap, allow_zero=True)
+    device = _checks.device("device", device)
 
     def fn(ctx: Any) -> None:
-        allreduce_probe(ctx, sizes_b, reps, warm, shaper, idle)
+        allreduce_probe(ctx, sizes_b, reps, warm, shaper, idle, device)
 
     records = _launch(fn, n, limit, setup, _checks.name("host", host))
     nbytes, seconds = _span(records, sizes_b, reps)
@@ -438,7 +456,7 @@ def calibrate_p2p(
     >>> import pytest; _ = pytest.importorskip("torch")
     >>> from queuesgd.harness.shaping import Shaper
     >>> fit = calibrate_p2p(sizes=(4096, 1 << 20), repeats=3, shaper=Shaper("400Mbit/s", "2ms"))
-    >>> abs(fit.alpha / 0.002 - 1) < 0.1, abs(fit.bandwidth / 50e6 - 1) < 0.1
+    >>> 0.5 < fit.alpha / 0.002 < 2.5, 0.5 < fit.bandwidth / 50e6 < 2   # loose: see calibrate_allreduce
     (True, True)
     """
     sizes_b = _check_sizes(sizes, 8)

@@ -26,7 +26,11 @@ backward, is recorded. With ``ddp=True`` each copy trains through
 ``DistributedDataParallel`` over a process group of its own (one rank), so
 the span includes DDP's own per-step costs (its hooks, copying gradients
 into buckets and back, the one-rank all-reduce call) and only the
-communication between workers is left to the model.
+communication between workers is left to the model. With ``local=True``
+too, a DDP communication hook hands each bucket back unreduced, so the span
+has DDP's hooks and bucket copies but no collective call at all: on a CUDA
+device even a one-rank gloo all-reduce copies each bucket to host memory
+and back, which the calibrated all-reduce of ``n`` ranks counts again.
 
 Examples
 --------
@@ -79,6 +83,7 @@ def _copy(
     warmup: int,
     seed: int,
     model_options: Mapping[str, Any],
+    device: str = "cpu",
 ) -> None:
     """One copy: profile the model after a barrier (all copies start together); report the steps."""
     import torch.distributed as dist
@@ -89,12 +94,16 @@ def _copy(
     def factory() -> Any:
         return build(kind, **model_options)[0]
 
+    from queuesgd.harness._torch import use_device
+
+    dev, _ = use_device(device)
     shape = build(kind, **model_options)[1]
     dist.barrier()
     work = profile(
         factory,
         batch_size=batch_size,
         input_shape=shape,
+        device=str(dev),
         threads=1,
         warmup=warmup,
         repetitions=repetitions,
@@ -120,6 +129,7 @@ def measure_concurrency(
     seed: int = 0,
     model_options: Mapping[str, Any] | None = None,
     timeout: float = 600.0,
+    device: str = "cpu",
 ) -> dict[int, dict[str, Any]]:
     """Profile ``k`` concurrent copies of a harness model's training step, for each ``k`` in ``copies``.
 
@@ -135,6 +145,8 @@ def measure_concurrency(
         Sizes for :func:`~queuesgd.harness.models.build`.
     timeout : float
         Wall-clock limit of each ``k``'s run, seconds.
+    device : str
+        Where every copy computes: ``"cpu"`` or one CUDA device that all ``k`` share.
 
     Returns
     -------
@@ -146,11 +158,12 @@ def measure_concurrency(
     counts, options, batch_size, repetitions, warmup = _checked(
         kind, copies, model_options, batch_size, repetitions, warmup
     )
+    device = _checks.device("device", device)
     out: dict[int, dict[str, Any]] = {}
     for k in counts:
 
         def fn(ctx: WorkerContext) -> None:
-            _copy(ctx, kind, batch_size, repetitions, warmup, seed, options)
+            _copy(ctx, kind, batch_size, repetitions, warmup, seed, options, device)
 
         records = run_workers(fn, k, timeout=timeout)
         records.sort(key=lambda r: r["rank"])
@@ -171,47 +184,70 @@ def synchronized_step(
     seed: int,
     model_options: Mapping[str, Any],
     ddp: bool,
+    device: str = "cpu",
+    local: bool = False,
 ) -> None:
     """One of ``k`` copies stepping in lock step: report each step's start, end of backward, end of update.
 
     The step is :mod:`queuesgd.harness.ddp`'s: cross-entropy on a synthetic
     batch, SGD (learning rate 0.01, momentum 0.9), one thread; through
-    ``DistributedDataParallel`` on a one-rank group of its own when ``ddp``.
+    ``DistributedDataParallel`` on a one-rank group of its own when ``ddp``
+    (with ``local``, its buckets handed back unreduced by a communication
+    hook: no collective call); on ``device`` (on CUDA, timed after
+    :func:`torch.cuda.synchronize`).
     """
     import time
 
     import torch
     import torch.distributed as dist
 
+    from queuesgd.harness._torch import use_device
     from queuesgd.harness.models import build_seeded, worker_batches
 
     torch.set_num_threads(1)
+    dev, wait = use_device(device)
     own = None
     for r in range(ctx.world_size):  # new_group is collective: every rank makes every one-rank group
         group = dist.new_group([r])
         if r == ctx.rank:
             own = group
     net, shape = build_seeded(kind, seed, model_options)
+    net = net.to(dev)
     net.train()
-    model = torch.nn.parallel.DistributedDataParallel(net, process_group=own) if ddp else net
+    ids = None if dev.type == "cpu" else [dev]
+    model = torch.nn.parallel.DistributedDataParallel(net, device_ids=ids, process_group=own) if ddp else net
+    if ddp and local:
+        model.register_comm_hook(None, _hand_back)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     classes = int(dict(model_options).get("classes", 10))
-    ((x, y),) = worker_batches(seed, ctx.rank, batch_size, shape, classes, count=1)
+    ((x, y),) = worker_batches(seed, ctx.rank, batch_size, shape, classes, count=1, device=dev)
     times = []
     for step in range(warmup + repetitions):
+        wait()
         dist.barrier()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss_fn(model(x), y).backward()
+        wait()
         t1 = time.perf_counter()
         opt.step()
+        wait()
         t2 = time.perf_counter()
         if step >= warmup:
             times.append((t0, t1, t2))
     dist.barrier()
     ctx.report({"times": times})
     del model, opt, net
+
+
+def _hand_back(_state, bucket):  # type: ignore[no-untyped-def]  # DDP refuses a hook annotated otherwise
+    """A DDP communication hook that returns the bucket as it is (one rank: the mean is the bucket)."""
+    import torch
+
+    fut: Any = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
 
 
 def measure_synchronized(
@@ -225,6 +261,8 @@ def measure_synchronized(
     model_options: Mapping[str, Any] | None = None,
     ddp: bool = True,
     timeout: float = 600.0,
+    device: str = "cpu",
+    local: bool = False,
 ) -> dict[int, dict[str, Any]]:
     """The compute phase of a synchronous step of ``k`` workers sharing this machine, for each ``k``.
 
@@ -247,6 +285,11 @@ def measure_synchronized(
         DDP's step) or the bare model (False, the parameter-server worker's step).
     timeout : float
         Wall-clock limit of each ``k``'s run, seconds.
+    device : str
+        Where every copy computes: ``"cpu"`` or one CUDA device that all ``k`` share.
+    local : bool
+        With ``ddp``: hand each bucket back unreduced through a communication
+        hook, so that no collective is called (see the module docstring).
 
     Returns
     -------
@@ -266,11 +309,14 @@ def measure_synchronized(
     counts, options, batch_size, repetitions, warmup = _checked(
         kind, copies, model_options, batch_size, repetitions, warmup
     )
+    device = _checks.device("device", device)
     out: dict[int, dict[str, Any]] = {}
     for k in counts:
 
         def fn(ctx: WorkerContext) -> None:
-            synchronized_step(ctx, kind, batch_size, repetitions, warmup, seed, options, bool(ddp))
+            synchronized_step(
+                ctx, kind, batch_size, repetitions, warmup, seed, options, bool(ddp), device, bool(local)
+            )
 
         records = run_workers(fn, k, timeout=timeout)
         out[k] = lock_step_spans([r["times"] for r in records])

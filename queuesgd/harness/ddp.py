@@ -51,6 +51,7 @@ def train_steps(
     applied: int,
     *,
     report_loss: bool = False,
+    wait: Callable[[], None] | None = None,
 ) -> None:
     """In a worker process: ``steps`` training steps of ``model``, cycling through ``data``; a record each.
 
@@ -59,17 +60,24 @@ def train_steps(
     collectives there), then ``opt.step()`` (``t_end``). Each record has
     ``scheme``, ``role = "worker"``, ``worker``, ``step``, ``warmup``,
     ``t0``, ``t_backward``, ``t_end``, ``t_update`` and ``applied``
-    (gradients per update), and the loss with ``report_loss``. The data-parallel
+    (gradients per update), and the loss with ``report_loss``. ``wait`` (the
+    device's synchronize, :func:`~queuesgd.harness._torch.use_device`) runs
+    before each clock reading, so that a CUDA step is timed when the device
+    has finished it, not when its kernels were launched. The data-parallel
     loop of DDP (:func:`ddp_worker`) and FSDP (:func:`queuesgd.harness.fsdp.fsdp_worker`).
     """
+    sync = wait if wait is not None else (lambda: None)
+    sync()
     for step in range(steps):
         x, y = data[step % len(data)]
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
+        sync()
         t1 = time.perf_counter()
         opt.step()
+        sync()
         t2 = time.perf_counter()
         rec = {
             "scheme": scheme,
@@ -98,24 +106,33 @@ def ddp_worker(
     seed: int = 0,
     bucket_cap_mb: float | None = None,
     model_options: Mapping[str, Any] | None = None,
+    device: str = "cpu",
 ) -> None:
-    """In a worker process: train ``kind`` with DDP for ``steps`` steps, reporting one record per step."""
-    from queuesgd.harness._torch import require_torch
+    """In a worker process: train ``kind`` with DDP for ``steps`` steps, reporting one record per step.
+
+    On a CUDA ``device`` the model and data live there and gloo all-reduces
+    the CUDA buckets (through host copies); the step is timed after
+    :func:`torch.cuda.synchronize`.
+    """
+    from queuesgd.harness._torch import require_torch, use_device
     from queuesgd.harness.models import build_seeded, worker_batches
 
     torch = require_torch()
     torch.set_num_threads(1)
     nn = torch.nn
+    dev, wait = use_device(device)
     net, shape = build_seeded(kind, seed, model_options)  # identical initial parameters on every worker
+    net = net.to(dev)
     net.train()
     # bucket_cap_mb=None is DDP's default: a 1 MiB first bucket, then 25 MiB. In torch 2.13 an explicit
     # cap (even 25) makes the first bucket as large as the cap.
-    ddp = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=bucket_cap_mb)
+    ids = None if dev.type == "cpu" else [dev]
+    ddp = nn.parallel.DistributedDataParallel(net, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     classes = int(dict(model_options or {}).get("classes", 10))
-    data = worker_batches(seed, ctx.rank, batch_size, shape, classes)
-    train_steps(ctx, "ddp", ddp, opt, loss_fn, data, steps, warmup, ctx.world_size)
+    data = worker_batches(seed, ctx.rank, batch_size, shape, classes, device=dev)
+    train_steps(ctx, "ddp", ddp, opt, loss_fn, data, steps, warmup, ctx.world_size, wait=wait)
     if ctx.rank == 0:
         data_ = ddp._get_ddp_logging_data()
         ctx.report(
@@ -143,6 +160,7 @@ def run_ddp(
     setup: Callable[[int], None] | None = None,
     host: str = "127.0.0.1",
     on_record: Callable[[dict], None] | None = None,
+    device: str = "cpu",
 ) -> list[dict]:
     """Train ``kind`` with DDP on ``workers`` gloo processes; every record (see the module docstring).
 
@@ -165,6 +183,10 @@ def run_ddp(
         Wall-clock limit, seconds (the run is killed and reaped past it).
     setup, host, on_record
         As :func:`~queuesgd.harness.launch.run_workers` (network namespaces, progress).
+    device : str
+        ``"cpu"`` (the default), or ``"cuda"``/``"cuda:N"``: every worker
+        computes on that one device (several processes share it; gloo moves
+        the buckets through host memory, as it does for CUDA tensors).
 
     Returns
     -------
@@ -177,6 +199,7 @@ def run_ddp(
     steps, warmup = _checks.steps_and_warmup(steps, warmup)
     batch_size = _checks.integer("batch_size", batch_size)
     cap = None if bucket_cap_mb is None else _checks.positive("bucket_cap_mb", bucket_cap_mb)
+    device = _checks.device("device", device)
 
     def fn(ctx: WorkerContext) -> None:
         ddp_worker(
@@ -188,6 +211,7 @@ def run_ddp(
             seed=seed,
             bucket_cap_mb=cap,
             model_options=model_options,
+            device=device,
         )
 
     return run_workers(fn, workers, timeout=timeout, setup=setup, on_record=on_record, host=host)

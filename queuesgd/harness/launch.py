@@ -344,8 +344,9 @@ def run_probe(
     setup: Callable[[int], None] | None = None,
     host: str = "127.0.0.1",
     timeout: float = 300.0,
+    args: tuple[Any, ...] = (),
 ) -> tuple[int, list[dict]]:
-    """Run a calibration probe ``probe(ctx, size, repeats, warmup)`` on ``world_size`` ranks.
+    """Run a calibration probe ``probe(ctx, size, repeats, warmup, *args)`` on ``world_size`` ranks.
 
     The shared launch of the network probes (:mod:`~queuesgd.harness.overlap`,
     :mod:`~queuesgd.harness.duplex`): ``nbytes`` is rounded up to whole
@@ -374,7 +375,7 @@ def run_probe(
     warm = _checks.integer("warmup", warmup, minimum=0)
 
     def fn(ctx: WorkerContext) -> None:
-        probe(ctx, size, reps, warm)
+        probe(ctx, size, reps, warm, *args)
 
     records = run_workers(fn, world_size, timeout=timeout, progress_timeout=None, setup=setup, host=host)
     return size, records

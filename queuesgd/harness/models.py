@@ -193,13 +193,21 @@ def build_seeded(kind: str, seed: int, model_options: Any = None) -> tuple[Any, 
 
 
 def worker_batches(
-    seed: int, rank: int, batch_size: int, shape: tuple[int, ...], classes: int, count: int = 4
+    seed: int,
+    rank: int,
+    batch_size: int,
+    shape: tuple[int, ...],
+    classes: int,
+    count: int = 4,
+    device: Any = None,
 ) -> list[tuple[Any, Any]]:
     """The synthetic mini-batches a worker of the live harness cycles through.
 
     ``count`` pairs of (random normal inputs of ``(batch_size, *shape)``,
     random labels in ``0 .. classes - 1``) from a generator seeded with
     ``seed * 7919 + rank``: every worker its own data, the same in every run.
+    They are drawn on the CPU (the same numbers everywhere) and moved to
+    ``device`` when one is given.
 
     Examples
     --------
@@ -210,13 +218,16 @@ def worker_batches(
     """
     torch = require_torch()
     gen = torch.Generator().manual_seed(int(seed) * 7919 + int(rank))
-    return [
+    batches = [
         (
             torch.randn((batch_size, *shape), generator=gen),
             torch.randint(0, classes, (batch_size,), generator=gen),
         )
         for _ in range(count)
     ]
+    if device is None:
+        return batches
+    return [(x.to(device), y.to(device)) for x, y in batches]
 
 
 def parameter_count(

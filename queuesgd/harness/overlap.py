@@ -64,16 +64,21 @@ def _spans(t0: list[list[float]], t1: list[list[float]]) -> np.ndarray:
     return np.asarray(t1, dtype=float).max(axis=0) - np.asarray(t0, dtype=float).max(axis=0)
 
 
-def overlap_probe(ctx: Any, nbytes: int, repeats: int, warmup: int) -> None:
-    """In a worker process: the three phases of :func:`measure_overlap`; one record of this rank's times."""
-    from queuesgd.harness._torch import require_torch
+def overlap_probe(ctx: Any, nbytes: int, repeats: int, warmup: int, device: str = "cpu") -> None:
+    """In a worker process: the three phases of :func:`measure_overlap`; one record of this rank's times.
+
+    On a CUDA ``device`` the tensor and the matrix products live there and each phase is timed
+    after :func:`torch.cuda.synchronize`.
+    """
+    from queuesgd.harness._torch import require_torch, use_device
 
     torch = require_torch()
     torch.set_num_threads(1)
     dist = torch.distributed
-    tensor = torch.ones(nbytes // 4, dtype=torch.float32)
-    a = torch.rand(_SIDE, _SIDE)
-    b = torch.rand(_SIDE, _SIDE)
+    dev, wait = use_device(device)
+    tensor = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
+    a = torch.rand(_SIDE, _SIDE).to(dev)
+    b = torch.rand(_SIDE, _SIDE).to(dev)
 
     def work(units: int) -> None:
         for _ in range(units):
@@ -82,9 +87,11 @@ def overlap_probe(ctx: Any, nbytes: int, repeats: int, warmup: int) -> None:
     def timed(body: Callable[[], None]) -> tuple[list[float], list[float]]:
         t0s, t1s = [], []
         for r in range(warmup + repeats):
+            wait()
             dist.barrier()
             t0 = time.perf_counter()
             body()
+            wait()
             t1 = time.perf_counter()
             if r >= warmup:
                 t0s.append(t0)
@@ -119,6 +126,7 @@ def measure_overlap(
     setup: Callable[[int], None] | None = None,
     host: str = "127.0.0.1",
     timeout: float = 300.0,
+    device: str = "cpu",
 ) -> dict[str, float]:
     """Measure how much of an all-reduce of ``nbytes`` hides behind computation on ``workers`` ranks.
 
@@ -132,6 +140,8 @@ def measure_overlap(
         Timed and untimed repeats of each phase.
     setup, host, timeout
         As :func:`~queuesgd.harness.launch.run_workers` (network namespaces).
+    device : str
+        Where the tensor and the computation live: ``"cpu"`` or a CUDA device the ranks share.
 
     Returns
     -------
@@ -149,7 +159,10 @@ def measure_overlap(
     from queuesgd.harness.launch import run_probe
 
     n = _checks.integer("workers", workers, minimum=2)
-    _, records = run_probe(overlap_probe, n, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout)
+    device = _checks.device("device", device)
+    _, records = run_probe(
+        overlap_probe, n, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout, args=(device,)
+    )
     out = {}
     for phase in ("comm", "compute", "both"):
         t0 = [r[phase][0] for r in records]

@@ -295,7 +295,7 @@ class Section:
     inputs: str
 
 
-#: The report's sections, in order. Only the first two are counted in accuracy figures.
+#: The report's sections, in order. Only the first three are counted in accuracy figures.
 SECTIONS: tuple[Section, ...] = (
     Section(
         "real-apriori",
@@ -308,6 +308,19 @@ SECTIONS: tuple[Section, ...] = (
         "made beforehand, and the cluster description (workers, cores). Every row records "
         "`inputs: a-priori`, when its profile and calibration were measured and when the prediction was "
         "made (`predicted_at`).",
+    ),
+    Section(
+        "real-gpu",
+        "Real training on one GPU, a-priori inputs",
+        (0.10, 0.20),
+        "python validation/run_gpu.py",
+        "Run on a machine with a CUDA device. DDP on one CUDA device shared by n worker processes (gloo "
+        "all-reduces the CUDA buckets through host memory over loopback; NCCL refuses two ranks on one "
+        "device), each run predicted *before* it ran from a profile measured on the same device in "
+        "separate runs (one worker layer by layer, and k copies in lock step for the sharing of the GPU "
+        "by k workers) and an all-reduce calibration of CUDA tensors among n ranks made beforehand at the"
+        " sizes of DDP's buckets. Rows record `inputs: a-priori`, `device` and the device's name (the "
+        "`cores` column).",
     ),
     Section(
         "emulated-network",
@@ -361,7 +374,7 @@ def section_of(row: Mapping[str, Any]) -> str:
       field is missing) on a real network (``emulation`` ``"netns-tbf"`` or
       ``"none"``, or missing on a failed run): ``"emulated-network"``;
     - real training (any other ``workload``) with ``inputs == "a-priori"``:
-      ``"real-apriori"``;
+      ``"real-gpu"`` when it ran on a CUDA ``device``, else ``"real-apriori"``;
     - anything else (real training with ``inputs`` ``"same-run"`` or missing,
       or an emulation this report does not know), and any disturbed run
       (marked ``disturbed``, or whose recorded ``load`` shows that other
@@ -373,6 +386,8 @@ def section_of(row: Mapping[str, Any]) -> str:
     --------
     >>> section_of({"workload": "cnn", "inputs": "a-priori", "emulation": "netns-tbf"})
     'real-apriori'
+    >>> section_of({"workload": "cnn", "inputs": "a-priori", "emulation": "none", "device": "cuda"})
+    'real-gpu'
     >>> section_of({"workload": "emulated", "emulation": "netns-tbf"})
     'emulated-network'
     >>> section_of({"workload": "cnn", "inputs": "a-priori", "emulation": "app-shaper"})
@@ -395,7 +410,7 @@ def section_of(row: Mapping[str, Any]) -> str:
     if (row.get("workload") or "emulated") == "emulated":
         return "emulated-network" if emulation in (None, "netns-tbf", "none") else "diagnosis"
     if row.get("inputs") == "a-priori" and emulation in (None, "netns-tbf", "none"):
-        return "real-apriori"
+        return "real-gpu" if str(row.get("device") or "cpu").startswith("cuda") else "real-apriori"
     return "diagnosis"
 
 
@@ -406,7 +421,7 @@ def by_section(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str,
     --------
     >>> groups = by_section([{"workload": "emulated", "emulation": "app-shaper"}])
     >>> {k: len(v) for k, v in groups.items()}
-    {'real-apriori': 0, 'emulated-network': 0, 'replay': 1, 'diagnosis': 0}
+    {'real-apriori': 0, 'real-gpu': 0, 'emulated-network': 0, 'replay': 1, 'diagnosis': 0}
     """
     out: dict[str, list[Mapping[str, Any]]] = {s.key: [] for s in SECTIONS}
     for r in rows:
@@ -521,7 +536,8 @@ def _markdown_rows(rows: Sequence[Mapping[str, Any]], section: str = "emulated-n
     from queuesgd.units import format_bytes
 
     last = "difference" if section == "replay" else "error"
-    if section == "real-apriori":
+    real = section in ("real-apriori", "real-gpu")
+    if real:
         out = [
             "| scheme | n | model | batch | gradient | network | parameters | cores | inputs measured "
             "| measured (95% interval) | predicted | method | error |",
@@ -537,9 +553,10 @@ def _markdown_rows(rows: Sequence[Mapping[str, Any]], section: str = "emulated-n
         grad = format_bytes(float(r["gradient_bytes"])) if r.get("gradient_bytes") else "-"
         meas, pred, err = _result_cells(r)
         params = ", ".join(f"{k}={v}" for k, v in dict(r.get("params") or {}).items()) or "-"
-        if section == "real-apriori" and r.get("random_delay"):  # the emulated rows show it with the law
+        if real and r.get("random_delay"):  # the emulated rows show it with the law
             params = f"random delay {r['random_delay']}" + ("" if params == "-" else f"; {params}")
-        if section == "real-apriori":
+        if real:
+            cores = r.get("cores", "-")
             cells = [
                 r["scheme"],
                 r["workers"],
@@ -548,7 +565,7 @@ def _markdown_rows(rows: Sequence[Mapping[str, Any]], section: str = "emulated-n
                 grad,
                 _network_text(r),
                 params,
-                r.get("cores", "-"),
+                f"{cores}, {r['device_name']}" if r.get("device_name") else cores,
                 _inputs_text(r),
             ]
         else:

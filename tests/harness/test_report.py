@@ -57,6 +57,14 @@ def _row(scheme, workers, error, *, workload="emulated", emulation="netns-tbf", 
     [
         ({"workload": "cnn", "inputs": "a-priori", "emulation": "netns-tbf"}, "real-apriori"),
         ({"workload": "resnet18s", "inputs": "a-priori", "emulation": "none"}, "real-apriori"),
+        (
+            {"workload": "resnet18s", "inputs": "a-priori", "emulation": "none", "device": "cpu"},
+            "real-apriori",
+        ),
+        ({"workload": "mlp", "inputs": "a-priori", "emulation": "none", "device": "cuda"}, "real-gpu"),
+        ({"workload": "mlp", "inputs": "a-priori", "emulation": "none", "device": "cuda:1"}, "real-gpu"),
+        # a GPU run with same-run inputs is a diagnosis like any other
+        ({"workload": "mlp", "inputs": "same-run", "emulation": "none", "device": "cuda"}, "diagnosis"),
         ({"workload": "emulated", "emulation": "netns-tbf"}, "emulated-network"),
         ({"workload": "emulated", "emulation": "none"}, "emulated-network"),
         # an old emulated row: no inputs field, same-run compute; the network decides
@@ -77,11 +85,18 @@ def test_section_of_hand_made_rows(fields, section):
     assert section_of(fields) == section
 
 
-def test_sections_are_in_report_order_and_only_two_are_counted():
-    assert [s.key for s in SECTIONS] == ["real-apriori", "emulated-network", "replay", "diagnosis"]
+def test_sections_are_in_report_order_and_only_three_are_counted():
+    assert [s.key for s in SECTIONS] == [
+        "real-apriori",
+        "real-gpu",
+        "emulated-network",
+        "replay",
+        "diagnosis",
+    ]
     targets = {s.key: s.target for s in SECTIONS}
     assert targets == {
         "real-apriori": (0.10, 0.20),
+        "real-gpu": (0.10, 0.20),
         "emulated-network": (0.05, 0.15),
         "replay": None,
         "diagnosis": None,
@@ -117,6 +132,24 @@ def _hand_rows():
     return apriori, emulated, replay, diagnosis
 
 
+def _gpu_rows():
+    rows = [
+        _row(
+            "ddp",
+            n,
+            e,
+            workload="mlp",
+            inputs="a-priori",
+            emulation="none",
+            started=f"2026-11-26T06:2{n}:00+0000",
+        )
+        for n, e in [(1, -0.05), (2, 0.12), (4, -0.21)]
+    ]
+    for r in rows:
+        r.update(device="cuda", device_name="Test GPU", cores=16)
+    return rows
+
+
 def _section_text(text, number_or_title):
     """The Markdown of one '## ' section of the report."""
     parts = re.split(r"^## ", text, flags=re.M)
@@ -138,8 +171,14 @@ def test_report_sections_medians_and_targets(tmp_path):
     apriori, emulated, replay, diagnosis = _hand_rows()
     rows = replay + emulated + diagnosis + apriori  # any order in: the report orders the sections
     groups = by_section(rows)
-    assert [len(groups[k]) for k in ("real-apriori", "emulated-network", "replay", "diagnosis")] == [
+    gpu = _gpu_rows()
+    rows += gpu
+    groups = by_section(rows)
+    assert [
+        len(groups[k]) for k in ("real-apriori", "real-gpu", "emulated-network", "replay", "diagnosis")
+    ] == [
         4,
+        3,
         5,
         2,
         1,
@@ -147,12 +186,19 @@ def test_report_sections_medians_and_targets(tmp_path):
     path = write_report(rows, tmp_path / "REPORT.md", machine="test", plots={"real-apriori": "a.svg"})
     text = path.read_text()
     heads = re.findall(r"^## (.*)$", text, flags=re.M)
-    assert heads[:3] == [
+    assert heads[:4] == [
         "1. Real training, a-priori inputs",
-        "2. Emulated compute on a real network",
-        "3. Model replay (application shaper): the model compared with itself",
+        "2. Real training on one GPU, a-priori inputs",
+        "3. Emulated compute on a real network",
+        "4. Model replay (application shaper): the model compared with itself",
     ]
-    assert heads[3].startswith("Diagnosis")
+    assert heads[4].startswith("Diagnosis")
+
+    # One GPU: |errors| 0.05, 0.12, 0.21 -> median 12%, max 21%: not met; the device's name is shown.
+    part = _section_text(text, "2.")
+    assert _accuracy(part) == {"ddp": (3, 12.0, 21.0, "no")}
+    assert "| 16, Test GPU |" in part and "last ran: 2026-11-26T06:24:00+0000" in part
+    assert "Test GPU" not in _section_text(text, "1.")
 
     # Real training, a-priori: |errors| 0.07, 0.13, 0.02, 0.19 -> median 0.10, max 0.19: met (<= 10%, 20%).
     acc = _accuracy(_section_text(text, "1."))
@@ -162,17 +208,17 @@ def test_report_sections_medians_and_targets(tmp_path):
     assert "last ran: 2026-11-24T23:00:00+0000" in _section_text(text, "1.")
 
     # Emulated network: per scheme against the 5% / 15% target.
-    acc = _accuracy(_section_text(text, "2."))
+    acc = _accuracy(_section_text(text, "3."))
     sync = [abs(r["error"]) for r in emulated if r["scheme"] == "sync-ps"]
     asyn = [abs(r["error"]) for r in emulated if r["scheme"] == "async-ps"]
     assert acc["sync-ps"] == (3, round(100 * statistics.median(sync), 1), 6.3, "yes")
     assert acc["async-ps"] == (2, round(100 * statistics.median(asyn), 1), 9.0, "no")  # median 5.5% > 5%
     all_emulated = statistics.median(abs(r["error"]) for r in emulated)
-    assert f"median {100 * all_emulated:.1f}%, max 9.0% over 5 configurations" in _section_text(text, "2.")
-    assert "last ran: 2026-11-22T04:15:41+0000" in _section_text(text, "2.")
+    assert f"median {100 * all_emulated:.1f}%, max 9.0% over 5 configurations" in _section_text(text, "3.")
+    assert "last ran: 2026-11-22T04:15:41+0000" in _section_text(text, "3.")
 
     # Replay: the rows, and no accuracy figure at all; the old straggler spelling in the current syntax.
-    part = _section_text(text, "3.")
+    part = _section_text(text, "4.")
     assert _accuracy(part) == {}
     assert "median" not in part and "target met" not in part
     assert "random delay 1:50ms" in part and "delay:1:50ms" not in part
@@ -181,8 +227,8 @@ def test_report_sections_medians_and_targets(tmp_path):
     part = _section_text(text, "Diagnosis")
     assert "| ring-allreduce | 2 |" in part and _accuracy(part) == {}
     # No replay or diagnosis row enters a counted table.
-    assert "eager-sgd" not in _section_text(text, "1.") + _section_text(text, "2.")
-    assert "+43.0%" not in _section_text(text, "1.") + _section_text(text, "2.")
+    counted = _section_text(text, "1.") + _section_text(text, "2.") + _section_text(text, "3.")
+    assert "eager-sgd" not in counted and "+43.0%" not in counted
 
 
 def test_an_empty_section_says_which_campaign_fills_it(tmp_path):
@@ -192,7 +238,8 @@ def test_an_empty_section_says_which_campaign_fills_it(tmp_path):
     assert "No configurations yet: `python validation/run_apriori.py` produces them." in part
     assert "last ran: never" in part
     assert "Diagnosis" not in text  # no diagnosis rows, no section
-    assert "## 3." in text and "No configurations yet" in _section_text(text, "3.")
+    assert "No configurations yet: `python validation/run_gpu.py" in _section_text(text, "2.")
+    assert "## 4." in text and "No configurations yet" in _section_text(text, "4.")
 
 
 def test_summary_and_last_run_by_hand():
