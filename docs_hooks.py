@@ -24,6 +24,7 @@ from mkdocs.structure.files import File, Files
 REPOSITORY_FILES = (
     "validation/REPORT.md",
     "validation/real-apriori.svg",
+    "validation/real-gpu.svg",
     "validation/emulated-network.svg",
     "benchmarks/README.md",
     "models/README.md",

@@ -291,7 +291,7 @@ def test_every_image_of_the_report_is_a_tracked_file():
 
 def test_committed_report_has_no_accuracy_figure_for_the_replay():
     text = (VALIDATION / "REPORT.md").read_text()
-    assert _accuracy(_section_text(text, "3. Model replay")) == {}
+    assert _accuracy(_section_text(text, "4. Model replay")) == {}
     assert "delay:1:50ms" not in text  # the straggler spelling that random delays replaced
 
 
