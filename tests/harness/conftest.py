@@ -5,8 +5,11 @@ delays those processes and the times with them. So a ``timing`` test that fails 
 the *rest of the machine* used while it ran (``/proc/stat``'s busy and steal time minus this process
 tree's own CPU time, :func:`os.times`):
 
-- the rest of the machine used less than :data:`STARVED` of its capacity: the failure stands (a calm
-  machine: the bound is wrong or the code is);
+- the rest of the machine used less than :data:`STARVED` of its capacity: a calm failure. The first
+  one runs the test once more; a second stands (the bound is wrong or the code is: a real fault fails
+  every time, while a virtual machine's one-off pause of a few milliseconds, too short to show in the
+  CPU counters, does not repeat. Seen on the project's machine on 2026-11-26: a 30 ms shaper wait
+  that took 33 ms, a TCP goodput 5% under the shaped rate, each passing five times out of five alone);
 - it used more: the test was starved. It waits (up to :data:`CALM_WAIT` seconds) for a calmer moment
   and runs again, up to :data:`ATTEMPTS` times in all; when every attempt was starved, it is skipped
   with the measurements (a result that says nothing either way, as on a machine without torch).
@@ -30,8 +33,10 @@ import pytest
 #: and a launcher on 2 cores), so another process holding half a core already delays them by
 #: milliseconds (a ring step-time test failed its 2 ms slack while another test run shared the machine).
 STARVED = 0.25
-#: Attempts of a timing test in all (the later ones only after a starved failure).
+#: Attempts of a timing test in all (the later ones only after a starved failure or a first calm one).
 ATTEMPTS = 3
+#: Calm failures (the rest of the machine under :data:`STARVED`) after which a failure stands.
+CALM_FAILURES = 2
 #: Seconds to wait, at most, for the machine to calm down before another attempt.
 CALM_WAIT = 20.0
 #: Shortest window (seconds) over which the machine's CPU use is measured.
@@ -39,7 +44,7 @@ WINDOW = 1.0
 
 
 class StarvedWarning(UserWarning):
-    """A timing test failed on a starved machine and runs again (shown in pytest's warnings summary)."""
+    """A timing test failed on a starved machine, or once on a calm one, and runs again (pytest's summary)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     fn = pyfuncitem.obj
     names = inspect.signature(fn).parameters
     kwargs = {k: v for k, v in pyfuncitem.funcargs.items() if k in names}
-    starved = []
+    shares = []
+    calm = 0
     for attempt in range(ATTEMPTS):
         before = CpuSnapshot.take()
         try:
@@ -107,9 +113,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             # /proc/stat counts in clock ticks, CPU by CPU: a window under a second is mostly rounding.
             time.sleep(max(WINDOW - (time.monotonic() - before.wall), 0.0))
             share = CpuSnapshot.take().others_since(before)
+            shares.append(share)
             if share < STARVED:
-                raise  # a calm machine: the failure stands
-            starved.append(share)
+                calm += 1
+                if calm >= CALM_FAILURES or attempt + 1 >= ATTEMPTS:
+                    raise  # a calm machine, and not the first time: the failure stands
             if attempt + 1 < ATTEMPTS:
                 warnings.warn(
                     f"{pyfuncitem.name}: attempt {attempt + 1} failed while other processes took "
@@ -119,6 +127,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
                 )
                 _calm(CALM_WAIT)
     pytest.skip(
-        f"timing not checkable: other processes took {', '.join(f'{100 * s:.0f}%' for s in starved)} "
-        f"of the CPU during the {ATTEMPTS} attempts (starved above {100 * STARVED:.0f}%)"
+        f"timing not checkable: other processes took {', '.join(f'{100 * s:.0f}%' for s in shares)} "
+        f"of the CPU during the {ATTEMPTS} attempts (starved above {100 * STARVED:.0f}%; at most one "
+        "calm failure, which does not stand alone)"
     )
