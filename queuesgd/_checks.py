@@ -139,8 +139,8 @@ def device(field: str, value: Any) -> str:
     queuesgd.errors.InvalidParameterError: device: got 'gpu'; accepted: 'cpu', 'cuda' or 'cuda:N' (...)
     """
     if isinstance(value, str):
-        head, _, index = value.partition(":")
-        if (value == "cpu") or (head == "cuda" and (not _ or index.isdigit())):
+        head, colon, index = value.partition(":")
+        if value == "cpu" or (head == "cuda" and (not colon or index.isdigit())):
             return value
     raise InvalidParameterError(field, value, "'cpu', 'cuda' or 'cuda:N' (N a device index)")
 

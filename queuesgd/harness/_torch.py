@@ -11,7 +11,7 @@ from types import ModuleType
 
 from queuesgd.errors import MissingDependencyError
 
-__all__ = ["require_torch", "use_device"]
+__all__ = ["ddp_device_ids", "require_torch", "use_device"]
 
 
 def require_torch() -> ModuleType:
@@ -77,3 +77,15 @@ def use_device(device: str) -> tuple[object, Callable[[], None]]:
     dev = torch.device("cuda", index)
     torch.cuda.set_device(dev)
     return dev, torch.cuda.synchronize
+
+
+def ddp_device_ids(dev: object) -> list[object] | None:
+    """DDP's ``device_ids`` for a module on ``dev``: None on the CPU, ``[dev]`` on one CUDA device.
+
+    Examples
+    --------
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> ddp_device_ids(torch.device("cpu")), ddp_device_ids(torch.device("cuda", 1))
+    (None, [device(type='cuda', index=1)])
+    """
+    return None if getattr(dev, "type", "cpu") == "cpu" else [dev]

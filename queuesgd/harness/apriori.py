@@ -624,7 +624,7 @@ def calibrate_network(
         held,
         incast,
         device,
-        tuple((float(b), float(t)) for b, t in fit.samples),
+        fit.samples,
     )
 
 
@@ -741,10 +741,12 @@ def ddp_calibration_sizes(
     >>> ddp_calibration_sizes([p])    # DDP's buckets: 1200 KiB (closes past 1 MiB), then 1200 KiB
     (4096, 1228800, 4194304)
     """
-    sizes = {4 * -(-int(_checks.integer("smallest", smallest)) // 4), 4 * -(-int(largest) // 4)}
+    from queuesgd.harness.calibrate import _check_sizes
+
+    sizes = [_checks.integer("smallest", smallest), _checks.integer("largest", largest)]
     for profile in profiles:
-        sizes.update(4 * -(-int(b.nbytes) // 4) for b in _ddp_scheme().buckets(profile.workload))
-    return tuple(sorted(sizes))
+        sizes += [math.ceil(b.nbytes) for b in _ddp_scheme().buckets(profile.workload)]
+    return tuple(sorted(set(_check_sizes(sizes, 4))))  # whole float32 elements, as the calibration rounds
 
 
 def _ddp_scheme(overlap: bool = True) -> Any:

@@ -201,7 +201,7 @@ def synchronized_step(
     import torch
     import torch.distributed as dist
 
-    from queuesgd.harness._torch import use_device
+    from queuesgd.harness._torch import ddp_device_ids, use_device
     from queuesgd.harness.models import build_seeded, worker_batches
 
     torch.set_num_threads(1)
@@ -214,7 +214,7 @@ def synchronized_step(
     net, shape = build_seeded(kind, seed, model_options)
     net = net.to(dev)
     net.train()
-    ids = None if dev.type == "cpu" else [dev]
+    ids = ddp_device_ids(dev)
     model = torch.nn.parallel.DistributedDataParallel(net, device_ids=ids, process_group=own) if ddp else net
     if ddp and local:
         model.register_comm_hook(None, _hand_back)

@@ -114,7 +114,7 @@ def ddp_worker(
     the CUDA buckets (through host copies); the step is timed after
     :func:`torch.cuda.synchronize`.
     """
-    from queuesgd.harness._torch import require_torch, use_device
+    from queuesgd.harness._torch import ddp_device_ids, require_torch, use_device
     from queuesgd.harness.models import build_seeded, worker_batches
 
     torch = require_torch()
@@ -126,7 +126,7 @@ def ddp_worker(
     net.train()
     # bucket_cap_mb=None is DDP's default: a 1 MiB first bucket, then 25 MiB. In torch 2.13 an explicit
     # cap (even 25) makes the first bucket as large as the cap.
-    ids = None if dev.type == "cpu" else [dev]
+    ids = ddp_device_ids(dev)
     ddp = nn.parallel.DistributedDataParallel(net, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
