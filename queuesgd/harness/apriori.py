@@ -741,12 +741,10 @@ def ddp_calibration_sizes(
     >>> ddp_calibration_sizes([p])    # DDP's buckets: 1200 KiB (closes past 1 MiB), then 1200 KiB
     (4096, 1228800, 4194304)
     """
-    from queuesgd.harness.calibrate import _check_sizes
-
     sizes = [_checks.integer("smallest", smallest), _checks.integer("largest", largest)]
     for profile in profiles:
-        sizes += [math.ceil(b.nbytes) for b in _ddp_scheme().buckets(profile.workload)]
-    return tuple(sorted(set(_check_sizes(sizes, 4))))  # whole float32 elements, as the calibration rounds
+        sizes += [b.nbytes for b in _ddp_scheme().buckets(profile.workload)]
+    return tuple(sorted({4 * math.ceil(s / 4) for s in sizes}))  # whole float32 elements
 
 
 def _ddp_scheme(overlap: bool = True) -> Any:
