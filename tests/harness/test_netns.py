@@ -166,57 +166,72 @@ def test_setup_moves_a_forked_worker_into_its_namespace():
     assert _leftovers(ns) == []  # the child (not the owner) removed nothing; the owner removed all
 
 
+WARM_UP = 1_000_000  # bytes the sink lets pass before its clock starts: connection and slow start
+
+
 def _sink(ns: Namespaces, conn) -> None:
+    """Receive one stream; send back (bytes, seconds) from the first read past WARM_UP to the last read."""
     ns.setup(1)
     srv = socket.create_server((ns.address(1), 0))
     conn.send(srv.getsockname()[1])
     peer, _ = srv.accept()
-    while peer.recv(1 << 20):
-        pass
-    peer.sendall(b"k")  # everything arrived
+    got = 0
+    first = last = None
+    while data := peer.recv(1 << 20):
+        got += len(data)
+        last = (got, time.perf_counter())
+        if first is None and got >= WARM_UP:
+            first = last
     peer.close()
+    conn.send((last[0] - first[0], last[1] - first[1]))
 
 
-def _source(ns: Namespaces, port: int, nbytes: int, conn) -> None:
+def _source(ns: Namespaces, port: int, nbytes: int) -> None:
     ns.setup(0)
-    sock = socket.create_connection((ns.address(1), port), timeout=30)
-    chunk = b"\0" * (1 << 16)
-    sock.sendall(chunk)  # connection and slow start before the clock starts
-    start = time.perf_counter()
-    sent = 0
-    while sent < nbytes:
-        sent += sock.send(chunk)
-    sock.shutdown(socket.SHUT_WR)
-    sock.recv(1)
-    conn.send(sent / (time.perf_counter() - start))
+    with socket.create_connection((ns.address(1), port), timeout=30) as sock:
+        sock.sendall(b"\0" * nbytes)
+
+
+def _stream(rate: str, burst: int | str | None, nbytes: int) -> tuple[float, float]:
+    """Goodput (bytes/s) of one TCP stream between two shaped namespaces, timed by the receiver; its bound."""
+    ctx = multiprocessing.get_context("fork")
+    with Namespaces(2, rate=rate, burst=burst) as ns:
+        reader, writer = ctx.Pipe(duplex=False)
+        sink = ctx.Process(target=_sink, args=(ns, writer))
+        source = None
+        try:
+            sink.start()
+            assert reader.poll(30)
+            port = reader.recv()
+            source = ctx.Process(target=_source, args=(ns, port, nbytes))
+            source.start()
+            assert reader.poll(60)
+            nbytes_timed, seconds = reader.recv()
+            source.join(10)
+            sink.join(10)
+        finally:  # a timed-out run ends its processes too
+            for proc in (source, sink):
+                if proc is not None and proc.pid is not None and proc.is_alive():
+                    proc.kill()
+                    proc.join()
+        # tbf lets at most rate x t + burst link-layer bytes through in t seconds
+        bound = ns.rate * GOODPUT * (1 + ns.burst / (ns.rate * seconds))
+        return nbytes_timed / seconds, bound
 
 
 @pytest.mark.timing
 @needs_netns
 def test_tcp_stream_between_namespaces_runs_at_the_shaped_rate():
-    ctx = multiprocessing.get_context("fork")
-    with Namespaces(2, rate="100Mbit/s") as ns:
-        r1, w1 = ctx.Pipe(duplex=False)
-        r0, w0 = ctx.Pipe(duplex=False)
-        sink = ctx.Process(target=_sink, args=(ns, w1))
-        source = ctx.Process(target=_source, args=(ns, 0, 0, w0))
-        try:
-            sink.start()
-            assert r1.poll(30)
-            port = r1.recv()
-            source = ctx.Process(target=_source, args=(ns, port, 5_000_000, w0))
-            source.start()
-            assert r0.poll(60)
-            goodput = r0.recv()
-            source.join(10)
-            sink.join(10)
-        finally:  # a timed-out run ends its processes too
-            for proc in (source, sink):
-                if proc.pid is not None and proc.is_alive():
-                    proc.kill()
-                    proc.join()
-    # Measured 95.5 % of 12.5 MB/s on the project's machines: exactly the MSS / frame ratio.
-    assert goodput == pytest.approx(ns.rate * GOODPUT, rel=0.03)
+    # With a 20 ms bucket the stream runs at the MSS / frame ratio of the rate: measured here 95.3-96.3 %
+    # of 12.5 MB/s (40 runs, cubic and bbr; a 10 ms bucket still lost up to 4.4 % in some runs).
+    goodput, bound = _stream("100Mbit/s", "250KB", 6_000_000)
+    assert goodput == pytest.approx(12.5e6 * GOODPUT, rel=0.02)
+    assert goodput <= bound
+    # With the default 1 ms bucket a timer that fires late on a virtual machine loses tokens (the bucket
+    # is full), so the stream runs at or under the bound: 77-95.7 % in 113 runs on the project's machine
+    # (2026-11-26). Under it, not over it: the shaper holds; the calibration measures what is left.
+    goodput, bound = _stream("100Mbit/s", None, 6_000_000)
+    assert 0.5 * bound < goodput <= bound
 
 
 @pytest.mark.timing
