@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import ModuleType
 
-from queuesgd.errors import MissingDependencyError
+from queuesgd import _checks
+from queuesgd.errors import InvalidParameterError, MissingDependencyError
 
 __all__ = ["ddp_device_ids", "require_torch", "use_device"]
 
@@ -62,9 +63,6 @@ def use_device(device: str) -> tuple[object, Callable[[], None]]:
     >>> str(dev), wait()
     ('cpu', None)
     """
-    from queuesgd import _checks
-    from queuesgd.errors import InvalidParameterError
-
     name = _checks.device("device", device)
     torch = require_torch()
     dev = torch.device(name)

@@ -88,13 +88,12 @@ def _copy(
     """One copy: profile the model after a barrier (all copies start together); report the steps."""
     import torch.distributed as dist
 
+    from queuesgd.harness._torch import use_device
     from queuesgd.harness.models import build
     from queuesgd.profiler import profile
 
     def factory() -> Any:
         return build(kind, **model_options)[0]
-
-    from queuesgd.harness._torch import use_device
 
     dev, _ = use_device(device)
     shape = build(kind, **model_options)[1]
