@@ -85,6 +85,7 @@ _EXPORTS: dict[str, str] = {
     "compare": "queuesgd.comparison",
     "Comparison": "queuesgd.comparison",
     "profile": "queuesgd.profiler",
+    "plain_step_time": "queuesgd.profiler",
     "read_trace": "queuesgd.profiler_trace",
     "validate": "queuesgd.harness.campaign",
     "WhatIf": "queuesgd.scaling",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -164,3 +164,32 @@ def boolean(field: str, value: Any) -> bool:
     if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
         return value.strip().lower() in _TRUE
     raise InvalidParameterError(field, value, "true or false (also yes/no, on/off, 1/0)")
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def json_record(field: str, value: Any) -> dict[str, Any]:
+    """A copy of ``value`` if it maps str names to JSON scalars or lists of them (finite numbers).
+
+    Examples
+    --------
+    >>> json_record("provenance", {"device": "cpu", "sizes": (1, 2)})
+    {'device': 'cpu', 'sizes': [1, 2]}
+    >>> json_record("provenance", {"x": float("nan")})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: provenance['x']: got nan; accepted: ...
+    """
+    accepted = "a mapping of str names to JSON values (str, finite number, bool, None, or a list of them)"
+    if not isinstance(value, Mapping):
+        raise InvalidParameterError(field, value, accepted)
+    out: dict[str, Any] = {}
+    for key, v in value.items():
+        items = v if isinstance(v, (list, tuple)) else [v]
+        finite = all(math.isfinite(x) for x in items if isinstance(x, float))
+        ok = isinstance(key, str) and finite and all(isinstance(x, _JSON_SCALARS) for x in items)
+        if not ok:
+            raise InvalidParameterError(f"{field}[{key!r}]", v, accepted)
+        out[key] = list(v) if isinstance(v, (list, tuple)) else v
+    return out

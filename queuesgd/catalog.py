@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import distributions as _distributions
+from queuesgd._checks import json_record
 from queuesgd.catalog_files import (
     ENV_VAR,
     catalog_dirs,
@@ -123,7 +124,7 @@ MODEL_FIELDS = frozenset(
 )
 #: Descriptive fields kept as they are (``workload_info``); any key ending in ``_note`` is one too.
 METADATA_FIELDS = frozenset(
-    {"display_name", "description", "source", "framework", "hardware", "dtype", "note", "notes"}
+    {"display_name", "description", "source", "framework", "hardware", "dtype", "note", "notes", "provenance"}
 )
 
 
@@ -293,6 +294,9 @@ def load_workload(name: str | os.PathLike[str]) -> Workload:
             "add_cost.vector_add_curve", spec["vector_add_curve"], CostCurve.from_file, _CURVE_FILE
         )
 
+    provenance = data.get("provenance")
+    if provenance is not None:
+        provenance = json_record(f"{where}: provenance", provenance)
     return Workload(
         compute=compute,
         gradient_bytes=gradient_bytes,
@@ -302,7 +306,9 @@ def load_workload(name: str | os.PathLike[str]) -> Workload:
         layers=layers,
         name=data.get("name", path.stem),
         add_cost=add_cost,
+        provenance=provenance,
     )
+
 
 
 class _More:
@@ -603,6 +609,8 @@ def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str
     }
     if note:
         data["description"] = note
+    if workload.provenance:
+        data["provenance"] = dict(workload.provenance)
     if workload.layers:
         trace = out.with_suffix(".bk.log")
         rows = [

@@ -29,90 +29,30 @@ imported only when :func:`profile` runs.
 
 from __future__ import annotations
 
-import importlib
-import statistics
+import contextlib
+import datetime
+import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
-
 from queuesgd import _checks
-from queuesgd.distributions import Empirical
-from queuesgd.errors import InvalidParameterError
 from queuesgd.harness import require_torch
-from queuesgd.workload import Layer, Workload
+from queuesgd.profiler_step import TrainingStep, resolve_model, training_step
+from queuesgd.workload import Workload
 
-__all__ = ["profile", "resolve_model"]
-
-
-def resolve_model(model: Any) -> Any:
-    """An ``nn.Module`` from a module, a factory (called with no arguments) or a name.
-
-    Names: ``"module.path:callable"`` (a factory in an importable module),
-    ``"torchvision:NAME"`` (``torchvision.models.get_model(NAME, weights=None)``:
-    random weights, nothing downloaded; where torchvision loads beside torch),
-    or ``"queuesgd:KIND"`` (a harness model, :func:`queuesgd.harness.models.build`:
-    ``mlp``, ``cnn``, ``resnet18s``).
-
-    Examples
-    --------
-    >>> resolve_model("nope")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    queuesgd.errors.InvalidParameterError: model: got 'nope'; accepted: an nn.Module, a factory ...
-    """
-    accepted = (
-        "an nn.Module, a factory returning one, or 'module.path:callable' (e.g. 'mypkg.models:make_net')"
-    )
-    if isinstance(model, str):
-        mod_name, sep, attr = model.partition(":")
-        if not sep or not mod_name or not attr:
-            raise InvalidParameterError("model", model, accepted)
-        if mod_name == "torchvision":
-            return _torchvision(model, attr)
-        if mod_name == "queuesgd":
-            from queuesgd.harness.models import build
-
-            return build(attr)[0]
-        try:
-            factory = getattr(importlib.import_module(mod_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise InvalidParameterError("model", model, f"{accepted} ({type(exc).__name__}: {exc})") from None
-        model = factory
-    nn = require_torch().nn
-    if not isinstance(model, nn.Module) and callable(model):
-        model = model()
-    if not isinstance(model, nn.Module):
-        raise InvalidParameterError("model", model, accepted)
-    return model
-
-
-def _torchvision(spec: str, name: str) -> Any:
-    """``torchvision.models.get_model(name, weights=None)``, or a clear error saying why not."""
-    require_torch()
-    try:
-        import torchvision.models as tvm
-    except Exception as exc:  # ImportError, or torchvision's own operators failing to register
-        raise InvalidParameterError(
-            "model",
-            spec,
-            f"a torchvision model where torchvision loads beside this torch ({type(exc).__name__}: {exc}); "
-            "or 'queuesgd:resnet18s', a ResNet-18-style model that needs no torchvision",
-        ) from None
-    try:
-        return tvm.get_model(name, weights=None)
-    except (ValueError, KeyError) as exc:
-        raise InvalidParameterError(
-            "model", spec, f"a name torchvision.models.list_models() gives ({exc})"
-        ) from None
+__all__ = ["plain_step_time", "profile", "resolve_model"]
 
 
 def profile(
     model: Any,
     *,
     batch_size: int,
-    input_shape: tuple[int, ...],
+    input_shape: tuple[int, ...] | None = None,
+    inputs: Any = None,
+    loss: Callable[[Any], Any] | None = None,
+    autocast: Any = None,
+    accumulation: int = 1,
     device: str = "cpu",
     threads: int | None = 1,
     warmup: int = 3,
@@ -127,12 +67,37 @@ def profile(
     ----------
     model : nn.Module, callable or str
         The model, a factory, or ``"module.path:callable"`` (see :func:`resolve_model`).
+        A ``torch.compile``\\d model is profiled without per-module forward
+        times (its modules run inside compiled graphs).
     batch_size : int
-        Samples per step (the per-worker mini-batch).
-    input_shape : tuple of int
-        Shape of one input sample (``(3, 32, 32)`` for small images).
+        Samples per forward pass (per micro-step with ``accumulation > 1``).
+    input_shape : tuple of int, optional
+        Shape of one input sample (``(3, 32, 32)`` for small images): the
+        batch is ``torch.randn(batch_size, *input_shape)``. Give this or ``inputs``.
+    inputs : tensor, tuple, list, dict or callable, optional
+        An example batch, or a factory ``inputs(batch_size, device)`` that
+        returns one: a tensor is passed as ``model(x)``, a tuple or list as
+        ``model(*xs)``, a dict as ``model(**xs)`` (token ids, attention masks,
+        labels, several tensors). Tensors are moved to ``device``; every
+        tensor's first dimension must be ``batch_size``.
+    loss : callable, optional
+        ``loss(output) -> scalar tensor``: for a real loss with labels, or a
+        ``ModelOutput`` / tuple output. By default: the output's ``"loss"``
+        entry where it has one, otherwise the sum over the output's floating
+        tensors of ``mean(t ** 2)`` (a synthetic loss that needs no labels and
+        whose backward reaches every parameter the output depends on).
+    autocast : torch.dtype, str or None
+        Mixed precision: ``torch.bfloat16`` (``"bf16"``) or ``torch.float16``
+        (``"fp16"``, with a ``GradScaler``) around the forward pass and the
+        loss, as a mixed-precision training loop runs; None for none.
+    accumulation : int
+        Micro-steps per optimizer step (gradient accumulation). The step is
+        ``accumulation`` forward + backward passes, then one update; the
+        layers describe the *last* micro-step, the one whose gradients DDP
+        all-reduces (it skips the others under ``no_sync``).
     device : str
-        ``"cpu"`` or a CUDA device where present.
+        ``"cpu"``, ``"cuda"`` or ``"cuda:N"``. On CUDA the hooks record CUDA
+        events and the step synchronizes once, at its end.
     threads : int or None
         ``torch.set_num_threads`` during the profile (restored after); None keeps the current one.
     warmup, repetitions : int
@@ -147,8 +112,16 @@ def profile(
     Returns
     -------
     Workload
-        ``layers`` in backward order; ``compute`` the Empirical law of forward + backward;
-        ``update_time`` the median optimizer step; ``batch_size`` as given.
+        ``layers``: the trainable parameters (a tied weight once, frozen ones
+        left out) in backward order, each with its gradient's bytes (in the
+        parameter's dtype: what DDP reduces), its mean backward gap and its
+        exclusive forward time; ``compute``: the Empirical law of the
+        step's forward + backward passes (all micro-steps); ``update_time``:
+        the median optimizer step; ``batch_size``: ``batch_size x
+        accumulation`` samples per update; ``provenance``: the device,
+        torch version, dtype, date, timing method, accumulation, memory
+        (peak, parameters, gradients, optimizer state, activations; on CUDA),
+        and the profile's own wall time per step.
 
     Examples
     --------
@@ -159,152 +132,174 @@ def profile(
     ['2.bias', '2.weight']
     >>> int(w.gradient_bytes) == 4 * sum(p.numel() for p in net.parameters())
     True
+
+    Token ids, a loss on a tuple output, two micro-steps per update:
+
+    >>> emb = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 50))
+    >>> ids = lambda b, dev: torch.randint(0, 50, (b, 6), device=dev)
+    >>> w = profile(emb, batch_size=4, inputs=ids, accumulation=2, repetitions=3,
+    ...             loss=lambda out: out.logsumexp(-1).mean())
+    >>> w.batch_size, w.provenance["accumulation"], len(w.layers)
+    (8, 2, 3)
     """
+    from queuesgd.profiler_recorder import Recorder
+
     torch = require_torch()
-    batch_size = _checks.integer("batch_size", batch_size)
     warmup = _checks.integer("warmup", warmup, minimum=0)
     repetitions = _checks.integer("repetitions", repetitions, minimum=2)
-    shape = _shape(input_shape)
-    old_threads = torch.get_num_threads()
+    if name is not None:
+        _checks.name("name", name)
+    started = time.perf_counter()
+    with _threads(torch, threads):
+        step = training_step(
+            model,
+            batch_size=batch_size,
+            input_shape=input_shape,
+            inputs=inputs,
+            loss=loss,
+            autocast=autocast,
+            accumulation=accumulation,
+            device=device,
+            optimizer=optimizer,
+            seed=seed,
+        )
+        cuda = step.dev.type == "cuda"
+        rec = Recorder(torch, step.net, step.params, cuda=cuda, forward_hooks=not step.compiled)
+        try:
+            for _ in range(warmup):
+                rec.step(step.run_micro, step.update, step.accumulation, measure=False)
+            memory = _memory(step) if cuda else {}
+            if cuda:
+                torch.cuda.reset_peak_memory_stats(step.dev)
+                step.activations.clear()
+            for _ in range(repetitions):
+                rec.step(step.run_micro, step.update, step.accumulation, measure=True)
+            if cuda:
+                memory["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(step.dev))
+                memory["activation_bytes"] = max(step.activations)
+        finally:
+            rec.remove()
+        provenance = _provenance(step)
+    provenance.update(memory)
+    provenance["profile_seconds_per_step"] = (time.perf_counter() - started) / (warmup + repetitions)
+    label = name or type(getattr(step.net, "_orig_mod", step.net)).__name__
+    return rec.workload(step.batch_size * step.accumulation, label, provenance)
+
+
+def plain_step_time(
+    model: Any,
+    *,
+    batch_size: int,
+    input_shape: tuple[int, ...] | None = None,
+    inputs: Any = None,
+    loss: Callable[[Any], Any] | None = None,
+    autocast: Any = None,
+    accumulation: int = 1,
+    device: str = "cpu",
+    threads: int | None = 1,
+    warmup: int = 5,
+    steps: int = 30,
+    chunks: int = 3,
+    optimizer: Callable[[Any], Any] | None = None,
+    seed: int = 0,
+) -> tuple[float, ...]:
+    """Seconds per training step of ``model`` in a plain loop, no hooks: the reference a profile is held to.
+
+    The step is the one :func:`profile` measures with the same arguments
+    (:mod:`queuesgd.profiler_step`). After ``warmup`` steps, ``steps`` steps
+    run back to back in ``chunks`` runs of equal length; each run is timed on
+    the host from a device synchronize to a device synchronize, as a
+    training loop's throughput sees it (on a CUDA device the host queues
+    work ahead, as it does in training).
+
+    Returns
+    -------
+    tuple of float
+        Seconds per step of each chunk (their mean is the reference; their
+        spread, the loop's own noise).
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    >>> per_chunk = plain_step_time(net, batch_size=4, input_shape=(8,), steps=6, chunks=2)
+    >>> len(per_chunk), all(t > 0 for t in per_chunk)
+    (2, True)
+    """
+    torch = require_torch()
+    warmup = _checks.integer("warmup", warmup, minimum=0)
+    chunks = _checks.integer("chunks", chunks)
+    steps = _checks.integer("steps", steps, minimum=chunks)
+    with _threads(torch, threads):
+        step = training_step(
+            model,
+            batch_size=batch_size,
+            input_shape=input_shape,
+            inputs=inputs,
+            loss=loss,
+            autocast=autocast,
+            accumulation=accumulation,
+            device=device,
+            optimizer=optimizer,
+            seed=seed,
+        )
+        wait = torch.cuda.synchronize if step.dev.type == "cuda" else (lambda: None)
+        for _ in range(warmup):
+            step.run()
+        per = steps // chunks
+        out = []
+        for _ in range(chunks):
+            wait()
+            t0 = time.perf_counter()
+            for _ in range(per):
+                step.run()
+            wait()
+            out.append((time.perf_counter() - t0) / per)
+    return tuple(out)
+
+
+@contextlib.contextmanager
+def _threads(torch: Any, threads: int | None) -> Iterator[None]:
+    """``torch.set_num_threads(threads)`` inside, the old count restored after (None: unchanged)."""
+    old = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(_checks.integer("threads", threads))
     try:
-        torch.manual_seed(seed)
-        net = resolve_model(model).to(device)
-        net.train()
-        params = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
-        if not params:
-            raise InvalidParameterError("model", type(net).__name__, "a model with trainable parameters")
-        opt = (
-            optimizer(net.parameters())
-            if optimizer is not None
-            else torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-        )
-        gen = torch.Generator(device="cpu").manual_seed(seed)
-        x = torch.randn((batch_size, *shape), generator=gen).to(device)
-        rec = _Recorder(torch, net, params, device)
-        try:
-            for _ in range(warmup):
-                rec.step(x, opt, measure=False)
-            for _ in range(repetitions):
-                rec.step(x, opt, measure=True)
-        finally:
-            rec.remove()
+        yield
     finally:
-        torch.set_num_threads(old_threads)
-    return rec.workload(batch_size, name or type(net).__name__)
+        torch.set_num_threads(old)
 
 
-def _shape(input_shape: Any) -> tuple[int, ...]:
-    try:
-        shape = tuple(int(d) for d in input_shape)
-    except TypeError:
-        shape = ()
-    if not shape or any(d < 1 for d in shape):
-        raise InvalidParameterError(
-            "input_shape", input_shape, "a tuple of positive integers, e.g. (3, 32, 32)"
-        )
-    return shape
+def _memory(step: TrainingStep) -> dict[str, Any]:
+    """Bytes of the parameters and the optimizer's state on the device, after the warm-up steps."""
+    torch = step.torch
+    state = 0
+    for per in step.opt.state.values():
+        for v in per.values():
+            if isinstance(v, torch.Tensor) and v.device == step.dev:
+                state += v.numel() * v.element_size()
+    size = sum(p.numel() * p.element_size() for _, p in step.params)
+    return {"parameter_bytes": int(size), "optimizer_state_bytes": int(state)}
 
 
-class _Recorder:
-    """Hooks on a model that time its forward modules, gradient readiness and the optimizer step."""
-
-    def __init__(self, torch: Any, net: Any, params: list[tuple[str, Any]], device: str) -> None:
-        self.torch, self.net, self.params = torch, net, params
-        self.cuda = str(device).startswith("cuda")
-        self.ready: dict[str, float] = {}
-        self.enter: dict[str, float] = {}
-        self.fwd: dict[str, float] = {}
-        self.samples: dict[str, list] = {"forward": [], "backward": [], "update": []}
-        self.ready_runs: list[dict[str, float]] = []
-        self.fwd_runs: list[dict[str, float]] = []
-        self.handles = [p.register_post_accumulate_grad_hook(self._ready(n)) for n, p in params]
-        self.owner: dict[str, str] = {}
-        for mod_name, mod in net.named_modules():
-            own = [n for n, _ in mod.named_parameters(recurse=False)]
-            if not own:
-                continue
-            for pn in own:
-                self.owner[f"{mod_name}.{pn}" if mod_name else pn] = mod_name
-            self.handles.append(mod.register_forward_pre_hook(self._enter(mod_name)))
-            self.handles.append(mod.register_forward_hook(self._leave(mod_name)))
-
-    def _now(self) -> float:
-        if self.cuda:
-            self.torch.cuda.synchronize()
-        return time.perf_counter()
-
-    def _ready(self, name: str) -> Any:
-        def hook(_p: Any) -> None:
-            self.ready[name] = self._now()
-
-        return hook
-
-    def _enter(self, mod: str) -> Any:
-        def hook(_m: Any, _inp: Any) -> None:
-            self.enter[mod] = self._now()
-
-        return hook
-
-    def _leave(self, mod: str) -> Any:
-        def hook(_m: Any, _inp: Any, _out: Any) -> None:
-            self.fwd[mod] = self.fwd.get(mod, 0.0) + self._now() - self.enter[mod]
-
-        return hook
-
-    def step(self, x: Any, opt: Any, *, measure: bool) -> None:
-        self.ready.clear()
-        self.fwd.clear()
-        opt.zero_grad(set_to_none=True)
-        t0 = self._now()
-        out = self.net(x)
-        loss = out.float().pow(2).mean()
-        t1 = self._now()
-        loss.backward()
-        t2 = self._now()
-        opt.step()
-        t3 = self._now()
-        if not measure:
-            return
-        missing = [n for n, _ in self.params if n not in self.ready]
-        if missing:
-            raise InvalidParameterError(
-                "model", missing[:3], "a model whose every trainable parameter receives a gradient"
-            )
-        self.samples["forward"].append(t1 - t0)
-        self.samples["backward"].append(t2 - t1)
-        self.samples["update"].append(t3 - t2)
-        self.ready_runs.append({n: t - t1 for n, t in self.ready.items()})
-        self.fwd_runs.append(dict(self.fwd))
-
-    def remove(self) -> None:
-        for h in self.handles:
-            h.remove()
-
-    def workload(self, batch_size: int, name: str) -> Workload:
-        names = [n for n, _ in self.params]
-        ready = {n: float(np.mean([r[n] for r in self.ready_runs])) for n in names}
-        order = sorted(names, key=lambda n: (ready[n], names.index(n)))
-        sizes = {n: float(p.numel() * p.element_size()) for n, p in self.params}
-        fwd_mod = {
-            m: float(np.mean([r.get(m, 0.0) for r in self.fwd_runs])) for m in set(self.owner.values())
-        }
-        mod_bytes: dict[str, float] = {}
-        for n in names:
-            mod_bytes[self.owner[n]] = mod_bytes.get(self.owner[n], 0.0) + sizes[n]
-        layers, prev = [], 0.0
-        for n in order:
-            gap = max(ready[n] - prev, 0.0)
-            prev = max(prev, ready[n])
-            share = sizes[n] / mod_bytes[self.owner[n]] if mod_bytes[self.owner[n]] else 0.0
-            layers.append(Layer(n, sizes[n], gap, fwd_mod[self.owner[n]] * share))
-        steps = np.asarray(self.samples["forward"]) + np.asarray(self.samples["backward"])
-        return Workload(
-            Empirical(steps),
-            None,
-            batch_size=batch_size,
-            update_time=float(statistics.median(self.samples["update"])),
-            layers=tuple(layers),
-            name=name,
-        )
+def _provenance(step: TrainingStep) -> dict[str, Any]:
+    torch = step.torch
+    dtypes = sorted({str(p.dtype).removeprefix("torch.") for _, p in step.params})
+    if step.dev.type == "cuda":
+        where = torch.cuda.get_device_name(step.dev)
+        timing = "CUDA events on the hooks' streams, one synchronize per step"
+    else:
+        where = f"CPU ({platform.machine() or 'unknown'}, {torch.get_num_threads()} thread(s))"
+        timing = "host clock (time.perf_counter)"
+    return {
+        "device": where,
+        "torch": str(torch.__version__),
+        "parameter_dtype": ",".join(dtypes),
+        "autocast": None if step.amp is None else str(step.amp).removeprefix("torch."),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "timing": timing,
+        "accumulation": step.accumulation,
+        "micro_batch": step.batch_size,
+        "compiled": step.compiled,
+        "forward_times": "none (compiled model)" if step.compiled else "exclusive per parameter owner",
+    }

@@ -34,7 +34,7 @@ import dataclasses
 import math
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -304,6 +304,11 @@ class Workload:
         Seconds to add two gradient vectors of ``x`` bytes (the reduction of
         a ring all-reduce), as a :class:`CostCurve`; ``None`` scales
         ``update_time`` instead (see :meth:`reduction_time`).
+    provenance : mapping or None
+        Where the numbers came from, for reports: plain JSON values by name
+        (:func:`queuesgd.profile` records the device, torch version, dtype,
+        date, accumulation and peak memory). Descriptive only: no model
+        reads it, and it takes no part in equality.
 
     Examples
     --------
@@ -330,11 +335,14 @@ class Workload:
     layers: tuple[Layer, ...] | None = field(default=None)
     name: str | None = None
     add_cost: CostCurve | None = None
+    provenance: Mapping[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         if self.name is not None:
             _checks.name("Workload.name", self.name)
+        if self.provenance is not None:
+            set_(self, "provenance", _checks.json_record("Workload.provenance", self.provenance))
         if self.add_cost is not None and not isinstance(self.add_cost, CostCurve):
             raise InvalidParameterError(
                 "Workload.add_cost", self.add_cost, "a CostCurve (seconds per vector add of x bytes) or None"

@@ -41,6 +41,7 @@ _EXPORTS = {
     "available": "queuesgd.harness.netns",
     "remove_stale": "queuesgd.harness.netns",
     "require_torch": "queuesgd.harness._torch",
+    "check_device": "queuesgd.harness._torch",
     "run_fsdp": "queuesgd.harness.fsdp",
     "run_pipeline": "queuesgd.harness.pipelining",
     "profile_stages": "queuesgd.harness.pipelining",

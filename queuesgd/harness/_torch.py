@@ -12,7 +12,7 @@ from types import ModuleType
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, MissingDependencyError
 
-__all__ = ["ddp_device_ids", "require_torch", "use_device"]
+__all__ = ["check_device", "ddp_device_ids", "require_torch", "use_device"]
 
 
 def require_torch() -> ModuleType:
@@ -63,18 +63,45 @@ def use_device(device: str) -> tuple[object, Callable[[], None]]:
     >>> str(dev), wait()
     ('cpu', None)
     """
-    name = _checks.device("device", device)
+    dev = check_device(device)
+    if dev.type == "cpu":
+        return dev, lambda: None
+    torch = require_torch()
+    torch.cuda.set_device(dev)
+    return dev, torch.cuda.synchronize
+
+
+def check_device(device: str, field: str = "device") -> object:
+    """The ``torch.device`` ``device`` names, if this machine has it (``"cuda"`` is ``cuda:0``).
+
+    Nothing is made current; CUDA is initialized only to count the devices.
+
+    Raises
+    ------
+    InvalidParameterError
+        When ``device`` is not ``"cpu"``, ``"cuda"`` or ``"cuda:N"``, or names
+        a CUDA device this machine does not have (a CPU build of torch has none).
+
+    Examples
+    --------
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> check_device("cpu")
+    device(type='cpu')
+    >>> check_device("meta")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: device: got 'meta'; accepted: 'cpu', 'cuda' or 'cuda:N' ...
+    """
+    name = _checks.device(field, device)
     torch = require_torch()
     dev = torch.device(name)
     if dev.type == "cpu":
-        return dev, lambda: None
+        return dev
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     index = 0 if dev.index is None else dev.index
     if index >= count:
-        raise InvalidParameterError("device", name, f"a CUDA device this machine has ({count} found)")
-    dev = torch.device("cuda", index)
-    torch.cuda.set_device(dev)
-    return dev, torch.cuda.synchronize
+        raise InvalidParameterError(field, name, f"a CUDA device this machine has ({count} found)")
+    return torch.device("cuda", index)
 
 
 def ddp_device_ids(dev: object) -> list[object] | None:
