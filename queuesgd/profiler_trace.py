@@ -6,7 +6,9 @@ turns it into the same kind of Workload as :func:`queuesgd.profile` measures
 with hooks, without running the model again -- and without PyTorch: the trace
 is JSON, parsed with the standard library.
 
-What the trace gives, per ``ProfilerStep#N`` span (one per ``prof.step()``):
+The trace is cut into training steps at its ``ProfilerStep#N`` spans (one per
+``prof.step()``) or, in a trace recorded without them, at its
+``Optimizer.step#...`` spans. What it gives, per step:
 
 - the backward pass: the ``autograd::engine::evaluate_function: ...`` events,
   from the first one's start to the last one's end;
@@ -16,6 +18,13 @@ What the trace gives, per ``ProfilerStep#N`` span (one per ``prof.step()``):
 - the forward pass: from the step's start (or the end of an
   ``Optimizer.zero_grad#...`` span before the backward) to the backward;
 - the optimizer step: the ``Optimizer.step#...`` spans.
+
+Those are host (CPU) times. A trace recorded with CUDA activity also has the
+device's work (``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events), and on a
+GPU the host only launches it: each device operation is then attributed, by
+its ``correlation`` id, to the phase during which the host launched it (its
+``cuda_runtime`` or ``cuda_driver`` launch event), and the phases and ready
+times are measured on the device's timeline (see :func:`read_trace`).
 
 What it cannot give: parameter names (a gradient is known by its shape, dtype
 and position in the backward order, so layers are named ``grad0``, ``grad1``,
@@ -29,6 +38,7 @@ from __future__ import annotations
 
 import bisect
 import gzip
+import itertools
 import json
 import math
 import os
@@ -77,6 +87,9 @@ _BACKWARD = "autograd::engine::evaluate_function:"
 _GRAD = "torch::autograd::AccumulateGrad"
 _OPT_STEP = "Optimizer.step#"
 _ZERO_GRAD = "Optimizer.zero_grad#"
+_GPU_ANNOTATION = "gpu_user_annotation"  # a user annotation repeated on the device's timeline
+_DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})  # work on the device
+_LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})  # the host calls that launch it
 _HOW = (
     "a torch.profiler trace recorded with record_shapes=True around whole training steps "
     "(forward, loss.backward(), optimizer step), prof.step() after each, written by export_chrome_trace"
@@ -105,18 +118,52 @@ def read_trace(
 
     Record the trace with ``record_shapes=True`` (the gradients' shapes and
     dtypes), around whole training steps (forward, ``loss.backward()``,
-    optimizer step) and with ``prof.step()`` after each step, then
-    ``prof.export_chrome_trace(path)`` (a ``.json`` or gzip-compressed file).
+    optimizer step), with ``prof.step()`` after each step (or none: see
+    *Steps*), then ``prof.export_chrome_trace(path)`` (a ``.json`` or
+    gzip-compressed file). CPU-only and CUDA traces are both read.
 
-    For each complete step (a ``ProfilerStep#N`` span with its backward pass;
-    steps with no backward, or cut off by the end of the recording, are
-    skipped), the reader takes the forward time (the step's start, or the end
-    of an ``Optimizer.zero_grad`` before the backward, to the first
-    ``autograd::engine::evaluate_function`` event), the backward time (that
-    event's start to the last one's end), the ready time of each gradient (the
-    end of its ``torch::autograd::AccumulateGrad`` event, from the start of
-    the backward pass), its size (product of its ``Input Dims`` times the
-    element size of its ``Input type``) and the ``Optimizer.step#...`` time.
+    For each complete step (one with a backward pass; steps with no backward,
+    or cut off by the end of the recording, are skipped), the reader takes the
+    forward time (the step's start, or the end of an ``Optimizer.zero_grad``
+    before the backward, to the first ``autograd::engine::evaluate_function``
+    event), the backward time (that event's start to the last one's end), the
+    ready time of each gradient (the end of its
+    ``torch::autograd::AccumulateGrad`` event, from the start of the backward
+    pass), its size (product of its ``Input Dims`` times the element size of
+    its ``Input type``) and the ``Optimizer.step#...`` time.
+
+    **Steps.** A step is a ``ProfilerStep#N`` span of the host (its copy on
+    the GPU's timeline, category ``gpu_user_annotation``, is ignored; two host
+    spans of one ``N`` mean a trace of several processes, which is refused).
+    A trace without ``ProfilerStep`` spans (recorded without ``prof.step()``)
+    is cut at its optimizer steps: step ``i`` (numbered 1, 2, ...) runs from
+    the end of the previous ``Optimizer.step#...`` span (the trace's first
+    event for step 1) to the end of the ``i``-th one; what follows the last
+    optimizer step is not a step.
+
+    **Device times.** On a GPU the host only launches work, so in a trace with
+    device activity (``kernel``, ``gpu_memcpy``, ``gpu_memset`` events matched
+    by their ``correlation`` id to the ``cuda_runtime`` or ``cuda_driver``
+    event that launched them) the times come from the device's timeline:
+
+    - each device operation belongs to the phase during which the host
+      launched it: forward and backward as above, update inside an
+      ``Optimizer.step#...`` span (the host windows);
+    - a phase ends when the last of its operations ends on the device (the
+      last to end, on any stream), and starts where the previous phase ended
+      (the forward at its first operation's start); so the forward, backward
+      and update tile the device's timeline and add up. A phase with no
+      device operation lasts 0, and device work launched between phases (such
+      as gradient clipping before the optimizer step) is counted in the next
+      phase that has work;
+    - a gradient is ready when every operation launched up to the end of its
+      AccumulateGrad event (on any stream, the last to end) has ended,
+      measured from the start of the backward phase on the device; a running
+      max keeps the ready times in trace order non-decreasing, and none
+      exceeds the backward time;
+    - a step with no device work in its forward and backward is skipped, and
+      device operations whose launch is not in the trace are ignored (a trace
+      where none is matched is read on the host's timeline).
 
     Gradients are identified by their position in the step (the k-th
     AccumulateGrad event of every step is the same tensor); every step used
@@ -131,8 +178,9 @@ def read_trace(
     name : str or None
         The Workload's label (the file's name without ``.json`` if None).
     steps : int, iterable of int or None
-        The ``N`` of the ``ProfilerStep#N`` spans to use; None uses every
-        complete step.
+        The steps to use: the ``N`` of the ``ProfilerStep#N`` spans (or the
+        numbers 1, 2, ... of a trace cut at its optimizer steps); None uses
+        every complete step.
 
     Returns
     -------
@@ -143,16 +191,19 @@ def read_trace(
         None: the trace does not tie forward operations to parameters);
         ``compute`` the :class:`~queuesgd.distributions.Empirical` law of
         forward + backward per step; ``update_time`` the median optimizer
-        step (0 if the trace has none); ``batch_size`` as given.
+        step (0 if the trace has none); ``batch_size`` as given. The layers'
+        gaps add up to at most the mean backward time, so ``compute`` covers
+        them.
 
     Raises
     ------
     InvalidParameterError
         The file cannot be read or is not JSON (the message quotes the path,
-        never the content); the trace has no ``ProfilerStep`` spans, no
-        AccumulateGrad events, or no shapes (``record_shapes=False``); the
-        steps disagree on their gradients; ``steps`` names a step the trace
-        lacks or an incomplete one.
+        never the content); the trace has neither ``ProfilerStep`` spans nor
+        ``Optimizer.step`` spans, several processes, no AccumulateGrad events,
+        or no shapes (``record_shapes=False``); the steps disagree on their
+        gradients; ``steps`` names a step the trace lacks or an incomplete
+        one.
 
     Examples
     --------
@@ -189,8 +240,8 @@ def read_trace(
         _checks.name("name", name)
     where = os.fspath(path)
     events = _events(where)
-    found = _steps(where, events)
-    used = _select(where, found, steps)
+    found, label = _steps(where, events)
+    used = _select(where, found, label, steps)
     sizes = used[0].sizes
     count = len(sizes)
     ready = [statistics.fmean(s.ready[i] for s in used) for i in range(count)]
@@ -255,10 +306,103 @@ def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _steps(path: str, events: list[dict[str, Any]]) -> dict[int, _Step | None]:
-    """Every ``ProfilerStep#N`` of the trace: its record, or None when it has no backward pass."""
-    spans: dict[int, dict[str, Any]] = {}
+def _cat(event: dict[str, Any]) -> str:
+    cat = event.get("cat")
+    return cat.lower() if isinstance(cat, str) else ""
+
+
+def _end(event: dict[str, Any]) -> float:
+    return float(event["ts"]) + float(event["dur"])
+
+
+def _top_level(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The spans (sorted by start) not nested in an earlier one: a nested one is inside its parent's time."""
+    out, last = [], -math.inf
+    for e in spans:
+        if float(e["ts"]) >= last:
+            out.append(e)
+            last = _end(e)
+    return out
+
+
+def _title(label: str, n: int) -> str:
+    return f"ProfilerStep#{n}" if label == "ProfilerStep" else f"step {n}"
+
+
+@dataclass(frozen=True)
+class _Window:
+    """A training step on the host: [start, end] of process ``pid``; ``span`` its ProfilerStep event."""
+
+    start: float
+    end: float
+    pid: Any
+    span: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class _Device:
+    """The device operations of a trace matched to their launch, sorted by the launch's host start."""
+
+    launch: tuple[float, ...]  # host start of the cuda_runtime/cuda_driver launch event (microseconds)
+    pid: tuple[Any, ...]  # host process of the launch
+    start: tuple[float, ...]  # device start (microseconds)
+    end: tuple[float, ...]  # device end (microseconds)
+
+    def launched(self, pid: Any, lo: float, hi: float) -> list[int]:
+        """Indices of the operations process ``pid`` launched in ``[lo, hi)`` (host time)."""
+        a, b = bisect.bisect_left(self.launch, lo), bisect.bisect_left(self.launch, hi)
+        return [i for i in range(a, b) if self.pid[i] == pid]
+
+
+def _correlation(event: dict[str, Any]) -> int | None:
+    args = event.get("args")
+    c = args.get("correlation") if isinstance(args, dict) else None
+    return c if isinstance(c, int) and not isinstance(c, bool) else None
+
+
+def _device(events: list[dict[str, Any]]) -> _Device | None:
+    """The trace's device operations whose launch is in the trace; None when there is none."""
+    launches: dict[int, dict[str, Any]] = {}
     for e in events:
+        if _cat(e) in _LAUNCH_CATS:
+            c = _correlation(e)
+            if c is not None:
+                launches.setdefault(c, e)
+    rows = []
+    for e in events:
+        if _cat(e) in _DEVICE_CATS:
+            host = launches.get(_correlation(e))  # type: ignore[arg-type]
+            if host is not None:
+                rows.append((float(host["ts"]), host.get("pid"), float(e["ts"]), _end(e)))
+    if not rows:
+        return None
+    rows.sort(key=lambda r: r[0])
+    launch, pid, start, end = zip(*rows)
+    return _Device(launch, pid, start, end)
+
+
+def _steps(path: str, events: list[dict[str, Any]]) -> tuple[dict[int, _Step | None], str]:
+    """Every step of the trace: its record, or None when incomplete; and what the steps are called."""
+    # Kineto repeats user annotations (ProfilerStep#N, Optimizer.step#...) on the GPU's timeline.
+    host = [e for e in events if _cat(e) not in _DEVICE_CATS and _cat(e) != _GPU_ANNOTATION]
+    windows, label = _windows(path, host)
+    if not any(e["name"] == _GRAD for e in host):
+        raise InvalidParameterError(
+            "path",
+            path,
+            "a trace with torch::autograd::AccumulateGrad events (none found: no backward pass was "
+            f"profiled). Expected: {_HOW}",
+        )
+    device = _device(events)
+    starts = [float(e["ts"]) for e in host]
+    found = {n: _step(path, _title(label, n), n, w, host, starts, device) for n, w in sorted(windows.items())}
+    return found, label
+
+
+def _windows(path: str, host: list[dict[str, Any]]) -> tuple[dict[int, _Window], str]:
+    """The steps' host windows: the ProfilerStep#N spans, or else cuts at the optimizer steps."""
+    spans: dict[int, dict[str, Any]] = {}
+    for e in host:
         m = _STEP.match(e["name"])
         if m is None:
             continue
@@ -268,66 +412,124 @@ def _steps(path: str, events: list[dict[str, Any]]) -> dict[int, _Step | None]:
                 "path", path, f"one ProfilerStep#{n} span (found several: a trace of several processes?)"
             )
         spans[n] = e
-    if not spans:
+    if spans:
+        windows = {n: _Window(float(e["ts"]), _end(e), e.get("pid"), e) for n, e in spans.items()}
+        return windows, "ProfilerStep"
+    opt = _top_level([e for e in host if e["name"].startswith(_OPT_STEP)])
+    if not opt:
         raise InvalidParameterError(
             "path",
             path,
-            f"a trace with ProfilerStep#N spans (none found; call prof.step()). Expected: {_HOW}",
+            "a trace with ProfilerStep#N spans (call prof.step() after each step) or, without them, "
+            f"Optimizer.step#... spans (use a torch.optim optimizer); found neither. Expected: {_HOW}",
         )
-    if not any(e["name"] == _GRAD for e in events):
+    pids = {repr(e.get("pid")) for e in opt}
+    if len(pids) > 1:
         raise InvalidParameterError(
             "path",
             path,
-            "a trace with torch::autograd::AccumulateGrad events (none found: no backward pass was "
-            f"profiled). Expected: {_HOW}",
+            f"Optimizer.step spans of one process (found them in {len(pids)}: a trace of several processes?)",
         )
-    starts = [float(e["ts"]) for e in events]
-    return {n: _step(path, n, span, events, starts) for n, span in sorted(spans.items())}
+    windows, prev = {}, float(host[0]["ts"])
+    for n, e in enumerate(opt, 1):  # a trailing piece after the last optimizer step is not a step
+        windows[n] = _Window(prev, _end(e), e.get("pid"), None)
+        prev = _end(e)
+    return windows, "step"
 
 
 def _step(
-    path: str, n: int, span: dict[str, Any], events: list[dict[str, Any]], starts: list[float]
+    path: str,
+    title: str,
+    n: int,
+    where: _Window,
+    events: list[dict[str, Any]],
+    starts: list[float],
+    device: _Device | None,
 ) -> _Step | None:
-    start = float(span["ts"])
-    end = start + float(span["dur"])
-    pid = span.get("pid")
-    window = events[bisect.bisect_left(starts, start) : bisect.bisect_right(starts, end)]
-    inside = [e for e in window if e.get("pid") == pid and e is not span]
+    window = events[bisect.bisect_left(starts, where.start) : bisect.bisect_right(starts, where.end)]
+    inside = [e for e in window if e.get("pid") == where.pid and e is not where.span]
     backward = [e for e in inside if e["name"].startswith(_BACKWARD)]
     grads = [e for e in inside if e["name"] == _GRAD]
     if not backward or not grads:
         return None
     b_start = float(backward[0]["ts"])
-    b_end = max(float(e["ts"]) + float(e["dur"]) for e in backward + grads)
-    f_start = start
+    b_end = max(_end(e) for e in backward + grads)
+    f_start = where.start
     for e in inside:
-        stop = float(e["ts"]) + float(e["dur"])
-        if e["name"].startswith(_ZERO_GRAD) and stop <= b_start:
-            f_start = max(f_start, stop)
-    keys, sizes, ready = [], [], []
+        if e["name"].startswith(_ZERO_GRAD) and _end(e) <= b_start:
+            f_start = max(f_start, _end(e))
+    keys, sizes = [], []
     for k, e in enumerate(grads):
-        shape, dtype = _shape_dtype(path, n, k, e)
+        shape, dtype = _shape_dtype(path, title, k, e)
         keys.append((shape, dtype))
         sizes.append(float(math.prod(shape) * DTYPE_BYTES[dtype]))
-        ready.append((float(e["ts"]) + float(e["dur"]) - b_start) / 1e6)
-    update, last = 0.0, -math.inf
-    opt = [e for e in inside if e["name"].startswith(_OPT_STEP)]
-    for e in opt:  # top-level spans only (a nested one is inside its parent's time)
-        if float(e["ts"]) >= last:
-            update += float(e["dur"])
-            last = float(e["ts"]) + float(e["dur"])
+    opt = _top_level([e for e in inside if e["name"].startswith(_OPT_STEP)])
+    if device is None:
+        ready = [(_end(e) - b_start) / 1e6 for e in grads]
+        forward, back = max(b_start - f_start, 0.0), b_end - b_start
+        update = math.fsum(float(e["dur"]) for e in opt)
+    else:
+        timed = _device_times(device, where.pid, (f_start, b_start, b_end), [_end(e) for e in grads], opt)
+        if timed is None:
+            return None
+        forward, back, update, ready = timed
     return _Step(
         number=n,
         keys=tuple(keys),
         sizes=tuple(sizes),
         ready=tuple(ready),
-        forward=max(b_start - f_start, 0.0) / 1e6,
-        backward=(b_end - b_start) / 1e6,
+        forward=forward / 1e6,
+        backward=back / 1e6,
         update=update / 1e6 if opt else None,
     )
 
 
-def _shape_dtype(path: str, n: int, k: int, event: dict[str, Any]) -> tuple[tuple[int, ...], str]:
+def _device_times(
+    device: _Device,
+    pid: Any,
+    host: tuple[float, float, float],
+    grad_ends: list[float],
+    opt: list[dict[str, Any]],
+) -> tuple[float, float, float, list[float]] | None:
+    """Forward, backward, update (microseconds) and ready times (seconds) on the device; None without work.
+
+    ``host`` is the forward's start, the backward's start and its end on the host. A phase ends on
+    the device when the last operation launched in it ends; it starts where the previous phase
+    ended (the first phase with work at its first operation's start), so the phases tile the
+    device's timeline. A gradient is ready when every operation launched up to the end of its
+    AccumulateGrad event, on any stream, has ended.
+    """
+    f_start, b_start, b_end = host
+    forward = device.launched(pid, f_start, b_start)
+    backward = device.launched(pid, b_start, b_end)
+    update = [i for e in opt for i in device.launched(pid, float(e["ts"]), _end(e))]
+    if not forward and not backward:
+        return None
+    edge: float | None = None  # where the previous phase ended on the device
+    begins, spans = [], []
+    for ops in (forward, backward, update):
+        if not ops:
+            begins.append(edge)
+            spans.append(0.0)
+            continue
+        begin = edge if edge is not None else min(device.start[i] for i in ops)
+        edge = max(begin, max(device.end[i] for i in ops))
+        begins.append(begin)
+        spans.append(edge - begin)
+    origin = begins[1]
+    assert origin is not None  # the forward or the backward has work
+    ops = forward + backward  # in launch order
+    launch = [device.launch[i] for i in ops]
+    done = list(itertools.accumulate((device.end[i] for i in ops), max))
+    ready, last = [], 0.0
+    for t in grad_ends:
+        j = bisect.bisect_right(launch, t)
+        last = max(last, (done[j - 1] - origin) if j else 0.0)  # a running max: ready times never decrease
+        ready.append(min(last, spans[1]) / 1e6)
+    return spans[0], spans[1], spans[2], ready
+
+
+def _shape_dtype(path: str, title: str, k: int, event: dict[str, Any]) -> tuple[tuple[int, ...], str]:
     args = event.get("args")
     dims = args.get("Input Dims") if isinstance(args, dict) else None
     types = args.get("Input type") if isinstance(args, dict) else None
@@ -335,31 +537,32 @@ def _shape_dtype(path: str, n: int, k: int, event: dict[str, Any]) -> tuple[tupl
         raise InvalidParameterError(
             "path",
             path,
-            "AccumulateGrad events with 'Input Dims' and 'Input type' (ProfilerStep#"
-            f"{n} has none: the trace was recorded without record_shapes=True). Expected: {_HOW}",
+            "AccumulateGrad events with 'Input Dims' and 'Input type' ("
+            f"{title} has none: the trace was recorded without record_shapes=True). Expected: {_HOW}",
         )
     shape, dtype = dims[0], types[0]
     if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise InvalidParameterError(
-            f"{path}: ProfilerStep#{n} gradient {k} Input Dims", shape, "a list of sizes >= 0"
-        )
+        raise InvalidParameterError(f"{path}: {title} gradient {k} Input Dims", shape, "a list of sizes >= 0")
     if dtype not in DTYPE_BYTES:
         raise InvalidParameterError(
-            f"{path}: ProfilerStep#{n} gradient {k} Input type",
+            f"{path}: {title} gradient {k} Input type",
             dtype,
             "one of " + ", ".join(repr(t) for t in DTYPE_BYTES),
         )
     return tuple(shape), dtype
 
 
-def _select(path: str, found: dict[int, _Step | None], steps: Any) -> list[_Step]:
+def _select(path: str, found: dict[int, _Step | None], label: str, steps: Any) -> list[_Step]:
     """The steps to use: the chosen ones, or every complete one; all with the same gradients."""
     numbers = sorted(found)
     if steps is None:
         have = [s for s in found.values() if s is not None]
         if not have:
             raise InvalidParameterError(
-                "path", path, f"ProfilerStep spans that contain a backward pass (none does). Expected: {_HOW}"
+                "path",
+                path,
+                f"{label}s that contain a backward pass (and, in a trace with device activity, device work "
+                f"launched in their forward or backward; none does). Expected: {_HOW}",
             )
         counts = Counter(s.keys for s in have)
         ref = max(counts, key=lambda keys: (counts[keys], len(keys)))
@@ -370,7 +573,7 @@ def _select(path: str, found: dict[int, _Step | None], steps: Any) -> list[_Step
         missing = [n for n in chosen if n not in found]
         if missing or not chosen:
             raise InvalidParameterError(
-                "steps", steps, f"ProfilerStep numbers of the trace: {', '.join(map(str, numbers))}"
+                "steps", steps, f"{label} numbers of the trace: {', '.join(map(str, numbers))}"
             )
         empty = [n for n in chosen if found[n] is None]
         if empty:
@@ -378,7 +581,7 @@ def _select(path: str, found: dict[int, _Step | None], steps: Any) -> list[_Step
             raise InvalidParameterError(
                 "steps",
                 steps,
-                f"complete steps (ProfilerStep {', '.join(map(str, empty))} has no backward pass); "
+                f"complete steps ({label} {', '.join(map(str, empty))} has no backward pass); "
                 f"complete: {', '.join(map(str, complete)) or 'none'}",
             )
         used = [found[n] for n in chosen]  # type: ignore[misc]
@@ -388,8 +591,8 @@ def _select(path: str, found: dict[int, _Step | None], steps: Any) -> list[_Step
         raise InvalidParameterError(
             "steps" if steps is not None else "path",
             steps if steps is not None else path,
-            f"steps with the same gradients: ProfilerStep {', '.join(map(str, odd))} differs from "
-            f"ProfilerStep {used[0].number} ({len(ref)} gradients); gradient accumulation or a "
+            f"steps with the same gradients: {label} {', '.join(map(str, odd))} differs from "
+            f"{label} {used[0].number} ({len(ref)} gradients); gradient accumulation or a "
             "changing model? choose steps=[...] with the same gradients",
         )
     return used

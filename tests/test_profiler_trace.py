@@ -246,3 +246,264 @@ def test_unreadable_files_are_named_not_quoted(tmp_path):
     no_steps = write(tmp_path, [_grad(0, [4])], "nosteps.json")
     with pytest.raises(InvalidParameterError, match="prof.step"):
         q.read_trace(no_steps, batch_size=1)
+
+
+def test_no_schedule_cut_at_optimizer_steps(tmp_path):
+    """Without ProfilerStep spans a step ends with its optimizer step; what follows the last is dropped."""
+    events = [_span("aten::empty", 0, 5)]  # the trace's first event: step 1 starts here
+    # Step 1: backward 300-450, optimizer 500-560; step 2: zero_grad 600-620, backward 900-1000,
+    # optimizer 1100-1130; then a forward with no optimizer step (the trailing piece).
+    events += [_span("autograd::engine::evaluate_function: AddmmBackward0", 300, 50), _grad(440, [4])]
+    events += [_span("Optimizer.step#SGD.step", 500, 60), _span("Optimizer.zero_grad#SGD.zero_grad", 600, 20)]
+    events += [_span("autograd::engine::evaluate_function: AddmmBackward0", 900, 50), _grad(990, [4])]
+    events += [_span("Optimizer.step#SGD.step", 1100, 30)]
+    events += [_span("autograd::engine::evaluate_function: AddmmBackward0", 1300, 50), _grad(1390, [4])]
+    path = write(tmp_path, events)
+    w = q.read_trace(path, batch_size=2)
+    compute = sorted(round(s * 1e6) for s in w.compute.samples)
+    # step 1: forward 0-300 and backward 300-450; step 2: forward 620-900 and backward 900-1000.
+    assert compute == sorted([(300 - 0) + (450 - 300), (900 - 620) + (1000 - 900)])
+    assert round(w.update_time * 1e6) == round((60 + 30) / 2)  # median of the two optimizer steps
+    one = q.read_trace(path, batch_size=2, steps=2)
+    assert [round(s * 1e6) for s in one.compute.samples] == [(900 - 620) + (1000 - 900)]
+    with pytest.raises(InvalidParameterError, match="step numbers of the trace: 1, 2"):
+        q.read_trace(path, batch_size=2, steps=3)
+
+
+def test_neither_profiler_steps_nor_optimizer_steps(tmp_path):
+    events = [_span("autograd::engine::evaluate_function: AddmmBackward0", 0, 50), _grad(40, [4])]
+    with pytest.raises(InvalidParameterError, match="prof.step") as err:
+        q.read_trace(write(tmp_path, events), batch_size=1)
+    assert "torch.optim" in str(err.value)
+
+
+def test_profiler_step_of_two_processes_is_refused_but_its_gpu_copy_is_not(tmp_path):
+    host = _step(1, 0, [[4]])
+    copy = dict(_span("ProfilerStep#1", 30, 1500), cat="gpu_user_annotation", pid=0, tid=7)
+    assert q.read_trace(write(tmp_path, host + [copy]), batch_size=1).gradient_bytes == 16.0
+    other = [dict(e, pid=2) for e in _step(1, 0, [[4]])]  # the same step, another process
+    with pytest.raises(InvalidParameterError, match="several processes"):
+        q.read_trace(write(tmp_path, [dict(e, pid=1) for e in host] + other), batch_size=1)
+
+
+def test_recorded_without_schedule(torch, tmp_path):
+    """4 steps wrapped in profile(...) with no schedule and no prof.step(): cut at the optimizer steps."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(8, 32),
+        torch.nn.ReLU(),
+        torch.nn.Linear(32, 16),
+        torch.nn.ReLU(),
+        torch.nn.Linear(16, 2),
+    )
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    x = torch.randn(4, 8)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(4):
+            opt.zero_grad()
+            net(x).pow(2).mean().backward()
+            opt.step()
+    path = tmp_path / "noschedule.json"
+    prof.export_chrome_trace(str(path))
+    w = q.read_trace(path, batch_size=4)
+    params = [p for p in net.parameters() if p.requires_grad]
+    assert len(w.layers) == len(params)
+    assert w.gradient_bytes == sum(p.numel() * p.element_size() for p in params)
+    assert sorted(x.gradient_bytes for x in w.layers) == sorted(p.numel() * p.element_size() for p in params)
+    assert len(w.compute.samples) == 4  # the loop's steps
+    assert w.update_time > 0
+
+
+# A hand-written trace of one CUDA step, shaped as Kineto writes it: the host (pid 100; the autograd
+# engine's device thread is tid 2) launches work with cudaLaunchKernel/cudaMemcpyAsync events, the
+# device (pid 0) runs it on streams 7 and 8, matched by args.correlation; user annotations are
+# repeated on the device's timeline as gpu_user_annotation. Times in microseconds.
+HOST, GPU = 100, 0
+# correlation id -> (host launch time, device stream, device start, device duration, category)
+LAUNCHES = {
+    1: (40, 7, 100, 200, "kernel"),  # forward addmm
+    2: (80, 7, 300, 300, "kernel"),  # forward addmm
+    3: (210, 7, 600, 400, "kernel"),  # backward, before gradient 0
+    4: (262, 8, 700, 100, "gpu_memcpy"),  # inside AccumulateGrad 0, on the other stream, ends first
+    5: (310, 7, 1000, 500, "kernel"),  # backward, before gradient 1
+    6: (372, 8, 1500, 200, "kernel"),  # inside AccumulateGrad 1
+    7: (510, 7, 1800, 100, "kernel"),  # optimizer
+    8: (520, 8, 1900, 50, "gpu_memset"),  # optimizer
+}
+ZERO_GRAD = (0, 20)  # host (start, duration)
+BACKWARD = [(200, 50), (300, 60)]  # host evaluate_function events
+GRADS = [(260, 10, [4]), (370, 10, [4, 16])]  # host AccumulateGrad (start, duration, dims)
+OPTIMIZER = (500, 100)
+
+
+def _cuda_trace():
+    def host(name, ts, dur, cat="cpu_op", tid=1, args=None):
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": HOST,
+            "tid": tid,
+            "ts": ts,
+            "dur": dur,
+            "args": args or {},
+        }
+
+    events = [
+        host("ProfilerStep#5", 0, 1000, cat="user_annotation"),
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "ProfilerStep#5",
+            "pid": GPU,
+            "tid": 7,
+            "ts": 100,
+            "dur": 1850,
+        },
+        host("Optimizer.zero_grad#SGD.zero_grad", *ZERO_GRAD, cat="user_annotation"),
+        host("aten::addmm", 30, 30),
+        host("aten::addmm", 70, 30),
+        host("Optimizer.step#SGD.step", *OPTIMIZER, cat="user_annotation"),
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "Optimizer.step#SGD.step",
+            "pid": GPU,
+            "tid": 7,
+            "ts": 1800,
+            "dur": 150,
+        },
+        host("cudaStreamSynchronize", 900, 50, cat="cuda_runtime", args={"correlation": 99}),  # no device op
+    ]
+    events += [
+        host(f"autograd::engine::evaluate_function: B{i}", ts, dur, tid=2)
+        for i, (ts, dur) in enumerate(BACKWARD)
+    ]
+    events += [
+        host(
+            "torch::autograd::AccumulateGrad",
+            ts,
+            dur,
+            tid=2,
+            args={"Input Dims": [dims], "Input type": ["float"]},
+        )
+        for ts, dur, dims in GRADS
+    ]
+    for c, (launch, stream, start, dur, cat) in LAUNCHES.items():
+        api = "cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel"
+        events.append(
+            host(
+                api,
+                launch,
+                5,
+                cat="cuda_runtime",
+                tid=1 if launch < 200 or launch > 400 else 2,
+                args={"correlation": c, "External id": c},
+            )
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": f"op{c}",
+                "pid": GPU,
+                "tid": stream,
+                "ts": start,
+                "dur": dur,
+                "args": {"correlation": c, "stream": stream, "device": 0, "External id": c},
+            }
+        )
+        events.append(
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": c, "pid": HOST, "tid": 1, "ts": launch}
+        )
+    return events
+
+
+def test_hand_written_cuda_step_is_timed_on_the_device(tmp_path):
+    w = q.read_trace(write(tmp_path, _cuda_trace(), "cuda.json"), batch_size=8)
+
+    def end(c):
+        return LAUNCHES[c][2] + LAUNCHES[c][3]
+
+    # By hand from LAUNCHES: forward = corr 1-2 (launched 20 us after zero_grad, before the backward at
+    # 200 us), backward = corr 3-6 (launched during 200-380 us), update = corr 7-8 (inside the optimizer).
+    forward = end(2) - LAUNCHES[1][2]  # 600 - 100
+    backward = max(end(3), end(4), end(5), end(6)) - end(2)  # 1700 - 600
+    update = max(end(7), end(8)) - max(end(3), end(4), end(5), end(6))  # 1950 - 1700
+    # Gradient 0's AccumulateGrad ends at 270 us: corr 1-4 were launched; corr 3 (stream 7) ends last.
+    ready0 = max(end(1), end(2), end(3), end(4)) - end(2)  # 1000 - 600
+    ready1 = max(end(c) for c in range(1, 7)) - end(2)  # 1700 - 600
+    assert (forward, backward, update, ready0, ready1) == (500, 1100, 250, 400, 1100)
+    assert [x.gradient_bytes for x in w.layers] == [16.0, 256.0]
+    assert [x.backward_time * 1e6 for x in w.layers] == pytest.approx([ready0, ready1 - ready0])
+    assert w.compute_time * 1e6 == pytest.approx(forward + backward)
+    assert w.update_time * 1e6 == pytest.approx(update)
+    # The host's timeline tells another story: forward 20-200 us, backward 200-380 us, update 100 us.
+    host_forward = BACKWARD[0][0] - sum(ZERO_GRAD)
+    host_backward = GRADS[-1][0] + GRADS[-1][1] - BACKWARD[0][0]
+    assert w.compute_time * 1e6 != pytest.approx(host_forward + host_backward)
+    assert w.update_time * 1e6 != pytest.approx(OPTIMIZER[1])
+    cpu_only = [e for e in _cuda_trace() if e.get("pid") != GPU]  # the same trace without device events
+    h = q.read_trace(write(tmp_path, cpu_only, "host.json"), batch_size=8)
+    assert h.compute_time * 1e6 == pytest.approx(host_forward + host_backward)
+    assert [x.backward_time * 1e6 for x in h.layers] == pytest.approx([270 - 200, 380 - 270])
+    # The Workload is one predict accepts: the gaps fit in compute.
+    assert sum(x.backward_time for x in w.layers) <= w.compute_time
+    p = q.predict(q.RingAllReduce(), w, q.Cluster(4, "10Gbit/s"), method="fine")
+    assert p.throughput > 0
+
+
+def test_hand_written_cuda_phase_without_device_work_lasts_zero(tmp_path):
+    """A phase that launched nothing lasts 0; the first phase with work starts at its first operation."""
+
+    def without(*ids):
+        return [e for e in _cuda_trace() if (e.get("args") or {}).get("correlation") not in ids]
+
+    def end(c):
+        return LAUNCHES[c][2] + LAUNCHES[c][3]
+
+    w = q.read_trace(write(tmp_path, without(7, 8), "noupdate.json"), batch_size=8)
+    assert w.update_time == 0.0  # an optimizer step that launched no device work
+    assert w.compute_time * 1e6 == pytest.approx(max(end(c) for c in range(3, 7)) - LAUNCHES[1][2])
+    w = q.read_trace(write(tmp_path, without(1, 2), "noforward.json"), batch_size=8)
+    backward_start = LAUNCHES[3][2]  # no forward work: the backward starts at its first operation
+    assert w.compute_time * 1e6 == pytest.approx(max(end(c) for c in range(3, 7)) - backward_start)
+    assert w.layers[0].backward_time * 1e6 == pytest.approx(max(end(3), end(4)) - backward_start)
+    assert w.update_time * 1e6 == pytest.approx(max(end(7), end(8)) - max(end(c) for c in range(3, 7)))
+    with pytest.raises(InvalidParameterError, match="device work"):  # no step has device work
+        q.read_trace(write(tmp_path, without(1, 2, 3, 4, 5, 6), "nowork.json"), batch_size=8)
+
+
+def test_real_cuda_trace_from_an_h100():
+    """A real CUDA trace, if one was recorded: ``tests/data/traces/cuda_mlp.json.gz``.
+
+    Recorded on a GPU with ``model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512),
+    nn.ReLU(), nn.Linear(512, 10)).cuda()``, ``torch.optim.SGD(..., momentum=0.9)``, 6 steps inside
+    ``profile(activities=[CPU, CUDA], record_shapes=True, schedule=schedule(wait=1, warmup=1, active=3))``
+    with ``prof.step()`` after each step, ``prof.export_chrome_trace(...)``, then gzip.
+
+    The sidecar ``tests/data/traces/cuda_mlp.meta.json`` is a JSON object written by the same script:
+
+    - ``"parameters"``: number of trainable parameter tensors (``len([p for p in model.parameters()])``);
+    - ``"gradient_bytes"``: ``sum(p.numel() * p.element_size() for p in model.parameters())``;
+    - ``"step_seconds"``: mean seconds of one whole training step (zero_grad, forward, backward,
+      optimizer step) timed outside the profiler, with ``torch.cuda.synchronize()`` before and after;
+    - ``"update_seconds"``: mean seconds of ``opt.step()`` alone, timed the same way;
+    - optionally ``"batch_size"`` (samples per step; 1 if absent), ``"device"`` and ``"torch"`` (strings).
+    """
+    from pathlib import Path
+
+    here = Path(__file__).parent / "data" / "traces"
+    trace, meta = here / "cuda_mlp.json.gz", here / "cuda_mlp.meta.json"
+    if not trace.exists() or not meta.exists():
+        pytest.skip("no recorded CUDA trace (tests/data/traces/cuda_mlp.json.gz and cuda_mlp.meta.json)")
+    facts = json.loads(meta.read_text())
+    w = q.read_trace(trace, batch_size=int(facts.get("batch_size", 1)))
+    assert len(w.layers) == facts["parameters"]
+    assert w.gradient_bytes == facts["gradient_bytes"]
+    expected = facts["step_seconds"] - facts["update_seconds"]
+    assert 0.5 * expected <= w.compute_time <= 1.5 * expected
+    assert sum(x.backward_time for x in w.layers) <= w.compute_time
+    q.predict(q.RingAllReduce(), w, q.Cluster(4, "10Gbit/s"), method="fine")
