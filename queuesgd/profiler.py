@@ -5,23 +5,30 @@ The first step of predicting a model's distributed training before it runs
 tensor, and hand that to the models (``method="fine"``, ``sweep``,
 ``whatif``).
 
-For ``repetitions`` steps (after ``warmup`` unmeasured ones) on a random
-mini-batch of ``batch_size`` inputs of ``input_shape``:
+After ``warmup`` unmeasured steps, ``repetitions`` measured steps run, in
+turn *timed* and *detailed*:
 
-- the forward pass and each leaf module's share of it (forward hooks);
-- the backward pass of the loss ``mean(output ** 2)`` (a synthetic loss: no
-  labels are needed, and its backward reaches every parameter the output
-  depends on), with the moment each parameter's gradient is accumulated
-  (``register_post_accumulate_grad_hook``);
-- the optimizer step (SGD with momentum by default).
+- a timed step has no hooks: it runs as a plain training loop does, and
+  gives the step's law (``compute``: forward + backward of every
+  micro-step), its forward and backward passes, and the optimizer step
+  (``update_time``, the median);
+- a detailed step has hooks on (:mod:`queuesgd.profiler_recorder`): the
+  exclusive forward time of every module that owns parameters, and the
+  moment each parameter's gradient is accumulated
+  (``register_post_accumulate_grad_hook``). These split the timed steps'
+  forward and backward passes among the parameters: hooks cost host time,
+  which on a CPU is the step's own, so their shares are scaled to the timed
+  passes (``provenance["hooks_forward_factor"]`` says how much the hooks
+  slowed the pass).
+
+On a CUDA device every time is a CUDA event recorded where the work is
+queued, and each step synchronizes once, at its end.
 
 The result's layers are the parameters in *backward order* (the order of their
 mean ready times), each with its gradient size (``numel x element size``),
 its backward gap (the mean time from the previous gradient being ready to
-this one) and its forward time (its module's mean forward time, split among
-the module's parameters in proportion to their sizes). ``compute`` is the
-:class:`~queuesgd.distributions.Empirical` law of the measured forward +
-backward times, and ``update_time`` the median optimizer step.
+this one) and its forward time (its module's exclusive forward time, split
+among the module's parameters in proportion to their sizes).
 
 PyTorch is an optional dependency (``pip install queuesgd[validation]``),
 imported only when :func:`profile` runs.
@@ -101,7 +108,9 @@ def profile(
     threads : int or None
         ``torch.set_num_threads`` during the profile (restored after); None keeps the current one.
     warmup, repetitions : int
-        Unmeasured steps first, then measured ones (each measure is a distribution over them).
+        Unmeasured steps first, then measured ones: ``repetitions - repetitions // 2``
+        timed steps (the step's law) and ``repetitions // 2`` detailed ones
+        (the per-layer split), in turn.
     optimizer : callable or None
         ``optimizer(parameters) -> torch.optim.Optimizer``; SGD (lr 0.01, momentum 0.9) if None.
     seed : int
@@ -149,7 +158,6 @@ def profile(
     repetitions = _checks.integer("repetitions", repetitions, minimum=2)
     if name is not None:
         _checks.name("name", name)
-    started = time.perf_counter()
     with _threads(torch, threads):
         step = training_step(
             model,
@@ -164,16 +172,17 @@ def profile(
             seed=seed,
         )
         cuda = step.dev.type == "cuda"
+        started = time.perf_counter()  # the steps, not the model's construction
         rec = Recorder(torch, step.net, step.params, cuda=cuda, forward_hooks=not step.compiled)
         try:
-            for _ in range(warmup):
-                rec.step(step.run_micro, step.update, step.accumulation, measure=False)
+            for i in range(warmup):
+                rec.step(step.run_micro, step.update, step.accumulation, measure=False, detail=i % 2 == 1)
             memory = _memory(step) if cuda else {}
             if cuda:
                 torch.cuda.reset_peak_memory_stats(step.dev)
                 step.activations.clear()
-            for _ in range(repetitions):
-                rec.step(step.run_micro, step.update, step.accumulation, measure=True)
+            for i in range(repetitions):  # timed and detailed steps in turn
+                rec.step(step.run_micro, step.update, step.accumulation, measure=True, detail=i % 2 == 1)
             if cuda:
                 memory["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(step.dev))
                 memory["activation_bytes"] = max(step.activations)

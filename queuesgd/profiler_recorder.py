@@ -89,15 +89,18 @@ class Recorder:
         self.stack: list[_Frame] = []
         self.calls: list[_Frame] = []
         self.ready: dict[str, Any] = {}
-        self.samples: dict[str, list[float]] = {"compute": [], "update": [], "wall": []}
+        self.samples: dict[str, list[float]] = {"compute": [], "update": [], "wall": [], "wall_detail": []}
         self.ready_runs: list[dict[str, float]] = []
         self.fwd_runs: list[dict[str, float]] = []
-        self.forward_runs: list[float] = []
+        self.forward_runs: list[float] = []  # the timed steps' last forward and backward passes
         self.backward_runs: list[float] = []
+        self.hooked_forward: list[float] = []  # the same, in the detailed steps
+        self.hooked_backward: list[float] = []
         by_id = {id(p): n for n, p in params}
-        self.handles = [p.register_post_accumulate_grad_hook(self._ready(n)) for n, p in params]
         # Each owner's parameters (trainable, by identity, so a tied weight is shared by its owners).
         self.owned: dict[str, list[str]] = {}
+        self.hooked: list[tuple[str, Any]] = []
+        self.handles: list[Any] = []
         if forward_hooks:
             hooked: dict[int, tuple[str, Any]] = {}  # by identity: a shared module is hooked once
             for mod_name, mod in net.named_modules():
@@ -108,12 +111,16 @@ class Recorder:
                 self.owned[mod_name].extend(n for n in own if n not in self.owned[mod_name])
                 hooked[id(mod)] = (mod_name, mod)
                 for child_name, child in mod.named_children():
-                    hooked.setdefault(
-                        id(child), (f"{mod_name}.{child_name}" if mod_name else child_name, child)
-                    )
-            for mod_name, mod in hooked.values():
-                self.handles.append(mod.register_forward_pre_hook(self._enter(mod_name)))
-                self.handles.append(mod.register_forward_hook(self._leave(mod_name)))
+                    full = f"{mod_name}.{child_name}" if mod_name else child_name
+                    hooked.setdefault(id(child), (full, child))
+            self.hooked = list(hooked.values())
+
+    def _attach(self) -> None:
+        """Hooks on for a detailed step (off in the timed steps, which run as a plain loop does)."""
+        self.handles = [p.register_post_accumulate_grad_hook(self._ready(n)) for n, p in self.params]
+        for mod_name, mod in self.hooked:
+            self.handles.append(mod.register_forward_pre_hook(self._enter(mod_name)))
+            self.handles.append(mod.register_forward_hook(self._leave(mod_name)))
 
     # ----------------------------------------------------------------------------- hooks
 
@@ -143,38 +150,56 @@ class Recorder:
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
+        self.handles = []
 
     # ----------------------------------------------------------------------------- one step
 
-    def step(self, run_micro: Any, update: Any, accumulation: int, *, measure: bool) -> None:
-        """One optimizer step of ``accumulation`` micro-steps; the last one is the one recorded in detail.
+    def step(self, run_micro: Any, update: Any, accumulation: int, *, measure: bool, detail: bool) -> None:
+        """One optimizer step of ``accumulation`` micro-steps, timed by phase; hooked if ``detail``.
 
         ``run_micro(last)`` runs one forward pass and returns a callable that
-        runs its backward pass; ``update()`` runs the optimizer step.
+        runs its backward pass; ``update()`` runs the optimizer step. A
+        *timed* step (``detail=False``) has no hooks: it gives the step's
+        phases as a plain loop runs them. A *detailed* step has them on and
+        records, for its last micro-step, each owner's forward time and each
+        gradient's ready time.
         """
         clock = self.clock
-        wall0 = time.perf_counter()
-        marks = []
-        for j in range(accumulation):
-            last = j == accumulation - 1
-            self.stack.clear()
-            self.calls.clear()
-            self.ready.clear()
-            self.phase = "forward" if (measure and last) else "idle"
-            m0 = clock.mark()
-            backward = run_micro(last)
-            m1 = clock.mark()
-            self.phase = "idle"
-            self.record_ready = measure and last
-            backward()
-            self.record_ready = False
-            m2 = clock.mark()
-            marks.append((m0, m1, m2))
-        update()
-        m3 = clock.mark()
-        clock.finish()
-        wall = time.perf_counter() - wall0
+        if detail:
+            self._attach()
+        try:
+            wall0 = time.perf_counter()
+            marks = []
+            for j in range(accumulation):
+                last = j == accumulation - 1
+                self.stack.clear()
+                self.calls.clear()
+                self.ready.clear()
+                self.phase = "forward" if (detail and last) else "idle"
+                m0 = clock.mark()
+                backward = run_micro(last)
+                m1 = clock.mark()
+                self.phase = "idle"
+                self.record_ready = detail and last
+                backward()
+                self.record_ready = False
+                m2 = clock.mark()
+                marks.append((m0, m1, m2))
+            update()
+            m3 = clock.mark()
+            clock.finish()
+            wall = time.perf_counter() - wall0
+        finally:
+            self.remove()
         if not measure:
+            return
+        m0, m1, m2 = marks[-1]
+        if not detail:
+            self.samples["compute"].append(math.fsum(clock.seconds(a, c) for a, _, c in marks))
+            self.samples["update"].append(clock.seconds(m2, m3))
+            self.samples["wall"].append(wall)
+            self.forward_runs.append(clock.seconds(m0, m1))
+            self.backward_runs.append(clock.seconds(m1, m2))
             return
         missing = [n for n, _ in self.params if n not in self.ready]
         if missing:
@@ -184,12 +209,9 @@ class Recorder:
                 "a model whose every trainable parameter receives a gradient from the loss "
                 "(freeze the others: p.requires_grad_(False))",
             )
-        m0, m1, m2 = marks[-1]
-        self.samples["compute"].append(math.fsum(clock.seconds(a, c) for a, _, c in marks))
-        self.samples["update"].append(clock.seconds(marks[-1][2], m3))
-        self.samples["wall"].append(wall)
-        self.forward_runs.append(clock.seconds(m0, m1))
-        self.backward_runs.append(clock.seconds(m1, m2))
+        self.samples["wall_detail"].append(wall)
+        self.hooked_forward.append(clock.seconds(m0, m1))
+        self.hooked_backward.append(clock.seconds(m1, m2))
         self.ready_runs.append({n: clock.seconds(m1, t) for n, t in self.ready.items()})
         self.fwd_runs.append(self._exclusive())
 
@@ -214,16 +236,25 @@ class Recorder:
     # ----------------------------------------------------------------------------- the result
 
     def workload(self, batch_size: int, name: str, provenance: dict[str, Any]) -> Workload:
-        """The layer-wise Workload of the measured steps (see :func:`queuesgd.profile`)."""
+        """The layer-wise Workload of the measured steps (see :func:`queuesgd.profile`).
+
+        The step's law and phases come from the timed steps; the detailed
+        steps split them: each owner's share of the forward pass and each
+        gradient's share of the backward pass, scaled to the timed steps'
+        forward and backward (hooks cost the host time, and on a CPU that
+        time is the step's).
+        """
         names = [n for n, _ in self.params]
-        ready = {n: float(np.mean([r[n] for r in self.ready_runs])) for n in names}
+        fwd_scale = _ratio(self.forward_runs, self.hooked_forward)
+        bwd_scale = _ratio(self.backward_runs, self.hooked_backward)
+        ready = {n: bwd_scale * float(np.mean([r[n] for r in self.ready_runs])) for n in names}
         order = sorted(names, key=lambda n: (ready[n], names.index(n)))
         sizes = {n: float(p.numel() * p.element_size()) for n, p in self.params}
         forward: dict[str, float] | None = None
         if self.owned:
             forward = dict.fromkeys(names, 0.0)
             for mod, own in self.owned.items():
-                mean = float(np.mean([r.get(mod, 0.0) for r in self.fwd_runs]))
+                mean = fwd_scale * float(np.mean([r.get(mod, 0.0) for r in self.fwd_runs]))
                 total = math.fsum(sizes[n] for n in own)
                 for n in own:  # split by bytes; a tied weight collects a share from each owner
                     forward[n] += mean * (sizes[n] / total if total else 1.0 / len(own))
@@ -244,7 +275,12 @@ class Recorder:
             provenance["note"] = "step times scaled up to the layers' sum (the event clock's rounding)"
         provenance["forward_seconds"] = float(statistics.fmean(self.forward_runs))
         provenance["backward_seconds"] = float(statistics.fmean(self.backward_runs))
+        provenance["hooks_forward_factor"] = 1.0 / fwd_scale  # the detailed steps' pass / the timed one's
+        provenance["hooks_backward_factor"] = 1.0 / bwd_scale
         provenance["step_wall_seconds"] = float(statistics.median(self.samples["wall"]))
+        provenance["hooked_step_wall_seconds"] = float(statistics.median(self.samples["wall_detail"]))
+        provenance["timed_steps"] = len(self.samples["compute"])
+        provenance["detailed_steps"] = len(self.ready_runs)
         return Workload(
             Empirical(compute),
             None,
@@ -254,3 +290,9 @@ class Recorder:
             name=name,
             provenance=provenance,
         )
+
+
+def _ratio(timed: list[float], hooked: list[float]) -> float:
+    """Mean of ``timed`` over mean of ``hooked`` (1 where the hooked one is 0: nothing to scale)."""
+    den = statistics.fmean(hooked)
+    return statistics.fmean(timed) / den if den > 0 else 1.0

@@ -1,0 +1,325 @@
+"""Profile fidelity (issue 21): does ``queuesgd.profile`` predict one worker's step of real models?
+
+    python validation/run_profile_fidelity.py --device cuda --out DIR     # the GPU rows (one short run)
+    python validation/run_profile_fidelity.py --device cpu --out DIR      # the same check, small models
+
+For every case, :func:`queuesgd.harness.fidelity.check_profile` times the step
+in a plain loop with no hooks, profiles it, times the plain loop again, and
+compares the one-worker step that ``predict`` gives from the profile (compute
++ update) with the plain loops' mean. Written to ``DIR/fidelity.json``; the
+report (``validation/fidelity.json``, section "Profile fidelity") reads it.
+
+Registered before the run (fixed here, not after seeing results):
+
+- targets: |error| <= 3% on every GPU row of the six target models; the
+  profile's wall time per step (warm-up and measured) at most 2x the plain
+  step; the CPU rows are reported against the same numbers, not held to them
+  (two shared cores, millisecond steps);
+- one pass per case, every row reported, none discarded; a case that raises
+  is a row with its error;
+- the extra rows (activation checkpointing, ``torch.compile``) are reported
+  and not part of the targets.
+
+On CUDA the script also records two ``torch.profiler`` traces for
+``read_trace`` (``cuda_mlp.json.gz`` for the tests, ``resnet50_bf16.json.gz``
+for the report), each with a sidecar of the plain step's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from queuesgd.harness.fidelity import FidelityCase, check_profile  # noqa: E402
+from queuesgd.harness.zoo import gpt, token_batch, vit  # noqa: E402
+
+TARGET = 0.03
+OVERHEAD = 2.0
+
+
+def encoder(width: int = 512, layers: int = 6, heads: int = 8) -> object:
+    """``nn.TransformerEncoder`` of the issue's table: 6 layers, d = 512, on (batch, 256, 512) inputs."""
+    import torch
+
+    block = torch.nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True)
+    return torch.nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
+
+
+def compiled_encoder() -> object:
+    import torch
+
+    return torch.compile(encoder())
+
+
+def gpu_cases() -> list[FidelityCase]:
+    import torch
+
+    bf16 = torch.bfloat16
+    return [
+        FidelityCase("resnet50 fp32", "torchvision:resnet50", 64, (3, 224, 224), notes="target"),
+        FidelityCase(
+            "resnet50 bf16", "torchvision:resnet50", 64, (3, 224, 224), autocast=bf16, notes="target"
+        ),
+        FidelityCase(
+            "vit_b_16 bf16", "torchvision:vit_b_16", 32, (3, 224, 224), autocast=bf16, notes="target"
+        ),
+        FidelityCase(
+            "gpt2-small bf16 (token ids, tied, labels)",
+            gpt,
+            8,
+            inputs=token_batch(50257, 1024),
+            autocast=bf16,
+            notes="target",
+        ),
+        FidelityCase("transformer-encoder fp32", encoder, 32, (256, 512), notes="target (choice 1)"),
+        FidelityCase(
+            "convnext_tiny bf16, accumulation 2",
+            "torchvision:convnext_tiny",
+            32,
+            (3, 224, 224),
+            autocast=bf16,
+            accumulation=2,
+            notes="target (choice 2)",
+        ),
+        FidelityCase(
+            "gpt2-small bf16, activation checkpointing",
+            lambda: gpt(checkpoint=True),
+            8,
+            inputs=token_batch(50257, 1024),
+            autocast=bf16,
+            notes="extra",
+        ),
+        FidelityCase(
+            "transformer-encoder fp32, torch.compile", compiled_encoder, 32, (256, 512), notes="extra"
+        ),
+    ]
+
+
+def cpu_cases() -> list[FidelityCase]:
+    import torch
+
+    from queuesgd.harness.models import resnet18s
+
+    bf16 = torch.bfloat16
+    return [
+        FidelityCase("resnet18s w16 fp32", lambda: resnet18s(width=16), 16, (3, 32, 32), notes="cpu"),
+        FidelityCase(
+            "vit tiny fp32 (class token on the root)",
+            lambda: vit(image=32, patch=4, width=64, layers=2, heads=4, classes=10),
+            16,
+            (3, 32, 32),
+            notes="cpu",
+        ),
+        FidelityCase(
+            "gpt tiny bf16 (token ids, tied, labels)",
+            lambda: gpt(vocab=512, seq=64, width=64, layers=2, heads=4),
+            8,
+            inputs=token_batch(512, 64),
+            autocast=bf16,
+            notes="cpu",
+        ),
+        FidelityCase("transformer-encoder small fp32", lambda: encoder(64, 2, 4), 8, (32, 64), notes="cpu"),
+        FidelityCase(
+            "gpt tiny fp32, accumulation 2",
+            lambda: gpt(vocab=512, seq=64, width=64, layers=2, heads=4),
+            8,
+            inputs=token_batch(512, 64),
+            accumulation=2,
+            notes="cpu",
+        ),
+    ]
+
+
+def record_trace(name: str, factory, batch, out: Path, *, autocast=None, steps: int = 6) -> dict:
+    """A torch.profiler trace of ``steps`` training steps (schedule: wait 1, warm-up 1, active 3), gzipped."""
+    import torch
+    from torch.profiler import ProfilerActivity, schedule
+
+    from queuesgd.profiler import plain_step_time
+
+    torch.manual_seed(0)
+    net = factory().cuda()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    x = batch.cuda()
+
+    def one() -> None:
+        with torch.autocast("cuda", dtype=autocast or torch.float32, enabled=autocast is not None):
+            loss = net(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(3):
+        one()
+    torch.cuda.synchronize()
+    acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    with torch.profiler.profile(
+        activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=1, active=3)
+    ) as prof:
+        for _ in range(steps):
+            one()
+            prof.step()
+    raw = out / f"{name}.json"
+    prof.export_chrome_trace(str(raw))
+    with open(raw, "rb") as src, gzip.open(out / f"{name}.json.gz", "wb") as dst:
+        dst.write(src.read())
+    raw.unlink()
+    # the reference: the same step, plain, timed as plain_step_time times it; the update alone the same way
+    per = plain_step_time(
+        factory, batch_size=x.shape[0], inputs=batch, autocast=autocast, device="cuda", steps=30, chunks=3
+    )
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        opt.step()
+    torch.cuda.synchronize()
+    update = (time.perf_counter() - t0) / 20
+    meta = {
+        "parameters": sum(1 for p in net.parameters() if p.requires_grad),
+        "gradient_bytes": sum(p.numel() * p.element_size() for p in net.parameters() if p.requires_grad),
+        "step_seconds": sum(per) / len(per),
+        "update_seconds": update,
+        "batch_size": int(x.shape[0]),
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "autocast": None if autocast is None else str(autocast),
+    }
+    (out / f"{name}.meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return meta
+
+
+def _mlp() -> object:
+    import torch
+
+    nn = torch.nn
+    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+
+
+def _commit() -> str | None:
+    """The checkout's commit (``QUEUESGD_COMMIT`` where the copy run has no ``.git``)."""
+    if os.environ.get("QUEUESGD_COMMIT"):
+        return os.environ["QUEUESGD_COMMIT"]
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=HERE.parent, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--only", nargs="*", help="case names to run (default: all)")
+    ap.add_argument("--traces", action="store_true", help="record the read_trace fixtures (CUDA)")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--repetitions", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument(
+        "--budget", type=float, default=1e9, help="seconds after which the extra rows are skipped"
+    )
+    args = ap.parse_args(argv)
+    import torch
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    cuda = args.device.startswith("cuda")
+    cases = gpu_cases() if cuda else cpu_cases()
+    if args.only:
+        cases = [c for c in cases if c.name in args.only]
+    rows = []
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    t_start = time.perf_counter()
+    targets = [c for c in cases if c.notes != "extra"]
+    extras = [c for c in cases if c.notes == "extra"]
+    for case in targets:
+        rows.append(_row(case, args))
+        (args.out / "fidelity.json").write_text(json.dumps(_document(args, rows, started), indent=1) + "\n")
+    if cuda and args.traces:
+        for name, factory, batch, amp in (
+            ("cuda_mlp", _mlp, torch.randn(64, 256), None),
+            ("resnet50_bf16", _torchvision("resnet50"), torch.randn(64, 3, 224, 224), torch.bfloat16),
+        ):
+            try:
+                print(name, record_trace(name, factory, batch, args.out, autocast=amp), flush=True)
+            except Exception:
+                traceback.print_exc()
+    for case in extras:
+        if time.perf_counter() - t_start > args.budget:
+            print(f"{case.name}: not run (past the {args.budget:.0f} s budget)", flush=True)
+            rows.append({"name": case.name, "notes": case.notes, "failed": "not run: past the time budget"})
+        else:
+            rows.append(_row(case, args))
+        (args.out / "fidelity.json").write_text(json.dumps(_document(args, rows, started), indent=1) + "\n")
+    return 0
+
+
+def _row(case: FidelityCase, args: argparse.Namespace) -> dict:
+    cuda = args.device.startswith("cuda")
+    t0 = time.perf_counter()
+    try:
+        row = check_profile(
+            case,
+            device=args.device,
+            threads=None if cuda else 1,
+            warmup=args.warmup,
+            repetitions=args.repetitions,
+            steps=args.steps,
+        )
+    except Exception as exc:  # a row of its own: every case is reported
+        row = {"name": case.name, "notes": case.notes, "failed": f"{type(exc).__name__}: {exc}"}
+        traceback.print_exc()
+    row["seconds"] = time.perf_counter() - t0
+    shown = {k: round(row[k], 4) for k in ("error", "overhead", "step_overhead", "drift") if k in row}
+    print(case.name, json.dumps(shown), f"{row['seconds']:.1f}s", row.get("failed", ""), flush=True)
+    return row
+
+
+def _torchvision(name: str):
+    def make() -> object:
+        import torchvision
+
+        return torchvision.models.get_model(name, weights=None)
+
+    return make
+
+
+def _document(args: argparse.Namespace, rows: list[dict], started: str) -> dict:
+    import torch
+
+    return {
+        "what": "profile fidelity: the one-worker step predicted from a profile, against a hook-free loop",
+        "registered": {
+            "target_error": TARGET,
+            "target_overhead": OVERHEAD,
+            "passes": 1,
+            "discard": "none: every case is a row (an exception is a failed row)",
+            "targets_apply_to": "rows noted 'target' on a CUDA device",
+        },
+        "device": args.device,
+        "device_name": torch.cuda.get_device_name()
+        if args.device.startswith("cuda")
+        else platform.processor(),
+        "torch": torch.__version__,
+        "commit": _commit(),
+        "started": started,
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "settings": {"warmup": args.warmup, "repetitions": args.repetitions, "steps": args.steps},
+        "rows": rows,
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
