@@ -56,6 +56,18 @@ def encoder(width: int = 512, layers: int = 6, heads: int = 8) -> object:
     return torch.nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
 
 
+def hf_gpt2() -> object:
+    """Hugging Face's GPT-2 (small, random weights, nothing downloaded): its output is a ModelOutput."""
+    import transformers
+
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config())
+
+
+def hf_batch(batch_size: int, device: object) -> dict:
+    ids = token_batch(50257, 1024)(batch_size, device)["ids"]
+    return {"input_ids": ids, "labels": ids}
+
+
 def compiled_encoder() -> object:
     import torch
 
