@@ -5,13 +5,14 @@ The first step of predicting a model's distributed training before it runs
 tensor, and hand that to the models (``method="fine"``, ``sweep``,
 ``whatif``).
 
-After ``warmup`` unmeasured steps, ``repetitions`` measured steps run, in
-turn *timed* and *detailed*:
+``warmup`` unmeasured steps run straight into ``repetitions - repetitions // 2``
+*timed* steps; then ``repetitions // 2`` *detailed* ones follow (after one
+more unmeasured, to warm the hooks up):
 
-- a timed step has no hooks: it runs as a plain training loop does, and
-  gives the step's law (``compute``: forward + backward of every
-  micro-step), its forward and backward passes, and the optimizer step
-  (``update_time``, the median);
+- a timed step has no hooks and nothing waits for the device between timed
+  steps: they run as a plain training loop does, and give the step's law
+  (``compute``: forward + backward of every micro-step), its forward and
+  backward passes, and the optimizer step (``update_time``, the median);
 - a detailed step has hooks on (:mod:`queuesgd.profiler_recorder`): the
   exclusive forward time of every module that owns parameters, and the
   moment each parameter's gradient is accumulated
@@ -22,7 +23,8 @@ turn *timed* and *detailed*:
   slowed the pass).
 
 On a CUDA device every time is a CUDA event recorded where the work is
-queued, and each step synchronizes once, at its end.
+queued, read after one synchronize at the end of the timed block and at the
+end of each detailed step.
 
 The result's layers are the parameters in *backward order* (the order of their
 mean ready times), each with its gradient size (``numel x element size``),
@@ -104,13 +106,13 @@ def profile(
         all-reduces (it skips the others under ``no_sync``).
     device : str
         ``"cpu"``, ``"cuda"`` or ``"cuda:N"``. On CUDA the hooks record CUDA
-        events and the step synchronizes once, at its end.
+        events and nothing waits for the device between the timed steps.
     threads : int or None
         ``torch.set_num_threads`` during the profile (restored after); None keeps the current one.
     warmup, repetitions : int
         Unmeasured steps first, then measured ones: ``repetitions - repetitions // 2``
-        timed steps (the step's law) and ``repetitions // 2`` detailed ones
-        (the per-layer split), in turn.
+        timed steps (the step's law), then ``repetitions // 2`` detailed ones
+        (the per-layer split).
     optimizer : callable or None
         ``optimizer(parameters) -> torch.optim.Optimizer``; SGD (lr 0.01, momentum 0.9) if None.
     seed : int
@@ -175,14 +177,14 @@ def profile(
         started = time.perf_counter()  # the steps, not the model's construction
         rec = Recorder(torch, step.net, step.params, cuda=cuda, forward_hooks=not step.compiled)
         try:
-            for i in range(warmup):
-                rec.step(step.run_micro, step.update, step.accumulation, measure=False, detail=i % 2 == 1)
-            memory = _memory(step) if cuda else {}
             if cuda:
                 torch.cuda.reset_peak_memory_stats(step.dev)
-                step.activations.clear()
-            for i in range(repetitions):  # timed and detailed steps in turn
-                rec.step(step.run_micro, step.update, step.accumulation, measure=True, detail=i % 2 == 1)
+            args = (step.run_micro, step.update, step.accumulation)
+            timed = repetitions - repetitions // 2
+            rec.timed(*args, warmup + timed, skip=warmup)  # the warm-up runs straight into the timed steps
+            for i in range(repetitions // 2 + (warmup > 0)):  # a first detailed step to warm the hooks up
+                rec.detailed(*args, measure=i > 0 or warmup == 0)
+            memory = _memory(step) if cuda else {}
             if cuda:
                 memory["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(step.dev))
                 memory["activation_bytes"] = max(step.activations)
@@ -190,7 +192,8 @@ def profile(
             rec.remove()
         provenance = _provenance(step)
     provenance.update(memory)
-    provenance["profile_seconds_per_step"] = (time.perf_counter() - started) / (warmup + repetitions)
+    ran = warmup + repetitions + (warmup > 0)
+    provenance["profile_seconds_per_step"] = (time.perf_counter() - started) / ran
     label = name or type(getattr(step.net, "_orig_mod", step.net)).__name__
     return rec.workload(step.batch_size * step.accumulation, label, provenance)
 
@@ -296,7 +299,7 @@ def _provenance(step: TrainingStep) -> dict[str, Any]:
     dtypes = sorted({str(p.dtype).removeprefix("torch.") for _, p in step.params})
     if step.dev.type == "cuda":
         where = torch.cuda.get_device_name(step.dev)
-        timing = "CUDA events on the hooks' streams, one synchronize per step"
+        timing = "CUDA events; timed steps back to back, one synchronize after them; hooks in detailed steps"
     else:
         where = f"CPU ({platform.machine() or 'unknown'}, {torch.get_num_threads()} thread(s))"
         timing = "host clock (time.perf_counter)"

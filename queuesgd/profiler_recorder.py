@@ -6,11 +6,17 @@ Two clocks, one interface (:class:`_Clock`):
   host clock times it;
 - on a CUDA device, a mark is a ``torch.cuda.Event`` recorded on the *current*
   stream where the hook runs (a gradient's hook runs on the stream that
-  produced the gradient), and the events are read once, after one
-  ``torch.cuda.synchronize()`` at the end of the step. Nothing in a hook waits
-  for the device, so the host keeps queueing work ahead of it as it does in a
-  plain training loop (issue 21: a synchronize in every hook made ResNet-50's
-  profiled step 47% longer than the plain one on an H100).
+  produced the gradient), and the events are read after one
+  ``torch.cuda.synchronize()``: at the end of a block of timed steps, or of
+  one detailed step. Nothing in a hook waits for the device, so the host
+  keeps queueing work ahead of it as it does in a plain training loop
+  (issue 21: a synchronize in every hook made ResNet-50's profiled step 47%
+  longer than the plain one on an H100).
+
+Two kinds of step (:meth:`Recorder.timed`, :meth:`Recorder.detailed`): timed
+steps run without hooks, back to back, and give the step's law and its
+passes; detailed steps run with the hooks and give only how the passes split
+among the parameters, scaled to the timed passes in :meth:`Recorder.workload`.
 
 Forward times are *exclusive*: a module that owns parameters and also has
 children (a vision transformer's class token and position embedding, on the
@@ -154,19 +160,51 @@ class Recorder:
 
     # ----------------------------------------------------------------------------- one step
 
-    def step(self, run_micro: Any, update: Any, accumulation: int, *, measure: bool, detail: bool) -> None:
-        """One optimizer step of ``accumulation`` micro-steps, timed by phase; hooked if ``detail``.
+    def timed(self, run_micro: Any, update: Any, accumulation: int, count: int, *, skip: int) -> None:
+        """``count`` steps back to back with no hooks and no wait; the first ``skip`` are not recorded.
 
-        ``run_micro(last)`` runs one forward pass and returns a callable that
-        runs its backward pass; ``update()`` runs the optimizer step. A
-        *timed* step (``detail=False``) has no hooks: it gives the step's
-        phases as a plain loop runs them. A *detailed* step has them on and
-        records, for its last micro-step, each owner's forward time and each
-        gradient's ready time.
+        The steps run as a plain training loop runs them: on a CUDA device
+        the host queues work ahead of the device and nothing waits for it
+        until the last step (a synchronize after every step would let the
+        device idle while the host launches the next step's first kernels:
+        a ResNet-50 step in bfloat16 on an H100 took 16% longer so). Each
+        step's phases are events on the device's timeline, read at the end.
         """
         clock = self.clock
-        if detail:
-            self._attach()
+        steps = []
+        wall0 = 0.0
+        for i in range(count):
+            if i == skip:
+                wall0 = time.perf_counter()
+            marks = []
+            for j in range(accumulation):
+                m0 = clock.mark()
+                backward = run_micro(j == accumulation - 1)
+                m1 = clock.mark()
+                backward()
+                marks.append((m0, m1, clock.mark()))
+            update()
+            steps.append((marks, clock.mark()))
+        clock.finish()
+        if count <= skip:
+            return
+        self.samples["wall"].append((time.perf_counter() - wall0) / (count - skip))
+        for marks, m3 in steps[skip:]:
+            m0, m1, m2 = marks[-1]
+            self.samples["compute"].append(math.fsum(clock.seconds(a, c) for a, _, c in marks))
+            self.samples["update"].append(clock.seconds(m2, m3))
+            self.forward_runs.append(clock.seconds(m0, m1))
+            self.backward_runs.append(clock.seconds(m1, m2))
+
+    def detailed(self, run_micro: Any, update: Any, accumulation: int, *, measure: bool) -> None:
+        """One step with the hooks on; its last micro-step's owners' forward times and ready times.
+
+        The step ends with one wait for the device (its events are read then):
+        the hooks slow the host, and these steps give only the split of the
+        timed steps' passes among the parameters, not their length.
+        """
+        clock = self.clock
+        self._attach()
         try:
             wall0 = time.perf_counter()
             marks = []
@@ -175,31 +213,22 @@ class Recorder:
                 self.stack.clear()
                 self.calls.clear()
                 self.ready.clear()
-                self.phase = "forward" if (detail and last) else "idle"
+                self.phase = "forward" if last else "idle"
                 m0 = clock.mark()
                 backward = run_micro(last)
                 m1 = clock.mark()
                 self.phase = "idle"
-                self.record_ready = detail and last
+                self.record_ready = last
                 backward()
                 self.record_ready = False
                 m2 = clock.mark()
                 marks.append((m0, m1, m2))
             update()
-            m3 = clock.mark()
             clock.finish()
             wall = time.perf_counter() - wall0
         finally:
             self.remove()
         if not measure:
-            return
-        m0, m1, m2 = marks[-1]
-        if not detail:
-            self.samples["compute"].append(math.fsum(clock.seconds(a, c) for a, _, c in marks))
-            self.samples["update"].append(clock.seconds(m2, m3))
-            self.samples["wall"].append(wall)
-            self.forward_runs.append(clock.seconds(m0, m1))
-            self.backward_runs.append(clock.seconds(m1, m2))
             return
         missing = [n for n, _ in self.params if n not in self.ready]
         if missing:
@@ -209,6 +238,7 @@ class Recorder:
                 "a model whose every trainable parameter receives a gradient from the loss "
                 "(freeze the others: p.requires_grad_(False))",
             )
+        m0, m1, m2 = marks[-1]
         self.samples["wall_detail"].append(wall)
         self.hooked_forward.append(clock.seconds(m0, m1))
         self.hooked_backward.append(clock.seconds(m1, m2))
@@ -277,7 +307,7 @@ class Recorder:
         provenance["backward_seconds"] = float(statistics.fmean(self.backward_runs))
         provenance["hooks_forward_factor"] = 1.0 / fwd_scale  # the detailed steps' pass / the timed one's
         provenance["hooks_backward_factor"] = 1.0 / bwd_scale
-        provenance["step_wall_seconds"] = float(statistics.median(self.samples["wall"]))
+        provenance["step_wall_seconds"] = float(self.samples["wall"][0])  # the timed block's, per step
         provenance["hooked_step_wall_seconds"] = float(statistics.median(self.samples["wall_detail"]))
         provenance["timed_steps"] = len(self.samples["compute"])
         provenance["detailed_steps"] = len(self.ready_runs)
