@@ -22,6 +22,12 @@ Registered before the run (fixed here, not after seeing results):
   change was diagnosed on pass 1's rows, so pass 2 adds three models held out
   from the diagnosis (EfficientNet-B0 and Swin-T in bf16, DenseNet-121 in
   fp32), held to the same targets;
+- pass 2 (commit 367adad): 8 of 11 target rows within 3%; the three misses
+  (ViT-B/16, Swin-T, DenseNet-121: +26..+51%) are host-bound steps whose
+  plain loop itself moved by 25-50% from one 10-step chunk to the next. Pass 3
+  changes only the sampling, registered here before it ran: 10 warm-up
+  steps, 40 repetitions (20 timed), plain loops of 60 steps in 3 chunks; the
+  same targets, every row reported;
 - the extra rows (activation checkpointing, ``torch.compile``) are reported
   and not part of the targets.
 

@@ -84,7 +84,9 @@ def check_profile(
     dict
         ``name``, ``predicted_s``, ``reference_s``, ``error`` (predicted /
         reference - 1), ``loop_s`` (every chunk of both loops), ``drift``
-        (second loop / first - 1), ``overhead`` (profile wall time per step /
+        (second loop / first - 1), ``reference_spread`` (the loops' chunks, max -
+        min over their mean: the reference's own noise), ``compute_cv`` (the
+        profile's timed steps, coefficient of variation), ``overhead`` (profile wall time per step /
         reference), ``step_overhead`` (the profile's median measured step,
         hooks and its one synchronize included, / reference), the
         workload's numbers (``compute_s``, ``update_s``, ``forward_s``,
@@ -135,6 +137,8 @@ def check_profile(
         "error": predicted / reference - 1.0,
         "loop_s": [*before, *after],
         "drift": statistics.fmean(after) / statistics.fmean(before) - 1.0,
+        "reference_spread": (max(before + after) - min(before + after)) / reference,
+        "compute_cv": statistics.pstdev(work.compute.samples) / work.compute_time,
         "overhead": prov["profile_seconds_per_step"] / reference,
         "profile_wall_s": wall,
         "step_overhead": prov["step_wall_seconds"] / reference,
