@@ -180,20 +180,28 @@ def cpu_cases() -> list[FidelityCase]:
     ]
 
 
-def record_trace(name: str, factory, batch, out: Path, *, autocast=None, steps: int = 6) -> dict:
-    """A torch.profiler trace of ``steps`` training steps (schedule: wait 1, warm-up 1, active 3), gzipped."""
+def record_trace(
+    name: str, factory, batch, out: Path, *, autocast=None, scheduled: bool = True, device: str = "cuda"
+) -> dict:
+    """A torch.profiler trace of training steps, gzipped, and a sidecar with the plain step's time.
+
+    ``scheduled``: 6 steps under ``schedule(wait=1, warmup=1, active=3, repeat=1)`` with ``prof.step()``
+    after each (3 ``ProfilerStep`` spans); otherwise 3 steps inside the profiler with no schedule (the
+    reader cuts them at the optimizer steps). Three unrecorded steps first.
+    """
     import torch
     from torch.profiler import ProfilerActivity, schedule
 
     from queuesgd.profiler import plain_step_time
 
     torch.manual_seed(0)
-    net = factory().cuda()
+    net = factory().to(device)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    x = batch.cuda()
+    x = batch.to(device)
+    kind = "cuda" if device.startswith("cuda") else "cpu"
 
     def one() -> None:
-        with torch.autocast("cuda", dtype=autocast or torch.float32, enabled=autocast is not None):
+        with torch.autocast(kind, dtype=autocast or torch.bfloat16, enabled=autocast is not None):
             loss = net(x).float().pow(2).mean()
         loss.backward()
         opt.step()
@@ -201,14 +209,20 @@ def record_trace(name: str, factory, batch, out: Path, *, autocast=None, steps: 
 
     for _ in range(3):
         one()
-    torch.cuda.synchronize()
-    acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
-    with torch.profiler.profile(
-        activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=1, active=3)
-    ) as prof:
-        for _ in range(steps):
-            one()
-            prof.step()
+    if kind == "cuda":
+        torch.cuda.synchronize()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if kind == "cuda" else [])
+    if scheduled:
+        with torch.profiler.profile(
+            activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=1, active=3, repeat=1)
+        ) as prof:
+            for _ in range(6):
+                one()
+                prof.step()
+    else:
+        with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
+            for _ in range(3):
+                one()
     raw = out / f"{name}.json"
     prof.export_chrome_trace(str(raw))
     with open(raw, "rb") as src, gzip.open(out / f"{name}.json.gz", "wb") as dst:
@@ -216,13 +230,21 @@ def record_trace(name: str, factory, batch, out: Path, *, autocast=None, steps: 
     raw.unlink()
     # the reference: the same step, plain, timed as plain_step_time times it; the update alone the same way
     per = plain_step_time(
-        factory, batch_size=x.shape[0], inputs=batch, autocast=autocast, device="cuda", steps=30, chunks=3
+        factory,
+        batch_size=x.shape[0],
+        inputs=batch,
+        autocast=autocast,
+        device=device,
+        steps=30,
+        chunks=3,
+        threads=None,
     )
-    torch.cuda.synchronize()
+    wait = torch.cuda.synchronize if kind == "cuda" else (lambda: None)
+    wait()
     t0 = time.perf_counter()
     for _ in range(20):
         opt.step()
-    torch.cuda.synchronize()
+    wait()
     update = (time.perf_counter() - t0) / 20
     meta = {
         "parameters": sum(1 for p in net.parameters() if p.requires_grad),
@@ -230,9 +252,10 @@ def record_trace(name: str, factory, batch, out: Path, *, autocast=None, steps: 
         "step_seconds": sum(per) / len(per),
         "update_seconds": update,
         "batch_size": int(x.shape[0]),
-        "device": torch.cuda.get_device_name(),
+        "device": torch.cuda.get_device_name() if kind == "cuda" else "cpu",
         "torch": torch.__version__,
         "autocast": None if autocast is None else str(autocast),
+        "scheduled": scheduled,
     }
     (out / f"{name}.meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return meta
@@ -262,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--only", nargs="*", help="case names to run (default: all)")
-    ap.add_argument("--traces", action="store_true", help="record the read_trace fixtures (CUDA)")
+    ap.add_argument("--traces", action="store_true", help="record the read_trace fixtures")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repetitions", type=int, default=20)
     ap.add_argument("--steps", type=int, default=30)
@@ -285,13 +308,23 @@ def main(argv: list[str] | None = None) -> int:
     for case in targets:
         rows.append(_row(case, args))
         (args.out / "fidelity.json").write_text(json.dumps(_document(args, rows, started), indent=1) + "\n")
-    if cuda and args.traces:
-        for name, factory, batch, amp in (
-            ("cuda_mlp", _mlp, torch.randn(64, 256), None),
-            ("resnet50_bf16", _torchvision("resnet50"), torch.randn(64, 3, 224, 224), torch.bfloat16),
+    if args.traces:
+        for name, factory, batch, amp, sched in (
+            ("cuda_mlp", _mlp, torch.randn(64, 256), None, True),
+            ("resnet50_bf16", _torchvision("resnet50"), torch.randn(64, 3, 224, 224), torch.bfloat16, True),
+            (
+                "resnet50_fp32_unscheduled",
+                _torchvision("resnet50"),
+                torch.randn(64, 3, 224, 224),
+                None,
+                False,
+            ),
         ):
             try:
-                print(name, record_trace(name, factory, batch, args.out, autocast=amp), flush=True)
+                meta = record_trace(
+                    name, factory, batch, args.out, autocast=amp, scheduled=sched, device=args.device
+                )
+                print(name, meta, flush=True)
             except Exception:
                 traceback.print_exc()
     for case in extras:
