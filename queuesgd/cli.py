@@ -338,6 +338,11 @@ def _build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--batch-size", type=int, required=True, help="samples per step")
     pr.add_argument("--input-shape", help="one sample's shape, e.g. 3x32x32 or 784 (with a model)")
     pr.add_argument(
+        "--inputs", metavar="MODULE:CALLABLE", help="a factory inputs(batch_size, device) of batches"
+    )
+    pr.add_argument("--autocast", choices=("bf16", "fp16"), help="mixed precision (fp16 with a GradScaler)")
+    pr.add_argument("--accumulation", type=int, default=1, help="micro-steps per optimizer step")
+    pr.add_argument(
         "--from-trace", metavar="TRACE.json", help="read a torch.profiler Chrome trace instead of a model"
     )
     pr.add_argument("--repetitions", type=int, default=20, help="measured steps")
@@ -753,21 +758,31 @@ def _profile(args: argparse.Namespace) -> int:
     from queuesgd.catalog import save_workload
     from queuesgd.errors import InvalidParameterError
     from queuesgd.profiler import profile
+    from queuesgd.profiler_step import import_callable
 
-    if args.model is None or args.input_shape is None:
+    if args.model is None or (args.input_shape is None) == (args.inputs is None):
         raise InvalidParameterError(
-            "model", args.model, "a model and --input-shape, or --from-trace TRACE.json"
+            "model", args.model, "a model and one of --input-shape or --inputs, or --from-trace TRACE.json"
         )
-    try:
-        shape = tuple(int(d) for d in args.input_shape.lower().split("x"))
-    except ValueError:
-        raise InvalidParameterError(
-            "--input-shape", args.input_shape, "sizes joined by x, e.g. 3x32x32"
-        ) from None
+    shape = inputs = None
+    if args.input_shape is not None:
+        try:
+            shape = tuple(int(d) for d in args.input_shape.lower().split("x"))
+        except ValueError:
+            raise InvalidParameterError(
+                "--input-shape", args.input_shape, "sizes joined by x, e.g. 3x32x32"
+            ) from None
+    else:
+        inputs = import_callable(
+            "--inputs", args.inputs, "'module.path:callable', a factory inputs(batch_size, device)"
+        )
     w = profile(
         args.model,
         batch_size=args.batch_size,
         input_shape=shape,
+        inputs=inputs,
+        autocast=args.autocast,
+        accumulation=args.accumulation,
         device=args.device,
         threads=args.threads,
         warmup=args.warmup,
@@ -777,8 +792,11 @@ def _profile(args: argparse.Namespace) -> int:
     path = save_workload(
         w,
         args.out,
-        note=f"queuesgd profile of {args.model}: batch {args.batch_size} of {args.input_shape}, "
-        f"{args.repetitions} steps on {args.device} with {args.threads} thread(s)",
+        note=f"queuesgd profile of {args.model}: batch {args.batch_size} of "
+        f"{args.input_shape or args.inputs}, "
+        f"{args.repetitions} steps on {args.device} with {args.threads} thread(s)"
+        + (f", {args.autocast} autocast" if args.autocast else "")
+        + (f", {args.accumulation} micro-steps per update" if args.accumulation > 1 else ""),
     )
     print(
         f"{w.name}: {len(w.layers)} tensors, {units.format_bytes(w.gradient_bytes)} of gradients, "

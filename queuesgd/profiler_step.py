@@ -23,7 +23,7 @@ from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness import require_torch
 
-__all__ = ["TrainingStep", "resolve_model", "training_step"]
+__all__ = ["TrainingStep", "import_callable", "resolve_model", "training_step"]
 
 #: The largest random input batch made from ``input_shape`` (2**31 float32 elements: 8 GiB).
 MAX_INPUT_ELEMENTS = 2**31
@@ -82,11 +82,7 @@ def resolve_model(model: Any) -> Any:
             from queuesgd.harness.models import build
 
             return build(attr)[0]
-        try:
-            factory = getattr(importlib.import_module(mod_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise InvalidParameterError("model", model, f"{accepted} ({type(exc).__name__}: {exc})") from None
-        model = factory
+        model = import_callable("model", model, accepted)
     nn = require_torch().nn
     if not isinstance(model, nn.Module) and callable(model):
         model = model()
@@ -113,6 +109,30 @@ def _torchvision(spec: str, name: str) -> Any:
         raise InvalidParameterError(
             "model", spec, f"a name torchvision.models.list_models() gives ({exc})"
         ) from None
+
+
+def import_callable(field: str, spec: str, accepted: str) -> Callable[..., Any]:
+    """The callable ``"module.path:name"`` names (the module imported), or an error naming ``field``.
+
+    Examples
+    --------
+    >>> import_callable("inputs", "math:sqrt", "a factory")(4.0)
+    2.0
+    >>> import_callable("inputs", "math:pi", "a factory")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: inputs: got 'math:pi'; accepted: a factory (not callable)
+    """
+    mod_name, sep, attr = spec.partition(":")
+    if not sep or not mod_name or not attr:
+        raise InvalidParameterError(field, spec, accepted)
+    try:
+        found = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidParameterError(field, spec, f"{accepted} ({type(exc).__name__}: {exc})") from None
+    if not callable(found):
+        raise InvalidParameterError(field, spec, f"{accepted} (not callable)")
+    return found
 
 
 def training_step(

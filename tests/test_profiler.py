@@ -142,6 +142,23 @@ def test_cli_profile_writes_a_workload_the_cli_predicts(tmp_path, capsys):
     assert "--input-shape" in capsys.readouterr().err
 
 
+def test_cli_profile_of_token_ids_in_bf16_with_accumulation(tmp_path, capsys):
+    from queuesgd.cli import main
+
+    out = tmp_path / "lm.json"
+    args = ["profile", "profiler_models:lm", "--batch-size", "4", "--inputs", "profiler_models:tokens"]
+    args += ["--autocast", "bf16", "--accumulation", "2", "--repetitions", "4", "--out", str(out)]
+    assert main(args) == 0
+    assert "3 tensors" in capsys.readouterr().out  # embedding weight, linear weight and bias
+    w = q.load_workload(out)
+    assert w.batch_size == 8 and w.provenance["autocast"] == "bfloat16" and w.provenance["accumulation"] == 2
+    assert w.gradient_bytes == 4 * (32 * 8 + 8 * 32 + 32)
+    assert main(["profile", "profiler_models:lm", "--batch-size", "4", "--out", str(out)]) == 2
+    assert "--input-shape or --inputs" in capsys.readouterr().err
+    assert main([*args[:5], "profiler_models:nothing", "--out", str(out)]) == 2
+    assert "--inputs" in capsys.readouterr().err
+
+
 def _resnet18s_parameters(width: int, classes: int) -> int:
     """The architecture's parameter count by hand: 3x3 convolutions without bias, batch norms, shortcuts."""
     total = 3 * width * 9 + 2 * width  # stem conv + its batch norm
