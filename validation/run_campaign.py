@@ -27,6 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from queuesgd.harness.fidelity_report import fidelity_lines, read_passes, trace_rows  # noqa: E402
 from queuesgd.harness.report import (  # noqa: E402
     SECTIONS,
     by_section,
@@ -77,6 +78,15 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
             (out / name).unlink(missing_ok=True)
     notes_path = HERE / "notes.json"
     notes = json.loads(notes_path.read_text()) if notes_path.exists() else None
+    fidelity = HERE / "fidelity"
+    appendix = []
+    if fidelity.is_dir():
+        said = fidelity / "notes.json"
+        appendix = fidelity_lines(
+            read_passes(fidelity),
+            trace_rows(fidelity / "traces"),
+            notes=json.loads(said.read_text()) if said.exists() else (),
+        )
     return write_report(
         rows,
         out / "REPORT.md",
@@ -84,6 +94,7 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
         machine=_machine(),
         notes=notes,
         plots=plots,
+        appendix=appendix,
     )
 
 

@@ -616,6 +616,7 @@ def write_report(
     plots: Mapping[str, str] | None = None,
     ran: str | None = None,
     command: str | None = None,
+    appendix: Sequence[str] = (),
 ) -> Path:
     """Write the accuracy report (Markdown) in the sections of :data:`SECTIONS`.
 
@@ -644,6 +645,10 @@ def write_report(
     ran, command : str, optional
         When and with which command the rows were produced, for a report of
         one campaign (each section also says when its own rows last ran).
+    appendix : sequence of str
+        Markdown lines of sections that are not validation rows (the profile
+        fidelity, :func:`queuesgd.harness.fidelity_report.fidelity_lines`),
+        placed after the sections and before the notes.
     """
     groups = by_section(rows)
     plots = dict(plots or {})
@@ -713,6 +718,8 @@ def write_report(
             ]
         lines += ["", f"### Every configuration: {sec.title.split(':')[0].lower()}", ""]
         lines += [_markdown_rows(mine, sec.key)]
+    if appendix:
+        lines += ["", *appendix]
     if notes:
         lines += [
             "",

@@ -1,0 +1,68 @@
+"""The report's profile-fidelity section: pooled figures recomputed by hand, traces against their sidecars."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import queuesgd as q
+from queuesgd.harness.fidelity_report import fidelity_lines, read_passes, trace_rows
+
+
+def _pass(tmp: Path, name: str, started: str, device: str, errors: list[float]) -> None:
+    rows = [
+        {
+            "name": f"m{i}",
+            "notes": "target",
+            "predicted_s": 0.01 * (1 + e),
+            "reference_s": 0.01,
+            "error": e,
+            "overhead": 1.0 + i / 10,
+            "reference_spread": 0.01,
+        }
+        for i, e in enumerate(errors)
+    ]
+    rows.append(
+        {
+            "name": "extra",
+            "notes": "extra",
+            "predicted_s": 1.0,
+            "reference_s": 0.5,
+            "error": 1.0,
+            "overhead": 3.0,
+        }
+    )
+    doc = {
+        "device": device,
+        "device_name": device,
+        "started": started,
+        "commit": "0" * 40,
+        "rows": rows,
+        "registered": {"target_error": 0.03, "target_overhead": 2.0},
+    }
+    (tmp / name).write_text(json.dumps(doc))
+
+
+def test_pooled_figures_count_only_the_rows_held_to_the_targets(tmp_path):
+    _pass(tmp_path, "b.json", "2026-01-02", "cuda", [0.01, -0.05])
+    _pass(tmp_path, "a.json", "2026-01-01", "cuda", [0.02, 0.2, -0.001])
+    _pass(tmp_path, "c.json", "2026-01-03", "cpu", [0.5])  # a CPU pass is reported, not held
+    passes = read_passes(tmp_path)
+    assert [p["file"] for p in passes] == ["a.json", "b.json", "c.json"]  # by start, oldest first
+    text = "\n".join(fidelity_lines(passes, notes=["a note"]))
+    held = [0.02, 0.2, 0.001, 0.01, 0.05]  # |error| of the five GPU target rows
+    assert "3 of 5 rows held to the targets within 3%" in text
+    assert f"median |error| {100 * sorted(held)[2]:.1f}%, max {100 * max(held):.1f}%" in text
+    assert "overhead at most 1.20x" in text  # the extra rows' 3.0x is not held
+    assert "| `a.json` | cuda | `0000000` | 2026-01-01 | 4 | 2 of 3 | 2.0% | 20.0% |" in text
+    assert "- a note" in text
+
+
+def test_trace_rows_read_the_stored_h100_trace_against_its_plain_step():
+    folder = Path(__file__).resolve().parents[1] / "data" / "traces"
+    (row,) = trace_rows(folder)
+    meta = json.loads((folder / "cuda_mlp.meta.json").read_text())
+    w = q.read_trace(folder / "cuda_mlp.json.gz", batch_size=meta["batch_size"])
+    assert row["predicted_s"] == w.compute_time + w.update_time
+    assert row["error"] == row["predicted_s"] / meta["step_seconds"] - 1
+    assert row["layers"] == meta["parameters"] and row["steps"] == 3  # schedule(active=3)
