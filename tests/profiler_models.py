@@ -20,3 +20,36 @@ def lm():
     import torch
 
     return torch.nn.Sequential(torch.nn.Embedding(32, 8), torch.nn.Linear(8, 32))
+
+
+def slow(forward_s, backward_s):
+    """Two Linear layers with known delays: ``forward_s`` of sleep in the forward pass (in no parameter
+    owner), ``backward_s`` between the last layer's gradients and the first's."""
+    import time
+
+    import torch
+
+    class SleepBackward(torch.autograd.Function):
+        """Identity forward; sleeps ``seconds`` in backward (a known gap between two layers' gradients)."""
+
+        @staticmethod
+        def forward(ctx, x, seconds):
+            ctx.seconds = seconds
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            time.sleep(ctx.seconds)
+            return grad, None
+
+    class Slow(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first = torch.nn.Linear(6, 5)
+            self.last = torch.nn.Linear(5, 3)
+
+        def forward(self, x):
+            time.sleep(forward_s)
+            return self.last(SleepBackward.apply(self.first(x), backward_s))
+
+    return Slow()

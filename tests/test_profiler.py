@@ -7,11 +7,11 @@ injected into the forward and backward passes with known lengths.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 torch = pytest.importorskip("torch")  # an optional extra (queuesgd[validation])
+
+from profiler_models import slow  # noqa: E402
 
 import queuesgd as q  # noqa: E402
 from queuesgd.catalog import save_workload  # noqa: E402
@@ -19,33 +19,6 @@ from queuesgd.errors import InvalidParameterError  # noqa: E402
 from queuesgd.profiler import profile, resolve_model  # noqa: E402
 
 nn = torch.nn
-
-
-class _SleepBackward(torch.autograd.Function):
-    """Identity forward; sleeps ``seconds`` in backward (a known gap between two layers' gradients)."""
-
-    @staticmethod
-    def forward(ctx, x, seconds):
-        ctx.seconds = seconds
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        time.sleep(ctx.seconds)
-        return grad, None
-
-
-class _Slow(nn.Module):
-    def __init__(self, forward_s: float, backward_s: float) -> None:
-        super().__init__()
-        self.first = nn.Linear(6, 5)
-        self.last = nn.Linear(5, 3)
-        self.forward_s, self.backward_s = forward_s, backward_s
-
-    def forward(self, x):
-        time.sleep(self.forward_s)
-        h = _SleepBackward.apply(self.first(x), self.backward_s)
-        return self.last(h)
 
 
 def _mlp() -> nn.Module:
@@ -68,7 +41,7 @@ def test_sizes_and_backward_order_come_from_the_parameters():
 
 def test_injected_delays_appear_where_they_were_injected():
     fwd, bwd = 0.02, 0.03
-    w = profile(_Slow(fwd, bwd), batch_size=2, input_shape=(6,), warmup=1, repetitions=4)
+    w = profile(slow(fwd, bwd), batch_size=2, input_shape=(6,), warmup=1, repetitions=4)
     names = [layer.name for layer in w.layers]
     assert names.index("last.weight") < names.index("first.weight")
     # the first layer's first gradient comes at least the injected backward sleep after the last layer's

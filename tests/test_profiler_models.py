@@ -14,6 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")  # an optional extra (queuesgd[validation])
 
+from profiler_models import slow  # noqa: E402
+
 import queuesgd as q  # noqa: E402
 from queuesgd.catalog import save_workload  # noqa: E402
 from queuesgd.errors import InvalidParameterError  # noqa: E402
@@ -153,32 +155,9 @@ def test_float16_autocast_runs_with_a_grad_scaler():
     assert w.provenance["autocast"] == "float16" and w.gradient_bytes == 4 * (8 * 8 + 8 + 8 * 2 + 2)
 
 
-class _SleepBackward(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, seconds):
-        ctx.seconds = seconds
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        time.sleep(ctx.seconds)
-        return grad, None
-
-
-class _Slow(nn.Module):
-    def __init__(self, forward_s: float, backward_s: float) -> None:
-        super().__init__()
-        self.first, self.last = nn.Linear(6, 5), nn.Linear(5, 3)
-        self.forward_s, self.backward_s = forward_s, backward_s
-
-    def forward(self, x):
-        time.sleep(self.forward_s)
-        return self.last(_SleepBackward.apply(self.first(x), self.backward_s))
-
-
 def test_accumulation_steps_compute_k_times_and_communicate_once():
     fwd, bwd, k = 0.01, 0.02, 3
-    w = profile(_Slow(fwd, bwd), batch_size=2, input_shape=(6,), accumulation=k, warmup=1, repetitions=4)
+    w = profile(slow(fwd, bwd), batch_size=2, input_shape=(6,), accumulation=k, warmup=1, repetitions=4)
     assert w.batch_size == 2 * k and w.provenance["accumulation"] == k
     assert w.compute_time >= k * (fwd + bwd)  # every micro-step's passes
     assert bwd <= w.backward_time < 2 * bwd  # the layers are the last micro-step's, the one DDP reduces
