@@ -28,6 +28,14 @@ anything measured in a run it predicts:
 
 Profiles and calibrations already on disk are reused (their measurement
 times are in every row) unless ``--reprofile`` is given.
+
+``--spec FILE`` runs another campaign through the same protocol (the
+held-out DDP campaign, ``apriori-heldout.json``), and ``--tag -passN``
+suffixes every file a pass writes (profiles, calibrations, predictions,
+drift, rows), so that no pass overwrites another's inputs. A campaign with
+``"calibrate_at_buckets": true`` profiles its models first and calibrates the
+all-reduces at the sizes of the buckets DDP will send
+(:func:`queuesgd.harness.apriori.ddp_calibration_sizes`).
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ from queuesgd.harness.apriori import (  # noqa: E402
     Calibration,
     Profile,
     calibrate_network,
+    ddp_calibration_sizes,
     make_profile,
     predict_apriori,
     run_apriori,
@@ -60,6 +69,10 @@ from queuesgd.harness.report import write_rows  # noqa: E402
 
 #: Tries per configuration (and per profile) when other processes disturbed the machine.
 ATTEMPTS = 3
+
+#: The pass's tag (``--tag``): a suffix of every file a tagged pass writes, so that no pass overwrites
+#: another's profiles, calibrations, predictions or rows.
+TAG = ""
 
 
 def _rate_tag(rate: str) -> str:
@@ -96,14 +109,14 @@ def _stem(scheme: str, model: str, extra: dict) -> str:
     tag = "".join(
         f"-{k}{v}" for k, v in sorted(extra["params"].items()) if k not in ("stragglers", "collective")
     )
-    return f"apriori-{scheme}{tag}-{model}".replace(":", "").replace("/", "")
+    return f"apriori-{scheme}{tag}-{model}{TAG}".replace(":", "").replace("/", "")
 
 
 def _profiles(spec: dict, configs: list, fresh: bool) -> dict[str, Profile]:
     folder = HERE / "apriori" / "profiles"
     profiles = {}
     for model in sorted({c[1] for c in configs}):
-        path = folder / f"{model}.json"
+        path = folder / f"{model}{TAG}.json"
         if path.exists() and not fresh:
             profiles[model] = Profile.load(path)
             continue
@@ -147,10 +160,13 @@ def _calibration_key(scheme: str, rate: str, n: int) -> tuple[str, str, int, int
 
 def _calibration_path(kind: str, rate: str, n: int, busy: int = 0) -> Path:
     tag = f"-busy{busy}" if busy else ""
-    return HERE / "apriori" / "calibrations" / f"{kind}-{_rate_tag(rate)}-n{n}{tag}.json"
+    return HERE / "apriori" / "calibrations" / f"{kind}-{_rate_tag(rate)}-n{n}{tag}{TAG}.json"
 
 
-def _calibrations(spec: dict, configs: list, fresh: bool) -> dict[tuple, Calibration]:
+def _calibrations(
+    spec: dict, configs: list, fresh: bool, sizes: tuple[int, ...] | None = None
+) -> dict[tuple, Calibration]:
+    """The calibrations the configurations use; all-reduces at ``sizes`` when given (DDP's buckets)."""
     needed = {_calibration_key(scheme, rate, n) for scheme, _, rate, n, _ in configs if rate is not None}
     out = {}
     for key in sorted(needed):
@@ -159,7 +175,8 @@ def _calibrations(spec: dict, configs: list, fresh: bool) -> dict[tuple, Calibra
         if path.exists() and not fresh:
             out[key] = Calibration.load(path)
             continue
-        cal = calibrate_network(kind, n, rate, gap=spec["calibration_gap"], busy=busy)
+        at = {"sizes": sizes} if sizes is not None and kind == "allreduce" else {}
+        cal = calibrate_network(kind, n, rate, gap=spec["calibration_gap"], busy=busy, **at)
         cal.save(path)
         out[key] = cal
         print(
@@ -204,18 +221,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=sorted(SCHEMES), help="run only this scheme's lines")
     parser.add_argument("--reprofile", action="store_true", help="measure profiles and calibrations again")
     parser.add_argument("--predict-only", action="store_true", help="stop after writing the predictions")
+    parser.add_argument("--spec", type=Path, default=HERE / "apriori.json", help="the campaign (JSON)")
+    parser.add_argument("--tag", default="", help="a pass's suffix on every file it writes, e.g. -pass1")
     args = parser.parse_args(argv)
-    spec = json.loads((HERE / "apriori.json").read_text())
+    global TAG
+    TAG = args.tag
+    spec = json.loads(args.spec.read_text())
     configs = _configurations(spec, args.only)
 
-    cals = _calibrations(spec, configs, args.reprofile)
+    if spec.get("calibrate_at_buckets"):
+        # Profiles first, then the all-reduces calibrated at the sizes of the buckets DDP will send.
+        profiles = _profiles(spec, configs, args.reprofile)
+        sizes = ddp_calibration_sizes(profiles.values())  # a small size, every bucket, 4 MiB
+        cals = _calibrations(spec, configs, args.reprofile, sizes)
+    else:
+        cals = _calibrations(spec, configs, args.reprofile)
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    pred_path = HERE / "apriori" / "predictions.json"
+    pred_path = HERE / "apriori" / f"predictions{TAG}.json"
     # With --only, the other schemes' stored predictions (and the other models' drift) are kept.
     kept = json.loads(pred_path.read_text()) if args.only and pred_path.exists() else []
     predictions: list[dict] = [r for r in kept if r.get("scheme") != args.only]
-    drift_path = HERE / "apriori" / "drift.json"
+    drift_path = HERE / "apriori" / f"drift{TAG}.json"
     drift = json.loads(drift_path.read_text()) if args.only and drift_path.exists() else []
     # Model by model: its profile, then its predictions (stored), then its runs; so that the profile is
     # measured shortly before the runs it predicts (this machine's speed drifts over tens of minutes).

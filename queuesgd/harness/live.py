@@ -49,6 +49,7 @@ from queuesgd import _checks
 from queuesgd.distributions import Deterministic, Distribution
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness._torch import require_torch
+from queuesgd.harness.models import MODELS
 from queuesgd.harness.shaping import sleep_until
 from queuesgd.units import parse_bytes, parse_seconds
 
@@ -266,14 +267,7 @@ class _RealStep(_Step):
         """The model and the shape of one input sample (:func:`queuesgd.harness.models.build`)."""
         from queuesgd.harness.models import build
 
-        return build(
-            spec.kind,
-            classes=spec.classes,
-            hidden=spec.hidden,
-            inputs=spec.inputs,
-            image_side=spec.image_side,
-            width=spec.width,
-        )
+        return build(spec.kind, **spec.sizes())
 
     @property
     def params(self) -> Any:
@@ -324,13 +318,15 @@ class RealModel:
 
     Parameters
     ----------
-    kind : {"mlp", "cnn", "resnet18s"}
+    kind : {"mlp", "cnn", "resnet18s", "encoder"}
         ``"mlp"``: ``inputs -> hidden -> hidden -> classes`` with ReLUs;
         ``"cnn"``: two 3x3 convolutions with pooling on ``image_side``-pixel
         single-channel images, then ``hidden -> classes``; ``"resnet18s"``:
-        the ResNet-18-style network of ``width`` on 3x32x32 images
-        (:mod:`queuesgd.harness.models`, which builds all three).
-    batch_size, hidden, inputs, classes, image_side, width : int
+        the ResNet-18-style network of ``width`` on 3x32x32 images;
+        ``"encoder"``: a transformer encoder of ``layers`` blocks of
+        ``width`` on sequences of ``seq`` vectors
+        (:mod:`queuesgd.harness.models`, which builds them all).
+    batch_size, hidden, inputs, classes, image_side, width, layers, seq : int
         Sizes.
     lr : float
         SGD learning rate of :meth:`apply`.
@@ -356,16 +352,18 @@ class RealModel:
     classes: int = 10
     image_side: int = 28
     width: int = 16
+    layers: int = 2
+    seq: int = 16
     lr: float = 0.01
     delays: Mapping[int, Distribution] | None = None
     random_delay: tuple[int, float] | Any | None = None
 
-    kinds: ClassVar[tuple[str, ...]] = ("mlp", "cnn", "resnet18s")
+    kinds: ClassVar[tuple[str, ...]] = MODELS
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         _checks.choice("RealModel.kind", self.kind, self.kinds)
-        for name in ("batch_size", "hidden", "inputs", "classes", "width"):
+        for name in ("batch_size", "hidden", "inputs", "classes", "width", "layers", "seq"):
             set_(self, name, _checks.integer(f"RealModel.{name}", getattr(self, name)))
         set_(self, "image_side", _checks.integer("RealModel.image_side", self.image_side, minimum=4))
         set_(self, "lr", _checks.positive("RealModel.lr", self.lr, allow_zero=True))
@@ -383,14 +381,19 @@ class RealModel:
         """
         from queuesgd.harness.models import parameter_count
 
-        return parameter_count(
-            self.kind,
-            classes=self.classes,
-            hidden=self.hidden,
-            inputs=self.inputs,
-            image_side=self.image_side,
-            width=self.width,
-        )
+        return parameter_count(self.kind, **self.sizes())
+
+    def sizes(self) -> dict[str, int]:
+        """The size options of :func:`~queuesgd.harness.models.build` (each model reads its own)."""
+        return {
+            "classes": self.classes,
+            "hidden": self.hidden,
+            "inputs": self.inputs,
+            "image_side": self.image_side,
+            "width": self.width,
+            "layers": self.layers,
+            "seq": self.seq,
+        }
 
     @property
     def gradient_bytes(self) -> int:

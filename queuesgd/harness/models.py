@@ -29,12 +29,23 @@ from __future__ import annotations
 from typing import Any
 
 from queuesgd import _checks
+from queuesgd.errors import InvalidParameterError
 from queuesgd.harness._torch import require_torch
 
-__all__ = ["MODELS", "build", "build_seeded", "cnn", "mlp", "parameter_count", "resnet18s", "worker_batches"]
+__all__ = [
+    "MODELS",
+    "build",
+    "build_seeded",
+    "cnn",
+    "encoder",
+    "mlp",
+    "parameter_count",
+    "resnet18s",
+    "worker_batches",
+]
 
 #: The harness's real models by name (:func:`build`).
-MODELS = ("mlp", "cnn", "resnet18s")
+MODELS = ("mlp", "cnn", "resnet18s", "encoder")
 
 
 def resnet18s(classes: int = 10, width: int = 16, in_channels: int = 3) -> Any:
@@ -138,6 +149,42 @@ def cnn(image_side: int = 28, hidden: int = 256, classes: int = 10) -> Any:
     )
 
 
+def encoder(width: int = 64, layers: int = 2, classes: int = 10, heads: int = 4) -> Any:
+    """A transformer encoder classifier on sequences of ``width``-vectors (a model the harness was not
+    developed on, for the DDP evidence of issue 21).
+
+    ``layers`` post-norm ``nn.TransformerEncoderLayer`` blocks (``heads``
+    heads, a 4x feed-forward, ReLU, no dropout), the mean over the sequence,
+    then a linear classifier. Each block has ``12 width^2 + 13 width``
+    parameters in 12 tensors.
+
+    Examples
+    --------
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> net = encoder(32, 2, 10)
+    >>> tuple(net(torch.zeros(3, 5, 32)).shape), sum(p.numel() for p in net.parameters())
+    ((3, 10), 25738)
+    """
+    torch = require_torch()
+    nn = torch.nn
+    width, layers = _checks.integer("width", width), _checks.integer("layers", layers)
+    classes, heads = _checks.integer("classes", classes), _checks.integer("heads", heads)
+    if width % heads:
+        raise InvalidParameterError("width", width, f"a multiple of the {heads} attention heads")
+
+    class Encoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            block = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True)
+            self.blocks = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
+            self.head = nn.Linear(width, classes)
+
+        def forward(self, x: Any) -> Any:
+            return self.head(self.blocks(x).mean(dim=1))
+
+    return Encoder()
+
+
 def build(
     kind: str,
     *,
@@ -146,13 +193,16 @@ def build(
     inputs: int = 784,
     image_side: int = 28,
     width: int = 16,
+    layers: int = 2,
+    seq: int = 16,
 ) -> tuple[Any, tuple[int, ...]]:
     """A harness model by name, and the shape of one input sample.
 
     ``"mlp"``: :func:`mlp` on ``(inputs,)``; ``"cnn"``: :func:`cnn` on
     ``(1, image_side, image_side)``; ``"resnet18s"``: :func:`resnet18s` of
-    ``width`` on ``(3, 32, 32)`` images. The caller seeds torch first for
-    reproducible weights.
+    ``width`` on ``(3, 32, 32)`` images; ``"encoder"``: :func:`encoder` of
+    ``width`` and ``layers`` on ``(seq, width)`` sequences. The caller seeds
+    torch first for reproducible weights.
 
     Examples
     --------
@@ -163,13 +213,15 @@ def build(
     >>> build("rnn")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    queuesgd.errors.UnknownNameError: model: got 'rnn'; accepted: one of 'mlp', 'cnn', 'resnet18s'
+    queuesgd.errors.UnknownNameError: model: got 'rnn'; accepted: one of 'mlp', 'cnn', 'resnet18s', 'encoder'
     """
     _checks.choice("model", kind, MODELS)
     if kind == "mlp":
         return mlp(inputs, hidden, classes), (int(inputs),)
     if kind == "cnn":
         return cnn(image_side, hidden, classes), (1, int(image_side), int(image_side))
+    if kind == "encoder":
+        return encoder(width, layers, classes), (_checks.integer("seq", seq), int(width))
     return resnet18s(classes, width), (3, 32, 32)
 
 
@@ -238,6 +290,8 @@ def parameter_count(
     inputs: int = 784,
     image_side: int = 28,
     width: int = 16,
+    layers: int = 2,
+    seq: int = 16,
 ) -> int:
     """Trainable parameters of :func:`build`'s model, counted from its layer shapes (no torch needed).
 
@@ -247,9 +301,13 @@ def parameter_count(
     868
     >>> parameter_count("resnet18s", width=64)                       # CIFAR ResNet-18's count
     11173962
+    >>> parameter_count("encoder", width=32, layers=2)   # 2 x (12 x 32^2 + 13 x 32) + 32 x 10 + 10
+    25738
     """
     _checks.choice("model", kind, MODELS)
     h, c = hidden, classes
+    if kind == "encoder":  # attention in/out projections 4 w^2 + 4 w, feed-forward 8 w^2 + 5 w, 2 norms 4 w
+        return layers * (12 * width**2 + 13 * width) + width * c + c
     if kind == "mlp":
         return (inputs * h + h) + (h * h + h) + (h * c + c)
     if kind == "cnn":
