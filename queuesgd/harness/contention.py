@@ -37,8 +37,8 @@ Examples
 >>> import pytest; _ = pytest.importorskip("torch")
 >>> m = measure_concurrency("mlp", (1, 2), batch_size=8, repetitions=5, warmup=1,
 ...                         model_options={"inputs": 16, "hidden": 8})
->>> sorted(m), m[2]["compute"].size        # two copies, five steps each
-([1, 2], 10)
+>>> sorted(m), m[2]["compute"].size        # two copies, 5 - 5 // 2 timed steps each (queuesgd.profile)
+([1, 2], 6)
 """
 
 from __future__ import annotations
