@@ -30,7 +30,7 @@ Profiles and calibrations already on disk are reused (their measurement
 times are in every row) unless ``--reprofile`` is given.
 
 ``--spec FILE`` runs another campaign through the same protocol (the
-held-out DDP campaign, ``apriori-heldout.json``), and ``--tag -passN``
+held-out DDP campaign, ``apriori-heldout.json``), and ``--tag=-passN``
 suffixes every file a pass writes (profiles, calibrations, predictions,
 drift, rows), so that no pass overwrites another's inputs. A campaign with
 ``"calibrate_at_buckets": true`` profiles its models first and calibrates the
