@@ -229,8 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     spec = json.loads(args.spec.read_text())
     configs = _configurations(spec, args.only)
 
+    profiles: dict[str, Profile] = {}
     if spec.get("calibrate_at_buckets"):
-        # Profiles first, then the all-reduces calibrated at the sizes of the buckets DDP will send.
+        # Profiles first, then the all-reduces calibrated at the sizes of the buckets DDP will send;
+        # the predictions take these same profiles.
         profiles = _profiles(spec, configs, args.reprofile)
         sizes = ddp_calibration_sizes(profiles.values())  # a small size, every bucket, 4 MiB
         cals = _calibrations(spec, configs, args.reprofile, sizes)
@@ -248,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     # measured shortly before the runs it predicts (this machine's speed drifts over tens of minutes).
     for model in dict.fromkeys(c[1] for c in configs):
         mine = [c for c in configs if c[1] == model]
-        prof = _profiles(spec, mine, args.reprofile)[model]
+        prof = profiles[model] if model in profiles else _profiles(spec, mine, args.reprofile)[model]
         preds = []
         for scheme, _, rate, n, extra in mine:
             pred = predict_apriori(scheme, prof, _calibration_for(cals, scheme, rate, n), n, **extra)
