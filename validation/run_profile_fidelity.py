@@ -142,6 +142,22 @@ def gpu_cases() -> list[FidelityCase]:
         FidelityCase(
             "transformer-encoder fp32, torch.compile", compiled_encoder, 32, (256, 512), notes="extra"
         ),
+        FidelityCase(
+            "resnet50 fp16 (GradScaler)",
+            "torchvision:resnet50",
+            64,
+            (3, 224, 224),
+            autocast=torch.float16,
+            notes="extra",
+        ),
+        FidelityCase(
+            "gpt2-small fp16 (GradScaler)",
+            gpt,
+            8,
+            inputs=token_batch(50257, 1024),
+            autocast=torch.float16,
+            notes="extra",
+        ),
     ]
 
 
