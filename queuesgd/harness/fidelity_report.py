@@ -76,6 +76,17 @@ def _held(doc: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
     return str(doc.get("device", "")).startswith("cuda") and str(row.get("notes", "")).startswith("target")
 
 
+def _shown(passes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Per device: the newest pass with held rows (else the newest), and the passes after it."""
+    out: list[Mapping[str, Any]] = []
+    devices = dict.fromkeys(str(d.get("device_name") or d.get("device")) for d in passes)
+    for device in devices:
+        mine = [d for d in passes if str(d.get("device_name") or d.get("device")) == device]
+        full = [i for i, d in enumerate(mine) if any(_held(d, r) for r in d["rows"])]
+        out += mine[full[-1] if full else len(mine) - 1 :]
+    return out
+
+
 def fidelity_lines(
     passes: Sequence[Mapping[str, Any]],
     traces: Sequence[Mapping[str, Any]] = (),
@@ -137,13 +148,12 @@ def fidelity_lines(
             + (f"{int(np.sum(e <= t))} of {len(mine)} | " if mine else "not held | ")
             + (f"{100 * float(np.median(e)):.1f}% | {100 * float(np.max(e)):.1f}% |" if mine else "- | - |")
         )
-    newest: dict[str, Mapping[str, Any]] = {}
-    for d in passes:
-        newest[str(d.get("device_name") or d.get("device"))] = d
-    for device, d in newest.items():
+    for d in _shown(passes):
+        device = d.get("device_name") or d.get("device")
         lines += [
             "",
-            f"### Newest pass on {device} (`{d.get('file', '')}`, torch {d.get('torch', '?')})",
+            f"### {'Newest full pass' if any(_held(d, r) for r in d['rows']) else 'Pass'} on {device} "
+            f"(`{d.get('file', '')}`, torch {d.get('torch', '?')})",
             "",
             "| model | held | predicted ms | plain loop ms | error | loop spread | overhead "
             "| peak memory / Memory |",
