@@ -56,6 +56,17 @@ def test_pooled_figures_count_only_the_rows_held_to_the_targets(tmp_path):
     assert "overhead at most 1.20x" in text  # the extra rows' 3.0x is not held
     assert "| `a.json` | cuda | `0000000` | 2026-01-01 | 4 | 2 of 3 | 2.0% | 20.0% |" in text
     assert "- a note" in text
+    shown = [line for line in text.splitlines() if line.startswith("### ") and "`" in line]
+    assert [line.split("`")[1] for line in shown] == ["b.json", "c.json"]  # the newest held pass per device
+
+
+def test_a_later_pass_without_held_rows_does_not_hide_the_held_one(tmp_path):
+    _pass(tmp_path, "a.json", "2026-01-01", "cuda", [0.01])
+    _pass(tmp_path, "b.json", "2026-01-02", "cuda", [])  # extras only
+    text = "\n".join(fidelity_lines(read_passes(tmp_path)))
+    shown = [line for line in text.splitlines() if line.startswith("### ") and "`" in line]
+    assert [line.split("`")[1] for line in shown] == ["a.json", "b.json"]
+    assert shown[0].startswith("### Newest full pass") and shown[1].startswith("### Pass")
 
 
 def test_trace_rows_read_the_stored_h100_trace_against_its_plain_step():
