@@ -92,7 +92,8 @@ _DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})  # work on the 
 _LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})  # the host calls that launch it
 _HOW = (
     "a torch.profiler trace recorded with record_shapes=True around whole training steps "
-    "(forward, loss.backward(), optimizer step), prof.step() after each, written by export_chrome_trace"
+    "(forward, loss.backward(), a torch.optim optimizer's step), with prof.step() after each or none, "
+    "written by export_chrome_trace"
 )
 
 
