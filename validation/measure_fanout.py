@@ -28,9 +28,9 @@ sys.path.insert(0, str(HERE.parent))
 
 import numpy as np  # noqa: E402
 
-from queuesgd.harness.apriori import stamp  # noqa: E402
 from queuesgd.harness.launch import run_workers  # noqa: E402
 from queuesgd.harness.netns import on_network  # noqa: E402
+from queuesgd.harness.provenance import stamp  # noqa: E402
 
 NBYTES = 1077288  # the mlp's gradient
 ROUNDS, SKIP = 12, 2

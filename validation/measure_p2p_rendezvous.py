@@ -25,9 +25,9 @@ sys.path.insert(0, str(HERE.parent))
 
 import numpy as np  # noqa: E402
 
-from queuesgd.harness.apriori import stamp  # noqa: E402
 from queuesgd.harness.launch import run_workers  # noqa: E402
 from queuesgd.harness.netns import Namespaces  # noqa: E402
+from queuesgd.harness.provenance import stamp  # noqa: E402
 
 RATE = 12.5e6  # bytes/s: 100 Mbit/s
 LATE = 0.020  # seconds the receiver posts its receive after the send

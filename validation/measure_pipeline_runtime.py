@@ -25,10 +25,10 @@ sys.path.insert(0, str(HERE.parent))
 
 import numpy as np  # noqa: E402
 
-from queuesgd.harness.apriori import stamp  # noqa: E402
 from queuesgd.harness.apriori_parallel import calibrate_parallel  # noqa: E402
 from queuesgd.harness.load import CpuMeter  # noqa: E402
 from queuesgd.harness.pipelining import run_pipeline  # noqa: E402
+from queuesgd.harness.provenance import stamp  # noqa: E402
 
 OPTIONS = {"inputs": 16, "hidden": 8}
 

@@ -21,9 +21,9 @@ sys.path.insert(0, str(HERE.parent))
 
 import numpy as np  # noqa: E402
 
-from queuesgd.harness.apriori import stamp  # noqa: E402
 from queuesgd.harness.contention import measure_synchronized  # noqa: E402
 from queuesgd.harness.load import CpuMeter  # noqa: E402
+from queuesgd.harness.provenance import stamp  # noqa: E402
 
 
 def main() -> int:

@@ -62,9 +62,9 @@ from queuesgd.harness.apriori import (  # noqa: E402
     make_profile,
     predict_apriori,
     run_apriori,
-    stamp,
 )
 from queuesgd.harness.load import CpuMeter, disturbed  # noqa: E402
+from queuesgd.harness.provenance import stamp  # noqa: E402
 from queuesgd.harness.report import write_rows  # noqa: E402
 
 #: Tries per configuration (and per profile) when other processes disturbed the machine.

@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from queuesgd import units  # noqa: E402
-from queuesgd.harness.apriori import make_profile, stamp  # noqa: E402
+from queuesgd.harness.apriori import make_profile  # noqa: E402
 from queuesgd.harness.apriori_parallel import (  # noqa: E402
     calibrate_parallel,
     predict_fsdp,
@@ -50,6 +50,7 @@ from queuesgd.harness.apriori_parallel import (  # noqa: E402
 from queuesgd.harness.load import CpuMeter, disturbed  # noqa: E402
 from queuesgd.harness.netns import on_network  # noqa: E402
 from queuesgd.harness.pipelining import profile_stages  # noqa: E402
+from queuesgd.harness.provenance import stamp  # noqa: E402
 from queuesgd.harness.report import jsonable, write_rows  # noqa: E402
 
 ATTEMPTS = 3

@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -50,6 +49,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.distributions import Empirical
 from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.provenance import code_version, stamp
 from queuesgd.workload import Layer, Workload
 
 __all__ = [
@@ -63,7 +63,6 @@ __all__ = [
     "predict_ddp",
     "ps_update_per_gradient",
     "run_apriori",
-    "stamp",
 ]
 
 #: Lock-step steps a profile can measure (:func:`make_profile`'s ``synchronized``).
@@ -84,11 +83,6 @@ SCHEMES = {
 
 #: The PS schemes whose workers compute in lock step (a barrier per iteration); the others run freely.
 _LOCK_STEP = ("sync-ps", "backup-workers", "static-cutoff")
-
-
-def stamp() -> str:
-    """The current time as ISO 8601 with the offset (what every record carries)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
 # ----------------------------------------------------------------------------------------- profile
@@ -1064,6 +1058,7 @@ def run_apriori(
         "bandwidth": rate,
         "latency": 0.0,
         "started": started,
+        "commit": code_version(),
         "params": {k: v for k, v in checked.items()},
         "random_delay": None if delay is None else f"{delay.count}:{delay.delay * 1e3:g}ms",
         **out,

@@ -49,7 +49,8 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.harness.apriori import Calibration, Profile, stamp
+from queuesgd.harness.apriori import Calibration, Profile
+from queuesgd.harness.provenance import code_version, stamp
 
 __all__ = [
     "ShardedCalibration",
@@ -681,7 +682,8 @@ def run_parallel_apriori(
     started = stamp()
     records = run()
     out = measured_throughput(records, "worker", _checks.integer("batch", batch))
-    row = {"scheme": scheme, "inputs": "a-priori", "started": started, **dict(prediction), **out}
+    row = {"scheme": scheme, "inputs": "a-priori", "started": started, "commit": code_version()}
+    row.update({**dict(prediction), **out})
     row["error"] = float(prediction["predicted"]) / out["measured"] - 1.0
     info = next((r for r in records if r.get("role") in ("pipeline", "units")), None)
     if info is not None:

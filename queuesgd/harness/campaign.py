@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +34,7 @@ from queuesgd import _checks, units
 from queuesgd.distributions import Deterministic, Distribution, Empirical
 from queuesgd.errors import InvalidParameterError, WorkerFailure
 from queuesgd.harness.layout import LIVE_SCHEMES, live_key
+from queuesgd.harness.provenance import code_version, stamp
 from queuesgd.workload import RandomDelay
 
 __all__ = [
@@ -238,7 +238,8 @@ def validate(
             "bandwidth": bw,
             "latency": lat,
             "params": options,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "started": stamp(),
+            "commit": code_version(),
         }
         try:
             row.update(

@@ -360,8 +360,8 @@ def profile_stages(
     >>> p.units, p.parameter_bytes, p.activation_bytes    # 4 x (784*16+16) ...; 4 samples x 16 floats x 4
     (('0', '2', '4'), (50240.0, 1088.0, 680.0), (256.0, 256.0, 160.0))
     """
-    from queuesgd.harness.apriori import stamp
     from queuesgd.harness.models import MODELS
+    from queuesgd.harness.provenance import stamp
 
     _checks.choice("model", kind, MODELS)
     mb = _checks.integer("microbatch", microbatch)

@@ -39,6 +39,7 @@ __all__ = [
     "SECTIONS",
     "Section",
     "by_section",
+    "campaign_runs",
     "format_table",
     "jsonable",
     "last_run",
@@ -443,6 +444,54 @@ def target_met(stats: Mapping[str, Any], target: tuple[float, float]) -> bool:
     return med is not None and mx is not None and med <= target[0] and mx <= target[1]
 
 
+#: Rows further apart than this (or made by other code) belong to different campaign runs.
+RUN_GAP_MINUTES = 30.0
+
+
+def campaign_runs(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The campaign runs a set of rows mixes: one entry per run, its time span and its code version.
+
+    Rows sorted by ``started`` form one run while each starts within
+    :data:`RUN_GAP_MINUTES` of the previous one and was made by the same
+    code (``commit``; older rows record none).
+
+    Examples
+    --------
+    >>> rows = [{"started": "2026-11-25T13:20:00+0000"}, {"started": "2026-11-25T13:49:00+0000"},
+    ...         {"started": "2026-11-26T15:55:00+0000", "commit": "1f387f7aa"},
+    ...         {"started": "2026-11-26T15:59:00+0000", "commit": "2e0000000"}]
+    >>> campaign_runs(rows)  # doctest: +NORMALIZE_WHITESPACE
+    ['2026-11-25 13:20-13:49 (code not recorded)', '2026-11-26 15:55 (commit 1f387f7)',
+     '2026-11-26 15:59 (commit 2e00000)']
+    """
+    import datetime as dt
+
+    dated = []
+    for r in rows:
+        try:
+            when = dt.datetime.strptime(str(r.get("started")), "%Y-%m-%dT%H:%M:%S%z")
+        except ValueError:
+            continue
+        dated.append((when, r.get("commit")))
+    dated.sort(key=lambda x: x[0])
+    runs: list[list[tuple[Any, Any]]] = []
+    for when, commit in dated:
+        last = runs[-1][-1] if runs else None
+        if last and commit == last[1] and (when - last[0]).total_seconds() <= 60 * RUN_GAP_MINUTES:
+            runs[-1].append((when, commit))
+        else:
+            runs.append([(when, commit)])
+    out = []
+    for run in runs:
+        first, end = run[0][0], run[-1][0]
+        span = first.strftime("%Y-%m-%d %H:%M")
+        if end.strftime("%H:%M") != first.strftime("%H:%M"):
+            span += "-" + end.strftime("%H:%M" if end.date() == first.date() else "%Y-%m-%d %H:%M")
+        code = f"commit {str(run[0][1])[:7]}" if run[0][1] else "code not recorded"
+        out.append(f"{span} ({code})")
+    return out
+
+
 def last_run(rows: Iterable[Mapping[str, Any]]) -> str | None:
     """The latest ``started`` of the rows (ISO strings of one format compare as times), or None."""
     times = [str(r["started"]) for r in rows if r.get("started")]
@@ -693,7 +742,10 @@ def write_report(
             continue
         heading = f"## {number}. {sec.title}" if sec.key != "diagnosis" else f"## {sec.title} (not counted)"
         lines += ["", heading, "", f"Inputs: {sec.inputs}", ""]
+        runs = campaign_runs(mine)
         lines += [f"Campaign: `{sec.campaign}`; last ran: {last_run(mine) or 'never'}."]
+        if len(runs) > 1:
+            lines += ["", f"The section mixes {len(runs)} campaign runs: " + "; ".join(runs) + "."]
         if not mine:
             lines += ["", f"No configurations yet: `{sec.campaign}` produces them."]
             continue

@@ -9,6 +9,7 @@ import pytest
 
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.harness.campaign import parse_straggler, validate
+from queuesgd.harness.provenance import code_version
 from queuesgd.harness.report import format_table, read_rows, summary, write_report, write_rows
 from queuesgd.specs import random_delay
 from queuesgd.workload import RandomDelay
@@ -82,6 +83,8 @@ def test_measured_compute_profile_matches_the_configured_law():
     # errors (plus 1 ms of sleep overshoot allowance).
     se = 0.02 * np.sqrt(0.3 / (2 * (40 - 5)))
     assert abs(row["compute_mean"] - 0.02) <= 4 * se + 1e-3
+    # the row records the code that made it (the checkout's commit, +dirty if the package differs from it)
+    assert row["commit"] == code_version()
 
 
 def test_straggler_specs():
