@@ -1,0 +1,69 @@
+"""Command line: ``queuesgd predict | sweep | whatif | derive | compare | validate | profile | catalog``.
+
+Every user error prints one line on stderr and exits with status 2. One module
+per subcommand (``predict`` also holds ``sweep``, ``whatif`` and ``derive``);
+:mod:`~queuesgd.cli.parser` builds the parser, :mod:`~queuesgd.cli.args` and
+:mod:`~queuesgd.cli.scheme_args` hold what the subcommands share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from queuesgd.cli.args import PLOT_SUFFIXES, notes, split_list
+from queuesgd.cli.catalog import run_catalog
+from queuesgd.cli.compare import run_compare
+from queuesgd.cli.parser import build_parser
+from queuesgd.cli.predict import run_derive, run_predict, run_whatif
+from queuesgd.cli.profile import run_profile
+from queuesgd.cli.scheme_args import scheme_flag
+from queuesgd.cli.validate import PROCESSES_PER_CORE, run_validate
+from queuesgd.errors import QueuesgdError
+
+__all__ = ["PLOT_SUFFIXES", "PROCESSES_PER_CORE", "main", "scheme_flag", "split_list"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``queuesgd`` command.
+
+    Examples
+    --------
+    >>> main(["predict", "--workers", "1,2", "--json"]) == 0  # doctest: +ELLIPSIS
+    [...
+    True
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status = _run(args)
+    except (QueuesgdError, ValueError, TypeError) as err:
+        if not isinstance(err, QueuesgdError):
+            raise
+        msg = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"queuesgd: error: {msg}", file=sys.stderr)
+        return 2
+    for note in notes(args):
+        print(f"queuesgd: {note}", file=sys.stderr)
+    return status
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command in ("predict", "sweep"):
+        return run_predict(args, lists=args.command == "sweep")
+    if args.command == "derive":
+        return run_derive(args)
+    if args.command == "whatif":
+        return run_whatif(args)
+    if args.command == "validate":
+        return run_validate(args)
+    if args.command == "compare":
+        return run_compare(args)
+    if args.command == "profile":
+        return run_profile(args)
+    return run_catalog(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

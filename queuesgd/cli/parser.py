@@ -1,0 +1,130 @@
+"""The ``queuesgd`` argument parser: every subcommand and its options."""
+
+from __future__ import annotations
+
+import argparse
+
+from queuesgd.cli.args import Parser
+from queuesgd.cli.scheme_args import add_common, add_scheme_flags, scheme_names
+from queuesgd.cli.validate import PROCESSES_PER_CORE
+from queuesgd.specs import RANDOM_DELAY
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from queuesgd.harness.layout import LIVE_SCHEMES
+
+    parser = Parser(prog="queuesgd", description="Predict the throughput of distributed SGD training.")
+    from queuesgd import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    p = sub.add_parser("predict", help="predict samples/s for a scheme over workers and bandwidths")
+    add_common(p, lists=False)
+    p = sub.add_parser("sweep", help="like predict, with lists for the scheme's parameters too")
+    add_common(p, lists=True)
+
+    d = sub.add_parser("derive", help="print a scheme's throughput formula")
+    d.add_argument("scheme", help=f"coordination scheme: {scheme_names()}")
+    d.add_argument("--compute", default="exponential", help="compute-time law: exponential or deterministic")
+    d.add_argument("--workers", type=int, help="fixed number of workers (schemes solved by MVA)")
+    d.add_argument("--latex", action="store_true", help="print LaTeX")
+    d.add_argument("--limit", metavar="SYMBOL", help="also print the limit as SYMBOL -> infinity")
+    d.add_argument("--optimize", metavar="SYMBOL", help="also print the SYMBOL that maximizes throughput")
+    add_scheme_flags(d, lists=False)
+
+    w = sub.add_parser(
+        "whatif", help="scaling factor at full line rate (Zhang et al., NetAI 2020) over a grid"
+    )
+    w.add_argument("--workload", default="resnet50", help="catalog workload name(s), comma-separated")
+    w.add_argument("--workers", default="16,32,64", help="comma-separated ring sizes")
+    w.add_argument("--bandwidth", default="1,10,25,40,100Gbit/s", help="line rate(s), e.g. 1,10,100Gbit/s")
+    w.add_argument("--compression", default="1", help="gradient compression ratio(s) >= 1, e.g. 1,2,5,10")
+    w.add_argument("--latency", default="0", help="per-step ring latency alpha (the paper: 0)")
+    w.add_argument("--fusion-bytes", default="64MiB", help="fusion buffer size, or none")
+    w.add_argument("--fusion-time", default="5ms", help="fusion cycle (backward time per message), or none")
+    w.add_argument("--no-overlap", action="store_true", help="communicate after the whole backward pass")
+    w.add_argument("--json", action="store_true", help="print machine-readable rows")
+    w.add_argument("--plot", metavar="FILE.png", help="save scaling factor against bandwidth")
+
+    cmp = sub.add_parser("compare", help="compare your own measured runs (a CSV file) with the predictions")
+    cmp.add_argument(
+        "measured",
+        metavar="FILE.csv",
+        help="one row per run or step: workers, and samples_per_second, time or step_time "
+        "(columns: docs/compare.md)",
+    )
+    cmp.add_argument("--scheme", help="the scheme of every row, unless the file has a scheme column")
+    cmp.add_argument("--workload", help="catalog workload of all rows, unless the file has a workload column")
+    cmp.add_argument("--bandwidth", help="link bandwidth for rows without a bandwidth cell, e.g. 10Gbit/s")
+    cmp.add_argument("--latency", help="one-way latency for rows without a latency cell (with --bandwidth)")
+    cmp.add_argument("--ps-shards", type=int, help="parameter-server shards (with --bandwidth)")
+    cmp.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="scheme parameter")
+    cmp.add_argument("--method", default="auto", help="prediction method (as in predict)")
+    cmp.add_argument(
+        "--warmup", type=int, help="updates dropped at the start of each run (default: the first 5%%)"
+    )
+    cmp.add_argument("--ignore", metavar="COLUMNS", help="comma-separated columns of the file to leave out")
+    cmp.add_argument("--seed", type=int, default=0, help="random seed for simulated predictions")
+    cmp.add_argument("--iterations", type=int, help="simulated iterations (method simulate)")
+    cmp.add_argument("--json", action="store_true", help="print machine-readable rows")
+
+    v = sub.add_parser("validate", help="run a scheme live with PyTorch workers and compare with the model")
+    v.add_argument(
+        "--scheme",
+        default="ring-allreduce",
+        help=f"scheme run live: {', '.join(LIVE_SCHEMES)} (sync-allreduce = ring-allreduce)",
+    )
+    v.add_argument("--workers", default="2,4,8", help="comma-separated worker counts")
+    v.add_argument("--steps", type=int, default=200, help="steps per worker, warm-up included")
+    v.add_argument("--workload", default="emulated", help="emulated (timed waits), mlp or cnn")
+    v.add_argument("--compute", default="20ms", help="mean compute time per step (emulated workload)")
+    v.add_argument("--gradient-bytes", default="1MB", help="gradient size (emulated workload)")
+    v.add_argument("--batch-size", type=int, default=32, help="samples per step per worker")
+    v.add_argument(
+        "--straggler",
+        help="compute law (the measured mean is --compute): none, lognormal:SCV, gamma:SCV, "
+        "exponential, erlang:K, normal:CV",
+    )
+    v.add_argument("--random-delay", metavar="K:DELAY", help=f"random stragglers: {RANDOM_DELAY}")
+    v.add_argument("--bandwidth", help="emulated link bandwidth, e.g. 1Gbit/s (default: loopback)")
+    v.add_argument("--latency", default="0", help="emulated one-way latency (application-level shaper)")
+    v.add_argument("--network", default="auto", help="auto, netns (namespaces + tc tbf) or app (shaper)")
+    v.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="scheme parameter")
+    v.add_argument("--seed", type=int, default=0, help="seed of the workers' random compute times")
+    v.add_argument("--timeout", type=float, help="wall-clock limit per run, seconds")
+    v.add_argument("--json", action="store_true", help="print machine-readable rows")
+    v.add_argument("--out", metavar="DIR", help="write results.json, results.csv and results.png")
+    v.add_argument(
+        "--force",
+        action="store_true",
+        help=f"run more worker processes than {PROCESSES_PER_CORE} per CPU core (refused without it)",
+    )
+
+    pr = sub.add_parser("profile", help="profile a PyTorch model on one worker into a workload file")
+    pr.add_argument(
+        "model", nargs="?", help="module.path:callable returning an nn.Module (its module importable)"
+    )
+    pr.add_argument("--batch-size", type=int, required=True, help="samples per step")
+    pr.add_argument("--input-shape", help="one sample's shape, e.g. 3x32x32 or 784 (with a model)")
+    pr.add_argument(
+        "--inputs", metavar="MODULE:CALLABLE", help="a factory inputs(batch_size, device) of batches"
+    )
+    pr.add_argument("--autocast", choices=("bf16", "fp16"), help="mixed precision (fp16 with a GradScaler)")
+    pr.add_argument("--accumulation", type=int, default=1, help="micro-steps per optimizer step")
+    pr.add_argument(
+        "--from-trace", metavar="TRACE.json", help="read a torch.profiler Chrome trace instead of a model"
+    )
+    pr.add_argument("--repetitions", type=int, default=20, help="measured steps")
+    pr.add_argument("--warmup", type=int, default=3, help="unmeasured steps first")
+    pr.add_argument("--threads", type=int, default=1, help="torch threads during the profile")
+    pr.add_argument("--device", default="cpu", help="cpu, or cuda where present")
+    pr.add_argument("--seed", type=int, default=0, help="seed of the inputs and of the model's init")
+    pr.add_argument("--out", required=True, metavar="FILE.json", help="the workload JSON (a trace beside it)")
+
+    c = sub.add_parser("catalog", help="list or show the built-in workloads")
+    csub = c.add_subparsers(dest="action", required=True, parser_class=Parser)
+    csub.add_parser("list", help="list the workloads")
+    show = csub.add_parser("show", help="show one workload")
+    show.add_argument("name")
+    return parser

@@ -1,0 +1,177 @@
+"""A scheme and its parameters from the command line: the flags, their defaults, the scheme they build."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from queuesgd.cli.args import Renamed, ints, split_list
+from queuesgd.errors import InvalidParameterError
+from queuesgd.specs import RANDOM_DELAY, compute_law, parse_value, random_delay
+
+# Scheme parameters that the command line cannot express (objects).
+_NOT_ON_CLI = frozenset({"predictor"})
+
+
+# Scheme parameters whose flag has another name: static-cutoff's ``timeout`` is ``--cutoff``, so
+# that ``--timeout`` means a wall-clock limit (as in ``validate``); the old spelling still works.
+_FLAG_NAMES = {"timeout": "cutoff"}
+
+
+def scheme_flag(name: str) -> str:
+    """The command-line flag of a scheme parameter.
+
+    Examples
+    --------
+    >>> scheme_flag("max_stale"), scheme_flag("timeout")
+    ('--max-stale', '--cutoff')
+    """
+    return "--" + _FLAG_NAMES.get(name, name).replace("_", "-")
+
+
+def scheme_options() -> dict[str, set[str]]:
+    """Scheme parameter name -> the schemes that have it."""
+    from queuesgd.registry import SCHEMES
+
+    out: dict[str, set[str]] = {}
+    for key, cls in SCHEMES.items():
+        for name in cls.parameters():
+            if name not in _NOT_ON_CLI:
+                out.setdefault(name, set()).add(key)
+    return out
+
+
+def scheme_defaults(name: str, keys: set[str]) -> str:
+    """``"default: X"`` for a scheme parameter (per scheme where they differ; '' when required)."""
+
+    from queuesgd.registry import SCHEMES
+
+    found: dict[str, str] = {}
+    for key in sorted(keys):
+        field = next(f for f in dataclasses.fields(SCHEMES[key]) if f.name == name)
+        if field.default is not dataclasses.MISSING:
+            value = field.default
+            found[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    if not found:
+        return ""
+    if len(set(found.values())) == 1 and len(found) == len(keys):
+        return f"default: {next(iter(found.values()))}"
+    return "defaults: " + ", ".join(f"{k} {v}" for k, v in found.items())
+
+
+def scheme_names() -> str:
+    """The registered scheme keys, aliases in parentheses: ``"..., ring-allreduce (sync-allreduce), ..."``."""
+    from queuesgd import registry
+
+    return ", ".join(e.key + (f" ({', '.join(e.aliases)})" if e.aliases else "") for e in registry.entries())
+
+
+def add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
+    p.add_argument("--scheme", default="async-ps", help=f"coordination scheme: {scheme_names()}")
+    p.add_argument(
+        "--workload", default="resnet50", help="catalog workload name (see `queuesgd catalog list`)"
+    )
+    p.add_argument("--workers", default="1,2,4,8,16,32,64", help="comma-separated worker counts")
+    p.add_argument(
+        "--bandwidth", default="10Gbit/s", help="link bandwidth(s), e.g. 10Gbit/s or 1,10,25Gbit/s"
+    )
+    p.add_argument("--latency", default="0", help="one-way latency(s), e.g. 50us")
+    p.add_argument("--ps-shards", default="1", help="number of parameter-server shards")
+    p.add_argument(
+        "--compute",
+        metavar="LAW",
+        help="compute-time law with the workload's mean: deterministic, exponential, "
+        "erlang:K, lognormal:SCV, gamma:SCV, normal:CV",
+    )
+    p.add_argument("--random-delay", metavar="K:DELAY", help=f"random stragglers: {RANDOM_DELAY}")
+    p.add_argument("--method", default="auto", help="auto, closed_form, mva, ctmc, simulate, coarse or fine")
+    p.add_argument("--seed", type=int, default=0, help="random seed for method simulate")
+    p.add_argument("--iterations", type=int, help="simulated iterations (method simulate)")
+    add_scheme_flags(p, lists=lists)
+    p.add_argument("--json", action="store_true", help="print machine-readable rows")
+    p.add_argument("--plot", metavar="FILE.png", help="save a scaling curve")
+
+
+def add_scheme_flags(p: argparse.ArgumentParser, *, lists: bool) -> None:
+    each = "comma-separated values" if lists else "a value"
+    for name, keys in sorted(scheme_options().items(), key=lambda kv: scheme_flag(kv[0])):
+        flag = scheme_flag(name)
+        old = "--" + name.replace("_", "-")
+        extra: dict[str, Any] = {"action": Renamed, "old": old} if old != flag else {}
+        p.add_argument(
+            flag,
+            *([old] if old != flag else []),
+            dest=f"param_{name}",
+            metavar="VALUES" if lists else "VALUE",
+            help=f"{each} for the scheme parameter {name} ({', '.join(sorted(keys))})"
+            + (f"; {scheme_defaults(name, keys)}" if scheme_defaults(name, keys) else "")
+            + (f"; {old} is the deprecated spelling" if old != flag else ""),
+            **extra,
+        )
+
+
+def scheme_from_args(args: argparse.Namespace, name: str, *, lists: bool) -> tuple[Any, dict[str, list[Any]]]:
+    from queuesgd import registry
+
+    cls = registry.resolve(name, "--scheme")
+    key = cls.key
+    params: dict[str, list[Any]] = {}
+    own = set(cls.parameters())
+    for pname in scheme_options():
+        text = getattr(args, f"param_{pname}")
+        if text is None:
+            continue
+        flag = scheme_flag(pname)
+        if pname not in own:
+            accepted = ", ".join(scheme_flag(p) for p in cls.parameters() if p not in _NOT_ON_CLI)
+            raise InvalidParameterError(flag, text, f"a parameter of {key}: {accepted or 'it has none'}")
+        params[pname] = [parse_value(v) for v in (split_list(text) if lists else [text])]
+    return make_scheme(cls, {k: v[0] for k, v in params.items()}), params
+
+
+def setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dict[str, list[Any]]]:
+
+    from queuesgd import _checks, units
+    from queuesgd.catalog import load_workload
+    from queuesgd.workload import Cluster
+
+    scheme, params = scheme_from_args(args, args.scheme, lists=lists)
+    workload = load_workload(args.workload)
+    if args.compute:
+        workload = dataclasses.replace(workload, compute=compute_law(args.compute, workload.compute_time))
+    stragglers = random_delay(args.random_delay) if args.random_delay else None
+    workers = ints("--workers", args.workers)
+    cluster = Cluster(
+        workers=max(workers),
+        bandwidth=units.parse_bandwidth(split_list(args.bandwidth)[0], "--bandwidth"),
+        latency=units.parse_seconds(split_list(args.latency)[0], "--latency"),
+        ps_shards=_checks.integer("--ps-shards", ints("--ps-shards", args.ps_shards)[0]),
+        stragglers=stragglers,
+    )
+    return scheme, workload, cluster, params
+
+
+def make_scheme(cls: Any, params: dict[str, Any]) -> Any:
+
+    required = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    missing = [name for name in required if name not in params]
+    if missing:
+        flag = scheme_flag(missing[0])
+        raise InvalidParameterError(flag, None, f"a value: {cls.key} needs {flag}")
+    return cls(**params)
+
+
+def ignored_flags(scheme: Any, params: dict[str, list[Any]], method: str) -> list[str]:
+    """The flags given for ``params`` that ``method`` does not read."""
+    ignored = set(scheme.ignored_parameters(method))
+    return [scheme_flag(name) for name in params if name in ignored]
+
+
+def readers(scheme: Any, flag_names: list[str], params: dict[str, list[Any]]) -> str:
+    name = next(n for n in params if scheme_flag(n) == flag_names[0])
+    return ", ".join(m for m in scheme.methods if name not in scheme.ignored_parameters(m))
