@@ -27,7 +27,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from queuesgd.harness.fidelity_report import fidelity_lines, read_passes, trace_rows  # noqa: E402
 from queuesgd.harness.report import (  # noqa: E402
     SECTIONS,
     by_section,
@@ -36,6 +35,7 @@ from queuesgd.harness.report import (  # noqa: E402
     write_report,
     write_rows,
 )
+from queuesgd.harness.report.fidelity import fidelity_lines, read_passes, trace_rows  # noqa: E402
 
 
 def _machine() -> str:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import queuesgd as q
-from queuesgd.harness.fidelity_report import fidelity_lines, read_passes, trace_rows
+from queuesgd.harness.report.fidelity import fidelity_lines, read_passes, trace_rows
 
 
 def _pass(tmp: Path, name: str, started: str, device: str, errors: list[float]) -> None:
