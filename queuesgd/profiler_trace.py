@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import bisect
 import gzip
-import itertools
 import json
 import math
 import os
@@ -55,6 +54,14 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.distributions import Empirical
 from queuesgd.errors import InvalidParameterError
+from queuesgd.profiler_trace_device import (
+    DEVICE_CATS,
+    DeviceTimeline,
+    category,
+    device_timeline,
+    device_times,
+    event_end,
+)
 from queuesgd.workload import Layer, Workload
 
 __all__ = ["read_trace", "DTYPE_BYTES"]
@@ -88,8 +95,6 @@ _GRAD = "torch::autograd::AccumulateGrad"
 _OPT_STEP = "Optimizer.step#"
 _ZERO_GRAD = "Optimizer.zero_grad#"
 _GPU_ANNOTATION = "gpu_user_annotation"  # a user annotation repeated on the device's timeline
-_DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})  # work on the device
-_LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})  # the host calls that launch it
 _HOW = (
     "a torch.profiler trace recorded with record_shapes=True around whole training steps "
     "(forward, loss.backward(), a torch.optim optimizer's step), with prof.step() after each or none, "
@@ -307,22 +312,13 @@ def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _cat(event: dict[str, Any]) -> str:
-    cat = event.get("cat")
-    return cat.lower() if isinstance(cat, str) else ""
-
-
-def _end(event: dict[str, Any]) -> float:
-    return float(event["ts"]) + float(event["dur"])
-
-
 def _top_level(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The spans (sorted by start) not nested in an earlier one: a nested one is inside its parent's time."""
     out, last = [], -math.inf
     for e in spans:
         if float(e["ts"]) >= last:
             out.append(e)
-            last = _end(e)
+            last = event_end(e)
     return out
 
 
@@ -340,52 +336,10 @@ class _Window:
     span: dict[str, Any] | None
 
 
-@dataclass(frozen=True)
-class _Device:
-    """The device operations of a trace matched to their launch, sorted by the launch's host start."""
-
-    launch: tuple[float, ...]  # host start of the cuda_runtime/cuda_driver launch event (microseconds)
-    pid: tuple[Any, ...]  # host process of the launch
-    start: tuple[float, ...]  # device start (microseconds)
-    end: tuple[float, ...]  # device end (microseconds)
-
-    def launched(self, pid: Any, lo: float, hi: float) -> list[int]:
-        """Indices of the operations process ``pid`` launched in ``[lo, hi)`` (host time)."""
-        a, b = bisect.bisect_left(self.launch, lo), bisect.bisect_left(self.launch, hi)
-        return [i for i in range(a, b) if self.pid[i] == pid]
-
-
-def _correlation(event: dict[str, Any]) -> int | None:
-    args = event.get("args")
-    c = args.get("correlation") if isinstance(args, dict) else None
-    return c if isinstance(c, int) and not isinstance(c, bool) else None
-
-
-def _device(events: list[dict[str, Any]]) -> _Device | None:
-    """The trace's device operations whose launch is in the trace; None when there is none."""
-    launches: dict[int, dict[str, Any]] = {}
-    for e in events:
-        if _cat(e) in _LAUNCH_CATS:
-            c = _correlation(e)
-            if c is not None:
-                launches.setdefault(c, e)
-    rows = []
-    for e in events:
-        if _cat(e) in _DEVICE_CATS:
-            host = launches.get(_correlation(e))  # type: ignore[arg-type]
-            if host is not None:
-                rows.append((float(host["ts"]), host.get("pid"), float(e["ts"]), _end(e)))
-    if not rows:
-        return None
-    rows.sort(key=lambda r: r[0])
-    launch, pid, start, end = zip(*rows)
-    return _Device(launch, pid, start, end)
-
-
 def _steps(path: str, events: list[dict[str, Any]]) -> tuple[dict[int, _Step | None], str]:
     """Every step of the trace: its record, or None when incomplete; and what the steps are called."""
     # Kineto repeats user annotations (ProfilerStep#N, Optimizer.step#...) on the GPU's timeline.
-    host = [e for e in events if _cat(e) not in _DEVICE_CATS and _cat(e) != _GPU_ANNOTATION]
+    host = [e for e in events if category(e) not in DEVICE_CATS and category(e) != _GPU_ANNOTATION]
     windows, label = _windows(path, host)
     if not any(e["name"] == _GRAD for e in host):
         raise InvalidParameterError(
@@ -394,7 +348,7 @@ def _steps(path: str, events: list[dict[str, Any]]) -> tuple[dict[int, _Step | N
             "a trace with torch::autograd::AccumulateGrad events (none found: no backward pass was "
             f"profiled). Expected: {_HOW}",
         )
-    device = _device(events)
+    device = device_timeline(events)
     starts = [float(e["ts"]) for e in host]
     found = {n: _step(path, _title(label, n), n, w, host, starts, device) for n, w in sorted(windows.items())}
     return found, label
@@ -414,7 +368,7 @@ def _windows(path: str, host: list[dict[str, Any]]) -> tuple[dict[int, _Window],
             )
         spans[n] = e
     if spans:
-        windows = {n: _Window(float(e["ts"]), _end(e), e.get("pid"), e) for n, e in spans.items()}
+        windows = {n: _Window(float(e["ts"]), event_end(e), e.get("pid"), e) for n, e in spans.items()}
         return windows, "ProfilerStep"
     opt = _top_level([e for e in host if e["name"].startswith(_OPT_STEP)])
     if not opt:
@@ -433,8 +387,8 @@ def _windows(path: str, host: list[dict[str, Any]]) -> tuple[dict[int, _Window],
         )
     windows, prev = {}, float(host[0]["ts"])
     for n, e in enumerate(opt, 1):  # a trailing piece after the last optimizer step is not a step
-        windows[n] = _Window(prev, _end(e), e.get("pid"), None)
-        prev = _end(e)
+        windows[n] = _Window(prev, event_end(e), e.get("pid"), None)
+        prev = event_end(e)
     return windows, "step"
 
 
@@ -445,7 +399,7 @@ def _step(
     where: _Window,
     events: list[dict[str, Any]],
     starts: list[float],
-    device: _Device | None,
+    device: DeviceTimeline | None,
 ) -> _Step | None:
     window = events[bisect.bisect_left(starts, where.start) : bisect.bisect_right(starts, where.end)]
     inside = [e for e in window if e.get("pid") == where.pid and e is not where.span]
@@ -454,11 +408,11 @@ def _step(
     if not backward or not grads:
         return None
     b_start = float(backward[0]["ts"])
-    b_end = max(_end(e) for e in backward + grads)
+    b_end = max(event_end(e) for e in backward + grads)
     f_start = where.start
     for e in inside:
-        if e["name"].startswith(_ZERO_GRAD) and _end(e) <= b_start:
-            f_start = max(f_start, _end(e))
+        if e["name"].startswith(_ZERO_GRAD) and event_end(e) <= b_start:
+            f_start = max(f_start, event_end(e))
     keys, sizes = [], []
     for k, e in enumerate(grads):
         shape, dtype = _shape_dtype(path, title, k, e)
@@ -466,11 +420,11 @@ def _step(
         sizes.append(float(math.prod(shape) * DTYPE_BYTES[dtype]))
     opt = _top_level([e for e in inside if e["name"].startswith(_OPT_STEP)])
     if device is None:
-        ready = [(_end(e) - b_start) / 1e6 for e in grads]
+        ready = [(event_end(e) - b_start) / 1e6 for e in grads]
         forward, back = max(b_start - f_start, 0.0), b_end - b_start
         update = math.fsum(float(e["dur"]) for e in opt)
     else:
-        timed = _device_times(device, where.pid, (f_start, b_start, b_end), [_end(e) for e in grads], opt)
+        timed = device_times(device, where.pid, (f_start, b_start, b_end), [event_end(e) for e in grads], opt)
         if timed is None:
             return None
         forward, back, update, ready = timed
@@ -483,51 +437,6 @@ def _step(
         backward=back / 1e6,
         update=update / 1e6 if opt else None,
     )
-
-
-def _device_times(
-    device: _Device,
-    pid: Any,
-    host: tuple[float, float, float],
-    grad_ends: list[float],
-    opt: list[dict[str, Any]],
-) -> tuple[float, float, float, list[float]] | None:
-    """Forward, backward, update (microseconds) and ready times (seconds) on the device; None without work.
-
-    ``host`` is the forward's start, the backward's start and its end on the host. A phase ends on
-    the device when the last operation launched in it ends; it starts where the previous phase
-    ended (the first phase with work at its first operation's start), so the phases tile the
-    device's timeline. A gradient is ready when every operation launched up to the end of its
-    AccumulateGrad event, on any stream, has ended.
-    """
-    f_start, b_start, b_end = host
-    forward = device.launched(pid, f_start, b_start)
-    backward = device.launched(pid, b_start, b_end)
-    update = [i for e in opt for i in device.launched(pid, float(e["ts"]), _end(e))]
-    if not forward and not backward:
-        return None
-    edge: float | None = None  # where the previous phase ended on the device
-    begins, spans = [], []
-    for ops in (forward, backward, update):
-        if not ops:
-            begins.append(edge)
-            spans.append(0.0)
-            continue
-        begin = edge if edge is not None else min(device.start[i] for i in ops)
-        edge = max(begin, max(device.end[i] for i in ops))
-        begins.append(begin)
-        spans.append(edge - begin)
-    origin = begins[1]
-    assert origin is not None  # the forward or the backward has work
-    ops = forward + backward  # in launch order
-    launch = [device.launch[i] for i in ops]
-    done = list(itertools.accumulate((device.end[i] for i in ops), max))
-    ready, last = [], 0.0
-    for t in grad_ends:
-        j = bisect.bisect_right(launch, t)
-        last = max(last, (done[j - 1] - origin) if j else 0.0)  # a running max: ready times never decrease
-        ready.append(min(last, spans[1]) / 1e6)
-    return spans[0], spans[1], spans[2], ready
 
 
 def _shape_dtype(path: str, title: str, k: int, event: dict[str, Any]) -> tuple[tuple[int, ...], str]:
