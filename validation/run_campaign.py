@@ -27,6 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from queuesgd.harness.apriori.inputs import inputs_of, stored_inputs  # noqa: E402
 from queuesgd.harness.report import (  # noqa: E402
     SECTIONS,
     by_section,
@@ -79,6 +80,7 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
     notes_path = HERE / "notes.json"
     notes = json.loads(notes_path.read_text()) if notes_path.exists() else None
     fidelity = HERE / "fidelity"
+    stored = stored_inputs(HERE)
     appendix = []
     if fidelity.is_dir():
         said = fidelity / "notes.json"
@@ -95,6 +97,7 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
         notes=notes,
         plots=plots,
         appendix=appendix,
+        rebuildable=lambda row: inputs_of(row, stored) is not None,
     )
 
 

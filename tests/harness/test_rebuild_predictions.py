@@ -16,46 +16,28 @@ from pathlib import Path
 
 import pytest
 
-from queuesgd.errors import InvalidParameterError
-from queuesgd.harness.apriori import Calibration, Profile, predict_apriori
+from queuesgd.harness.apriori import StoredInputs, inputs_of, predict_apriori, stored_inputs
 from queuesgd.harness.report import read_rows
 
 VALIDATION = Path(__file__).resolve().parents[2] / "validation"
 
 
 @functools.cache
-def _inputs() -> tuple[dict, dict]:
-    profiles, calibrations = {}, {}
-    for path in sorted(VALIDATION.glob("*/profiles/*.json")):
-        try:
-            p = Profile.load(path)
-        except InvalidParameterError:  # another kind of profile (FSDP, pipeline stages) or a workload file
-            continue
-        profiles[(p.model, p.measured)] = p
-    for path in sorted(VALIDATION.glob("*/calibrations/*.json")):
-        try:
-            c = Calibration.load(path)
-        except InvalidParameterError:
-            continue
-        calibrations[(c.kind, c.measured)] = c
-    return profiles, calibrations
+def _stored() -> StoredInputs:
+    return stored_inputs(VALIDATION)
 
 
 def _rows() -> tuple[list[tuple[str, dict]], int]:
     """The a-priori rows with committed inputs (file, row), and how many a-priori rows have none."""
-    profiles, calibrations = _inputs()
     found, missing = [], 0
     for path in sorted((VALIDATION / "results").glob("*.json")):
         for row in read_rows(path):
             if row.get("inputs") != "a-priori" or "profile" not in row:
                 continue
-            cal = row.get("calibration")
-            key = (row["workload"], row["profile"]["measured"])
-            cal_key = None if not cal else (cal["kind"], cal["measured"])
-            if key in profiles and (cal_key is None or cal_key in calibrations):
-                found.append((path.name, row))
-            else:
+            if inputs_of(row, _stored()) is None:
                 missing += 1
+            else:
+                found.append((path.name, row))
     return found, missing
 
 
@@ -72,12 +54,11 @@ def test_the_held_out_campaign_and_the_gpu_section_are_rebuildable():
     "name, row", ROWS, ids=[f"{n}:{r['scheme']}:n{r['workers']}:{r.get('rate')}" for n, r in ROWS]
 )
 def test_the_stored_prediction_is_rebuilt_exactly_from_its_inputs(name, row):
-    profiles, calibrations = _inputs()
-    cal = row.get("calibration")
+    profile, calibration = inputs_of(row, _stored())
     rebuilt = predict_apriori(
         row["scheme"],
-        profiles[(row["workload"], row["profile"]["measured"])],
-        calibrations[(cal["kind"], cal["measured"])] if cal else None,
+        profile,
+        calibration,
         row["workers"],
         params=row.get("params") or {},
         random_delay=row.get("random_delay"),

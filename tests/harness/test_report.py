@@ -326,3 +326,18 @@ def test_docs_scheme_table_names_the_methods_that_ran():
     for path in sorted((VALIDATION / "results").glob("sync-ps-*.json")):
         for row in json.loads(path.read_text()):
             assert row["method"] == ("closed_form" if row["emulation"] == "app-shaper" else "fine")
+
+
+def test_a_priori_sections_count_the_rows_whose_inputs_are_kept(tmp_path):
+    rows = [
+        {"scheme": "ddp", "workers": w, "workload": "cnn", "inputs": "a-priori", "emulation": "netns-tbf",
+         "measured": 100.0, "predicted": 100.0 * (1 + e), "error": e,
+         "started": f"2026-11-26T1{w}:00:00+0000"}
+        for w, e in ((1, 0.01), (2, -0.02), (4, 0.03))
+    ]  # fmt: skip
+    text = write_report(
+        rows, tmp_path / "R.md", machine="test", rebuildable=lambda r: r["workers"] != 2
+    ).read_text()
+    assert "Inputs committed: 2 of 3 rows" in text
+    # three rows hours apart: three campaign runs, none with its code recorded
+    assert "mixes 3 campaign runs" in text and text.count("code not recorded") == 3

@@ -36,6 +36,7 @@ Examples
 
 from queuesgd.harness.apriori.calibration import Calibration, calibrate_network
 from queuesgd.harness.apriori.ddp_model import ddp_calibration_sizes, ddp_scheme
+from queuesgd.harness.apriori.inputs import StoredInputs, inputs_of, stored_inputs
 from queuesgd.harness.apriori.predict import (
     SCHEMES,
     predict_apriori,
@@ -51,14 +52,17 @@ __all__ = [
     "STEPS",
     "Calibration",
     "Profile",
+    "StoredInputs",
     "calibrate_network",
     "ddp_calibration_sizes",
     "ddp_scheme",
+    "inputs_of",
     "make_profile",
     "predict_apriori",
     "predict_ddp",
     "ps_update_per_gradient",
     "run_apriori",
     "step_phases",
+    "stored_inputs",
     "straggler_recipe",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +188,7 @@ def write_report(
     ran: str | None = None,
     command: str | None = None,
     appendix: Sequence[str] = (),
+    rebuildable: Callable[[Mapping[str, Any]], bool] | None = None,
 ) -> Path:
     """Write the accuracy report (Markdown) in the sections of :data:`SECTIONS`.
 
@@ -220,6 +221,10 @@ def write_report(
         Markdown lines of sections that are not validation rows (the profile
         fidelity, :func:`queuesgd.harness.report.fidelity.fidelity_lines`),
         placed after the sections and before the notes.
+    rebuildable : callable, optional
+        ``rebuildable(row)``: whether the row's inputs are stored, so that its
+        prediction can be rebuilt from them (each a-priori section then says
+        how many of its rows are).
     """
     groups = by_section(rows)
     plots = dict(plots or {})
@@ -279,6 +284,16 @@ def write_report(
                 "",
             ]
             lines += _accuracy_lines(mine, sec.target)
+            apriori = [r for r in mine if r.get("inputs") == "a-priori"]
+            if rebuildable is not None and apriori:
+                kept = sum(bool(rebuildable(r)) for r in apriori)
+                lines += [
+                    "",
+                    f"Inputs committed: {kept} of {len(apriori)} rows have their profile and calibration "
+                    "files in the repository, and `tests/harness/test_rebuild_predictions.py` rebuilds "
+                    "their predictions from them exactly; the others' inputs were overwritten before they "
+                    "were kept.",
+                ]
             if plots.get(sec.key):
                 lines += [
                     "",
