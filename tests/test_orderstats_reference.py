@@ -204,3 +204,18 @@ def test_no_integration_warning_reaches_the_user():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             expected_max(LogNormal.from_mean_scv(MEAN, 20.0), 512)
+
+
+@pytest.mark.parametrize("n", (8, 64))
+def test_a_barrier_closed_form_end_to_end(n):
+    """Ring all-reduce's closed form, E[max] + 2 (n - 1) / n G / B + u, with a heavy-tailed step (scv 10)."""
+    import queuesgd as q
+
+    law = LogNormal.from_mean_scv(MEAN, 10.0)
+    w = q.Workload(law, "100MB", batch_size=32, update_time="2ms")
+    c = q.Cluster(n, "10Gbit/s")
+    p = q.predict(q.RingAllReduce(), w, c, method="closed_form")
+    cdf, median, _ = _lognormal_cdf(MEAN, 10.0)
+    ring = mp.mpf(2 * (n - 1)) / n * mp.mpf(1e8) / mp.mpf(1.25e9)  # 100 MB at 10 Gbit/s
+    ref = _reference(cdf, n, n, float(median)) + ring + mp.mpf("0.002")
+    assert _close(p.iteration_time, ref) <= ACHIEVED
