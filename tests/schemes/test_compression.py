@@ -368,3 +368,26 @@ def test_measure_compression_runs_on_small_sizes(method):
     assert s.compress_cost(65536.0) == pytest.approx(comp.times[1])
     with pytest.raises(InvalidParameterError, match="sizes"):
         measure_compression(method, ["64KiB", "4KiB"])
+
+
+def test_breakeven_edge_cases_as_the_docs_state_them():
+    """docs/compression.md: top-k at d = 1/n sends the ring's bytes (costs decide); PowerSGD per tensor."""
+    import queuesgd as q
+    from queuesgd.schemes.compression import CompressedAllReduce, compression_breakeven
+
+    w = q.Workload(0.05, "8MB")
+    topk = CompressedAllReduce("topk", density=0.25)  # d = 1/n for n = 4
+    assert compression_breakeven(w, q.Cluster(4, "1GB/s", latency="1ms"), topk) == float("inf")
+    slow = CompressedAllReduce("topk", density=0.25, compress_time="1ns")  # 8 ms > (n - 1) alpha = 3 ms
+    assert compression_breakeven(w, q.Cluster(4, "1GB/s", latency="1ms"), slow) == 0.0
+    assert compression_breakeven(w, q.Cluster(4, "1GB/s"), topk) == 0.0  # a tie does not pay
+    # PowerSGD: two tensors of 4 MB send factors each; one 8 MB matrix sends fewer (sqrt is subadditive)
+    ps = CompressedAllReduce("powersgd", rank=4, compress_time="0.05ns")
+    layered = q.Workload(0.05, None, layers=[q.Layer("a", 4e6, 0.01), q.Layer("b", 4e6, 0.01)])
+    c = q.Cluster(4, "1GB/s")
+    e = 1e6  # elements per tensor
+    gain_two = 2 * 3 / 4 * (8e6 - 2 * 2 * 4 * 4 * e**0.5)  # 2 tensors x (P + Q) x 4 r sqrt(E) bytes
+    gain_one = 2 * 3 / 4 * (8e6 - 2 * 4 * 4 * (2 * e) ** 0.5)
+    cost = 0.05e-9 * 8e6  # compression seconds (no latency, no decompression cost)
+    assert compression_breakeven(layered, c, ps) == pytest.approx(gain_two / cost, rel=1e-12)
+    assert compression_breakeven(w, c, ps) == pytest.approx(gain_one / cost, rel=1e-12)
