@@ -129,8 +129,9 @@ def _top_harmonic(n: np.ndarray, k: np.ndarray) -> np.ndarray:
     distinct ``n``; beyond ``10**5`` terms the difference is large enough to be taken as it is.
     """
     n, k = np.broadcast_arrays(n, k)
-    out = np.asarray(harmonic(n) - harmonic(n - k), dtype=float).reshape(n.shape)
+    out = np.empty(n.shape, dtype=float)
     small = k <= 100_000
+    out[~small] = harmonic(n[~small]) - harmonic(n[~small] - k[~small])
     for nv in np.unique(n[small]):
         mask = small & (n == nv)
         top = np.cumsum(1.0 / (nv - np.arange(int(k[mask].max()))))

@@ -87,15 +87,15 @@ class Recorder:
     def __init__(
         self, torch: Any, net: Any, params: list[tuple[str, Any]], *, cuda: bool, forward_hooks: bool
     ) -> None:
-        self.torch, self.params = torch, params
+        self.params = params
         self.clock = _Clock(torch, cuda)
-        self.cuda = cuda
         self.phase = "idle"  # "forward" while the measured forward pass runs; hooks record only then
         self.record_ready = False
         self.stack: list[_Frame] = []
         self.calls: list[_Frame] = []
         self.ready: dict[str, Any] = {}
-        self.samples: dict[str, list[float]] = {"compute": [], "update": [], "wall": [], "wall_detail": []}
+        self.samples: dict[str, list[float]] = {"compute": [], "update": [], "wall_detail": []}
+        self.timed_wall = math.nan  # host seconds per step of the timed block, from its first recorded step
         self.ready_runs: list[dict[str, float]] = []
         self.fwd_runs: list[dict[str, float]] = []
         self.forward_runs: list[float] = []  # the timed steps' last forward and backward passes
@@ -188,7 +188,7 @@ class Recorder:
         clock.finish()
         if count <= skip:
             return
-        self.samples["wall"].append((time.perf_counter() - wall0) / (count - skip))
+        self.timed_wall = (time.perf_counter() - wall0) / (count - skip)
         for marks, m3 in steps[skip:]:
             m0, m1, m2 = marks[-1]
             self.samples["compute"].append(math.fsum(clock.seconds(a, c) for a, _, c in marks))
@@ -307,7 +307,7 @@ class Recorder:
         provenance["backward_seconds"] = float(statistics.fmean(self.backward_runs))
         provenance["hooks_forward_factor"] = 1.0 / fwd_scale  # the detailed steps' pass / the timed one's
         provenance["hooks_backward_factor"] = 1.0 / bwd_scale
-        provenance["step_wall_seconds"] = float(self.samples["wall"][0])  # the timed block's, per step
+        provenance["step_wall_seconds"] = self.timed_wall
         provenance["hooked_step_wall_seconds"] = float(statistics.median(self.samples["wall_detail"]))
         provenance["timed_steps"] = len(self.samples["compute"])
         provenance["detailed_steps"] = len(self.ready_runs)

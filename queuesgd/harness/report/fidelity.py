@@ -76,12 +76,17 @@ def _held(doc: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
     return str(doc.get("device", "")).startswith("cuda") and str(row.get("notes", "")).startswith("target")
 
 
+def _device_of(doc: Mapping[str, Any]) -> str:
+    """The device a pass ran on, by name where the pass recorded one."""
+    return str(doc.get("device_name") or doc.get("device"))
+
+
 def _shown(passes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Per device: the newest pass with held rows (else the newest), and the passes after it."""
     out: list[Mapping[str, Any]] = []
-    devices = dict.fromkeys(str(d.get("device_name") or d.get("device")) for d in passes)
+    devices = dict.fromkeys(_device_of(d) for d in passes)
     for device in devices:
-        mine = [d for d in passes if str(d.get("device_name") or d.get("device")) == device]
+        mine = [d for d in passes if _device_of(d) == device]
         full = [i for i, d in enumerate(mine) if any(_held(d, r) for r in d["rows"])]
         out += mine[full[-1] if full else len(mine) - 1 :]
     return out
@@ -143,13 +148,13 @@ def fidelity_lines(
         e = np.abs([r["error"] for r in mine]) if mine else np.array([])
         t = float(d.get("registered", {}).get("target_error", 0.03))
         lines.append(
-            f"| `{d.get('file', '')}` | {d.get('device_name') or d.get('device')} | "
+            f"| `{d.get('file', '')}` | {_device_of(d)} | "
             f"`{str(d.get('commit') or '')[:7]}` | {d.get('started', '')} | {len(d['rows'])} | "
             + (f"{int(np.sum(e <= t))} of {len(mine)} | " if mine else "not held | ")
             + (f"{100 * float(np.median(e)):.1f}% | {100 * float(np.max(e)):.1f}% |" if mine else "- | - |")
         )
     for d in _shown(passes):
-        device = d.get("device_name") or d.get("device")
+        device = _device_of(d)
         lines += [
             "",
             f"### {'Newest full pass' if any(_held(d, r) for r in d['rows']) else 'Pass'} on {device} "
