@@ -243,6 +243,22 @@ def test_fit_reproduces_mean_and_scv(scv):
     assert ph.scv == pytest.approx(scv, rel=1e-9)
 
 
+@pytest.mark.parametrize("scv", [0.0101, 0.3, 1.0 - 1e-7, 1.0 + 1e-7, 20.0, 100.0, 1e4])
+def test_fit_moments_at_30_digits(scv):
+    """The fit's own (alpha, T) give mean -alpha T^-1 1 and E[X^2] = 2 alpha T^-2 1, here in mpmath: the
+    promised 1e-9 holds near scv 1, for heavy tails and (for scv >= 1/k_max) below 1 (issue 25)."""
+    import mpmath as mp
+
+    mp.mp.dps = 30
+    ph = fit_phase_type(0.4, scv)
+    a, inv = mp.matrix([list(ph.alpha)]), mp.inverse(mp.matrix(ph.T.tolist()))
+    ones = mp.matrix([[1.0]] * ph.phases)
+    m1 = -(a * inv * ones)[0]
+    m2 = 2 * (a * inv * inv * ones)[0]
+    assert abs(m1 / mp.mpf(0.4) - 1) <= 1e-9
+    assert abs((m2 / m1**2 - 1) / mp.mpf(scv) - 1) <= 1e-9
+
+
 def test_fit_structure():
     assert fit_phase_type(1.0, 1.0) == PhaseType([1.0], [[-1.0]])
     assert fit_phase_type(1.0, 0.5).phases == 2  # exactly Erlang(2)
