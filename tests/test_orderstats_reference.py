@@ -24,6 +24,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queuesgd.distributions import (
+    Convolution,
+    Deterministic,
+    Empirical,
     Erlang,
     Exponential,
     Gamma,
@@ -219,3 +222,40 @@ def test_a_barrier_closed_form_end_to_end(n):
     ring = mp.mpf(2 * (n - 1)) / n * mp.mpf(1e8) / mp.mpf(1.25e9)  # 100 MB at 10 Gbit/s
     ref = _reference(cdf, n, n, float(median)) + ring + mp.mpf("0.002")
     assert _close(p.iteration_time, ref) <= ACHIEVED
+
+
+@pytest.mark.parametrize("n", NS)
+def test_empirical_order_statistics_are_the_exact_finite_sum(n):
+    """A measured law of m samples (heavy-tailed: drawn from a lognormal of scv 20, ties included):
+    ``E[X_(k:n)] = sum_j v_j (I_{j/m}(k, n - k + 1) - I_{(j-1)/m}(k, n - k + 1))`` over the sorted samples."""
+    rng = np.random.default_rng(25)
+    raw = LogNormal.from_mean_scv(MEAN, 20.0).sample(rng, 200)
+    samples = np.concatenate([raw, raw[:7]])  # ties
+    law = Empirical(samples)
+    v = sorted(mp.mpf(float(x)) for x in samples)
+    m = len(v)
+
+    def ref(k: int) -> mp.mpf:
+        if k == n:
+            return mp.fsum(v[j] * ((mp.mpf(j + 1) / m) ** n - (mp.mpf(j) / m) ** n) for j in range(m))
+        cdf = [mp.betainc(k, n - k + 1, 0, mp.mpf(j) / m, regularized=True) for j in range(m + 1)]
+        return mp.fsum(v[j] * (cdf[j + 1] - cdf[j]) for j in range(m))
+
+    assert _close(expected_max(law, n), ref(n)) <= ACHIEVED
+    for k in sorted({1, max(1, n // 2), n}):
+        assert _close(expected_order_statistic(law, k=k, n=n), ref(k)) <= ACHIEVED
+
+
+@pytest.mark.parametrize("n", NS)
+def test_convolution_maximum(n):
+    """Exponential(rate 50) + Exponential(rate 20) + 10 ms: a shifted hypoexponential,
+    ``F(x) = 1 - (b e^(-a y) - a e^(-b y)) / (b - a)`` at ``y = x - 0.01``."""
+    a, b, shift = mp.mpf(50), mp.mpf(20), mp.mpf("0.01")
+    law = Convolution(Exponential(50.0), Exponential(20.0), Deterministic(0.01))
+
+    def cdf(x):
+        y = x - shift
+        return mp.mpf(0) if y <= 0 else 1 - (b * mp.e ** (-a * y) - a * mp.e ** (-b * y)) / (b - a)
+
+    ref = _reference(cdf, n, n, MEAN, lo=0.01)
+    assert _close(expected_max(law, n), ref) <= ACHIEVED
