@@ -101,9 +101,11 @@ from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_s
 from queuesgd.schemes.fine import COMMUNICATION
 from queuesgd.schemes.memory import Memory, check_optimizer
 from queuesgd.schemes.pipeline_graph import (
+    MAX_TASKS,
     P2P,
     SCHEDULES,
     StageSplit,
+    check_task_count,
     p2p_name,
     peak_stash,
     pipeline_graph,
@@ -111,6 +113,7 @@ from queuesgd.schemes.pipeline_graph import (
     require_plain,
     schedule_name,
     stage_split,
+    task_count,
 )
 
 if TYPE_CHECKING:
@@ -485,6 +488,15 @@ class Pipeline(Scheme):
         return self._graph(workload, cluster, st, sym)
 
     def _graph(self, workload: Workload, cluster: Cluster, st: _Setup, symmetric: bool) -> TaskGraph:
+        drawn = 1 if symmetric else st.replicas
+        if task_count(self.stages, self.microbatches, drawn, sharded=st.gather is not None) > MAX_TASKS:
+            check_task_count(
+                self.stages,
+                self.microbatches,
+                drawn,
+                sharded=st.gather is not None,
+                hint=self._large_graph_hint(workload, cluster, st),
+            )
         return pipeline_graph(
             workload,
             cluster,
@@ -500,6 +512,15 @@ class Pipeline(Scheme):
             symmetric=symmetric,
             p2p=self.p2p,
         )
+
+    def _large_graph_hint(self, workload: Workload, cluster: Cluster, st: _Setup) -> str:
+        """What to use instead of a task graph too large to build: the closed form where it is exact."""
+        blocker = self._closed_form_blocker(workload, cluster, st)
+        if blocker is None:
+            blocker = self._condition_blocker(st, float(np.max(st.send, initial=0.0)))
+        if blocker is None:
+            return "method='closed_form' (--method closed_form) is exact here and costs nothing"
+        return f"the closed form is not exact here ({blocker})"
 
     def memory_per_worker(self, workload: Workload, cluster: Cluster) -> Memory:
         """The busiest stage's :meth:`memory` (the most any one worker holds)."""

@@ -35,7 +35,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.dag import Task, TaskGraph
 from queuesgd.distributions import Deterministic, Distribution
-from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.schemes.fine import COMMUNICATION
 from queuesgd.schemes.laws import worker_laws
 
@@ -44,10 +44,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKWARD_SHARE",
+    "MAX_ORDER_ENTRIES",
+    "MAX_TASKS",
     "P2P",
     "SCHEDULES",
     "StageSplit",
     "balanced_partition",
+    "check_task_count",
     "require_plain",
     "schedule_name",
     "peak_stash",
@@ -56,6 +59,7 @@ __all__ = [
     "p2p_name",
     "pipeline_order",
     "stage_split",
+    "task_count",
     "warmup_forwards",
 ]
 
@@ -70,6 +74,66 @@ P2P: tuple[str, ...] = ("eager", "rendezvous")
 #: Share of a micro-batch's compute in the backward pass when the workload has no per-layer profile:
 #: the usual ``t_b = 2 t_f`` (the backward pass of a matrix product is two matrix products).
 BACKWARD_SHARE = 2.0 / 3.0
+
+#: Most tasks :func:`pipeline_graph` builds: about 10 s of building and solving the graph here (some
+#: 40 us a task); a larger graph is refused before anything is allocated (:func:`check_task_count`).
+MAX_TASKS = 250_000
+
+#: Most ``(kind, micro-batch)`` entries :func:`pipeline_order` lists (``2 S M``): about 1 GiB of tuples.
+MAX_ORDER_ENTRIES = 10_000_000
+
+
+def task_count(stages: int, microbatches: int, drawn: int = 1, *, sharded: bool = False) -> int:
+    """Tasks of :func:`pipeline_graph`: ``drawn (2 S M + 2 (S - 1) M + S) + S`` (+ S all-gathers if sharded).
+
+    Per replica drawn: ``S M`` forwards and as many backwards, ``(S - 1) M``
+    activations and as many gradients sent, ``S`` updates; then one
+    collective per stage (and one all-gather per stage when sharded). The same
+    count for both schedules and both ``p2p`` modes. Computed without building
+    anything, so that a size can be refused before its cost is paid.
+
+    Examples
+    --------
+    >>> task_count(4, 8), task_count(4, 10**6)     # 64 + 48 + 4 + 4; a million micro-batches
+    (120, 14000008)
+    """
+    S = _checks.integer("stages", stages, minimum=1)
+    M = _checks.integer("microbatches", microbatches, minimum=1)
+    D = _checks.integer("replicas", drawn, minimum=1)
+    return D * (2 * S * M + 2 * (S - 1) * M + S) + S + (S if sharded else 0)
+
+
+def check_task_count(
+    stages: int, microbatches: int, drawn: int = 1, *, sharded: bool = False, hint: str = ""
+) -> int:
+    """:func:`task_count`, or :class:`~queuesgd.errors.StateSpaceTooLargeError` above :data:`MAX_TASKS`.
+
+    The error says how large the graph would be and how to go on: ``hint``
+    (the caller's better road, e.g. the closed form) and fewer micro-batches,
+    stages or replicas drawn.
+
+    Examples
+    --------
+    >>> check_task_count(4, 8)
+    120
+    >>> check_task_count(4, 10**6)     # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.StateSpaceTooLargeError: the pipeline task graph of S = 4 stages, M = 1,000,000 ...
+    """
+    n = task_count(stages, microbatches, drawn, sharded=sharded)
+    if n > MAX_TASKS:
+        S, M = int(stages), int(microbatches)
+        most = max((MAX_TASKS - 2 * S) // max(int(drawn) * (4 * S - 2), 1), 0)
+        raise StateSpaceTooLargeError(
+            f"the pipeline task graph of S = {S:,} stages, M = {M:,} micro-batches and {int(drawn):,} "
+            f"replica(s) drawn has {n:,} tasks; at most {MAX_TASKS:,} are built (about 40 us each): "
+            + (f"{hint}; or " if hint else "")
+            + f"model fewer micro-batches (at most {most:,} here: the bubble (S - 1)/(M + S - 1) is already "
+            f"{(S - 1) / (most + S - 1) if most else 1.0:.2%} there, and the throughput changes little "
+            "beyond), fewer stages, or identical deterministic replicas (one is drawn)"
+        )
+    return n
 
 
 def schedule_name(schedule: Any, field: str = "schedule") -> str:
@@ -161,6 +225,12 @@ def pipeline_order(stages: int, microbatches: int, schedule: str) -> list[list[t
     S = _checks.integer("stages", stages, minimum=1)
     M = _checks.integer("microbatches", microbatches, minimum=1)
     sched = schedule_name(schedule)
+    if 2 * S * M > MAX_ORDER_ENTRIES:
+        raise StateSpaceTooLargeError(
+            f"the pass order of S = {S:,} stages and M = {M:,} micro-batches has {2 * S * M:,} entries; at "
+            f"most {MAX_ORDER_ENTRIES:,} are listed: use fewer micro-batches, or peak_stash and "
+            "warmup_forwards, which count without listing"
+        )
     out: list[list[tuple[str, int]]] = []
     for s in range(S):
         if sched == "gpipe":
@@ -184,7 +254,8 @@ def pipeline_order(stages: int, microbatches: int, schedule: str) -> list[list[t
 def peak_stash(stages: int, microbatches: int, schedule: str) -> list[int]:
     """Most micro-batches whose activations a stage keeps at once (forward done, backward not yet).
 
-    Counted on :func:`pipeline_order` (a micro-batch's stash is held from the
+    Counted in closed form (no order is listed, so a million micro-batches
+    cost nothing) on :func:`pipeline_order` (a micro-batch's stash is held from the
     start of its forward to the end of its backward): ``M`` at every stage
     for GPipe; ``min(M, S - s)`` at stage ``s`` for 1F1B (its warm-up
     forwards; torch's ``_get_pipeline_order`` calls ``S - 1 - s`` of them
@@ -195,15 +266,12 @@ def peak_stash(stages: int, microbatches: int, schedule: str) -> list[int]:
     >>> peak_stash(4, 8, "1f1b"), peak_stash(3, 4, "gpipe")
     ([4, 3, 2, 1], [4, 4, 4])
     """
-    peaks = []
-    for order in pipeline_order(stages, microbatches, schedule):
-        held = peak = 0
-        for kind, _ in order:
-            held += 1 if kind == "F" else 0
-            peak = max(peak, held)
-            held -= 1 if kind == "B" else 0
-        peaks.append(peak)
-    return peaks
+    S = _checks.integer("stages", stages, minimum=1)
+    M = _checks.integer("microbatches", microbatches, minimum=1)
+    if schedule_name(schedule) == "gpipe":
+        return [M] * S
+    # 1F1B: the w warm-up forwards are held, then each backward frees one before the next forward.
+    return [warmup_forwards(S, M, s) for s in range(S)]
 
 
 def balanced_partition(costs: Sequence[float], stages: int) -> tuple[int, ...]:
@@ -498,6 +566,7 @@ def pipeline_graph(
     """
     S, M, D = profile.stages, microbatches, replicas
     mode = p2p_name(p2p)
+    check_task_count(S, M, 1 if symmetric else D, sharded=gather_costs is not None)
     order = pipeline_order(S, M, schedule)
     laws = worker_laws(workload, cluster)
     mean = workload.compute_time
