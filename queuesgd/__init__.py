@@ -87,6 +87,8 @@ _EXPORTS: dict[str, str] = {
     "profile": "queuesgd.profiler",
     "plain_step_time": "queuesgd.profiler",
     "read_trace": "queuesgd.profiler_trace",
+    "model_factory": "queuesgd.profiler_factory",
+    "inputs_factory": "queuesgd.profiler_factory",
     "validate": "queuesgd.harness.campaign",
     "WhatIf": "queuesgd.scaling",
     # task graphs

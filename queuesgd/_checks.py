@@ -6,9 +6,14 @@ messages read the same everywhere (``field: got X; accepted: Y``).
 
 from __future__ import annotations
 
+import gzip
 import math
 import numbers
+import os
+import stat
+import zlib
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -140,9 +145,107 @@ def device(field: str, value: Any) -> str:
     """
     if isinstance(value, str):
         head, colon, index = value.partition(":")
-        if value == "cpu" or (head == "cuda" and (not colon or index.isdigit())):
+        digits = index.isascii() and index.isdigit() and len(index) <= 4  # torch parses no more
+        if value == "cpu" or (head == "cuda" and (not colon or digits)):
             return value
     raise InvalidParameterError(field, value, "'cpu', 'cuda' or 'cuda:N' (N a device index)")
+
+
+def output_file(field: str, value: Any, *, suffix: str | None = None) -> Path:
+    """The path ``value`` names, if a file may be written there: checked before any work is done.
+
+    Refused: an empty name, a name without ``suffix`` (nothing is appended to a
+    path the user gave), an existing directory, device, FIFO, socket or
+    symbolic link, and a missing or unwritable parent directory.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> output_file("--out", f"{d}/w.json", suffix=".json").name
+    'w.json'
+    >>> output_file("--out", "/dev/full", suffix=".json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --out: got '/dev/full'; accepted: a file name ending in .json (...)
+    >>> output_file("--out", d)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --out: got '...'; accepted: a regular file ... (it is a directory)
+    """
+    accepted = "a regular file to write" + (f", its name ending in {suffix}" if suffix else "")
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value) or "\0" in os.fspath(value):
+        raise InvalidParameterError(field, value, accepted)
+    path = Path(value)
+    if suffix and (not path.name.endswith(suffix) or path.name == suffix):
+        raise InvalidParameterError(
+            field, os.fspath(value), f"a file name ending in {suffix} (nothing is appended to the path given)"
+        )
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise InvalidParameterError(field, os.fspath(value), f"{accepted} ({err.strerror or err})") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = _FILE_KINDS.get(stat.S_IFMT(st.st_mode), "special file")
+        raise InvalidParameterError(field, os.fspath(value), f"{accepted} (it is a {kind})")
+    parent = path.parent
+    if not parent.is_dir():
+        raise InvalidParameterError(field, os.fspath(value), f"{accepted} (no directory {str(parent)!r})")
+    if not os.access(parent, os.W_OK | os.X_OK) or (st is not None and not os.access(path, os.W_OK)):
+        raise InvalidParameterError(field, os.fspath(value), f"{accepted} (not writable)")
+    return path
+
+
+_FILE_KINDS = {
+    stat.S_IFDIR: "directory",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+    stat.S_IFIFO: "FIFO",
+    stat.S_IFSOCK: "socket",
+    stat.S_IFLNK: "symbolic link",
+}
+
+
+def read_bytes(field: str, value: Any, *, max_bytes: int, gunzip: bool = False) -> bytes:
+    """The bytes of the regular file ``value`` names, at most ``max_bytes`` (after gunzip where asked).
+
+    Devices, FIFOs and directories are refused before anything is read (a FIFO
+    is opened without waiting for a writer); a larger file, or a gzip file that
+    inflates past ``max_bytes``, is refused without reading past the bound.
+
+    Examples
+    --------
+    >>> read_bytes("path", "/dev/zero", max_bytes=1024)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: path: got '/dev/zero'; accepted: ... (it is a character device)
+    """
+    accepted = f"a regular file of at most {max_bytes:,} bytes"
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value) or "\0" in os.fspath(value):
+        raise InvalidParameterError(field, value, accepted)
+    where = os.fspath(value)
+    try:
+        fd = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        raise InvalidParameterError(field, where, f"{accepted} ({err.strerror or err})") from None
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fh.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            kind = _FILE_KINDS.get(stat.S_IFMT(mode), "special file")
+            raise InvalidParameterError(field, where, f"{accepted} (it is a {kind})")
+        try:
+            raw = fh.read(max_bytes + 1)
+            if gunzip and raw[:2] == b"\x1f\x8b":
+                fh.seek(0)
+                with gzip.GzipFile(fileobj=fh) as inflated:
+                    raw = inflated.read(max_bytes + 1)
+        except (OSError, EOFError, zlib.error) as err:
+            raise InvalidParameterError(field, where, f"{accepted} (unreadable: {err})") from None
+    if len(raw) > max_bytes:
+        raise InvalidParameterError(field, where, f"{accepted} ({'inflated ' if gunzip else ''}it is larger)")
+    return raw
 
 
 _TRUE = ("true", "yes", "on", "1")

@@ -40,14 +40,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import platform
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from queuesgd import _checks
+from queuesgd.errors import InvalidParameterError
 from queuesgd.harness import require_torch
-from queuesgd.profiler_step import TrainingStep, resolve_model, training_step
+from queuesgd.profiler_step import TrainingStep, check_steps, resolve_model, training_step
 from queuesgd.workload import Workload
 
 __all__ = ["plain_step_time", "profile", "resolve_model"]
@@ -69,13 +71,17 @@ def profile(
     optimizer: Callable[[Any], Any] | None = None,
     seed: int = 0,
     name: str | None = None,
+    model_args: Any = None,
 ) -> Workload:
     """Measure one worker's training step of ``model`` and return it as a layer-wise Workload.
 
     Parameters
     ----------
-    model : nn.Module, callable or str
-        The model, a factory, or ``"module.path:callable"`` (see :func:`resolve_model`).
+    model : nn.Module, class, callable or str
+        The model, its class or a factory, or a name: ``"module.path:callable"``
+        (a class, or a function marked :func:`queuesgd.model_factory`),
+        ``"queuesgd:KIND"`` or ``"torchvision:NAME"`` (see :func:`resolve_model`).
+        A name is checked before anything is called.
         A ``torch.compile``\\d model is profiled without per-module forward
         times (its modules run inside compiled graphs).
     batch_size : int
@@ -83,9 +89,10 @@ def profile(
     input_shape : tuple of int, optional
         Shape of one input sample (``(3, 32, 32)`` for small images): the
         batch is ``torch.randn(batch_size, *input_shape)``. Give this or ``inputs``.
-    inputs : tensor, tuple, list, dict or callable, optional
+    inputs : tensor, tuple, list, dict, callable or str, optional
         An example batch, or a factory ``inputs(batch_size, device)`` that
-        returns one: a tensor is passed as ``model(x)``, a tuple or list as
+        returns one (by name: ``"module.path:callable"`` marked
+        :func:`queuesgd.inputs_factory`): a tensor is passed as ``model(x)``, a tuple or list as
         ``model(*xs)``, a dict as ``model(**xs)`` (token ids, attention masks,
         labels, several tensors). Tensors are moved to ``device``; every
         tensor's first dimension must be ``batch_size``.
@@ -105,20 +112,26 @@ def profile(
         layers describe the *last* micro-step, the one whose gradients DDP
         all-reduces (it skips the others under ``no_sync``).
     device : str
-        ``"cpu"``, ``"cuda"`` or ``"cuda:N"``. On CUDA the hooks record CUDA
+        ``"cpu"``, ``"cuda"`` or ``"cuda:N"``, one this machine has (``"meta"``
+        times no work and is refused). On CUDA the hooks record CUDA
         events and nothing waits for the device between the timed steps.
     threads : int or None
-        ``torch.set_num_threads`` during the profile (restored after); None keeps the current one.
+        ``torch.set_num_threads`` during the profile (restored after), at most
+        the machine's CPU count; None keeps the current one.
     warmup, repetitions : int
         Unmeasured steps first, then measured ones: ``repetitions - repetitions // 2``
         timed steps (the step's law), then ``repetitions // 2`` detailed ones
-        (the per-layer split).
+        (the per-layer split). At most 100,000 forward + backward passes in all
+        (``accumulation x (warmup + repetitions + 1)``).
     optimizer : callable or None
         ``optimizer(parameters) -> torch.optim.Optimizer``; SGD (lr 0.01, momentum 0.9) if None.
     seed : int
         Seed of the random inputs and of the model's initialization when it is built here.
     name : str or None
         The Workload's label (the model's class name if None).
+    model_args : dict, str or None
+        Keyword arguments for the model's class or factory (a dict, or a JSON
+        object's text): ``model_args={"width": 64}``.
 
     Returns
     -------
@@ -158,6 +171,7 @@ def profile(
     torch = require_torch()
     warmup = _checks.integer("warmup", warmup, minimum=0)
     repetitions = _checks.integer("repetitions", repetitions, minimum=2)
+    check_steps(accumulation, warmup + repetitions + 1)
     if name is not None:
         _checks.name("name", name)
     with _threads(torch, threads):
@@ -172,6 +186,7 @@ def profile(
             device=device,
             optimizer=optimizer,
             seed=seed,
+            model_args=model_args,
         )
         cuda = step.dev.type == "cuda"
         started = time.perf_counter()  # the steps, not the model's construction
@@ -214,6 +229,7 @@ def plain_step_time(
     chunks: int = 3,
     optimizer: Callable[[Any], Any] | None = None,
     seed: int = 0,
+    model_args: Any = None,
 ) -> tuple[float, ...]:
     """Seconds per training step of ``model`` in a plain loop, no hooks: the reference a profile is held to.
 
@@ -242,6 +258,7 @@ def plain_step_time(
     warmup = _checks.integer("warmup", warmup, minimum=0)
     chunks = _checks.integer("chunks", chunks)
     steps = _checks.integer("steps", steps, minimum=chunks)
+    check_steps(accumulation, warmup + steps)
     with _threads(torch, threads):
         step = training_step(
             model,
@@ -254,6 +271,7 @@ def plain_step_time(
             device=device,
             optimizer=optimizer,
             seed=seed,
+            model_args=model_args,
         )
         wait = torch.cuda.synchronize if step.dev.type == "cuda" else (lambda: None)
         for _ in range(warmup):
@@ -275,7 +293,11 @@ def _threads(torch: Any, threads: int | None) -> Iterator[None]:
     """``torch.set_num_threads(threads)`` inside, the old count restored after (None: unchanged)."""
     old = torch.get_num_threads()
     if threads is not None:
-        torch.set_num_threads(_checks.integer("threads", threads))
+        threads = _checks.integer("threads", threads)
+        cores = os.cpu_count() or 1
+        if threads > cores:
+            raise InvalidParameterError("threads", threads, f"at most the {cores} CPU(s) of this machine")
+        torch.set_num_threads(threads)
     try:
         yield
     finally:

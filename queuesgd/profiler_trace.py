@@ -37,7 +37,6 @@ PyTorch is not needed to read a trace; recording one needs it.
 from __future__ import annotations
 
 import bisect
-import gzip
 import json
 import math
 import os
@@ -64,7 +63,10 @@ from queuesgd.profiler_trace_device import (
 )
 from queuesgd.workload import Layer, Workload
 
-__all__ = ["read_trace", "DTYPE_BYTES"]
+__all__ = ["read_trace", "DTYPE_BYTES", "MAX_TRACE_BYTES"]
+
+#: The largest trace read, in bytes of JSON (after gunzip): 1 GiB, a few hundred steps of a large model.
+MAX_TRACE_BYTES = 2**30
 
 #: Bytes per element of the dtypes as a Kineto trace spells them (``"Input type"``).
 DTYPE_BYTES: dict[str, int] = {
@@ -178,7 +180,8 @@ def read_trace(
     Parameters
     ----------
     path : str or path-like
-        The trace file (JSON, optionally gzip-compressed).
+        The trace file (JSON, optionally gzip-compressed), a regular file of
+        at most :data:`MAX_TRACE_BYTES` of JSON (devices and FIFOs are refused).
     batch_size : int
         Samples per step (the trace does not say).
     name : str or None
@@ -278,18 +281,17 @@ def _stem(path: str) -> str:
 
 def _events(path: str) -> list[dict[str, Any]]:
     """The complete (``"ph": "X"``) events of the trace at ``path``, sorted by start."""
+    raw = _checks.read_bytes("path", path, max_bytes=MAX_TRACE_BYTES, gunzip=True)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
         data = json.loads(raw.decode("utf-8"))
-    except OSError as err:
-        raise InvalidParameterError("path", path, f"a readable trace file ({err.strerror or err})") from None
     except (UnicodeDecodeError, ValueError) as err:  # JSONDecodeError is a ValueError
         where = f" (line {err.lineno}, column {err.colno})" if isinstance(err, json.JSONDecodeError) else ""
         raise InvalidParameterError(
             "path", path, f"a JSON Chrome trace; the file is not JSON{where}. Expected: {_HOW}"
+        ) from None
+    except RecursionError:
+        raise InvalidParameterError(
+            "path", path, f"a JSON Chrome trace; the file nests deeper than a trace does. Expected: {_HOW}"
         ) from None
     if isinstance(data, dict):
         data = data.get("traceEvents")

@@ -1,14 +1,18 @@
-"""A model factory importable by name ("profiler_models:mlp"), for the profiler's tests."""
+"""Model factories importable by name ("profiler_models:mlp"), marked as such, for the profiler's tests."""
 
 from __future__ import annotations
 
+from queuesgd import inputs_factory, model_factory
 
+
+@model_factory
 def mlp():
     import torch
 
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
 
 
+@inputs_factory
 def tokens(batch_size, device):
     """Token ids for ``lm``: a factory of batches, as ``--inputs profiler_models:tokens`` names it."""
     import torch
@@ -16,12 +20,14 @@ def tokens(batch_size, device):
     return torch.randint(0, 32, (batch_size, 6), device=device)
 
 
+@model_factory
 def lm():
     import torch
 
     return torch.nn.Sequential(torch.nn.Embedding(32, 8), torch.nn.Linear(8, 32))
 
 
+@model_factory
 def slow(forward_s, backward_s):
     """Two Linear layers with known delays: ``forward_s`` of sleep in the forward pass (in no parameter
     owner), ``backward_s`` between the last layer's gradients and the first's."""

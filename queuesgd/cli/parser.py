@@ -103,12 +103,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("profile", help="profile a PyTorch model on one worker into a workload file")
     pr.add_argument(
-        "model", nargs="?", help="module.path:callable returning an nn.Module (its module importable)"
+        "model",
+        nargs="?",
+        help="module.path:callable (an nn.Module class, or a function marked @queuesgd.model_factory), "
+        "queuesgd:KIND or torchvision:NAME",
+    )
+    pr.add_argument(
+        "--model-args", metavar="JSON", help="""keyword arguments of the model, e.g. '{"width": 64}'"""
     )
     pr.add_argument("--batch-size", type=int, required=True, help="samples per step")
-    pr.add_argument("--input-shape", help="one sample's shape, e.g. 3x32x32 or 784 (with a model)")
+    pr.add_argument("--input-shape", help="one sample's shape, e.g. 3x32x32, 3,224,224 or 784 (with a model)")
     pr.add_argument(
-        "--inputs", metavar="MODULE:CALLABLE", help="a factory inputs(batch_size, device) of batches"
+        "--inputs",
+        metavar="MODULE:CALLABLE",
+        help="a factory inputs(batch_size, device) of batches, marked @queuesgd.inputs_factory",
     )
     pr.add_argument("--autocast", choices=("bf16", "fp16"), help="mixed precision (fp16 with a GradScaler)")
     pr.add_argument("--accumulation", type=int, default=1, help="micro-steps per optimizer step")
@@ -118,9 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--repetitions", type=int, default=20, help="measured steps")
     pr.add_argument("--warmup", type=int, default=3, help="unmeasured steps first")
     pr.add_argument("--threads", type=int, default=1, help="torch threads during the profile")
-    pr.add_argument("--device", default="cpu", help="cpu, or cuda where present")
+    pr.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (a device this machine has)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the inputs and of the model's init")
-    pr.add_argument("--out", required=True, metavar="FILE.json", help="the workload JSON (a trace beside it)")
+    pr.add_argument(
+        "--out", required=True, metavar="FILE.json", help="the workload JSON; FILE.bk.log (a trace) beside it"
+    )
 
     c = sub.add_parser("catalog", help="list or show the built-in workloads")
     csub = c.add_subparsers(dest="action", required=True, parser_class=Parser)

@@ -31,6 +31,7 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness._torch import require_torch
+from queuesgd.profiler_factory import model_factory
 
 __all__ = [
     "MODELS",
@@ -48,6 +49,7 @@ __all__ = [
 MODELS = ("mlp", "cnn", "resnet18s", "encoder")
 
 
+@model_factory
 def resnet18s(classes: int = 10, width: int = 16, in_channels: int = 3) -> Any:
     """A ResNet-18-style ``nn.Module`` for small images (e.g. 3x32x32), randomly initialized.
 
@@ -105,6 +107,7 @@ def resnet18s(classes: int = 10, width: int = 16, in_channels: int = 3) -> Any:
     return nn.Sequential(*layers)
 
 
+@model_factory
 def mlp(inputs: int = 784, hidden: int = 256, classes: int = 10) -> Any:
     """A multi-layer perceptron ``inputs -> hidden -> hidden -> classes`` with ReLUs.
 
@@ -123,6 +126,7 @@ def mlp(inputs: int = 784, hidden: int = 256, classes: int = 10) -> Any:
     )
 
 
+@model_factory
 def cnn(image_side: int = 28, hidden: int = 256, classes: int = 10) -> Any:
     """A small CNN on single-channel images: two 3x3 convolutions with pooling, then ``hidden -> classes``.
 
@@ -149,6 +153,7 @@ def cnn(image_side: int = 28, hidden: int = 256, classes: int = 10) -> Any:
     )
 
 
+@model_factory
 def encoder(width: int = 64, layers: int = 2, classes: int = 10, heads: int = 4) -> Any:
     """A transformer encoder classifier on sequences of ``width``-vectors (a model the harness was not
     developed on, for the DDP evidence of issue 21).

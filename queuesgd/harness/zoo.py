@@ -40,6 +40,7 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness._torch import require_torch
+from queuesgd.profiler_factory import model_factory
 
 __all__ = ["gpt", "token_batch", "vit"]
 
@@ -53,6 +54,7 @@ def _encoder(width: int, layers: int, heads: int) -> Any:
     return nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
 
 
+@model_factory
 def gpt(
     vocab: int = 50257,
     seq: int = 1024,
@@ -123,6 +125,7 @@ def gpt(
     return GPT()
 
 
+@model_factory
 def vit(
     image: int = 224,
     patch: int = 16,
