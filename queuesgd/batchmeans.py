@@ -19,6 +19,11 @@ One policy, used by the schemes' simulations, the Petri-net simulator
 - **Length.** A run needs at least :data:`MIN_PER_BATCH` iterations per batch
   (:func:`check_iterations`); each simulation's default length is stated
   in its docstring.
+- **Cost.** Before it allocates or loops, every simulation checks its size
+  (:func:`check_simulation_size`): at most :data:`MAX_SAMPLES` values held
+  at once and, by the caller's estimate of an iteration's time, at most
+  :data:`MAX_SIMULATION_SECONDS`; the error says how far to lower
+  ``iterations`` and which method does not simulate.
 
 Examples
 --------
@@ -35,10 +40,13 @@ from scipy import stats
 
 __all__ = [
     "BATCHES",
+    "MAX_SAMPLES",
+    "MAX_SIMULATION_SECONDS",
     "MIN_PER_BATCH",
     "WARMUP",
     "batch_means",
     "check_iterations",
+    "check_simulation_size",
     "half_width",
     "ratio_interval",
     "warmup_cut",
@@ -50,6 +58,80 @@ BATCHES = 20
 WARMUP = 0.05
 #: Fewest iterations per batch a simulation accepts.
 MIN_PER_BATCH = 5
+#: Most values one simulation holds at once (iterations x values per iteration): 2**27 floats, 1 GiB.
+MAX_SAMPLES = 2**27
+#: Longest a simulation may run by its own estimate (iterations x the caller's seconds per iteration).
+MAX_SIMULATION_SECONDS = 300.0
+
+
+def check_simulation_size(
+    iterations: int,
+    width: int,
+    *,
+    unit: str = "workers",
+    what: str = "compute times",
+    seconds_per_iteration: float = 0.0,
+    instead: str = "a method that does not simulate",
+) -> None:
+    """Refuse a simulation too large to run, before anything is allocated or looped over.
+
+    Two estimates, both from the arguments alone: the values held at once,
+    ``iterations x width`` (at most :data:`MAX_SAMPLES`), and the run time,
+    ``iterations x seconds_per_iteration`` (at most
+    :data:`MAX_SIMULATION_SECONDS`; the caller's measured cost of one
+    iteration of its loop, 0 when the memory bound is the binding one).
+
+    Parameters
+    ----------
+    iterations : int
+        Iterations (rounds, cycles, passes) the simulation would run, warm-up included.
+    width : int
+        Values kept per iteration (e.g. one compute time per worker).
+    unit : str
+        What ``width`` counts, for the message ("workers", "values a pass").
+    what : str
+        What the values are, for the message ("compute times", "values").
+    seconds_per_iteration : float
+        Estimated seconds of one iteration.
+    instead : str
+        The road to suggest instead of simulating.
+
+    Raises
+    ------
+    StateSpaceTooLargeError
+        Saying what it would cost and how far to lower ``iterations``.
+
+    Examples
+    --------
+    >>> check_simulation_size(20_000, 64)
+    >>> check_simulation_size(10**9, 4)       # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.StateSpaceTooLargeError: simulating 1,000,000,000 iterations of 4 workers draws ...
+    >>> check_simulation_size(10**6, 1, seconds_per_iteration=1e-3)     # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.StateSpaceTooLargeError: simulating 1,000,000 iterations would take about 1,000 s ...
+    """
+    from queuesgd.errors import StateSpaceTooLargeError
+
+    iters, wide = int(iterations), max(int(width), 1)
+    total = iters * wide
+    if total > MAX_SAMPLES:
+        raise StateSpaceTooLargeError(
+            f"simulating {iters:,} iterations of {wide:,} {unit} draws {total:,} {what} "
+            f"({total * 8 / 2**30:,.0f} GiB); at most {MAX_SAMPLES:,}: lower iterations= (--iterations) to "
+            f"at most {MAX_SAMPLES // wide:,} or the number of {unit}, or use {instead}"
+        )
+    seconds = iters * float(seconds_per_iteration)
+    if seconds > MAX_SIMULATION_SECONDS:
+        most = int(MAX_SIMULATION_SECONDS / float(seconds_per_iteration))
+        raise StateSpaceTooLargeError(
+            f"simulating {iters:,} iterations would take about {seconds:,.0f} s (some "
+            f"{float(seconds_per_iteration) * 1e3:.3g} ms each here); at most "
+            f"{MAX_SIMULATION_SECONDS:,.0f} s: lower iterations= (--iterations) to at most {most:,}, "
+            f"or use {instead}"
+        )
 
 
 def check_iterations(iterations: int, field: str = "iterations", *, warmup: bool = False) -> int:

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from queuesgd import _checks
-from queuesgd.batchmeans import batch_means
+from queuesgd.batchmeans import batch_means, check_simulation_size
 from queuesgd.dag import _evaluate
 from queuesgd.dag.graph import TaskGraph, check_graph, check_law
 from queuesgd.dag.maxplus import group_totals
@@ -222,6 +222,15 @@ def simulate(
     gen = as_generator(np.random.default_rng() if rng is None else rng)
     critical = bool(critical_path)
     T = len(graph)
+    # One makespan kept per iteration; the draws are evaluated in chunks at some 30 ns a task.
+    check_simulation_size(
+        n,
+        1,
+        unit="makespan",
+        what="makespans",
+        seconds_per_iteration=3e-8 * T,
+        instead="a deterministic law (one longest-path pass) or a smaller graph",
+    )
     pl = _evaluate.plan(graph)
     sp = _sampler(graph)
     makespans = np.empty(n)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from queuesgd.batchmeans import BATCHES, check_iterations, half_width
+from queuesgd.batchmeans import BATCHES, check_iterations, check_simulation_size, half_width
 from queuesgd.errors import NotRepresentable
 from queuesgd.queueing.results import bottleneck_station
 from queuesgd.rng import as_generator
@@ -54,6 +54,18 @@ def simulate_async_ps(
     # than the policy's WARMUP fraction: the workers start in step, a transient longer than a barrier's
     warm = max(total // 10, 5 * n)
     cycles = total + warm
+    # Per pass: K service times as an array and as Python floats, K departures, 5 more values; and the
+    # compute draws of every worker (2 passes' worth per worker are drawn ahead). The loop costs some
+    # 3 us a pass here.
+    check_simulation_size(
+        cycles,
+        12 + 6 * K,
+        unit="values a pass",
+        what="values",
+        seconds_per_iteration=3e-6,
+        instead="method='mva' or 'ctmc'",
+    )
+    check_simulation_size(2 * cycles // n + 16, n)
     if scheme.service == "deterministic":
         S = np.broadcast_to(D[qk][None, :], (cycles, K))
     else:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, check_iterations, ratio_interval
+from queuesgd.batchmeans import BATCHES, check_iterations, check_simulation_size, ratio_interval
 from queuesgd.distributions import Deterministic, Distribution, Exponential
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.rng import as_generator
@@ -368,6 +368,16 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         # Warm-up: a tenth more rounds (above batchmeans.WARMUP): all processes start in step at time 0.
         warm = max(rounds // 10, 1)
         P = cluster.workers
+        # Per round: 4 values and up to P staleness records; the loop costs about 20 us + 0.2 us per
+        # worker a round here.
+        check_simulation_size(
+            rounds + warm,
+            P + 4,
+            unit="values a round (workers + 4)",
+            what="values",
+            seconds_per_iteration=2e-5 + 2e-7 * P,
+            instead="method='ctmc' or 'closed_form'",
+        )
         A = self.round_time(workload, cluster)
         durations, idle, contrib, fresh, stale = self._run_rounds(
             workload, cluster, gen, rounds + warm, warm, A

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from queuesgd.batchmeans import MAX_SAMPLES, check_simulation_size
 from queuesgd.distributions import Distribution, PhaseType, fit_phase_type
-from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
+from queuesgd.errors import NotRepresentable
 from queuesgd.rng import as_generator
 from queuesgd.workload import Cluster, Workload
 
@@ -67,12 +68,10 @@ def worker_laws(workload: Workload, cluster: Cluster) -> list[Distribution]:
     return out
 
 
-#: Most compute times one simulation draws at once (iterations x workers): 2**27 floats, 1 GiB.
-MAX_SAMPLES = 2**27
-
-
 def check_sample_size(iterations: int, workers: int) -> None:
-    """Refuse a simulation whose ``iterations x workers`` sample array would exceed :data:`MAX_SAMPLES`.
+    """Refuse a simulation whose ``iterations x workers`` compute times would exceed :data:`MAX_SAMPLES`.
+
+    :func:`~queuesgd.batchmeans.check_simulation_size` with one value per worker.
 
     Raises
     ------
@@ -86,13 +85,7 @@ def check_sample_size(iterations: int, workers: int) -> None:
     ...
     queuesgd.errors.StateSpaceTooLargeError: simulating 20,000 iterations of 1,000,000 workers draws ...
     """
-    total = int(iterations) * int(workers)
-    if total > MAX_SAMPLES:
-        raise StateSpaceTooLargeError(
-            f"simulating {int(iterations):,} iterations of {int(workers):,} workers draws {total:,} compute "
-            f"times ({total * 8 / 2**30:,.0f} GiB); at most {MAX_SAMPLES:,}: lower iterations= "
-            "(--iterations) or the number of workers, or use a method that does not simulate"
-        )
+    check_simulation_size(iterations, workers)
 
 
 def sample_compute(
