@@ -9,7 +9,7 @@ The cancel-mode renewal-reward closed form of ``docs/schemes/cutoffs.md`` integr
 
 Here each is computed by mpmath's tanh-sinh quadrature on the law's textbook CDF (lognormal: Phi((ln x - mu) /
 sigma); gamma: the regularized lower incomplete gamma; balanced-means hyperexponential), split at ``T`` and at
-the law's scale times powers of two up to infinity. The schemes' quadrature must meet the accuracy the order
+the law's mean times powers of four up to infinity. The schemes' quadrature must meet the accuracy the order
 statistics reach (``docs/order-statistics.md``: 1e-9 relative), scv up to 20 and n up to 1024, end to end
 through ``StaticCutoff`` and ``OptimalCutoff``.
 """
@@ -57,7 +57,7 @@ LAWS = {"lognormal": _lognormal, "gamma": _gamma, "hyperexponential": _hyper}
 
 
 def _points(T: float, lo: float = 0.0, hi: float = mp.inf) -> list:
-    pts = {mp.mpf(lo), mp.mpf(hi), mp.mpf(T)} | {mp.mpf(MEAN) * mp.mpf(2) ** j for j in range(-14, 44)}
+    pts = {mp.mpf(lo), mp.mpf(hi), mp.mpf(T)} | {mp.mpf(MEAN) * mp.mpf(4) ** j for j in range(-7, 22)}
     return sorted(p for p in pts if lo <= p <= hi)
 
 
@@ -86,8 +86,8 @@ CASES = [
 
 
 @pytest.mark.parametrize(("family", "scv"), CASES)
-@pytest.mark.parametrize("n", (1, 4, 64, 1024))
-@pytest.mark.parametrize("factor", (0.5, 2.0, 20.0))
+@pytest.mark.parametrize("n", (1, 64, 1024))
+@pytest.mark.parametrize("factor", (0.5, 20.0))
 def test_static_cancel_moments(family, scv, n, factor):
     cdf, law = LAWS[family](scv)
     T = factor * MEAN
@@ -119,7 +119,7 @@ def _kth(cdf, n: int, k: int) -> mp.mpf:
 
 def test_optimal_count_cutoff_on_a_heavy_tail():
     """c* = argmax_c c / (E[X_(c:n)] + round); its rate to the reference's accuracy, and no c beats it."""
-    n = 12
+    n = 8
     cdf, law = _lognormal(10.0)
     w = Workload(compute=law, gradient_bytes=1.0, parameter_bytes=1.0)
     c = Cluster(n, bandwidth=1e300, latency=0.25)
