@@ -230,11 +230,12 @@ def read_bytes(field: str, value: Any, *, max_bytes: int, gunzip: bool = False) 
         fd = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:
         raise InvalidParameterError(field, where, f"{accepted} ({err.strerror or err})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = _FILE_KINDS.get(stat.S_IFMT(mode), "special file")
+        raise InvalidParameterError(field, where, f"{accepted} (it is a {kind})")
     with os.fdopen(fd, "rb") as fh:
-        mode = os.fstat(fh.fileno()).st_mode
-        if not stat.S_ISREG(mode):
-            kind = _FILE_KINDS.get(stat.S_IFMT(mode), "special file")
-            raise InvalidParameterError(field, where, f"{accepted} (it is a {kind})")
         try:
             raw = fh.read(max_bytes + 1)
             if gunzip and raw[:2] == b"\x1f\x8b":

@@ -87,8 +87,9 @@ def resolve_model(model: Any, model_args: Any = None) -> Any:
     refused without being called), ``"torchvision:NAME"``
     (``torchvision.models.get_model(NAME, weights=None)``: random weights,
     nothing downloaded; where torchvision loads beside torch), or
-    ``"queuesgd:KIND"`` (a harness model, :func:`queuesgd.harness.models.build`:
-    ``mlp``, ``cnn``, ``resnet18s``, ``encoder``). A class or factory is called
+    ``"queuesgd:KIND"`` (a harness model, the function of that name in
+    :mod:`queuesgd.harness.models`: ``mlp``, ``cnn``, ``resnet18s``, ``encoder``,
+    with its own arguments). A class or factory is called
     with ``model_args`` as keyword arguments (see :func:`check_model_args`).
 
     Examples
@@ -132,11 +133,11 @@ def model_factory_of(model: Any, kwargs: Mapping[str, Any]) -> tuple[Callable[..
         if mod_name == "torchvision":
             return functools.partial(_torchvision, model, attr), model
         if mod_name == "queuesgd":
-            from queuesgd.harness.models import MODELS, build
+            from queuesgd.harness import models
 
-            _checks.choice("model", attr, MODELS)
-            factory: Callable[..., Any] = functools.partial(_harness_model, build, attr)
-            _bind(model, build, (attr,), kwargs)
+            _checks.choice("model", attr, models.MODELS)
+            factory: Callable[..., Any] = getattr(models, attr)  # what build(KIND) builds, its own arguments
+            _bind(model, factory, (), kwargs)
             return factory, model
         found = import_callable("model", model, MODEL_ACCEPTED)
         if not _is_model_factory(nn, found):
@@ -245,10 +246,6 @@ def _bind(label: str, func: Callable[..., Any], args: tuple[Any, ...], kwargs: M
             f"{label} with {dict(kwargs)}" if kwargs else label,
             f"the keyword arguments it takes ({takes}; {exc})",
         ) from None
-
-
-def _harness_model(build: Callable[..., Any], kind: str, **kwargs: Any) -> Any:
-    return build(kind, **kwargs)[0]
 
 
 def _is_model_factory(nn: Any, obj: Any) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from torch import nn
+
 from queuesgd import inputs_factory, model_factory
 
 
@@ -59,3 +61,39 @@ def slow(forward_s, backward_s):
             return self.last(SleepBackward.apply(self.first(x), backward_s))
 
     return Slow()
+
+
+#: Every call of the recording factories below, to prove a refused name is never called.
+CALLS: list[str] = []
+
+
+def unmarked():
+    """A model factory *not* marked: ``profile("profiler_models:unmarked")`` must refuse it uncalled."""
+    CALLS.append("unmarked")
+    import torch
+
+    return torch.nn.Linear(8, 2)
+
+
+@model_factory
+def recorded(width=4):
+    """A marked factory that records its calls: refused arguments must not reach it."""
+    CALLS.append(f"recorded({width})")
+    import torch
+
+    return torch.nn.Sequential(torch.nn.Linear(8, width), torch.nn.ReLU(), torch.nn.Linear(width, 2))
+
+
+def annotated(width: int = 3) -> nn.Module:
+    """Not marked, but annotated as returning an nn.Module: accepted by its annotation."""
+    import torch
+
+    return torch.nn.Linear(8, width)
+
+
+def unmarked_inputs(batch_size, device):
+    """An inputs factory *not* marked: ``--inputs profiler_models:unmarked_inputs`` refuses it uncalled."""
+    CALLS.append("unmarked_inputs")
+    import torch
+
+    return torch.zeros(batch_size, 8, device=device)
