@@ -10,6 +10,7 @@ Examples
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from queuesgd import _checks
@@ -17,26 +18,52 @@ from queuesgd.errors import InvalidParameterError
 from queuesgd.formula import Formula
 from queuesgd.schemes.base import Scheme
 
-__all__ = ["derive", "COMPUTE_LAWS"]
+__all__ = ["derive", "COMPUTE_LAWS", "default_compute"]
 
 #: Compute-time laws ``derive`` knows: exponential (rate ``mu``) and deterministic (time ``t``).
 COMPUTE_LAWS = ("exponential", "deterministic")
 
 
-def derive(scheme: Scheme | str, compute: str = "exponential", **options: Any) -> Formula:
+def default_compute(scheme: Scheme) -> str:
+    """The compute law ``derive`` uses for ``scheme`` when none is given: its ``formula``'s default.
+
+    ``"exponential"`` for every scheme but :class:`~queuesgd.Pipeline`, whose
+    closed form holds for deterministic stages only.
+
+    Examples
+    --------
+    >>> from queuesgd import Pipeline, SyncPS
+    >>> default_compute(SyncPS()), default_compute(Pipeline(4, 8))
+    ('exponential', 'deterministic')
+    """
+    default = inspect.signature(scheme.formula).parameters["compute"].default
+    return default if default in COMPUTE_LAWS else COMPUTE_LAWS[0]
+
+
+def derive(
+    scheme: Scheme | str, compute: str | None = None, *, workers: int | None = None, **options: Any
+) -> Formula:
     """The throughput of ``scheme`` (samples per second) as a :class:`~queuesgd.formula.Formula`.
 
     Parameters
     ----------
     scheme : Scheme or str
         A scheme object, or its CLI name (``"sync-ps"``) for its default parameters.
-    compute : {"exponential", "deterministic"}
+    compute : {"exponential", "deterministic"}, optional
         The law of a worker's compute time: exponential of rate ``mu`` (the
         expected maximum of ``n`` is ``H_n / mu``) or deterministic ``t``.
+        Default: the scheme's own (:func:`default_compute`: exponential, or
+        deterministic for a pipeline).
+    workers : int, optional
+        A fixed number of workers. Schemes whose formula needs it
+        (:class:`~queuesgd.AsyncPS`: the MVA has a closed form only for a
+        fixed population) or takes it (:class:`~queuesgd.StaticCutoff`: the
+        sum expanded) build the formula for it; for the others the symbol
+        ``n`` is replaced by it, and for a :class:`~queuesgd.Pipeline` (``S``
+        stages times ``D`` replicas) ``S`` and ``D = workers / S``.
     **options
-        Passed to the scheme's ``formula`` (e.g. ``workers=4`` for
-        :class:`~queuesgd.AsyncPS`, whose MVA has a closed form only for a
-        fixed population).
+        Other keyword arguments of the scheme's ``formula`` (e.g.
+        ``quantity=`` of :class:`~queuesgd.CompressedAllReduce`).
 
     Returns
     -------
@@ -46,6 +73,10 @@ def derive(scheme: Scheme | str, compute: str = "exponential", **options: Any) -
     ------
     NotRepresentable
         The scheme has no closed form (the message says which method to use).
+    InvalidParameterError
+        ``workers`` is not an integer >= 1, does not fit the scheme (a pipeline
+        needs a multiple of its stages), or ``options`` names a keyword the
+        scheme's formula does not take.
 
     Examples
     --------
@@ -53,6 +84,8 @@ def derive(scheme: Scheme | str, compute: str = "exponential", **options: Any) -
     >>> f = derive("ring-allreduce", compute="deterministic")
     >>> round(f.evaluate(n=8, t=0.1, m=32, S=100e6, B=1.25e9, alpha=0, u=0), 3)   # 256 / (0.1 + 0.14)
     1066.667
+    >>> derive("sync-ps", workers=4).expr                       # n = 4: H_4 = 25/12
+    4*m/(2*alpha + 4*u/s + 25/(12*mu) + (4*G + 4*P)/(B*s))
     """
     if isinstance(scheme, str):
         from queuesgd.registry import make
@@ -60,5 +93,42 @@ def derive(scheme: Scheme | str, compute: str = "exponential", **options: Any) -
         scheme = make(scheme)
     if not isinstance(scheme, Scheme):
         raise InvalidParameterError("scheme", scheme, "a scheme object such as SyncPS(), or its name")
-    compute = _checks.choice("compute", compute, COMPUTE_LAWS)
-    return scheme.formula(compute, **options)
+    compute = default_compute(scheme) if compute is None else _checks.choice("compute", compute, COMPUTE_LAWS)
+    takes = [name for name in inspect.signature(scheme.formula).parameters if name != "compute"]
+    for name in options:
+        if name not in takes or name == "workers":
+            raise InvalidParameterError(
+                name,
+                options[name],
+                f"a keyword of {type(scheme).__name__}.formula: {', '.join(takes) or 'none'}",
+            )
+    if workers is None:
+        return scheme.formula(compute, **options)
+    workers = _checks.integer("workers", workers)
+    if "workers" in takes:
+        return scheme.formula(compute, workers=workers, **options)
+    f = scheme.formula(compute, **options)
+    if "n" in f.symbols:
+        return _named(f.subs(n=workers), f"n = {workers}")
+    return _pipeline_workers(scheme, f, workers)
+
+
+def _named(f: Formula, values: str) -> Formula:
+    """``f`` whose name says which values were substituted."""
+    return Formula(f.expr, f.symbols, f.meaning, f"{f.name}, {values}", f.assumptions)
+
+
+def _pipeline_workers(scheme: Scheme, f: Formula, workers: int) -> Formula:
+    """``f`` of a pipeline of ``S`` stages on ``workers = S x D`` workers; a scheme without ``n`` refuses."""
+    stages = getattr(scheme, "stages", None)
+    if not {"S", "D"} <= set(f.symbols) or not isinstance(stages, int):
+        raise InvalidParameterError(
+            "workers", workers, f"none for {type(scheme).__name__}: its formula has no symbol for workers"
+        )
+    if workers % stages:
+        raise InvalidParameterError(
+            "workers",
+            workers,
+            f"a multiple of the {stages} stages (a pipeline's workers are stages x replicas D)",
+        )
+    return _named(f.subs(S=stages, D=workers // stages), f"S = {stages}, D = {workers // stages}")

@@ -23,10 +23,28 @@ class HelpFormatter(argparse.HelpFormatter):
         return text
 
 
+#: An argument that is a value, not an option, though it starts with "-": a negative number, with or
+#: without a unit or list (``-1``, ``-1ms``, ``-1e3``, ``-.5``, ``-1,2``, ``-inf``). argparse's own
+#: pattern (``-1``, ``-.5``) left ``--latency -1ms`` as "expected one argument"; no option of ours
+#: starts with a digit, so each of these reaches the option's own validation.
+NEGATIVE_VALUE = re.compile(r"^-(\.?\d|inf|nan)", re.IGNORECASE)
+
+
 class Parser(argparse.ArgumentParser):
+    """The parser of every (sub)command: defaults in the help, one-line errors, negative values.
+
+    Examples
+    --------
+    >>> p = Parser(prog="x")
+    >>> _ = p.add_argument("--latency")
+    >>> p.parse_args(["--latency", "-1ms"]).latency
+    '-1ms'
+    """
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_VALUE
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")

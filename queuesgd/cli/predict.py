@@ -5,10 +5,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
+from typing import Any
 
 from queuesgd.cli.args import bandwidths, check_plot, ints, latencies, notes, plot_table, split_list
-from queuesgd.cli.scheme_args import ignored_flags, readers, scheme_flag, scheme_from_args, setup
-from queuesgd.errors import InvalidParameterError, QueuesgdError
+from queuesgd.cli.scheme_args import (
+    ignored_flags,
+    readers,
+    scheme_flag,
+    scheme_from_args,
+    scheme_options,
+    setup,
+)
+from queuesgd.errors import InvalidParameterError, NotRepresentable, QueuesgdError
 from queuesgd.specs import NUMBER as _NUMBER
 
 
@@ -122,10 +131,34 @@ def run_whatif(args: argparse.Namespace) -> int:
 def run_derive(args: argparse.Namespace) -> int:
     from queuesgd.derivation import derive
 
-    options = {} if args.workers is None else {"workers": args.workers}
-    scheme, _ = scheme_from_args(args, args.scheme, lists=False)
-    f = derive(scheme, compute=args.compute, **options)
-    print(f.latex() if args.latex else str(f))
+    scheme, _ = scheme_from_args(args, derive_scheme_name(args), lists=False)
+    workload = None
+    if args.workload is not None:
+        from queuesgd.catalog import load_workload
+
+        workload = load_workload(args.workload)
+    compute = derive_compute(args.compute, workload)
+    workers = None if args.workers is None else one("--workers", ints("--workers", args.workers))
+    try:
+        f = derive(scheme, compute=compute, workers=workers)
+        values = derive_values(args, f, workload)
+        f = f.subs(values)
+    except NotRepresentable as err:
+        why = cli_spelling(str(err))
+        if "predict" not in why:
+            why += f" (queuesgd predict --scheme {scheme.key} gives its throughput)"
+        raise NotRepresentable(why) from err
+    except InvalidParameterError as err:
+        field = _SYMBOL_FLAGS.get(err.field, err.field)
+        raise InvalidParameterError(field, err.got, cli_spelling(err.accepted)) from err
+    for flag, symbol in (("--limit", args.limit), ("--optimize", args.optimize)):
+        if symbol is not None and symbol not in f.free_names:
+            raise InvalidParameterError(
+                flag, symbol, f"a free symbol of the formula: {', '.join(f.free_names) or 'none is left'}"
+            )
+    print(f.latex() if args.latex else str(f).rstrip("\n"))
+    if values and not args.latex:
+        print("  with " + ", ".join(f"{k} = {v:g}" for k, v in values.items()))
     if args.limit:
         import sympy
 
@@ -133,8 +166,6 @@ def run_derive(args: argparse.Namespace) -> int:
         print(f"limit {args.limit} -> oo: " + (sympy.latex(lim) if args.latex else sympy.sstr(lim)))
     if args.optimize:
         import sympy
-
-        from queuesgd.errors import NotRepresentable
 
         try:  # a maximum SymPy proves, or the statement of why there is none (never a minimum)
             best = f.optimize(args.optimize)
@@ -144,3 +175,159 @@ def run_derive(args: argparse.Namespace) -> int:
         value = sympy.latex(best.argmax) if args.latex else sympy.sstr(best.argmax)
         print(f"optimal {args.optimize}: {value}\n  verified: {best.evidence}")
     return 0
+
+
+def derive_scheme_name(args: argparse.Namespace) -> str:
+    """The scheme of ``derive``: the positional name or ``--scheme`` (as in predict), exactly one."""
+    if args.scheme is not None and args.scheme_option is not None and args.scheme != args.scheme_option:
+        raise InvalidParameterError(
+            "--scheme", args.scheme_option, f"one scheme: {args.scheme!r} is already named before it"
+        )
+    name = args.scheme if args.scheme is not None else args.scheme_option
+    if name is None:
+        raise InvalidParameterError("scheme", None, "a scheme name, e.g. `queuesgd derive sync-ps`")
+    return name
+
+
+def one(field: str, values: list[Any]) -> Any:
+    """The single value of a list option; derive substitutes one number per symbol."""
+    if len(values) != 1:
+        raise InvalidParameterError(
+            field, ",".join(str(v) for v in values), "one value (derive substitutes one; predict takes lists)"
+        )
+    return values[0]
+
+
+def derive_compute(text: str | None, workload: Any) -> str | None:
+    """The law ``derive`` uses: ``--compute`` (predict's spelling), else the workload's, else the scheme's.
+
+    Only exponential and deterministic compute have closed forms; any other law
+    predict accepts is refused with the command that predicts it.
+
+    Examples
+    --------
+    >>> derive_compute("deterministic", None), derive_compute(None, None)
+    ('deterministic', None)
+    >>> derive_compute("erlang:4", None)
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --compute: got 'erlang:4'; accepted: exponential or \
+deterministic (derive's closed forms have no other law); for erlang:4: queuesgd predict --compute erlang:4
+    """
+    from queuesgd.derivation import COMPUTE_LAWS
+    from queuesgd.specs import compute_law
+
+    if text is None:
+        if workload is None:
+            return None
+        kind = type(workload.compute).__name__.lower()
+        if kind in COMPUTE_LAWS:
+            return kind
+        raise InvalidParameterError(
+            "--compute",
+            None,
+            f"--compute exponential or --compute deterministic (with the workload's mean): the workload's "
+            f"law {workload.compute!r} has no closed form",
+        )
+    if text in COMPUTE_LAWS:
+        return text
+    compute_law(text, 1.0)  # predict's own error for a law it does not know
+    raise InvalidParameterError(
+        "--compute",
+        text,
+        f"exponential or deterministic (derive's closed forms have no other law); "
+        f"for {text}: queuesgd predict --compute {text}",
+    )
+
+
+# Symbols a derived formula shares with a workload: the workload's value, and the words the formula's
+# meaning of the symbol holds where it is that quantity (a pipeline's ``m`` is a micro-batch's samples
+# and its ``S`` its stages: neither is substituted).
+_WORKLOAD_SYMBOLS: dict[str, tuple[tuple[str, ...], Any]] = {
+    "m": (("batch size",), lambda w: w.batch_size),
+    "G": (("gradient bytes",), lambda w: w.gradient_bytes),
+    "P": (("parameter bytes",), lambda w: w.parameter_bytes),
+    "S": (("all-reduce message bytes",), lambda w: w.gradient_bytes),
+    "u": (("update time", "optimizer step"), lambda w: w.update_time),
+    "t": (("compute time",), lambda w: w.compute_time),
+    "mu": (("compute rate",), lambda w: 1.0 / w.compute_time),
+}
+_CLUSTER_SYMBOLS = {
+    "B": ("bandwidth", "--bandwidth"),
+    "alpha": ("latency", "--latency"),
+    "s": ("shards", "--ps-shards"),
+}
+
+
+def derive_values(args: argparse.Namespace, f: Any, workload: Any) -> dict[str, Any]:
+    """The values ``derive``'s options give the symbols of ``f`` (those it has, by meaning)."""
+    from queuesgd import units
+
+    def means(name: str, words: tuple[str, ...]) -> bool:
+        return name in f.symbols and any(w in f.meaning.get(name, "") for w in words)
+
+    values: dict[str, Any] = {}
+    if workload is not None:
+        for name, (words, value) in _WORKLOAD_SYMBOLS.items():
+            if means(name, words) and value(workload) is not None:
+                values[name] = value(workload)
+    given = {
+        "--bandwidth": lambda t: units.parse_bandwidth(t, "--bandwidth"),
+        "--latency": lambda t: units.parse_seconds(t, "--latency"),
+        "--ps-shards": lambda t: one("--ps-shards", ints("--ps-shards", t)),
+    }
+    for name, (word, flag) in _CLUSTER_SYMBOLS.items():
+        text = getattr(args, flag[2:].replace("-", "_"))
+        if text is None:
+            continue
+        value = given[flag](one(flag, split_list(text)))
+        if means(name, (word,)):
+            values[name] = value
+        else:
+            notes(args).append(f"note: {flag} is not in this formula (it has no {name})")
+    return values
+
+
+# The options that substitute each symbol, for the errors of the formula's domains.
+_SYMBOL_FLAGS = {
+    "workers": "--workers",
+    "n": "--workers",
+    "B": "--bandwidth",
+    "alpha": "--latency",
+    "s": "--ps-shards",
+}
+
+# ``name='value'`` or ``name=N`` in a message written for the Python API, outside ``Scheme(...)``.
+_PY_KEYWORD = re.compile(r"\b([a-z_][a-z0-9_]*)=('[^']*'(?:(?:,\s*|\s+or\s+)'[^']*')*|[\w.]+)")
+_CONSTRUCTOR = re.compile(r"\b[A-Z]\w*\([^()]*\)")
+
+
+def cli_spelling(message: str) -> str:
+    """``message`` with the Python keywords of the CLI's options written as the options.
+
+    ``compute='deterministic'`` becomes ``--compute deterministic``, ``workers=N``
+    ``--workers N``, a scheme parameter its flag, and ``method='fine'`` the
+    predict command that has it; a scheme's constructor (``AsyncPS(duplex=0.5)``)
+    is left as it is.
+
+    Examples
+    --------
+    >>> cli_spelling("use compute='deterministic', or method='ctmc' or 'simulate'")
+    'use --compute deterministic, or queuesgd predict --method ctmc or --method simulate'
+    >>> cli_spelling("Pipeline(p2p='rendezvous') has none; use p2p='eager' or pass workers=N")
+    "Pipeline(p2p='rendezvous') has none; use --p2p eager or pass --workers N"
+    """
+    kept = [m.span() for m in _CONSTRUCTOR.finditer(message)]
+    flags = {name: scheme_flag(name) for name in scheme_options()}
+    flags.update(compute="--compute", workers="--workers", method="--method")
+
+    def option(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in flags or any(a <= m.start() < b for a, b in kept):
+            return m.group(0)
+        values = re.findall(r"'([^']*)'", m.group(2)) or [m.group(2)]
+        text = " or ".join(f"{flags[name]} {v}" for v in values)
+        return "queuesgd predict " + text if name == "method" else text
+
+    out = _PY_KEYWORD.sub(option, message)
+    return out.replace("predict with queuesgd predict", "queuesgd predict")

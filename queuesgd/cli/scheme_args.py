@@ -93,6 +93,35 @@ def add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
     p.add_argument("--plot", metavar="FILE.png", help="save a scaling curve")
 
 
+def add_derive(p: argparse.ArgumentParser) -> None:
+    """The options of ``derive``: predict's scheme, workload, cluster and compute options, one value each.
+
+    Each option given is substituted into the formula (``--workers`` for ``n``,
+    ``--bandwidth`` for ``B``, ...); an option left out leaves its symbols free.
+    """
+    p.add_argument("scheme", nargs="?", help=f"coordination scheme (or --scheme): {scheme_names()}")
+    p.add_argument("--scheme", dest="scheme_option", metavar="SCHEME", help="the scheme, as in predict")
+    p.add_argument(
+        "--compute",
+        metavar="LAW",
+        help="compute-time law: exponential (rate mu) or deterministic (time t); default: the "
+        "workload's law with --workload, else the scheme's (exponential; pipeline: deterministic)",
+    )
+    p.add_argument("--workers", help="a number of workers, substituted for n")
+    p.add_argument(
+        "--workload",
+        help="catalog workload whose batch size, gradient and parameter bytes, update and compute "
+        "times are substituted",
+    )
+    p.add_argument("--bandwidth", help="link bandwidth substituted for B, e.g. 10Gbit/s")
+    p.add_argument("--latency", help="one-way latency substituted for alpha, e.g. 50us")
+    p.add_argument("--ps-shards", help="parameter-server shards substituted for s")
+    p.add_argument("--latex", action="store_true", help="print LaTeX")
+    p.add_argument("--limit", metavar="SYMBOL", help="also print the limit as SYMBOL -> infinity")
+    p.add_argument("--optimize", metavar="SYMBOL", help="also print the SYMBOL that maximizes throughput")
+    add_scheme_flags(p, lists=False)
+
+
 def add_scheme_flags(p: argparse.ArgumentParser, *, lists: bool) -> None:
     each = "comma-separated values" if lists else "a value"
     for name, keys in sorted(scheme_options().items(), key=lambda kv: scheme_flag(kv[0])):
@@ -153,7 +182,16 @@ def setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dict
 
 
 def make_scheme(cls: Any, params: dict[str, Any]) -> Any:
+    """``cls(**params)``, or the one-line error naming every flag the scheme still needs.
 
+    Examples
+    --------
+    >>> from queuesgd import Pipeline
+    >>> make_scheme(Pipeline, {})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --stages: ...: pipeline needs --stages and --microbatches, e.g. ...
+    """
     required = [
         f.name
         for f in dataclasses.fields(cls)
@@ -161,9 +199,16 @@ def make_scheme(cls: Any, params: dict[str, Any]) -> Any:
     ]
     missing = [name for name in required if name not in params]
     if missing:
-        flag = scheme_flag(missing[0])
-        raise InvalidParameterError(flag, None, f"a value: {cls.key} needs {flag}")
+        flags = [scheme_flag(name) for name in missing]
+        example = " ".join(f"{flag} {_EXAMPLES.get(name, 'VALUE')}" for flag, name in zip(flags, missing))
+        raise InvalidParameterError(
+            flags[0], None, f"a value: {cls.key} needs {' and '.join(flags)}, e.g. {example}"
+        )
     return cls(**params)
+
+
+# A value of each required scheme parameter for the error that asks for it.
+_EXAMPLES = {"stages": "4", "microbatches": "8", "timeout": "50ms"}
 
 
 def ignored_flags(scheme: Any, params: dict[str, list[Any]], method: str) -> list[str]:

@@ -1,0 +1,151 @@
+"""``queuesgd derive``: predict's options, a formula or a one-line reason in the CLI's own spelling."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import queuesgd as q
+from queuesgd import registry
+from queuesgd.cli import main
+from queuesgd.errors import InvalidParameterError
+
+
+def derive(capsys, *argv: str) -> tuple[int, str, list[str]]:
+    status = main(["derive", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err.strip().splitlines()
+
+
+def test_workers_substitutes_n_with_harmonic_number(capsys):
+    status, out, err = derive(capsys, "sync-ps", "--workers", "4")
+    assert status == 0, err
+    # n = 4: 4 m / (2 alpha + 4 u/s + H_4/mu + 4 (G + P)/(B s)), H_4 = 25/12
+    assert "X = 4*m/(2*alpha + 4*u/s + 25/(12*mu) + (4*G + 4*P)/(B*s))" in out
+    assert "n = 4" in out.splitlines()[0]
+
+
+def test_predict_options_give_predicts_number(capsys):
+    argv = ["--workload", "resnet50", "--bandwidth", "10Gbit/s", "--latency", "50us", "--ps-shards", "2"]
+    status, out, err = derive(capsys, "sync-ps", "--workers", "8", *argv)
+    assert status == 0, err
+    x = float(out.split("X = ")[1].split()[0])
+    w = q.load_workload("resnet50")
+    # by hand: deterministic compute t, two latencies, PS link and update shared by 2 shards
+    n, s, B = 8, 2, 1.25e9
+    hand = (
+        n
+        * w.batch_size
+        / (
+            w.compute_time
+            + 2 * 50e-6
+            + n * (w.gradient_bytes + w.parameter_bytes) / (B * s)
+            + n * w.update_time / s
+        )
+    )
+    assert x == pytest.approx(hand, rel=1e-9)
+    assert main(["predict", "--scheme", "sync-ps", "--workers", "8", "--json", *argv]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert x == pytest.approx(row["throughput"], rel=1e-12)
+
+
+def test_scheme_option_as_in_predict(capsys):
+    by_option = derive(capsys, "--scheme", "ring-allreduce", "--compute", "deterministic")
+    positional = derive(capsys, "ring-allreduce", "--compute", "deterministic")
+    assert by_option == positional and by_option[0] == 0
+    status, _, err = derive(capsys, "sync-ps", "--scheme", "ring-allreduce")
+    assert status == 2 and len(err) == 1 and "--scheme" in err[0]
+    status, _, err = derive(capsys)
+    assert status == 2 and len(err) == 1 and "queuesgd derive sync-ps" in err[0]
+
+
+@pytest.mark.parametrize("key", [e.key for e in registry.entries()])
+@pytest.mark.parametrize("extra", [[], ["--workers", "4"], ["--workers", "4", "--compute", "deterministic"]])
+def test_every_scheme_gives_a_formula_or_one_line_in_cli_spelling(capsys, key, extra):
+    status, out, err = derive(capsys, key, *extra)
+    assert status in (0, 2)
+    if status == 0:
+        assert "X = " in out
+        return
+    assert len(err) == 1 and err[0].startswith("queuesgd: error: ")
+    assert "='" not in err[0] and "=N" not in err[0], err[0]  # no Python keyword spelling
+    assert "--" in err[0] or "queuesgd predict" in err[0], err[0]  # says what to add or run
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["local-sgd"],
+        ["sharded-dp"],
+        ["pipeline", "--stages", "4", "--microbatches", "8", "--compute", "exponential"],
+    ],
+)
+def test_non_exponential_hint_is_the_cli_option(capsys, argv):
+    status, _, err = derive(capsys, *argv)
+    assert status == 2 and len(err) == 1
+    assert "--compute deterministic" in err[0] and "compute=" not in err[0]
+    status, out, _ = derive(
+        capsys, *argv[:-2] if argv[-1] == "exponential" else argv, "--compute", "deterministic"
+    )
+    assert status == 0 and "deterministic compute" in out
+
+
+def test_pipeline_says_what_to_add_and_derives_with_the_cli_default(capsys):
+    status, _, err = derive(capsys, "pipeline")
+    assert status == 2 and "--stages 4 --microbatches 8" in err[0]
+    status, out, err = derive(capsys, "pipeline", "--stages", "4", "--microbatches", "8")
+    assert status == 0 and "deterministic compute" in out  # the pipeline's own default law
+    status, _, err = derive(capsys, "pipeline", "--stages", "4", "--microbatches", "8", "--workers", "6")
+    assert status == 2 and "--workers" in err[0] and "multiple of the 4 stages" in err[0]
+
+
+def test_pipeline_workers_are_stages_times_replicas():
+    f = q.derive(q.Pipeline(4, 8), workers=8)
+    g = q.derive(q.Pipeline(4, 8))
+    values = dict(M=8, t_f=1e-3, t_b=2e-3, A=1e6, B=1e9, alpha=1e-5, G=1e8, u=1e-3, m=4)
+    assert float(f.evaluate(**values)) == pytest.approx(float(g.evaluate(S=4, D=2, **values)), rel=1e-12)
+
+
+def test_python_derive_workers_and_options_refused_by_name():
+    with pytest.raises(InvalidParameterError, match="workers"):
+        q.derive(q.SyncPS(), workers=0)
+    with pytest.raises(InvalidParameterError, match="a keyword of SyncPS.formula"):
+        q.derive(q.SyncPS(), quantity="x")
+    # AsyncPS takes workers in its formula: the rational function at 1 worker
+    f = q.derive(q.AsyncPS(), workers=1)
+    assert f.evaluate(mu=10, m=32, G=10e6, P=10e6, B=125e6, alpha=0, u=0) == pytest.approx(32 / (0.1 + 0.16))
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["sync-ps", "--compute", "erlang:4"], "queuesgd predict --compute erlang:4"),
+        (["sync-ps", "--compute", "weibull:2"], "--compute"),
+        (["sync-ps", "--workers", "1,2"], "one value"),
+        (["sync-ps", "--workers", "0"], "--workers"),
+        (["sync-ps", "--workers", "4", "--optimize", "n"], "--optimize"),
+        (["sync-ps", "--bandwidth", "0"], "--bandwidth"),
+        (["sync-ps", "--latency", "-1"], "--latency"),
+        (["sync-ps", "--latency", "-50us"], "--latency"),
+        (["stale-synchronous"], "queuesgd predict --scheme stale-synchronous"),
+        (["async-ps"], "--workers N"),
+    ],
+)
+def test_one_line_errors(capsys, argv, needle):
+    status, _, err = derive(capsys, *argv)
+    assert status == 2 and len(err) == 1, err
+    assert needle in err[0]
+
+
+def test_option_the_formula_lacks_is_noted(capsys):
+    status, out, err = derive(capsys, "ring-allreduce", "--ps-shards", "2")
+    assert status == 0 and "s = 2" not in out
+    assert err == ["queuesgd: note: --ps-shards is not in this formula (it has no s)"]
+
+
+@pytest.mark.parametrize("value", ["-1", "-1ms", "-1e3", "-.5", "-inf"])
+def test_negative_values_reach_validation_without_equals(capsys, value):
+    status = main(["predict", "--workers", "2", "--latency", value])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and err == [err[0]] and err[0].startswith(f"queuesgd: error: --latency: got '{value}'")
