@@ -30,10 +30,19 @@ Examples
 
 from queuesgd.distributions.base import Distribution
 from queuesgd.distributions.continuous import Deterministic, Empirical, Gamma, LogNormal, Normal
-from queuesgd.distributions.phase import Erlang, Exponential, HyperExponential, PhaseType, fit_phase_type
+from queuesgd.distributions.phase import (
+    MAX_PHASES,
+    Erlang,
+    Exponential,
+    HyperExponential,
+    PhaseType,
+    check_phases,
+    fit_phase_type,
+)
 from queuesgd.distributions.sums import Convolution, Shifted, sum_of
 
 __all__ = [
+    "MAX_PHASES",
     "Convolution",
     "Deterministic",
     "Distribution",
@@ -46,6 +55,7 @@ __all__ = [
     "Normal",
     "PhaseType",
     "Shifted",
+    "check_phases",
     "fit_phase_type",
     "sum_of",
 ]

@@ -12,9 +12,62 @@ from scipy import linalg, special
 from queuesgd import _checks
 from queuesgd.distributions._helpers import frozen, sample_exponential_mixture, time_value, vector_value
 from queuesgd.distributions.base import Distribution
-from queuesgd.errors import InvalidParameterError
+from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
 
-__all__ = ["Erlang", "Exponential", "HyperExponential", "PhaseType", "fit_phase_type"]
+__all__ = [
+    "MAX_PHASES",
+    "Erlang",
+    "Exponential",
+    "HyperExponential",
+    "PhaseType",
+    "check_phases",
+    "fit_phase_type",
+]
+
+#: Most phases of a phase-type law built here: its dense ``k x k`` sub-generator is 8 MB, a CDF point's
+#: matrix exponential some 10**9 operations; a CTMC of such laws is larger still.
+MAX_PHASES = 1_000
+
+
+def check_phases(count: int, what: str, *, scv: float | None = None) -> int:
+    """``count`` if a phase-type law of that many phases may be built, else a clear error (before allocating).
+
+    Parameters
+    ----------
+    count : int
+        Phases the law would have.
+    what : str
+        The law, for the message (``"Erlang(k=1000000000)"``).
+    scv : float, optional
+        Its squared coefficient of variation, to say how nearly constant it is.
+
+    Raises
+    ------
+    StateSpaceTooLargeError
+        Above :data:`MAX_PHASES`, with the ways on: a two-moment fit of fewer
+        phases, a method that needs no phases, or a deterministic law.
+
+    Examples
+    --------
+    >>> check_phases(20, "Erlang(k=20)")
+    20
+    >>> check_phases(10**9, "Erlang(k=1000000000)", scv=1e-9)    # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.StateSpaceTooLargeError: Erlang(k=1000000000) has 1,000,000,000 phases; ...
+    """
+    if count > MAX_PHASES:
+        near = (
+            f", or a deterministic law (--compute deterministic): with scv {scv:.3g} it is nearly constant"
+            if scv is not None and scv < 0.01
+            else ""
+        )
+        raise StateSpaceTooLargeError(
+            f"{what} has {count:,} phases; a phase-type law (a dense k x k sub-generator) is built with at "
+            f"most {MAX_PHASES:,}: use fit_phase_type(law, k_max=...) for a two-moment law of fewer "
+            f"phases, a method that builds no phases (simulate, closed_form, mva){near}"
+        )
+    return count
 
 
 class Exponential(Distribution):
@@ -166,6 +219,7 @@ class Erlang(Distribution):
 
     def to_phase_type(self) -> PhaseType:
         self.check_numeric("to_phase_type()")
+        check_phases(self._k, f"Erlang(k={self._k})", scv=1.0 / self._k)
         return _erlang_chain(self._k, float(self._rate), np.eye(1, self._k)[0])
 
 
@@ -260,6 +314,7 @@ class PhaseType(Distribution):
 
     def __init__(self, alpha: ArrayLike, T: ArrayLike) -> None:
         a = vector_value("PhaseType.alpha", alpha)
+        check_phases(a.size, "PhaseType")
         try:
             t = np.array(T, dtype=float)
         except (TypeError, ValueError):
@@ -420,6 +475,8 @@ def fit_phase_type(dist_or_mean: Distribution | Any, scv: Any = None, *, k_max: 
     0.1
     """
     k_max = _checks.integer("fit_phase_type.k_max", k_max, minimum=1)
+    if k_max > MAX_PHASES:
+        raise InvalidParameterError("fit_phase_type.k_max", k_max, f"an integer from 1 to {MAX_PHASES:,}")
     if isinstance(dist_or_mean, Distribution):
         if scv is not None:
             raise InvalidParameterError(

@@ -12,7 +12,7 @@ from queuesgd import _checks
 from queuesgd.distributions._helpers import is_sympy, time_value
 from queuesgd.distributions.base import Distribution
 from queuesgd.distributions.continuous import Deterministic, Gamma, Normal
-from queuesgd.distributions.phase import Erlang, Exponential, PhaseType
+from queuesgd.distributions.phase import Erlang, Exponential, PhaseType, check_phases
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 
 __all__ = ["Convolution", "Shifted", "sum_of"]
@@ -193,6 +193,7 @@ class Convolution(Distribution):
 
 def _chain(laws: list[PhaseType]) -> PhaseType:
     """Phase-type law of the sum of independent phase-type laws (each absorbs into the next)."""
+    check_phases(sum(law.phases for law in laws), f"a sum of {len(laws)} phase-type laws")
     out = laws[0]
     for nxt in laws[1:]:
         a, b = out.phases, nxt.phases
@@ -240,4 +241,5 @@ def sum_of(law: Distribution, count: int) -> Distribution:
         if isinstance(base, Deterministic):
             return Deterministic(float(base.value) + law.shift * count)
         return Shifted(base, law.shift * count)
+    check_phases(count, f"a sum of {count:,} copies of {type(law).__name__}")
     return Convolution(*([law] * count))
