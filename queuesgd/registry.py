@@ -2,24 +2,25 @@
 
 The CLI, :func:`queuesgd.derive` and the live harness all resolve names here,
 so a scheme is registered once and known everywhere. A user scheme can be
-registered too (:func:`register`).
+registered too (:func:`register`). Which schemes the harness runs live, and
+how, is the harness's own table (:data:`queuesgd.harness.live_schemes.LIVE`).
 
-| key | class | live layout |
-|---|---|---|
-| ``sync-ps`` | :class:`~queuesgd.SyncPS` | ps |
-| ``async-ps`` | :class:`~queuesgd.AsyncPS` | ps |
-| ``ring-allreduce`` (``sync-allreduce``) | :class:`~queuesgd.RingAllReduce` | allreduce |
-| ``tree-allreduce`` | :class:`~queuesgd.TreeAllReduce` | |
-| ``hierarchical-allreduce`` | :class:`~queuesgd.HierarchicalAllReduce` | |
-| ``backup-workers`` | :class:`~queuesgd.BackupWorkers` | ps |
-| ``static-cutoff`` | :class:`~queuesgd.StaticCutoff` | ps |
-| ``optimal-cutoff``, ``adaptive-cutoff`` | cutoffs | |
-| ``eager-sgd`` | :class:`~queuesgd.EagerSGD` | ps |
-| ``stale-synchronous`` | :class:`~queuesgd.StaleSynchronous` | ps |
-| ``local-sgd`` | :class:`~queuesgd.LocalSGD` | allreduce |
-| ``sharded-dp`` (``fsdp``, ``zero``) | :class:`~queuesgd.ShardedDataParallel` | |
-| ``pipeline`` | :class:`~queuesgd.Pipeline` | |
-| ``compressed-allreduce`` | :class:`~queuesgd.CompressedAllReduce` | |
+| key | class |
+|---|---|
+| ``sync-ps`` | :class:`~queuesgd.SyncPS` |
+| ``async-ps`` | :class:`~queuesgd.AsyncPS` |
+| ``ring-allreduce`` (``sync-allreduce``) | :class:`~queuesgd.RingAllReduce` |
+| ``tree-allreduce`` | :class:`~queuesgd.TreeAllReduce` |
+| ``hierarchical-allreduce`` | :class:`~queuesgd.HierarchicalAllReduce` |
+| ``backup-workers`` | :class:`~queuesgd.BackupWorkers` |
+| ``static-cutoff`` | :class:`~queuesgd.StaticCutoff` |
+| ``optimal-cutoff``, ``adaptive-cutoff`` | cutoffs |
+| ``eager-sgd`` | :class:`~queuesgd.EagerSGD` |
+| ``stale-synchronous`` | :class:`~queuesgd.StaleSynchronous` |
+| ``local-sgd`` | :class:`~queuesgd.LocalSGD` |
+| ``sharded-dp`` (``fsdp``, ``zero``) | :class:`~queuesgd.ShardedDataParallel` |
+| ``pipeline`` | :class:`~queuesgd.Pipeline` |
+| ``compressed-allreduce`` | :class:`~queuesgd.CompressedAllReduce` |
 
 Examples
 --------
@@ -28,8 +29,6 @@ Examples
 'RingAllReduce'
 >>> registry.make("backup-workers", backups=2)
 BackupWorkers(backups=2, stragglers='finish', link='phase', send_buffer=0.0)
->>> registry.live_layout("async-ps"), registry.live_layout("tree-allreduce") is None
-('ps', True)
 """
 
 from __future__ import annotations
@@ -62,19 +61,14 @@ from queuesgd.schemes.base import Scheme
 
 __all__ = [
     "ALIASES",
-    "LAYOUTS",
     "SCHEMES",
     "Entry",
     "entries",
-    "live_layout",
     "make",
     "register",
     "resolve",
     "unregister",
 ]
-
-#: World layouts of the live harness: all-reduce (ranks = workers) or parameter server (rank 0 + workers).
-LAYOUTS: tuple[str, ...] = ("allreduce", "ps")
 
 
 @dataclass(frozen=True)
@@ -86,14 +80,10 @@ class Entry:
     cls : type of Scheme
     aliases : tuple of str
         Other names accepted for it.
-    live : str or None
-        The world layout the live harness runs it with (one of
-        :data:`LAYOUTS`), or None where the harness has no runner for it.
     """
 
     cls: type[Scheme]
     aliases: tuple[str, ...] = ()
-    live: str | None = None
 
     @property
     def key(self) -> str:
@@ -123,7 +113,7 @@ SCHEMES: Mapping[str, type[Scheme]] = _SchemesView()
 ALIASES: Mapping[str, str] = MappingProxyType(_ALIAS_OF)
 
 
-def register(cls: type[Scheme], *, aliases: tuple[str, ...] = (), live: str | None = None) -> type[Scheme]:
+def register(cls: type[Scheme], *, aliases: tuple[str, ...] = ()) -> type[Scheme]:
     """Register a scheme class under its ``key`` (and ``aliases``); returns the class.
 
     Examples
@@ -140,8 +130,6 @@ def register(cls: type[Scheme], *, aliases: tuple[str, ...] = (), live: str | No
     """
     if not (isinstance(cls, type) and issubclass(cls, Scheme)) or not cls.key:
         raise InvalidParameterError("register(cls)", cls, "a Scheme subclass with a non-empty key")
-    if live is not None and live not in LAYOUTS:
-        raise InvalidParameterError("register(live)", live, f"None or one of {', '.join(LAYOUTS)}")
     names = (cls.key, *aliases)
     for name in names:
         taken = _ENTRIES.get(name) or _ENTRIES.get(_ALIAS_OF.get(name, ""))
@@ -149,7 +137,7 @@ def register(cls: type[Scheme], *, aliases: tuple[str, ...] = (), live: str | No
             raise InvalidParameterError(
                 "register(cls)", name, f"a name not taken (it is {taken.cls.__name__})"
             )
-    _ENTRIES[cls.key] = Entry(cls, tuple(aliases), live)
+    _ENTRIES[cls.key] = Entry(cls, tuple(aliases))
     for alias in aliases:
         _ALIAS_OF[alias] = cls.key
     return cls
@@ -220,26 +208,21 @@ def make(name: str, field: str = "scheme", **params: Any) -> Scheme:
         ) from None
 
 
-def live_layout(name: str, field: str = "scheme") -> str | None:
-    """The live harness's world layout of a scheme (``"allreduce"``, ``"ps"``), None if it has no runner."""
-    return _ENTRIES[_key(name, field)].live
-
-
-for _cls, _aliases, _live in (
-    (SyncPS, (), "ps"),
-    (AsyncPS, (), "ps"),
-    (RingAllReduce, ("sync-allreduce",), "allreduce"),
-    (TreeAllReduce, (), None),
-    (HierarchicalAllReduce, (), None),
-    (BackupWorkers, (), "ps"),
-    (StaticCutoff, (), "ps"),
-    (OptimalCutoff, (), None),
-    (AdaptiveCutoff, (), None),
-    (EagerSGD, (), "ps"),
-    (StaleSynchronous, (), "ps"),
-    (LocalSGD, (), "allreduce"),
-    (ShardedDataParallel, ("fsdp", "zero"), None),
-    (Pipeline, (), None),
-    (CompressedAllReduce, (), None),
+for _cls, _aliases in (
+    (SyncPS, ()),
+    (AsyncPS, ()),
+    (RingAllReduce, ("sync-allreduce",)),
+    (TreeAllReduce, ()),
+    (HierarchicalAllReduce, ()),
+    (BackupWorkers, ()),
+    (StaticCutoff, ()),
+    (OptimalCutoff, ()),
+    (AdaptiveCutoff, ()),
+    (EagerSGD, ()),
+    (StaleSynchronous, ()),
+    (LocalSGD, ()),
+    (ShardedDataParallel, ("fsdp", "zero")),
+    (Pipeline, ()),
+    (CompressedAllReduce, ()),
 ):
-    register(_cls, aliases=_aliases, live=_live)
+    register(_cls, aliases=_aliases)

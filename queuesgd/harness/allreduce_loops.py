@@ -55,8 +55,13 @@ class _ShapedAllReduce:
         return {"arrive": arrive, "t_comm": done - arrive, "t_barrier": last - arrive, "t_shaped": shaped}
 
 
-def ring_allreduce(ctx: WorkerContext, live: Any, steps: int, shaper: Shaper, warmup: int, seed: int) -> None:
-    """Synchronous SGD: compute, average the gradients by ``all_reduce``, apply; one record per step."""
+def ring_allreduce(
+    ctx: WorkerContext, key: str, live: Any, steps: int, shaper: Shaper, warmup: int, seed: int
+) -> None:
+    """Synchronous SGD: compute, average the gradients by ``all_reduce``, apply; one record per step.
+
+    ``key`` is the live scheme's, written in every record's ``scheme``.
+    """
     n, r = ctx.world_size, ctx.rank
     clock = Clock()
     step = live.make(r, seed, workers=n)
@@ -69,12 +74,20 @@ def ring_allreduce(ctx: WorkerContext, live: Any, steps: int, shaper: Shaper, wa
         tu = time.perf_counter()
         step.apply(reduce.buf[:G])
         end = time.perf_counter()
-        rec = base_record("ring-allreduce", "worker", i, i < warmup, shaper)
+        rec = base_record(key, "worker", i, i < warmup, shaper)
         _report(ctx, rec, clock, step, times, t0, end, t_compute, end - tu, version=i, last=i == steps - 1)
 
 
 def local_sgd(
-    ctx: WorkerContext, live: Any, steps: int, shaper: Shaper, warmup: int, seed: int, *, period: int
+    ctx: WorkerContext,
+    key: str,
+    live: Any,
+    steps: int,
+    shaper: Shaper,
+    warmup: int,
+    seed: int,
+    *,
+    period: int,
 ) -> None:
     """Local SGD: ``period`` local steps (compute, apply the own gradient), then average the models.
 
@@ -104,7 +117,7 @@ def local_sgd(
             times = reduce.mean(step.params)
             step.load(reduce.buf[:G])
         end = time.perf_counter()
-        rec = base_record("local-sgd", "worker", i, first < warmup, shaper)
+        rec = base_record(key, "worker", i, first < warmup, shaper)
         _report(
             ctx,
             rec,

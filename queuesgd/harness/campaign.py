@@ -34,6 +34,8 @@ from queuesgd import _checks, units
 from queuesgd.distributions import Deterministic, Distribution, Empirical
 from queuesgd.errors import InvalidParameterError, WorkerFailure
 from queuesgd.harness.layout import LIVE_SCHEMES, live_key
+from queuesgd.harness.live_schemes import ModelInputs, live_scheme
+from queuesgd.harness.live_schemes.allreduce import RING
 from queuesgd.harness.provenance import code_version, stamp
 from queuesgd.workload import RandomDelay
 
@@ -131,7 +133,7 @@ def _ints(field_name: str, values: int | Iterable[int]) -> list[int]:
 
 
 def validate(
-    scheme: str = "ring-allreduce",
+    scheme: str = RING.key,
     workers: int | Sequence[int] = (2, 4, 8),
     steps: int = 200,
     *,
@@ -303,9 +305,7 @@ def update_role(key: str, params: Mapping[str, Any] | None = None) -> str:
     >>> update_role("sync-ps"), update_role("eager-sgd", {"collective": "ring"})
     ('ps', 'round')
     """
-    if key == "eager-sgd" and (params or {}).get("collective") == "ring":
-        return "round"
-    return "worker" if LIVE_SCHEMES.get(key) in ("allreduce", None) else "ps"
+    return live_scheme(key).update_role(params)
 
 
 def _measured(
@@ -378,7 +378,9 @@ def _model(
     send_buffer: float = 0.0,
     activation: float = 0.0,
 ) -> tuple[Any, str]:
-    """The queuesgd scheme that models a live scheme (from the registry), and the method to use.
+    """The queuesgd scheme that models a live scheme, and the method to use: its row's
+    :meth:`~queuesgd.harness.live_schemes.LiveScheme.model` (see the family modules of
+    :mod:`queuesgd.harness.live_schemes` for each scheme's forms).
 
     On a real or ``tc tbf``-shaped network (``emulation`` other than
     ``"app-shaper"``) the live PS loops push as soon as a worker is done, so
@@ -391,35 +393,14 @@ def _model(
     (backup workers, static cutoff, SSP on a shared link): the bytes of a reply
     the PS's socket buffer takes at once, as a calibration measured it.
     """
-    from queuesgd import registry
-
-    shared = emulation != "app-shaper"
-    if key == "async-ps":
-        # The live PS applies a gradient in a measured, nearly constant time: a deterministic service.
-        return registry.make(key, service="deterministic", duplex=duplex), "simulate"
-    if key == "static-cutoff":  # the harness's cutoff is the scheme's timeout
-        link = "shared" if shared and params["stragglers"] == "finish" else "phase"
-        scheme = registry.make(
-            key,
-            timeout=params["cutoff"],
-            stragglers=params["stragglers"],
-            link=link,
-            send_buffer=send_buffer if link == "shared" else 0.0,
-        )
-        return scheme, "simulate" if link == "shared" else "auto"
-    if key == "backup-workers" and shared and params["stragglers"] == "finish":
-        return registry.make(key, **params, link="shared", send_buffer=send_buffer), "simulate"
-    if key == "stale-synchronous" and shared:
-        return registry.make(key, **params, link="shared", send_buffer=send_buffer), "simulate"
-    if key == "eager-sgd":  # how the harness moves the data is not the model's parameter
-        scheme = registry.make(key, mode=params["mode"], max_stale=params["max_stale"], activation=activation)
-        return scheme, "auto"
-    return registry.make(key, **params), "auto"
+    inputs = ModelInputs(emulation, duplex, send_buffer, activation)
+    return live_scheme(key).model(params, inputs)
 
 
 #: Live schemes predicted with the shared-link engines on a real network (every push's arrival on the PS's
 #: link), whose models read the PS's send buffer; the a-priori protocol also gives them the incast rate.
-SHARED_LINK = ("backup-workers", "static-cutoff", "stale-synchronous")
+#: The rows with ``shared_link`` (:mod:`queuesgd.harness.live_schemes`).
+SHARED_LINK = tuple(key for key in LIVE_SCHEMES if live_scheme(key).shared_link)
 
 
 def _run_one(
@@ -444,8 +425,9 @@ def _run_one(
     from queuesgd.harness.live import EmulatedCompute, RealModel
     from queuesgd.harness.shaping import Shaper
 
-    checked = runners.check_params(key, params, n)
-    world = runners.world_size(key, n)
+    row = live_scheme(key)
+    checked = row.check_params(params, n)
+    world = row.world_size(n)
     if workload == "emulated":
         rd = None if random_delay is None else (random_delay.count, random_delay.delay)
         live: Any = EmulatedCompute(law, nbytes, batch_size=batch, random_delay=rd)
@@ -454,7 +436,7 @@ def _run_one(
         nbytes = live.gradient_bytes
     emulation, namespaces = _network(network, bandwidth, latency, world)
     shaper = Shaper(bandwidth, latency) if emulation == "app-shaper" else Shaper()
-    expected = steps * (float(law.mean) + 0.05) * (3 if LIVE_SCHEMES[key] == "ps" else 1)
+    expected = steps * (float(law.mean) + 0.05) * (3 if row.layout == "ps" else 1)
     limit = timeout if timeout is not None else 120.0 + 4.0 * expected
     label = f"{key} n={n}"
     done = [0]
@@ -472,12 +454,12 @@ def _run_one(
         # The calibration is part of the run: the same wall-clock limit covers it.
         common = {"setup": setup, "shaper": shaper if shaper.active else None, "host": host, "timeout": limit}
         gap = float(law.mean)
-        if update_role(key, checked) != "ps":  # the workers' own all-reduce (eager-SGD's ring too)
+        if row.calibration(checked) == "allreduce":  # the workers' own all-reduce (eager-SGD's ring too)
             fit = calibrate.calibrate_allreduce(n, sizes, gap=gap, **common) if n > 1 else None
         else:
             fit = calibrate.calibrate_p2p(sizes, gap=gap, **common)
         held = 0.0
-        if key in SHARED_LINK and emulation != "app-shaper":
+        if row.shared_link and emulation != "app-shaper":
             from queuesgd.harness.duplex import measure_send_buffer
 
             probe = measure_send_buffer(4 * max(nbytes, 1 << 20), setup=setup, host=host, timeout=limit)
@@ -585,17 +567,14 @@ def predict_live(
     predicted with their shared-link arrival-time forms (``link="shared"``,
     Monte Carlo) except under the application shaper.
     """
-    from queuesgd.harness.runners import check_params
     from queuesgd.prediction import predict
     from queuesgd.workload import Cluster, Layer, Workload
 
-    checked = check_params(key, params, n)
+    checked = live_scheme(key).check_params(params, n)
     scheme, method = _model(key, checked, emulation, duplex, send_buffer, activation)
     bw_fit, alpha_fit = (math.inf, 0.0) if fit is None else (fit.bandwidth, fit.alpha)
-    layers = None
-    if key == "sync-ps" and emulation != "app-shaper":
-        layers = [Layer("gradient", gradient_bytes, 0.0)]
-        method = "fine"
+    # The fine road reads the gradient as one tensor: the harness sends it as one message.
+    layers = [Layer("gradient", gradient_bytes, 0.0)] if method == "fine" else None
     w = Workload(compute, gradient_bytes, batch_size=batch, update_time=update_time, layers=layers)
     c = Cluster(n, bw_fit if math.isfinite(bw_fit) else 1e15, latency=alpha_fit, stragglers=random_delay)
     return predict(scheme, w, c, method, rng=seed, iterations=20_000 if method == "simulate" else None)
@@ -625,9 +604,7 @@ def compare_records(
     run's :class:`~queuesgd.harness.calibrate.AlphaBeta` (``None``: no
     communication, one all-reduce worker).
     """
-    from queuesgd.harness.runners import check_params
-
-    checked = check_params(key, params, n)
+    checked = live_scheme(key).check_params(params, n)
     out = _measured(records, key, batch, checked)
     prof = _profile(records, key, checked)
     pred = predict_live(

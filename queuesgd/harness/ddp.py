@@ -107,12 +107,14 @@ def ddp_worker(
     bucket_cap_mb: float | None = None,
     model_options: Mapping[str, Any] | None = None,
     device: str = "cpu",
+    key: str = "ddp",
 ) -> None:
     """In a worker process: train ``kind`` with DDP for ``steps`` steps, reporting one record per step.
 
     On a CUDA ``device`` the model and data live there and gloo all-reduces
     the CUDA buckets (through host copies); the step is timed after
-    :func:`torch.cuda.synchronize`.
+    :func:`torch.cuda.synchronize`. ``key`` is the records' ``scheme`` (the
+    live scheme's, :data:`queuesgd.harness.live_schemes.DDP`).
     """
     from queuesgd.harness._torch import ddp_device_ids, require_torch, use_device
     from queuesgd.harness.models import build_seeded, worker_batches
@@ -132,7 +134,7 @@ def ddp_worker(
     loss_fn = nn.CrossEntropyLoss()
     classes = int(dict(model_options or {}).get("classes", 10))
     data = worker_batches(seed, ctx.rank, batch_size, shape, classes, device=dev)
-    train_steps(ctx, "ddp", ddp, opt, loss_fn, data, steps, warmup, ctx.world_size, wait=wait)
+    train_steps(ctx, key, ddp, opt, loss_fn, data, steps, warmup, ctx.world_size, wait=wait)
     if ctx.rank == 0:
         data_ = ddp._get_ddp_logging_data()
         ctx.report(

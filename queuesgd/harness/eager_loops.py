@@ -62,6 +62,7 @@ _NOTE = 1
 
 def eager_activator(
     ctx: WorkerContext,
+    key: str,
     steps: int,
     warmup: int,
     seed: int,
@@ -108,7 +109,7 @@ def eager_activator(
         for w in [dist.isend(start, dst=k, group=down) for k in range(1, n + 1)]:
             w.wait()
         sent = time.perf_counter()
-        rec = base_record("eager-sgd", "activator", r, r < warmup, shaper)
+        rec = base_record(key, "activator", r, r < warmup, shaper)
         rec.update(
             t_trigger=clock.wall(trigger),
             t0=clock.wall(trigger),
@@ -235,7 +236,15 @@ class _Rounds:
 
 
 def eager_ring_worker(
-    ctx: WorkerContext, live: Any, steps: int, shaper: Shaper, warmup: int, seed: int, down: Any, ring: Any
+    ctx: WorkerContext,
+    key: str,
+    live: Any,
+    steps: int,
+    shaper: Shaper,
+    warmup: int,
+    seed: int,
+    down: Any,
+    ring: Any,
 ) -> None:
     """Ranks ``1 .. n``: compute, hold the gradient for the partial all-reduce, wait as eager-SGD does."""
     import torch.distributed as dist
@@ -259,7 +268,7 @@ def eager_ring_worker(
         if went_on:
             rounds.load_latest(step)
         end = time.perf_counter()
-        rec = base_record("eager-sgd", "worker", i, rounds.ended <= warmup, shaper)
+        rec = base_record(key, "worker", i, rounds.ended <= warmup, shaper)
         rec.update(
             worker=me,
             t0=clock.wall(t0),
@@ -277,12 +286,12 @@ def eager_ring_worker(
     if rounds.error is not None:
         raise RuntimeError("the eager-SGD communication thread failed") from rounds.error
     for k, rec in enumerate(rounds.records):
-        full = base_record("eager-sgd", "round", rec["step"], rec["step"] < warmup, shaper)
+        full = base_record(key, "round", rec["step"], rec["step"] < warmup, shaper)
         full.update(rec)
         if k == len(rounds.records) - 1:
             full["params_sum"] = float(rounds.latest.params.double().sum())
         ctx.report(full)
-    starts = base_record("eager-sgd", "starts", 0, False, shaper)
+    starts = base_record(key, "starts", 0, False, shaper)
     starts.update(worker=me, rounds=[r for r, _ in rounds.starts], t_start=[t for _, t in rounds.starts])
     ctx.report(starts)
     note[0] = -1.0

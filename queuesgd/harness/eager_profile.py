@@ -167,6 +167,7 @@ def measure_eager(
     """
     from queuesgd.harness import runners
     from queuesgd.harness.live import RealModel
+    from queuesgd.harness.live_schemes.eager import EAGER
 
     ks = sorted({_checks.integer("workers", k) for k in workers})
     n_rounds = _checks.integer("rounds", rounds, minimum=10)
@@ -175,11 +176,11 @@ def measure_eager(
     out = {}
     for k in ks:
         recs = runners.run(
-            "eager-sgd",
+            EAGER.key,
             live,
             k,
             n_rounds,
-            params={"collective": "ring"},
+            params=EAGER.apriori,
             warmup=warm,
             seed=seed,
             timeout=timeout,

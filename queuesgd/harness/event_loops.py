@@ -116,6 +116,7 @@ def event_ps(
 
 def eager_ps(
     ctx: WorkerContext,
+    key: str,
     live: Any,
     steps: int,
     shaper: Shaper,
@@ -177,7 +178,7 @@ def eager_ps(
         version += 1
         ps.send(sorted(set(part) | set(new_buffer)), version)
         end = time.perf_counter()
-        rec = base_record("eager-sgd", "ps", r, r < warmup, shaper)
+        rec = base_record(key, "ps", r, r < warmup, shaper)
         rec.update(
             t0=clock.wall(prev_end),
             t_trigger=clock.wall(trigger),

@@ -1,8 +1,12 @@
-"""Which schemes the live harness runs, and with which world layout -- read from :mod:`queuesgd.registry`.
+"""Which schemes ``queuesgd validate`` runs live, and with which world layout -- read from the live table.
 
-The registry's ``live`` column is the only table: ``"allreduce"`` (ranks
-``0 .. n-1`` are the workers) or ``"ps"`` (rank 0 is the parameter server or
-coordinator, ranks ``1 .. n`` the workers).
+The table is :data:`queuesgd.harness.live_schemes.LIVE` (one
+:class:`~queuesgd.harness.live_schemes.LiveScheme` per scheme); a row's
+``layout`` is ``"allreduce"`` (ranks ``0 .. n-1`` are the workers) or
+``"ps"`` (rank 0 is the parameter server or coordinator, ranks ``1 .. n``
+the workers). :data:`LIVE_SCHEMES` holds the rows whose runs can be
+compared with a prediction from their own records (``same_run``: all but
+DDP, which the a-priori protocol runs).
 
 Examples
 --------
@@ -14,40 +18,21 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
-from queuesgd import _checks, registry
-from queuesgd.schemes.base import Scheme
+from queuesgd import _checks
+from queuesgd.harness.live_schemes import LIVE, live_scheme
 
 __all__ = ["LIVE_SCHEMES", "live_key", "world_size"]
 
-
-class _LiveView(Mapping):
-    """Scheme key -> world layout, for the registered schemes with a live runner (follows the registry)."""
-
-    def _table(self) -> dict[str, str]:
-        return {e.key: e.live for e in registry.entries() if e.live is not None}
-
-    def __getitem__(self, key: str) -> str:
-        return self._table()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table())
-
-    def __len__(self) -> int:
-        return len(self._table())
-
-    def __repr__(self) -> str:
-        return repr(self._table())
-
-
-#: Scheme key -> world layout (``"allreduce"`` or ``"ps"``) of every scheme the harness runs live.
-LIVE_SCHEMES: Mapping[str, str] = _LiveView()
+#: Scheme key -> world layout (``"allreduce"`` or ``"ps"``) of every scheme ``queuesgd validate`` runs live.
+LIVE_SCHEMES: Mapping[str, str] = MappingProxyType({k: row.layout for k, row in LIVE.items() if row.same_run})
 
 
 def live_key(scheme: Any, field: str = "scheme") -> str:
-    """The registry key of a scheme the harness runs live (a key, an alias, or a scheme instance).
+    """The key of a scheme ``queuesgd validate`` runs live (a key, an alias, or a scheme instance).
 
     Examples
     --------
@@ -56,20 +41,16 @@ def live_key(scheme: Any, field: str = "scheme") -> str:
     ...
     queuesgd.errors.UnknownNameError: scheme: got 'tree-allreduce'; accepted: one of ...
     """
-    name = scheme.key if isinstance(scheme, Scheme) else scheme
-    if isinstance(name, str):
-        name = registry.ALIASES.get(name, name)
-    return _checks.choice(field, name, list(LIVE_SCHEMES))
+    key = live_scheme(scheme, field).key
+    return _checks.choice(field, key, list(LIVE_SCHEMES))
 
 
 def world_size(scheme_key: str, workers: int) -> int:
-    """Processes needed to run ``workers`` workers of a scheme (``n``, or ``n + 1`` with a PS).
+    """Processes needed to run ``workers`` workers of a live scheme (``n``, or ``n + 1`` with a PS).
 
     Examples
     --------
     >>> world_size("sync-allreduce", 2)
     2
     """
-    key = live_key(scheme_key)
-    n = _checks.integer("workers", workers)
-    return n if LIVE_SCHEMES[key] == "allreduce" else n + 1
+    return live_scheme(scheme_key).world_size(workers)

@@ -17,7 +17,16 @@ from queuesgd.harness._torch import require_torch
 from queuesgd.harness.launch import WorkerContext
 from queuesgd.harness.shaping import Shaper
 
-__all__ = ["Clock", "Inbox", "Msg", "PSState", "after_goodbyes", "average_and_apply", "base_record"]
+__all__ = [
+    "Clock",
+    "Inbox",
+    "Msg",
+    "PSState",
+    "after_goodbyes",
+    "average_and_apply",
+    "base_record",
+    "reply_group",
+]
 
 
 class Clock:
@@ -111,6 +120,16 @@ def after_goodbyes(senders: int) -> Callable[[Msg], bool]:
         return seen[0] >= senders
 
     return done
+
+
+def reply_group() -> Any:
+    """The parameter server's group for its replies (PS -> workers); workers push on the default group.
+
+    Every rank of a PS scheme's world creates it, first, in the same order.
+    """
+    import torch.distributed as dist
+
+    return dist.new_group(backend="gloo")
 
 
 def base_record(scheme: str, role: str, step: int, warmup: bool, shaper: Shaper) -> dict[str, Any]:

@@ -84,38 +84,34 @@ stale-synchronous -- one record per update with ``sender``, ``worker_step``,
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from queuesgd import _checks
-from queuesgd.errors import InvalidParameterError
-from queuesgd.harness.allreduce_loops import local_sgd, ring_allreduce
-from queuesgd.harness.eager_loops import eager_activator, eager_ring_worker
-from queuesgd.harness.event_loops import eager_ps, event_ps
 from queuesgd.harness.launch import WorkerContext, run_workers
-from queuesgd.harness.layout import LIVE_SCHEMES, live_key, world_size
-from queuesgd.harness.ps_loops import barrier_ps, ps_worker
+from queuesgd.harness.layout import LIVE_SCHEMES, world_size
+from queuesgd.harness.live_schemes import live_scheme
 from queuesgd.harness.shaping import Shaper
-from queuesgd.units import parse_seconds
 
 __all__ = ["LAYOUT", "check_params", "run", "run_scheme", "world_size"]
 
-#: World layout of each scheme the harness runs (the registry's ``live`` column; see :mod:`.layout`).
+#: World layout of each scheme the harness runs (the rows of :data:`~queuesgd.harness.live_schemes.LIVE`).
 LAYOUT = LIVE_SCHEMES
-_STRAGGLERS = ("finish", "cancel")
 
 
 def check_params(scheme_key: str, params: Mapping[str, Any] | None, workers: int) -> dict[str, Any]:
     """Validate a scheme's parameters; return them complete, with the scheme's defaults.
 
-    Parameters (defaults as the :mod:`queuesgd.schemes` classes): backup-workers
-    ``backups=1, stragglers="finish"``; static-cutoff ``cutoff`` (or
-    ``timeout``) seconds, ``stragglers="finish"``; eager-sgd ``mode="solo",
-    max_stale=32, collective="coordinator"`` (``"ring"``: a real all-reduce
-    among the workers, see :mod:`~queuesgd.harness.eager_loops`);
-    stale-synchronous ``staleness=1`` (``math.inf`` is asynchronous);
-    local-sgd ``period=8``. The other schemes take none.
+    The row's :meth:`~queuesgd.harness.live_schemes.LiveScheme.check_params`:
+    the model's parameters with the :mod:`queuesgd.schemes` class's own
+    defaults and checks (backup-workers ``backups=1, stragglers="finish"``;
+    static-cutoff ``cutoff`` (or ``timeout``) seconds, ``stragglers="finish"``;
+    eager-sgd ``mode="solo", max_stale=32``; stale-synchronous
+    ``staleness=1`` (``math.inf`` is asynchronous); local-sgd ``period=8``),
+    and the harness's own (eager-sgd ``collective="coordinator"``, or
+    ``"ring"``: a real all-reduce among the workers, see
+    :mod:`~queuesgd.harness.eager_loops`; ddp ``device="cpu"``). The other
+    schemes take none.
 
     Examples
     --------
@@ -128,45 +124,7 @@ def check_params(scheme_key: str, params: Mapping[str, Any] | None, workers: int
     ...
     queuesgd.errors.InvalidParameterError: backups: got 4; accepted: an integer 0 <= backups < workers (= 4)
     """
-    key = live_key(scheme_key)
-    n = _checks.integer("workers", workers)
-    given = dict(params or {})
-    out: dict[str, Any] = {}
-    if key == "backup-workers":
-        b = _checks.integer("backups", given.pop("backups", 1), minimum=0)
-        if b >= n:
-            raise InvalidParameterError("backups", b, f"an integer 0 <= backups < workers (= {n})")
-        out["backups"] = b
-    if key == "static-cutoff":
-        if "cutoff" in given and "timeout" in given:
-            raise InvalidParameterError("cutoff", given["cutoff"], "either cutoff or timeout, not both")
-        if "cutoff" not in given and "timeout" not in given:
-            raise InvalidParameterError("cutoff", None, "the cutoff in seconds after each iteration starts")
-        raw = given.pop("cutoff") if "cutoff" in given else given.pop("timeout")
-        out["cutoff"] = _checks.positive("cutoff", parse_seconds(raw, "cutoff"))
-    if key in ("backup-workers", "static-cutoff"):
-        out["stragglers"] = _checks.choice("stragglers", given.pop("stragglers", "finish"), _STRAGGLERS)
-    if key == "eager-sgd":
-        mode = _checks.choice("mode", given.pop("mode", "solo"), ("solo", "majority"))
-        if mode == "majority" and n < 2:
-            raise InvalidParameterError("mode", mode, "'solo' for a single worker")
-        out["mode"] = mode
-        out["max_stale"] = _checks.integer("max_stale", given.pop("max_stale", 32), minimum=0)
-        out["collective"] = _checks.choice(
-            "collective", given.pop("collective", "coordinator"), ("coordinator", "ring")
-        )
-    if key == "stale-synchronous":
-        s = given.pop("staleness", 1)
-        if not (isinstance(s, float) and math.isinf(s) and s > 0):
-            s = _checks.integer("staleness", s, minimum=0)
-        out["staleness"] = s
-    if key == "local-sgd":
-        out["period"] = _checks.integer("period", given.pop("period", 8), minimum=1)
-    if given:
-        raise InvalidParameterError(
-            "params", sorted(given), f"the parameters of {key!r}: {sorted(out) or 'none'}"
-        )
-    return out
+    return live_scheme(scheme_key).check_params(params, workers)
 
 
 # ---- entry points -------------------------------------------------------------------------------
@@ -191,7 +149,7 @@ def run_scheme(
     ctx : WorkerContext
         This process's context.
     scheme_key : str
-        One of :data:`LAYOUT`.
+        One of :data:`LAYOUT` (a row of :data:`~queuesgd.harness.live_schemes.LIVE`, whose loop runs).
     live : EmulatedCompute or RealModel
         The workload (:mod:`queuesgd.harness.live`).
     steps : int
@@ -218,69 +176,12 @@ def run_scheme(
     >>> [r["applied"] for r in recs if r["role"] == "ps"]
     [2, 2, 2]
     """
-    key = live_key(scheme_key)
+    row = live_scheme(scheme_key)
     steps = _checks.integer("steps", steps)
     warmup = _checks.integer("warmup", warmup, minimum=0)
     shaper = Shaper() if shaper is None else shaper
-    if LAYOUT[key] == "allreduce":
-        p = check_params(key, params, ctx.world_size)
-        if key == "local-sgd":
-            local_sgd(ctx, live, steps, shaper, warmup, seed, period=p["period"])
-        else:
-            ring_allreduce(ctx, live, steps, shaper, warmup, seed)
-        return
-    import torch.distributed as dist
-
-    n = ctx.world_size - 1
-    if n < 1:
-        raise InvalidParameterError("world_size", ctx.world_size, "at least 2 (a PS and one worker)")
-    p = check_params(key, params, n)
-    down = dist.new_group(backend="gloo")  # PS -> workers; workers -> PS use the default group
-    if key == "eager-sgd" and p["collective"] == "ring":
-        # The workers' own group for the rounds' all-reduce; rank 0 only activates them.
-        ring = dist.new_group(ranks=list(range(1, n + 1)), backend="gloo")
-        if ctx.rank == 0:
-            eager_activator(ctx, steps, warmup, seed, down, shaper, mode=p["mode"], max_stale=p["max_stale"])
-        else:
-            eager_ring_worker(ctx, live, steps, shaper, warmup, seed, down, ring)
-        return
-    cancel = p.get("stragglers") == "cancel"
-    if ctx.rank != 0:
-        by_version = key in ("sync-ps", "backup-workers", "static-cutoff", "eager-sgd")
-        ps_worker(
-            ctx, key, live, steps, shaper, warmup, seed, down, stop_by_version=by_version, cancel=cancel
-        )
-    elif key in ("sync-ps", "backup-workers", "static-cutoff"):
-        need = n - p.get("backups", 0) if key != "static-cutoff" else n
-        barrier_ps(
-            ctx,
-            key,
-            live,
-            steps,
-            shaper,
-            warmup,
-            seed,
-            down,
-            need=need,
-            cutoff=p.get("cutoff"),
-            cancel=cancel,
-        )
-    elif key == "eager-sgd":
-        eager_ps(ctx, live, steps, shaper, warmup, seed, down, mode=p["mode"], max_stale=p["max_stale"])
-    else:
-        ssp = key == "stale-synchronous"
-        event_ps(
-            ctx,
-            key,
-            live,
-            steps,
-            shaper,
-            warmup,
-            seed,
-            down,
-            staleness=p["staleness"] if ssp else math.inf,
-            contention=not ssp,
-        )
+    p = row.check_params(params, row.workers(ctx.world_size))
+    row.loop(ctx, row.key, live, steps, shaper, warmup, seed, p)
 
 
 def run(
@@ -318,12 +219,12 @@ def run(
     >>> sorted((r["rank"], r["step"], r["applied"]) for r in recs)
     [(0, 0, 2), (0, 1, 2), (0, 2, 2), (1, 0, 2), (1, 1, 2), (1, 2, 2)]
     """
-    key = live_key(scheme_key)
-    checked = check_params(key, params, workers)
-    size = world_size(key, workers)
+    row = live_scheme(scheme_key)
+    checked = row.check_params(params, workers)
+    size = row.world_size(workers)
 
     def fn(ctx: WorkerContext) -> None:
-        run_scheme(ctx, key, live, steps, shaper, checked, warmup=warmup, seed=seed)
+        run_scheme(ctx, row.key, live, steps, shaper, checked, warmup=warmup, seed=seed)
 
     return run_workers(
         fn,

@@ -58,11 +58,13 @@ class _JsonLines:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from queuesgd.harness.live_schemes.allreduce import RING
+
     p = argparse.ArgumentParser(
         prog="python -m queuesgd.harness.torchrun", description=__doc__.splitlines()[0]
     )
     p.add_argument("--compare", metavar="DIR", help="compare the records in DIR instead of running")
-    p.add_argument("--scheme", default="ring-allreduce")
+    p.add_argument("--scheme", default=RING.key)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--warmup", type=int)
     p.add_argument("--workload", default="emulated", help="emulated, mlp or cnn")
@@ -84,12 +86,14 @@ def _run(args: argparse.Namespace) -> int:
     from queuesgd.harness._torch import require_torch
     from queuesgd.harness.campaign import parse_straggler
     from queuesgd.harness.launch import WorkerContext
-    from queuesgd.harness.layout import LIVE_SCHEMES, live_key
+    from queuesgd.harness.layout import live_key
     from queuesgd.harness.live import EmulatedCompute, RealModel
+    from queuesgd.harness.live_schemes import live_scheme
 
     torch = require_torch()
     dist = torch.distributed
     key = live_key(args.scheme, "--scheme")
+    row = live_scheme(key)
     mean = units.parse_seconds(args.compute, "--compute")
     law = parse_straggler(args.straggler, mean, "--straggler")
     random_delay = specs.random_delay(args.random_delay) if args.random_delay else None
@@ -103,8 +107,8 @@ def _run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    n = world if LIVE_SCHEMES[key] == "allreduce" else world - 1
-    params = runners.check_params(key, specs.parse_params(args.param), n)
+    n = row.workers(world)
+    params = row.check_params(specs.parse_params(args.param), n)
     warmup = max(5, args.steps // 10) if args.warmup is None else args.warmup
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -125,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
             }
             ctx.report({"meta": meta})
         sizes = [4096, max(nbytes, _SIZES_MIN), 4 * max(nbytes, _SIZES_MIN)]
-        if LIVE_SCHEMES[key] == "allreduce":
+        if row.layout == "allreduce":
             if world > 1:
                 calibrate.allreduce_probe(ctx, sizes, args.repeats, 2, None, float(law.mean))
         elif rank < 2:
@@ -174,7 +178,7 @@ def calibration_fit(records: Sequence[Mapping[str, Any]], kind: str, world_size:
 def compare_folder(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """Read every ``rank<r>.jsonl`` in ``folder`` and return the comparison row of the run."""
     from queuesgd.harness.campaign import compare_records
-    from queuesgd.harness.layout import LIVE_SCHEMES
+    from queuesgd.harness.live_schemes import live_scheme
     from queuesgd.workload import RandomDelay
 
     files = sorted(Path(folder).glob("rank*.jsonl"))
@@ -188,7 +192,7 @@ def compare_folder(folder: str | os.PathLike[str]) -> dict[str, Any]:
     if meta is None:
         raise InvalidParameterError("--compare", os.fspath(folder), "the records of rank 0 (rank0.jsonl)")
     key, n = meta["scheme"], int(meta["workers"])
-    allreduce = LIVE_SCHEMES[key] == "allreduce"
+    allreduce = live_scheme(key).layout == "allreduce"
     calib = [r for r in records if "size" in r]
     fit = None
     if calib:

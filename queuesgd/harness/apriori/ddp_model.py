@@ -39,8 +39,18 @@ def ddp_calibration_sizes(
 
 
 def ddp_scheme(overlap: bool = True) -> Any:
-    """The scheme that models DDP: ring all-reduce, DDP's buckets, overlap on (or off)."""
-    from queuesgd.schemes import RingAllReduce
+    """The scheme that models DDP: ring all-reduce, DDP's buckets, overlap on (or off).
 
-    # DDP's own bucket assignment with its defaults (1 MiB first bucket, 25 MiB cap), as run_ddp runs it.
-    return RingAllReduce(overlap=overlap, fusion="ddp")
+    The DDP row's model (:data:`queuesgd.harness.live_schemes.DDP`), with ``overlap`` as asked.
+
+    Examples
+    --------
+    >>> ddp_scheme().fusion, ddp_scheme(overlap=False).overlap
+    ('ddp', False)
+    """
+    from dataclasses import replace
+
+    from queuesgd.harness.live_schemes.ddp import DDP
+
+    scheme, _ = DDP.model({})
+    return replace(scheme, overlap=overlap)

@@ -15,25 +15,16 @@ from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.calibration import Calibration
 from queuesgd.harness.apriori.ddp_model import ddp_scheme
 from queuesgd.harness.apriori.profile import Profile
+from queuesgd.harness.live_schemes import apriori_schemes, live_scheme
 from queuesgd.harness.provenance import stamp
 
 __all__ = ["SCHEMES", "predict_apriori", "predict_ddp", "ps_update_per_gradient", "straggler_recipe"]
 
-#: Live schemes the a-priori protocol runs with real models, and the calibration each needs. eager-SGD
-#: runs with ``collective="ring"`` (:mod:`~queuesgd.harness.eager_loops`): its rounds are real all-reduces
-#: among the workers, so it takes the all-reduce calibration of ``n`` ranks, as DDP does.
-SCHEMES = {
-    "ddp": "allreduce",
-    "sync-ps": "p2p",
-    "async-ps": "p2p",
-    "backup-workers": "p2p",
-    "static-cutoff": "p2p",
-    "stale-synchronous": "p2p",
-    "eager-sgd": "allreduce",
-}
-
-#: The PS schemes whose workers compute in lock step (a barrier per iteration); the others run freely.
-_LOCK_STEP = ("sync-ps", "backup-workers", "static-cutoff")
+#: Live schemes the a-priori protocol runs with real models, and the calibration each needs: the rows of
+#: :data:`~queuesgd.harness.live_schemes.LIVE` with ``apriori`` parameters. eager-SGD runs with
+#: ``collective="ring"`` (:mod:`~queuesgd.harness.eager_loops`): its rounds are real all-reduces among the
+#: workers, so it takes the all-reduce calibration of ``n`` ranks, as DDP does.
+SCHEMES = apriori_schemes()
 
 
 def predict_ddp(
@@ -224,31 +215,40 @@ def predict_apriori(
         ``incast_rate`` (bytes per second; None where not used) and
         ``activation`` (eager-SGD's, seconds; 0 elsewhere).
     """
-    scheme = _checks.choice("scheme", scheme, tuple(SCHEMES))
-    if scheme == "ddp":
+    row = live_scheme(_checks.choice("scheme", scheme, tuple(SCHEMES)))
+    if row.profile == "ddp":
         return predict_ddp(profile, calibration, workers, seed=seed)
-    from queuesgd.harness.campaign import SHARED_LINK, predict_live
-    from queuesgd.harness.runners import check_params
+    from queuesgd.harness.campaign import predict_live
 
     n = _checks.integer("workers", workers)
-    checked = check_params(scheme, params, n)
-    if scheme == "eager-sgd":
-        if checked["collective"] != "ring":
-            raise InvalidParameterError(
-                "params", checked, "collective='ring' (the coordinator's runs are not the model's network)"
-            )
-        if calibration is not None and (calibration.kind != "allreduce" or calibration.workers != n):
-            raise InvalidParameterError(
-                "calibration", calibration.kind, f"an all-reduce calibration of {n} ranks (the rounds' ring)"
-            )
-    elif calibration is not None and calibration.kind != "p2p":
+    checked = row.check_params(params, n)
+    needs = row.apriori or {}
+    if any(checked.get(k) != v for k, v in needs.items()):
+        raise InvalidParameterError(
+            "params",
+            checked,
+            ", ".join(f"{k}={v!r}" for k, v in needs.items())
+            + " (the a-priori runs are the ones whose network the model describes)",
+        )
+    kind = row.calibration(checked)
+    if (
+        calibration is not None
+        and kind == "allreduce"
+        and (calibration.kind != kind or calibration.workers != n)
+    ):
+        raise InvalidParameterError(
+            "calibration",
+            calibration.kind,
+            f"an all-reduce calibration of {n} ranks (the workers' collective)",
+        )
+    if calibration is not None and calibration.kind != kind:
         raise InvalidParameterError("calibration", calibration.kind, "a p2p calibration of the PS link")
     # Synchronous workers compute in lock step (the bare model's span); asynchronous ones independently.
-    step = "plain" if scheme in _LOCK_STEP and "plain" in profile.sync_span else None
+    step = "plain" if row.lock_step and "plain" in profile.sync_span else None
     work = profile.workload_at(n, step)
     compute = work.compute
     activation = 0.0
-    if scheme == "eager-sgd" and n in profile.eager:
+    if row.profile == "eager" and n in profile.eager:
         # eager-SGD's own loop, profiled on loopback with n workers: a worker restarts (from a round's
         # end to its next hand-off) with what it measured, a round starts its activation after its
         # trigger, and a worker's thread applies the round.
@@ -256,25 +256,24 @@ def predict_apriori(
         compute = Empirical(np.asarray(loop["step"], dtype=float))
         activation = float(np.mean(loop["activation"]))
         update = float(loop["update"])
-    elif scheme == "eager-sgd":
+    elif row.update_role(checked) != "ps":
         # Every worker applies each round's mean to its own copy: one optimizer step, timed with n copies.
         update = float(work.update_time)
     else:
         # The PS's update of the gradients it applies at once, per gradient (as the same-run profile
         # counts it).
-        applied = {"async-ps": 1, "stale-synchronous": 1, "backup-workers": n - checked.get("backups", 0)}
-        update = ps_update_per_gradient(profile, applied.get(scheme, n))
+        update = ps_update_per_gradient(profile, row.gradients_per_update(checked, n))
     delay = straggler_recipe(random_delay)
     # The PS sends replies while it receives pushes: the share of the rate each direction then keeps,
     # as the calibration measured it (async-ps's model; the others' shared-link forms have no such term).
     duplex = 1.0
-    if scheme == "async-ps" and calibration is not None and calibration.duplex:
+    if row.duplex and calibration is not None and calibration.duplex:
         duplex = float(calibration.duplex["duplex"])
     # The PS's sends return once its socket buffer holds the rest (the shared-link engines).
     held = 0.0
     link = calibration
     incast = None
-    if scheme in SHARED_LINK and calibration is not None:
+    if row.shared_link and calibration is not None:
         held = float(calibration.send_buffer or 0.0)
         if calibration.incast:
             # Pushes queue for the PS's link there: each holds it for the occupancy the incast probe
@@ -284,7 +283,7 @@ def predict_apriori(
             incast = incast_rate(calibration.incast, float(work.gradient_bytes))
             link = replace(calibration, bandwidth=incast)
     pred = predict_live(
-        scheme,
+        row.key,
         n,
         compute,
         update,

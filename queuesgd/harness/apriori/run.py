@@ -12,6 +12,7 @@ from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.calibration import Calibration
 from queuesgd.harness.apriori.predict import SCHEMES, predict_apriori, straggler_recipe
 from queuesgd.harness.apriori.profile import Profile
+from queuesgd.harness.live_schemes import live_scheme
 from queuesgd.harness.provenance import code_version, stamp
 
 __all__ = ["run_apriori", "step_phases"]
@@ -53,51 +54,36 @@ def run_apriori(
         ``load`` (the machine's CPU use during the run, ours and foreign:
         :class:`~queuesgd.harness.load.CpuMeter`).
     """
-    from queuesgd.harness.campaign import measured_throughput, update_role
-    from queuesgd.harness.runners import check_params
+    from queuesgd.harness.campaign import measured_throughput
 
-    scheme = _checks.choice("scheme", scheme, tuple(SCHEMES))
+    row_ = live_scheme(_checks.choice("scheme", scheme, tuple(SCHEMES)))
     n = _checks.integer("workers", workers)
-    checked = {} if scheme == "ddp" else check_params(scheme, params, n)
     delay = straggler_recipe(random_delay)
-    if scheme == "ddp" and (delay is not None or params):
+    # A loop on the profile's device (DDP's) takes it as a parameter; it injects no stragglers.
+    on_device = any(h.name == "device" for h in row_.harness)
+    if on_device and (delay is not None or params):
         raise InvalidParameterError(
             "random_delay",
             random_delay,
-            "None for DDP, and no params (no straggler injection or parameters there)",
+            f"None for {row_.key}, and no params (no straggler injection or parameters there)",
         )
-    if scheme != "ddp" and profile.device != "cpu":
+    if not on_device and profile.device != "cpu":
         raise InvalidParameterError(
             "profile",
             f"measured on {profile.device!r}",
-            f"a CPU profile for {scheme} (DDP alone runs on CUDA)",
+            f"a CPU profile for {row_.key} (DDP alone runs on CUDA)",
         )
+    checked = row_.check_params({"device": profile.device} if on_device else params, n)
     pred = (
         dict(prediction)
         if prediction is not None
-        else predict_apriori(scheme, profile, calibration, n, params=checked, random_delay=delay, seed=seed)
+        else predict_apriori(row_.key, profile, calibration, n, params=checked, random_delay=delay, seed=seed)
     )
     rate = None if calibration is None else calibration.rate
-    world = n if scheme == "ddp" else n + 1
+    world = row_.world_size(n)
     started = stamp()
 
     def go(setup: Any, host: str) -> list[dict]:
-        if scheme == "ddp":
-            from queuesgd.harness.ddp import run_ddp
-
-            return run_ddp(
-                profile.model,
-                n,
-                steps,
-                batch_size=profile.batch_size,
-                warmup=warmup,
-                seed=seed,
-                model_options=profile.model_options,
-                timeout=timeout,
-                setup=setup,
-                host=host,
-                device=profile.device,
-            )
         from queuesgd.harness import runners
         from queuesgd.harness.live import RealModel
         from queuesgd.harness.shaping import Shaper
@@ -109,7 +95,7 @@ def run_apriori(
             **profile.model_options,
         )
         return runners.run(
-            scheme,
+            row_.key,
             live,
             n,
             steps,
@@ -127,10 +113,10 @@ def run_apriori(
 
     with CpuMeter() as meter:
         records, emulation = on_network(world, rate, go)
-    out = measured_throughput(records, update_role(scheme, checked), profile.batch_size)
+    out = measured_throughput(records, row_.update_role(checked), profile.batch_size)
     buckets = next((r["bucket_sizes"] for r in records if r.get("role") == "buckets"), None)
     row = {
-        "scheme": scheme,
+        "scheme": row_.key,
         "workers": n,
         "steps": steps,
         "warmup": warmup,
@@ -141,7 +127,8 @@ def run_apriori(
         "latency": 0.0,
         "started": started,
         "commit": code_version(),
-        "params": {k: v for k, v in checked.items()},
+        # The profile's device is the row's "device" field, not a parameter of the scheme.
+        "params": {k: v for k, v in checked.items() if not (on_device and k == "device")},
         "random_delay": None if delay is None else f"{delay.count}:{delay.delay * 1e3:g}ms",
         **out,
         **pred,
@@ -167,8 +154,9 @@ def run_apriori(
     }
     if buckets is not None:
         row["ddp_bucket_sizes"] = buckets
-    if scheme == "ddp":
-        row["measured_phases"] = step_phases(records)
+    phases = step_phases(records)  # the loops that time the backward pass apart (DDP's)
+    if phases:
+        row["measured_phases"] = phases
     return row
 
 
