@@ -63,6 +63,7 @@ from queuesgd.harness.apriori import (  # noqa: E402
     predict_apriori,
     run_apriori,
 )
+from queuesgd.harness.live_schemes import live_scheme  # noqa: E402
 from queuesgd.harness.load import CpuMeter, disturbed  # noqa: E402
 from queuesgd.harness.provenance import stamp  # noqa: E402
 from queuesgd.harness.report import write_rows  # noqa: E402
@@ -122,7 +123,7 @@ def _profiles(spec: dict, configs: list, fresh: bool) -> dict[str, Profile]:
             continue
         copies = sorted({c[3] for c in configs if c[1] == model})
         # eager-SGD's own loop on loopback, for the worker counts its lines run (its restarts and activations)
-        eager = sorted({c[3] for c in configs if c[1] == model and c[0] == "eager-sgd"})
+        eager = sorted({c[3] for c in configs if c[1] == model and live_scheme(c[0]).profile == "eager"})
         cfg = spec["models"][model]
         for _ in range(ATTEMPTS):
             t0 = time.time()
@@ -144,18 +145,15 @@ def _profiles(spec: dict, configs: list, fresh: bool) -> dict[str, Profile]:
     return profiles
 
 
-#: Asynchronous schemes: while one worker's message crosses the link the other workers compute, so their
-#: point-to-point calibration runs beside n - 1 busy processes (harness.busy); the barrier schemes'
-#: workers communicate in lock step, and theirs runs on idle cores.
-ASYNCHRONOUS = ("async-ps", "stale-synchronous")
-
-
 def _calibration_key(scheme: str, rate: str, n: int) -> tuple[str, str, int, int]:
     """``(kind, rate, ranks, busy)`` of the calibration a configuration uses."""
     kind = SCHEMES[scheme]
     if kind == "allreduce":
         return kind, rate, n, 0
-    return kind, rate, 2, n - 1 if scheme in ASYNCHRONOUS else 0
+    # Asynchronous schemes (not lock step): while one worker's message crosses the link the other
+    # workers compute, so their point-to-point calibration runs beside n - 1 busy processes
+    # (harness.busy); the barrier schemes' workers communicate in lock step, and theirs runs on idle cores.
+    return kind, rate, 2, 0 if live_scheme(scheme).lock_step else n - 1
 
 
 def _calibration_path(kind: str, rate: str, n: int, busy: int = 0) -> Path:

@@ -66,6 +66,7 @@ from queuesgd.harness.apriori import (  # noqa: E402
     predict_apriori,
     run_apriori,
 )
+from queuesgd.harness.live_schemes.ddp import DDP  # noqa: E402
 from queuesgd.harness.report import write_rows  # noqa: E402
 
 
@@ -157,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         # 3. Predictions, stored before any of this model's runs.
         preds = []
         for n in workers:
-            pred = predict_apriori("ddp", prof, cals.get(n), n)
-            preds.append({"scheme": "ddp", "model": model, "rate": None, "workers": n, **pred})
+            pred = predict_apriori(DDP.key, prof, cals.get(n), n)
+            preds.append({"scheme": DDP.key, "model": model, "rate": None, "workers": n, **pred})
         predictions.extend(preds)
         (out / "predictions.json").write_text(json.dumps(predictions, indent=1) + "\n")
 
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         for n, pred in zip(workers, preds):
             t0 = time.time()
             try:
-                row = run_apriori("ddp", prof, cals.get(n), n, steps=steps, warmup=warmup, prediction=pred)
+                row = run_apriori(DDP.key, prof, cals.get(n), n, steps=steps, warmup=warmup, prediction=pred)
             except Exception as exc:  # keep the campaign going: a failed run is reported, not hidden
                 print(f"ddp {model} n={n} FAILED: {type(exc).__name__}: {exc}", flush=True)
                 continue

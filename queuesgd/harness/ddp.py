@@ -114,7 +114,7 @@ def ddp_worker(
     On a CUDA ``device`` the model and data live there and gloo all-reduces
     the CUDA buckets (through host copies); the step is timed after
     :func:`torch.cuda.synchronize`. ``key`` is the records' ``scheme`` (the
-    live scheme's, :data:`queuesgd.harness.live_schemes.DDP`).
+    live scheme's, :data:`queuesgd.harness.live_schemes.ddp.DDP`).
     """
     from queuesgd.harness._torch import ddp_device_ids, require_torch, use_device
     from queuesgd.harness.models import build_seeded, worker_batches

@@ -2,7 +2,9 @@
 
 :func:`run_scheme` runs the loop of one scheme in the calling worker process
 and reports one record per step (workers) and per update (parameter server).
-:func:`run` is the whole thing from the parent: launch, run, collect. The
+:func:`run` is the whole thing from the parent: launch, run, collect. Which
+loop runs, with which parameters and world, is the scheme's row in
+:data:`queuesgd.harness.live_schemes.LIVE` (nothing here tests a key). The
 loops themselves: :mod:`~queuesgd.harness.allreduce_loops` (ring all-reduce),
 :mod:`~queuesgd.harness.ps_loops` (PS worker, barrier PS),
 :mod:`~queuesgd.harness.event_loops` (async/SSP PS, eager-SGD coordinator), on
