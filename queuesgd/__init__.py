@@ -73,6 +73,7 @@ _EXPORTS: dict[str, str] = {
     "compression_breakeven": "queuesgd.schemes.compression",
     "Memory": "queuesgd.schemes.memory",
     "TransformerShape": "queuesgd.model_shapes",
+    "plan_parallelism": "queuesgd.planning",
     "BatchSolution": "queuesgd.schemes",
     "Scheme": "queuesgd.schemes",
     "derive": "queuesgd.derivation",

@@ -94,6 +94,40 @@ def integer(field: str, value: Any, *, minimum: int = 1) -> int:
     return out
 
 
+def integers(
+    field: str, value: Any, *, minimum: int = 1, allow_empty: bool = False, max_items: int = 10_000
+) -> tuple[int, ...]:
+    """Return ``value`` as a tuple of ints if it is a sequence of integers >= ``minimum``.
+
+    A string, a mapping or ``None`` is refused (a string is not read one
+    character at a time), and so is each item that :func:`integer` refuses
+    (``2.7`` is not 2), naming it as ``field[i]``. At most ``max_items`` items
+    are read, so an endless iterator is refused too.
+
+    Examples
+    --------
+    >>> integers("stages", [2, 4.0])
+    (2, 4)
+    >>> integers("stages", (2.7,))
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: stages[0]: got 2.7; accepted: an integer >= 1
+    """
+    accepted = f"a sequence of integers >= {minimum}, e.g. (2, 4)"
+    if value is None or isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidParameterError(field, value, accepted)
+    items = []
+    for i, item in enumerate(value):
+        if i == max_items:
+            raise InvalidParameterError(
+                field, f"more than {max_items:,} items", f"{accepted}, at most {max_items:,}"
+            )
+        items.append(integer(f"{field}[{i}]", item, minimum=minimum))
+    if not items and not allow_empty:
+        raise InvalidParameterError(field, value, f"{accepted} (at least one)")
+    return tuple(items)
+
+
 def steps_and_warmup(steps: Any, warmup: Any) -> tuple[int, int]:
     """``(steps, warmup)`` of a live run as ints: ``steps >= 2`` and ``0 <= warmup < steps``.
 

@@ -48,7 +48,27 @@ from typing import Any
 
 from queuesgd import _checks, units
 
-__all__ = ["GPT3_XL", "TransformerShape"]
+__all__ = ["GPT3_XL", "MAX_DIMENSION", "MAX_LAYERS", "TransformerShape"]
+
+#: Most blocks a shape has: its workload holds one :class:`~queuesgd.workload.Layer` per block (the
+#: largest published models have about 100).
+MAX_LAYERS = 10_000
+
+#: Largest hidden size, heads, sequence and vocabulary: far above any published model, and small
+#: enough that every count and FLOP stays an exact, finite number.
+MAX_DIMENSION = 2**31
+
+
+def _microbatch(value: Any) -> int:
+    """A micro-batch of sequences: an integer from 1 to the largest batch a workload takes."""
+    from queuesgd.workload import MAX_BATCH_SIZE
+
+    b = _checks.integer("microbatch", value)
+    if b > MAX_BATCH_SIZE:
+        from queuesgd.errors import InvalidParameterError
+
+        raise InvalidParameterError("microbatch", value, f"an integer from 1 to {MAX_BATCH_SIZE:,} (2**53)")
+    return b
 
 
 @dataclass(frozen=True)
@@ -85,11 +105,18 @@ class TransformerShape:
     name: str = "transformer"
 
     def __post_init__(self) -> None:
-        for f in ("layers", "hidden", "heads", "sequence", "vocabulary"):
-            object.__setattr__(self, f, _checks.integer(f"TransformerShape.{f}", getattr(self, f)))
-        if self.hidden % self.heads:
-            from queuesgd.errors import InvalidParameterError
+        from queuesgd.errors import InvalidParameterError
 
+        for f in ("layers", "hidden", "heads", "sequence", "vocabulary"):
+            field = f"TransformerShape.{f}"
+            value = _checks.integer(field, getattr(self, f))
+            most = MAX_LAYERS if f == "layers" else MAX_DIMENSION
+            if value > most:
+                why = " (the workload has one layer per block)" if f == "layers" else ""
+                raise InvalidParameterError(field, value, f"an integer from 1 to {most:,}{why}")
+            object.__setattr__(self, f, value)
+        object.__setattr__(self, "name", _checks.name("TransformerShape.name", self.name))
+        if self.hidden % self.heads:
             raise InvalidParameterError(
                 "TransformerShape.heads", self.heads, f"a divisor of hidden (= {self.hidden})"
             )
@@ -119,14 +146,12 @@ class TransformerShape:
         >>> TransformerShape(1, 8, 2, 4, 10).block_flops(1)     # 24 x 4 x 64 + 4 x 16 x 8
         6656.0
         """
-        b, s, h = _checks.integer("microbatch", microbatch), self.sequence, self.hidden
+        b, s, h = _microbatch(microbatch), self.sequence, self.hidden
         return float(24 * b * s * h * h + 4 * b * s * s * h)
 
     def logits_flops(self, microbatch: int = 1) -> float:
         """Forward FLOPs of the output layer (logits): ``2 b s h V``."""
-        return float(
-            2 * _checks.integer("microbatch", microbatch) * self.sequence * self.hidden * self.vocabulary
-        )
+        return float(2 * _microbatch(microbatch) * self.sequence * self.hidden * self.vocabulary)
 
     def iteration_flops(self, microbatch: int = 1) -> float:
         """Forward and backward FLOPs of one micro-batch: three times the forward.
@@ -145,12 +170,13 @@ class TransformerShape:
 
         Korthikanti et al. (2022), eq. 2, 16-bit activations without recomputation.
         """
-        b, s, h, a = _checks.integer("microbatch", microbatch), self.sequence, self.hidden, self.heads
+        b, s, h, a = _microbatch(microbatch), self.sequence, self.hidden, self.heads
         return float(self.layers * s * b * h * (34 + 5 * a * s / h))
 
     def boundary_bytes(self, microbatch: int = 1, dtype_bytes: int = 2) -> float:
         """Bytes a pipeline boundary sends per micro-batch (the hidden states ``s b h``)."""
-        return float(_checks.integer("microbatch", microbatch) * self.sequence * self.hidden * dtype_bytes)
+        nbytes = _checks.integer("dtype_bytes", dtype_bytes)
+        return float(_microbatch(microbatch) * self.sequence * self.hidden * nbytes)
 
     # ---- the workload --------------------------------------------------------------------------
     def workload(
@@ -181,8 +207,13 @@ class TransformerShape:
         from queuesgd.workload import Layer, Workload
 
         rate = _checks.positive("flops", flops)
-        mem = units.parse_bandwidth(memory_bandwidth, "memory_bandwidth")
+        mem = _checks.positive(
+            "memory_bandwidth", units.parse_bandwidth(memory_bandwidth, "memory_bandwidth")
+        )
         nbytes = _checks.integer("dtype_bytes", dtype_bytes)
+        per_parameter = _checks.positive(
+            "update_bytes_per_parameter", update_bytes_per_parameter, allow_zero=True
+        )
         h = self.hidden
         block_f = self.block_flops(microbatch) / rate
         head_f = self.logits_flops(microbatch) / rate
@@ -198,8 +229,8 @@ class TransformerShape:
             compute,
             params,
             parameter_bytes=params,
-            batch_size=_checks.integer("microbatch", microbatch),
-            update_time=self.parameters * float(update_bytes_per_parameter) / mem,
+            batch_size=_microbatch(microbatch),
+            update_time=self.parameters * per_parameter / mem,
             layers=layers,
             name=f"{self.name} (micro-batch {microbatch})",
         )

@@ -35,9 +35,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from queuesgd import _checks, units
-from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.errors import InvalidParameterError, NotRepresentable, QueuesgdError
 
-__all__ = ["Candidate", "Plan", "plan_parallelism"]
+__all__ = ["Candidate", "DEFAULT_STAGES", "Plan", "plan_parallelism"]
+
+#: The pipeline depths :func:`plan_parallelism` tries by default (those dividing the workers, below them).
+DEFAULT_STAGES = (2, 4, 8, 16)
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,8 @@ class Candidate:
     ----------
     strategy : str
         ``"DP"``, ``"FSDP"``, ``"PP"`` or ``"DP x PP"``.
-    scheme : Scheme
-        The scheme predicted.
+    scheme : Scheme or None
+        The scheme predicted (None where it could not be built; ``note`` says why).
     replicas, stages, microbatches : int
         ``D`` data-parallel replicas of ``S`` stages; micro-batches per
         replica and step (1 for DP and FSDP, which take their batch whole).
@@ -101,6 +104,9 @@ class Plan:
         Every way predicted, in the order DP, FSDP, PP, DP x PP (by stages).
     best : Candidate or None
         The fastest candidate that fits in memory (None if none does).
+    notes : tuple of str
+        Each candidate not predicted, and why (a depth that does not divide
+        the workers, a micro-batch the replica's batch cannot be cut into).
 
     Examples
     --------
@@ -117,6 +123,7 @@ class Plan:
     memory_limit: float
     candidates: tuple[Candidate, ...]
     best: Candidate | None
+    notes: tuple[str, ...] = ()
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per candidate (strategy, D, S, M, samples/s, memory GB, fits, method): for tables.
@@ -159,6 +166,18 @@ def _formula(scheme: Any) -> str:
         return f"none: {err}"
 
 
+def _undivided(batch: int, replicas: int, microbatch: int) -> str:
+    """Why ``replicas`` pipelines cannot each take ``batch / replicas`` samples in micro-batches, or ""."""
+    if batch % replicas:
+        return f"the global batch {batch} does not divide into {replicas} replicas"
+    each = batch // replicas
+    if microbatch > each:
+        return f"the micro-batch {microbatch} is larger than the {each} samples each replica takes"
+    if each % microbatch:
+        return f"the micro-batch {microbatch} does not divide the {each} samples each replica takes"
+    return ""
+
+
 def plan_parallelism(
     model: Any,
     workers: int,
@@ -167,7 +186,7 @@ def plan_parallelism(
     global_batch: int,
     memory_limit: float | str = "80GB",
     latency: float | str = "10us",
-    stages: tuple[int, ...] = (2, 4, 8, 16),
+    stages: tuple[int, ...] | None = None,
     microbatch: int = 1,
     optimizer: str | float = 6.0,
     flops: float = 125e12,
@@ -187,11 +206,13 @@ def plan_parallelism(
         Samples per training step over all workers (``G``).
     memory_limit : float or str
         Bytes one worker holds at most (``"80GB"``: an 80 GB accelerator).
-    stages : tuple of int
+    stages : tuple of int, optional
         Pipeline depths ``S`` to try for DP x PP (those dividing ``n``,
-        below ``n``); PP is ``S = n``.
+        below ``n``; the others are listed in :attr:`Plan.notes`); PP is
+        ``S = n``. Default: :data:`DEFAULT_STAGES`, those that apply.
     microbatch : int
-        Samples per pipeline micro-batch.
+        Samples per pipeline micro-batch. A pipeline whose replicas' batch
+        it does not divide is not predicted (:attr:`Plan.notes` says so).
     optimizer : str or float
         Bytes of optimizer state per byte of parameters (6: Adam with fp32
         master weights against 16-bit parameters, ZeRO's ``K = 12``).
@@ -214,18 +235,32 @@ def plan_parallelism(
     from queuesgd.cluster import Cluster
     from queuesgd.prediction import predict
     from queuesgd.schemes import Pipeline, ShardedDataParallel
+    from queuesgd.schemes.memory import check_optimizer
 
+    for method in ("workload", "activation_bytes", "boundary_bytes"):
+        if not callable(getattr(model, method, None)):
+            raise InvalidParameterError(
+                "model", model, f"a model shape with a {method}() method, such as TransformerShape(...)"
+            )
     n = _checks.integer("workers", workers)
     G = _checks.integer("global_batch", global_batch)
     mb = _checks.integer("microbatch", microbatch)
+    asked = DEFAULT_STAGES if stages is None else _checks.integers("stages", stages, allow_empty=True)
     cap = float(units.parse_bytes(memory_limit, "memory_limit"))
-    cluster = Cluster(n, bandwidth, latency=latency)
+    check_optimizer("optimizer", optimizer)
+    _checks.positive("flops", flops)
+    _checks.choice("schedule", schedule, ("1f1b", "gpipe"))
+    link = units.parse_bandwidth(bandwidth, "bandwidth")
+    cluster = Cluster(n, link, latency=units.parse_seconds(latency, "latency"))
     out: list[Candidate] = []
+    notes: list[str] = []
 
-    def run(strategy: str, scheme: Any, workload: Any, d: int, s: int, m: int) -> None:
+    def run(strategy: str, make: Any, workload: Any, d: int, s: int, m: int) -> None:
+        scheme = None
         try:
+            scheme = make()
             p = predict(scheme, workload, cluster)
-        except (InvalidParameterError, NotRepresentable) as err:
+        except QueuesgdError as err:  # a depth the model cannot take, a pipeline too large to build, ...
             out.append(Candidate(strategy, scheme, d, s, m, float("nan"), None, False, "", "", str(err)))
             return
         fits = p.memory is not None and p.memory.total <= cap
@@ -239,25 +274,45 @@ def plan_parallelism(
         )
     b = G // n
     for strategy, stage in (("DP", 0), ("FSDP", 3)):
-        scheme = ShardedDataParallel(
-            stage=stage, optimizer=optimizer, activation_bytes=model.activation_bytes(b)
-        )
-        run(strategy, scheme, model.workload(b, flops=flops), n, 1, 1)
-    depths = sorted({int(s) for s in stages if 1 < int(s) < n and n % int(s) == 0} | {n})
-    for s in depths:
+        act = model.activation_bytes(b)
+
+        def data_parallel(stage: int = stage, act: float = act) -> Any:
+            return ShardedDataParallel(stage=stage, optimizer=optimizer, activation_bytes=act)
+
+        run(strategy, data_parallel, model.workload(b, flops=flops), n, 1, 1)
+    depths = set()
+    for s in dict.fromkeys(asked):
+        if stages is None:  # the defaults that apply, without a note for each that does not
+            if 1 < s < n and n % s == 0:
+                depths.add(s)
+        elif s == 1:
+            notes.append("stages 1: no pipeline (that is DP)")
+        elif s > n:
+            notes.append(f"stages {s}: no pipeline, more stages than the {n} workers")
+        elif n % s:
+            notes.append(f"stages {s}: no pipeline, {s} does not divide the {n} workers")
+        else:
+            depths.add(s)
+    if n > 1:
+        depths.add(n)
+    else:
+        notes.append("PP: no pipeline on 1 worker")
+    boundary, stash = model.boundary_bytes(mb), model.activation_bytes(mb)
+    for s in sorted(depths):
         d = n // s
-        if (G // d) % mb or G % d:
+        strategy = "PP" if s == n else "DP x PP"
+        why = _undivided(G, d, mb)
+        if why:
+            notes.append(f"{strategy} (S = {s}, D = {d}): not predicted, {why}")
             continue
         m = G // (d * mb)
-        scheme = Pipeline(
-            s,
-            m,
-            schedule=schedule,
-            activation_bytes=model.boundary_bytes(mb),
-            stash_bytes=model.activation_bytes(mb),
-            optimizer=optimizer,
-        )
-        run("PP" if s == n else "DP x PP", scheme, model.workload(mb, flops=flops), d, s, m)
+
+        def pipeline(s: int = s, m: int = m) -> Any:
+            return Pipeline(
+                s, m, schedule=schedule, activation_bytes=boundary, stash_bytes=stash, optimizer=optimizer
+            )
+
+        run(strategy, pipeline, model.workload(mb, flops=flops), d, s, m)
     fitting = [c for c in out if c.fits]
     best = max(fitting, key=lambda c: c.throughput) if fitting else None
-    return Plan(n, cluster.bandwidth, G, cap, tuple(out), best)
+    return Plan(n, cluster.bandwidth, G, cap, tuple(out), best, tuple(notes))

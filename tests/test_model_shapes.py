@@ -51,3 +51,39 @@ def test_bad_shapes_are_refused():
         TransformerShape(layers=2, hidden=10, heads=3, sequence=4, vocabulary=10)
     with pytest.raises(InvalidParameterError, match="TransformerShape.layers"):
         TransformerShape(layers=0, hidden=8, heads=2, sequence=4, vocabulary=10)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"layers": 2.7}, "TransformerShape.layers"),
+        ({"layers": 10**7}, "TransformerShape.layers"),  # one Layer per block: bounded before building
+        ({"hidden": 2**40}, "TransformerShape.hidden"),
+        ({"sequence": "2048"}, "TransformerShape.sequence"),
+        ({"name": 5}, "TransformerShape.name"),
+        ({"name": ""}, "TransformerShape.name"),
+    ],
+)
+def test_shape_fields_are_checked_by_name(kwargs, field):
+    shape = {"layers": 2, "hidden": 8, "heads": 2, "sequence": 4, "vocabulary": 10, **kwargs}
+    with pytest.raises(InvalidParameterError) as err:
+        TransformerShape(**shape)
+    assert str(err.value).startswith(f"{field}:")
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda t: t.workload(1, memory_bandwidth=0), "memory_bandwidth"),
+        (lambda t: t.workload(1, update_bytes_per_parameter=-1), "update_bytes_per_parameter"),
+        (lambda t: t.workload(1, update_bytes_per_parameter="x"), "update_bytes_per_parameter"),
+        (lambda t: t.workload(2.5), "microbatch"),
+        (lambda t: t.workload(2**60), "microbatch"),
+        (lambda t: t.activation_bytes(10**400), "microbatch"),
+        (lambda t: t.boundary_bytes(1, dtype_bytes=1.5), "dtype_bytes"),
+    ],
+)
+def test_workload_arguments_are_checked_by_name(call, field):
+    with pytest.raises(InvalidParameterError) as err:
+        call(TransformerShape(layers=2, hidden=8, heads=2, sequence=4, vocabulary=10))
+    assert str(err.value).startswith(f"{field}:")

@@ -59,3 +59,85 @@ def test_a_pipeline_deeper_than_the_model_is_listed_with_its_reason():
 def test_bad_global_batch():
     with pytest.raises(InvalidParameterError, match="global_batch"):
         plan_parallelism(GPT3_XL, 8, "10Gbit/s", global_batch=60)
+
+
+# ----------------------------------------------------------------------------- every parameter at the edge
+TINY = TransformerShape(layers=4, hidden=64, heads=4, sequence=32, vocabulary=100)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"stages": None}, None),  # the default depths
+        ({"stages": (2.7,)}, "stages[0]"),
+        ({"stages": "24"}, "stages"),
+        ({"stages": 4}, "stages"),
+        ({"stages": (0,)}, "stages[0]"),
+        ({"stages": (True,)}, "stages[0]"),
+        ({"microbatch": 1.5}, "microbatch"),
+        ({"microbatch": 0}, "microbatch"),
+        ({"optimizer": "adamw9"}, "optimizer"),
+        ({"optimizer": -1}, "optimizer"),
+        ({"schedule": "zb"}, "schedule"),
+        ({"flops": 0}, "flops"),
+        ({"flops": float("nan")}, "flops"),
+        ({"memory_limit": -1}, "memory_limit"),
+        ({"latency": "-1us"}, "latency"),
+    ],
+)
+def test_every_parameter_is_checked_by_name(kwargs, field):
+    if field is None:
+        p = plan_parallelism(TINY, 4, "10Gbit/s", global_batch=8, **kwargs)
+        assert [c.stages for c in p.candidates] == [1, 1, 2, 4] and p.notes == ()
+        return
+    with pytest.raises(InvalidParameterError) as err:
+        plan_parallelism(TINY, 4, "10Gbit/s", global_batch=8, **kwargs)
+    assert str(err.value).startswith(f"{field}:"), str(err.value)
+
+
+@pytest.mark.parametrize("model", ["gpt", None, 3, object()])
+def test_a_model_without_a_shape_is_refused(model):
+    with pytest.raises(InvalidParameterError, match="^model: .*TransformerShape"):
+        plan_parallelism(model, 4, "10Gbit/s", global_batch=8)
+
+
+def test_a_microbatch_larger_than_the_replicas_batch_is_noted():
+    # 4 workers, global batch 8: PP (D = 1) takes 8 samples, DP x PP with S = 2 (D = 2) takes 4 each
+    p = plan_parallelism(TINY, 4, "10Gbit/s", global_batch=8, microbatch=6)
+    assert [c.strategy for c in p.candidates] == ["DP", "FSDP"]
+    assert p.notes == (
+        "DP x PP (S = 2, D = 2): not predicted, the micro-batch 6 is larger than the 4 samples each "
+        "replica takes",
+        "PP (S = 4, D = 1): not predicted, the micro-batch 6 does not divide the 8 samples each "
+        "replica takes",
+    )
+
+
+def test_depths_that_do_not_apply_are_noted_when_asked_for():
+    p = plan_parallelism(TINY, 4, "10Gbit/s", global_batch=8, stages=(1, 3, 2, 8, 2))
+    assert [(c.strategy, c.stages) for c in p.candidates] == [
+        ("DP", 1),
+        ("FSDP", 1),
+        ("DP x PP", 2),
+        ("PP", 4),
+    ]
+    assert p.notes == (
+        "stages 1: no pipeline (that is DP)",
+        "stages 3: no pipeline, 3 does not divide the 4 workers",
+        "stages 8: no pipeline, more stages than the 4 workers",
+    )
+
+
+def test_a_candidate_too_large_to_build_is_listed_not_raised():
+    # 8 x 10**11 samples in micro-batches of 1: a pipeline task graph far above its guard; DP still runs
+    p = plan_parallelism(TINY, 2, "10Gbit/s", global_batch=2 * 10**11)
+    pp = [c for c in p.candidates if c.strategy == "PP"]
+    assert len(pp) == 1 and math.isnan(pp[0].throughput) and not pp[0].fits and pp[0].note
+    assert p.candidates[0].strategy == "DP" and p.candidates[0].throughput > 0
+
+
+def test_plan_parallelism_is_exported_at_top_level():
+    import queuesgd
+
+    assert queuesgd.plan_parallelism is plan_parallelism
+    assert "plan_parallelism" in queuesgd.__all__ and "TransformerShape" in queuesgd.__all__
