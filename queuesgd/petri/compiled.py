@@ -251,11 +251,15 @@ class CompiledNet:
                 "max_tokens= if the place is bounded but large"
             )
 
-    def too_many(self, count: int, what: str = "tangible markings") -> StateSpaceTooLargeError:
+    def too_many(
+        self, count: int, what: str = "tangible markings", *, known: str = ""
+    ) -> StateSpaceTooLargeError:
+        """The error for more than ``max_states`` markings: ``count`` reached, or ``known`` beforehand."""
         uncovered = [self.places[p] for p in np.flatnonzero(~self.covered())]
+        how = f"known before generating any: {known}" if known else f"reached {count:,}"
         msg = (
             f"net {self.net.name!r} has more than max_states={self.max_states:,} {what} "
-            f"(reached {count:,}); pass a larger max_states= or estimate by simulation (net.simulate)"
+            f"({how}); pass a larger max_states= or estimate by simulation (net.simulate)"
         )
         if uncovered:
             return UnboundedNetError(

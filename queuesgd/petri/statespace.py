@@ -88,7 +88,13 @@ from queuesgd.petri.markings import (
 if TYPE_CHECKING:
     from queuesgd.petri.net import PetriNet
 
-__all__ = ["StateSpace", "state_space", "TimelessTrapError", "UnboundedNetError"]
+__all__ = [
+    "StateSpace",
+    "TimelessTrapError",
+    "UnboundedNetError",
+    "state_space",
+    "surely_reachable",
+]
 
 #: Frontier rows expanded per chunk are bounded so that the successor arrays stay
 #: within a few hundred MB.
@@ -251,6 +257,61 @@ def _constants(P: int, seed: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- generation
+def surely_reachable(net: PetriNet) -> tuple[int, str]:
+    """A lower bound on the tangible markings of ``net``, from its arcs and initial marking alone.
+
+    For a net without immediate transitions (every marking tangible), a timed
+    transition ``t`` enabled at ``m0`` fires again and again while its input
+    places hold enough and its inhibitor places stay below their thresholds:
+    ``m0, m0 + C_t, m0 + 2 C_t, ...`` are reachable and distinct (``C_t`` its
+    incidence row, not 0), ``K + 1`` markings. The bound is the largest such
+    run over the transitions (1 otherwise, and for nets with immediate
+    transitions, whose markings may vanish); a run without end (the net grows
+    without bound) is left to the generator, which names the places. It
+    costs ``O(transitions x places)``, so :func:`state_space` refuses a net
+    of 3 million tokens in a cycle at once instead of after generating
+    ``max_states`` markings.
+
+    Returns
+    -------
+    (int, str)
+        The bound and, in words, why.
+
+    Examples
+    --------
+    >>> from queuesgd import PetriNet
+    >>> net = PetriNet("ring")
+    >>> _ = net.place("a", tokens=3_000_000)
+    >>> _ = net.place("b")
+    >>> _ = net.timed("ab", rate=1.0, inputs={"a": 1}, outputs={"b": 1})
+    >>> _ = net.timed("ba", rate=1.0, inputs={"b": 1}, outputs={"a": 1})
+    >>> surely_reachable(net)[0]                     # 'ab' fires 3,000,000 times in a row
+    3000001
+    """
+    timed = net.is_timed
+    if timed.size == 0 or not timed.all():
+        return 1, "no transition can be fired repeatedly for sure"
+    pre, inh, m0 = net.pre, net.inhibit, net.initial_marking
+    C = net.post - pre
+    best, why = 1, "no transition can be fired repeatedly for sure"
+    for t in range(C.shape[0]):
+        d = C[t]
+        if not d.any() or np.any(m0 < pre[t]) or np.any((inh[t] > 0) & (m0 >= inh[t])):
+            continue
+        runs = [(m0[p] - pre[t, p]) // -d[p] + 1 for p in np.flatnonzero(d < 0)]
+        runs += [(inh[t, p] - 1 - m0[p]) // d[p] + 1 for p in np.flatnonzero((d > 0) & (inh[t] > 0))]
+        if not runs:
+            continue  # an endless run: unbounded, reported by the generator with its places
+        k = int(min(runs)) + 1
+        if k > best:
+            best = k
+            why = (
+                f"firing {net.transition_names[t]!r} alone from the initial marking reaches {k:,} distinct "
+                "markings"
+            )
+    return best, why
+
+
 def state_space(net: PetriNet, max_states: int = 2_000_000, *, max_tokens: int = 100_000) -> StateSpace:
     """Tangible reachability graph of ``net``, vanishing markings eliminated exactly.
 
@@ -297,6 +358,10 @@ def state_space(net: PetriNet, max_states: int = 2_000_000, *, max_tokens: int =
         raise InvalidParameterError("net", type(net).__name__, "a queuesgd.PetriNet")
     max_states = _checks.integer("max_states", max_states, minimum=1)
     max_tokens = _checks.integer("max_tokens", max_tokens, minimum=1)
+    surely, why = surely_reachable(net)
+    if surely > max_states:
+        cn = CompiledNet(net, max_states, max_tokens, _constants(len(net.place_names) + 1, 0))
+        raise cn.too_many(surely, known=why)
     fast = _generate_timed(net, max_states, max_tokens)
     if fast is not None:
         return fast
