@@ -196,9 +196,12 @@ def profile(
                 torch.cuda.reset_peak_memory_stats(step.dev)
             args = (step.run_micro, step.update, step.accumulation)
             timed = repetitions - repetitions // 2
-            rec.timed(*args, warmup + timed, skip=warmup)  # the warm-up runs straight into the timed steps
-            for i in range(repetitions // 2 + (warmup > 0)):  # a first detailed step to warm the hooks up
-                rec.detailed(*args, measure=i > 0 or warmup == 0)
+            with step.errors():
+                rec.timed(
+                    *args, warmup + timed, skip=warmup
+                )  # the warm-up runs straight into the timed steps
+                for i in range(repetitions // 2 + (warmup > 0)):  # a first detailed step to warm the hooks up
+                    rec.detailed(*args, measure=i > 0 or warmup == 0)
             memory = _memory(step) if cuda else {}
             if cuda:
                 memory["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(step.dev))
@@ -274,15 +277,17 @@ def plain_step_time(
             model_args=model_args,
         )
         wait = torch.cuda.synchronize if step.dev.type == "cuda" else (lambda: None)
-        for _ in range(warmup):
-            step.run()
+        with step.errors():
+            for _ in range(warmup):
+                step.run()
         per = steps // chunks
         out = []
         for _ in range(chunks):
             wait()
             t0 = time.perf_counter()
-            for _ in range(per):
-                step.run()
+            with step.errors():
+                for _ in range(per):
+                    step.run()
             wait()
             out.append((time.perf_counter() - t0) / per)
     return tuple(out)

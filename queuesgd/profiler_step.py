@@ -13,6 +13,7 @@ asked, the loss divided by ``accumulation``, backward, through a
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import importlib
 import inspect
@@ -23,7 +24,7 @@ import numbers
 import os
 import types
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,12 +71,29 @@ class TrainingStep:
     run_micro: Callable[[bool], Callable[[], None]] = field(repr=False, default=None)  # type: ignore[assignment]
     update: Callable[[], None] = field(repr=False, default=None)  # type: ignore[assignment]
     activations: list[int] = field(default_factory=list)  # CUDA bytes kept by each last forward pass
+    label: str = ""  # the model and its batch, as an error names them
 
     def run(self) -> None:
         """One whole step, unhooked."""
         for j in range(self.accumulation):
             self.run_micro(j == self.accumulation - 1)()
         self.update()
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        """Inside: the model's own failure on the batch (shape, dtype, out of memory) as one clear error."""
+        try:
+            yield
+        except QueuesgdError:
+            raise
+        except (RuntimeError, TypeError, ValueError, IndexError) as exc:
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise InvalidParameterError(
+                "model",
+                self.label,
+                f"a model that trains on the batch given (its step raised {type(exc).__name__}: {first}); "
+                "check input_shape or inputs, or use a smaller batch_size",
+            ) from exc
 
 
 def resolve_model(model: Any, model_args: Any = None) -> Any:
@@ -321,7 +339,7 @@ def import_callable(field: str, spec: str, accepted: str) -> Callable[..., Any]:
         found = importlib.import_module(mod_name)
         for part in attr.split("."):
             found = getattr(found, part)
-    except (ImportError, AttributeError, ValueError) as exc:
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:  # TypeError: a relative name
         raise InvalidParameterError(field, spec, f"{accepted} ({type(exc).__name__}: {exc})") from None
     if not callable(found):
         raise InvalidParameterError(field, spec, f"{accepted} (not callable)")
@@ -400,7 +418,14 @@ def training_step(
     if factory is not None:
         _check_model_memory(torch, factory, kwargs, label, free, dev)
     torch.manual_seed(seed)
-    net = (model if factory is None else build_model(factory, kwargs, label)).to(dev)
+    net = model if factory is None else build_model(factory, kwargs, label)
+    if any(t.is_meta for t in (*net.parameters(), *net.buffers())):
+        raise InvalidParameterError(
+            "model",
+            label,
+            "a model with real tensors, not meta ones (to_empty(device=...), then initialize it)",
+        )
+    net = net.to(dev)
     net.train()
     compiled = getattr(net, "_orig_mod", None) is not None  # torch.compile's OptimizedModule
     prefix = "_orig_mod." if compiled else ""
@@ -422,6 +447,7 @@ def training_step(
     scaler = torch.amp.GradScaler(dev.type) if amp == torch.float16 else None
     loss_of = loss if loss is not None else _default_loss
     step = TrainingStep(torch, net, params, opt, dev, amp, accumulation, batch_size, compiled)
+    step.label = f"{label} on a batch of {(batch_size, *shape) if shape is not None else 'inputs'}"
     cuda = dev.type == "cuda"
 
     def run_micro(last: bool) -> Callable[[], None]:
@@ -592,11 +618,17 @@ def _batch(torch: Any, inputs: Any, batch_size: int, dev: Any, free: int | None)
         if depth > MAX_BATCH_DEPTH:
             raise InvalidParameterError("inputs", type(batch).__name__, accepted)
         if isinstance(x, torch.Tensor):
+            if x.is_meta:
+                raise InvalidParameterError("inputs", "a meta tensor", f"{accepted}, with data (not on meta)")
             tensors.append(x)
         elif type(x) in (list, tuple):
             for v in x:
                 walk(v, depth + 1)
         elif isinstance(x, Mapping):
+            if depth == 0 and not all(isinstance(k, str) and k.isidentifier() for k in x):
+                raise InvalidParameterError(
+                    "inputs", list(x)[:3], f"{accepted}; a dict's keys are argument names"
+                )
             for v in x.values():
                 walk(v, depth + 1)
 

@@ -544,3 +544,41 @@ def test_fuzz_one_bad_option_is_refused_cleanly(tmp_path_factory, capsys, option
     assert profiler_models.CALLS in ([], ["recorded(4)"]), argv  # only the real factory, once at most
     if option in ("model", "--model-args", "--inputs", "--out", "--device", "--input-shape", "--seed"):
         assert profiler_models.CALLS == [], argv
+
+
+# -- the model's own failures, meta tensors, odd batches: one error each ------------------------------------
+
+
+def test_a_batch_the_model_cannot_take_is_one_error(tmp_path, capsys):
+    line = _refused(capsys, "model", "queuesgd:mlp", *_mlp_args(tmp_path / "w.json"))  # mlp takes 784, not 8
+    assert "queuesgd:mlp on a batch of (2, 8)" in line and "mat1 and mat2" in line and "input_shape" in line
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(InvalidParameterError, match="its step raised RuntimeError"):
+        q.plain_step_time(torch.nn.Linear(8, 2), batch_size=2, input_shape=(7,), steps=2, chunks=1)
+
+
+def test_meta_tensors_are_refused_in_the_model_and_the_batch():
+    with pytest.raises(InvalidParameterError, match="not meta"):
+        profile(torch.nn.Linear(8, 2, device="meta"), batch_size=2, input_shape=(8,))
+    with pytest.raises(InvalidParameterError, match="not on meta"):
+        profile(torch.nn.Linear(8, 2), batch_size=2, inputs=torch.zeros(2, 8, device="meta"))
+
+
+def test_a_dict_batch_is_keyed_by_argument_names():
+    with pytest.raises(InvalidParameterError, match="argument names"):
+        profile(torch.nn.Linear(8, 2), batch_size=2, inputs={1: torch.zeros(2, 8)})
+
+
+@pytest.mark.parametrize(
+    "name", [".relative:f", "a\0b:c", "os:path.join", "queuesgd.harness.models:__class__"]
+)
+def test_odd_module_names_are_one_error(name):
+    with pytest.raises(InvalidParameterError, match="model"):
+        resolve_model(name)
+
+
+def test_out_is_never_the_trace_it_reads(tmp_path, capsys):
+    trace = tmp_path / "t.json"
+    trace.write_text("{}")
+    assert "other than the trace" in _refused(capsys, "--out", *_trace_args(str(trace), trace))
+    assert trace.read_text() == "{}"

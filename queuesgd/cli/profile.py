@@ -101,8 +101,19 @@ def _profile_trace(args: argparse.Namespace, out: Path, log: Path) -> int:
             raise InvalidParameterError(
                 flag, getattr(args, option), "none with --from-trace (it runs no model)"
             )
+    if any(_same_file(p, args.from_trace) for p in (out, log)):
+        raise InvalidParameterError(
+            "--out", str(out), f"a file other than the trace it reads ({args.from_trace})"
+        )
     w = read_trace(args.from_trace, batch_size=args.batch_size)
     return _save(w, out, log, f"queuesgd profile --from-trace {args.from_trace}: batch {args.batch_size}")
+
+
+def _same_file(a: Path, b: str) -> bool:
+    try:
+        return a.exists() and Path(b).exists() and a.samefile(b)
+    except (OSError, ValueError):  # unreadable, or a NUL in the name: read_trace says so
+        return False
 
 
 def _save(w: Workload, out: Path, log: Path, note: str) -> int:
