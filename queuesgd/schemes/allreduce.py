@@ -11,7 +11,7 @@ iteration. See ``docs/schemes/allreduce.md``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,6 +19,7 @@ import numpy as np
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.barrier import BarrierScheme, SymbolicWorkload
+from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import hierarchical_allreduce, ring_allreduce, tree_allreduce
 from queuesgd.schemes.fine import FineModel, allreduce_graph, ring_message_costs
 from queuesgd.schemes.finegrained import FineGrained
@@ -68,16 +69,93 @@ class _AllReduce(FineGrained, BarrierScheme):
 class RingAllReduce(_AllReduce):
     """Synchronous SGD with a ring all-reduce: ``E[max] + 2(n-1)/n S/B + 2(n-1) alpha + u``.
 
+    ``overlap_efficiency`` (``eta``, fine road, with ``overlap=True``): the
+    share of the communication's overlap with the backward pass that is
+    realized. Where the workers' cores also run the collective (gloo on
+    shared CPUs), communicating slows the computation it overlaps, and the
+    step is ``eta`` of the way from the serial step (``overlap=False``) to
+    the fully overlapped one: ``T = eta T_overlap + (1 - eta) T_serial``. 1
+    (the default) is full overlap; a measured value comes from
+    :func:`queuesgd.harness.overlap.measure_overlap`.
+
     Examples
     --------
-    >>> from queuesgd import Workload, Cluster, predict
+    >>> from queuesgd import Workload, Cluster, Layer, predict
     >>> w = Workload(0.1, "100MB", batch_size=32)
     >>> p = predict(RingAllReduce(), w, Cluster(workers=4, bandwidth="1GB/s"))
     >>> round(p.iteration_time, 12)           # 0.1 + 2 x 3/4 x 0.1 s
     0.25
+    >>> w = Workload(0.1, None, layers=[Layer("a", "50MB", 0.05), Layer("b", "50MB", 0.05)])
+    >>> c = Cluster(workers=4, bandwidth="1GB/s")
+    >>> per_layer = dict(fusion_bytes=None, fusion_time=None)     # one message per layer
+    >>> half = predict(RingAllReduce(overlap_efficiency=0.5, **per_layer), w, c, "fine")
+    >>> full = predict(RingAllReduce(**per_layer), w, c, "fine")
+    >>> serial = predict(RingAllReduce(overlap=False, **per_layer), w, c, "fine")
+    >>> round(full.iteration_time, 9), round(serial.iteration_time, 9)  # serial: 0.1 + 2 x 3/4 x 0.1 s
+    (0.2, 0.25)
+    >>> round(half.iteration_time, 9)      # 0.5 x 0.2 + 0.5 x 0.25
+    0.225
     """
 
     key: ClassVar[str] = "ring-allreduce"
+    FINE_PARAMETERS: ClassVar[tuple[str, ...]] = (*_AllReduce.FINE_PARAMETERS, "overlap_efficiency")
+
+    overlap_efficiency: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        eta = _checks.positive("RingAllReduce.overlap_efficiency", self.overlap_efficiency, allow_zero=True)
+        if eta > 1.0:
+            raise InvalidParameterError("RingAllReduce.overlap_efficiency", eta, "a share between 0 and 1")
+        if eta < 1.0 and not self.overlap:
+            raise InvalidParameterError(
+                "RingAllReduce.overlap_efficiency",
+                eta,
+                "1 with overlap=False (there is no overlap to realize)",
+            )
+        object.__setattr__(self, "overlap_efficiency", eta)
+
+    def solve_fine(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The fine-grained task graph; with ``overlap_efficiency < 1``, blended with the serial step's."""
+        full = super().solve_fine(workload, cluster, rng=rng, iterations=iterations)
+        eta = self.overlap_efficiency
+        if eta == 1.0:
+            return full
+        serial_scheme = replace(self, overlap=False, overlap_efficiency=1.0)
+        serial = serial_scheme.solve_fine(workload, cluster, rng=rng, iterations=iterations)
+        # Only part of the communication hides behind the backward pass: the step is eta of the way from
+        # the serial step to the fully overlapped one, each the samples of an iteration over the road's
+        # samples per second (as predict reports them).
+        b = workload.batch_size
+        samples = cluster.workers * b
+        rate_full = full.iteration_rate * full.gradients_per_update * b
+        rate_serial = serial.iteration_rate * serial.gradients_per_update * b
+        it = eta * samples / rate_full + (1.0 - eta) * samples / rate_serial
+        breakdown = {
+            k: eta * full.breakdown.get(k, 0.0) + (1.0 - eta) * serial.breakdown.get(k, 0.0)
+            for k in {*full.breakdown, *serial.breakdown}
+        }
+        reason = (
+            f"{full.reason}; overlap efficiency {eta:.3f}: the step is {eta:.3f} x the overlapped step "
+            f"({full.iteration_time:.6g} s) + {1 - eta:.3f} x the serial one ({serial.iteration_time:.6g} s)"
+        )
+        details = {
+            **full.details,
+            "overlapped_step": full.iteration_time,
+            "serial_step": serial.iteration_time,
+        }
+        return replace(
+            full,
+            iteration_rate=1.0 / it,
+            iteration_time=it,
+            breakdown=breakdown,
+            reason=reason,
+            details=details,
+            interval=None,
+            bottleneck=max(breakdown, key=lambda key: breakdown[key]),
+        )
 
     def message_costs(self, workload: Workload, cluster: Cluster, nbytes: np.ndarray) -> np.ndarray:
         """Reduce-scatter (with ``n - 1`` vector additions of ``S/n`` bytes) then all-gather, per message."""

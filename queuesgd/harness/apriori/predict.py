@@ -54,9 +54,10 @@ def predict_ddp(
 
     Where the calibration measured an overlap efficiency ``eta < 1``
     (:mod:`queuesgd.harness.overlap`: the ranks' cores are shared, so the
-    communication slows the computation it overlaps), the predicted step is
-    ``eta x`` the fully overlapped step ``+ (1 - eta) x`` the serial one
-    (the same model with ``overlap=False``); ``overlap_eta`` records it.
+    communication slows the computation it overlaps), the model is
+    ``RingAllReduce(overlap_efficiency=eta)``: the step ``eta x`` the fully
+    overlapped step ``+ (1 - eta) x`` the serial one (the formula is the
+    scheme's); ``overlap_eta`` records it.
 
     Returns
     -------
@@ -89,10 +90,18 @@ def predict_ddp(
         bandwidth = calibration.bandwidth if math.isfinite(calibration.bandwidth) else 1e15
         latency = calibration.alpha
     cluster = Cluster(n, bandwidth, latency=latency)
-    pred = predict(ddp_scheme(), work, cluster, "fine", rng=seed, iterations=iterations)
+    eta = None if n == 1 or calibration is None or not calibration.overlap else calibration.overlap["eta"]
+    # Only part of the communication hides behind the backward pass on shared cores: the scheme's
+    # overlap efficiency (RingAllReduce(overlap_efficiency=eta)) blends the overlapped and serial steps.
+    blended = eta is not None and eta < 1.0
+    scheme = replace(ddp_scheme(), overlap_efficiency=eta) if blended else ddp_scheme()
+    pred = predict(scheme, work, cluster, "fine", rng=seed, iterations=iterations)
+    # Samples over the blended step, as the rows stored before the blend moved into the scheme computed
+    # it (pred.throughput is the same number but for its last bit; the rebuilt rows must match exactly).
+    samples = n * work.batch_size
     out = {
-        "predicted": pred.throughput,
-        "method": pred.method,
+        "predicted": samples / pred.iteration_time if blended else pred.throughput,
+        "method": "fine+overlap" if blended else pred.method,
         "reason": pred.reason,
         "predicted_at": stamp(),
         "cores": profile.cores,
@@ -101,20 +110,6 @@ def predict_ddp(
         "compute_mean": work.compute_time,
         "update_time": work.update_time,
     }
-    eta = None if n == 1 or calibration is None or not calibration.overlap else calibration.overlap["eta"]
-    if eta is not None and eta < 1.0:
-        # Only part of the communication hides behind the backward pass on these shared cores: the step
-        # is eta of the way from the serial step (no overlap) to the fully overlapped one.
-        serial = predict(ddp_scheme(overlap=False), work, cluster, "fine", rng=seed, iterations=iterations)
-        samples = n * work.batch_size
-        step = eta * samples / pred.throughput + (1.0 - eta) * samples / serial.throughput
-        out["predicted"] = samples / step
-        out["method"] = "fine+overlap"
-        out["reason"] = (
-            f"{pred.reason}; overlap efficiency {eta:.3f} measured in the calibration: the step is "
-            f"{eta:.3f} x the overlapped step ({samples / pred.throughput:.6g} s) + {1 - eta:.3f} x the "
-            f"serial one ({samples / serial.throughput:.6g} s)"
-        )
     out["overlap_eta"] = eta
     return out
 
