@@ -1,12 +1,11 @@
-"""Read a user's own training measurements: a CSV file, a DataFrame, columns or rows.
+"""Read a user's own training measurements: a CSV file, a text log, a DataFrame, columns or rows.
 
-Each row belongs to one *configuration*, named by the configuration columns
-(only ``workers`` is required):
+Each row belongs to one *configuration*, named by the configuration columns:
 
 ========================  ==================================================
 column                    meaning
 ========================  ==================================================
-``workers``               number of workers (required)
+``workers``               number of workers (or the caller's ``workers=``)
 ``scheme``                scheme name (``sync-ps``, ``ring-allreduce``, ...)
 ``workload``              catalog workload name (``resnet50``)
 ``bandwidth``             link bandwidth (``10Gbit/s``; a bare number is B/s)
@@ -15,20 +14,36 @@ column                    meaning
 ``batch_size``            samples per worker per step
 any other name            a parameter of the scheme (``backups``, ``cutoff``)
 ``run``                   a label of one run (timestamps restart per run)
+``step``                  the training step a row was logged at
 ========================  ==================================================
 
 and carries exactly one kind of measurement:
 
 - ``samples_per_second``: one run's measured throughput (several rows of one
   configuration are repeated runs);
-- ``time``: the time, in seconds from any origin, at which the job applied
-  one model update (a training step ended); the first time of each run only
-  starts the clock;
+- ``time``: the time at which the job applied one model update (a training
+  step ended), in seconds from any origin; Unix times in seconds,
+  milliseconds, microseconds or nanoseconds are recognized and said in a
+  note (``time_unit=`` says otherwise); the first time of each run only
+  starts the clock. With a ``step`` column a row may follow several
+  updates (a log written every 50 steps): the updates between two rows are
+  the difference of their steps;
 - ``step_time``: the seconds one update took (a duration per row).
 
 With ``time`` or ``step_time`` an optional ``samples`` column says how many
-training samples that update applied. Empty cells of configuration columns
-take the defaults given by the caller. Lines starting with ``#`` are comments.
+training samples one update applied. Empty cells of configuration columns
+take the defaults given by the caller; a row whose measurement cell is empty
+(a log row of other metrics, as PyTorch Lightning's ``metrics.csv`` has) is
+skipped, with a note. Lines starting with ``#`` are comments.
+
+A file is read as it comes: ``-`` is standard input, a UTF-8 byte-order mark
+is dropped, and the separator (``,``, ``;`` or a tab) is the one the header
+row uses most. Every read is bounded (:data:`MAX_BYTES`, :data:`MAX_ROWS`,
+:data:`MAX_CELL`), and devices, FIFOs and directories are refused before
+anything is read. ``columns=`` maps a log's own column names onto these
+(``{"samples_per_second": "train/throughput"}``), and ``log_pattern=`` reads
+a plain-text log (a torchrun/DDP job's output) with a regular expression
+whose named groups are the columns (see :data:`LOG_PATTERNS`).
 
 Examples
 --------
@@ -40,7 +55,10 @@ Examples
 from __future__ import annotations
 
 import csv
+import io
 import os
+import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,20 +68,58 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks, units
-from queuesgd.errors import InvalidParameterError
+from queuesgd.errors import InvalidParameterError, QueuesgdError
 from queuesgd.specs import parse_value
 
-__all__ = ["CONFIG_COLUMNS", "MEASURE_COLUMNS", "Measurement", "read_measured"]
+__all__ = [
+    "CONFIG_COLUMNS",
+    "LOG_PATTERNS",
+    "MAX_BYTES",
+    "MAX_CELL",
+    "MAX_LINE",
+    "MAX_ROWS",
+    "MEASURE_COLUMNS",
+    "PLAUSIBLE_STEP",
+    "TIME_UNITS",
+    "Measurement",
+    "read_measured",
+]
 
 #: Columns that name a configuration (besides scheme parameters), in display order.
 CONFIG_COLUMNS = ("scheme", "workload", "workers", "bandwidth", "latency", "ps_shards", "batch_size")
 #: The kinds of measurement; a table has exactly one of these columns.
 MEASURE_COLUMNS = ("samples_per_second", "time", "step_time")
 #: Other columns with a meaning.
-_OTHER = ("samples", "run")
+_OTHER = ("samples", "run", "step")
+
+#: Largest file (or standard input) read, in bytes: 64 MiB, a million steps of a wide log.
+MAX_BYTES = 64 * 2**20
+#: Most data rows (or matched log lines) read.
+MAX_ROWS = 1_000_000
+#: Longest cell that is read as a value, in characters (a number, a unit, a name or a label).
+MAX_CELL = 100
+#: Longest line of a text log that ``log_pattern`` is tried on; longer lines are skipped (noted).
+MAX_LINE = 10_000
+
+#: The units ``time_unit=`` takes, in seconds (``"auto"``: seconds, or Unix time recognized by its size).
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+_NUMBER_TEXT = r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?"
+
+#: Ready-made ``log_pattern=`` names. ``"step-time"`` reads lines such as a training script prints
+#: under torchrun: ``[rank0]: step 120 | loss 2.31 | step_time 251.3ms`` (also ``time=0.25s``,
+#: ``dt: 250 ms``, an optional ``[rankN]:``/``[defaultN]:`` prefix; a bare number is seconds).
+LOG_PATTERNS = {
+    "step-time": (
+        r"^(?:\[(?:rank|default)(?P<rank>[0-9]+)\]:?\s*)?.*?\bstep\b\s*[:=#]?\s*(?P<step>[0-9]+)\b"
+        r".*?\b(?:step_time|step time|time|dt)\b\s*[:=]?\s*"
+        rf"(?P<step_time>{_NUMBER_TEXT}\s*(?:ms|us|µs|ns|s)?)(?![A-Za-z0-9])"
+    ),
+}
 
 _ACCEPTED_INPUT = (
-    "a CSV file path, a pandas DataFrame, a mapping of column name -> values, or a list of row dicts"
+    "a CSV file path (or '-' for standard input), a pandas DataFrame, a mapping of column name -> values, "
+    "or a list of row dicts"
 )
 
 
@@ -74,7 +130,7 @@ class Measurement:
     Attributes
     ----------
     config : mapping
-        ``workers`` (int) and, where given, ``scheme``, ``workload`` (str),
+        Where given: ``workers`` (int), ``scheme``, ``workload`` (str),
         ``bandwidth`` (B/s), ``latency`` (s), ``ps_shards``, ``batch_size``
         (int); missing ones are absent.
     params : mapping
@@ -84,15 +140,22 @@ class Measurement:
         One of :data:`MEASURE_COLUMNS`.
     values : ndarray
         ``samples_per_second``: one value per run. ``time``/``step_time``:
-        durations in seconds of the updates, runs one after the other.
+        durations in seconds of the updates (of the intervals between two
+        rows, with a ``step`` column), runs one after the other.
     samples : ndarray or None
-        Samples applied by each update of ``values`` (``time``/``step_time``
-        with a ``samples`` column), else None.
+        Samples applied by one update of each entry of ``values``
+        (``time``/``step_time`` with a ``samples`` column), else None.
     runs : tuple of int
-        Number of updates (or rows) of each run, in order; they sum to
+        Number of entries of ``values`` of each run, in order; they sum to
         ``len(values)`` (a run of one timestamp has none).
     where : str
         The rows it came from, for messages (``"log.csv lines 2-203"``).
+    updates : ndarray or None
+        ``time`` with a ``step`` column: the updates each interval of
+        ``values`` holds (the difference of the steps), else None (one each).
+    notes : tuple of str
+        What a reader of the numbers should know: rows skipped, a time unit
+        recognized, an implausible step time.
     """
 
     config: Mapping[str, Any]
@@ -102,16 +165,188 @@ class Measurement:
     samples: np.ndarray | None
     runs: tuple[int, ...]
     where: str
+    updates: np.ndarray | None = None
+    notes: tuple[str, ...] = ()
 
 
-def _table(measured: Any) -> tuple[list[str], list[list[Any]], Any]:
-    """``(header, rows, where)``: ``where(i)`` names row ``i`` (a line of the file or a row number)."""
+# ---- the table: header, rows and where each row came from ---------------------------------
+
+
+def _short(value: Any) -> Any:
+    """A long cell shortened for a message (its length said)."""
+    if isinstance(value, str) and len(value) > 40:
+        return f"{value[:20]}... ({len(value):,} characters)"
+    return value
+
+
+def _read_text(measured: Any) -> tuple[str, str]:
+    """``(text, name)`` of a file path or ``"-"`` (standard input), bounded and decoded."""
+    if isinstance(measured, str) and measured == "-":
+        name = "<stdin>"
+        stream = getattr(sys.stdin, "buffer", sys.stdin)
+        raw = stream.read(MAX_BYTES + 1) if stream is not None else b""
+        if len(raw) > MAX_BYTES:
+            raise InvalidParameterError("measured", name, f"at most {MAX_BYTES:,} bytes on standard input")
+        if isinstance(raw, str):
+            return raw.removeprefix("\ufeff"), name
+    else:
+        name = Path(measured).name or os.fspath(measured)
+        raw = _checks.read_bytes("measured", measured, max_bytes=MAX_BYTES)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InvalidParameterError(
+            "measured", os.fspath(measured), f"UTF-8 text (byte {err.start} is not UTF-8)"
+        ) from None
+    if "\0" in text:
+        raise InvalidParameterError("measured", os.fspath(measured), "a text file (it has NUL bytes)")
+    return text, name
+
+
+def _separator(header_line: str) -> str:
+    """The separator the header row uses most: ``,`` (also when none), ``;`` or a tab."""
+    counts = {sep: header_line.count(sep) for sep in (",", ";", "\t")}
+    best = max(counts, key=lambda s: counts[s])  # ties: the first, a comma
+    return best if counts[best] else ","
+
+
+def _read_csv(text: str, name: str) -> tuple[list[str], list[list[Any]], Any]:
+    first = next(
+        (line for line in io.StringIO(text) if line.strip() and not line.lstrip().startswith("#")), ""
+    )
+    sep = _separator(first)
+    lines: list[tuple[int, list[str]]] = []
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    try:
+        for row in reader:
+            if not any(c.strip() for c in row) or row[0].lstrip().startswith("#"):
+                continue
+            lines.append((reader.line_num, row))
+            if len(lines) > MAX_ROWS + 1:
+                raise InvalidParameterError(
+                    "measured",
+                    name,
+                    f"at most {MAX_ROWS:,} data rows (split the log, or keep every n-th row)",
+                )
+    except csv.Error as err:
+        raise InvalidParameterError(
+            f"{name} line {reader.line_num}", str(err), "a well-formed CSV row"
+        ) from None
+    if not lines:
+        raise InvalidParameterError(
+            "measured", name, "a CSV file with a header row, e.g. workers,samples_per_second"
+        )
+    (_, header), body = lines[0], lines[1:]
+    if not body:
+        raise InvalidParameterError("measured", name, "a CSV file with data rows below its header")
+    header = [h.strip() for h in header]
+    numbers = [n for n, _ in body]
+    rows = []
+    for n, row in body:
+        if len(row) != len(header):
+            raise InvalidParameterError(
+                f"{name} line {n}",
+                f"{len(row)} cells",
+                f"{len(header)} cells, one per column of the header ({_short(', '.join(header))}; "
+                f"separator {sep!r})",
+            )
+        rows.append(row)
+    return header, rows, lambda i: f"{name} line {numbers[i]}"
+
+
+def _pattern(log_pattern: Any) -> re.Pattern[str]:
+    accepted = (
+        "a regular expression with named groups such as (?P<step_time>...), "
+        f"or one of {', '.join(LOG_PATTERNS)}"
+    )
+    if not isinstance(log_pattern, str) or not log_pattern.strip() or len(log_pattern) > 2000:
+        raise InvalidParameterError("log_pattern", _short(log_pattern), accepted)
+    try:
+        pattern = re.compile(LOG_PATTERNS.get(log_pattern, log_pattern))
+    except (re.error, OverflowError, RecursionError) as err:
+        raise InvalidParameterError("log_pattern", _short(log_pattern), f"{accepted} ({err})") from None
+    if not set(pattern.groupindex) & set(MEASURE_COLUMNS):
+        raise InvalidParameterError(
+            "log_pattern",
+            _short(log_pattern),
+            f"{accepted}, one of them a measurement ({', '.join(MEASURE_COLUMNS)}; the columns= mapping "
+            "does not apply to a pattern's groups: name them so)",
+        )
+    return pattern
+
+
+def _read_log(
+    text: str, name: str, pattern: re.Pattern[str]
+) -> tuple[list[str], list[list[Any]], Any, list[str]]:
+    """The named groups of the lines ``pattern`` matches, as a table (``rank``: the lowest rank's lines)."""
+    header = list(pattern.groupindex)
+    rows: list[list[Any]] = []
+    numbers: list[int] = []
+    ranks: list[Any] = []
+    lines = text.splitlines()
+    long = 0
+    for n, line in enumerate(lines, start=1):
+        if len(line) > MAX_LINE:
+            long += 1
+            continue
+        m = pattern.search(line)
+        if m is None:
+            continue
+        groups = m.groupdict()
+        rows.append([groups[h] for h in header])
+        numbers.append(n)
+        ranks.append(groups.get("rank"))
+        if len(rows) > MAX_ROWS:
+            raise InvalidParameterError(
+                "measured",
+                name,
+                f"at most {MAX_ROWS:,} matching lines (split the log, or keep every n-th line)",
+            )
+    notes = []
+    if not rows:
+        raise InvalidParameterError(
+            "measured",
+            name,
+            f"a text log with lines that log_pattern matches (none of {len(lines):,} lines did)",
+        )
+    if "rank" in header:
+        header.remove("rank")
+        seen = sorted({int(r) for r in ranks if r is not None and str(r).isdigit()})
+        if len(seen) > 1:
+            keep = [
+                i for i, r in enumerate(ranks) if r is not None and str(r).isdigit() and int(r) == seen[0]
+            ]
+            notes.append(
+                f"{name}: the lines of rank {seen[0]} only ({len(keep):,} of {len(rows):,} matched lines; "
+                f"ranks {seen[0]}-{seen[-1]} logged)"
+            )
+            rows, numbers = [rows[i] for i in keep], [numbers[i] for i in keep]
+        at = list(pattern.groupindex).index("rank")
+        rows = [r[:at] + r[at + 1 :] for r in rows]
+    notes.append(f"{name}: {len(rows):,} of {len(lines):,} lines matched the log pattern")
+    if long:
+        notes.append(f"{name}: {long:,} lines longer than {MAX_LINE:,} characters skipped")
+    return header, rows, lambda i: f"{name} line {numbers[i]}", notes
+
+
+def _table(measured: Any, log_pattern: Any) -> tuple[list[str], list[list[Any]], Any, list[str], str]:
+    """``(header, rows, where, notes, name)``: ``where(i)`` names row ``i`` (a line of the file or a row)."""
     if isinstance(measured, (str, os.PathLike)):
-        return _read_csv(Path(measured))
+        text, name = _read_text(measured)
+        if log_pattern is not None:
+            return (*_read_log(text, name, _pattern(log_pattern)), name)
+        return (*_read_csv(text, name), [], name)
+    if log_pattern is not None:
+        raise InvalidParameterError(
+            "log_pattern", _short(log_pattern), "None unless measured is a text file or '-' (standard input)"
+        )
+    row_name = lambda i: f"measured row {i}"  # noqa: E731
     if hasattr(measured, "to_dict") and hasattr(measured, "columns"):  # a pandas DataFrame
+        if len(measured) > MAX_ROWS:
+            raise InvalidParameterError("measured", f"{len(measured):,} rows", f"at most {MAX_ROWS:,} rows")
         header = [str(c) for c in measured.columns]
         records = measured.to_dict("records")
-        return header, [[r[c] for c in measured.columns] for r in records], lambda i: f"measured row {i}"
+        return header, [[r[c] for c in measured.columns] for r in records], row_name, [], "measured"
     if isinstance(measured, Mapping):
         header = [str(k) for k in measured]
         cols = []
@@ -119,51 +354,30 @@ def _table(measured: Any) -> tuple[list[str], list[list[Any]], Any]:
             v = measured[k]
             if isinstance(v, (str, bytes)) or not isinstance(v, Iterable):
                 raise InvalidParameterError(f"measured[{k!r}]", v, "a list of values, one per row")
+            if hasattr(v, "__len__") and len(v) > MAX_ROWS:
+                raise InvalidParameterError(
+                    f"measured[{k!r}]", f"{len(v):,} rows", f"at most {MAX_ROWS:,} rows"
+                )
             cols.append(list(v))
         lengths = {len(c) for c in cols}
         if len(lengths) > 1:
             sizes = ", ".join(f"{k}: {len(c)}" for k, c in zip(header, cols))
             raise InvalidParameterError("measured", sizes, "columns of one length (one value per row)")
-        return header, [list(r) for r in zip(*cols)], lambda i: f"measured row {i}"
+        return header, [list(r) for r in zip(*cols)], row_name, [], "measured"
     if isinstance(measured, Sequence) and not isinstance(measured, (str, bytes)):
+        if len(measured) > MAX_ROWS:
+            raise InvalidParameterError("measured", f"{len(measured):,} rows", f"at most {MAX_ROWS:,} rows")
         header: list[str] = []
         for i, r in enumerate(measured):
             if not isinstance(r, Mapping):
                 raise InvalidParameterError(f"measured[{i}]", r, "a row dict such as {'workers': 4, ...}")
             header += [str(k) for k in r if str(k) not in header]
         rows = [[r.get(k, None) for k in header] for r in measured]
-        return header, rows, lambda i: f"measured row {i}"
+        return header, rows, row_name, [], "measured"
     raise InvalidParameterError("measured", type(measured).__name__, _ACCEPTED_INPUT)
 
 
-def _read_csv(path: Path) -> tuple[list[str], list[list[Any]], Any]:
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            lines = [(n, row) for n, row in enumerate(csv.reader(fh), start=1)]
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        why = err.strerror if isinstance(err, OSError) and err.strerror else type(err).__name__
-        raise InvalidParameterError("measured", str(path), f"a readable UTF-8 CSV file ({why})") from None
-    lines = [(n, row) for n, row in lines if any(c.strip() for c in row)]
-    lines = [(n, row) for n, row in lines if not row[0].lstrip().startswith("#")]
-    if not lines:
-        raise InvalidParameterError(
-            "measured", str(path), "a CSV file with a header row, e.g. workers,samples_per_second"
-        )
-    (_, header), body = lines[0], lines[1:]
-    if not body:
-        raise InvalidParameterError("measured", str(path), "a CSV file with data rows below its header")
-    header = [h.strip() for h in header]
-    numbers = [n for n, _ in body]
-    rows = []
-    for n, row in body:
-        if len(row) != len(header):
-            raise InvalidParameterError(
-                f"{path.name} line {n}",
-                f"{len(row)} cells",
-                f"{len(header)} cells, one per column of the header ({', '.join(header)})",
-            )
-        rows.append([c.strip() for c in row])
-    return header, rows, lambda i: f"{path.name} line {numbers[i]}"
+# ---- cells ---------------------------------------------------------------------------------
 
 
 def _empty(value: Any) -> bool:
@@ -174,9 +388,23 @@ def _empty(value: Any) -> bool:
     return isinstance(value, float) and np.isnan(value)  # pandas' missing cell
 
 
+def _parse(field: str, value: Any, parse: Any, accepted: str) -> Any:
+    """``parse(field, value)`` of one cell, bounded in length; any failure is one error naming the cell."""
+    if isinstance(value, str):
+        value = value.strip()
+        if len(value) > MAX_CELL:
+            raise InvalidParameterError(field, _short(value), f"{accepted} (at most {MAX_CELL} characters)")
+    try:
+        return parse(field, value)
+    except QueuesgdError:
+        raise
+    except (ValueError, TypeError, ArithmeticError):  # int("9" * 5000), float(10**400), ...
+        raise InvalidParameterError(field, _short(value), accepted) from None
+
+
 def _number(field: str, value: Any, accepted: str) -> float:
     if isinstance(value, str):
-        value = parse_value(value.strip())
+        value = parse_value(value)
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise InvalidParameterError(field, value, accepted)
     out = float(value)
@@ -185,36 +413,88 @@ def _number(field: str, value: Any, accepted: str) -> float:
     return out
 
 
-def _int(field: str, value: Any) -> int:
-    return _checks.integer(field, parse_value(value.strip()) if isinstance(value, str) else value)
+def _int(field: str, value: Any, minimum: int = 1) -> int:
+    return _checks.integer(field, parse_value(value) if isinstance(value, str) else value, minimum=minimum)
 
 
 def _config_value(col: str, field: str, value: Any) -> Any:
     if col in ("workers", "ps_shards", "batch_size"):
-        return _int(field, value)
+        return _parse(field, value, _int, "an integer >= 1")
     if col == "bandwidth":
-        return _checks.positive(field, units.parse_bandwidth(value, field))
+        return _parse(
+            field, value, lambda f, v: _checks.positive(f, units.parse_bandwidth(v, f)), "a bandwidth > 0"
+        )
     if col == "latency":
-        return units.parse_seconds(value, field)
-    return _checks.name(field, str(value).strip() if not isinstance(value, str) else value.strip())
+        return _parse(field, value, units.parse_seconds, "a latency (seconds, or with a unit: 50us)")
+    return _parse(field, value, lambda f, v: _checks.name(f, v if isinstance(v, str) else str(v)), "a name")
+
+
+def _step_time(field: str, value: Any) -> float:
+    seconds = units.parse_seconds(value, field)
+    if not seconds > 0 or not np.isfinite(seconds):
+        raise InvalidParameterError(field, value, "a duration > 0 (seconds, or with a unit: 120ms)")
+    return seconds
 
 
 def _measure_value(col: str, field: str, value: Any) -> float:
     if col == "time":
-        return _number(field, value, "a time in seconds (a finite number)")
+        accepted = "a time in seconds (a finite number)"
+        return _parse(field, value, lambda f, v: _number(f, v, accepted), accepted)
     if col == "step_time":
-        seconds = units.parse_seconds(value, field)
-        if seconds <= 0:
-            raise InvalidParameterError(field, value, "a duration > 0 (seconds, or with a unit: 120ms)")
-        return seconds
+        return _parse(field, value, _step_time, "a duration > 0 (seconds, or with a unit: 120ms)")
     accepted = "a number > 0" if col == "samples_per_second" else "a number of samples > 0"
-    out = _number(field, value, accepted)
-    if out <= 0:
-        raise InvalidParameterError(field, value, accepted)
-    return out
+
+    def positive(f: str, v: Any) -> float:
+        out = _number(f, v, accepted)
+        if out <= 0:
+            raise InvalidParameterError(f, v, accepted)
+        return out
+
+    return _parse(field, value, positive, accepted)
 
 
-def _check_header(header: list[str], ignore: Iterable[str]) -> tuple[str, list[str]]:
+# ---- columns: ignored, renamed, checked -----------------------------------------------------
+
+
+def _names(field: str, values: Any) -> list[str]:
+    items = [values] if isinstance(values, str) else values
+    if not isinstance(items, Iterable):
+        raise InvalidParameterError(field, values, "column names (a list of str)")
+    return [_checks.name(field, v) for v in items]
+
+
+def _select(
+    header: list[str],
+    rows: list[list[Any]],
+    ignore: list[str],
+    columns: Mapping[str, str],
+    name: str,
+) -> tuple[list[str], list[list[Any]]]:
+    """Drop the ignored columns, then rename the mapped ones (the log's name -> queuesgd's)."""
+    present = ", ".join(_short(h) for h in header)
+    for col in ignore:
+        if col not in header:
+            raise InvalidParameterError("ignore", col, f"a column of {name} ({present})")
+    sources = list(columns.values())
+    for ours, theirs in columns.items():
+        if theirs not in header:
+            raise InvalidParameterError(f"columns[{ours!r}]", theirs, f"a column of {name} ({present})")
+        if theirs in ignore:
+            raise InvalidParameterError(f"columns[{ours!r}]", theirs, "a column that is not also ignored")
+        if sources.count(theirs) > 1:
+            raise InvalidParameterError(f"columns[{ours!r}]", theirs, "each column of the log mapped once")
+        if ours in header and ours not in ignore and ours not in sources:
+            raise InvalidParameterError(
+                f"columns[{ours!r}]",
+                theirs,
+                f"a mapping onto a name the log does not have ({name} has a column {ours!r}: ignore it)",
+            )
+    keep = [i for i, h in enumerate(header) if h not in ignore]
+    rename = {theirs: ours for ours, theirs in columns.items()}
+    return [rename.get(header[i], header[i]) for i in keep], [[r[i] for i in keep] for r in rows]
+
+
+def _check_header(header: list[str]) -> tuple[str, list[str]]:
     """The measurement column and the parameter columns; clear errors for a malformed header."""
     seen: set[str] = set()
     for h in header:
@@ -226,30 +506,63 @@ def _check_header(header: list[str], ignore: Iterable[str]) -> tuple[str, list[s
     kinds = [c for c in MEASURE_COLUMNS if c in seen]
     accepted = "exactly one of " + ", ".join(repr(c) for c in MEASURE_COLUMNS)
     if len(kinds) != 1:
-        raise InvalidParameterError("measured columns", ", ".join(header), accepted)
-    if "workers" not in seen:
-        raise InvalidParameterError("measured columns", ", ".join(header), "a 'workers' column")
+        raise InvalidParameterError(
+            "measured columns",
+            _short(", ".join(header)),
+            accepted + " (columns= maps a log's own name onto one, e.g. samples_per_second=train/throughput)",
+        )
     if "samples" in seen and kinds[0] == "samples_per_second":
         raise InvalidParameterError(
             "measured columns", "samples", "a 'samples' column only with 'time' or 'step_time'"
         )
-    known = set(CONFIG_COLUMNS) | set(MEASURE_COLUMNS) | set(_OTHER) | set(ignore)
+    known = set(CONFIG_COLUMNS) | set(MEASURE_COLUMNS) | set(_OTHER)
     return kinds[0], [h for h in header if h not in known]
 
 
-def read_measured(measured: Any, *, ignore: Iterable[str] = ()) -> list[Measurement]:
+def _options(ignore: Any, columns: Any, time_unit: Any) -> tuple[list[str], dict[str, str], str]:
+    ignore = _names("ignore", ignore)
+    if columns is None:
+        columns = {}
+    if not isinstance(columns, Mapping):
+        raise InvalidParameterError("columns", columns, "a mapping of queuesgd's column name -> the log's")
+    mapping = {_checks.name("columns", k): _checks.name(f"columns[{k!r}]", v) for k, v in columns.items()}
+    time_unit = _checks.choice("time_unit", time_unit, ["auto", *TIME_UNITS])
+    return ignore, mapping, time_unit
+
+
+def read_measured(
+    measured: Any,
+    *,
+    ignore: Iterable[str] = (),
+    columns: Mapping[str, str] | None = None,
+    log_pattern: str | None = None,
+    time_unit: str = "auto",
+) -> list[Measurement]:
     """The configurations of ``measured`` and their measurements, in order of first appearance.
 
     Parameters
     ----------
     measured : str, path, DataFrame, mapping or list of dicts
-        A CSV file (header row first), a :class:`pandas.DataFrame`, a
-        mapping of column name to values, or a list of row dicts, with the
-        columns described in this module's documentation.
+        A CSV file (header row first; ``"-"`` reads standard input), a text
+        log (with ``log_pattern``), a :class:`pandas.DataFrame`, a mapping
+        of column name to values, or a list of row dicts, with the columns
+        described in this module's documentation.
     ignore : iterable of str
-        Columns to drop (a log's ``loss`` or ``epoch``). Any other column
-        that is not a configuration or measurement column is kept as a
-        scheme parameter.
+        Columns of the log to drop (a log's ``loss`` or ``epoch``), by the
+        log's own names. Any other column that is not a configuration or
+        measurement column is kept as a scheme parameter.
+    columns : mapping of str to str, optional
+        queuesgd's column name -> the log's (``{"samples_per_second":
+        "train/throughput"}``).
+    log_pattern : str, optional
+        Read ``measured`` as a text log: a regular expression (or a name in
+        :data:`LOG_PATTERNS`) whose named groups are the columns; a line it
+        does not match is skipped. A ``rank`` group keeps the lowest rank's
+        lines.
+    time_unit : str
+        The unit of a ``time`` column: ``"auto"`` (seconds, or Unix time in
+        s, ms, us or ns recognized by its size and said in a note) or one of
+        :data:`TIME_UNITS`.
 
     Returns
     -------
@@ -259,7 +572,8 @@ def read_measured(measured: Any, *, ignore: Iterable[str] = ()) -> list[Measurem
     ------
     InvalidParameterError
         Naming the file and line (or row) and the column of a malformed cell,
-        a missing or duplicate column, or a row of the wrong length.
+        a missing or duplicate column, a row of the wrong length, or a file
+        that is not a regular file or is larger than the bounds.
 
     Examples
     --------
@@ -270,62 +584,174 @@ def read_measured(measured: Any, *, ignore: Iterable[str] = ()) -> list[Measurem
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: measured columns: got 'workers, sample_per_second'; ...
+
+    A log's own names, mapped:
+
+    >>> log = {"train/throughput": [500.0, None, 520.0], "val_loss": [None, 0.3, None]}
+    >>> m = read_measured(log, columns={"samples_per_second": "train/throughput"}, ignore=["val_loss"])[0]
+    >>> m.values.tolist(), m.notes
+    ([500.0, 520.0], ('measured: 1 row with an empty samples_per_second cell skipped (rows 1)',))
     """
-    ignore = [ignore] if isinstance(ignore, str) else list(ignore)
-    header, rows, where = _table(measured)
+    ignore, mapping, time_unit = _options(ignore, columns, time_unit)
+    header, rows, where, notes, name = _table(measured, log_pattern)
     if not rows:
         raise InvalidParameterError("measured", "no data rows", "at least one data row below the header")
-    kind, params = _check_header(header, ignore)
+    header, rows = _select(header, rows, ignore, mapping, name)
+    kind, params = _check_header(header)
     index = {h: i for i, h in enumerate(header)}
     groups: dict[tuple, dict[str, Any]] = {}
+    skipped: list[int] = []
     for i, row in enumerate(rows):
+        cell = row[index[kind]]
+        if _empty(cell):
+            skipped.append(i)
+            continue
         config: dict[str, Any] = {}
         for col in CONFIG_COLUMNS:
             if col in index and not _empty(row[index[col]]):
                 config[col] = _config_value(col, f"{where(i)}, column {col}", row[index[col]])
-        if "workers" not in config:
-            raise InvalidParameterError(f"{where(i)}, column workers", "an empty cell", "an integer >= 1")
-        par = {p: parse_value(str(row[index[p]]).strip()) for p in params if not _empty(row[index[p]])}
-        cell = row[index[kind]]
-        if _empty(cell):
-            raise InvalidParameterError(f"{where(i)}, column {kind}", "an empty cell", "a measurement")
+        par = {
+            p: _parse(f"{where(i)}, column {p}", row[index[p]], lambda f, v: parse_value(str(v)), "a value")
+            for p in params
+            if not _empty(row[index[p]])
+        }
         value = _measure_value(kind, f"{where(i)}, column {kind}", cell)
         samples = None
         if "samples" in index:
             if _empty(row[index["samples"]]):
                 raise InvalidParameterError(f"{where(i)}, column samples", "an empty cell", "a number > 0")
             samples = _measure_value("samples", f"{where(i)}, column samples", row[index["samples"]])
+        step = None
+        if "step" in index and not _empty(row[index["step"]]):
+            step = _parse(
+                f"{where(i)}, column step", row[index["step"]], lambda f, v: _int(f, v, 0), "an integer >= 0"
+            )
         run = "" if "run" not in index or _empty(row[index["run"]]) else str(row[index["run"]]).strip()
+        if len(run) > MAX_CELL:
+            raise InvalidParameterError(
+                f"{where(i)}, column run", _short(run), f"at most {MAX_CELL} characters"
+            )
         key = (tuple(sorted(config.items())), tuple(sorted((k, str(v)) for k, v in par.items())))
         g = groups.setdefault(key, {"config": config, "params": par, "runs": {}, "rows": []})
-        g["runs"].setdefault(run, []).append((value, samples))
+        g["runs"].setdefault(run, []).append((value, samples, step))
         g["rows"].append(i)
-    return [_measurement(g, kind, where) for g in groups.values()]
+    if not groups:
+        raise InvalidParameterError(
+            f"measured column {kind}",
+            "no measurement",
+            f"at least one row with a {kind} cell ({name} has {len(rows):,} rows, all empty there)",
+        )
+    if skipped:
+        shown = ", ".join(where(i).rpartition(" ")[2] for i in skipped[:5]) + (
+            ", ..." if len(skipped) > 5 else ""
+        )
+        label = "lines" if where(0).startswith(f"{name} line") else "rows"
+        notes.append(
+            f"{name}: {len(skipped):,} row{'s' if len(skipped) != 1 else ''} with an empty {kind} cell "
+            f"skipped ({label} {shown})"
+        )
+    return [_measurement(g, kind, where, time_unit, tuple(notes)) for g in groups.values()]
 
 
-def _measurement(group: dict[str, Any], kind: str, where: Any) -> Measurement:
+# ---- one configuration ------------------------------------------------------------------------
+
+#: Unix time (1973-2286) in each unit: the range of the earliest time that recognizes it.
+_UNIX = {"s": (1e8, 1e10), "ms": (1e11, 1e13), "us": (1e14, 1e16), "ns": (1e17, 1e19)}
+_UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+
+
+def _time_scale(times: np.ndarray, time_unit: str, where: str) -> tuple[float, list[str]]:
+    """Seconds per unit of a ``time`` column, and the note that says a recognized Unix time."""
+    if time_unit != "auto":
+        return TIME_UNITS[time_unit], []
+    first = float(np.min(times))
+    for unit, (low, high) in _UNIX.items():
+        if low <= first < high:
+            import datetime
+
+            seconds = first * TIME_UNITS[unit]
+            date = datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+            note = (
+                f"{where}: the times read as Unix {_UNIT_WORDS[unit]} (the first, {first:.15g}, is "
+                f"{date} UTC); time_unit= (CLI: --time-unit) says otherwise"
+            )
+            return TIME_UNITS[unit], [note]
+    return 1.0, []
+
+
+def _measurement(
+    group: dict[str, Any], kind: str, where: Any, time_unit: str, notes: tuple[str, ...]
+) -> Measurement:
     values: list[np.ndarray] = []
     samples: list[np.ndarray] = []
+    updates: list[np.ndarray] = []
     runs: list[int] = []
-    for items in group["runs"].values():
-        v = np.array([x for x, _ in items])
-        s = np.array([np.nan if y is None else y for _, y in items])
+    at = _where_range(group["rows"], where)
+    scale, unit_notes = 1.0, []
+    if kind == "time":
+        times = np.array([x for items in group["runs"].values() for x, _, _ in items])
+        scale, unit_notes = _time_scale(times, time_unit, at)
+    has_steps = kind == "time" and all(st is not None for items in group["runs"].values() for *_, st in items)
+    for label, items in group["runs"].items():
+        v = np.array([x for x, _, _ in items], dtype=float)
+        s = np.array([np.nan if y is None else y for _, y, _ in items])
+        u = np.ones(v.size)
         if kind == "time":
             order = np.argsort(v, kind="stable")
-            v, s = np.diff(v[order]), s[order][1:]  # the first time starts the clock
+            v = np.diff(v[order]) * scale  # the first time starts the clock
+            s = s[order][1:]
+            if has_steps:
+                steps = np.array([st for *_, st in items], dtype=float)[order]
+                u = np.diff(steps)
+                if np.any(u <= 0):
+                    raise InvalidParameterError(
+                        f"measured step ({at}{', run ' + repr(label) if label else ''})",
+                        "a step that does not increase with the time",
+                        "steps that increase with the time (a restarted job: a 'run' column)",
+                    )
+            else:
+                u = np.ones(v.size)
         values.append(v)
         samples.append(s)
+        updates.append(u)
         runs.append(v.size)
     all_s = np.concatenate(samples)
+    all_v = np.concatenate(values).astype(float)
+    all_u = np.concatenate(updates)
+    if not np.all(np.isfinite(all_v)):
+        raise InvalidParameterError(
+            f"measured {kind} ({at})", "times too far apart for a float", "times whose differences are finite"
+        )
     return Measurement(
         config=MappingProxyType(dict(group["config"])),
         params=MappingProxyType(dict(group["params"])),
         kind=kind,
-        values=np.concatenate(values).astype(float),
+        values=all_v,
         samples=None if np.isnan(all_s).all() else all_s,
         runs=tuple(runs),
-        where=_where_range(group["rows"], where),
+        where=at,
+        updates=all_u if has_steps else None,
+        notes=(*notes, *unit_notes, *_plausibility(kind, all_v, all_u, at)),
     )
+
+
+#: A training step shorter or longer than these (seconds) is noted as implausible.
+PLAUSIBLE_STEP = (1e-5, 1e3)
+
+
+def _plausibility(kind: str, values: np.ndarray, updates: np.ndarray, where: str) -> list[str]:
+    if kind == "samples_per_second" or values.size == 0:
+        return []
+    per_update = values / updates
+    median = float(np.median(per_update))
+    low, high = PLAUSIBLE_STEP
+    if low <= median <= high:
+        return []
+    hint = "time_unit=, CLI --time-unit" if kind == "time" else "a unit in the cells, e.g. 250ms"
+    return [
+        f"{where}: the median update takes {units.format_seconds(median) if median > 0 else '0 s'}, "
+        f"implausible for a training step (outside {low:g}-{high:g} s): check the unit ({hint})"
+    ]
 
 
 def _where_range(rows: list[int], where: Any) -> str:

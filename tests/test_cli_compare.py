@@ -68,7 +68,7 @@ def test_compare_json_and_the_model_samples_note(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["compare", "nope.csv", "--scheme", "sync-ps"], "measured: got 'nope.csv'; accepted: a readable"),
+        (["compare", "nope.csv", "--scheme", "sync-ps"], "measured: got 'nope.csv'; accepted: a regular"),
         (["compare", "x.csv", "--latency", "1ms"], "--latency: got '1ms'; accepted: a value together with"),
         (["compare", "x.csv", "--bandwidth", "fast"], "--bandwidth: got 'fast'"),
         (["compare", "x.csv", "--param", "backups"], "--param: got 'backups'; accepted: NAME=VALUE"),

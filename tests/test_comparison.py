@@ -226,8 +226,14 @@ def test_table_html_and_pandas():
             r"log.csv line 2, column workers: got 0; accepted: an integer",
         ),
         ("workers,samples_per_second\n2.5,100\n", r"column workers: got 2.5; accepted: an integer >= 1"),
-        ("workers,samples_per_second\n,100\n", r"line 2, column workers: got 'an empty cell'"),
-        ("workers,samples_per_second\n1,\n", r"line 2, column samples_per_second: got 'an empty cell'"),
+        (
+            "workers,samples_per_second\n,100\n",
+            r"workers: got None; accepted: a workers argument .*log.csv line 2",
+        ),
+        (
+            "workers,samples_per_second\n1,\n",
+            r"got 'no measurement'; accepted: at least one row with a samples_per",
+        ),
         (
             "workers,workers,time\n1,1,0\n",
             r"measured columns: got 'workers'; accepted: each column named once",
@@ -237,7 +243,7 @@ def test_table_html_and_pandas():
             r"accepted: exactly one of 'samples_per_second', 'time', 'step_time'",
         ),
         ("workers,time,step_time\n1,0,1\n", r"accepted: exactly one of"),
-        ("nodes,samples_per_second\n1,100\n", r"accepted: a 'workers' column"),
+        ("nodes,samples_per_second\n1,100\n", r"or a 'workers' column"),
         ("workers,samples_per_second,samples\n1,100,32\n", r"a 'samples' column only with 'time'"),
         ("workers,time\n1,0\n1,nan\n", r"line 3, column time: got 'nan'; accepted: a time in seconds"),
         ("workers,time\n1,0\n", r"at least two timestamps per run"),
@@ -258,24 +264,20 @@ def test_malformed_csv_is_one_clear_error(tmp_path, text, message):
 
 
 def test_unreadable_files(tmp_path):
-    with pytest.raises(
-        InvalidParameterError, match=r"nope.csv'; accepted: a readable UTF-8 CSV file \(No such"
-    ):
+    with pytest.raises(InvalidParameterError, match=r"nope.csv'; accepted: a regular file .*\(No such"):
         q.compare(tmp_path / "nope.csv", q.AsyncPS(), W, C)
-    with pytest.raises(
-        InvalidParameterError, match=r"a readable UTF-8 CSV file \(IsADirectoryError|Is a dir"
-    ):
+    with pytest.raises(InvalidParameterError, match=r"accepted: a regular file .*\(it is a directory\)"):
         q.compare(tmp_path, q.AsyncPS(), W, C)
     binary = tmp_path / "bin.csv"
     binary.write_bytes(b"workers,time\n\xff\xfe\x00\n")
-    with pytest.raises(InvalidParameterError, match=r"a readable UTF-8 CSV file \(UnicodeDecodeError\)"):
+    with pytest.raises(InvalidParameterError, match=r"accepted: UTF-8 text \(byte 13 is not UTF-8\)"):
         q.compare(binary, q.AsyncPS(), W, C)
 
 
 def test_missing_or_doubled_configuration():
     data = {"workers": [1], "samples_per_second": [100.0]}
     with pytest.raises(
-        InvalidParameterError, match=r"scheme: got None; accepted: a scheme argument or a 'scheme' column"
+        InvalidParameterError, match=r"scheme: got None; accepted: a scheme argument .*or a 'scheme' column"
     ):
         q.compare(data, None, W, C)
     with pytest.raises(InvalidParameterError, match=r"workload: got None; accepted: a workload argument"):

@@ -5,27 +5,115 @@ from __future__ import annotations
 import argparse
 import json
 
-from queuesgd.cli.args import notes, plausible, split_list
+from queuesgd.cli.args import bandwidths, ints, latencies, notes, split_list
 from queuesgd.errors import InvalidParameterError
 from queuesgd.specs import parse_params
 
 
+def add_compare_arguments(cmp: argparse.ArgumentParser) -> None:
+    """The options of ``queuesgd compare`` (documented in docs/compare.md)."""
+    from queuesgd.comparison import MAX_CONFIGURATIONS, MAX_SECONDS
+    from queuesgd.measured import LOG_PATTERNS, TIME_UNITS
+
+    cmp.add_argument(
+        "measured",
+        metavar="FILE",
+        help="a CSV file ('-': standard input), one row per run or step: samples_per_second, time or "
+        "step_time, and the configuration (columns: docs/compare.md); a text log with --log-pattern",
+    )
+    cmp.add_argument("--scheme", help="the scheme of every row, unless the file has a scheme column")
+    cmp.add_argument("--workload", help="catalog workload of all rows, unless the file has a workload column")
+    cmp.add_argument("--workers", help="number of workers of rows without a workers column or cell")
+    cmp.add_argument("--batch-size", help="samples per worker per step of rows without a batch_size cell")
+    cmp.add_argument("--bandwidth", help="link bandwidth for rows without a bandwidth cell, e.g. 10Gbit/s")
+    cmp.add_argument("--latency", help="one-way latency for rows without a latency cell (with --bandwidth)")
+    cmp.add_argument("--ps-shards", help="parameter-server shards (with --bandwidth)")
+    cmp.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="scheme parameter")
+    cmp.add_argument(
+        "--column",
+        action="append",
+        default=[],
+        metavar="NAME=COLUMN",
+        help="read the log's COLUMN as queuesgd's NAME, e.g. samples_per_second=train/throughput "
+        "(repeatable)",
+    )
+    cmp.add_argument("--ignore", metavar="COLUMNS", help="comma-separated columns of the file to leave out")
+    cmp.add_argument(
+        "--log-pattern",
+        metavar="REGEX",
+        help="read FILE as a text log: a regular expression whose named groups are the columns, "
+        f"or {', '.join(LOG_PATTERNS)} (lines such as 'step 12 | loss 2.3 | step_time 251ms')",
+    )
+    cmp.add_argument(
+        "--time-unit",
+        default="auto",
+        help="unit of a time column: auto (seconds, or Unix time recognized by its size), "
+        f"{', '.join(TIME_UNITS)}",
+    )
+    cmp.add_argument("--method", default="auto", help="prediction method (as in predict)")
+    cmp.add_argument(
+        "--warmup", type=int, help="updates dropped at the start of each run (default: the first 5%%)"
+    )
+    cmp.add_argument("--seed", type=int, default=0, help="random seed for simulated predictions")
+    cmp.add_argument("--iterations", type=int, help="simulated iterations (method simulate)")
+    cmp.add_argument(
+        "--max-configurations",
+        type=int,
+        default=MAX_CONFIGURATIONS,
+        help="most configurations (distinct rows) predicted",
+    )
+    cmp.add_argument(
+        "--max-seconds",
+        type=float,
+        default=MAX_SECONDS,
+        help="longest estimated time of the predictions, checked before any runs",
+    )
+    cmp.add_argument("--json", action="store_true", help="print machine-readable rows")
+
+
+def _one(flag: str, values: list) -> object:
+    """The single value a flag of ``compare`` takes (``predict``'s parser, which also takes lists)."""
+    if len(values) != 1:
+        raise InvalidParameterError(
+            flag, ",".join(str(v) for v in values), "one value (compare takes no lists)"
+        )
+    return values[0]
+
+
+def _columns(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, column = item.partition("=")
+        if not sep or not name.strip() or not column.strip():
+            raise InvalidParameterError(
+                "--column", item, "NAME=COLUMN, e.g. samples_per_second=train/throughput"
+            )
+        if name.strip() in out:
+            raise InvalidParameterError("--column", item, f"each NAME once ({name.strip()} is mapped twice)")
+        out[name.strip()] = column.strip()
+    return out
+
+
 def run_compare(args: argparse.Namespace) -> int:
-    from queuesgd import units
     from queuesgd.comparison import compare
     from queuesgd.harness.report import jsonable
     from queuesgd.workload import Cluster
 
+    # the flags predict shares are read by predict's own parsers (one value each here)
     cluster = None
     if args.bandwidth is not None:
-        bandwidth = units.parse_bandwidth(args.bandwidth, "--bandwidth")
-        plausible(args, "--bandwidth", [args.bandwidth], [bandwidth])
-        latency = units.parse_seconds(args.latency or 0, "--latency")
-        cluster = Cluster(1, bandwidth, latency=latency, ps_shards=args.ps_shards or 1)
+        bandwidth = _one("--bandwidth", bandwidths(args))
+        latency = _one("--latency", latencies(args)) if args.latency is not None else 0.0
+        shards = _one("--ps-shards", ints("--ps-shards", args.ps_shards)) if args.ps_shards is not None else 1
+        cluster = Cluster(1, bandwidth, latency=latency, ps_shards=shards)
     else:
         for flag, value in (("--latency", args.latency), ("--ps-shards", args.ps_shards)):
             if value is not None:
                 raise InvalidParameterError(flag, value, "a value together with --bandwidth (the cluster)")
+    workers = _one("--workers", ints("--workers", args.workers)) if args.workers is not None else None
+    batch = (
+        _one("--batch-size", ints("--batch-size", args.batch_size)) if args.batch_size is not None else None
+    )
     result = compare(
         args.measured,
         args.scheme,
@@ -33,17 +121,21 @@ def run_compare(args: argparse.Namespace) -> int:
         cluster,
         method=args.method,
         warmup=args.warmup,
-        ignore=split_list(args.ignore) if args.ignore else (),
+        ignore=split_list(args.ignore) if args.ignore is not None else (),
         params=parse_params(args.param),
         rng=args.seed,
         iterations=args.iterations,
+        workers=workers,
+        batch_size=batch,
+        columns=_columns(args.column),
+        log_pattern=args.log_pattern,
+        time_unit=args.time_unit,
+        max_configurations=args.max_configurations,
+        max_seconds=args.max_seconds,
     )
     if args.json:
         print(json.dumps([jsonable(r) for r in result.rows()], indent=1))
     else:
-        print(result.table())
-    if "model" in result["samples_from"].tolist():
-        notes(args).append(
-            "note: no 'samples' column: samples per update are the model's (the rows compare update rates)"
-        )
+        print(result.table(notes=False))
+    notes(args).extend(f"note: {n}" for n in result.notes)
     return 0

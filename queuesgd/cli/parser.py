@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from queuesgd.cli.args import Parser
+from queuesgd.cli.compare import add_compare_arguments
 from queuesgd.cli.scheme_args import add_common, add_derive
 from queuesgd.cli.validate import PROCESSES_PER_CORE
 from queuesgd.specs import RANDOM_DELAY
@@ -41,27 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--json", action="store_true", help="print machine-readable rows")
     w.add_argument("--plot", metavar="FILE.png", help="save scaling factor against bandwidth")
 
-    cmp = sub.add_parser("compare", help="compare your own measured runs (a CSV file) with the predictions")
-    cmp.add_argument(
-        "measured",
-        metavar="FILE.csv",
-        help="one row per run or step: workers, and samples_per_second, time or step_time "
-        "(columns: docs/compare.md)",
-    )
-    cmp.add_argument("--scheme", help="the scheme of every row, unless the file has a scheme column")
-    cmp.add_argument("--workload", help="catalog workload of all rows, unless the file has a workload column")
-    cmp.add_argument("--bandwidth", help="link bandwidth for rows without a bandwidth cell, e.g. 10Gbit/s")
-    cmp.add_argument("--latency", help="one-way latency for rows without a latency cell (with --bandwidth)")
-    cmp.add_argument("--ps-shards", type=int, help="parameter-server shards (with --bandwidth)")
-    cmp.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="scheme parameter")
-    cmp.add_argument("--method", default="auto", help="prediction method (as in predict)")
-    cmp.add_argument(
-        "--warmup", type=int, help="updates dropped at the start of each run (default: the first 5%%)"
-    )
-    cmp.add_argument("--ignore", metavar="COLUMNS", help="comma-separated columns of the file to leave out")
-    cmp.add_argument("--seed", type=int, default=0, help="random seed for simulated predictions")
-    cmp.add_argument("--iterations", type=int, help="simulated iterations (method simulate)")
-    cmp.add_argument("--json", action="store_true", help="print machine-readable rows")
+    cmp = sub.add_parser("compare", help="compare your own measured runs (CSV or text log) with predictions")
+    add_compare_arguments(cmp)
 
     v = sub.add_parser("validate", help="run a scheme live with PyTorch workers and compare with the model")
     v.add_argument(
