@@ -145,7 +145,7 @@ def run_derive(args: argparse.Namespace) -> int:
         f = f.subs(values)
     except NotRepresentable as err:
         why = cli_spelling(str(err))
-        if "predict" not in why:
+        if "predict" not in why and "--" not in why:  # nothing to add or run: say what predicts it
             why += f" (queuesgd predict --scheme {scheme.key} gives its throughput)"
         raise NotRepresentable(why) from err
     except InvalidParameterError as err:
