@@ -47,6 +47,7 @@ from queuesgd.catalog_files import (
     catalog_dirs,
     load_vector_add_curve,
     parse_number,
+    read_json,
     read_lines,
 )
 from queuesgd.errors import InvalidParameterError, UnknownNameError
@@ -144,12 +145,7 @@ def _check_keys(where: str, data: Mapping[str, Any]) -> None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InvalidParameterError(
-            f"{path.name} line {exc.lineno}", exc.msg, "a valid JSON workload description"
-        ) from None
+    data = read_json(path)  # bounded: a regular UTF-8 file, its size and its nesting depth
     if not isinstance(data, dict):
         raise InvalidParameterError(path.name, type(data).__name__, "a JSON object")
     _check_keys(path.name, data)
@@ -308,7 +304,6 @@ def load_workload(name: str | os.PathLike[str]) -> Workload:
         add_cost=add_cost,
         provenance=provenance,
     )
-
 
 
 class _More:

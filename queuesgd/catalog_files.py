@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import sys
 import sysconfig
 from pathlib import Path
@@ -20,13 +21,23 @@ from queuesgd.errors import InvalidParameterError
 __all__ = [
     "DEFAULT_CURVE",
     "ENV_VAR",
+    "MAX_FILE_BYTES",
+    "MAX_JSON_DEPTH",
     "catalog_dirs",
     "default_curve_path",
     "load_vector_add_curve",
     "parse_number",
     "parse_pairs",
+    "read_bytes",
+    "read_json",
     "read_lines",
+    "read_text",
 ]
+
+#: Largest file a reader of queuesgd takes (workload JSON, traces, curves, PNML): 64 MiB.
+MAX_FILE_BYTES = 64 * 2**20
+#: Deepest nesting of arrays and objects a JSON file may have (a workload file nests three).
+MAX_JSON_DEPTH = 64
 
 #: Environment variable naming extra catalog directories (searched first).
 ENV_VAR = "QUEUESGD_MODELS"
@@ -69,17 +80,113 @@ def catalog_dirs() -> list[Path]:
     return out
 
 
-def read_lines(path: str | os.PathLike[str]) -> tuple[Path, list[str]]:
-    """The file's path and lines (trailing blank lines dropped); an unreadable file names its path."""
-    p = Path(path)
+def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``, read without going past that bound.
+
+    Devices, pipes, sockets and directories are refused before they are
+    opened (``/dev/zero`` never ends, ``/dev/stdin`` may block), and a file
+    that grows past ``max_bytes`` while it is read is refused too: at most
+    ``max_bytes + 1`` bytes are ever read.
+
+    Raises
+    ------
+    InvalidParameterError
+        Naming the file: missing, unreadable, not a regular file, or too large.
+
+    Examples
+    --------
+    >>> read_bytes("/dev/zero")       # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: path: got '/dev/zero'; accepted: a regular file (not a device, ...
+    """
+    name = os.fspath(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        mode = os.stat(name).st_mode
     except OSError as exc:
-        raise InvalidParameterError("path", os.fspath(path), f"a readable file ({exc.strerror})") from None
+        raise InvalidParameterError("path", name, f"a readable file ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise InvalidParameterError("path", name, "a regular file (not a device, pipe, socket or directory)")
+    try:
+        with open(name, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise InvalidParameterError("path", name, f"a readable file ({exc.strerror})") from None
+    if len(data) > max_bytes:
+        raise InvalidParameterError("path", name, f"a file of at most {max_bytes:,} bytes")
+    return data
+
+
+def read_text(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """A regular UTF-8 text file of at most ``max_bytes`` (:func:`read_bytes`); a leading BOM is dropped.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (Path(d) / "x.txt").write_bytes(b"\\xef\\xbb\\xbfok")
+    ...     read_text(Path(d) / "x.txt")
+    'ok'
+    """
+    data = read_bytes(path, max_bytes=max_bytes)
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InvalidParameterError(
             "path", os.fspath(path), f"a UTF-8 text file (byte {exc.start} is not UTF-8)"
         ) from None
+
+
+def read_json(path: str | os.PathLike[str], *, max_depth: int = MAX_JSON_DEPTH) -> object:
+    """The JSON value of a file (:func:`read_text`), nested at most ``max_depth`` arrays and objects deep.
+
+    The depth is measured on the text before it is parsed (outside strings),
+    so a document nested 200,000 deep is refused without recursing.
+
+    Raises
+    ------
+    InvalidParameterError
+        Naming the file (and the line of a syntax error).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (Path(d) / "deep.json").write_text("[" * 100 + "]" * 100)
+    ...     read_json(Path(d) / "deep.json")      # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: deep.json: got 'arrays and objects nested 100 deep'; ...
+    """
+    import json
+    import re
+
+    p = Path(path)
+    text = read_text(p)
+    # Strings may hold brackets: blank them (escapes first) before counting the nesting.
+    bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    depth = np.cumsum(_bracket_steps(bare))
+    deepest = int(depth.max(initial=0))
+    if deepest > max_depth:
+        raise InvalidParameterError(
+            p.name, f"arrays and objects nested {deepest} deep", f"JSON nested at most {max_depth} deep"
+        )
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidParameterError(f"{p.name} line {exc.lineno}", exc.msg, "valid JSON") from None
+
+
+def _bracket_steps(text: str) -> np.ndarray:
+    """+1 at each ``[`` or ``{``, -1 at each ``]`` or ``}``, 0 elsewhere (one entry per UTF-8 byte)."""
+    b = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    return np.isin(b, (0x5B, 0x7B)).astype(np.int64) - np.isin(b, (0x5D, 0x7D)).astype(np.int64)
+
+
+def read_lines(path: str | os.PathLike[str]) -> tuple[Path, list[str]]:
+    """The file's path and lines (trailing blank lines dropped); an unreadable file names its path."""
+    p = Path(path)
+    text = read_text(p)
     lines = text.splitlines()
     while lines and not lines[-1].strip():
         lines.pop()

@@ -9,6 +9,7 @@ from typing import Any
 from xml.parsers import expat
 
 from queuesgd import _checks
+from queuesgd.catalog_files import read_bytes
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.petri.interchange import (
     PTNET_TYPE,
@@ -69,11 +70,11 @@ def _parse(text_or_path: Any) -> ET.Element:
         data, where = text_or_path.lstrip("\ufeff"), "PNML text"
     elif isinstance(text_or_path, str | os.PathLike):
         path = Path(text_or_path)
-        if not path.is_file():
+        if not path.exists():
             raise InvalidParameterError(
                 "text_or_path", str(text_or_path), "PNML text (starting with '<') or the path of a PNML file"
             )
-        data, where = path.read_bytes(), str(path)
+        data, where = read_bytes(path), str(path)  # a regular file of bounded size (no /dev/zero)
     else:
         raise InvalidParameterError("text_or_path", text_or_path, "PNML text, bytes or a path")
     _refuse_dtd(data, where)
