@@ -582,3 +582,102 @@ def test_out_is_never_the_trace_it_reads(tmp_path, capsys):
     trace.write_text("{}")
     assert "other than the trace" in _refused(capsys, "--out", *_trace_args(str(trace), trace))
     assert trace.read_text() == "{}"
+
+
+# -- standing fuzz of the API: any bad value of any one parameter is a QueuesgdError, quickly ---------------
+
+BAD_VALUES = [
+    None,
+    True,
+    -1,
+    0,
+    1.5,
+    float("nan"),
+    float("inf"),
+    10**30,
+    "",
+    "x",
+    "784",
+    (),
+    (0,),
+    (8.7,),
+    [],
+    {},
+    {"a": 1},
+    b"8",
+    object(),
+    "meta",
+    "os:system",
+    torch.device("meta"),
+]
+PARAMETERS = [
+    "model",
+    "batch_size",
+    "input_shape",
+    "inputs",
+    "loss",
+    "autocast",
+    "accumulation",
+    "device",
+    "threads",
+    "warmup",
+    "repetitions",
+    "optimizer",
+    "seed",
+    "name",
+    "model_args",
+]
+
+
+@settings(max_examples=80, deadline=None)
+@given(parameter=st.sampled_from(PARAMETERS), value=st.sampled_from(BAD_VALUES))
+def test_fuzz_profile_parameters(parameter, value):
+    kwargs = {
+        "model": "profiler_models:recorded",
+        "batch_size": 2,
+        "input_shape": (8,),
+        "repetitions": 2,
+        "warmup": 0,
+    }
+    if parameter == "inputs":
+        kwargs.pop("input_shape")
+    kwargs[parameter] = value
+    started = time.perf_counter()
+    try:
+        w = profile(**kwargs)
+    except q.errors.QueuesgdError:
+        pass
+    else:  # a value valid here (None for an optional, "x" for a name): a real profile of the model
+        assert w.gradient_bytes == 4 * (8 * 4 + 4 + 4 * 2 + 2), (parameter, value)
+    assert time.perf_counter() - started < 20, (parameter, value)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                ["traceEvents", "ph", "name", "ts", "dur", "args", "Input Dims", "Input type", "pid", "tid"]
+            ),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    content=st.one_of(
+        st.binary(max_size=200),
+        JSON.map(lambda v: json.dumps(v).encode()),
+        JSON.map(lambda v: gzip.compress(json.dumps({"traceEvents": v}).encode())),
+    )
+)
+def test_fuzz_read_trace_never_traces_back(tmp_path_factory, content):
+    path = tmp_path_factory.mktemp("trace") / "t.json"
+    path.write_bytes(content)
+    with pytest.raises(q.errors.QueuesgdError):
+        q.read_trace(path, batch_size=4)
