@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -12,12 +13,17 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks, units
-from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.frames import column_rows, html_table, to_frame
-from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown
+from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown, check_executor
 from queuesgd.workload import Cluster, Workload
 
-__all__ = ["Prediction", "StationBreakdown", "SweepResult", "predict", "sweep"]
+__all__ = ["MAX_SWEEP_ROWS", "Prediction", "StationBreakdown", "SweepResult", "predict", "sweep"]
+
+#: Most rows one :func:`sweep` computes (the product of its axes' lengths), and most values one axis
+#: takes: ten columns of 10**7 rows are about 1 GB. An axis is read no further than this bound, so an
+#: endless iterable is refused too.
+MAX_SWEEP_ROWS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -395,16 +401,27 @@ def _grid(field: str, values: Any, default: Any, parse: Any) -> np.ndarray:
         values = [values]
     elif not isinstance(values, Iterable):
         raise InvalidParameterError(field, values, "a value or an iterable of values")
+    values = _bounded_list(field, values)
     out = np.array([parse(field, v) for v in values], dtype=float)
     if out.size == 0:
         raise InvalidParameterError(field, values, "a non-empty list")
     return out
 
 
+def _bounded_list(field: str, values: Iterable[Any]) -> list[Any]:
+    """At most :data:`MAX_SWEEP_ROWS` values of an iterable, read no further (an endless one is refused)."""
+    out = list(itertools.islice(values, MAX_SWEEP_ROWS + 1))
+    if len(out) > MAX_SWEEP_ROWS:
+        raise InvalidParameterError(
+            field, f"more than {MAX_SWEEP_ROWS:,} values", f"at most {MAX_SWEEP_ROWS:,}"
+        )
+    return out
+
+
 def _param_values(name: str, values: Any) -> list[Any]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         return [values]
-    out = list(values)
+    out = _bounded_list(name, values)
     if not out:
         raise InvalidParameterError(name, values, "a non-empty list")
     return out
@@ -485,6 +502,7 @@ def sweep(
     workload = _resolve_workload(workload)
     cluster = _check_cluster(cluster)
     method = scheme.check_method(method, auto=True)
+    check_executor(executor)
     if cluster.speeds is not None and workers is not None:
         raise NotRepresentable(
             "sweep over workers needs homogeneous workers (speeds=None); use predict for heterogeneous ones"
@@ -506,7 +524,15 @@ def sweep(
     )
     L = _grid("latency", latency, cluster.latency, lambda f, v: units.parse_seconds(v, f))
     names = list(parameters)
-    combos = list(itertools.product(*(_param_values(k, parameters[k]) for k in names)))
+    axes = [_param_values(k, parameters[k]) for k in names]
+    rows = len(W) * len(B) * len(L) * math.prod(len(a) for a in axes)
+    if rows > MAX_SWEEP_ROWS:
+        sizes = " x ".join(str(n) for n in (len(W), len(B), len(L), *(len(a) for a in axes)))
+        raise StateSpaceTooLargeError(
+            f"sweep of {sizes} = {rows:,} rows; at most {MAX_SWEEP_ROWS:,} are computed at once: split it "
+            "into several sweeps (e.g. one per bandwidth) or take fewer values per axis"
+        )
+    combos = list(itertools.product(*axes))
     # every (workers, bandwidth, latency), workers slowest (the order of itertools.product)
     iw, ib, il = (a.ravel() for a in np.indices((len(W), len(B), len(L))))
     w, b, lat = W[iw], B[ib], L[il]

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from queuesgd.queueing import ClosedNetwork
     from queuesgd.workload import Cluster, Workload
 
-__all__ = ["BatchSolution", "METHODS", "Scheme", "SchemeSolution", "StationBreakdown"]
+__all__ = ["BatchSolution", "METHODS", "Scheme", "SchemeSolution", "StationBreakdown", "check_executor"]
 
 #: Every solution method ``predict`` knows, cheapest first. ``"coarse"`` (the phase model with
 #: heuristics) and ``"fine"`` (the layer-wise task graph) apply to schemes with a fine-grained form.
@@ -391,7 +391,7 @@ class Scheme:
         (array([8.333333, 7.142857]), array(['closed_form', 'closed_form'], dtype=object))
         """
         method = self.check_method(method, auto=True)
-        _check_executor(executor)
+        check_executor(executor)
         n = np.asarray(workers).astype(int).ravel()
         bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
         lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)
@@ -515,7 +515,21 @@ class _Chunk:
     rows: tuple[_Row, ...]
 
 
-def _check_executor(executor: Any) -> None:
+def check_executor(executor: Any) -> None:
+    """Refuse an ``executor`` that is neither None nor a :class:`concurrent.futures.Executor` instance.
+
+    A class (not an instance), a string or an object with some other ``map``
+    is refused before any row is solved.
+
+    Examples
+    --------
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> check_executor(None)
+    >>> check_executor(ThreadPoolExecutor)          # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: executor: got <class '...ThreadPoolExecutor'>; accepted: ...
+    """
     if executor is not None and not isinstance(executor, Executor):
         raise InvalidParameterError(
             "executor",
