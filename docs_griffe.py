@@ -1,0 +1,169 @@
+"""A Griffe extension of the documentation site: Sphinx roles become cross-references.
+
+The docstrings of ``queuesgd`` name other objects with Sphinx roles, such as
+``:class:`~queuesgd.AsyncPS``` or ``:func:`derive```, which Markdown prints
+as they are. mkdocstrings loads the package with this extension
+(mkdocs.yml: ``extensions``), and before any docstring is rendered every role
+becomes an mkdocs-autorefs reference, ``<autoref identifier="..." optional>``,
+around the name in code. Autorefs links it to the page that documents the
+object; an object the site does not document (``numpy.random.Generator``, a
+private helper) stays as code, unlinked, without a warning.
+
+A name is looked up the way Sphinx's Python domain does: as written, then
+inside the object whose docstring it is and each enclosing object and module
+up to the package (so ``:meth:`Formula.latex``` in ``queuesgd.formula``
+finds ``queuesgd.formula.Formula.latex``); a leading ``.`` is relative to
+the current package (``~.pipeline_graph.pipeline_graph``). ``~`` shows only
+the last component; functions and methods get ``()``, as Sphinx writes them.
+The docstrings in the repository keep their roles: ``help()`` and other
+tools read them unchanged.
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import griffe
+
+#: A Sphinx role of the Python domain: ``:class:`target```, ``:py:func:`title <target>```.
+ROLE = re.compile(
+    r":(?:py:)?(?P<role>class|func|meth|attr|mod|exc|data|obj|const):`(?P<body>[^`]+)`",
+)
+#: Roles that Sphinx writes with parentheses after the name.
+CALLABLE_ROLES = frozenset({"func", "meth"})
+_TITLED = re.compile(r"(?P<title>.*?)\s*<(?P<target>[^<>]+)>\s*$", re.DOTALL)
+
+
+def lazy_exports(root: griffe.Module) -> dict[str, str]:
+    """The names ``root`` exports lazily: its ``_EXPORTS`` mapping of name to defining module.
+
+    ``queuesgd/__init__.py`` imports nothing at import time; its ``__getattr__``
+    imports ``_EXPORTS[name]`` on first use, so Griffe, which reads the source,
+    sees no ``queuesgd.AsyncPS``. The mapping is read from the source too.
+    """
+    exports = root.members.get("_EXPORTS")
+    if exports is None or isinstance(exports, griffe.Alias) or not isinstance(exports, griffe.Attribute):
+        return {}
+    try:
+        mapping = ast.literal_eval(str(exports.value))
+    except (ValueError, SyntaxError):
+        return {}
+    return mapping if isinstance(mapping, dict) else {}
+
+
+def _lookup(root: griffe.Module, path: str) -> griffe.Object | griffe.Alias | None:
+    """The object of ``path`` under ``root``, or None (an alias that does not resolve counts as absent)."""
+    if path == root.path:
+        return root
+    if not path.startswith(root.path + "."):
+        return None
+    head, _, rest = path[len(root.path) + 1 :].partition(".")
+    module = lazy_exports(root).get(head)
+    if module is not None and head not in root.members:
+        path = ".".join(filter(None, (module, head, rest)))
+    try:
+        found = root[path[len(root.path) + 1 :]]
+        if isinstance(found, griffe.Alias):
+            found.final_target  # noqa: B018 - resolves it, or raises
+    except Exception:  # noqa: BLE001 - griffe raises KeyError, AliasResolutionError, CyclicAliasError
+        return None
+    return found
+
+
+def _scopes(obj: griffe.Object) -> Iterator[str]:
+    """``obj``'s path and those of the objects and modules that enclose it, innermost first."""
+    current: griffe.Object | None = obj
+    while current is not None:
+        yield current.path
+        current = current.parent  # type: ignore[assignment]
+
+
+def resolve(target: str, obj: griffe.Object, root: griffe.Module) -> str:
+    """The identifier autorefs should look up for ``target`` as written in ``obj``'s docstring.
+
+    Parameters
+    ----------
+    target : str
+        The role's target, without ``~`` (``queuesgd.AsyncPS``, ``Formula.latex``, ``.costs``).
+    obj : griffe.Object
+        The object whose docstring holds the role.
+    root : griffe.Module
+        The top package, where names are looked up.
+
+    Returns
+    -------
+    str
+        The canonical path of the object found (where mkdocstrings documents it), else ``target``
+        (or its absolute form, for a relative one) unchanged.
+    """
+    module = obj if obj.is_module else obj.module
+    if target.startswith("."):
+        dots = len(target) - len(target.lstrip("."))
+        package = module.path if module.is_init_module else module.parent.path  # type: ignore[union-attr]
+        base = package.rsplit(".", dots - 1)[0] if dots > 1 else package
+        candidates = [f"{base}.{target.lstrip('.')}"]
+    else:
+        candidates = [target, *(f"{scope}.{target}" for scope in _scopes(obj))]
+    for candidate in candidates:
+        found = _lookup(root, candidate)
+        if found is not None:
+            return found.final_target.path if isinstance(found, griffe.Alias) else found.path
+    return candidates[0]
+
+
+def convert(text: str, obj: griffe.Object, root: griffe.Module) -> str:
+    """``text`` with every Sphinx role replaced by an optional autorefs reference.
+
+    Parameters
+    ----------
+    text : str
+        A docstring.
+    obj : griffe.Object
+        Its object (names are looked up from there).
+    root : griffe.Module
+        The top package.
+
+    Returns
+    -------
+    str
+        The docstring, with ``<autoref identifier="..." optional><code>name</code></autoref>``
+        for each role.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        body = match["body"].strip()
+        titled = _TITLED.match(body)
+        title, target = (titled["title"], titled["target"]) if titled else (None, body)
+        short = target.startswith("~")
+        target = target.lstrip("~")
+        if title is None:
+            title = target.lstrip(".").rsplit(".", 1)[-1] if short else target.lstrip(".")
+            if match["role"] in CALLABLE_ROLES and not title.endswith(")"):
+                title += "()"
+        identifier = html.escape(resolve(target, obj, root))
+        return f'<autoref identifier="{identifier}" optional><code>{html.escape(title)}</code></autoref>'
+
+    return ROLE.sub(replace, text)
+
+
+def _objects(module: griffe.Module) -> Iterator[griffe.Object]:
+    """``module`` and every object defined in it or its submodules (aliases left out)."""
+    stack: list[griffe.Object] = [module]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(member for member in current.members.values() if not member.is_alias)  # type: ignore[misc]
+
+
+class SphinxRolesToAutorefs(griffe.Extension):
+    """Rewrite the Sphinx roles of a loaded package's docstrings as autorefs references."""
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
+        """Convert every docstring of ``pkg`` once the whole package is loaded."""
+        for obj in _objects(pkg):
+            if obj.docstring is not None and ":" in obj.docstring.value:
+                obj.docstring.value = convert(obj.docstring.value, obj, pkg)
