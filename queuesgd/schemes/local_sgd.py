@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
+from queuesgd.batchmeans import check_simulation_size
 from queuesgd.distributions import Distribution, sum_of
 from queuesgd.errors import NotRepresentable
 from queuesgd.schemes.barrier import BarrierScheme, SymbolicWorkload
@@ -100,6 +101,8 @@ class LocalSGD(BarrierScheme):
 
     def sample_round(self, workload: Workload, cluster: Cluster, rng: Any, rounds: int) -> np.ndarray:
         """``rounds`` rounds of ``H`` steps each, summed per worker: shape ``(rounds, n)``."""
+        # Counted in rounds (what iterations= sets): H compute times per worker and round.
+        check_simulation_size(rounds, self.period * cluster.workers, unit="compute times (period x workers)")
         steps = sample_compute(workload, cluster, rng, rounds * self.period)
         return steps.reshape(rounds, self.period, cluster.workers).sum(axis=1)
 
