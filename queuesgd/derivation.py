@@ -105,6 +105,7 @@ def derive(
     if workers is None:
         return scheme.formula(compute, **options)
     workers = _checks.integer("workers", workers)
+    _check_workers(scheme, workers)
     if "workers" in takes:
         return scheme.formula(compute, workers=workers, **options)
     f = scheme.formula(compute, **options)
@@ -113,22 +114,33 @@ def derive(
     return _pipeline_workers(scheme, f, workers)
 
 
+def _check_workers(scheme: Scheme, workers: int) -> None:
+    """Refuse ``workers`` the scheme cannot run on (``backups >= workers``: a formula of 0 samples/s).
+
+    :meth:`~queuesgd.schemes.base.Scheme.check` asks a workload too; derive has
+    none, so only the refusals about the workers are kept (one about the
+    workload's layers is not the formula's: it has no layers).
+    """
+    from queuesgd.workload import Cluster, Workload
+
+    try:
+        scheme.check(Workload(1.0, 1.0), Cluster(workers, 1.0))
+    except InvalidParameterError as err:
+        if "workers" in err.field.lower() or "workers" in err.accepted:
+            raise
+
+
 def _named(f: Formula, values: str) -> Formula:
     """``f`` whose name says which values were substituted."""
     return Formula(f.expr, f.symbols, f.meaning, f"{f.name}, {values}", f.assumptions)
 
 
 def _pipeline_workers(scheme: Scheme, f: Formula, workers: int) -> Formula:
-    """``f`` of a pipeline of ``S`` stages on ``workers = S x D`` workers; a scheme without ``n`` refuses."""
+    """``f`` of a pipeline of ``S`` stages on ``workers = S x D`` workers (a multiple of ``S``: its
+    :meth:`~queuesgd.Pipeline.check`); a scheme without ``n`` refuses."""
     stages = getattr(scheme, "stages", None)
     if not {"S", "D"} <= set(f.symbols) or not isinstance(stages, int):
         raise InvalidParameterError(
             "workers", workers, f"none for {type(scheme).__name__}: its formula has no symbol for workers"
-        )
-    if workers % stages:
-        raise InvalidParameterError(
-            "workers",
-            workers,
-            f"a multiple of the {stages} stages (a pipeline's workers are stages x replicas D)",
         )
     return _named(f.subs(S=stages, D=workers // stages), f"S = {stages}, D = {workers // stages}")

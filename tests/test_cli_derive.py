@@ -97,7 +97,7 @@ def test_pipeline_says_what_to_add_and_derives_with_the_cli_default(capsys):
     status, out, err = derive(capsys, "pipeline", "--stages", "4", "--microbatches", "8")
     assert status == 0 and "deterministic compute" in out  # the pipeline's own default law
     status, _, err = derive(capsys, "pipeline", "--stages", "4", "--microbatches", "8", "--workers", "6")
-    assert status == 2 and "--workers" in err[0] and "multiple of the 4 stages" in err[0]
+    assert status == 2 and err[0].startswith("queuesgd: error: --workers: got 6") and "multiple of" in err[0]
 
 
 def test_pipeline_workers_are_stages_times_replicas():
@@ -149,3 +149,54 @@ def test_negative_values_reach_validation_without_equals(capsys, value):
     status = main(["predict", "--workers", "2", "--latency", value])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and err == [err[0]] and err[0].startswith(f"queuesgd: error: --latency: got '{value}'")
+
+
+CLOSED_FORMS = [
+    ["backup-workers", "--backups", "2", "--stragglers", "cancel", "--ps-shards", "1"],
+    ["static-cutoff", "--cutoff", "200ms", "--stragglers", "cancel", "--ps-shards", "1"],
+    ["hierarchical-allreduce", "--per-node", "4", "--intra-bandwidth", "100Gbit/s", "--intra-latency", "0"],
+    ["compressed-allreduce", "--density", "0.1", "--compress-time", "1ns", "--decompress-time", "0"],
+    ["tree-allreduce"],
+]
+
+
+@pytest.mark.parametrize(
+    ("scheme", "compute"),
+    [(s, c) for s in CLOSED_FORMS for c in ("deterministic", "exponential")]
+    + [(["local-sgd", "--period", "4"], "deterministic")],  # LocalSGD: deterministic only
+)
+def test_every_option_given_the_formula_is_predicts_closed_form(capsys, scheme, compute):
+    # the scheme's own flags set their symbols (H, b, T, g, B_intra, d, ...): the formula is a number,
+    # the closed form predict computes numerically by its own road
+    common = ["--workload", "resnet50", "--bandwidth", "10Gbit/s", "--latency", "10us", "--compute", compute]
+    status, out, err = derive(capsys, *scheme, "--workers", "8", *common)
+    assert status == 0, err
+    x = float(out.split("X = ")[1].split()[0])
+    argv = ["predict", "--scheme", *scheme, "--workers", "8", "--method", "closed_form", "--json", *common]
+    assert main(argv) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert x == pytest.approx(row["throughput"], rel=1e-9)
+
+
+def test_workers_a_scheme_cannot_run_on_are_refused_not_zero(capsys):
+    # b = n backups: the formula is 0 samples/s; predict refuses the same configuration
+    status, out, err = derive(
+        capsys, "backup-workers", "--backups", "8", "--stragglers", "cancel", "--workers", "8"
+    )
+    assert status == 2 and out == "" and "backups < workers (= 8)" in err[0]
+    with pytest.raises(InvalidParameterError, match="backups < workers"):
+        q.derive(q.BackupWorkers(backups=8, stragglers="cancel"), workers=8)
+    status, _, err = derive(capsys, "hierarchical-allreduce", "--per-node", "4", "--workers", "6")
+    assert status == 2 and "divisor of the number of workers (= 6)" in err[0]
+    # a check about the workload's layers is not the formula's: units=4 derives
+    status, out, _ = derive(
+        capsys, "sharded-dp", "--units", "4", "--compute", "deterministic", "--workers", "4"
+    )
+    assert status == 0 and "with k = 4" in out
+
+
+def test_a_flag_the_formula_does_not_read_is_noted(capsys):
+    status, _, err = derive(capsys, "ring-allreduce", "--overlap", "false")
+    assert status == 0
+    note = "the formula does not read --overlap (--method coarse, fine of queuesgd predict read it)"
+    assert err == [f"queuesgd: note: {note}"]

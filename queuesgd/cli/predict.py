@@ -131,7 +131,7 @@ def run_whatif(args: argparse.Namespace) -> int:
 def run_derive(args: argparse.Namespace) -> int:
     from queuesgd.derivation import derive
 
-    scheme, _ = scheme_from_args(args, derive_scheme_name(args), lists=False)
+    scheme, params = scheme_from_args(args, derive_scheme_name(args), lists=False)
     workload = None
     if args.workload is not None:
         from queuesgd.catalog import load_workload
@@ -141,7 +141,7 @@ def run_derive(args: argparse.Namespace) -> int:
     workers = None if args.workers is None else one("--workers", ints("--workers", args.workers))
     try:
         f = derive(scheme, compute=compute, workers=workers)
-        values = derive_values(args, f, workload)
+        values = derive_values(args, f, workload, scheme, params)
         f = f.subs(values)
     except NotRepresentable as err:
         why = cli_spelling(str(err))
@@ -149,8 +149,7 @@ def run_derive(args: argparse.Namespace) -> int:
             why += f" (queuesgd predict --scheme {scheme.key} gives its throughput)"
         raise NotRepresentable(why) from err
     except InvalidParameterError as err:
-        field = _SYMBOL_FLAGS.get(err.field, err.field)
-        raise InvalidParameterError(field, err.got, cli_spelling(err.accepted)) from err
+        raise InvalidParameterError(cli_field(err.field), err.got, cli_spelling(err.accepted)) from err
     for flag, symbol in (("--limit", args.limit), ("--optimize", args.optimize)):
         if symbol is not None and symbol not in f.free_names:
             raise InvalidParameterError(
@@ -259,14 +258,33 @@ _CLUSTER_SYMBOLS = {
 }
 
 
-def derive_values(args: argparse.Namespace, f: Any, workload: Any) -> dict[str, Any]:
-    """The values ``derive``'s options give the symbols of ``f`` (those it has, by meaning)."""
+def derive_values(
+    args: argparse.Namespace, f: Any, workload: Any, scheme: Any, params: dict[str, list[Any]]
+) -> dict[str, Any]:
+    """The values ``derive``'s options give the free symbols of ``f`` (those it has, by meaning).
+
+    A scheme flag given (``--period 8``) sets its symbol (``H``) where the
+    formula keeps it free; one the formula does not read gets a note.
+    """
+    import numbers
+
     from queuesgd import units
 
     def means(name: str, words: tuple[str, ...]) -> bool:
-        return name in f.symbols and any(w in f.meaning.get(name, "") for w in words)
+        return name in f.free_names and any(w in f.meaning.get(name, "") for w in words)
 
     values: dict[str, Any] = {}
+    unread = set(scheme.ignored_parameters("closed_form")) if "closed_form" in scheme.methods else set()
+    for name in params:
+        value = getattr(scheme, name)
+        symbol = _PARAMETER_SYMBOLS.get(name)
+        if symbol in f.free_names and isinstance(value, numbers.Real) and not isinstance(value, bool):
+            values[symbol] = value
+        elif name in unread:
+            notes(args).append(
+                f"note: the formula does not read {scheme_flag(name)} "
+                f"(--method {readers(scheme, [scheme_flag(name)], params)} of queuesgd predict read it)"
+            )
     if workload is not None:
         for name, (words, value) in _WORKLOAD_SYMBOLS.items():
             if means(name, words) and value(workload) is not None:
@@ -288,6 +306,22 @@ def derive_values(args: argparse.Namespace, f: Any, workload: Any) -> dict[str, 
     return values
 
 
+# The symbol of each scheme parameter that a formula may keep free (its value given on the command line).
+_PARAMETER_SYMBOLS = {
+    "backups": "b",
+    "timeout": "T",
+    "per_node": "g",
+    "intra_bandwidth": "B_intra",
+    "intra_latency": "alpha_intra",
+    "density": "d",
+    "compress_time": "c_c",
+    "decompress_time": "c_d",
+    "units": "k",
+    "period": "H",
+    "stages": "S",
+    "microbatches": "M",
+}
+
 # The options that substitute each symbol, for the errors of the formula's domains.
 _SYMBOL_FLAGS = {
     "workers": "--workers",
@@ -295,7 +329,28 @@ _SYMBOL_FLAGS = {
     "B": "--bandwidth",
     "alpha": "--latency",
     "s": "--ps-shards",
+    **{symbol: scheme_flag(name) for name, symbol in _PARAMETER_SYMBOLS.items()},
 }
+
+def cli_field(field: str) -> str:
+    """The option behind an error's field: a symbol's, ``Cluster.workers``'s, a scheme parameter's flag.
+
+    Examples
+    --------
+    >>> cli_field("n"), cli_field("Cluster.workers"), cli_field("HierarchicalAllReduce.per_node")
+    ('--workers', '--workers', '--per-node')
+    >>> cli_field("TransformerShape.layers")
+    'TransformerShape.layers'
+    """
+    if field in _SYMBOL_FLAGS:
+        return _SYMBOL_FLAGS[field]
+    owner, _, name = field.rpartition(".")
+    if owner == "Cluster" and name == "workers":
+        return "--workers"
+    if owner[:1].isupper() and name in scheme_options():
+        return scheme_flag(name)
+    return field
+
 
 # ``name='value'`` or ``name=N`` in a message written for the Python API, outside ``Scheme(...)``.
 _PY_KEYWORD = re.compile(r"\b([a-z_][a-z0-9_]*)=('[^']*'(?:(?:,\s*|\s+or\s+)'[^']*')*|[\w.]+)")
