@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks, units
+from queuesgd.cluster import MAX_PS_SHARDS, MAX_WORKERS
 from queuesgd.errors import InvalidParameterError, QueuesgdError
 from queuesgd.specs import parse_value
 
@@ -176,6 +177,8 @@ def _short(value: Any) -> Any:
     """A long cell shortened for a message (its length said)."""
     if isinstance(value, str) and len(value) > 40:
         return f"{value[:20]}... ({len(value):,} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
     return value
 
 
@@ -418,7 +421,18 @@ def _int(field: str, value: Any, minimum: int = 1) -> int:
 
 
 def _config_value(col: str, field: str, value: Any) -> Any:
-    if col in ("workers", "ps_shards", "batch_size"):
+    if col in ("workers", "ps_shards"):
+        most = MAX_WORKERS if col == "workers" else MAX_PS_SHARDS
+        accepted = f"an integer from 1 to {most:,}"
+
+        def bounded(f: str, v: Any) -> int:
+            out = _int(f, v)
+            if out > most:
+                raise InvalidParameterError(f, _short(out), accepted)
+            return out
+
+        return _parse(field, value, bounded, accepted)
+    if col == "batch_size":
         return _parse(field, value, _int, "an integer >= 1")
     if col == "bandwidth":
         return _parse(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from queuesgd.cli.args import bandwidths, ints, latencies, notes, split_list
 from queuesgd.errors import InvalidParameterError
@@ -71,12 +72,10 @@ def add_compare_arguments(cmp: argparse.ArgumentParser) -> None:
     cmp.add_argument("--json", action="store_true", help="print machine-readable rows")
 
 
-def _one(flag: str, values: list) -> object:
-    """The single value a flag of ``compare`` takes (``predict``'s parser, which also takes lists)."""
+def _one(flag: str, text: str, values: list[Any]) -> Any:
+    """The single value of a flag of ``compare``, read by ``predict``'s parser (which also takes lists)."""
     if len(values) != 1:
-        raise InvalidParameterError(
-            flag, ",".join(str(v) for v in values), "one value (compare takes no lists)"
-        )
+        raise InvalidParameterError(flag, text, "one value (compare takes no lists)")
     return values[0]
 
 
@@ -102,18 +101,21 @@ def run_compare(args: argparse.Namespace) -> int:
     # the flags predict shares are read by predict's own parsers (one value each here)
     cluster = None
     if args.bandwidth is not None:
-        bandwidth = _one("--bandwidth", bandwidths(args))
-        latency = _one("--latency", latencies(args)) if args.latency is not None else 0.0
-        shards = _one("--ps-shards", ints("--ps-shards", args.ps_shards)) if args.ps_shards is not None else 1
+        bandwidth = _one("--bandwidth", args.bandwidth, bandwidths(args))
+        latency = _one("--latency", args.latency, latencies(args)) if args.latency is not None else 0.0
+        shards = 1
+        if args.ps_shards is not None:
+            shards = _one("--ps-shards", args.ps_shards, ints("--ps-shards", args.ps_shards))
         cluster = Cluster(1, bandwidth, latency=latency, ps_shards=shards)
     else:
         for flag, value in (("--latency", args.latency), ("--ps-shards", args.ps_shards)):
             if value is not None:
                 raise InvalidParameterError(flag, value, "a value together with --bandwidth (the cluster)")
-    workers = _one("--workers", ints("--workers", args.workers)) if args.workers is not None else None
-    batch = (
-        _one("--batch-size", ints("--batch-size", args.batch_size)) if args.batch_size is not None else None
-    )
+    workers = batch = None
+    if args.workers is not None:
+        workers = _one("--workers", args.workers, ints("--workers", args.workers))
+    if args.batch_size is not None:
+        batch = _one("--batch-size", args.batch_size, ints("--batch-size", args.batch_size))
     result = compare(
         args.measured,
         args.scheme,
