@@ -58,9 +58,9 @@ def _checked(
     kind: str, copies: Iterable[int], model_options: Any, batch_size: int, repetitions: int, warmup: int
 ) -> tuple[list[int], dict[str, Any], int, int, int]:
     """The arguments both measurements share, checked: copies, model options, batch, repetitions, warm-up."""
-    from queuesgd.harness.models import MODELS
+    from queuesgd.harness.models import check_model
 
-    _checks.choice("model", kind, MODELS)
+    check_model(kind)
     counts = sorted({_checks.integer("copies", k) for k in copies})
     if not counts:
         from queuesgd.errors import InvalidParameterError
@@ -89,14 +89,14 @@ def _copy(
     import torch.distributed as dist
 
     from queuesgd.harness._torch import use_device
-    from queuesgd.harness.models import build
+    from queuesgd.harness.model_build import build_model
     from queuesgd.profiler import profile
 
     def factory() -> Any:
-        return build(kind, **model_options)[0]
+        return build_model(kind, **model_options)[0]
 
     dev, _ = use_device(device)
-    shape = build(kind, **model_options)[1]
+    shape = build_model(kind, **model_options)[1]
     dist.barrier()
     work = profile(
         factory,
@@ -201,7 +201,8 @@ def synchronized_step(
     import torch.distributed as dist
 
     from queuesgd.harness._torch import ddp_device_ids, use_device
-    from queuesgd.harness.models import build_seeded, worker_batches
+    from queuesgd.harness.model_build import build_model_seeded
+    from queuesgd.harness.models import worker_batches
 
     torch.set_num_threads(1)
     dev, wait = use_device(device)
@@ -210,7 +211,7 @@ def synchronized_step(
         group = dist.new_group([r])
         if r == ctx.rank:
             own = group
-    net, shape = build_seeded(kind, seed, model_options)
+    net, shape = build_model_seeded(kind, seed, model_options)
     net = net.to(dev)
     net.train()
     ids = ddp_device_ids(dev)

@@ -117,13 +117,14 @@ def ddp_worker(
     live scheme's, :data:`queuesgd.harness.live_schemes.ddp.DDP`).
     """
     from queuesgd.harness._torch import ddp_device_ids, require_torch, use_device
-    from queuesgd.harness.models import build_seeded, worker_batches
+    from queuesgd.harness.model_build import build_model_seeded
+    from queuesgd.harness.models import worker_batches
 
     torch = require_torch()
     torch.set_num_threads(1)
     nn = torch.nn
     dev, wait = use_device(device)
-    net, shape = build_seeded(kind, seed, model_options)  # identical initial parameters on every worker
+    net, shape = build_model_seeded(kind, seed, model_options)  # identical initial parameters on every worker
     net = net.to(dev)
     net.train()
     # bucket_cap_mb=None is DDP's default: a 1 MiB first bucket, then 25 MiB. In torch 2.13 an explicit

@@ -264,10 +264,10 @@ class _RealStep(_Step):
 
     @staticmethod
     def _build(nn: Any, spec: RealModel) -> tuple[Any, tuple[int, ...]]:
-        """The model and the shape of one input sample (:func:`queuesgd.harness.models.build`)."""
-        from queuesgd.harness.models import build
+        """The model and the shape of one input sample (:func:`queuesgd.harness.model_build.build_model`)."""
+        from queuesgd.harness.model_build import build_model
 
-        return build(spec.kind, **spec.sizes())
+        return build_model(spec.kind, **spec.sizes())
 
     @property
     def params(self) -> Any:
@@ -326,8 +326,16 @@ class RealModel:
         ``"encoder"``: a transformer encoder of ``layers`` blocks of
         ``width`` on sequences of ``seq`` vectors
         (:mod:`queuesgd.harness.models`, which builds them all).
+        A named model instead (:func:`~queuesgd.harness.models.check_model`:
+        ``"module.path:callable"``, ``"torchvision:NAME"``, ``"queuesgd:KIND"``)
+        is built with ``model_args`` and fed samples of ``input_shape``; it
+        gives ``classes`` logits, and the harness's other sizes do not apply.
     batch_size, hidden, inputs, classes, image_side, width, layers, seq : int
         Sizes.
+    input_shape : sequence of int, optional
+        One sample's shape (a named model only, and required there).
+    model_args : mapping, optional
+        Keyword arguments of a named model's class or factory.
     lr : float
         SGD learning rate of :meth:`apply`.
     delays, random_delay
@@ -357,12 +365,27 @@ class RealModel:
     lr: float = 0.01
     delays: Mapping[int, Distribution] | None = None
     random_delay: tuple[int, float] | Any | None = None
+    input_shape: tuple[int, ...] | None = None
+    model_args: Mapping[str, Any] | None = None
 
     kinds: ClassVar[tuple[str, ...]] = MODELS
 
     def __post_init__(self) -> None:
+        from queuesgd.harness.models import check_model, input_shape_of, is_named
+
         set_ = object.__setattr__
-        _checks.choice("RealModel.kind", self.kind, self.kinds)
+        check_model(self.kind, "RealModel.kind")
+        if is_named(self.kind):
+            from queuesgd.profiler_step import check_model_args
+
+            set_(self, "input_shape", input_shape_of(self.input_shape, "RealModel.input_shape"))
+            set_(self, "model_args", check_model_args("RealModel.model_args", self.model_args))
+        elif self.input_shape is not None or self.model_args is not None:
+            raise InvalidParameterError(
+                "RealModel.input_shape" if self.input_shape is not None else "RealModel.model_args",
+                self.input_shape if self.input_shape is not None else self.model_args,
+                f"none for the harness model {self.kind!r} (for a named model, 'module:callable')",
+            )
         for name in ("batch_size", "hidden", "inputs", "classes", "width", "layers", "seq"):
             set_(self, name, _checks.integer(f"RealModel.{name}", getattr(self, name)))
         set_(self, "image_side", _checks.integer("RealModel.image_side", self.image_side, minimum=4))
@@ -379,12 +402,21 @@ class RealModel:
         >>> RealModel("cnn", hidden=32, classes=10, image_side=28).parameter_count
         26698
         """
-        from queuesgd.harness.models import parameter_count
+        from queuesgd.harness.model_build import count_parameters
 
-        return parameter_count(self.kind, **self.sizes())
+        return count_parameters(self.kind, **self.sizes())
 
-    def sizes(self) -> dict[str, int]:
-        """The size options of :func:`~queuesgd.harness.models.build` (each model reads its own)."""
+    def sizes(self) -> dict[str, Any]:
+        """The size options of :func:`~queuesgd.harness.models.build` (each model reads its own).
+
+        A named model's are ``classes``, ``input_shape`` and ``model_args``.
+        """
+        if self.input_shape is not None:
+            return {
+                "classes": self.classes,
+                "input_shape": list(self.input_shape),
+                "model_args": dict(self.model_args or {}),
+            }
         return {
             "classes": self.classes,
             "hidden": self.hidden,

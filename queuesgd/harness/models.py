@@ -26,27 +26,102 @@ Examples
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from queuesgd import _checks
-from queuesgd.errors import InvalidParameterError
+from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.harness._torch import require_torch
 from queuesgd.profiler_factory import model_factory
 
 __all__ = [
     "MODELS",
     "build",
+    "check_model",
+    "is_named",
     "build_seeded",
     "cnn",
     "encoder",
     "mlp",
     "parameter_count",
     "resnet18s",
+    "seeded",
     "worker_batches",
 ]
 
+T = TypeVar("T")
+
 #: The harness's real models by name (:func:`build`).
 MODELS = ("mlp", "cnn", "resnet18s", "encoder")
+
+#: What a model may be called, for errors.
+MODEL_NAMES = (
+    f"a harness model ({', '.join(MODELS)}), or a named one: 'module.path:callable' (an nn.Module class or "
+    "a factory marked @queuesgd.model_factory), 'torchvision:NAME' or 'queuesgd:KIND'"
+)
+
+
+def is_named(kind: Any) -> bool:
+    """Whether ``kind`` names a model outside the harness's own (``"module:callable"`` and the like).
+
+    Examples
+    --------
+    >>> is_named("mlp"), is_named("mypkg.models:Net"), is_named("torchvision:resnet18")
+    (False, True, True)
+    """
+    return isinstance(kind, str) and ":" in kind
+
+
+def check_model(kind: Any, field: str = "model") -> str:
+    """``kind`` checked as a harness model or a named one; nothing is imported or built.
+
+    A named model is ``"module.path:callable"``, ``"torchvision:NAME"`` or
+    ``"queuesgd:KIND"`` (:func:`queuesgd.harness.model_build.build_model`
+    builds it, with an ``input_shape`` and ``model_args``).
+
+    Examples
+    --------
+    >>> check_model("cnn"), check_model("mypkg.models:Net")
+    ('cnn', 'mypkg.models:Net')
+    >>> check_model("mypkg.models:")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: model: got 'mypkg.models:'; accepted: a harness model (mlp, ...
+    >>> check_model("rnn")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.UnknownNameError: model: got 'rnn'; accepted: one of 'mlp', ..., 'module.path:callable'
+    """
+    if is_named(kind):
+        module, _, attr = kind.partition(":")
+        if module.strip() and attr.strip() and not any(c.isspace() for c in kind):
+            return kind
+        raise InvalidParameterError(field, kind, MODEL_NAMES)
+    if not isinstance(kind, str):
+        raise InvalidParameterError(field, kind, MODEL_NAMES)
+    if kind not in MODELS:  # a harness model's name mistyped: the names, or a named model's form
+        raise UnknownNameError(field, kind, [*MODELS, "module.path:callable"])
+    return kind
+
+
+def input_shape_of(value: Any, field: str = "input_shape") -> tuple[int, ...]:
+    """One input sample's shape: one to eight integers >= 1 (a named model needs it).
+
+    Examples
+    --------
+    >>> input_shape_of([3, 32, 32])
+    (3, 32, 32)
+    >>> input_shape_of(None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: input_shape: got None; accepted: one sample's shape, ...
+    """
+    accepted = "one sample's shape, a list of 1 to 8 integers >= 1 (e.g. [3, 32, 32]), for a named model"
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not 1 <= len(value) <= 8:
+        raise InvalidParameterError(field, value, accepted)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1 << 24 for v in value):
+        raise InvalidParameterError(field, value, accepted)
+    return tuple(int(v) for v in value)
 
 
 @model_factory
@@ -207,7 +282,8 @@ def build(
     ``(1, image_side, image_side)``; ``"resnet18s"``: :func:`resnet18s` of
     ``width`` on ``(3, 32, 32)`` images; ``"encoder"``: :func:`encoder` of
     ``width`` and ``layers`` on ``(seq, width)`` sequences. The caller seeds
-    torch first for reproducible weights.
+    torch first for reproducible weights. (A named model as well:
+    :func:`queuesgd.harness.model_build.build_model`.)
 
     Examples
     --------
@@ -243,10 +319,22 @@ def build_seeded(kind: str, seed: int, model_options: Any = None) -> tuple[Any, 
     >>> shape, all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
     ((4,), True)
     """
+    return seeded(seed, lambda: build(kind, **dict(model_options or {})))
+
+
+def seeded(seed: int, make: Callable[[], T]) -> T:
+    """``make()`` with torch seeded by ``seed``, the caller's global random state left as it was.
+
+    Examples
+    --------
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> seeded(1, lambda: torch.rand(2)).tolist() == seeded(1, lambda: torch.rand(2)).tolist()
+    True
+    """
     torch = require_torch()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        return build(kind, **dict(model_options or {}))
+        return make()
 
 
 def worker_batches(

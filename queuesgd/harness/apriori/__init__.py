@@ -20,7 +20,9 @@ The same-run mode of :func:`queuesgd.harness.validate` stays for diagnosis.
 
 The records are JSON files, so a campaign can be split over sessions:
 profile once, calibrate once per network and worker count, then predict and
-run.
+run. :class:`Campaign` runs a whole campaign written down beforehand as a
+spec (:func:`load_spec`: models, schemes, worker counts, links, passes and
+the discard rule), as ``queuesgd validate --apriori SPEC.json`` does.
 
 Examples
 --------
@@ -35,6 +37,7 @@ Examples
 """
 
 from queuesgd.harness.apriori.calibration import Calibration, calibrate_network
+from queuesgd.harness.apriori.campaign import Campaign, CampaignResult, figures, pass_figures
 from queuesgd.harness.apriori.ddp_model import ddp_calibration_sizes, ddp_scheme
 from queuesgd.harness.apriori.inputs import StoredInputs, inputs_of, stored_inputs
 from queuesgd.harness.apriori.predict import (
@@ -46,18 +49,26 @@ from queuesgd.harness.apriori.predict import (
 )
 from queuesgd.harness.apriori.profile import STEPS, Profile, make_profile
 from queuesgd.harness.apriori.run import run_apriori, step_phases
+from queuesgd.harness.apriori.spec import CampaignSpec, load_spec, parse_spec
 
 __all__ = [
     "SCHEMES",
     "STEPS",
     "Calibration",
+    "Campaign",
+    "CampaignResult",
+    "CampaignSpec",
     "Profile",
     "StoredInputs",
     "calibrate_network",
     "ddp_calibration_sizes",
     "ddp_scheme",
+    "figures",
     "inputs_of",
+    "load_spec",
     "make_profile",
+    "parse_spec",
+    "pass_figures",
     "predict_apriori",
     "predict_ddp",
     "ps_update_per_gradient",

@@ -30,14 +30,10 @@ from queuesgd.schemes.base import Scheme
 
 __all__ = ["DDP"]
 
-#: The sizes of :func:`~queuesgd.harness.models.build` a RealModel carries.
-_SIZES = ("classes", "hidden", "inputs", "image_side", "width", "layers", "seq")
-
-
 def _loop(
     ctx: Any, key: str, live: Any, steps: int, shaper: Any, warmup: int, seed: int, params: Mapping[str, Any]
 ) -> None:
-    if not hasattr(live, "kind") or getattr(live, "random_delay", None) is not None:
+    if not hasattr(live, "sizes") or getattr(live, "random_delay", None) is not None:
         raise InvalidParameterError(
             "live", live, "a RealModel without random delays (DDP trains a real model)"
         )
@@ -48,7 +44,7 @@ def _loop(
         batch_size=live.batch_size,
         warmup=warmup,
         seed=seed,
-        model_options={k: getattr(live, k) for k in _SIZES},
+        model_options=live.sizes(),
         device=params["device"],
         key=key,
     )

@@ -1,0 +1,485 @@
+"""The a-priori protocol as one object: :class:`Campaign` runs a campaign spec (:mod:`.spec`).
+
+For every pass the spec registered, model by model (so that a profile is
+measured shortly before the runs it predicts):
+
+1. **profile** the model (:func:`~queuesgd.harness.apriori.make_profile`),
+   again while the discard rule finds the profiling disturbed;
+2. **calibrate** every network its runs use
+   (:func:`~queuesgd.harness.apriori.calibrate_network`; shared by the models
+   unless the gap is the profiled compute phase, or the all-reduces are timed
+   at every model's buckets, when all models are profiled first);
+3. **predict** every configuration from those files alone and **store** the
+   predictions (``predictions-passN.json``, each with the time it was stored)
+   before any of the model's runs;
+4. **run** each configuration live (:func:`~queuesgd.harness.apriori.run_apriori`)
+   with its stored prediction; a run the discard rule discards is kept, listed
+   and uncounted, and the configuration runs again, up to ``attempts`` times;
+5. optionally measure the one-worker DDP step again (**drift**).
+
+Every row records the campaign, the pass, the attempt, whether it counts and
+why not, the commit of the code and the spec's hash. :class:`CampaignResult`
+reports every pass (per-pass figures) and all passes pooled; targets are
+judged on the pooled figures. Nothing is overwritten: a folder that already
+holds any file the campaign would write is refused unless ``overwrite``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.apriori.calibration import Calibration, calibrate_network
+from queuesgd.harness.apriori.ddp_model import ddp_calibration_sizes
+from queuesgd.harness.apriori.predict import predict_apriori
+from queuesgd.harness.apriori.profile import Profile, make_profile
+from queuesgd.harness.apriori.run import run_apriori
+from queuesgd.harness.apriori.spec import CampaignSpec, Configuration, load_spec, parse_spec
+from queuesgd.harness.live_schemes import live_scheme
+from queuesgd.harness.provenance import code_version, stamp
+
+__all__ = ["Campaign", "CampaignResult", "figures", "pass_figures"]
+
+
+def _now() -> str:
+    """The time to the microsecond (UTC, ISO 8601): what orders a stored prediction before its run."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+
+
+def figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Counted rows, and their median and max absolute relative error (None without rows).
+
+    Examples
+    --------
+    >>> figures([{"error": 0.1, "counted": True}, {"error": -0.3, "counted": True},
+    ...          {"error": 0.9, "counted": False}])
+    {'rows': 2, 'median_abs_error': 0.2, 'max_abs_error': 0.3}
+    """
+    errs = np.array([abs(float(r["error"])) for r in rows if r.get("counted")], dtype=float)
+    return {
+        "rows": int(errs.size),
+        "median_abs_error": float(np.median(errs)) if errs.size else None,
+        "max_abs_error": float(np.max(errs)) if errs.size else None,
+    }
+
+
+def pass_figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Every pass's figures and the pooled ones, overall and per scheme (see :func:`figures`).
+
+    Examples
+    --------
+    >>> rows = [{"pass": 1, "scheme": "ddp", "error": 0.1, "counted": True},
+    ...         {"pass": 2, "scheme": "ddp", "error": 0.3, "counted": True}]
+    >>> out = pass_figures(rows)
+    >>> [p["max_abs_error"] for p in out["passes"]], out["pooled"]["median_abs_error"]
+    ([0.1, 0.3], 0.2)
+    """
+
+    def of(mine: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        schemes = dict.fromkeys(r["scheme"] for r in mine)
+        return {
+            **figures(mine),
+            "by_scheme": {s: figures([r for r in mine if r["scheme"] == s]) for s in schemes},
+        }
+
+    numbers = sorted({int(r["pass"]) for r in rows})
+    return {
+        "passes": [{"pass": p, **of([r for r in rows if r["pass"] == p])} for p in numbers],
+        "pooled": of(rows),
+    }
+
+
+@dataclass(frozen=True)
+class CampaignResult:
+    """Every row of every pass, and the figures: per pass and pooled (targets are judged pooled)."""
+
+    spec: CampaignSpec
+    rows: tuple[dict[str, Any], ...]
+    out: Path
+
+    def summary(self) -> dict[str, Any]:
+        """The campaign's record: its spec's hash, the commits, every pass's figures and the pooled ones."""
+        out = pass_figures(self.rows)
+        pooled = out["pooled"]
+        met = None
+        if self.spec.targets is not None and pooled["rows"]:
+            med, top = self.spec.targets
+            met = pooled["median_abs_error"] <= med and pooled["max_abs_error"] <= top
+        return {
+            "campaign": self.spec.name,
+            "spec_hash": self.spec.hash,
+            "commits": sorted({str(r.get("commit")) for r in self.rows}),
+            "passes_registered": self.spec.passes,
+            "discard": {"rule": self.spec.discard.rule, "attempts": self.spec.discard.attempts},
+            "rows": len(self.rows),
+            "discarded": sum(1 for r in self.rows if not r.get("counted")),
+            **out,
+            "targets": None if self.spec.targets is None else dict(zip(("median", "max"), self.spec.targets)),
+            "target_met": met,
+        }
+
+    def table(self) -> str:
+        """Per pass and pooled: counted rows, median and max absolute error, one line each."""
+
+        def pct(x: float | None) -> str:
+            return "-" if x is None else f"{100 * x:.1f}%"
+
+        s = self.summary()
+        lines = [
+            f"campaign {s['campaign']} (spec {s['spec_hash'][:12]}): {s['rows']} rows, "
+            f"{s['discarded']} not counted"
+        ]
+        for p in [*s["passes"], {"pass": "pooled", **s["pooled"]}]:
+            lines.append(
+                f"  pass {p['pass']}: {p['rows']} counted, median {pct(p['median_abs_error'])}, "
+                f"max {pct(p['max_abs_error'])}"
+            )
+        if s["target_met"] is not None:
+            lines.append(f"  targets (pooled) {'met' if s['target_met'] else 'NOT met'}")
+        return "\n".join(lines)
+
+
+class Campaign:
+    """The a-priori protocol of a spec: profile, calibrate, predict and store, then run (see the module).
+
+    Parameters
+    ----------
+    spec : CampaignSpec, mapping or path
+        A checked spec, a spec document, or a spec file (:func:`load_spec`).
+
+    Examples
+    --------
+    >>> spec = {"name": "demo", "models": {"mlp": {"batch_size": 8}}, "rates": ["loopback"],
+    ...         "steps": 30, "warmup": 5, "passes": 2, "discard": {"rule": "none"},
+    ...         "lines": [{"scheme": "ddp", "models": ["mlp"], "workers": [1, 2]}]}
+    >>> c = Campaign(spec)
+    >>> [p.name for p in c.planned("out")[:3]]
+    ['spec.json', 'summary.json', 'mlp-pass1.json']
+    """
+
+    def __init__(self, spec: CampaignSpec | Mapping[str, Any] | str | os.PathLike[str]) -> None:
+        if isinstance(spec, CampaignSpec):
+            self.spec = spec
+        elif isinstance(spec, Mapping):
+            self.spec = parse_spec(spec)
+        else:
+            self.spec = load_spec(spec)
+
+    # ---- files ------------------------------------------------------------------------------------
+    def _tag(self, number: int) -> str:
+        return f"-pass{number}" if self.spec.passes > 1 else ""
+
+    def planned(
+        self, out: str | os.PathLike[str], results: str | os.PathLike[str] | None = None
+    ) -> list[Path]:
+        """The files the campaign writes besides calibrations: spec, summary, profiles, predictions, rows."""
+        root, rows = Path(out), Path(results) if results is not None else Path(out) / "results"
+        paths = [root / "spec.json", root / "summary.json"]
+        configs = self.spec.configurations()
+        for p in range(1, self.spec.passes + 1):
+            tag = self._tag(p)
+            paths += [root / "profiles" / f"{m}{tag}.json" for m in dict.fromkeys(c.model for c in configs)]
+            paths.append(root / f"predictions{tag}.json")
+            paths += [rows / f"{s}{tag}.json" for s in dict.fromkeys(c.stem(self.spec.name) for c in configs)]
+        return paths
+
+    # ---- the protocol -------------------------------------------------------------------------------
+    def run(
+        self,
+        out: str | os.PathLike[str],
+        *,
+        results: str | os.PathLike[str] | None = None,
+        overwrite: bool = False,
+        predict_only: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> CampaignResult:
+        """Run every registered pass; write the spec, inputs, predictions, rows and ``summary.json``.
+
+        Parameters
+        ----------
+        out : path
+            The folder of the campaign's inputs (``profiles/``, ``calibrations/``,
+            ``predictions*.json``), its spec and its summary.
+        results : path, optional
+            The folder of the rows (default ``out/results``).
+        overwrite : bool
+            Write over files a previous campaign left (refused by default).
+        predict_only : bool
+            Stop every pass after its predictions are stored.
+        progress : callable, optional
+            Called with one line per step done.
+        """
+        from queuesgd.harness.report import write_rows
+
+        say = progress or (lambda line: None)
+        root = Path(out)
+        rows_dir = Path(results) if results is not None else root / "results"
+        if not overwrite:
+            taken = next((p for p in self.planned(root, rows_dir) if p.exists()), None)
+            if taken is not None:
+                raise InvalidParameterError(
+                    "out",
+                    os.fspath(out),
+                    f"a folder without this campaign's files ({taken} exists; or overwrite)",
+                )
+        for folder in (root / "profiles", root / "calibrations", rows_dir):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise InvalidParameterError(
+                    "out", os.fspath(folder), f"a writable folder ({err.strerror})"
+                ) from None
+        # The registration: the spec as checked, its hash and when it was fixed, before anything runs.
+        record = {
+            "hash": self.spec.hash,
+            "registered": _now(),
+            "commit": code_version(),
+            "spec": self.spec.document,
+        }
+        (root / "spec.json").write_text(json.dumps(record, indent=1) + "\n")
+        rows: list[dict[str, Any]] = []
+        for number in range(1, self.spec.passes + 1):
+            say(f"pass {number} of {self.spec.passes}")
+            rows += self._pass(number, root, rows_dir, predict_only, say, write_rows)
+        result = CampaignResult(self.spec, tuple(rows), root)
+        if not predict_only:
+            (root / "summary.json").write_text(json.dumps(result.summary(), indent=1) + "\n")
+        return result
+
+    def _pass(
+        self,
+        number: int,
+        root: Path,
+        rows_dir: Path,
+        predict_only: bool,
+        say: Callable[[str], None],
+        write_rows: Any,
+    ) -> list[dict[str, Any]]:
+        spec, tag = self.spec, self._tag(number)
+        configs = spec.configurations()
+        labels = list(dict.fromkeys(c.model for c in configs))
+        per_model = spec.calibration_gap == "profiled"
+        profiles: dict[str, Profile] = {}
+        cals: dict[tuple, Calibration] = {}
+        if spec.calibrate_at_buckets and not per_model:
+            # Every model profiled first, then the all-reduces timed at the sizes of all their buckets.
+            for label in labels:
+                profiles[label] = self._profile(label, configs, root, tag, say)
+            cals = self._calibrate(configs, None, ddp_calibration_sizes(profiles.values()), root, tag, say)
+        elif not per_model:
+            cals = self._calibrate(configs, None, None, root, tag, say)
+        predictions: list[dict[str, Any]] = []
+        rows: list[dict[str, Any]] = []
+        for label in labels:
+            mine = [c for c in configs if c.model == label]
+            prof = profiles.get(label) or self._profile(label, configs, root, tag, say)
+            if per_model:
+                sizes = ddp_calibration_sizes([prof]) if spec.calibrate_at_buckets else None
+                cals.update(self._calibrate(mine, prof, sizes, root, tag, say))
+            values = [
+                predict_apriori(
+                    c.scheme, prof, self._calibration(cals, c, per_model), c.workers,
+                    params=c.params, random_delay=c.random_delay,
+                )
+                for c in mine
+            ]  # fmt: skip
+            # Stored with the time the file holding them was written: every run of the model starts later.
+            stored = _now()
+            predictions += [
+                {**self._identity(c, number), **v, "stored": stored} for c, v in zip(mine, values)
+            ]
+            (root / f"predictions{tag}.json").write_text(json.dumps(predictions, indent=1) + "\n")
+            say(f"{len(values)} predictions of {label} stored before its runs")
+            if predict_only:
+                continue
+            for c, value in zip(mine, values):
+                cal = self._calibration(cals, c, per_model)
+                rows += self._runs(c, value, stored, prof, cal, number, say)
+                stem = c.stem(spec.name)
+                write_rows([r for r in rows if r["stem"] == stem], rows_dir, stem=f"{stem}{tag}")
+            if spec.drift:
+                self._drift(label, prof, root, tag, say)
+        return rows
+
+    def _identity(self, c: Configuration, number: int) -> dict[str, Any]:
+        return {
+            "scheme": c.scheme,
+            "model": c.model,
+            "rate": c.rate,
+            "workers": c.workers,
+            "params": dict(c.params),
+            "random_delay": c.random_delay,
+            "pass": number,
+        }
+
+    def _profile(
+        self, label: str, configs: Sequence[Configuration], root: Path, tag: str, say: Any
+    ) -> Profile:
+        from queuesgd.harness.load import CpuMeter, disturbed
+
+        spec, model = self.spec, self.spec.models[label]
+        mine = [c for c in configs if c.model == label]
+        rows = [live_scheme(c.scheme) for c in mine]
+        ddp = any(r.profile == "ddp" for r in rows) or spec.drift
+        lock = any(r.lock_step and r.profile != "ddp" for r in rows)
+        steps = (("ddp",) + (("ddp-local",) if spec.device != "cpu" else ()) if ddp else ()) + (
+            ("plain",) if lock else ()
+        )
+        copies = sorted({c.workers for c in mine})
+        only_ddp = all(r.profile == "ddp" for r in rows)
+        for _ in range(spec.discard.attempts):
+            with CpuMeter() as meter:
+                prof = make_profile(
+                    model.model,
+                    batch_size=model.batch_size,
+                    copies=copies,
+                    repetitions=spec.repetitions,
+                    model_options=dict(model.options),
+                    synchronized=steps,
+                    eager=sorted({c.workers for c, r in zip(mine, rows) if r.profile == "eager"}),
+                    device=spec.device,
+                    independent=(1,) if only_ddp else None,
+                    ps=any(r.update_role(c.params) == "ps" for c, r in zip(mine, rows)),
+                )
+            load = meter.result()
+            if spec.discard.rule != "disturbed" or not disturbed(load, spec.discard.limit):
+                break
+            say(f"profile of {label} disturbed by other processes ({load}): again")
+        prof.save(root / "profiles" / f"{label}{tag}.json")
+        say(f"profiled {label} ({model.model}) with copies {copies}")
+        return prof
+
+    def _key(self, c: Configuration, per_model: bool) -> tuple[Any, ...]:
+        row = live_scheme(c.scheme)
+        kind = row.calibration(row.check_params(c.params if not self._on_device(c) else None, c.workers))
+        # Asynchronous schemes: while one worker's message crosses the link the others compute, so their
+        # point-to-point calibration runs beside n - 1 busy processes; lock-step ones on idle cores.
+        if kind == "allreduce":
+            return kind, c.rate, c.workers, 0, c.model if per_model else None
+        return kind, c.rate, 2, 0 if row.lock_step else c.workers - 1, c.model if per_model else None
+
+    @staticmethod
+    def _on_device(c: Configuration) -> bool:
+        return any(h.name == "device" for h in live_scheme(c.scheme).harness)
+
+    def _calibration(self, cals: Mapping[tuple, Calibration], c: Configuration, per_model: bool) -> Any:
+        return None if c.workers == 1 else cals[self._key(c, per_model)]
+
+    def _calibrate(
+        self,
+        configs: Sequence[Configuration],
+        prof: Profile | None,
+        sizes: Any,
+        root: Path,
+        tag: str,
+        say: Any,
+    ) -> dict[tuple, Calibration]:
+        from queuesgd import units
+
+        per_model = prof is not None
+        out = {}
+        for key in sorted({self._key(c, per_model) for c in configs if c.workers > 1}, key=repr):
+            kind, rate, n, busy, label = key
+            gap = float(np.mean(prof.sync_span["ddp"][n])) if per_model else float(self.spec.calibration_gap)
+            at = {"sizes": sizes} if sizes is not None and kind == "allreduce" else {}
+            device = {"device": self.spec.device} if kind == "allreduce" else {}
+            cal = calibrate_network(kind, n, rate, gap=gap, busy=busy, **at, **device)
+            where = (
+                "loopback" if rate is None else units.format_bandwidth(rate).replace("/", "").replace(" ", "")
+            )
+            name = f"{kind}-{where}-n{n}" + (f"-busy{busy}" if busy else "") + (f"-{label}" if label else "")
+            cal.save(root / "calibrations" / f"{name}{tag}.json")
+            out[key] = cal
+            say(
+                f"calibrated {kind} n={n} at {where} beside {busy} busy: "
+                f"alpha {units.format_seconds(cal.alpha)}, B {units.format_bandwidth(cal.bandwidth)}, "
+                f"r2 {cal.r2:.4f}"
+            )
+        return out
+
+    def _runs(
+        self,
+        c: Configuration,
+        pred: Mapping[str, Any],
+        stored: str,
+        prof: Profile,
+        cal: Any,
+        number: int,
+        say: Any,
+    ) -> list[dict[str, Any]]:
+        """The configuration's runs with its stored prediction: again while the discard rule discards one."""
+        from queuesgd.harness.load import disturbed
+
+        spec, rule = self.spec, self.spec.discard
+        out = []
+        for attempt in range(1, rule.attempts + 1):
+            started = _now()
+            try:
+                row = run_apriori(
+                    c.scheme, prof, cal, c.workers, steps=spec.steps, warmup=spec.warmup,
+                    prediction=pred,
+                    **({} if self._on_device(c) else {"params": c.params, "random_delay": c.random_delay}),
+                )  # fmt: skip
+            except Exception as exc:  # a failed run is reported as a row, never hidden; the campaign goes on
+                row = {
+                    "scheme": c.scheme, "workers": c.workers, "workload": prof.model, "inputs": "a-priori",
+                    "bandwidth": c.rate, "started": stamp(), "commit": code_version(),
+                    "failure": f"{type(exc).__name__}: {exc}", "measured": None,
+                    "predicted": pred["predicted"], "error": None,
+                }  # fmt: skip
+            reason = rule.reason(row)
+            row.update(
+                campaign=spec.name,
+                spec_hash=spec.hash,
+                model_label=c.model,
+                stem=c.stem(spec.name),
+                run_started=started,
+                prediction_stored=stored,
+                disturbed=disturbed(row.get("load"), rule.limit),
+                attempt=attempt,
+                counted=reason is None,
+                discarded=reason,
+            )
+            row["pass"] = number
+            out.append(row)
+            shown = "FAILED " + row["failure"] if row.get("failure") else f"error {100 * row['error']:+6.1f}%"
+            say(
+                f"{c.scheme} {c.model} n={c.workers} {'loopback' if c.rate is None else c.rate}: {shown}"
+                + (f" (not counted: {reason})" if reason else "")
+            )
+            if reason != "disturbed":
+                break
+        return out
+
+    def _drift(self, label: str, prof: Profile, root: Path, tag: str, say: Any) -> None:
+        """The one-worker DDP step measured again after the model's runs, against the profile's: a floor
+        under any prediction's error from this machine's own drift (never an input)."""
+        from queuesgd.harness.contention import measure_synchronized
+
+        model = self.spec.models[label]
+        again = measure_synchronized(
+            model.model, (1,), batch_size=model.batch_size, repetitions=self.spec.repetitions,
+            model_options=dict(model.options), device=prof.device,
+        )[1]["span"]  # fmt: skip
+        before, after = float(np.mean(prof.sync_span["ddp"][1])), float(np.mean(again))
+        path = root / f"drift{tag}.json"
+        kept = json.loads(path.read_text()) if path.exists() else []
+        entry = {
+            "model": label,
+            "profiled": before,
+            "after_runs": after,
+            "ratio": after / before,
+            "when": stamp(),
+        }
+        path.write_text(json.dumps([d for d in kept if d.get("model") != label] + [entry], indent=1) + "\n")
+        say(
+            f"drift of {label}: one-worker DDP step {before:.5f} s at profiling, {after:.5f} s after its runs"
+        )
