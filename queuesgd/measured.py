@@ -114,7 +114,8 @@ LOG_PATTERNS = {
     "step-time": (
         r"^(?:\[(?:rank|default)(?P<rank>[0-9]+)\]:?\s*)?.*?\bstep\b\s*[:=#]?\s*(?P<step>[0-9]+)\b"
         r".*?\b(?:step_time|step time|time|dt)\b\s*[:=]?\s*"
-        rf"(?P<step_time>{_NUMBER_TEXT}\s*(?:ms|us|µs|ns|s)?)(?![A-Za-z0-9])"
+        rf"(?P<step_time>{_NUMBER_TEXT}(?:\s*(?:ms|us|µs|ns|s)(?![A-Za-z0-9])|(?![A-Za-z0-9.])"
+        r"(?!\s*(?:m|mins?|minutes?|h|hrs?|hours?|secs?|seconds?)\b)))"
     ),
 }
 

@@ -448,3 +448,28 @@ def test_step_column_counts_the_updates_between_logged_rows():
     back = {**log, "step": [10 * i for i in range(120)] + [5]}
     with pytest.raises(InvalidParameterError, match=r"steps that increase with the time"):
         q.compare(back, q.SyncPS(), W, C)
+
+
+@pytest.mark.parametrize(
+    "line, step, seconds",
+    [
+        ("[rank0]: step 12/120 | loss 6.1530 | step_time 252.0ms", 12, 0.252),
+        ("step 12 loss=6.15 time=0.252s loss 3", 12, 0.252),
+        ("[default1]:step: 12, dt: 252 ms", 12, 0.252),
+        ("step=7 step time: 1.5e-1", 7, 0.15),
+        ("step 2 time 2.5 loss 3", 2, 2.5),
+        ("step 2 time 2 min", None, None),  # minutes are not read as seconds: the line is skipped
+        ("step 2 time 2h", None, None),
+    ],
+)
+def test_the_step_time_pattern(line, step, seconds):
+    import re
+
+    from queuesgd import units
+
+    m = re.compile(measured.LOG_PATTERNS["step-time"]).search(line)
+    if step is None:
+        assert m is None
+        return
+    assert int(m["step"]) == step
+    assert units.parse_seconds(m["step_time"], "t") == pytest.approx(seconds, rel=1e-12)
