@@ -76,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"run more worker processes than {PROCESSES_PER_CORE} per CPU core (refused without it)",
     )
+    v.add_argument(
+        "--apriori",
+        metavar="SPEC.json",
+        help="run an a-priori campaign spec (models, schemes, workers, rates, passes, discard) into --out",
+    )
+    v.add_argument(
+        "--overwrite", action="store_true", help="with --apriori: write over a campaign's files in --out"
+    )
 
     pr = sub.add_parser("profile", help="profile a PyTorch model on one worker into a workload file")
     pr.add_argument(

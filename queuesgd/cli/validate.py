@@ -1,4 +1,10 @@
-"""``queuesgd validate``: a scheme run live with PyTorch workers, against the model."""
+"""``queuesgd validate``: a scheme run live with PyTorch workers, against the model.
+
+``queuesgd validate --apriori SPEC.json [--out DIR]`` runs a campaign of the
+a-priori protocol instead (:class:`~queuesgd.harness.apriori.Campaign`): the
+spec, checked before anything runs, names the models, schemes, worker counts,
+links, passes and the discard rule.
+"""
 
 from __future__ import annotations
 
@@ -81,8 +87,41 @@ def _validate_checks(args: argparse.Namespace, counts: list[int]) -> None:
             ) from None
 
 
+#: Options of a single live run, refused beside ``--apriori`` (the spec says everything instead).
+_RUN_ONLY = ("param", "random_delay", "straggler", "bandwidth", "timeout")
+
+
+def _apriori_campaign(args: argparse.Namespace) -> int:
+    """``--apriori SPEC.json``: check the spec, run its campaign into ``--out``, print each pass's figures."""
+    from queuesgd.harness.apriori import Campaign, load_spec
+
+    given = [f"--{k.replace('_', '-')}" for k in _RUN_ONLY if getattr(args, k, None)]
+    if given:
+        raise InvalidParameterError(
+            given[0],
+            getattr(args, given[0][2:].replace("-", "_")),
+            "none with --apriori (the spec names the runs)",
+        )
+    spec = load_spec(args.apriori)
+    campaign = Campaign(spec)
+    out = args.out or spec.name
+    progress = None if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
+    result = campaign.run(out, overwrite=args.overwrite, progress=progress)
+    if args.json:
+        print(json.dumps(result.summary(), indent=1))
+    else:
+        print(result.table())
+        print(f"rows, inputs and summary.json in {out}")
+    return 0
+
+
 def run_validate(args: argparse.Namespace) -> int:
     from queuesgd.harness.campaign import parse_straggler, validate
+
+    if getattr(args, "apriori", None):
+        return _apriori_campaign(args)
+    if getattr(args, "overwrite", False):
+        raise InvalidParameterError("--overwrite", True, "only with --apriori SPEC.json")
 
     params = parse_params(args.param)
     parse_straggler(args.straggler, 1.0, "--straggler")  # its errors name the flag; validate() scales it

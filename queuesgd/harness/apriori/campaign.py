@@ -173,6 +173,42 @@ class Campaign:
         else:
             self.spec = load_spec(spec)
 
+    def check_models(self) -> None:
+        """Build every named model once and pass two samples through it, before anything runs.
+
+        A wrong name, wrong arguments, an input shape the model does not take or
+        a number of classes it does not give is one error naming the spec's field.
+        """
+        from queuesgd.harness._torch import require_torch
+        from queuesgd.harness.model_build import build_model
+        from queuesgd.harness.models import is_named
+
+        for label, m in self.spec.models.items():
+            if not is_named(m.model):
+                continue
+            where = f"spec.models.{label}"
+            try:
+                net, shape = build_model(m.model, **m.options)
+            except InvalidParameterError as err:
+                raise InvalidParameterError(f"{where}.{err.field}", err.got, err.accepted) from None
+            torch = require_torch()
+            try:
+                with torch.no_grad():
+                    out = net(torch.zeros((2, *shape)))
+            except Exception as exc:  # the model's own failure on the shape: one line, named by the field
+                raise InvalidParameterError(
+                    f"{where}.input_shape",
+                    list(shape),
+                    f"a sample shape the model takes ({type(exc).__name__}: {exc})",
+                ) from None
+            got = tuple(getattr(out, "shape", ()))
+            if got != (2, m.options["classes"]):
+                raise InvalidParameterError(
+                    f"{where}.classes",
+                    m.options["classes"],
+                    f"the logits per sample the model gives (its output: {got})",
+                )
+
     # ---- files ------------------------------------------------------------------------------------
     def _tag(self, number: int) -> str:
         return f"-pass{number}" if self.spec.passes > 1 else ""
@@ -220,6 +256,7 @@ class Campaign:
         from queuesgd.harness.report import write_rows
 
         say = progress or (lambda line: None)
+        self.check_models()
         root = Path(out)
         rows_dir = Path(results) if results is not None else root / "results"
         if not overwrite:

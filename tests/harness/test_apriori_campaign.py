@@ -1,0 +1,247 @@
+"""The a-priori protocol as a spec and a command: ``queuesgd validate --apriori SPEC.json``.
+
+The spec's checks are tested field by field (no process starts); one live campaign runs a user's
+own model (``apriori_user_model:TinyNet``, which the harness does not know) end to end through the
+command line on loopback, and its records are checked against independent recomputations: the
+spec's hash (sha256 of its canonical JSON, computed here), the commit (``git`` asked here), the
+prediction stored before its run (the file on disk and the stamps), and the pooled figures
+(recomputed from the per-pass rows).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from queuesgd.cli import main
+from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.apriori import Campaign, load_spec, parse_spec
+from queuesgd.harness.apriori.spec import MAX_SPEC_BYTES
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+#: A user's model (a test helper module, importable by name), DDP on loopback, 2 workers, two passes.
+SPEC = {
+    "name": "user-loopback",
+    "description": "CI: a user's own model through the a-priori protocol, DDP on loopback",
+    "models": {
+        "tiny": {
+            "model": "apriori_user_model:TinyNet",
+            "batch_size": 8,
+            "input_shape": [16],
+            "classes": 4,
+            "model_args": {"inputs": 16, "hidden": 8, "classes": 4},
+        }
+    },
+    "rates": ["loopback"],
+    "steps": 24,
+    "warmup": 4,
+    "repetitions": 4,
+    "passes": 2,
+    "discard": {"rule": "none"},
+    "lines": [{"scheme": "ddp", "models": ["tiny"], "workers": [2]}],
+}
+
+
+def _spec(**changes):
+    return {**SPEC, **changes}
+
+
+def _sha256_canonical(doc) -> str:
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---- the spec, checked before anything runs ------------------------------------------------------------
+def test_spec_hash_is_sha256_of_canonical_json_whatever_the_layout(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(SPEC))
+    b.write_text(json.dumps(dict(reversed(list(SPEC.items()))), indent=4))  # other order, other spaces
+    assert load_spec(a).hash == load_spec(b).hash == _sha256_canonical(SPEC)
+    assert parse_spec(_spec(steps=25)).hash != _sha256_canonical(SPEC)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"passes": None}, "spec.passes"),
+        ({"discard": {"rule": "best-of-three"}}, "spec.discard.rule"),
+        ({"discard": {"rule": "none", "attempts": 3}}, "spec.discard.attempts"),
+        ({"rates": ["1 Gbit/s", "fast"]}, "spec.rates[1]"),
+        ({"latency": "5ms"}, "spec.latency"),
+        ({"steps": 12}, "spec.steps"),
+        ({"pases": 2}, "spec.pases"),  # a misspelt field is refused, not ignored
+        (
+            {"lines": [{"scheme": "ddp", "models": ["tiny"], "workers": [2], "param": {}}]},
+            "spec.lines[0].param",
+        ),
+        ({"lines": [{"scheme": "ring", "models": ["tiny"], "workers": [2]}]}, "spec.lines[0].scheme"),
+        ({"lines": [{"scheme": "ddp", "models": ["big"], "workers": [2]}]}, "spec.lines[0].models[0]"),
+        ({"lines": [{"scheme": "ddp", "models": ["tiny"], "workers": [0]}]}, "spec.lines[0].workers[0]"),
+        (
+            {
+                "lines": [
+                    {"scheme": "backup-workers", "models": ["tiny"], "workers": [2], "params": {"backups": 2}}
+                ]
+            },
+            "spec.lines[0].params.backups",
+        ),
+        (
+            {"lines": [{"scheme": "sync-ps", "models": ["tiny"], "workers": [2], "random_delay": "3:10ms"}]},
+            "spec.lines[0].random_delay",
+        ),
+        ({"models": {"tiny": {"model": "apriori_user_model:", "batch_size": 8}}}, "spec.models.tiny.model"),
+        (
+            {"models": {"tiny": {"model": "apriori_user_model:TinyNet", "batch_size": 8}}},
+            "spec.models.tiny.input_shape",
+        ),
+        (
+            {"models": {"tiny": {"model": "mlp", "batch_size": 8, "input_shape": [4]}}},
+            "spec.models.tiny.input_shape",
+        ),
+        (
+            {"device": "cuda", "lines": [{"scheme": "sync-ps", "models": ["tiny"], "workers": [2]}]},
+            "spec.lines[0].scheme",
+        ),
+    ],
+)
+def test_a_bad_spec_is_one_error_naming_its_field(change, field):
+    doc = {k: v for k, v in _spec(**change).items() if v is not None}
+    with pytest.raises(InvalidParameterError) as err:
+        parse_spec(doc)
+    assert err.value.field == field
+
+
+def test_spec_reads_are_bounded_and_json_only(tmp_path):
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (MAX_SPEC_BYTES + 1))
+    nan = tmp_path / "nan.json"
+    nan.write_text(json.dumps(SPEC).replace('"steps": 24', '"steps": NaN'))
+    for path, words in ((big, "at most"), (nan, "NaN"), (tmp_path, "directory"), ("/dev/zero", "device")):
+        with pytest.raises(InvalidParameterError, match=words):
+            load_spec(path)
+
+
+def test_the_command_refuses_a_bad_spec_with_one_line_and_status_2(tmp_path, capsys):
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(_spec(passes=0)))
+    assert main(["validate", "--apriori", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["queuesgd: error: spec.passes: got 0; accepted: an integer from 1 to 100"]
+    assert not (tmp_path / "out").exists()  # nothing ran, nothing written
+    assert main(["validate", "--apriori", str(path), "--bandwidth", "1Gbit/s"]) == 2
+    assert "--bandwidth" in capsys.readouterr().err
+
+
+def test_a_folder_holding_a_campaigns_files_is_refused_before_anything_runs(tmp_path):
+    campaign = Campaign(
+        _spec(models={"mlp": {"batch_size": 8}}, lines=[{"scheme": "ddp", "models": ["mlp"], "workers": [2]}])
+    )
+    taken = campaign.planned(tmp_path)[2]  # pass 1's profile
+    taken.parent.mkdir(parents=True)
+    taken.write_text("{}")
+    with pytest.raises(InvalidParameterError, match="exists"):
+        campaign.run(tmp_path)
+    assert not (tmp_path / "spec.json").exists()
+
+
+# ---- a user's own model, end to end through the command line ----------------------------------------
+def _run_group(cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in its own process group; on timeout end the whole group (the workers too)."""
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _head() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=20
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() or None
+
+
+@pytest.mark.slow
+def test_validate_apriori_runs_a_users_model_end_to_end(tmp_path):
+    pytest.importorskip("torch")
+    spec_path, out = tmp_path / "spec.json", tmp_path / "campaign"
+    spec_path.write_text(json.dumps(SPEC, indent=1))
+    env = {k: v for k, v in os.environ.items() if k != "QUEUESGD_COMMIT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
+    cmd = [
+        sys.executable,
+        "-m",
+        "queuesgd",
+        "validate",
+        "--apriori",
+        str(spec_path),
+        "--out",
+        str(out),
+        "--json",
+    ]
+    done = _run_group(cmd, env, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+
+    rows = [
+        r
+        for p in (1, 2)
+        for r in json.loads((out / "results" / f"user-loopback-ddp-tiny-pass{p}.json").read_text())
+    ]
+    model = "apriori_user_model:TinyNet"
+    assert [(r["pass"], r["workers"], r["workload"], r["counted"]) for r in rows] == [
+        (1, 2, model, True),
+        (2, 2, model, True),
+    ]
+    # Every row carries the spec's hash and the commit of the code that ran.
+    assert {r["spec_hash"] for r in rows} == {_sha256_canonical(SPEC)} == {summary["spec_hash"]}
+    head = _head()
+    for r in rows:
+        assert r["commit"] is None if head is None else r["commit"] in (head, head + "+dirty")
+    registered = json.loads((out / "spec.json").read_text())
+    assert registered["hash"] == _sha256_canonical(registered["spec"]) == summary["spec_hash"]
+
+    # The prediction each run was compared with was stored on disk before the run started.
+    for r in rows:
+        stored = json.loads((out / f"predictions-pass{r['pass']}.json").read_text())
+        (pred,) = [p for p in stored if p["workers"] == r["workers"] and p["scheme"] == r["scheme"]]
+        assert pred["predicted"] == r["predicted"] and pred["predicted_at"] == r["predicted_at"]
+        assert pred["stored"] == r["prediction_stored"] < r["run_started"]
+        written = (out / f"predictions-pass{r['pass']}.json").stat().st_mtime
+        assert written <= dt.datetime.fromisoformat(r["run_started"]).timestamp() + 1e-3
+        assert r["predicted_at"] <= r["started"] and r["inputs"] == "a-priori"
+        assert r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1.0, rel=1e-12)
+
+    # Every pass is reported, and the pooled figures are those of the per-pass rows together.
+    assert [p["pass"] for p in summary["passes"]] == [1, 2] and summary["passes_registered"] == 2
+    for p in summary["passes"]:
+        errs = [abs(r["error"]) for r in rows if r["pass"] == p["pass"] and r["counted"]]
+        assert (p["rows"], p["median_abs_error"], p["max_abs_error"]) == (
+            len(errs),
+            np.median(errs),
+            max(errs),
+        )
+    errs = [abs(r["error"]) for r in rows if r["counted"]]
+    pooled = summary["pooled"]
+    assert (pooled["rows"], pooled["max_abs_error"]) == (2, max(errs))
+    assert pooled["median_abs_error"] == pytest.approx(float(np.median(errs)), rel=1e-15)
+    assert json.loads((out / "summary.json").read_text()) == summary
