@@ -14,11 +14,15 @@ import inspect
 from typing import Any
 
 from queuesgd import _checks
-from queuesgd.errors import InvalidParameterError
+from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.formula import Formula
 from queuesgd.schemes.base import Scheme
 
-__all__ = ["derive", "COMPUTE_LAWS", "default_compute"]
+__all__ = ["derive", "COMPUTE_LAWS", "MAX_EXPANDED_WORKERS", "default_compute"]
+
+#: Most workers a scheme's formula is expanded for (:class:`~queuesgd.StaticCutoff`'s sum has one term
+#: per worker); above, ``n`` is substituted into the formula in ``n`` instead (its sum kept unexpanded).
+MAX_EXPANDED_WORKERS = 256
 
 #: Compute-time laws ``derive`` knows: exponential (rate ``mu``) and deterministic (time ``t``).
 COMPUTE_LAWS = ("exponential", "deterministic")
@@ -84,8 +88,8 @@ def derive(
     >>> f = derive("ring-allreduce", compute="deterministic")
     >>> round(f.evaluate(n=8, t=0.1, m=32, S=100e6, B=1.25e9, alpha=0, u=0), 3)   # 256 / (0.1 + 0.14)
     1066.667
-    >>> derive("sync-ps", workers=4).expr                       # n = 4: H_4 = 25/12
-    4*m/(2*alpha + 4*u/s + 25/(12*mu) + (4*G + 4*P)/(B*s))
+    >>> derive("sync-ps", workers=4).expr                       # n = 4: H_4 kept as harmonic(4)
+    4*m/(2*alpha + 4*u/s + harmonic(4)/mu + (4*G + 4*P)/(B*s))
     """
     if isinstance(scheme, str):
         from queuesgd.registry import make
@@ -106,12 +110,33 @@ def derive(
         return scheme.formula(compute, **options)
     workers = _checks.integer("workers", workers)
     _check_workers(scheme, workers)
-    if "workers" in takes:
+    if "workers" in takes and workers <= MAX_EXPANDED_WORKERS:
         return scheme.formula(compute, workers=workers, **options)
-    f = scheme.formula(compute, **options)
+    try:
+        f = scheme.formula(compute, **options)
+    except NotRepresentable:
+        if "workers" not in takes:
+            raise
+        return scheme.formula(compute, workers=workers, **options)  # its own guard says how to go on
     if "n" in f.symbols:
-        return _named(f.subs(n=workers), f"n = {workers}")
+        return _named(_at_workers(f, workers), f"n = {workers}")
     return _pipeline_workers(scheme, f, workers)
+
+
+def _at_workers(f: Formula, workers: int) -> Formula:
+    """``f`` with ``n = workers``, harmonic numbers ``H_N`` kept as ``harmonic(N)``.
+
+    SymPy would write ``H_N`` as an exact fraction, whose digits (and time)
+    grow with ``N``: 40 digits at 100 workers, 45 s at 30,000.
+    :meth:`~queuesgd.formula.Formula.evaluate` and ``.doit()`` still evaluate it.
+    """
+    import sympy
+
+    n = f.symbols["n"]
+    held = {
+        h: sympy.harmonic(h.args[0].subs(n, workers), evaluate=False) for h in f.expr.atoms(sympy.harmonic)
+    }
+    return Formula(f.expr.xreplace(held), f.symbols, f.meaning, f.name, f.assumptions).subs(n=workers)
 
 
 def _check_workers(scheme: Scheme, workers: int) -> None:

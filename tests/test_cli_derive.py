@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -18,11 +19,11 @@ def derive(capsys, *argv: str) -> tuple[int, str, list[str]]:
     return status, out, err.strip().splitlines()
 
 
-def test_workers_substitutes_n_with_harmonic_number(capsys):
+def test_workers_substitutes_n_with_harmonic_number_held(capsys):
     status, out, err = derive(capsys, "sync-ps", "--workers", "4")
     assert status == 0, err
     # n = 4: 4 m / (2 alpha + 4 u/s + H_4/mu + 4 (G + P)/(B s)), H_4 = 25/12
-    assert "X = 4*m/(2*alpha + 4*u/s + 25/(12*mu) + (4*G + 4*P)/(B*s))" in out
+    assert "X = 4*m/(2*alpha + 4*u/s + harmonic(4)/mu + (4*G + 4*P)/(B*s))" in out
     assert "n = 4" in out.splitlines()[0]
 
 
@@ -200,3 +201,29 @@ def test_a_flag_the_formula_does_not_read_is_noted(capsys):
     assert status == 0
     note = "the formula does not read --overlap (--method coarse, fine of queuesgd predict read it)"
     assert err == [f"queuesgd: note: {note}"]
+
+
+def test_many_workers_derive_at_once():
+    # H_N as an exact fraction costs time and digits growing with N (45 s at 30,000): it is held as
+    # harmonic(N), and StaticCutoff's per-worker sum is not expanded above MAX_EXPANDED_WORKERS
+    import time
+
+    import sympy
+
+    start = time.perf_counter()
+    f = q.derive(q.SyncPS(), workers=100_000)
+    g = q.derive(q.StaticCutoff(1.0, stragglers="cancel"), workers=100_000)
+    assert time.perf_counter() - start < 5
+    assert sympy.harmonic(100_000, evaluate=False) in f.expr.atoms(sympy.harmonic)
+    assert g.expr.atoms(sympy.Sum)
+    # the value: 100000 m / (H_N / mu + 2 N G / B), H_N by its expansion ln N + gamma + 1/(2N) - ...
+    h = math.log(1e5) + 0.5772156649015329 + 1 / 2e5 - 1 / (12 * 1e10)
+    x = f.evaluate(mu=10, m=32, G=10e6, P=10e6, B=1.25e9, alpha=0, u=0, s=1)
+    assert x == pytest.approx(1e5 * 32 / (h / 10 + 2e5 * 10e6 / 1.25e9), rel=1e-12)
+
+
+def test_numbers_print_as_a_number(capsys):
+    argv = ["--workload", "resnet50", "--bandwidth", "10Gbit/s", "--latency", "0", "--ps-shards", "1"]
+    status, out, _ = derive(capsys, "sync-ps", "--workers", "100000", "--compute", "exponential", *argv)
+    assert status == 0 and "harmonic" not in out
+    assert float(out.split("X = ")[1].split()[0]) > 0

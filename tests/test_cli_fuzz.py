@@ -122,10 +122,17 @@ command_lines = st.one_of(
         lambda t: ["catalog", t[0], *([t[1]] if t[0] == "show" else [])]
     ),
     st.tuples(
-        st.sampled_from(["sync-ps", "ring-allreduce", "tree-allreduce", "backup-workers", "x"]),
+        st.sampled_from(
+            ["sync-ps", "ring-allreduce", "tree-allreduce", "backup-workers", "x", "async-ps", "pipeline"]
+            + ["local-sgd", "sharded-dp", "hierarchical-allreduce", "static-cutoff"]
+        ),
         st.lists(
-            st.sampled_from(["--latex", "--compute", "deterministic", "exponential", "--limit", "n", "--x"]),
-            max_size=3,
+            st.sampled_from(
+                ["--latex", "--compute", "deterministic", "exponential", "erlang:3", "--limit", "n", "--x"]
+                + ["--workers", "4", "-1", "0", "2,4", "--workload", "resnet50", "--bandwidth", "-1ms"]
+                + ["--latency", "--ps-shards", "--stages", "--microbatches", "--optimize", "--backups", "17"]
+            ),
+            max_size=6,
         ),
     ).map(lambda t: ["derive", t[0], *t[1]]),
     st.lists(st.sampled_from(["predict", "--help", "-h", "--x", "whatif", "catalog", "sweep"]), max_size=3),

@@ -155,6 +155,12 @@ def run_derive(args: argparse.Namespace) -> int:
             raise InvalidParameterError(
                 flag, symbol, f"a free symbol of the formula: {', '.join(f.free_names) or 'none is left'}"
             )
+    if not f.free_names and f.expr.free_symbols == set():  # every symbol given: the number, as predict's
+        import sympy
+
+        from queuesgd.formula import Formula
+
+        f = Formula(sympy.Float(float(f.evaluate())), {}, {}, f.name, f.assumptions)
     print(f.latex() if args.latex else str(f).rstrip("\n"))
     if values and not args.latex:
         print("  with " + ", ".join(f"{k} = {v:g}" for k, v in values.items()))
@@ -331,6 +337,7 @@ _SYMBOL_FLAGS = {
     "s": "--ps-shards",
     **{symbol: scheme_flag(name) for name, symbol in _PARAMETER_SYMBOLS.items()},
 }
+
 
 def cli_field(field: str) -> str:
     """The option behind an error's field: a symbol's, ``Cluster.workers``'s, a scheme parameter's flag.
