@@ -166,6 +166,7 @@ class Campaign:
     """
 
     def __init__(self, spec: CampaignSpec | Mapping[str, Any] | str | os.PathLike[str]) -> None:
+        self._annotate: dict[str, Any] = {}
         if isinstance(spec, CampaignSpec):
             self.spec = spec
         elif isinstance(spec, Mapping):
@@ -235,6 +236,7 @@ class Campaign:
         results: str | os.PathLike[str] | None = None,
         overwrite: bool = False,
         predict_only: bool = False,
+        annotate: Mapping[str, Any] | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> CampaignResult:
         """Run every registered pass; write the spec, inputs, predictions, rows and ``summary.json``.
@@ -250,12 +252,16 @@ class Campaign:
             Write over files a previous campaign left (refused by default).
         predict_only : bool
             Stop every pass after its predictions are stored.
+        annotate : mapping, optional
+            Fields every row gets besides the protocol's (e.g. the device's name); they
+            cannot replace any of the protocol's.
         progress : callable, optional
             Called with one line per step done.
         """
         from queuesgd.harness.report import write_rows
 
         say = progress or (lambda line: None)
+        self._annotate = dict(annotate or {})
         self.check_models()
         root = Path(out)
         rows_dir = Path(results) if results is not None else root / "results"
@@ -486,6 +492,7 @@ class Campaign:
                 discarded=reason,
             )
             row["pass"] = number
+            row.update({k: v for k, v in self._annotate.items() if k not in row})
             out.append(row)
             shown = "FAILED " + row["failure"] if row.get("failure") else f"error {100 * row['error']:+6.1f}%"
             say(

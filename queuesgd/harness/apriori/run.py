@@ -54,7 +54,7 @@ def run_apriori(
         ``load`` (the machine's CPU use during the run, ours and foreign:
         :class:`~queuesgd.harness.load.CpuMeter`).
     """
-    from queuesgd.harness.campaign import measured_throughput
+    from queuesgd.harness.run_records import measured_throughput
 
     row_ = live_scheme(_checks.choice("scheme", scheme, tuple(SCHEMES)))
     n = _checks.integer("workers", workers)
