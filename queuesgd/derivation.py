@@ -45,7 +45,7 @@ def default_compute(scheme: Scheme) -> str:
 
 
 def derive(
-    scheme: Scheme | str, compute: str | None = None, *, workers: int | None = None, **options: Any
+    scheme: Scheme | str, compute: str = "exponential", *, workers: int | None = None, **options: Any
 ) -> Formula:
     """The throughput of ``scheme`` (samples per second) as a :class:`~queuesgd.formula.Formula`.
 
@@ -53,11 +53,12 @@ def derive(
     ----------
     scheme : Scheme or str
         A scheme object, or its CLI name (``"sync-ps"``) for its default parameters.
-    compute : {"exponential", "deterministic"}, optional
+    compute : {"exponential", "deterministic"}
         The law of a worker's compute time: exponential of rate ``mu`` (the
-        expected maximum of ``n`` is ``H_n / mu``) or deterministic ``t``.
-        Default: the scheme's own (:func:`default_compute`: exponential, or
-        deterministic for a pipeline).
+        expected maximum of ``n`` is ``H_n / mu``) or deterministic ``t``
+        (a :class:`~queuesgd.Pipeline` has a formula for deterministic compute
+        only; :func:`default_compute` is the law a scheme's formula takes by
+        default, which the command line uses).
     workers : int, optional
         A fixed number of workers. Schemes whose formula needs it
         (:class:`~queuesgd.AsyncPS`: the MVA has a closed form only for a
@@ -97,7 +98,7 @@ def derive(
         scheme = make(scheme)
     if not isinstance(scheme, Scheme):
         raise InvalidParameterError("scheme", scheme, "a scheme object such as SyncPS(), or its name")
-    compute = default_compute(scheme) if compute is None else _checks.choice("compute", compute, COMPUTE_LAWS)
+    compute = _checks.choice("compute", compute, COMPUTE_LAWS)
     takes = [name for name in inspect.signature(scheme.formula).parameters if name != "compute"]
     for name in options:
         if name not in takes or name == "workers":

@@ -129,7 +129,7 @@ def run_whatif(args: argparse.Namespace) -> int:
 
 
 def run_derive(args: argparse.Namespace) -> int:
-    from queuesgd.derivation import derive
+    from queuesgd.derivation import default_compute, derive
 
     scheme, params = scheme_from_args(args, derive_scheme_name(args), lists=False)
     workload = None
@@ -140,7 +140,7 @@ def run_derive(args: argparse.Namespace) -> int:
     compute = derive_compute(args.compute, workload)
     workers = None if args.workers is None else one("--workers", ints("--workers", args.workers))
     try:
-        f = derive(scheme, compute=compute, workers=workers)
+        f = derive(scheme, compute=compute or default_compute(scheme), workers=workers)
         values = derive_values(args, f, workload, scheme, params)
         f = f.subs(values)
     except NotRepresentable as err:
