@@ -69,13 +69,16 @@ def fsdp_worker(
     model_options: Mapping[str, Any] | None = None,
     report_parameters: bool = False,
     solo: bool = False,
+    key: str,
 ) -> None:
     """In a worker process: train ``kind`` sharded with FSDP2 for ``steps`` steps, one record per step.
 
     ``solo=True``: every rank shards over a process group of its own (one
     rank): independent copies of single-rank FSDP training, FSDP's own
     per-unit work without a network (the profiling run of
-    :func:`queuesgd.harness.apriori_parallel.profile_fsdp`).
+    :func:`queuesgd.harness.apriori_parallel.profile_fsdp`). ``key`` is the
+    records' ``scheme`` (the live row's,
+    :data:`queuesgd.harness.live_schemes.parallel.FSDP`).
     """
     from queuesgd.harness._torch import require_torch
     from queuesgd.harness.ddp import train_steps
@@ -105,7 +108,7 @@ def fsdp_worker(
     classes = int(dict(model_options or {}).get("classes", 10))
     data = worker_batches(seed, ctx.rank, batch_size, shape, classes)
     applied = 1 if solo else ctx.world_size
-    train_steps(ctx, "fsdp", net, opt, loss_fn, data, steps, warmup, applied, report_loss=True)
+    train_steps(ctx, key, net, opt, loss_fn, data, steps, warmup, applied, report_loss=True)
     if ctx.rank == 0:
         ctx.report({"role": "units", "unit_names": [u for u, _ in units], "unit_bytes": unit_bytes})
     if report_parameters:
@@ -172,6 +175,7 @@ def run_fsdp(
     """
     from queuesgd.errors import InvalidParameterError
     from queuesgd.harness.models import MODELS
+    from queuesgd.schemes import ShardedDataParallel
 
     _checks.choice("model", kind, MODELS)
     workers = _checks.integer("workers", workers)
@@ -191,6 +195,7 @@ def run_fsdp(
             reshard_after_forward=reshard_after_forward,
             model_options=model_options,
             report_parameters=report_parameters,
+            key=ShardedDataParallel.key,
         )
 
     return run_workers(fn, workers, timeout=timeout, setup=setup, on_record=on_record, host=host)

@@ -12,11 +12,13 @@ does over the registry):
 - ``model()`` returns an instance of the row's class, with a method the
   class has, that :func:`queuesgd.predict` solves for a small workload and
   cluster, on both kinds of network;
-- the update role is one the loops emit, the calibration follows it, the
-  gradients per PS update are between 1 and ``n``, the profile is one the
-  a-priori protocol has;
-- run live for a few steps (two workers, emulated compute; DDP on a tiny real
-  model), every record carries the row's key and the update role's records
+- the update role is one the loops emit, the calibration follows it (or is
+  the row's own: FSDP's collectives, a pipeline's link), the gradients per PS
+  update are between 1 and ``n``, the profile is one the a-priori protocol
+  (or the parallel one) has;
+- run live for a few steps (two workers, emulated compute; DDP, FSDP and a
+  two-stage pipeline on a tiny real model, each bounded by a wall-clock
+  limit), every record carries the row's key and the update role's records
   give a measured throughput;
 - no module of the harness outside the table writes a live scheme's key.
 """
@@ -34,18 +36,29 @@ import queuesgd as q
 from queuesgd import registry
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.profile import STEPS
-from queuesgd.harness.live_schemes import LAYOUTS, LIVE, ROLES, LiveScheme, ModelInputs, live_scheme
+from queuesgd.harness.apriori_parallel import KINDS, PROFILES
+from queuesgd.harness.live_schemes import (
+    CALIBRATIONS,
+    LAYOUTS,
+    LIVE,
+    ROLES,
+    LiveScheme,
+    ModelInputs,
+    live_scheme,
+)
 
 #: Parameters for rows whose model has required ones, or whose defaults a 3-worker run does not show.
 PARAMS: dict[str, dict] = {
     "static-cutoff": {"cutoff": "40ms"},
     "backup-workers": {"backups": 1},
     "local-sgd": {"period": 2},
+    "pipeline": {"stages": 2, "microbatches": 2},
 }
 #: Variants that take another branch of the row (loop or model).
 VARIANTS: list[tuple[str, dict]] = [
     ("eager-sgd", {"collective": "ring"}),
     ("backup-workers", {"backups": 1, "stragglers": "cancel"}),
+    ("pipeline", {"stages": 1, "microbatches": 2, "schedule": "gpipe"}),
 ]
 CASES = [(key, PARAMS.get(key, {})) for key in LIVE] + VARIANTS
 IDS = [f"{k}{'-' + '-'.join(f'{a}{b}' for a, b in p.items()) if p else ''}" for k, p in CASES]
@@ -53,8 +66,19 @@ IDS = [f"{k}{'-' + '-'.join(f'{a}{b}' for a, b in p.items()) if p else ''}" for 
 W = q.Workload(q.distributions.Exponential(mean=0.02), "1MB", batch_size=16, update_time="1ms")
 #: The same with one tensor, for the fine roads (the harness sends the gradient as one message).
 W_ONE = dataclasses.replace(W, layers=[q.Layer("gradient", "1MB", 0.02)])
-C = q.Cluster(3, "1Gbit/s", latency="50us")
+#: Four layers, for the parallel rows' fine roads (a pipeline's stages and FSDP's units are layers).
+W_UNITS = dataclasses.replace(W, layers=[q.Layer(f"{i}.weight", "250KB", 0.005) for i in range(4)])
 N = 3
+
+
+def _n(params: dict) -> int:
+    """The workers of a case: :data:`N`, or the multiple of a pipeline's stages below it."""
+    stages = params.get("stages", 1)
+    return stages * (N // stages)
+
+
+def _cluster(n: int) -> q.Cluster:
+    return q.Cluster(n, "1Gbit/s", latency="50us")
 
 
 @pytest.mark.parametrize("key", list(LIVE))
@@ -82,8 +106,9 @@ def test_layout_agrees_with_world_size(key):
 @pytest.mark.parametrize(("key", "params"), CASES, ids=IDS)
 def test_params_round_trip_with_the_model_class_defaults(key, params):
     row = LIVE[key]
-    checked = row.check_params(params, N)
-    assert row.check_params(checked, N) == checked
+    n = _n(params)
+    checked = row.check_params(params, n)
+    assert row.check_params(checked, n) == checked
     fields = {f.name: f for f in dataclasses.fields(row.scheme)}
     for p in row.params:
         f = fields[row.renamed.get(p, p)]
@@ -91,26 +116,29 @@ def test_params_round_trip_with_the_model_class_defaults(key, params):
             assert checked[p] == f.default  # the model class's own default, not a retyped one
     assert set(checked) == {*row.params, *(h.name for h in row.harness)}
     with pytest.raises(InvalidParameterError, match="params"):
-        row.check_params({**params, "no_such_parameter": 1}, N)
+        row.check_params({**params, "no_such_parameter": 1}, n)
 
 
 @pytest.mark.parametrize(("key", "params"), CASES, ids=IDS)
 @pytest.mark.parametrize("emulation", ["none", "app-shaper"])
 def test_model_is_the_row_class_and_predicts(key, params, emulation):
     row = LIVE[key]
-    checked = row.check_params(params, N)
+    n = _n(params)
+    checked = row.check_params(params, n)
     scheme, method = row.model(checked, ModelInputs(emulation=emulation, send_buffer=1000.0))
     assert type(scheme) is row.scheme
     assert method == "auto" or method in scheme.methods
-    w = W_ONE if method == "fine" else W
-    pred = q.predict(scheme, w, C, method, rng=0, iterations=2000 if method == "simulate" else None)
+    w = W if method != "fine" else W_UNITS if row.profile in PROFILES else W_ONE
+    iterations = 2000 if method == "simulate" else None
+    pred = q.predict(scheme, w, _cluster(n), method, rng=0, iterations=iterations)
     assert math.isfinite(pred.throughput) and pred.throughput > 0
 
 
 def test_model_reads_the_measured_inputs():
     # The rows that say they read a measurement give it to the model; the others' models do not change.
     for row in LIVE.values():
-        checked = row.check_params(PARAMS.get(row.key, {}), N)
+        params = PARAMS.get(row.key, {})
+        checked = row.check_params(params, _n(params))
         base = row.model(checked, ModelInputs())[0]
         held = row.model(checked, ModelInputs(send_buffer=1000.0, duplex=0.5))[0]
         assert (base != held) == (row.shared_link or row.duplex), row.key
@@ -119,17 +147,23 @@ def test_model_reads_the_measured_inputs():
 @pytest.mark.parametrize(("key", "params"), CASES, ids=IDS)
 def test_update_role_calibration_profile(key, params):
     row = LIVE[key]
-    checked = row.check_params(params, N)
+    n = _n(params)
+    checked = row.check_params(params, n)
     role = row.update_role(checked)
     assert role in ROLES
-    assert row.calibration(checked) == ("p2p" if role == "ps" else "allreduce")
+    by_role = "p2p" if role == "ps" else "allreduce"
+    assert row.calibration(checked) == (row.calibrates or by_role) and row.calibrates != by_role
     if row.layout == "allreduce":
         assert role == "worker"
-    assert 1 <= row.gradients_per_update(checked, N) <= N
-    assert row.profile in (None, "eager", *STEPS)
+    assert 1 <= row.gradients_per_update(checked, n) <= n
+    assert row.profile in (None, "eager", *STEPS, *PROFILES)
     assert not row.lock_step or (row.layout == "ps" and row.profile in STEPS)
+    if row.profile in PROFILES:
+        # The parallel protocol runs it (apriori_parallel), with a calibration calibrate_parallel makes.
+        assert row.apriori is None and not row.same_run and row.calibration(checked) in KINDS
+    assert row.calibration(checked) in CALIBRATIONS
     if row.apriori is not None:
-        needed = row.check_params({**params, **row.apriori}, N)
+        needed = row.check_params({**params, **row.apriori}, n)
         assert all(needed[k] == v for k, v in row.apriori.items())
 
 

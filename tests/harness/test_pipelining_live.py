@@ -76,7 +76,7 @@ def test_two_stage_1f1b_run_equals_full_batch_training():
     work = [r for r in recs if r.get("role") == "worker"]
     assert sorted((r["rank"], r["step"]) for r in work) == [(k, s) for k in range(2) for s in range(steps)]
     assert all(r["applied"] == 4 and r["t0"] <= r["t_backward"] <= r["t_end"] for r in work)
-    info = next(r for r in recs if r.get("role") == "pipeline")
+    info = next(r for r in recs if r.get("role") == "stages")
     # By hand: stage 0 holds Linear(784, 16) + ReLU: 4 x (784*16 + 16) bytes; stage 1 the rest:
     # 4 x ((16*16 + 16) + (16*10 + 10)). It sends 2 samples x 16 floats x 4 bytes per micro-batch.
     assert info["stage_parameter_bytes"] == [50240, 1768]
@@ -109,7 +109,7 @@ def test_gpipe_with_two_replicas_equals_training_on_both_batches():
     )
     work = [r for r in recs if r.get("role") == "worker"]
     assert len(work) == 4 * steps and all(r["applied"] == 2 * 2 for r in work)
-    info = next(r for r in recs if r.get("role") == "pipeline")
+    info = next(r for r in recs if r.get("role") == "stages")
     assert info["replicas"] == 2 and info["activation_bytes"] == [4 * 16 * 4]  # 4 samples x 16 floats
     ref = np.concatenate(_full_batch_training(0, 2, steps, batch, hidden)[0])
     for replica in (0, 1):

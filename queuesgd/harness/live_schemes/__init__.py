@@ -10,7 +10,8 @@ the row's ``name``). One file per family:
 - :mod:`~queuesgd.harness.live_schemes.ddp`: PyTorch DDP on a real model;
 - :mod:`~queuesgd.harness.live_schemes.barrier`: sync PS, backup workers, static cutoff;
 - :mod:`~queuesgd.harness.live_schemes.event`: async PS, SSP;
-- :mod:`~queuesgd.harness.live_schemes.eager`: eager-SGD.
+- :mod:`~queuesgd.harness.live_schemes.eager`: eager-SGD;
+- :mod:`~queuesgd.harness.live_schemes.parallel`: FSDP, pipelines.
 
 The contract, field by field, is :mod:`~queuesgd.harness.live_schemes.base`.
 Adding a live scheme is one file (its loop, its row) and one line in
@@ -33,13 +34,23 @@ from typing import Any
 from queuesgd import _checks, registry
 from queuesgd.harness.live_schemes.allreduce import LOCAL_SGD, RING
 from queuesgd.harness.live_schemes.barrier import BACKUP_WORKERS, STATIC_CUTOFF, SYNC_PS
-from queuesgd.harness.live_schemes.base import LAYOUTS, ROLES, LiveScheme, Loop, ModelInputs, Param
+from queuesgd.harness.live_schemes.base import (
+    CALIBRATIONS,
+    LAYOUTS,
+    ROLES,
+    LiveScheme,
+    Loop,
+    ModelInputs,
+    Param,
+)
 from queuesgd.harness.live_schemes.ddp import DDP
 from queuesgd.harness.live_schemes.eager import EAGER
 from queuesgd.harness.live_schemes.event import ASYNC_PS, SSP
+from queuesgd.harness.live_schemes.parallel import FSDP, PIPELINE
 from queuesgd.schemes.base import Scheme
 
 __all__ = [
+    "CALIBRATIONS",
     "LAYOUTS",
     "LIVE",
     "ROLES",
@@ -65,6 +76,8 @@ LIVE: Mapping[str, LiveScheme] = MappingProxyType(
             SSP,
             LOCAL_SGD,
             DDP,
+            FSDP,
+            PIPELINE,
         )
     }
 )

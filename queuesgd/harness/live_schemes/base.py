@@ -21,7 +21,9 @@ instead of testing the scheme's key. Step by step, a :class:`LiveScheme`:
 5. says how its updates are counted (``role``: the records that carry them,
    ``"worker"``, ``"ps"`` or ``"round"``; ``applied``: gradients per update
    of the parameter server), which network calibration it takes
-   (:meth:`calibration`), and which profile the a-priori protocol feeds it
+   (:meth:`calibration`: the role's, or ``calibrates`` where the row names
+   another, as FSDP's collectives and a pipeline's link do), and which
+   profile the a-priori protocol feeds it
    (``profile``, ``lock_step``; ``apriori``: the parameters the protocol
    needs, None where it does not run the scheme; ``same_run``: whether a
    run's own records time the compute apart, so that ``queuesgd validate``
@@ -54,12 +56,15 @@ from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.base import Scheme
 
-__all__ = ["LAYOUTS", "ROLES", "Loop", "LiveScheme", "ModelInputs", "Param"]
+__all__ = ["CALIBRATIONS", "LAYOUTS", "ROLES", "Loop", "LiveScheme", "ModelInputs", "Param"]
 
 #: World layouts: all-reduce (ranks = workers) or parameter server (rank 0 + workers).
 LAYOUTS: tuple[str, ...] = ("allreduce", "ps")
 #: Roles of the records that carry a live scheme's updates (see :meth:`LiveScheme.update_role`).
 ROLES: tuple[str, ...] = ("worker", "ps", "round")
+#: Network calibrations a row takes: the workers' all-reduce, the PS's (or a pipeline boundary's)
+#: point-to-point link, FSDP's all-gathers and reduce-scatters.
+CALIBRATIONS: tuple[str, ...] = ("allreduce", "p2p", "sharded")
 
 
 class Loop(Protocol):
@@ -163,6 +168,7 @@ class LiveScheme:
     role: Callable[[Mapping[str, Any]], str] | None = None
     applied: Callable[[Mapping[str, Any], int], int] | None = None
     profile: str | None = None
+    calibrates: str | None = None
     lock_step: bool = False
     shared_link: bool = False
     duplex: bool = False
@@ -175,6 +181,8 @@ class LiveScheme:
         if not (isinstance(self.scheme, type) and issubclass(self.scheme, Scheme)):
             raise InvalidParameterError("LiveScheme.scheme", self.scheme, "a Scheme subclass")
         _checks.choice("LiveScheme.layout", self.layout, LAYOUTS)
+        if self.calibrates is not None:
+            _checks.choice("LiveScheme.calibrates", self.calibrates, CALIBRATIONS)
         fields = set(self.scheme.parameters())
         for p in self.params:
             if self.renamed.get(p, p) not in fields:
@@ -263,7 +271,10 @@ class LiveScheme:
         return "worker" if self.layout == "allreduce" else "ps"
 
     def calibration(self, params: Mapping[str, Any] | None = None) -> str:
-        """The calibration the scheme takes: ``"allreduce"`` (the workers' own) or ``"p2p"`` (the PS link)."""
+        """The calibration the scheme takes: ``"allreduce"`` (the workers' own) or ``"p2p"`` (the PS link),
+        or the row's ``calibrates`` (one of :data:`CALIBRATIONS`)."""
+        if self.calibrates is not None:
+            return self.calibrates
         return "p2p" if self.update_role(params) == "ps" else "allreduce"
 
     def gradients_per_update(self, params: Mapping[str, Any], workers: int) -> int:

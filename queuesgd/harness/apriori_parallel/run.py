@@ -1,0 +1,224 @@
+"""The a-priori protocol of the parallel rows (FSDP, pipeline): measure, predict, then run, by the table.
+
+A parallel row of :data:`~queuesgd.harness.live_schemes.LIVE` names the
+profile it takes (``profile``: :data:`PROFILES`) and its calibration
+(:meth:`~queuesgd.harness.live_schemes.LiveScheme.calibration`); these
+functions ask the row and nothing else:
+
+1. :func:`measure_inputs`: the row's profile, in runs of their own
+   (``"sharded"``: the layer-wise profile of ``k`` copies in lock step and
+   FSDP's own step without a network; ``"stages"``: one micro-batch through
+   each unit); :func:`save_inputs` writes them;
+2. the network: :func:`~queuesgd.harness.apriori_parallel.calibrate_parallel`
+   of the row's kind (:func:`~queuesgd.harness.apriori_parallel.calibration_ranks`);
+3. :func:`predict_parallel`: the row's prediction from those inputs alone;
+4. :func:`run_parallel_apriori` around :func:`run_parallel` (the row's
+   worker loop through :func:`queuesgd.harness.runners.run`): the result row.
+
+The ``batch`` of a parallel row is its live model's ``batch_size``: the
+samples of each gradient its records count (``applied``): a worker's batch
+for FSDP, a micro-batch for a pipeline.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from queuesgd import _checks
+from queuesgd.harness.apriori import Calibration, make_profile
+from queuesgd.harness.apriori_parallel.predict import predict_fsdp, predict_pipeline
+from queuesgd.harness.apriori_parallel.profile import profile_fsdp
+from queuesgd.harness.live_schemes import LiveScheme, live_scheme
+from queuesgd.harness.provenance import code_version, stamp
+
+__all__ = [
+    "INFO_ROLES",
+    "PROFILES",
+    "measure_inputs",
+    "parallel_scheme",
+    "predict_parallel",
+    "run_parallel",
+    "run_parallel_apriori",
+    "save_inputs",
+]
+
+#: The profiles of the parallel rows (a row's ``profile``): FSDP's (the layers and FSDP's own step),
+#: and the pipeline's stage profile.
+PROFILES = ("sharded", "stages")
+#: Roles of the record a parallel run describes itself with (the pipeline's split and bytes; FSDP's units).
+INFO_ROLES = ("stages", "units")
+
+
+def parallel_scheme(scheme: Any) -> LiveScheme:
+    """The row of a live scheme the parallel protocol runs (one with a profile of :data:`PROFILES`).
+
+    Examples
+    --------
+    >>> parallel_scheme("fsdp").key, parallel_scheme("pipeline").profile
+    ('sharded-dp', 'stages')
+    >>> parallel_scheme("ddp")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.UnknownNameError: profile: got 'ddp'; accepted: one of 'sharded', 'stages'
+    """
+    row = live_scheme(scheme)
+    _checks.choice("profile", row.profile, PROFILES)
+    return row
+
+
+def measure_inputs(
+    scheme: Any, model: str, *, batch_size: int, workers: Iterable[int], repetitions: int = 20
+) -> dict[str, Any]:
+    """The profile a parallel row's prediction takes, measured now in runs of its own.
+
+    ``"sharded"`` (FSDP): ``"layers"``, the layer-wise profile with the bare
+    model's lock-step span of ``k`` copies for each worker count ``k``
+    (:func:`~queuesgd.harness.apriori.make_profile`), and ``"own"``, FSDP's
+    step of ``k`` single-rank copies without a network
+    (:func:`~queuesgd.harness.apriori_parallel.profile_fsdp`). ``"stages"``
+    (pipeline): ``"stages"``, one micro-batch of ``batch_size`` samples through each unit
+    (:func:`~queuesgd.harness.pipelining.profile_stages`, one process).
+    """
+    row = parallel_scheme(scheme)
+    if row.profile == "stages":
+        from queuesgd.harness.pipelining import profile_stages
+
+        return {"stages": profile_stages(model, microbatch=batch_size, repetitions=repetitions)}
+    copies = sorted({_checks.integer("workers", k) for k in workers})
+    layers = make_profile(
+        model, batch_size=batch_size, copies=copies, repetitions=repetitions, synchronized=("plain",)
+    )
+    return {"layers": layers, "own": profile_fsdp(model, batch_size=batch_size, copies=copies)}
+
+
+#: File name of each input :func:`measure_inputs` returns, for a model.
+_FILES = {"layers": "{model}.json", "own": "{model}.fsdp.json", "stages": "{model}.stages.json"}
+
+
+def save_inputs(inputs: Mapping[str, Any], folder: str | os.PathLike[str], model: str) -> list[Path]:
+    """Write :func:`measure_inputs`' inputs in ``folder``: ``<model>.json``, ``.fsdp.json``, ``.stages.json``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     [p.name for p in save_inputs({"own": {"measured": "now"}}, d, "mlp")]
+    ['mlp.fsdp.json']
+    """
+    import json
+
+    from queuesgd.harness.report import jsonable
+
+    out = []
+    for key, value in inputs.items():
+        path = Path(folder) / _FILES[key].format(model=model)
+        if hasattr(value, "save"):
+            out.append(Path(value.save(path)))
+        else:
+            path.write_text(json.dumps(jsonable(value), indent=1))
+            out.append(path)
+    return out
+
+
+def predict_parallel(
+    scheme: Any,
+    inputs: Mapping[str, Any],
+    calibration: Calibration | None,
+    workers: int,
+    params: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A parallel row's prediction of a run of ``workers`` from :func:`measure_inputs`' inputs alone.
+
+    FSDP: :func:`~queuesgd.harness.apriori_parallel.predict_fsdp` with FSDP's
+    own step. Pipeline: :func:`~queuesgd.harness.apriori_parallel.predict_pipeline`
+    with the row's checked parameters (``stages``, ``microbatches``,
+    ``schedule``, ``split``: None or ``"balanced"`` for the profile's
+    balanced split) and ``workers / stages`` replicas.
+    """
+    row = parallel_scheme(scheme)
+    n = _checks.integer("workers", workers)
+    checked = row.check_params(params, n)
+    if row.profile == "stages":
+        split = None if checked["split"] in (None, "balanced") else checked["split"]
+        return predict_pipeline(
+            inputs["stages"],
+            calibration,
+            checked["stages"],
+            checked["microbatches"],
+            schedule=checked["schedule"],
+            split=split,
+            replicas=n // checked["stages"],
+        )
+    return predict_fsdp(inputs["layers"], calibration, n, fsdp=inputs["own"])
+
+
+def run_parallel(
+    scheme: Any,
+    model: str,
+    workers: int,
+    steps: int,
+    *,
+    batch_size: int,
+    params: Mapping[str, Any] | None = None,
+    warmup: int = 5,
+    timeout: float = 600.0,
+    setup: Callable[[int], None] | None = None,
+    host: str = "127.0.0.1",
+) -> list[dict]:
+    """Run a parallel row live on ``workers`` processes: its loop on the harness model ``model``; the records.
+
+    ``batch_size`` is the live model's (a worker's batch for FSDP, a
+    micro-batch for a pipeline: the row's loop runs ``microbatches`` of
+    them per step). Through :func:`queuesgd.harness.runners.run`.
+    """
+    from queuesgd.harness import runners
+    from queuesgd.harness.live import RealModel
+
+    row = parallel_scheme(scheme)
+    live = RealModel(model, batch_size=batch_size)
+    return runners.run(
+        row.key, live, workers, steps, params=params, warmup=warmup, timeout=timeout, setup=setup, host=host
+    )
+
+
+def run_parallel_apriori(
+    scheme: str,
+    prediction: Mapping[str, Any],
+    run: Callable[[], list[dict]],
+    batch: int,
+) -> dict[str, Any]:
+    """Run a live FSDP or pipeline job after its prediction; the result row with the measured throughput.
+
+    ``prediction`` was made before (its ``predicted_at`` precedes the row's
+    ``started``); ``run()`` runs the job (:func:`run_parallel`,
+    :func:`~queuesgd.harness.fsdp.run_fsdp` or
+    :func:`~queuesgd.harness.pipelining.run_pipeline`) and ``batch`` is
+    the samples each of rank 0's ``applied`` gradients stands for (the
+    per-worker batch for FSDP, the micro-batch for a pipeline). The row's
+    ``scheme`` is ``scheme`` as given (``"fsdp"`` names the row of
+    :class:`~queuesgd.ShardedDataParallel`).
+
+    Examples
+    --------
+    >>> recs = [{"role": "worker", "rank": 0, "step": i, "warmup": i < 2, "t0": 0.1 * i,
+    ...          "t_end": 0.1 * (i + 1), "applied": 4} for i in range(20)]
+    >>> row = run_parallel_apriori("pipeline", {"predicted": 200.0, "predicted_at": "0"}, lambda: recs, 2)
+    >>> round(row["measured"], 6), round(row["error"], 6)        # 4 x 2 samples per 0.1 s = 80/s
+    (80.0, 1.5)
+    """
+    from queuesgd.harness.campaign import measured_throughput
+
+    live = parallel_scheme(scheme)
+    started = stamp()
+    records = run()
+    out = measured_throughput(records, live.update_role(), _checks.integer("batch", batch))
+    row = {"scheme": scheme, "inputs": "a-priori", "started": started, "commit": code_version()}
+    row.update({**dict(prediction), **out})
+    row["error"] = float(prediction["predicted"]) / out["measured"] - 1.0
+    info = next((r for r in records if r.get("role") in INFO_ROLES), None)
+    if info is not None:
+        row["run_info"] = {k: v for k, v in info.items() if k not in ("role", "rank")}
+    return row
