@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
+from queuesgd.busbw import CollectiveTables
 from queuesgd.errors import InvalidParameterError
 from queuesgd.units import parse_bandwidth, parse_seconds
 
@@ -112,6 +113,30 @@ class Cluster:
         workers by ``d`` seconds every step.
     name : str or None
         Label used in reports.
+    gpus_per_node : int or None
+        A two-level cluster: the workers (GPUs) are packed ``gpus_per_node``
+        to a node, in order (worker ``i`` on node ``i // gpus_per_node``);
+        ``workers`` must fit (at most one node, or a multiple of it). ``None``
+        (the default): a flat cluster, every worker on its own link.
+    node_bandwidth : float or str or None
+        Two-level only, and required there: each GPU's bandwidth to the other
+        GPUs of its node, per direction (NVLink/NVSwitch: ``"300GB/s"``).
+        ``bandwidth`` is then the speed of one *rail* (one network card) between nodes.
+    node_latency : float or str
+        Two-level only: one-way latency per message inside a node (``latency`` is between nodes).
+    rails : int
+        Two-level only: network cards (rails) per node, each of ``bandwidth``
+        (``8`` for eight 200 Gbit/s rails); a node sends ``rails x bandwidth``
+        to the network at most.
+    collectives : CollectiveTables or None
+        Measured bus bandwidth of collectives (nccl-tests tables, see
+        :mod:`queuesgd.busbw`); where given they replace the alpha-beta cost
+        of :func:`~queuesgd.schemes.collectives.collective_time`.
+
+    The flat fields keep their meaning for every scheme; the two-level ones
+    are read by the schemes that model placement
+    (:class:`~queuesgd.HybridParallel`) through
+    :mod:`queuesgd.schemes.collectives`. They appear in ``repr`` only when set.
 
     Examples
     --------
@@ -127,6 +152,9 @@ class Cluster:
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: Cluster.bandwidth: got 1e-300; accepted: at least 1 bit/s ...
+    >>> dgx = Cluster(64, "200Gbit/s", "5us", gpus_per_node=8, node_bandwidth="300GB/s", rails=8)
+    >>> dgx.nodes, dgx.node_bandwidth, dgx.network_bandwidth      # 8 rails x 25 GB/s per node
+    (8, 300000000000.0, 200000000000.0)
     """
 
     workers: int
@@ -136,6 +164,11 @@ class Cluster:
     speeds: tuple[float, ...] | None = None
     stragglers: RandomDelay | None = None
     name: str | None = None
+    gpus_per_node: int | None = None
+    node_bandwidth: float | None = None
+    node_latency: float = 0.0
+    rails: int = 1
+    collectives: CollectiveTables | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -177,6 +210,88 @@ class Cluster:
                     f"one speed factor per worker ({self.workers} values), or None",
                 )
             set_(self, "speeds", speeds)
+        self._two_level()
+
+    def _two_level(self) -> None:
+        """Check and normalize the two-level fields (all at their defaults for a flat cluster)."""
+        set_ = object.__setattr__
+        if self.collectives is not None and not isinstance(self.collectives, CollectiveTables):
+            raise InvalidParameterError(
+                "Cluster.collectives", self.collectives, "a CollectiveTables(intra=..., inter=...) or None"
+            )
+        if self.gpus_per_node is None:
+            flat = {"node_bandwidth": None, "node_latency": 0.0, "rails": 1}
+            for field, default in flat.items():
+                if getattr(self, field) != default:
+                    raise InvalidParameterError(
+                        f"Cluster.{field}",
+                        getattr(self, field),
+                        f"{default} on a flat cluster; give gpus_per_node= for a two-level cluster",
+                    )
+            return
+        per = _bounded_int("Cluster.gpus_per_node", self.gpus_per_node, MAX_WORKERS)
+        if self.workers > per and self.workers % per:
+            raise InvalidParameterError(
+                "Cluster.workers",
+                self.workers,
+                f"at most one node ({per}) or a multiple of gpus_per_node = {per} (whole nodes)",
+            )
+        set_(self, "gpus_per_node", per)
+        if self.node_bandwidth is None:
+            raise InvalidParameterError(
+                "Cluster.node_bandwidth",
+                None,
+                "each GPU's bandwidth inside its node (e.g. '300GB/s' for NVLink) with gpus_per_node",
+            )
+        inside = parse_bandwidth(self.node_bandwidth, "Cluster.node_bandwidth")
+        if inside < MIN_BANDWIDTH:
+            raise InvalidParameterError(
+                "Cluster.node_bandwidth",
+                self.node_bandwidth,
+                "at least 1 bit/s (0.125 bytes/s), e.g. '300GB/s'",
+            )
+        set_(self, "node_bandwidth", inside)
+        set_(self, "node_latency", seconds_value("Cluster.node_latency", self.node_latency, allow_zero=True))
+        set_(self, "rails", _bounded_int("Cluster.rails", self.rails, MAX_PS_SHARDS))
+
+    def __repr__(self) -> str:
+        names = ["workers", "bandwidth", "latency", "ps_shards", "speeds", "stragglers", "name"]
+        names += [
+            f
+            for f in ("gpus_per_node", "node_bandwidth", "node_latency", "rails", "collectives")
+            if getattr(self, f) != {"node_latency": 0.0, "rails": 1}.get(f)
+        ]
+        return "Cluster(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in names) + ")"
+
+    @property
+    def two_level(self) -> bool:
+        """True where ``gpus_per_node`` is given (NVLink inside a node, rails between nodes)."""
+        return self.gpus_per_node is not None
+
+    @property
+    def per_node(self) -> int:
+        """Workers per node: ``gpus_per_node``, or 1 on a flat cluster (each worker its own node)."""
+        return 1 if self.gpus_per_node is None else self.gpus_per_node
+
+    @property
+    def nodes(self) -> int:
+        """Nodes in use: ``ceil(workers / per_node)``."""
+        return -(-self.workers // self.per_node)
+
+    @property
+    def intra_bandwidth(self) -> float:
+        """Each GPU's bandwidth inside its node (``node_bandwidth``; ``bandwidth`` on a flat cluster)."""
+        return self.bandwidth if self.node_bandwidth is None else self.node_bandwidth
+
+    @property
+    def intra_latency(self) -> float:
+        """Latency inside a node (``node_latency``; ``latency`` on a flat cluster)."""
+        return self.latency if self.gpus_per_node is None else self.node_latency
+
+    @property
+    def network_bandwidth(self) -> float:
+        """What one node sends to the network at most: ``rails x bandwidth`` (``bandwidth`` if flat)."""
+        return self.rails * self.bandwidth
 
     @property
     def speed_factors(self) -> np.ndarray:
