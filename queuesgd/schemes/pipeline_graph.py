@@ -1,19 +1,21 @@
-"""The pieces of the pipeline-parallel model: per-stage schedules, the partition, the task graph.
+"""The task graph of one pipelined training step, and the checks that bound its size.
 
-:class:`~queuesgd.schemes.pipeline.Pipeline` reads them; they are public so
-that a peer simulator, a test or a notebook can use one piece alone.
+:class:`~queuesgd.schemes.pipeline.Pipeline` reads it; the pieces are public
+so that a peer simulator, a test or a notebook can use one alone. The
+graph is built from two smaller pieces, re-exported here:
 
-- :func:`pipeline_order` -- the static order in which one stage runs its
-  forward (``"F"``) and backward (``"B"``) passes, as
-  ``torch.distributed.pipelining`` runs them (``ScheduleGPipe`` and
-  ``Schedule1F1B``).
-- :func:`balanced_partition` -- the contiguous split of a list of layer
-  costs into stages that minimizes the largest stage (exact dynamic
-  programming over prefix sums).
-- :func:`stage_split` -- the per-stage forward and backward times, gradient
-  and parameter bytes of a workload split into stages.
-- :func:`pipeline_graph` -- the task graph of one training step
-  (:class:`~queuesgd.dag.TaskGraph`); its task names are documented there.
+- :mod:`~queuesgd.schemes.pipeline_schedule` -- the static per-stage order
+  of forward and backward passes (:func:`pipeline_order`, as
+  ``torch.distributed.pipelining`` runs ``ScheduleGPipe`` and
+  ``Schedule1F1B``), :func:`peak_stash`, the checked schedule and
+  point-to-point names.
+- :mod:`~queuesgd.schemes.pipeline_stages` -- a workload split into stages
+  (:func:`stage_split`, :func:`balanced_partition`, :class:`StageSplit`).
+
+This module holds :func:`pipeline_graph` (the
+:class:`~queuesgd.dag.TaskGraph`; its task names are documented there),
+:func:`rendezvous_tasks` (the passes and transfers of one replica with
+rendezvous sends), :func:`task_count` and :func:`check_task_count`.
 
 Examples
 --------
@@ -21,23 +23,32 @@ Examples
 [('F', 0), ('F', 1), ('B', 0), ('F', 2), ('B', 1), ('B', 2)]
 >>> balanced_partition([1.0, 1.0, 2.0], 2)
 (2, 1)
+>>> task_count(2, 3)
+22
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from queuesgd import _checks
 from queuesgd.dag import Task, TaskGraph
 from queuesgd.distributions import Deterministic, Distribution
-from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
+from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
 from queuesgd.schemes.fine import COMMUNICATION
 from queuesgd.schemes.laws import worker_laws
+from queuesgd.schemes.pipeline_schedule import (
+    MAX_ORDER_ENTRIES,
+    P2P,
+    SCHEDULES,
+    p2p_name,
+    peak_stash,
+    pipeline_order,
+    schedule_name,
+    warmup_forwards,
+)
+from queuesgd.schemes.pipeline_stages import BACKWARD_SHARE, StageSplit, balanced_partition, stage_split
 
 if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload
@@ -63,24 +74,9 @@ __all__ = [
     "warmup_forwards",
 ]
 
-#: The schedules, by name: ``torch.distributed.pipelining.ScheduleGPipe`` and ``Schedule1F1B``.
-SCHEDULES: tuple[str, ...] = ("gpipe", "1f1b")
-
-#: How a point-to-point send meets its receive (``Pipeline.p2p``): ``"eager"`` (a send starts when the
-#: sender's action ends and never blocks the sender) or ``"rendezvous"`` (gloo's ``isend``/``irecv``: the
-#: bytes move once the receiver has posted its receive, and the sender blocks where torch waits on it).
-P2P: tuple[str, ...] = ("eager", "rendezvous")
-
-#: Share of a micro-batch's compute in the backward pass when the workload has no per-layer profile:
-#: the usual ``t_b = 2 t_f`` (the backward pass of a matrix product is two matrix products).
-BACKWARD_SHARE = 2.0 / 3.0
-
 #: Most tasks :func:`pipeline_graph` builds: about 10 s of building and solving the graph here (some
 #: 40 us a task); a larger graph is refused before anything is allocated (:func:`check_task_count`).
 MAX_TASKS = 250_000
-
-#: Most ``(kind, micro-batch)`` entries :func:`pipeline_order` lists (``2 S M``): about 1 GiB of tuples.
-MAX_ORDER_ENTRIES = 10_000_000
 
 
 def task_count(stages: int, microbatches: int, drawn: int = 1, *, sharded: bool = False) -> int:
@@ -134,341 +130,6 @@ def check_task_count(
             "beyond), fewer stages, or identical deterministic replicas (one is drawn)"
         )
     return n
-
-
-def schedule_name(schedule: Any, field: str = "schedule") -> str:
-    """A schedule's name, lower-cased, if it is one of :data:`SCHEDULES`, else the field's error.
-
-    Examples
-    --------
-    >>> schedule_name(" GPipe ")
-    'gpipe'
-    """
-    if isinstance(schedule, str) and schedule.strip().lower() in SCHEDULES:
-        return schedule.strip().lower()
-    raise InvalidParameterError(
-        field, schedule, "'gpipe' (all forwards, then all backwards) or '1f1b' (PipeDream-Flush)"
-    )
-
-
-def p2p_name(p2p: Any, field: str = "p2p") -> str:
-    """A point-to-point mode's name, lower-cased, if it is one of :data:`P2P`, else the field's error.
-
-    Examples
-    --------
-    >>> p2p_name("Rendezvous")
-    'rendezvous'
-    """
-    if isinstance(p2p, str) and p2p.strip().lower() in P2P:
-        return p2p.strip().lower()
-    raise InvalidParameterError(
-        field,
-        p2p,
-        "'eager' (a send starts when the sender's pass ends, never blocking it) or 'rendezvous' (the "
-        "transfer starts once the receiver has posted its receive; torch's waits on sends block the sender)",
-    )
-
-
-def warmup_forwards(stages: int, microbatches: int, stage: int) -> int:
-    """Forwards stage ``stage`` runs before its first backward under 1F1B: ``min(M, S - s)``.
-
-    This is ``warmup_chunks`` of ``Schedule1F1B._step_microbatches`` in
-    ``torch/distributed/pipelining/schedules.py`` (torch 2.x): "last stage
-    has 1 warmup, second-to-last 2 warmups, ... first stage ``num_stages``
-    warmups". Its ``_get_pipeline_order`` counts ``S - 1 - s`` warm-up
-    forwards and then starts the steady state with one more forward, the
-    same sequence.
-
-    Examples
-    --------
-    >>> [warmup_forwards(4, 8, s) for s in range(4)]
-    [4, 3, 2, 1]
-    """
-    return min(microbatches, stages - stage)
-
-
-def pipeline_order(stages: int, microbatches: int, schedule: str) -> list[list[tuple[str, int]]]:
-    """The static per-stage order of forward and backward passes of one training step.
-
-    Reproduces ``torch.distributed.pipelining`` (``schedules.py``, torch 2.x):
-
-    - ``"gpipe"`` (``ScheduleGPipe._step_microbatches``): every stage runs
-      ``F0 .. F(M-1)``, then ``B0 .. B(M-1)``.
-    - ``"1f1b"`` (``Schedule1F1B._step_microbatches``): stage ``s`` runs
-      ``w = min(M, S - s)`` warm-up forwards ``F0 .. F(w-1)``, then pairs
-      ``B j, F (j + w)`` ("1B1F", the backward first) while forwards remain,
-      then the remaining backwards (cool-down). With ``M >= S`` this is the
-      order ``Schedule1F1B._get_pipeline_order`` draws (``S - 1 - s`` warm-up
-      forwards, then ``F, B`` pairs, then backwards). torch's constructor
-      refuses ``M < S``; the same formula then gives GPipe's order.
-
-    Parameters
-    ----------
-    stages : int
-        ``S >= 1``.
-    microbatches : int
-        ``M >= 1``.
-    schedule : {"gpipe", "1f1b"}
-
-    Returns
-    -------
-    list of list of (str, int)
-        Per stage, the ordered ``("F" | "B", micro-batch)`` pairs.
-
-    Examples
-    --------
-    >>> pipeline_order(3, 4, "1f1b")[0]
-    [('F', 0), ('F', 1), ('F', 2), ('B', 0), ('F', 3), ('B', 1), ('B', 2), ('B', 3)]
-    >>> pipeline_order(2, 2, "gpipe")[1]
-    [('F', 0), ('F', 1), ('B', 0), ('B', 1)]
-    """
-    S = _checks.integer("stages", stages, minimum=1)
-    M = _checks.integer("microbatches", microbatches, minimum=1)
-    sched = schedule_name(schedule)
-    if 2 * S * M > MAX_ORDER_ENTRIES:
-        raise StateSpaceTooLargeError(
-            f"the pass order of S = {S:,} stages and M = {M:,} micro-batches has {2 * S * M:,} entries; at "
-            f"most {MAX_ORDER_ENTRIES:,} are listed: use fewer micro-batches, or peak_stash and "
-            "warmup_forwards, which count without listing"
-        )
-    out: list[list[tuple[str, int]]] = []
-    for s in range(S):
-        if sched == "gpipe":
-            out.append([("F", m) for m in range(M)] + [("B", m) for m in range(M)])
-            continue
-        w = warmup_forwards(S, M, s)
-        order = [("F", m) for m in range(w)]
-        f, b = w, 0
-        while True:  # torch's 1B1F loop: one backward, then (if any is left) one forward
-            order.append(("B", b))
-            b += 1
-            if f == M:
-                break
-            order.append(("F", f))
-            f += 1
-        order += [("B", j) for j in range(b, M)]
-        out.append(order)
-    return out
-
-
-def peak_stash(stages: int, microbatches: int, schedule: str) -> list[int]:
-    """Most micro-batches whose activations a stage keeps at once (forward done, backward not yet).
-
-    Counted in closed form (no order is listed, so a million micro-batches
-    cost nothing) on :func:`pipeline_order` (a micro-batch's stash is held from the
-    start of its forward to the end of its backward): ``M`` at every stage
-    for GPipe; ``min(M, S - s)`` at stage ``s`` for 1F1B (its warm-up
-    forwards; torch's ``_get_pipeline_order`` calls ``S - 1 - s`` of them
-    warm-up, so it is "warm-up + 1" there).
-
-    Examples
-    --------
-    >>> peak_stash(4, 8, "1f1b"), peak_stash(3, 4, "gpipe")
-    ([4, 3, 2, 1], [4, 4, 4])
-    """
-    S = _checks.integer("stages", stages, minimum=1)
-    M = _checks.integer("microbatches", microbatches, minimum=1)
-    if schedule_name(schedule) == "gpipe":
-        return [M] * S
-    # 1F1B: the w warm-up forwards are held, then each backward frees one before the next forward.
-    return [warmup_forwards(S, M, s) for s in range(S)]
-
-
-def balanced_partition(costs: Sequence[float], stages: int) -> tuple[int, ...]:
-    """Contiguous split of ``costs`` (forward order) into ``stages`` non-empty parts, minimizing the largest.
-
-    Exact: dynamic programming over prefix sums, ``best[k][j] = min_i
-    max(best[k-1][i], P[j] - P[i])`` (the linear partition problem), vectorized
-    over ``i``. Ties: the backtracking takes the smallest minimizing ``i``,
-    so among optimal splits the last stage is as long as possible, then the
-    one before it, and so on.
-
-    Parameters
-    ----------
-    costs : sequence of float
-        One cost per layer (seconds of forward + backward), in forward order; ``>= 0``.
-    stages : int
-        ``1 <= stages <= len(costs)``.
-
-    Returns
-    -------
-    tuple of int
-        Layers per stage, in forward order.
-
-    Examples
-    --------
-    >>> balanced_partition([3.0, 1.0, 1.0, 1.0, 2.0], 3)   # 3 | 1 1 | 1 2: the largest is 3
-    (1, 2, 2)
-    """
-    c = np.asarray(costs, dtype=float)
-    n = c.size
-    S = _checks.integer("stages", stages, minimum=1)
-    if S > n:
-        raise InvalidParameterError("stages", stages, f"at most the number of layers ({n})")
-    P = np.concatenate(([0.0], np.cumsum(c)))
-    INF = math.inf
-    best = np.full((S + 1, n + 1), INF)
-    arg = np.zeros((S + 1, n + 1), dtype=int)
-    best[0, 0] = 0.0
-    for k in range(1, S + 1):
-        for j in range(k, n - (S - k) + 1):
-            i = np.arange(k - 1, j)  # the stage k holds layers i .. j-1
-            val = np.maximum(best[k - 1, i], P[j] - P[i])
-            a = int(np.argmin(val))  # first minimizer: the smallest i, the longest stage k
-            best[k, j], arg[k, j] = val[a], int(i[a])
-    counts = []
-    j = n
-    for k in range(S, 0, -1):
-        i = arg[k, j]
-        counts.append(int(j - i))
-        j = int(i)
-    return tuple(reversed(counts))
-
-
-@dataclass(frozen=True)
-class StageSplit:
-    """A workload split into pipeline stages (one micro-batch, a worker of speed 1).
-
-    Attributes
-    ----------
-    counts : tuple of int or None
-        Layers per stage in forward order (``None`` without a per-layer profile).
-    forward, backward : tuple of float
-        Seconds of one micro-batch's forward / backward pass through each stage.
-    gradient_bytes, parameter_bytes : tuple of float
-        Bytes of each stage's gradients and parameters.
-    note : str
-        How the times were obtained.
-
-    Examples
-    --------
-    >>> from queuesgd import Workload, Layer
-    >>> w = Workload(0.009, None, layers=[Layer("b", 100.0, "4ms", "2ms"), Layer("a", 300.0, "2ms", "1ms")])
-    >>> s = stage_split(w, 2)
-    >>> s.counts, [round(t, 9) for t in s.forward + s.backward], s.gradient_bytes   # stage 0 holds "a"
-    ((1, 1), [0.001, 0.002, 0.002, 0.004], (300.0, 100.0))
-    """
-
-    counts: tuple[int, ...] | None
-    forward: tuple[float, ...]
-    backward: tuple[float, ...]
-    gradient_bytes: tuple[float, ...]
-    parameter_bytes: tuple[float, ...]
-    note: str
-
-    @property
-    def stages(self) -> int:
-        """Number of stages."""
-        return len(self.forward)
-
-
-def _layer_times(workload: Workload) -> tuple[np.ndarray, np.ndarray, str]:
-    """Per-layer forward and backward seconds in *forward* order, scaled so they add up to ``compute``."""
-    layers = workload.layers
-    assert layers is not None
-    phases = workload.phase_times()
-    bwd = np.array([layer.backward_time for layer in reversed(layers)], dtype=float)
-    if phases.derived:
-        # No forward times in the profile: the derived forward time is shared as the backward is.
-        total_b = float(bwd.sum())
-        fwd = (
-            bwd * (phases.forward / total_b) if total_b > 0 else np.full(bwd.size, phases.forward / bwd.size)
-        )
-        how = "per-layer backward times; the derived forward time shared in proportion to them"
-    else:
-        fwd = np.array([layer.forward_time for layer in reversed(layers)], dtype=float)
-        how = "per-layer forward and backward times"
-    total = float(fwd.sum() + bwd.sum())
-    compute = workload.compute_time
-    if total <= 0:
-        raise InvalidParameterError(
-            "Workload.layers", "forward and backward times that are all 0", "some layer time > 0"
-        )
-    scale = compute / total
-    if not math.isclose(scale, 1.0, rel_tol=1e-12):
-        how += f", scaled by {scale:.6g} so that one micro-batch's forward + backward is compute"
-    return fwd * scale, bwd * scale, how + f" ({phases.note})"
-
-
-def stage_split(
-    workload: Workload, stages: int, partition: Sequence[int] | str | None = None
-) -> StageSplit:
-    """Split ``workload`` (one micro-batch through the whole model) into ``stages`` pipeline stages.
-
-    With a per-layer profile the layers are taken in forward order (stage 0
-    holds the first layers, the *end* of ``workload.layers``, which is in
-    backward order). Each layer costs its forward and backward time, scaled
-    together so that one micro-batch's forward + backward through all layers
-    is ``workload.compute_time``; a backward-only profile shares the derived
-    forward time (``Workload.phase_times``) in proportion to the layers'
-    backward times. A stage's gradient bytes are the sum of its layers';
-    its parameter bytes are those times ``parameter_bytes / gradient_bytes``
-    (equal for a dense model).
-
-    Without layers the model is split uniformly: every stage gets ``1/S`` of
-    the compute, of which :data:`BACKWARD_SHARE` (2/3) is backward, and
-    ``1/S`` of the bytes.
-
-    Parameters
-    ----------
-    workload : Workload
-    stages : int
-    partition : None, "balanced" or sequence of int
-        ``None``/``"balanced"``: :func:`balanced_partition` of the layers'
-        forward + backward times; or the layers per stage in forward order
-        (positive, adding up to the number of layers).
-
-    Examples
-    --------
-    >>> from queuesgd import Workload, Layer
-    >>> w = Workload(0.012, None, layers=[Layer("c", 1, "2ms", "1ms"), Layer("b", 2, "2ms", "1ms"),
-    ...                                   Layer("a", 3, "4ms", "2ms")])
-    >>> p = stage_split(w, 2)
-    >>> p.counts, p.forward, p.backward, p.gradient_bytes
-    ((1, 2), (0.002, 0.002), (0.004, 0.004), (3.0, 3.0))
-    """
-    S = _checks.integer("Pipeline.stages", stages, minimum=1)
-    G, Pb = workload.gradient_bytes, workload.parameter_bytes
-    if workload.layers is None:
-        if partition is not None and not (isinstance(partition, str) and partition == "balanced"):
-            raise InvalidParameterError(
-                "Pipeline.partition", partition, "None or 'balanced' for a workload without layers"
-            )
-        c = workload.compute_time / S
-        return StageSplit(
-            None,
-            (c * (1 - BACKWARD_SHARE),) * S,
-            (c * BACKWARD_SHARE,) * S,
-            (G / S,) * S,
-            (Pb / S,) * S,
-            "no per-layer profile: the model split uniformly, backward = 2 x forward",
-        )
-    fwd, bwd, note = _layer_times(workload)
-    n = fwd.size
-    if S > n:
-        raise InvalidParameterError("Pipeline.stages", stages, f"at most the number of layers ({n})")
-    if partition is None or (isinstance(partition, str) and partition == "balanced"):
-        counts = balanced_partition(fwd + bwd, S)
-        note = "balanced partition; " + note
-    else:
-        accepted = f"None, 'balanced', or {S} positive layer counts (forward order) adding up to {n}"
-        if isinstance(partition, str) or not isinstance(partition, Sequence):
-            raise InvalidParameterError("Pipeline.partition", partition, accepted)
-        if len(partition) != S or any(
-            isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 for k in partition
-        ):
-            raise InvalidParameterError("Pipeline.partition", partition, accepted)
-        if sum(int(k) for k in partition) != n:
-            raise InvalidParameterError("Pipeline.partition", partition, accepted)
-        counts = tuple(int(k) for k in partition)
-        note = "given partition; " + note
-    layers = tuple(reversed(workload.layers))
-    grad = np.array([layer.gradient_bytes for layer in layers])
-    edges = np.concatenate(([0], np.cumsum(counts)))
-    fs = tuple(float(fwd[a:b].sum()) for a, b in zip(edges[:-1], edges[1:]))
-    bs = tuple(float(bwd[a:b].sum()) for a, b in zip(edges[:-1], edges[1:]))
-    gs = tuple(float(grad[a:b].sum()) for a, b in zip(edges[:-1], edges[1:]))
-    return StageSplit(counts, fs, bs, gs, tuple(g * Pb / G for g in gs), note)
 
 
 def _duration(t: float, law: Distribution, mean: float) -> float | Distribution:

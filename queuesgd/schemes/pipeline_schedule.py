@@ -1,0 +1,182 @@
+"""The per-stage order of a pipeline's passes, as ``torch.distributed.pipelining`` runs them.
+
+- :func:`pipeline_order` -- the static order in which one stage runs its
+  forward (``"F"``) and backward (``"B"``) passes (``ScheduleGPipe`` and
+  ``Schedule1F1B``).
+- :func:`warmup_forwards` and :func:`peak_stash` -- what that order implies,
+  counted without listing it.
+- :func:`schedule_name` and :func:`p2p_name` -- the checked names of a
+  schedule (:data:`SCHEDULES`) and of a point-to-point mode (:data:`P2P`).
+
+Examples
+--------
+>>> pipeline_order(2, 3, "1f1b")[0]
+[('F', 0), ('F', 1), ('B', 0), ('F', 2), ('B', 1), ('B', 2)]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queuesgd import _checks
+from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
+
+__all__ = [
+    "MAX_ORDER_ENTRIES",
+    "P2P",
+    "SCHEDULES",
+    "p2p_name",
+    "peak_stash",
+    "pipeline_order",
+    "schedule_name",
+    "warmup_forwards",
+]
+
+#: The schedules, by name: ``torch.distributed.pipelining.ScheduleGPipe`` and ``Schedule1F1B``.
+SCHEDULES: tuple[str, ...] = ("gpipe", "1f1b")
+
+#: How a point-to-point send meets its receive (``Pipeline.p2p``): ``"eager"`` (a send starts when the
+#: sender's action ends and never blocks the sender) or ``"rendezvous"`` (gloo's ``isend``/``irecv``: the
+#: bytes move once the receiver has posted its receive, and the sender blocks where torch waits on it).
+P2P: tuple[str, ...] = ("eager", "rendezvous")
+
+#: Most ``(kind, micro-batch)`` entries :func:`pipeline_order` lists (``2 S M``): about 1 GiB of tuples.
+MAX_ORDER_ENTRIES = 10_000_000
+
+
+def schedule_name(schedule: Any, field: str = "schedule") -> str:
+    """A schedule's name, lower-cased, if it is one of :data:`SCHEDULES`, else the field's error.
+
+    Examples
+    --------
+    >>> schedule_name(" GPipe ")
+    'gpipe'
+    """
+    if isinstance(schedule, str) and schedule.strip().lower() in SCHEDULES:
+        return schedule.strip().lower()
+    raise InvalidParameterError(
+        field, schedule, "'gpipe' (all forwards, then all backwards) or '1f1b' (PipeDream-Flush)"
+    )
+
+
+def p2p_name(p2p: Any, field: str = "p2p") -> str:
+    """A point-to-point mode's name, lower-cased, if it is one of :data:`P2P`, else the field's error.
+
+    Examples
+    --------
+    >>> p2p_name("Rendezvous")
+    'rendezvous'
+    """
+    if isinstance(p2p, str) and p2p.strip().lower() in P2P:
+        return p2p.strip().lower()
+    raise InvalidParameterError(
+        field,
+        p2p,
+        "'eager' (a send starts when the sender's pass ends, never blocking it) or 'rendezvous' (the "
+        "transfer starts once the receiver has posted its receive; torch's waits on sends block the sender)",
+    )
+
+
+def warmup_forwards(stages: int, microbatches: int, stage: int) -> int:
+    """Forwards stage ``stage`` runs before its first backward under 1F1B: ``min(M, S - s)``.
+
+    This is ``warmup_chunks`` of ``Schedule1F1B._step_microbatches`` in
+    ``torch/distributed/pipelining/schedules.py`` (torch 2.x): "last stage
+    has 1 warmup, second-to-last 2 warmups, ... first stage ``num_stages``
+    warmups". Its ``_get_pipeline_order`` counts ``S - 1 - s`` warm-up
+    forwards and then starts the steady state with one more forward, the
+    same sequence.
+
+    Examples
+    --------
+    >>> [warmup_forwards(4, 8, s) for s in range(4)]
+    [4, 3, 2, 1]
+    """
+    return min(microbatches, stages - stage)
+
+
+def pipeline_order(stages: int, microbatches: int, schedule: str) -> list[list[tuple[str, int]]]:
+    """The static per-stage order of forward and backward passes of one training step.
+
+    Reproduces ``torch.distributed.pipelining`` (``schedules.py``, torch 2.x):
+
+    - ``"gpipe"`` (``ScheduleGPipe._step_microbatches``): every stage runs
+      ``F0 .. F(M-1)``, then ``B0 .. B(M-1)``.
+    - ``"1f1b"`` (``Schedule1F1B._step_microbatches``): stage ``s`` runs
+      ``w = min(M, S - s)`` warm-up forwards ``F0 .. F(w-1)``, then pairs
+      ``B j, F (j + w)`` ("1B1F", the backward first) while forwards remain,
+      then the remaining backwards (cool-down). With ``M >= S`` this is the
+      order ``Schedule1F1B._get_pipeline_order`` draws (``S - 1 - s`` warm-up
+      forwards, then ``F, B`` pairs, then backwards). torch's constructor
+      refuses ``M < S``; the same formula then gives GPipe's order.
+
+    Parameters
+    ----------
+    stages : int
+        ``S >= 1``.
+    microbatches : int
+        ``M >= 1``.
+    schedule : {"gpipe", "1f1b"}
+
+    Returns
+    -------
+    list of list of (str, int)
+        Per stage, the ordered ``("F" | "B", micro-batch)`` pairs.
+
+    Examples
+    --------
+    >>> pipeline_order(3, 4, "1f1b")[0]
+    [('F', 0), ('F', 1), ('F', 2), ('B', 0), ('F', 3), ('B', 1), ('B', 2), ('B', 3)]
+    >>> pipeline_order(2, 2, "gpipe")[1]
+    [('F', 0), ('F', 1), ('B', 0), ('B', 1)]
+    """
+    S = _checks.integer("stages", stages, minimum=1)
+    M = _checks.integer("microbatches", microbatches, minimum=1)
+    sched = schedule_name(schedule)
+    if 2 * S * M > MAX_ORDER_ENTRIES:
+        raise StateSpaceTooLargeError(
+            f"the pass order of S = {S:,} stages and M = {M:,} micro-batches has {2 * S * M:,} entries; at "
+            f"most {MAX_ORDER_ENTRIES:,} are listed: use fewer micro-batches, or peak_stash and "
+            "warmup_forwards, which count without listing"
+        )
+    out: list[list[tuple[str, int]]] = []
+    for s in range(S):
+        if sched == "gpipe":
+            out.append([("F", m) for m in range(M)] + [("B", m) for m in range(M)])
+            continue
+        w = warmup_forwards(S, M, s)
+        order = [("F", m) for m in range(w)]
+        f, b = w, 0
+        while True:  # torch's 1B1F loop: one backward, then (if any is left) one forward
+            order.append(("B", b))
+            b += 1
+            if f == M:
+                break
+            order.append(("F", f))
+            f += 1
+        order += [("B", j) for j in range(b, M)]
+        out.append(order)
+    return out
+
+
+def peak_stash(stages: int, microbatches: int, schedule: str) -> list[int]:
+    """Most micro-batches whose activations a stage keeps at once (forward done, backward not yet).
+
+    Counted in closed form (no order is listed, so a million micro-batches
+    cost nothing) on :func:`pipeline_order` (a micro-batch's stash is held from the
+    start of its forward to the end of its backward): ``M`` at every stage
+    for GPipe; ``min(M, S - s)`` at stage ``s`` for 1F1B (its warm-up
+    forwards; torch's ``_get_pipeline_order`` calls ``S - 1 - s`` of them
+    warm-up, so it is "warm-up + 1" there).
+
+    Examples
+    --------
+    >>> peak_stash(4, 8, "1f1b"), peak_stash(3, 4, "gpipe")
+    ([4, 3, 2, 1], [4, 4, 4])
+    """
+    S = _checks.integer("stages", stages, minimum=1)
+    M = _checks.integer("microbatches", microbatches, minimum=1)
+    if schedule_name(schedule) == "gpipe":
+        return [M] * S
+    # 1F1B: the w warm-up forwards are held, then each backward frees one before the next forward.
+    return [warmup_forwards(S, M, s) for s in range(S)]
