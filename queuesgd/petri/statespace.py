@@ -34,7 +34,7 @@ Implementation notes
   collision (about 1e-7 for a million markings) the generation restarts with
   other constants, so a collision can never merge two markings.
 * Nets without immediate transitions take a faster path with the same
-  result (:func:`_generate_timed`): exact mixed-radix int64 keys
+  result (:func:`generate_timed`): exact mixed-radix int64 keys
   (:class:`~queuesgd.petri.markings.PackedKeys`), so that firing a transition
   adds a constant to a key and small nets look markings up in a table; it
   cuts the fixed cost per frontier that dominates on small nets (a
@@ -60,30 +60,17 @@ Implementation notes
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from queuesgd import _checks
-from queuesgd.errors import (
-    InvalidParameterError,
-    TimelessTrapError,
-    UnboundedNetError,
-    UnknownNameError,
-)
+from queuesgd.errors import InvalidParameterError, TimelessTrapError, UnboundedNetError
 from queuesgd.petri.compiled import CompiledNet, is_net, symbolic_one
-from queuesgd.petri.markings import (
-    HashCollision,
-    KeyOverflow,
-    MarkingStore,
-    PackedKeys,
-    TooManyMarkings,
-    unique_rows,
-)
+from queuesgd.petri.markings import HashCollision, MarkingStore, TooManyMarkings, unique_rows
+from queuesgd.petri.reachability import StateSpace
+from queuesgd.petri.timed_statespace import CHUNK_CELLS, generate_timed
 
 if TYPE_CHECKING:
     from queuesgd.petri.net import PetriNet
@@ -95,159 +82,6 @@ __all__ = [
     "state_space",
     "surely_reachable",
 ]
-
-#: Frontier rows expanded per chunk are bounded so that the successor arrays stay
-#: within a few hundred MB.
-_CHUNK_CELLS = 1 << 23
-
-
-# ---------------------------------------------------------------------------- results
-@dataclass(frozen=True, eq=False)
-class StateSpace:
-    """Tangible reachability graph of a GSPN (see the module docstring for the contract).
-
-    Attributes
-    ----------
-    markings : ndarray (S, P) int64
-    initial : ndarray (S,)
-    src, dst, transition : ndarray (E,) int64
-    degree : ndarray (E,) float
-    prob : ndarray (E,) float or object
-    immediate_firings : scipy.sparse.csr_matrix (E, T) float
-        (a dense object ndarray when weights are symbolic)
-    place_names, transition_names : tuple of str
-    net_name : str
-    rates : ndarray (T,)
-        The net's rates when the space was generated (NaN for immediate
-        transitions; object dtype if symbolic); the default of :meth:`generator`.
-
-    Examples
-    --------
-    An M/M/1/2 queue: arrivals blocked by an inhibitor arc at 2 customers.
-
-    >>> from queuesgd import PetriNet
-    >>> net = PetriNet("mm12")
-    >>> _ = net.place("q")
-    >>> _ = net.timed("arrive", rate=1.0, outputs={"q": 1}, inhibitors={"q": 2})
-    >>> _ = net.timed("serve", rate=2.0, inputs={"q": 1})
-    >>> ss = net.state_space()
-    >>> len(ss), ss.markings.ravel().tolist()
-    (3, [0, 1, 2])
-    >>> ss.generator().toarray().tolist()
-    [[-1.0, 1.0, 0.0], [2.0, -3.0, 1.0], [0.0, 2.0, -2.0]]
-    >>> ss.marking(2), ss.index({"q": 1})
-    ({'q': 2}, 1)
-    """
-
-    markings: np.ndarray
-    initial: np.ndarray
-    src: np.ndarray
-    dst: np.ndarray
-    transition: np.ndarray
-    degree: np.ndarray
-    prob: np.ndarray
-    immediate_firings: Any
-    place_names: tuple[str, ...]
-    transition_names: tuple[str, ...]
-    net_name: str
-    rates: np.ndarray = field(repr=False)
-
-    def __len__(self) -> int:
-        return int(self.markings.shape[0])
-
-    def __repr__(self) -> str:
-        return (
-            f"StateSpace({self.net_name!r}, markings={len(self)}, edges={self.src.size}, "
-            f"places={len(self.place_names)})"
-        )
-
-    @property
-    def n_edges(self) -> int:
-        """Number of edges E."""
-        return int(self.src.size)
-
-    def marking(self, i: int) -> dict[str, int]:
-        """Tangible marking ``i`` as ``{place: tokens}``."""
-        i = _checks.integer("marking index", i, minimum=0)
-        if i >= len(self):
-            raise InvalidParameterError("marking index", i, f"an integer in [0, {len(self) - 1}]")
-        return {p: int(k) for p, k in zip(self.place_names, self.markings[i])}
-
-    def index(self, marking: Mapping[str, int]) -> int:
-        """Row of a tangible marking given as ``{place: tokens}`` (every place named)."""
-        if not isinstance(marking, Mapping):
-            raise InvalidParameterError("marking", marking, "a {place: tokens} mapping")
-        for p in marking:
-            if p not in self.place_names:
-                raise UnknownNameError("marking place", p, self.place_names)
-        missing = [p for p in self.place_names if p not in marking]
-        if missing:
-            raise InvalidParameterError(
-                "marking", dict(marking), f"a mapping that gives every place (missing: {missing})"
-            )
-        row = np.array([marking[p] for p in self.place_names], dtype=np.int64)
-        hit = np.flatnonzero((self.markings == row).all(axis=1))
-        if hit.size == 0:
-            raise InvalidParameterError("marking", dict(marking), "a reachable tangible marking")
-        return int(hit[0])
-
-    def _rate_vector(self, rates: Any) -> np.ndarray:
-        T = len(self.transition_names)
-        if rates is None:
-            rates = self.rates
-        elif isinstance(rates, Mapping):
-            base = np.array(self.rates, dtype=object)
-            for name, r in rates.items():
-                if name not in self.transition_names:
-                    raise UnknownNameError("rates transition", name, self.transition_names)
-                base[self.transition_names.index(name)] = r
-            rates = base
-        rates = np.asarray(rates, dtype=object if np.asarray(rates).dtype == object else float)
-        if rates.shape != (T,):
-            raise InvalidParameterError("rates", f"an array of shape {rates.shape}", f"shape ({T},)")
-        used = np.unique(self.transition)
-        try:
-            vals = np.array([float(rates[t]) for t in used], dtype=float)
-        except TypeError:
-            sym = [self.transition_names[t] for t in used if _checks.is_symbolic(rates[t])]
-            raise InvalidParameterError(
-                "rates",
-                f"symbolic rates of {sym}",
-                "numbers: pass rates={name: value} to generator(), or solve with symbolic=True",
-            ) from None
-        if vals.size and not (np.all(np.isfinite(vals)) and np.all(vals > 0)):
-            bad = [self.transition_names[t] for t, v in zip(used, vals) if not (math.isfinite(v) and v > 0)]
-            raise InvalidParameterError("rates", f"non-positive or missing rates of {bad}", "rates > 0")
-        out = np.full(T, np.nan)
-        out[used] = vals
-        return out
-
-    def generator(self, rates: Any = None) -> sp.csr_matrix:
-        """Numeric CTMC generator, shape (S, S), rows summing to 0.
-
-        Parameters
-        ----------
-        rates : array (T,) or mapping, optional
-            Rates per transition (the net's rates by default); a mapping
-            ``{transition: rate}`` overrides some of them. Needed when the
-            net's rates are symbolic.
-        """
-        r = self._rate_vector(rates)
-        try:
-            prob = np.asarray(self.prob, dtype=float)
-        except TypeError:
-            raise InvalidParameterError(
-                "weights",
-                "symbolic weights of immediate transitions",
-                "numbers for a numeric generator; solve with symbolic=True",
-            ) from None
-        S = len(self)
-        vals = r[self.transition] * self.degree * prob
-        off = self.src != self.dst
-        Q = sp.csr_matrix((vals[off], (self.src[off], self.dst[off])), shape=(S, S))
-        Q.sum_duplicates()
-        out = np.asarray(Q.sum(axis=1)).ravel()
-        return (Q - sp.diags(out, format="csr")).tocsr()
 
 
 # ---------------------------------------------------------------------------- hashing
@@ -362,7 +196,7 @@ def state_space(net: PetriNet, max_states: int = 2_000_000, *, max_tokens: int =
     if surely > max_states:
         cn = CompiledNet(net, max_states, max_tokens, _constants(len(net.place_names) + 1, 0))
         raise cn.too_many(surely, known=why)
-    fast = _generate_timed(net, max_states, max_tokens)
+    fast = generate_timed(net, max_states, max_tokens)
     if fast is not None:
         return fast
     for seed in range(4):
@@ -479,7 +313,7 @@ def _generate(net: PetriNet, max_states: int, max_tokens: int, seed: int) -> Sta
     dt = object if cn.symbolic else float
     one = symbolic_one() if cn.symbolic else 1.0
     m0 = net.initial_marking[None, :]
-    chunk = max(256, _CHUNK_CELLS // ((P + ni + 4) * max(1, cn.timed.size)))
+    chunk = max(256, CHUNK_CELLS // ((P + ni + 4) * max(1, cn.timed.size)))
     edges = _Edges()
     try:
         if cn.vanishing(m0)[0]:
@@ -522,171 +356,3 @@ def _generate(net: PetriNet, max_states: int, max_tokens: int, seed: int) -> Sta
         net_name=net.name,
         rates=net.rates,
     )
-
-
-# ---------------------------------------------------------------------------- timed-only nets
-class _Fallback(Exception):
-    """The packed fast path cannot finish this net: generate it with the general path."""
-
-
-def _generate_timed(net: PetriNet, max_states: int, max_tokens: int) -> StateSpace | None:
-    """The state space of a net without immediate transitions, or None to use :func:`_generate`.
-
-    Same breadth-first order, chunks, markings and edges as :func:`_generate`
-    (tested against it), with a fraction of its fixed cost per frontier, which
-    dominates on small nets: a marking is packed into one exact int64 key
-    (:class:`~queuesgd.petri.markings.PackedKeys`, mixed radix, widened as
-    tokens grow), so firing ``t`` adds a constant to the key, membership is
-    a table look-up on small nets, and one enabling test covers all
-    transitions at once. Every exceptional case (keys past 2^62, too many
-    markings or tokens, an edge that could repeat forever) returns None, and
-    the general path then raises its usual error.
-    """
-    timed = net.is_timed
-    if not timed.all() or timed.size == 0 or net.weights.dtype == object:
-        return None
-    pre, post, inh = net.pre, net.post, net.inhibit
-    C = post - pre
-    T, P = C.shape
-    watched = (inh > 0).any(axis=0)
-    growing = (C >= 0).all(axis=1) & (C > 0).any(axis=1) & (C[:, watched] == 0).all(axis=1)
-    any_growing = bool(growing.any())
-    servers = net.servers
-    arcs = _ArcTables(pre, inh, servers)
-    gain = np.maximum(C.max(axis=0, initial=0), 0)
-    m0 = net.initial_marking
-    # A net whose every firing keeps the token count keeps every place within that total: the radices
-    # are known at once, and the last place (total minus the others) can stay out of the key.
-    conserving = bool((C.sum(axis=1) == 0).all())
-    total = int(m0.sum())
-    check_tokens = not (conserving and total <= max_tokens)
-    bound = np.full(P, total if conserving else np.iinfo(np.int64).max // 8)
-    keys = PackedKeys(P, max_states, implied=P - 1 if conserving and P > 1 else None)
-    chunk = max(256, _CHUNK_CELLS // ((P + 4) * max(1, T)))
-    rows = np.empty((1024, P), dtype=np.int64)
-    src_l, dst_l, t_l = [], [], []
-    try:
-        keys.fit(bound if conserving else np.minimum(m0 + gain, bound), rows[:0])
-        keys.add_keys(keys.pack(m0[None, :]))
-        rows[0] = m0
-        frontier = np.zeros(1, dtype=np.int64)
-        while frontier.size:
-            next_frontier = []
-            for lo in range(0, frontier.size, chunk):
-                g = frontier[lo : lo + chunk] if frontier.size > chunk else frontier
-                F = rows[g]
-                if check_tokens:
-                    top = F.max(axis=0)
-                    if top.max() > max_tokens:
-                        raise _Fallback
-                    keys.fit(np.minimum(top + gain, bound), rows)
-                Fx = arcs.extend(F)
-                t_e, loc = np.nonzero(arcs.enabled(Fx).T)  # transition-major, as _successors orders edges
-                if t_e.size == 0:
-                    continue
-                if any_growing and growing[t_e].any():
-                    raise _Fallback
-                src = g[loc]
-                k_succ = keys.keys_of[src]
-                k_succ += keys.delta(C)[t_e]
-                dst, new, first = keys.add_keys(k_succ)
-                if new.size:
-                    while keys.n > rows.shape[0]:
-                        rows = np.concatenate((rows, np.empty_like(rows)))
-                    rows[new] = F[loc[first]] + C[t_e[first]]
-                src_l.append(src)
-                dst_l.append(dst)
-                t_l.append(t_e)
-                next_frontier.append(new)
-            if len(next_frontier) == 1:
-                frontier = next_frontier[0]
-            else:
-                frontier = np.concatenate(next_frontier) if next_frontier else np.empty(0, np.int64)
-    except (_Fallback, KeyOverflow, TooManyMarkings):
-        return None
-    S = keys.n
-    src = np.concatenate(src_l) if src_l else np.empty(0, np.int64)
-    transition = np.concatenate(t_l) if t_l else np.empty(0, np.int64)
-    # degrees once for all edges, from the source rows (not per frontier: fewer calls per level)
-    degree = arcs.degree(arcs.extend(rows[:S]), src, transition)
-    initial = np.zeros(S)
-    initial[0] = 1.0
-    return StateSpace(
-        markings=rows[:S].copy(),
-        initial=initial,
-        src=src,
-        dst=np.concatenate(dst_l) if dst_l else np.empty(0, np.int64),
-        transition=transition,
-        degree=degree,
-        prob=np.ones(src.size),
-        immediate_firings=sp.csr_matrix((src.size, T)),
-        place_names=net.place_names,
-        transition_names=net.transition_names,
-        net_name=net.name,
-        rates=net.rates,
-    )
-
-
-class _ArcTables:
-    """Input and inhibitor arcs of a timed-only net as index tables, for a whole frontier at once.
-
-    Frontier rows are extended with two columns when some transition needs
-    them: column P holds 1 (a transition without inputs reads it: enabled,
-    degree 1) and column P + 1 a huge number (the padding of transitions with
-    fewer inputs than others). With one input per transition and no
-    inhibitors (a ring, a pipeline of queues) the tests are single gathers.
-    """
-
-    def __init__(self, pre: np.ndarray, inh: np.ndarray, servers: np.ndarray) -> None:
-        T, P = pre.shape
-        big = np.int64(1) << 62
-        n_in = (pre > 0).sum(axis=1)
-        n_inh = (inh > 0).sum(axis=1)
-        self.width = max(1, int(n_in.max(initial=0)))
-        self.in_idx = np.full((T, self.width), P + 1, dtype=np.int64)
-        self.in_w = np.ones((T, self.width), dtype=np.int64)
-        self.inh_idx = np.full((T, max(1, int(n_inh.max(initial=0)))), P, dtype=np.int64)
-        self.inh_w = np.full(self.inh_idx.shape, big, dtype=np.int64)
-        for t in range(T):
-            cols = np.flatnonzero(pre[t])
-            self.in_idx[t, : cols.size], self.in_w[t, : cols.size] = cols, pre[t, cols]
-            if cols.size == 0:
-                self.in_idx[t, 0] = P
-            cols = np.flatnonzero(inh[t])
-            self.inh_idx[t, : cols.size], self.inh_w[t, : cols.size] = cols, inh[t, cols]
-        self.any_inh = bool(n_inh.any())
-        self.padded = bool((n_in != self.width).any() or self.any_inh)
-        self.single = self.width == 1
-        if self.single:  # 1-D tables: (k, T) gathers, no reduction over arcs
-            self.in_idx, self.in_w = self.in_idx[:, 0], self.in_w[:, 0]
-        self.servers = servers
-        self.unit = bool((servers == 1).all())
-        self.pad_row = np.array([1, big], dtype=np.int64)
-
-    def extend(self, F: np.ndarray) -> np.ndarray:
-        if not self.padded:
-            return F
-        Fx = np.empty((F.shape[0], F.shape[1] + 2), dtype=np.int64)
-        Fx[:, :-2] = F
-        Fx[:, -2:] = self.pad_row
-        return Fx
-
-    def enabled(self, Fx: np.ndarray) -> np.ndarray:
-        """(k, T) enabling of every transition in every row."""
-        if self.single:
-            E = Fx[:, self.in_idx] >= self.in_w
-        else:
-            E = (Fx[:, self.in_idx] >= self.in_w).all(axis=2)
-        if self.any_inh:
-            E &= (Fx[:, self.inh_idx] < self.inh_w).all(axis=2)
-        return E
-
-    def degree(self, Fx: np.ndarray, loc: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """``min(enabling degree, servers)`` of transition ``t[i]`` in row ``loc[i]``."""
-        if self.unit:
-            return np.ones(t.size)
-        if self.single:
-            e = Fx[loc, self.in_idx[t]] // self.in_w[t]
-        else:
-            e = (Fx[loc[:, None], self.in_idx[t]] // self.in_w[t]).min(axis=1)
-        return np.minimum(e, self.servers[t])
