@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from queuesgd import units
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 
 
@@ -41,14 +42,33 @@ def _as_sympy_number(value: Any) -> float | None:
     return None
 
 
-def positive(field: str, value: Any, *, symbolic: bool = False, allow_zero: bool = False) -> Any:
-    """Return ``value`` as a float if it is a finite number > 0 (or >= 0).
+def positive(
+    field: str,
+    value: Any,
+    *,
+    symbolic: bool = False,
+    allow_zero: bool = False,
+    maximum: float | None = None,
+) -> Any:
+    """Return ``value`` as a float if it is a finite number > 0 (or >= 0), at most ``maximum`` if given.
 
     With ``symbolic=True`` a SymPy expression is returned unchanged unless
     SymPy can prove it is not positive. SymPy numbers (``Rational(1, 3)``) are
-    kept exact when ``symbolic=True``.
+    kept exact when ``symbolic=True``. An integer too large for a float
+    (``10**400``) is refused like infinity.
+
+    Examples
+    --------
+    >>> positive("duplex", 1), positive("x", 0, allow_zero=True)
+    (1.0, 0.0)
+    >>> positive("optimizer", 1e30, maximum=1000)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: optimizer: got 1e+30; accepted: a finite number > 0, at most 1,000
     """
     accepted = "a finite number >= 0" if allow_zero else "a finite number > 0"
+    if maximum is not None:
+        accepted += f", at most {maximum:,.15g}"
     if symbolic:
         accepted += " or a SymPy expression"
     if isinstance(value, bool):
@@ -69,18 +89,37 @@ def positive(field: str, value: Any, *, symbolic: bool = False, allow_zero: bool
         return value
     if not isinstance(value, numbers.Real):
         raise InvalidParameterError(field, value, accepted)
-    f = float(value)
-    if not math.isfinite(f) or f < 0 or (f == 0 and not allow_zero):
+    try:
+        f = float(value)
+    except (OverflowError, ValueError):  # an int beyond the float range
+        raise InvalidParameterError(field, value, accepted) from None
+    if not math.isfinite(f) or f < 0 or (f == 0 and not allow_zero) or (maximum is not None and f > maximum):
         raise InvalidParameterError(field, value, accepted)
     return f
 
 
-def integer(field: str, value: Any, *, minimum: int = 1) -> int:
-    """Return ``value`` as an int if it is an integer >= ``minimum``.
+#: Largest count a scheme parameter takes (local steps, staleness bounds, ranks, windows, samples, units,
+#: stages, micro-batches): far above any configuration in use, the same as the most workers a
+#: :class:`~queuesgd.Cluster` takes, and small enough that a loop or an array over it stays bounded.
+MAX_COUNT = 1_000_000
 
-    Floats with an integral value (``4.0``) are accepted; booleans are not.
+
+def integer(field: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """Return ``value`` as an int if it is an integer >= ``minimum`` (and <= ``maximum`` if given).
+
+    Floats with an integral value (``4.0``) are accepted; booleans are not,
+    and neither is ``2.7`` (refused, not truncated) nor a string.
+
+    Examples
+    --------
+    >>> integer("period", 4.0), integer("staleness", 0, minimum=0)
+    (4, 0)
+    >>> integer("period", 10**30, maximum=MAX_COUNT)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: period: got ...; accepted: an integer >= 1, at most 1,000,000
     """
-    accepted = f"an integer >= {minimum}"
+    accepted = f"an integer >= {minimum}" + ("" if maximum is None else f", at most {maximum:,}")
     if isinstance(value, bool):
         raise InvalidParameterError(field, value, accepted)
     if isinstance(value, numbers.Integral):
@@ -89,18 +128,24 @@ def integer(field: str, value: Any, *, minimum: int = 1) -> int:
         out = int(value)
     else:
         raise InvalidParameterError(field, value, accepted)
-    if out < minimum:
+    if out < minimum or (maximum is not None and out > maximum):
         raise InvalidParameterError(field, value, accepted)
     return out
 
 
 def integers(
-    field: str, value: Any, *, minimum: int = 1, allow_empty: bool = False, max_items: int = 10_000
+    field: str,
+    value: Any,
+    *,
+    minimum: int = 1,
+    maximum: int | None = None,
+    allow_empty: bool = False,
+    max_items: int = 10_000,
 ) -> tuple[int, ...]:
     """Return ``value`` as a tuple of ints if it is a sequence of integers >= ``minimum``.
 
-    A string, a mapping or ``None`` is refused (a string is not read one
-    character at a time), and so is each item that :func:`integer` refuses
+    A string (or bytes), a mapping, a set or ``None`` is refused (a string is
+    not read one character at a time), and so is each item that :func:`integer` refuses
     (``2.7`` is not 2), naming it as ``field[i]``. At most ``max_items`` items
     are read, so an endless iterator is refused too.
 
@@ -114,7 +159,8 @@ def integers(
     queuesgd.errors.InvalidParameterError: stages[0]: got 2.7; accepted: an integer >= 1
     """
     accepted = f"a sequence of integers >= {minimum}, e.g. (2, 4)"
-    if value is None or isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+    unordered = (str, bytes, bytearray, Mapping, set, frozenset)
+    if value is None or isinstance(value, unordered) or not isinstance(value, Iterable):
         raise InvalidParameterError(field, value, accepted)
     items = []
     for i, item in enumerate(value):
@@ -122,10 +168,56 @@ def integers(
             raise InvalidParameterError(
                 field, f"more than {max_items:,} items", f"{accepted}, at most {max_items:,}"
             )
-        items.append(integer(f"{field}[{i}]", item, minimum=minimum))
+        items.append(integer(f"{field}[{i}]", item, minimum=minimum, maximum=maximum))
     if not items and not allow_empty:
         raise InvalidParameterError(field, value, f"{accepted} (at least one)")
     return tuple(items)
+
+
+def size(field: str, value: Any, *, allow_zero: bool = True) -> float:
+    """Bytes of ``value`` (a number of bytes or a string such as ``"25MiB"``), at most ``units.MAX_BYTES``.
+
+    A number and a string go through the same parser
+    (:func:`queuesgd.units.parse_bytes`), so ``1e30`` is refused as
+    ``"1e30B"`` is; fractions of a byte are kept (sizes are floats
+    throughout, as ``"1.5 GB"`` or ``"8Mbit"`` give).
+
+    Examples
+    --------
+    >>> size("activation_bytes", "2MB"), size("activation_bytes", 0)
+    (2000000.0, 0.0)
+    >>> size("activation_bytes", 1e30)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.UnitError: activation_bytes: got 1e+30; accepted: a size of at most 1 EiB ...
+    """
+    return float(positive(field, units.parse_bytes(value, field), allow_zero=allow_zero))
+
+
+def duration(field: str, value: Any, *, allow_zero: bool = True, per: str = "") -> float:
+    """Seconds of ``value`` (a number or a string such as ``"5ms"``), at most ``units.MAX_SECONDS``.
+
+    ``per`` names what the duration is per (``"byte"``), for the message.
+
+    Examples
+    --------
+    >>> duration("fusion_time", "5ms"), duration("compress_time", "1ns", per="byte")
+    (0.005, 1e-09)
+    >>> duration("timeout", 1e30, allow_zero=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: timeout: got 1e+30; accepted: a duration > 0 of at most 1e+09 s ...
+    """
+    seconds = float(positive(field, units.parse_seconds(value, field), allow_zero=allow_zero))
+    if seconds > units.MAX_SECONDS:
+        unit = f" s per {per}" if per else " s"
+        raise InvalidParameterError(
+            field,
+            value,
+            f"a duration {'>=' if allow_zero else '>'} 0 of at most {units.MAX_SECONDS:g}{unit} (about 32 "
+            "years): a number of seconds or a string such as '5ms'",
+        )
+    return seconds
 
 
 def steps_and_warmup(steps: Any, warmup: Any) -> tuple[int, int]:
@@ -242,12 +334,30 @@ _FILE_KINDS = {
 }
 
 
-def read_bytes(field: str, value: Any, *, max_bytes: int, gunzip: bool = False) -> bytes:
+#: Default bound of :func:`read_bytes`, and of every reader built on it
+#: (:func:`queuesgd.catalog_files.read_bytes`, ``read_text``, ``read_json``: workload JSON, curves,
+#: PNML): 64 MiB. A reader with its own bound (a trace, a log to compare, a campaign spec) passes it.
+MAX_FILE_BYTES = 64 * 2**20
+
+
+def read_bytes(field: str, value: Any, *, max_bytes: int = MAX_FILE_BYTES, gunzip: bool = False) -> bytes:
     """The bytes of the regular file ``value`` names, at most ``max_bytes`` (after gunzip where asked).
 
-    Devices, FIFOs and directories are refused before anything is read (a FIFO
-    is opened without waiting for a writer); a larger file, or a gzip file that
-    inflates past ``max_bytes``, is refused without reading past the bound.
+    The one bounded file reader of queuesgd; every other reader
+    (:mod:`queuesgd.catalog_files`, traces, logs, specs) goes through it.
+    Its limits:
+
+    - a regular file only: devices (``/dev/zero`` never ends), FIFOs (opened
+      without waiting for a writer), sockets and directories are refused
+      from the open file's own status, before anything is read (a symbolic
+      link is followed to what it names, and judged by that);
+    - at most ``max_bytes + 1`` bytes are ever read, so a file larger than
+      the bound, or one that grows past it while it is read, is refused; a
+      gzip file is refused as soon as it inflates past ``max_bytes``;
+    - a missing or unreadable file is refused with the system's reason.
+
+    Every refusal is an :class:`~queuesgd.errors.InvalidParameterError` naming
+    ``field`` and the path, and saying ``a regular file of at most N bytes``.
 
     Examples
     --------
@@ -263,7 +373,8 @@ def read_bytes(field: str, value: Any, *, max_bytes: int, gunzip: bool = False) 
     try:
         fd = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:
-        raise InvalidParameterError(field, where, f"{accepted} ({err.strerror or err})") from None
+        reason = err.strerror or err
+        raise InvalidParameterError(field, where, f"{accepted}, a readable file ({reason})") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
@@ -290,13 +401,22 @@ _FALSE = ("false", "no", "off", "0")
 def boolean(field: str, value: Any) -> bool:
     """Return ``value`` as a bool; accepts bools, 0/1 and the strings true/false, yes/no, on/off.
 
+    The integers 0 and 1 (and NumPy's bools and integers 0 and 1) are
+    accepted on purpose: a command line, a CSV cell or a JSON file written
+    by another tool spells a flag that way, and neither is ambiguous. Any
+    other number (``2``, ``0.5``, ``nan``) is refused, as is ``None``.
+
     Examples
     --------
-    >>> boolean("overlap", "off"), boolean("overlap", True)
-    (False, True)
+    >>> boolean("overlap", "off"), boolean("overlap", True), boolean("overlap", 0)
+    (False, True, False)
+    >>> boolean("overlap", 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: overlap: got 2; accepted: true or false (...)
     """
-    if isinstance(value, bool):
-        return value
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
     if isinstance(value, (int, np.integer)) and value in (0, 1):
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:

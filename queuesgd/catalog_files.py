@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 import os
-import stat
 import sys
 import sysconfig
 from pathlib import Path
 
 import numpy as np
 
+from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 
 __all__ = [
@@ -34,8 +34,8 @@ __all__ = [
     "read_text",
 ]
 
-#: Largest file a reader of queuesgd takes (workload JSON, traces, curves, PNML): 64 MiB.
-MAX_FILE_BYTES = 64 * 2**20
+#: Largest file these readers take (workload JSON, curves, PNML): 64 MiB (``_checks.MAX_FILE_BYTES``).
+MAX_FILE_BYTES = _checks.MAX_FILE_BYTES
 #: Deepest nesting of arrays and objects a JSON file may have (a workload file nests three).
 MAX_JSON_DEPTH = 64
 
@@ -81,11 +81,11 @@ def catalog_dirs() -> list[Path]:
 
 
 def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes``, read without going past that bound.
+    """The bytes of a regular file of at most ``max_bytes``: :func:`queuesgd._checks.read_bytes` for ``path``.
 
-    Devices, pipes, sockets and directories are refused before they are
-    opened (``/dev/zero`` never ends, ``/dev/stdin`` may block), and a file
-    that grows past ``max_bytes`` while it is read is refused too: at most
+    One reader, one set of limits (documented there): devices, pipes,
+    sockets and directories are refused before anything is read
+    (``/dev/zero`` never ends, ``/dev/stdin`` may block), and at most
     ``max_bytes + 1`` bytes are ever read.
 
     Raises
@@ -98,23 +98,9 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES)
     >>> read_bytes("/dev/zero")       # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    queuesgd.errors.InvalidParameterError: path: got '/dev/zero'; accepted: a regular file (not a device, ...
+    queuesgd.errors.InvalidParameterError: path: got '/dev/zero'; accepted: ... (it is a character device)
     """
-    name = os.fspath(path)
-    try:
-        mode = os.stat(name).st_mode
-    except OSError as exc:
-        raise InvalidParameterError("path", name, f"a readable file ({exc.strerror})") from None
-    if not stat.S_ISREG(mode):
-        raise InvalidParameterError("path", name, "a regular file (not a device, pipe, socket or directory)")
-    try:
-        with open(name, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise InvalidParameterError("path", name, f"a readable file ({exc.strerror})") from None
-    if len(data) > max_bytes:
-        raise InvalidParameterError("path", name, f"a file of at most {max_bytes:,} bytes")
-    return data
+    return _checks.read_bytes("path", path, max_bytes=max_bytes)
 
 
 def read_text(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) -> str:

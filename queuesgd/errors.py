@@ -78,7 +78,38 @@ class InvalidParameterError(QueuesgdError, ValueError):
         self.field = field
         self.got = got
         self.accepted = accepted
-        super().__init__(f"{field}: got {got!r}; accepted: {accepted}")
+        super().__init__(f"{field}: got {short_repr(got)}; accepted: {accepted}")
+
+
+#: Longest text of a received value an error message shows; the middle of a longer one is cut.
+MAX_REPR = 300
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` for a message: at most :data:`MAX_REPR` characters, and never an error of its own.
+
+    An integer of 5000 digits (whose ``repr`` Python refuses), a value whose
+    ``__repr__`` fails, or a long list are all shown in a few characters.
+
+    Examples
+    --------
+    >>> short_repr(10**1000), short_repr(10**5000)
+    ('an integer of 1001 digits', 'an integer of about 5001 digits')
+    >>> len(short_repr(list(range(10_000)))) <= MAX_REPR
+    True
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1000:
+        digits = int(value.bit_length() * 0.30103) + 1  # log10(2); len(str()) is refused past 4300 digits
+        if value.bit_length() < 14_000:
+            digits = len(str(abs(value)))
+        return f"an integer of {'about ' if value.bit_length() >= 14_000 else ''}{digits} digits"
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__, or a nested huge int
+        return f"<a {type(value).__name__}>"
+    if len(text) > MAX_REPR:
+        text = f"{text[: MAX_REPR - 40]} ... {text[-30:]}"
+    return text
 
 
 class UnitError(InvalidParameterError):

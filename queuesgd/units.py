@@ -18,6 +18,10 @@ Conventions:
   units. Negative, NaN and infinite values are refused, and so are numbers
   too large for a float (``10**400``) and sizes above :data:`MAX_BYTES`
   (1 EiB), so that every time computed from them stays finite.
+- Durations are not bounded by :func:`parse_seconds` (a log's step times are
+  read as they come, and judged by their reader); a duration a user sets as a
+  parameter (a scheme's timeout, fusion time, compression cost) is at most
+  :data:`MAX_SECONDS` (``queuesgd._checks.duration``).
 
 Examples
 --------
@@ -39,6 +43,7 @@ from queuesgd.errors import UnitError
 
 __all__ = [
     "MAX_BYTES",
+    "MAX_SECONDS",
     "parse_bytes",
     "parse_seconds",
     "parse_bandwidth",
@@ -50,6 +55,9 @@ __all__ = [
 #: Largest size :func:`parse_bytes` accepts: 1 EiB (2**60 bytes), far above any gradient, buffer or
 #: dataset, and small enough that a size divided by the smallest bandwidth a cluster accepts stays finite.
 MAX_BYTES = 2.0**60
+#: Largest duration a parameter takes: 1e9 s (about 32 years), far above any step, timeout or latency,
+#: so that a duration of 1e30 s is refused rather than carried into a plausible-looking prediction.
+MAX_SECONDS = 1e9
 
 _SI = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 _BINARY = {"ki": 2.0**10, "mi": 2.0**20, "gi": 2.0**30, "ti": 2.0**40, "pi": 2.0**50}

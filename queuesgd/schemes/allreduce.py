@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks, units
+from queuesgd.cluster import MIN_BANDWIDTH
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.barrier import BarrierScheme, SymbolicWorkload
 from queuesgd.schemes.base import SchemeSolution
@@ -236,15 +237,16 @@ class HierarchicalAllReduce(_AllReduce):
     def __post_init__(self) -> None:
         self._check_fine_fields()
         set_ = object.__setattr__
-        set_(self, "per_node", _checks.integer("HierarchicalAllReduce.per_node", self.per_node))
+        per_node = _checks.integer("HierarchicalAllReduce.per_node", self.per_node, maximum=_checks.MAX_COUNT)
+        set_(self, "per_node", per_node)
         bw = units.parse_bandwidth(self.intra_bandwidth, "HierarchicalAllReduce.intra_bandwidth")
-        set_(self, "intra_bandwidth", _checks.positive("HierarchicalAllReduce.intra_bandwidth", bw))
-        lat = units.parse_seconds(self.intra_latency, "HierarchicalAllReduce.intra_latency")
-        set_(
-            self,
-            "intra_latency",
-            _checks.positive("HierarchicalAllReduce.intra_latency", lat, allow_zero=True),
-        )
+        if bw < MIN_BANDWIDTH:  # as Cluster.bandwidth: below 1 bit/s transfer times of real sizes overflow
+            raise InvalidParameterError(
+                "HierarchicalAllReduce.intra_bandwidth", self.intra_bandwidth, "at least 1 bit/s (0.125 B/s)"
+            )
+        set_(self, "intra_bandwidth", bw)
+        lat = _checks.duration("HierarchicalAllReduce.intra_latency", self.intra_latency)
+        set_(self, "intra_latency", lat)
 
     def check(self, workload: Workload, cluster: Cluster) -> None:
         if cluster.workers % self.per_node:

@@ -101,7 +101,11 @@ class BackupWorkers(BarrierScheme):
     send_buffer: float = 0.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "backups", _checks.integer("BackupWorkers.backups", self.backups, minimum=0))
+        object.__setattr__(
+            self,
+            "backups",
+            _checks.integer("BackupWorkers.backups", self.backups, minimum=0, maximum=_checks.MAX_COUNT),
+        )
         _checks.choice("BackupWorkers.stragglers", self.stragglers, STRAGGLERS)
         _checks.choice("BackupWorkers.link", self.link, LINKS)
         object.__setattr__(

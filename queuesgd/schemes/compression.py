@@ -107,24 +107,17 @@ _FP32 = 4.0
 
 
 def _cost_field(field: str, value: Any) -> float | CostCurve:
-    """Seconds per uncompressed byte (number or unit string) >= 0, or a CostCurve."""
+    """Seconds per uncompressed byte (a number or unit string, 0 to ``units.MAX_SECONDS``), or a CostCurve."""
     if isinstance(value, CostCurve):
         return value
     accepted = (
-        "seconds per byte of uncompressed gradient >= 0 (a number or a unit string such as '1ns'), "
-        "or a queuesgd.workload.CostCurve of seconds against uncompressed bytes"
+        f"seconds per byte of uncompressed gradient from 0 to {units.MAX_SECONDS:g} (a number or a unit "
+        "string such as '1ns'), or a queuesgd.workload.CostCurve of seconds against uncompressed bytes"
     )
-    if isinstance(value, str):
-        try:
-            value = units.parse_seconds(value, field)
-        except InvalidParameterError:
-            raise InvalidParameterError(field, value, accepted) from None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise InvalidParameterError(field, value, accepted)
-    v = float(value)
-    if not (math.isfinite(v) and v >= 0):
-        raise InvalidParameterError(field, value, accepted)
-    return v
+    try:
+        return _checks.duration(field, value, per="byte")
+    except InvalidParameterError:
+        raise InvalidParameterError(field, value, accepted) from None
 
 
 def _apply_cost(cost: float | CostCurve, nbytes: Any) -> Any:
@@ -346,17 +339,15 @@ class CompressedAllReduce(FineGrained, BarrierScheme):
         if not isinstance(self.compressor, str) or self.compressor not in METHODS:
             raise UnknownNameError(f"{name}.compressor", self.compressor, METHODS)
         accepted_d = "a fraction in (0, 1] of the elements kept (top-k density)"
-        d = self.density
-        if isinstance(d, bool) or not isinstance(d, (int, float, np.floating, np.integer)):
-            raise InvalidParameterError(f"{name}.density", d, accepted_d)
-        if not (0 < float(d) <= 1):
-            raise InvalidParameterError(f"{name}.density", d, accepted_d)
-        set_(self, "density", float(d))
         try:
-            set_(self, "rank", _checks.integer(f"{name}.rank", self.rank, minimum=1))
+            set_(self, "density", _checks.positive(f"{name}.density", self.density, maximum=1.0))
+        except InvalidParameterError:
+            raise InvalidParameterError(f"{name}.density", self.density, accepted_d) from None
+        try:
+            set_(self, "rank", _checks.integer(f"{name}.rank", self.rank, maximum=_checks.MAX_COUNT))
         except InvalidParameterError:
             raise InvalidParameterError(
-                f"{name}.rank", self.rank, "an integer >= 1 (PowerSGD's rank)"
+                f"{name}.rank", self.rank, f"an integer >= 1, at most {_checks.MAX_COUNT:,} (PowerSGD's rank)"
             ) from None
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
         for field, reader in (("density", "topk"), ("rank", "powersgd")):

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import check_iterations, check_simulation_size
-from queuesgd.errors import InvalidParameterError
+from queuesgd.batchmeans import MAX_SAMPLES, check_iterations, check_simulation_size
+from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
 from queuesgd.rng import as_generator
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.cutoff_model import STRAGGLERS, from_rounds, round_costs, sample_times
@@ -84,8 +84,11 @@ class AdaptiveCutoff(Scheme):
         object.__setattr__(
             self, "stragglers", _checks.choice("AdaptiveCutoff.stragglers", self.stragglers, STRAGGLERS)
         )
-        object.__setattr__(self, "window", _checks.integer("AdaptiveCutoff.window", self.window))
-        object.__setattr__(self, "samples", _checks.integer("AdaptiveCutoff.samples", self.samples))
+        for field in ("window", "samples"):
+            value = getattr(self, field)
+            object.__setattr__(
+                self, field, _checks.integer(f"AdaptiveCutoff.{field}", value, maximum=_checks.MAX_COUNT)
+            )
         if self.predictor is not None and not callable(getattr(self.predictor, "sample", None)):
             raise InvalidParameterError(
                 "AdaptiveCutoff.predictor",
@@ -110,15 +113,23 @@ class AdaptiveCutoff(Scheme):
         gen = as_generator(np.random.default_rng() if rng is None else rng)
         iters = check_iterations(self.simulation_iterations if iterations is None else iterations)
         n = cluster.workers
+        # Each iteration draws up to 2 x samples joint predictor samples of n run-times and sorts them.
+        draws = 2 * self.samples * n
+        if draws > MAX_SAMPLES:
+            raise StateSpaceTooLargeError(
+                f"AdaptiveCutoff draws {draws:,} predicted run-times an iteration (2 x samples = "
+                f"{self.samples:,} x {n:,} workers); at most {MAX_SAMPLES:,}: lower samples= to at most "
+                f"{max(MAX_SAMPLES // (2 * n), 1):,}, or use static-cutoff or optimal-cutoff"
+            )
         # Four (iterations x workers) arrays; each iteration samples the predictor and sorts (about
-        # 0.4 ms + 10 us per worker here).
+        # 0.4 ms + 10 us per worker + 40 ns per predicted run-time here).
         check_simulation_size(
             iters,
             4 * n,
             unit="values an iteration (4 per worker)",
             what="values",
-            seconds_per_iteration=4e-4 + 1e-5 * n,
-            instead="static-cutoff or optimal-cutoff, which have closed forms",
+            seconds_per_iteration=4e-4 + 1e-5 * n + 4e-8 * draws,
+            instead="static-cutoff or optimal-cutoff, which have closed forms (or fewer samples=)",
         )
         predictor = self.predictor if self.predictor is not None else EmpiricalPredictor(self.window)
         finish = self.stragglers == "finish"

@@ -26,7 +26,6 @@ from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import ps_round
 from queuesgd.schemes.kofn_sim import STRAGGLERS, Rounds
 from queuesgd.schemes.laws import sample_compute, worker_laws
-from queuesgd.units import parse_seconds
 from queuesgd.workload import Cluster, Workload
 
 __all__ = [
@@ -66,7 +65,7 @@ def check_timeout(value: Any) -> float:
     >>> check_timeout("80ms")
     0.08
     """
-    return _checks.positive("StaticCutoff.timeout", parse_seconds(value, "StaticCutoff.timeout"))
+    return _checks.duration("StaticCutoff.timeout", value, allow_zero=False)
 
 
 # ---- laws and their integrals -----------------------------------------------------------------------

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from queuesgd import _checks, units
+from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.fine import Bucket, require_layers
 
@@ -76,13 +76,11 @@ def parse_cap(field: str, value: float | str) -> float:
     ...
     queuesgd.errors.InvalidParameterError: bucket_cap: got -1; accepted: a size in bytes >= 0...
     """
-    accepted = "a size in bytes >= 0, a number or a string such as '25MiB'"
-    if value is None or isinstance(value, bool):
-        raise InvalidParameterError(field, value, accepted)
-    if isinstance(value, (int, float)) and not (np.isfinite(value) and value >= 0):
-        raise InvalidParameterError(field, value, accepted)
-    parsed = units.parse_bytes(value, field) if isinstance(value, str) else value
-    return float(_checks.positive(field, parsed, allow_zero=True))
+    accepted = "a size in bytes >= 0, at most 1 EiB: a number or a string such as '25MiB'"
+    try:
+        return _checks.size(field, value)
+    except InvalidParameterError:
+        raise InvalidParameterError(field, value, accepted) from None
 
 
 def assign_by_size(sizes: Sequence[float] | np.ndarray, limits: Sequence[float]) -> list[tuple[int, int]]:

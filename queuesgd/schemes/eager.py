@@ -41,7 +41,6 @@ from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.costs import ring_allreduce
 from queuesgd.schemes.eager_chain import EmbeddedChain
 from queuesgd.schemes.laws import ctmc_law, sample_compute, worker_laws
-from queuesgd.units import parse_seconds
 from queuesgd.workload import Cluster, Workload
 
 if TYPE_CHECKING:
@@ -116,12 +115,11 @@ class EagerSGD(Scheme):
     def __post_init__(self) -> None:
         _checks.choice("EagerSGD.mode", self.mode, ("solo", "majority"))
         object.__setattr__(
-            self, "max_stale", _checks.integer("EagerSGD.max_stale", self.max_stale, minimum=0)
+            self,
+            "max_stale",
+            _checks.integer("EagerSGD.max_stale", self.max_stale, minimum=0, maximum=_checks.MAX_COUNT),
         )
-        seconds = parse_seconds(self.activation, "EagerSGD.activation")
-        object.__setattr__(
-            self, "activation", _checks.positive("EagerSGD.activation", seconds, allow_zero=True)
-        )
+        object.__setattr__(self, "activation", _checks.duration("EagerSGD.activation", self.activation))
 
     # ---- checks and method choice ---------------------------------------------------
     def check(self, workload: Workload, cluster: Cluster) -> None:

@@ -102,6 +102,10 @@ def parse_threshold(field: str, value: Any, parse: Any) -> float | None:
     """
     if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
         return None
+    if parse is units.parse_bytes:
+        return _checks.size(field, value, allow_zero=False)
+    if parse is units.parse_seconds:
+        return _checks.duration(field, value, allow_zero=False)
     parsed = parse(value, field) if isinstance(value, str) else value
     return _checks.positive(field, parsed)
 

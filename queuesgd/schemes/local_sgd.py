@@ -53,8 +53,9 @@ class LocalSGD(BarrierScheme):
     Parameters
     ----------
     period : int
-        ``H``, local steps between two averagings (``>= 1``; 1 is
-        synchronous SGD with a ring all-reduce).
+        ``H``, local steps between two averagings (``1`` to
+        ``queuesgd._checks.MAX_COUNT``, a million; 1 is synchronous SGD with a
+        ring all-reduce). ``4.0`` is 4; ``2.7``, ``True`` and strings are refused.
 
     Examples
     --------
@@ -74,7 +75,8 @@ class LocalSGD(BarrierScheme):
     period: int = 8
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "period", _checks.integer("LocalSGD.period", self.period, minimum=1))
+        period = _checks.integer("LocalSGD.period", self.period, minimum=1, maximum=_checks.MAX_COUNT)
+        object.__setattr__(self, "period", period)
 
     # ---- hooks -----------------------------------------------------------------------
     def gradients_per_update(self, k: Any) -> Any:

@@ -33,13 +33,16 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from queuesgd import units
+from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 
-__all__ = ["OPTIMIZER_STATE", "Memory", "check_optimizer", "optimizer_state_bytes"]
+__all__ = ["MAX_OPTIMIZER_STATE", "OPTIMIZER_STATE", "Memory", "check_optimizer", "optimizer_state_bytes"]
 
 #: Bytes of optimizer state per byte of parameters, by optimizer.
 OPTIMIZER_STATE: dict[str, float] = {"sgd": 0.0, "momentum": 1.0, "adam": 2.0}
+#: Most optimizer state a number may give, in bytes per byte of parameters (ZeRO's Adam with fp32
+#: master weights is 6): far above any optimizer, below the magnitudes that only a typo gives.
+MAX_OPTIMIZER_STATE = 1000.0
 
 
 def check_optimizer(field: str, value: Any) -> float:
@@ -58,12 +61,14 @@ def check_optimizer(field: str, value: Any) -> float:
         if value not in OPTIMIZER_STATE:
             raise UnknownNameError(field, value, (*OPTIMIZER_STATE, "or a number >= 0"))
         return OPTIMIZER_STATE[value]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidParameterError(field, value, f"one of {sorted(OPTIMIZER_STATE)} or a number >= 0")
-    v = float(value)
-    if not (v >= 0 and math.isfinite(v)):
-        raise InvalidParameterError(field, value, "a finite number of bytes per byte of parameters >= 0")
-    return v
+    accepted = (
+        f"one of {sorted(OPTIMIZER_STATE)} or a number of bytes per byte of parameters from 0 to "
+        f"{MAX_OPTIMIZER_STATE:g}"
+    )
+    try:
+        return float(_checks.positive(field, value, allow_zero=True, maximum=MAX_OPTIMIZER_STATE))
+    except InvalidParameterError:
+        raise InvalidParameterError(field, value, accepted) from None
 
 
 def optimizer_state_bytes(parameter_bytes: float, optimizer: str | float = "adam") -> float:

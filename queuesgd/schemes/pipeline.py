@@ -92,7 +92,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from queuesgd import _checks, units
+from queuesgd import _checks
 from queuesgd.dag import TaskGraph, schedule, simulate
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable, UnknownNameError
@@ -234,9 +234,12 @@ def rendezvous_two_stages(schedule: str, microbatches: int, t_f: float, t_b: flo
     return float(out) if out.ndim == 0 else out
 
 
+#: Most micro-batches a Pipeline takes (the closed form answers far beyond what the task graph builds).
+MAX_MICROBATCHES = 10**9
+
+
 def _bytes_value(field_name: str, value: Any) -> float:
-    parsed = units.parse_bytes(value, field_name) if isinstance(value, str) else value
-    return float(_checks.positive(field_name, parsed, allow_zero=True))
+    return _checks.size(field_name, value)
 
 
 @dataclass(frozen=True)
@@ -335,24 +338,29 @@ class Pipeline(Scheme):
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        S = _checks.integer("Pipeline.stages", self.stages, minimum=1)
+        S = _checks.integer("Pipeline.stages", self.stages, minimum=1, maximum=_checks.MAX_COUNT)
         set_(self, "stages", S)
-        set_(self, "microbatches", _checks.integer("Pipeline.microbatches", self.microbatches, minimum=1))
+        # Up to 10**9: the closed form answers for 10**7 micro-batches; the task graph has its own guard.
+        micro = _checks.integer("Pipeline.microbatches", self.microbatches, maximum=MAX_MICROBATCHES)
+        set_(self, "microbatches", micro)
         set_(self, "schedule", schedule_name(self.schedule, "Pipeline.schedule"))
         part = self.partition
         if part is not None and not (isinstance(part, str) and part == "balanced"):
             accepted = f"None, 'balanced', or {S} positive layer counts in forward order"
-            if isinstance(part, str) or not isinstance(part, Sequence) or len(part) != S:
+            try:
+                counts = _checks.integers("Pipeline.partition", part, maximum=_checks.MAX_COUNT)
+            except InvalidParameterError:
+                raise InvalidParameterError("Pipeline.partition", part, accepted) from None
+            if len(counts) != S:
                 raise InvalidParameterError("Pipeline.partition", part, accepted)
-            if any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 for k in part):
-                raise InvalidParameterError("Pipeline.partition", part, accepted)
-            set_(self, "partition", tuple(int(k) for k in part))
+            set_(self, "partition", counts)
         act = self.activation_bytes
         if isinstance(act, (str, int, float)) and not isinstance(act, bool):
             set_(self, "activation_bytes", _bytes_value("Pipeline.activation_bytes", act))
         else:
             accepted = f"bytes >= 0: one value, or one per stage boundary ({S - 1} values)"
-            if not isinstance(act, (Sequence, np.ndarray)) or len(act) != S - 1:
+            sequence = isinstance(act, (Sequence, np.ndarray)) and not isinstance(act, (bytes, bytearray))
+            if not sequence or len(act) != S - 1:
                 raise InvalidParameterError("Pipeline.activation_bytes", act, accepted)
             set_(
                 self,

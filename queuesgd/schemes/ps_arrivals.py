@@ -102,11 +102,8 @@ def check_send_buffer(name: str, value: Any, link: str) -> float:
     >>> check_send_buffer("BackupWorkers.send_buffer", "1MB", "shared")
     1000000.0
     """
-    from queuesgd.units import parse_bytes
 
-    v = float(parse_bytes(value, name))
-    if not (v >= 0 and math.isfinite(v)):
-        raise InvalidParameterError(name, value, "bytes >= 0")
+    v = _checks.size(name, value)
     if v > 0 and link != "shared":
         raise InvalidParameterError(name, value, "0 unless link='shared' (the phase model has no sends)")
     return v

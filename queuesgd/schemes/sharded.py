@@ -93,13 +93,13 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from queuesgd import _checks, units
+from queuesgd import _checks
 from queuesgd.dag import TaskGraph
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable
@@ -160,6 +160,41 @@ def sharded_memory(
     if stage not in parts:
         raise InvalidParameterError("ShardedDataParallel.stage", stage, "0, 1, 2 or 3")
     return Memory(*parts[stage], float(activation_bytes))
+
+
+def _units_field(field: str, value: Any) -> int | tuple[int, ...] | None:
+    """``ShardedDataParallel.units``: None, a count, or layer counts (on a command line none, 4 or 2:3:3).
+
+    Examples
+    --------
+    >>> _units_field("units", "2:3:3"), _units_field("units", 4.0), _units_field("units", "none")
+    ((2, 3, 3), 4, None)
+    >>> _units_field("units", 2.7)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: units: got 2.7; accepted: None (one unit per layer), an integer ...
+    """
+    accepted = (
+        f"None (one unit per layer), an integer >= 1 (at most {_checks.MAX_COUNT:,}), or a sequence of "
+        "layer counts >= 1 (on a command line: none, 4, or 2:3:3)"
+    )
+    u = value
+    if isinstance(u, str):  # from a command line: "none", "4", "2:3:3"
+        text = u.strip().lower()
+        parts = text.split(":")
+        if text == "none":
+            return None
+        if not all(p.strip().isascii() and p.strip().isdigit() and len(p.strip()) <= 7 for p in parts):
+            raise InvalidParameterError(field, value, accepted)
+        u = int(parts[0]) if len(parts) == 1 else [int(p) for p in parts]
+    if u is None:
+        return None
+    try:
+        if isinstance(u, numbers.Real):
+            return _checks.integer(field, u, maximum=_checks.MAX_COUNT)
+        return _checks.integers(field, u, maximum=_checks.MAX_COUNT)
+    except InvalidParameterError:
+        raise InvalidParameterError(field, value, accepted) from None
 
 
 @dataclass(frozen=True)
@@ -228,46 +263,19 @@ class ShardedDataParallel(Scheme):
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         name = "ShardedDataParallel"
-        stage = self.stage
-        if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or int(stage) not in range(4):
-            raise InvalidParameterError(f"{name}.stage", stage, "0 (DDP), 1, 2 or 3 (ZeRO stages; 3 is FSDP)")
-        set_(self, "stage", int(stage))
+        try:
+            stage = _checks.integer(f"{name}.stage", self.stage, minimum=0, maximum=3)
+        except InvalidParameterError:
+            raise InvalidParameterError(
+                f"{name}.stage", self.stage, "0 (plain DDP, for comparison), 1, 2 or 3 (ZeRO; 3 is FSDP)"
+            ) from None
+        set_(self, "stage", stage)
+        # 0/1 and the strings true/false are flags too, as everywhere (_checks.boolean).
         set_(self, "prefetch", _checks.boolean(f"{name}.prefetch", self.prefetch))
         set_(self, "overlap", _checks.boolean(f"{name}.overlap", self.overlap))
-        u = self.units
-        accepted = (
-            "None (one unit per layer), an integer >= 1, or a sequence of layer counts >= 1 (on a command "
-            "line: none, 4, or 2:3:3)"
-        )
-        if isinstance(u, str):  # from a command line: "none", "4", "2:3:3"
-            text = u.strip().lower()
-            parts = text.split(":")
-            if text == "none":
-                u = None
-            elif all(p.strip().isdigit() for p in parts):
-                u = int(parts[0]) if len(parts) == 1 else [int(p) for p in parts]
-            else:
-                raise InvalidParameterError(f"{name}.units", self.units, accepted)
-        if u is None:
-            set_(self, "units", None)
-        else:
-            if isinstance(u, bool):
-                raise InvalidParameterError(f"{name}.units", u, accepted)
-            if isinstance(u, (int, np.integer)):
-                set_(self, "units", _checks.integer(f"{name}.units", int(u)))
-            elif isinstance(u, Sequence) and not isinstance(u, str) and len(u) > 0:
-                counts = []
-                for c in u:
-                    if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or int(c) < 1:
-                        raise InvalidParameterError(f"{name}.units", u, accepted)
-                    counts.append(int(c))
-                set_(self, "units", tuple(counts))
-            else:
-                raise InvalidParameterError(f"{name}.units", u, accepted)
+        set_(self, "units", _units_field(f"{name}.units", self.units))
         check_optimizer(f"{name}.optimizer", self.optimizer)
-        act = self.activation_bytes
-        act = units.parse_bytes(act, f"{name}.activation_bytes") if isinstance(act, str) else act
-        set_(self, "activation_bytes", _checks.positive(f"{name}.activation_bytes", act, allow_zero=True))
+        set_(self, "activation_bytes", _checks.size(f"{name}.activation_bytes", self.activation_bytes))
 
     # ---- model pieces --------------------------------------------------------------------------
     @property

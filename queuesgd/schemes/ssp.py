@@ -102,11 +102,11 @@ class StaleSynchronous(Scheme):
         held = check_send_buffer("StaleSynchronous.send_buffer", self.send_buffer, self.link)
         object.__setattr__(self, "send_buffer", held)
         s = self.staleness
-        accepted = "an integer >= 0, or math.inf (asynchronous)"
+        accepted = f"an integer >= 0, at most {_checks.MAX_COUNT:,}, or math.inf (asynchronous)"
         if isinstance(s, float) and math.isinf(s) and s > 0:
             return
         try:
-            value = _checks.integer("StaleSynchronous.staleness", s, minimum=0)
+            value = _checks.integer("StaleSynchronous.staleness", s, minimum=0, maximum=_checks.MAX_COUNT)
         except InvalidParameterError:
             raise InvalidParameterError("StaleSynchronous.staleness", s, accepted) from None
         object.__setattr__(self, "staleness", value)
