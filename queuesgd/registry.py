@@ -20,6 +20,7 @@ how, is the harness's own table (:data:`queuesgd.harness.live_schemes.LIVE`).
 | ``local-sgd`` | :class:`~queuesgd.LocalSGD` |
 | ``sharded-dp`` (``fsdp``, ``zero``) | :class:`~queuesgd.ShardedDataParallel` |
 | ``pipeline`` | :class:`~queuesgd.Pipeline` |
+| ``hybrid`` (``3d``, ``megatron``) | :class:`~queuesgd.HybridParallel` |
 | ``compressed-allreduce`` | :class:`~queuesgd.CompressedAllReduce` |
 
 Examples
@@ -47,6 +48,7 @@ from queuesgd.schemes import (
     CompressedAllReduce,
     EagerSGD,
     HierarchicalAllReduce,
+    HybridParallel,
     LocalSGD,
     OptimalCutoff,
     Pipeline,
@@ -224,5 +226,6 @@ for _cls, _aliases in (
     (ShardedDataParallel, ("fsdp", "zero")),
     (Pipeline, ()),
     (CompressedAllReduce, ()),
+    (HybridParallel, ("3d", "megatron")),
 ):
     register(_cls, aliases=_aliases)

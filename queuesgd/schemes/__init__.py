@@ -14,6 +14,7 @@
 | ``local-sgd`` | :class:`LocalSGD` | Lin et al., ICLR 2020 |
 | ``sharded-dp`` (``fsdp``, ``zero``) | :class:`ShardedDataParallel` | ZeRO (SC 2020); FSDP (VLDB 2023) |
 | ``pipeline`` | :class:`Pipeline` | GPipe (NeurIPS 2019); 1F1B (SC 2021) |
+| ``hybrid`` | :class:`HybridParallel` | Megatron-LM (SC 2021); Korthikanti et al. 2022 |
 | ``compressed-allreduce`` | :class:`CompressedAllReduce` | top-k; PowerSGD (NeurIPS 2019) |
 
 Names and aliases are resolved by :mod:`queuesgd.registry`; the contract
@@ -27,6 +28,7 @@ from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.compression import CompressedAllReduce
 from queuesgd.schemes.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
 from queuesgd.schemes.eager import EagerSGD
+from queuesgd.schemes.hybrid import HybridParallel
 from queuesgd.schemes.local_sgd import LocalSGD
 from queuesgd.schemes.pipeline import Pipeline
 from queuesgd.schemes.predictors import EmpiricalPredictor
@@ -43,6 +45,7 @@ __all__ = [
     "EagerSGD",
     "EmpiricalPredictor",
     "HierarchicalAllReduce",
+    "HybridParallel",
     "LocalSGD",
     "OptimalCutoff",
     "Pipeline",

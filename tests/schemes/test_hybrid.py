@@ -1,0 +1,214 @@
+"""HybridParallel (issue 24) against Megatron's and ZeRO's own formulas, hand computations and Pipeline."""
+
+from __future__ import annotations
+
+import pytest
+
+import queuesgd as q
+from queuesgd.errors import InvalidParameterError
+from queuesgd.model_shapes import TransformerShape
+from queuesgd.schemes.megatron import bubble_fraction, hybrid_memory, layer_activation_bytes, layers_in_flight
+
+B_I, A_I, B_R, A_E = 300e9, 2e-6, 25e9, 5e-6  # NVLink per GPU; one 200 Gbit/s rail
+
+
+def dgx(workers: int) -> q.Cluster:
+    return q.Cluster(workers, B_R, A_E, gpus_per_node=8, node_bandwidth=B_I, node_latency=A_I, rails=8)
+
+
+def ring(n, S, B, a):
+    return 2 * (n - 1) / n * S / B + 2 * (n - 1) * a
+
+
+def test_pipeline_only_equals_the_pipeline_scheme_and_megatrons_bubble():
+    w = q.Workload("12ms", "400MB", batch_size=8)
+    c = q.Cluster(4, "10GB/s")
+    h = q.predict(q.HybridParallel(pipeline=4, microbatches=8), w, c)
+    p = q.predict(q.Pipeline(4, 8), w, c)  # (M + S - 1)(t_f + t_b), another model of the same pipeline
+    assert h.iteration_time == pytest.approx(p.iteration_time, rel=1e-12)
+    assert h.throughput == pytest.approx(p.throughput, rel=1e-12)
+    assert h.breakdown["waiting"] / h.breakdown["compute"] == pytest.approx(3 / 8)  # (p - 1)/m
+
+
+def test_interleaved_bubble_is_p_minus_1_over_v_m():
+    w = q.Workload("80ms", "1GB", batch_size=1)
+    s = q.HybridParallel(pipeline=4, microbatches=8, schedule="interleaved", virtual_stages=2)
+    sol = q.predict(s, w, q.Cluster(4, "1TB/s"))
+    ideal = sol.breakdown["compute"] + sol.breakdown["communication"] - sol.details["dp_per_step"]
+    assert sol.breakdown["waiting"] / ideal == pytest.approx(3 / 16, rel=1e-12)
+    assert bubble_fraction(4, 8, 2) == 3 / 16 == sol.details["bubble"]
+    # p2p: 2 v sends of A/t per micro-batch, v times as many as 1F1B
+    a = q.HybridParallel(pipeline=4, microbatches=8, hidden_bytes="8MB")
+    b = q.HybridParallel(
+        pipeline=4, microbatches=8, hidden_bytes="8MB", schedule="interleaved", virtual_stages=2
+    )
+    c = q.Cluster(4, "1GB/s", latency="10us")
+    pa, pb = q.predict(a, w, c), q.predict(b, w, c)
+    assert pa.details["p2p_per_microbatch"] == pytest.approx(2 * (10e-6 + 8e6 / 1e9))
+    assert pb.details["p2p_per_microbatch"] == pytest.approx(2 * pa.details["p2p_per_microbatch"])
+
+
+def test_tensor_parallel_communication_per_layer_by_hand():
+    A, l = 2048 * 12288 * 2.0, 4  # one micro-batch of GPT-3 175B hidden states (b s h x 2 bytes)
+    w = q.Workload("1s", "10GB", batch_size=1)
+    s = q.HybridParallel(tensor=8, layers=l, hidden_bytes=A)
+    sol = q.predict(s, w, dgx(8))
+    per_layer = 4 * ring(8, A, B_I, A_I)  # 2 all-reduces forward, 2 backward, NVLink
+    assert sol.details["tp_per_microbatch"] == pytest.approx(l * per_layer, rel=1e-12)
+    sp = q.predict(s.replace(sequence_parallel=True), w, dgx(8))  # RS + AG: the same ring volume
+    assert sp.details["tp_per_microbatch"] == pytest.approx(l * per_layer, rel=1e-12)
+    full = q.predict(s.replace(recompute="full"), w, dgx(8))  # the forward again: 2 more all-reduces
+    assert full.details["tp_per_microbatch"] == pytest.approx(l * 6 / 4 * per_layer, rel=1e-12)
+    assert full.breakdown["compute"] == pytest.approx(sol.breakdown["compute"] * 4 / 3, rel=1e-12)  # 4 passes
+
+
+def test_data_parallel_and_zero_collectives_by_hand():
+    w = q.Workload("1s", "16GB", batch_size=1, update_time="80ms")
+    c = dgx(64)
+    base = q.HybridParallel(tensor=8, microbatches=4)  # d = 8, one rank per node: each its own rail
+    G = 16e9 / 8
+    z0 = q.predict(base, w, c)
+    assert z0.details["dp_per_step"] == pytest.approx(ring(8, G, B_R, A_E), rel=1e-12)
+    assert z0.breakdown["update"] == pytest.approx(0.08 / 8)
+    z1 = q.predict(base.replace(zero=1), w, c)
+    assert z1.details["dp_per_step"] == pytest.approx(ring(8, G, B_R, A_E), rel=1e-12)  # RS + AG
+    assert z1.breakdown["update"] == pytest.approx(0.08 / 64)
+    z3 = q.predict(base.replace(zero=3), w, c)
+    half = ring(8, G, B_R, A_E) / 2
+    assert z3.details["dp_per_step"] == pytest.approx(4 * 3 * half, rel=1e-12)  # per micro-batch 2 AG + RS
+
+
+def test_zero_figure_1_memory():
+    # Rajbhandari et al. SC'20, Figure 1: 7.5B parameters, N_d = 64, K = 12
+    got = [hybrid_memory(15e9, 15e9, 64, z, optimizer=6).total / 1e9 for z in range(4)]
+    assert [round(x, 1) for x in got] == [120.0, 31.4, 16.6, 1.9]
+    w = q.Workload(1.0, "15GB")
+    for z, want in zip(range(3), (120e9, 31.40625e9, 16.640625e9)):
+        assert q.HybridParallel(zero=z).memory(w, q.Cluster(64, "1GB/s")).total == pytest.approx(want)
+    # stage 3 through the scheme also holds two gathered layers (prefetch): 60 layers of 0.25 GB
+    m3 = q.HybridParallel(zero=3, layers=60).memory(w, q.Cluster(64, "1GB/s"))
+    assert m3.total == pytest.approx(120e9 / 64 + 2 * 15e9 / 60)
+
+
+def test_korthikanti_activations():
+    s, b, h, a, t = 2048, 1, 12288, 96, 8
+    sbh = s * b * h
+    assert layer_activation_bytes(s, b, h, a) == sbh * (34 + 5 * a * s / h)
+    assert layer_activation_bytes(s, b, h, a, tensor=t) == pytest.approx(
+        sbh * (10 + 24 / t + 5 * a * s / (h * t))
+    )
+    sp = layer_activation_bytes(s, b, h, a, tensor=t, sequence_parallel=True, recompute="selective")
+    assert sp == pytest.approx(sbh * 34 / t)
+    assert layer_activation_bytes(s, b, h, a, tensor=t, recompute="full") == 2 * sbh
+    # GPT-3 175B, t = p = 8, SP + selective, 1F1B: the first stage holds l layers' worth (Section 4.2.3)
+    assert layers_in_flight(96, 8, 64, "1f1b") == 96 and layers_in_flight(96, 8, 4, "1f1b") == 48
+    assert layers_in_flight(96, 8, 64, "interleaved", 3) == pytest.approx(96 * (1 + 7 / 24))
+    gpt3 = TransformerShape(96, 12288, 96, 2048, 51200)
+    scheme = q.HybridParallel(
+        tensor=8, pipeline=8, microbatches=64, shape=gpt3, sequence_parallel=True, recompute="selective"
+    )
+    mem = scheme.memory(gpt3.workload(1), dgx(64))
+    assert mem.activations == pytest.approx(96 * sbh * 34 / 8)  # Korthikanti: 34 sbhL/t, about 10.7 GB
+    per_gpu = (12 * gpt3.block_parameters + gpt3.embedding_parameters) * 2 / 8
+    assert mem.parameters == pytest.approx(per_gpu) and mem.optimizer == pytest.approx(6 * per_gpu)
+
+
+def test_selective_recompute_adds_the_attention_cores():
+    gpt = TransformerShape(4, 1024, 16, 2048, 50000)
+    w = gpt.workload(2, flops=1e14)
+    sel = q.predict(q.HybridParallel(shape=gpt, recompute="selective"), w, q.Cluster(1, "1GB/s"))
+    core = 4 * 4 * 2 * 2048**2 * 1024 / 1e14  # l x 4 b s^2 h FLOPs at 1e14 FLOP/s
+    assert sel.breakdown["compute"] == pytest.approx(w.compute_time + core, rel=1e-12)
+
+
+def test_formula_equals_predict_where_the_ring_is_chosen():
+    gpt = TransformerShape(8, 4096, 32, 2048, 51200)
+    w = gpt.workload(1, flops=150e12)
+    w = w.__class__(
+        w.compute_time,
+        w.gradient_bytes,
+        parameter_bytes=w.parameter_bytes,
+        batch_size=1,
+        update_time=w.update_time,
+    )  # no layers: backward twice the forward, as the formula
+    for kw in (
+        {},
+        {"recompute": "full", "zero": 1},
+        {"schedule": "interleaved", "virtual_stages": 2, "zero": 3},
+    ):
+        s = q.HybridParallel(tensor=8, pipeline=2, microbatches=4, shape=gpt, **kw)
+        c = dgx(64)
+        p = q.predict(s, w, c)
+        assert set(p.details["algorithms"].values()) == {"ring"}
+        values = dict(
+            t=8,
+            p=2,
+            d=4,
+            M=4,
+            m=1,
+            l=8,
+            C=w.compute_time,
+            A=gpt.boundary_bytes(1),
+            B_intra=B_I,
+            alpha_intra=A_I,
+            B=B_R,
+            alpha=A_E,
+            G=w.gradient_bytes,
+            u=w.update_time,
+        )
+        if s.schedule == "interleaved":
+            values["v"] = 2
+        x = q.derive(s, "deterministic").evaluate(
+            **{k: v for k, v in values.items() if k in q.derive(s, "deterministic").free_names}
+        )
+        assert float(x) == pytest.approx(p.throughput, rel=1e-12)
+
+
+def test_derive_gives_the_interleaved_bubble_and_tp_per_layer():
+    import sympy
+
+    s = q.HybridParallel(pipeline=4, microbatches=8, schedule="interleaved", virtual_stages=2)
+    f = q.derive(s, "deterministic", quantity="bubble")
+    p, M, v = (f.symbols[k] for k in ("p", "M", "v"))
+    assert sympy.simplify(f.expr - (p - 1) / (v * M)) == 0
+    tp = q.derive(q.HybridParallel(tensor=8), "deterministic", quantity="tp_communication")
+    assert float(tp.evaluate(t=8, A=1e8, B_intra=B_I, alpha_intra=A_I)) == pytest.approx(
+        4 * ring(8, 1e8, B_I, A_I)
+    )
+
+
+def test_sweep_equals_predict_on_a_two_level_cluster():
+    w = q.Workload("0.5s", "8GB", batch_size=1)
+    s = q.HybridParallel(tensor=8, pipeline=2, microbatches=8, hidden_bytes="50MB")
+    t = q.sweep(s, w, dgx(64), workers=[16, 32, 64])
+    for i, n in enumerate(t["workers"]):
+        assert t["throughput"][i] == pytest.approx(q.predict(s, w, dgx(int(n))).throughput, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "kw,field",
+    [
+        ({"virtual_stages": 2}, "virtual_stages"),
+        ({"schedule": "interleaved", "pipeline": 4, "microbatches": 6}, "microbatches"),
+        ({"recompute": "selective"}, "recompute"),
+        ({"recompute": "some"}, "recompute"),
+        ({"zero": 4}, "zero"),
+        ({"schedule": "zb"}, "schedule"),
+        ({"shape": "1:2:3"}, "shape"),
+        ({"shape": "4:64:4:32:100", "pipeline": 3}, "pipeline"),
+        ({"shape": "4:64:4:32:100", "tensor": 3}, "tensor"),
+    ],
+)
+def test_bad_parameters_name_the_field(kw, field):
+    with pytest.raises(InvalidParameterError, match=f"HybridParallel.{field}"):
+        q.HybridParallel(**kw)
+
+
+def test_workers_must_be_t_p_d_and_tensor_groups_pack_into_nodes():
+    w = q.Workload(1.0, "1GB")
+    with pytest.raises(InvalidParameterError, match="tensor x pipeline x data"):
+        q.predict(q.HybridParallel(tensor=2, pipeline=2), w, q.Cluster(6, "1GB/s"))
+    with pytest.raises(InvalidParameterError, match="HybridParallel.tensor"):
+        q.predict(
+            q.HybridParallel(tensor=3), w, q.Cluster(24, "1GB/s", gpus_per_node=8, node_bandwidth="1TB/s")
+        )
