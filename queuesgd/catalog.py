@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from queuesgd import _checks
 from queuesgd import distributions as _distributions
 from queuesgd._checks import json_record
 from queuesgd.catalog_files import (
@@ -549,7 +550,7 @@ def vector_add_time(nbytes: Any, curve: CostCurve | tuple[Any, Any] | None = Non
 
 
 def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str | None = None) -> Path:
-    """Write ``workload`` as catalog files: ``<path>.json`` and, with layers, ``<path>.bk.log`` beside it.
+    """Write ``workload`` as catalog files: ``path`` (``X.json``) and, with layers, ``X.bk.log`` beside it.
 
     The JSON is the schema of ``models/workloads/*.json`` (``docs/workloads.md``);
     :func:`load_workload` reads it back to the same numbers. The compute law
@@ -561,7 +562,14 @@ def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str
     ----------
     workload : Workload
     path : str or path-like
-        The JSON file (``.json`` added if missing).
+        The JSON file, its name ending in ``.json`` (nothing is appended).
+        Exactly two files are written, as ``queuesgd profile --out`` writes
+        them: ``path``, and with layers the trace ``X.bk.log`` in the same
+        directory (``path`` with ``.json`` replaced). Both are checked before
+        anything is written (:func:`queuesgd._checks.output_file`): a
+        directory, device, FIFO, socket or symbolic link at either, or a
+        missing or unwritable directory, is refused; a regular file there
+        is replaced.
     note : str or None
         A free-text ``description`` (where the profile came from).
 
@@ -570,6 +578,12 @@ def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str
     pathlib.Path
         The JSON file written.
 
+    Raises
+    ------
+    InvalidParameterError
+        ``path`` (naming it) for a path refused above, ``workload`` or ``note``
+        of the wrong type, ``workload.layers`` a trace cannot hold.
+
     Examples
     --------
     >>> import tempfile
@@ -577,15 +591,22 @@ def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str
     >>> layers = [Layer("b", 40, 1e-4, 2e-5), Layer("w", 4000, 3e-4, 6e-5)]
     >>> w = Workload(0.05, None, batch_size=8, layers=layers)
     >>> with tempfile.TemporaryDirectory() as d:
-    ...     back = load_workload(save_workload(w, Path(d) / "mine"))
+    ...     back = load_workload(save_workload(w, Path(d) / "mine.json"))
     >>> back.layers == w.layers, back.gradient_bytes, back.compute_time
     (True, 4040.0, 0.05)
+    >>> save_workload(w, "mine")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: path: got 'mine'; accepted: a file name ending in .json ...
     """
     if not isinstance(workload, Workload):
         raise InvalidParameterError("workload", workload, "a Workload")
-    out = Path(path)
-    if out.suffix != ".json":
-        out = out.with_name(out.name + ".json")
+    if note is not None and not isinstance(note, str):
+        raise InvalidParameterError("note", note, "None or a str (a free-text description)")
+    out = _checks.output_file("path", path, suffix=".json")
+    trace = out.with_suffix(".bk.log")
+    if workload.layers:
+        _checks.output_file("path", str(trace))  # the per-tensor trace written beside it
     law = workload.compute
     if isinstance(law, _distributions.Deterministic):
         compute: Any = float(law.value)
@@ -607,7 +628,6 @@ def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str
     if workload.provenance:
         data["provenance"] = dict(workload.provenance)
     if workload.layers:
-        trace = out.with_suffix(".bk.log")
         rows = [
             f"{layer.backward_time * 1e6!r},{int(layer.gradient_bytes)},"
             f"{'' if layer.forward_time is None else repr(layer.forward_time * 1e6)},{layer.name}"

@@ -88,7 +88,7 @@ def test_bad_model_spec_names_the_field():
 
 def test_saved_profile_loads_back_to_the_same_workload(tmp_path):
     w = profile(_mlp(), batch_size=4, input_shape=(8,), repetitions=5, name="my-mlp")
-    path = save_workload(w, tmp_path / "mlp")
+    path = save_workload(w, tmp_path / "mlp.json")
     back = q.load_workload(path)
     assert back.name == "mlp" and back.batch_size == 4
     assert back.compute == w.compute and back.update_time == pytest.approx(w.update_time, rel=1e-15)

@@ -203,7 +203,7 @@ def test_provenance_is_saved_and_loaded_with_the_workload(tmp_path):
     for key in ("device", "torch", "date", "parameter_dtype", "accumulation", "timing"):
         assert key in w.provenance
     assert w.provenance["torch"] == torch.__version__
-    path = save_workload(w, tmp_path / "lin")
+    path = save_workload(w, tmp_path / "lin.json")
     assert json.loads(path.read_text())["provenance"] == w.provenance
     assert q.load_workload(path).provenance == w.provenance
 
