@@ -133,6 +133,8 @@ class Cluster:
         :mod:`queuesgd.busbw`); where given they replace the alpha-beta cost
         of :func:`~queuesgd.schemes.collectives.collective_time`.
 
+    Notes
+    -----
     The flat fields keep their meaning for every scheme; the two-level ones
     are read by the schemes that model placement
     (:class:`~queuesgd.HybridParallel`) through
