@@ -1,0 +1,200 @@
+"""What every road of the pipeline model needs: the per-stage costs, and the shape of its answer.
+
+:class:`~queuesgd.schemes.pipeline.Pipeline` builds a :class:`PipelineSetup`
+(:func:`pipeline_setup`: the stage split and the cost of every send,
+collective and update, for one workload and cluster; :func:`batch_costs`:
+the same for many rows of a sweep) and its roads
+(:mod:`~queuesgd.schemes.pipeline_closed`,
+:mod:`~queuesgd.schemes.pipeline_fine`) turn a makespan into a
+:class:`~queuesgd.schemes.base.SchemeSolution` with
+:func:`pipeline_solution`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from queuesgd.distributions import Deterministic
+from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.schemes.base import SchemeSolution
+from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
+from queuesgd.schemes.pipeline_stages import StageSplit
+
+if TYPE_CHECKING:
+    from queuesgd.schemes.pipeline import Pipeline
+    from queuesgd.workload import Cluster, Workload
+
+__all__ = ["PipelineSetup", "batch_costs", "batch_rows", "pipeline_setup", "pipeline_solution"]
+
+
+@dataclass(frozen=True)
+class PipelineSetup:
+    """Everything a road of :class:`~queuesgd.schemes.pipeline.Pipeline` needs for one workload and cluster.
+
+    Built by :func:`pipeline_setup`; plain data, in seconds and bytes.
+
+    Attributes
+    ----------
+    profile : StageSplit
+        The workload split into the pipeline's stages.
+    replicas : int
+        ``D``, the pipeline replicas.
+    speed : ndarray (D, S)
+        Speed of every worker (worker ``r S + s`` runs stage ``s`` of replica ``r``).
+    deterministic, symmetric : bool
+        Deterministic compute; and, with it, identical replicas (one stands for all).
+    send : ndarray (S-1,)
+        Seconds of one send across each stage boundary.
+    gather : ndarray (S,) or None
+        All-gather seconds per stage (``data_parallel="sharded"`` only).
+    collective, update : ndarray (S,)
+        Each stage's gradient collective and optimizer step, seconds.
+    """
+
+    profile: StageSplit
+    replicas: int
+    speed: np.ndarray  # (D, S) speed of every worker
+    deterministic: bool
+    symmetric: bool
+    send: np.ndarray  # (S-1,) seconds per send across each boundary
+    gather: np.ndarray | None  # (S,) all-gather seconds, sharded only
+    collective: np.ndarray  # (S,)
+    update: np.ndarray  # (S,)
+
+
+def pipeline_setup(scheme: Pipeline, workload: Workload, cluster: Cluster) -> PipelineSetup:
+    """The stage split and the costs of every send, collective and update (:class:`PipelineSetup`).
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster
+    >>> from queuesgd.schemes.pipeline import Pipeline
+    >>> s = Pipeline(2, 4, activation_bytes="1MB")
+    >>> st = pipeline_setup(s, Workload("6ms", "2MB"), Cluster(4, "1GB/s"))
+    >>> st.replicas, st.send.tolist(), st.collective.tolist()      # ring of 1 MB over 2: 1 ms
+    (2, [0.001], [0.001, 0.001])
+    """
+    profile = scheme.profile(workload)
+    D, S = scheme.replicas(cluster), scheme.stages
+    bw, lat = cluster.bandwidth, cluster.latency
+    speed = cluster.speed_factors.reshape(D, S)
+    deterministic = isinstance(workload.compute, Deterministic)
+    symmetric = deterministic and bool(np.all(speed == speed[0])) and cluster.stragglers is None
+    send = lat + np.asarray(scheme.activation_sizes(), dtype=float) / bw
+    g = np.asarray(profile.gradient_bytes)
+    p = np.asarray(profile.parameter_bytes)
+    share = g / workload.gradient_bytes
+    if scheme.data_parallel == "sharded":
+        collective = ring_reduce_scatter(D, g, bw, lat)
+        gather = ring_allgather(D, p, bw, lat)
+        update = workload.update_time * share / D
+    else:
+        gather = None
+        collective = np.asarray(ring_allreduce(D, g, bw, lat), dtype=float)
+        update = workload.update_time * share
+    return PipelineSetup(profile, D, speed, deterministic, symmetric, send, gather, collective, update)
+
+
+def pipeline_solution(
+    scheme: Pipeline,
+    workload: Workload,
+    cluster: Cluster,
+    st: PipelineSetup,
+    method: str,
+    makespan: float,
+    comm: float,
+    update: float,
+    reason: str,
+    details: dict[str, Any],
+    **extra: Any,
+) -> SchemeSolution:
+    """A road's answer: a makespan and its communication and update parts, with the breakdown and details.
+
+    ``compute`` is the busiest worker's passes (at most what the makespan
+    leaves after ``comm`` and ``update``); the rest is waiting. ``extra``
+    goes to :class:`~queuesgd.schemes.base.SchemeSolution` (``model``,
+    ``interval``).
+    """
+    busy = scheme.microbatches * float(np.max(np.add(st.profile.forward, st.profile.backward) / st.speed))
+    compute = max(min(busy, makespan - comm - update), 0.0)
+    breakdown = {
+        "compute": compute,
+        "communication": comm,
+        "update": update,
+        "waiting": max(makespan - compute - comm - update, 0.0),
+    }
+    return SchemeSolution(
+        iteration_rate=1.0 / makespan,
+        gradients_per_update=float(st.replicas * scheme.microbatches),
+        iteration_time=makespan,
+        breakdown=breakdown,
+        method=method,
+        reason=reason,
+        details={**_details(scheme, workload, cluster, st, makespan), **details},
+        bottleneck=max(breakdown, key=lambda k: breakdown[k]),
+        **extra,
+    )
+
+
+def _details(
+    scheme: Pipeline, workload: Workload, cluster: Cluster, st: PipelineSetup, makespan: float
+) -> dict[str, Any]:
+    """The details every road reports: memory, bubble, partition, stage times."""
+    mem = scheme.memory(workload, cluster)
+    worst = max(range(scheme.stages), key=lambda s: (mem[s].total, -s))
+    busy = scheme.microbatches * (np.add(st.profile.forward, st.profile.backward) / st.speed)  # (D, S)
+    return {
+        "memory": mem[worst],
+        "memory_stage": worst,
+        "memory_per_stage": mem,
+        "bubble": float(1.0 - busy.max() / makespan) if makespan > 0 else 0.0,
+        "partition": st.profile.counts,
+        "stage_forward": st.profile.forward,
+        "stage_backward": st.profile.backward,
+        "stage_gradient_bytes": st.profile.gradient_bytes,
+        "replicas": st.replicas,
+        "schedule": scheme.schedule,
+    }
+
+
+def batch_rows(scheme: Pipeline, cluster: Cluster, workers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of a sweep: the worker counts and ``D`` per row, refusing counts that are no multiple of ``S``.
+
+    Per-worker speeds that differ raise :class:`~queuesgd.errors.NotRepresentable`
+    (the rows are then solved one by one).
+    """
+    n = np.asarray(workers).astype(int).ravel()
+    if np.any(n % scheme.stages) or np.any(n < 1):
+        bad = int(n[(n % scheme.stages != 0) | (n < 1)][0])
+        raise InvalidParameterError(
+            "Cluster.workers", bad, f"a multiple of Pipeline.stages (= {scheme.stages})"
+        )
+    if cluster.speeds is not None and len(set(cluster.speeds)) > 1:
+        raise NotRepresentable("per-worker speeds that differ: solve the rows one by one")
+    return n, n // scheme.stages
+
+
+def batch_costs(
+    scheme: Pipeline, workload: Workload, D: np.ndarray, bw: np.ndarray, lat: np.ndarray, profile: StageSplit
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+    """The costs of :func:`pipeline_setup` for ``k`` rows of replicas, bandwidths and latencies at once.
+
+    Returns per row: send (k, S-1), gather (k, S) or None, collective (k, S), update (k, S).
+    """
+    Dc, bwc, latc = D[:, None].astype(float), bw[:, None], lat[:, None]
+    send = latc + np.asarray(scheme.activation_sizes(), dtype=float)[None, :] / bwc
+    g = np.asarray(profile.gradient_bytes)[None, :]
+    p = np.asarray(profile.parameter_bytes)[None, :]
+    share = g / workload.gradient_bytes
+    if scheme.data_parallel == "sharded":
+        collective = ring_reduce_scatter(Dc, g, bwc, latc)
+        gather = ring_allgather(Dc, p, bwc, latc)
+        update = workload.update_time * share / Dc
+    else:
+        collective = np.asarray(ring_allreduce(Dc, g, bwc, latc), dtype=float)
+        gather = None
+        update = np.broadcast_to(workload.update_time * share, collective.shape)
+    return send.reshape(len(D), -1), gather, collective, np.array(update)
