@@ -43,10 +43,24 @@ COUNTS = {
     "microbatches",
     "units",
     "stage",
+    "tensor",
+    "pipeline",
+    "data",
+    "virtual_stages",
+    "zero",
+    "layers",
 }
-SIZES = {"fusion_bytes", "bucket_cap", "first_bucket", "send_buffer", "activation_bytes", "stash_bytes"}
+SIZES = {
+    "fusion_bytes",
+    "bucket_cap",
+    "first_bucket",
+    "send_buffer",
+    "activation_bytes",
+    "stash_bytes",
+    "hidden_bytes",
+}
 DURATIONS = {"fusion_time", "timeout", "intra_latency", "activation", "compress_time", "decompress_time"}
-FLAGS = {"overlap", "prefetch"}
+FLAGS = {"overlap", "prefetch", "sequence_parallel"}
 FRACTIONS = {"density", "overlap_efficiency", "duplex"}
 NAMES = {
     "service",
@@ -61,6 +75,8 @@ NAMES = {
     "p2p",
     "partition",
     "predictor",
+    "recompute",
+    "shape",
 }
 OPTIMIZERS = {"optimizer"}  # a name, or bytes of state per byte of parameters (3 and 2.7 are meant)
 RATES = {"intra_bandwidth"}

@@ -29,7 +29,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -107,9 +106,10 @@ class Memory:
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0 and math.isfinite(v)):
-                raise InvalidParameterError(f"Memory.{f.name}", v, "finite bytes >= 0")
-            object.__setattr__(self, f.name, float(v))
+            try:
+                object.__setattr__(self, f.name, _checks.positive(f"Memory.{f.name}", v, allow_zero=True))
+            except InvalidParameterError:
+                raise InvalidParameterError(f"Memory.{f.name}", v, "finite bytes >= 0") from None
 
     @property
     def total(self) -> float:
