@@ -60,17 +60,22 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
-from queuesgd import _checks, units
-from queuesgd.cluster import MAX_PS_SHARDS, MAX_WORKERS
-from queuesgd.errors import InvalidParameterError, QueuesgdError
-from queuesgd.specs import parse_value
+from queuesgd import _checks
+from queuesgd.errors import InvalidParameterError
+from queuesgd.measured_cells import (
+    MAX_CELL,
+    config_value,
+    empty,
+    measure_value,
+    param_value,
+    short_value,
+    step_value,
+)
+from queuesgd.measured_columns import CONFIG_COLUMNS, MEASURE_COLUMNS, check_header, options, select
+from queuesgd.measured_runs import PLAUSIBLE_STEP, TIME_UNITS, Measurement, measurement
 
 __all__ = [
     "CONFIG_COLUMNS",
@@ -86,24 +91,15 @@ __all__ = [
     "read_measured",
 ]
 
-#: Columns that name a configuration (besides scheme parameters), in display order.
-CONFIG_COLUMNS = ("scheme", "workload", "workers", "bandwidth", "latency", "ps_shards", "batch_size")
-#: The kinds of measurement; a table has exactly one of these columns.
-MEASURE_COLUMNS = ("samples_per_second", "time", "step_time")
-#: Other columns with a meaning.
-_OTHER = ("samples", "run", "step")
+# The bounds of a read live here (and are looked up here when a file is read): MAX_CELL, the
+# longest cell, is queuesgd.measured_cells'; TIME_UNITS and PLAUSIBLE_STEP are queuesgd.measured_runs'.
 
 #: Largest file (or standard input) read, in bytes: 64 MiB, a million steps of a wide log.
 MAX_BYTES = 64 * 2**20
 #: Most data rows (or matched log lines) read.
 MAX_ROWS = 1_000_000
-#: Longest cell that is read as a value, in characters (a number, a unit, a name or a label).
-MAX_CELL = 100
 #: Longest line of a text log that ``log_pattern`` is tried on; longer lines are skipped (noted).
 MAX_LINE = 10_000
-
-#: The units ``time_unit=`` takes, in seconds (``"auto"``: seconds, or Unix time recognized by its size).
-TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 _NUMBER_TEXT = r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?"
 
@@ -125,62 +121,7 @@ _ACCEPTED_INPUT = (
 )
 
 
-@dataclass(frozen=True)
-class Measurement:
-    """The measurements of one configuration.
-
-    Attributes
-    ----------
-    config : mapping
-        Where given: ``workers`` (int), ``scheme``, ``workload`` (str),
-        ``bandwidth`` (B/s), ``latency`` (s), ``ps_shards``, ``batch_size``
-        (int); missing ones are absent.
-    params : mapping
-        Scheme parameters from the other columns (values as read: numbers
-        or strings such as ``"30ms"``).
-    kind : str
-        One of :data:`MEASURE_COLUMNS`.
-    values : ndarray
-        ``samples_per_second``: one value per run. ``time``/``step_time``:
-        durations in seconds of the updates (of the intervals between two
-        rows, with a ``step`` column), runs one after the other.
-    samples : ndarray or None
-        Samples applied by one update of each entry of ``values``
-        (``time``/``step_time`` with a ``samples`` column), else None.
-    runs : tuple of int
-        Number of entries of ``values`` of each run, in order; they sum to
-        ``len(values)`` (a run of one timestamp has none).
-    where : str
-        The rows it came from, for messages (``"log.csv lines 2-203"``).
-    updates : ndarray or None
-        ``time`` with a ``step`` column: the updates each interval of
-        ``values`` holds (the difference of the steps), else None (one each).
-    notes : tuple of str
-        What a reader of the numbers should know: rows skipped, a time unit
-        recognized, an implausible step time.
-    """
-
-    config: Mapping[str, Any]
-    params: Mapping[str, Any]
-    kind: str
-    values: np.ndarray
-    samples: np.ndarray | None
-    runs: tuple[int, ...]
-    where: str
-    updates: np.ndarray | None = None
-    notes: tuple[str, ...] = ()
-
-
 # ---- the table: header, rows and where each row came from ---------------------------------
-
-
-def _short(value: Any) -> Any:
-    """A long cell shortened for a message (its length said)."""
-    if isinstance(value, str) and len(value) > 40:
-        return f"{value[:20]}... ({len(value):,} characters)"
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
-        return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
-    return value
 
 
 def _read_text(measured: Any) -> tuple[str, str]:
@@ -251,7 +192,7 @@ def _read_csv(text: str, name: str) -> tuple[list[str], list[list[Any]], Any]:
             raise InvalidParameterError(
                 f"{name} line {n}",
                 f"{len(row)} cells",
-                f"{len(header)} cells, one per column of the header ({_short(', '.join(header))}; "
+                f"{len(header)} cells, one per column of the header ({short_value(', '.join(header))}; "
                 f"separator {sep!r})",
             )
         rows.append(row)
@@ -264,15 +205,15 @@ def _pattern(log_pattern: Any) -> re.Pattern[str]:
         f"or one of {', '.join(LOG_PATTERNS)}"
     )
     if not isinstance(log_pattern, str) or not log_pattern.strip() or len(log_pattern) > 2000:
-        raise InvalidParameterError("log_pattern", _short(log_pattern), accepted)
+        raise InvalidParameterError("log_pattern", short_value(log_pattern), accepted)
     try:
         pattern = re.compile(LOG_PATTERNS.get(log_pattern, log_pattern))
     except (re.error, OverflowError, RecursionError) as err:
-        raise InvalidParameterError("log_pattern", _short(log_pattern), f"{accepted} ({err})") from None
+        raise InvalidParameterError("log_pattern", short_value(log_pattern), f"{accepted} ({err})") from None
     if not set(pattern.groupindex) & set(MEASURE_COLUMNS):
         raise InvalidParameterError(
             "log_pattern",
-            _short(log_pattern),
+            short_value(log_pattern),
             f"{accepted}, one of them a measurement ({', '.join(MEASURE_COLUMNS)}; the columns= mapping "
             "does not apply to a pattern's groups: name them so)",
         )
@@ -342,7 +283,9 @@ def _table(measured: Any, log_pattern: Any) -> tuple[list[str], list[list[Any]],
         return (*_read_csv(text, name), [], name)
     if log_pattern is not None:
         raise InvalidParameterError(
-            "log_pattern", _short(log_pattern), "None unless measured is a text file or '-' (standard input)"
+            "log_pattern",
+            short_value(log_pattern),
+            "None unless measured is a text file or '-' (standard input)",
         )
     row_name = lambda i: f"measured row {i}"  # noqa: E731
     if hasattr(measured, "to_dict") and hasattr(measured, "columns"):  # a pandas DataFrame
@@ -379,170 +322,6 @@ def _table(measured: Any, log_pattern: Any) -> tuple[list[str], list[list[Any]],
         rows = [[r.get(k, None) for k in header] for r in measured]
         return header, rows, row_name, [], "measured"
     raise InvalidParameterError("measured", type(measured).__name__, _ACCEPTED_INPUT)
-
-
-# ---- cells ---------------------------------------------------------------------------------
-
-
-def _empty(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, str):
-        return not value.strip()
-    return isinstance(value, float) and np.isnan(value)  # pandas' missing cell
-
-
-def _parse(field: str, value: Any, parse: Any, accepted: str) -> Any:
-    """``parse(field, value)`` of one cell, bounded in length; any failure is one error naming the cell."""
-    if isinstance(value, str):
-        value = value.strip()
-        if len(value) > MAX_CELL:
-            raise InvalidParameterError(field, _short(value), f"{accepted} (at most {MAX_CELL} characters)")
-    try:
-        return parse(field, value)
-    except QueuesgdError:
-        raise
-    except (ValueError, TypeError, ArithmeticError):  # int("9" * 5000), float(10**400), ...
-        raise InvalidParameterError(field, _short(value), accepted) from None
-
-
-def _number(field: str, value: Any, accepted: str) -> float:
-    if isinstance(value, str):
-        value = parse_value(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InvalidParameterError(field, value, accepted)
-    out = float(value)
-    if not np.isfinite(out):
-        raise InvalidParameterError(field, value, accepted)
-    return out
-
-
-def _int(field: str, value: Any, minimum: int = 1) -> int:
-    return _checks.integer(field, parse_value(value) if isinstance(value, str) else value, minimum=minimum)
-
-
-def _config_value(col: str, field: str, value: Any) -> Any:
-    if col in ("workers", "ps_shards"):
-        most = MAX_WORKERS if col == "workers" else MAX_PS_SHARDS
-        accepted = f"an integer from 1 to {most:,}"
-
-        def bounded(f: str, v: Any) -> int:
-            out = _int(f, v)
-            if out > most:
-                raise InvalidParameterError(f, _short(out), accepted)
-            return out
-
-        return _parse(field, value, bounded, accepted)
-    if col == "batch_size":
-        return _parse(field, value, _int, "an integer >= 1")
-    if col == "bandwidth":
-        return _parse(
-            field, value, lambda f, v: _checks.positive(f, units.parse_bandwidth(v, f)), "a bandwidth > 0"
-        )
-    if col == "latency":
-        return _parse(field, value, units.parse_seconds, "a latency (seconds, or with a unit: 50us)")
-    return _parse(field, value, lambda f, v: _checks.name(f, v if isinstance(v, str) else str(v)), "a name")
-
-
-def _step_time(field: str, value: Any) -> float:
-    seconds = units.parse_seconds(value, field)
-    if not seconds > 0 or not np.isfinite(seconds):
-        raise InvalidParameterError(field, value, "a duration > 0 (seconds, or with a unit: 120ms)")
-    return seconds
-
-
-def _measure_value(col: str, field: str, value: Any) -> float:
-    if col == "time":
-        accepted = "a time in seconds (a finite number)"
-        return _parse(field, value, lambda f, v: _number(f, v, accepted), accepted)
-    if col == "step_time":
-        return _parse(field, value, _step_time, "a duration > 0 (seconds, or with a unit: 120ms)")
-    accepted = "a number > 0" if col == "samples_per_second" else "a number of samples > 0"
-
-    def positive(f: str, v: Any) -> float:
-        out = _number(f, v, accepted)
-        if out <= 0:
-            raise InvalidParameterError(f, v, accepted)
-        return out
-
-    return _parse(field, value, positive, accepted)
-
-
-# ---- columns: ignored, renamed, checked -----------------------------------------------------
-
-
-def _names(field: str, values: Any) -> list[str]:
-    items = [values] if isinstance(values, str) else values
-    if not isinstance(items, Iterable):
-        raise InvalidParameterError(field, values, "column names (a list of str)")
-    return [_checks.name(field, v) for v in items]
-
-
-def _select(
-    header: list[str],
-    rows: list[list[Any]],
-    ignore: list[str],
-    columns: Mapping[str, str],
-    name: str,
-) -> tuple[list[str], list[list[Any]]]:
-    """Drop the ignored columns, then rename the mapped ones (the log's name -> queuesgd's)."""
-    present = ", ".join(_short(h) for h in header)
-    for col in ignore:
-        if col not in header:
-            raise InvalidParameterError("ignore", col, f"a column of {name} ({present})")
-    sources = list(columns.values())
-    for ours, theirs in columns.items():
-        if theirs not in header:
-            raise InvalidParameterError(f"columns[{ours!r}]", theirs, f"a column of {name} ({present})")
-        if theirs in ignore:
-            raise InvalidParameterError(f"columns[{ours!r}]", theirs, "a column that is not also ignored")
-        if sources.count(theirs) > 1:
-            raise InvalidParameterError(f"columns[{ours!r}]", theirs, "each column of the log mapped once")
-        if ours in header and ours not in ignore and ours not in sources:
-            raise InvalidParameterError(
-                f"columns[{ours!r}]",
-                theirs,
-                f"a mapping onto a name the log does not have ({name} has a column {ours!r}: ignore it)",
-            )
-    keep = [i for i, h in enumerate(header) if h not in ignore]
-    rename = {theirs: ours for ours, theirs in columns.items()}
-    return [rename.get(header[i], header[i]) for i in keep], [[r[i] for i in keep] for r in rows]
-
-
-def _check_header(header: list[str]) -> tuple[str, list[str]]:
-    """The measurement column and the parameter columns; clear errors for a malformed header."""
-    seen: set[str] = set()
-    for h in header:
-        if not h:
-            raise InvalidParameterError("measured columns", header, "a name for every column")
-        if h in seen:
-            raise InvalidParameterError("measured columns", h, "each column named once")
-        seen.add(h)
-    kinds = [c for c in MEASURE_COLUMNS if c in seen]
-    accepted = "exactly one of " + ", ".join(repr(c) for c in MEASURE_COLUMNS)
-    if len(kinds) != 1:
-        raise InvalidParameterError(
-            "measured columns",
-            _short(", ".join(header)),
-            accepted + " (columns= maps a log's own name onto one, e.g. samples_per_second=train/throughput)",
-        )
-    if "samples" in seen and kinds[0] == "samples_per_second":
-        raise InvalidParameterError(
-            "measured columns", "samples", "a 'samples' column only with 'time' or 'step_time'"
-        )
-    known = set(CONFIG_COLUMNS) | set(MEASURE_COLUMNS) | set(_OTHER)
-    return kinds[0], [h for h in header if h not in known]
-
-
-def _options(ignore: Any, columns: Any, time_unit: Any) -> tuple[list[str], dict[str, str], str]:
-    ignore = _names("ignore", ignore)
-    if columns is None:
-        columns = {}
-    if not isinstance(columns, Mapping):
-        raise InvalidParameterError("columns", columns, "a mapping of queuesgd's column name -> the log's")
-    mapping = {_checks.name("columns", k): _checks.name(f"columns[{k!r}]", v) for k, v in columns.items()}
-    time_unit = _checks.choice("time_unit", time_unit, ["auto", *TIME_UNITS])
-    return ignore, mapping, time_unit
 
 
 def read_measured(
@@ -607,44 +386,42 @@ def read_measured(
     >>> m.values.tolist(), m.notes
     ([500.0, 520.0], ('measured: 1 row with an empty samples_per_second cell skipped (rows 1)',))
     """
-    ignore, mapping, time_unit = _options(ignore, columns, time_unit)
+    ignore, mapping, time_unit = options(ignore, columns, time_unit)
     header, rows, where, notes, name = _table(measured, log_pattern)
     if not rows:
         raise InvalidParameterError("measured", "no data rows", "at least one data row below the header")
-    header, rows = _select(header, rows, ignore, mapping, name)
-    kind, params = _check_header(header)
+    header, rows = select(header, rows, ignore, mapping, name)
+    kind, params = check_header(header)
     index = {h: i for i, h in enumerate(header)}
     groups: dict[tuple, dict[str, Any]] = {}
     skipped: list[int] = []
     for i, row in enumerate(rows):
         cell = row[index[kind]]
-        if _empty(cell):
+        if empty(cell):
             skipped.append(i)
             continue
         config: dict[str, Any] = {}
         for col in CONFIG_COLUMNS:
-            if col in index and not _empty(row[index[col]]):
-                config[col] = _config_value(col, f"{where(i)}, column {col}", row[index[col]])
+            if col in index and not empty(row[index[col]]):
+                config[col] = config_value(col, f"{where(i)}, column {col}", row[index[col]])
         par = {
-            p: _parse(f"{where(i)}, column {p}", row[index[p]], lambda f, v: parse_value(str(v)), "a value")
+            p: param_value(f"{where(i)}, column {p}", row[index[p]])
             for p in params
-            if not _empty(row[index[p]])
+            if not empty(row[index[p]])
         }
-        value = _measure_value(kind, f"{where(i)}, column {kind}", cell)
+        value = measure_value(kind, f"{where(i)}, column {kind}", cell)
         samples = None
         if "samples" in index:
-            if _empty(row[index["samples"]]):
+            if empty(row[index["samples"]]):
                 raise InvalidParameterError(f"{where(i)}, column samples", "an empty cell", "a number > 0")
-            samples = _measure_value("samples", f"{where(i)}, column samples", row[index["samples"]])
+            samples = measure_value("samples", f"{where(i)}, column samples", row[index["samples"]])
         step = None
-        if "step" in index and not _empty(row[index["step"]]):
-            step = _parse(
-                f"{where(i)}, column step", row[index["step"]], lambda f, v: _int(f, v, 0), "an integer >= 0"
-            )
-        run = "" if "run" not in index or _empty(row[index["run"]]) else str(row[index["run"]]).strip()
+        if "step" in index and not empty(row[index["step"]]):
+            step = step_value(f"{where(i)}, column step", row[index["step"]])
+        run = "" if "run" not in index or empty(row[index["run"]]) else str(row[index["run"]]).strip()
         if len(run) > MAX_CELL:
             raise InvalidParameterError(
-                f"{where(i)}, column run", _short(run), f"at most {MAX_CELL} characters"
+                f"{where(i)}, column run", short_value(run), f"at most {MAX_CELL} characters"
             )
         key = (tuple(sorted(config.items())), tuple(sorted((k, str(v)) for k, v in par.items())))
         g = groups.setdefault(key, {"config": config, "params": par, "runs": {}, "rows": []})
@@ -665,115 +442,4 @@ def read_measured(
             f"{name}: {len(skipped):,} row{'s' if len(skipped) != 1 else ''} with an empty {kind} cell "
             f"skipped ({label} {shown})"
         )
-    return [_measurement(g, kind, where, time_unit, tuple(notes)) for g in groups.values()]
-
-
-# ---- one configuration ------------------------------------------------------------------------
-
-#: Unix time (1973-2286) in each unit: the range of the earliest time that recognizes it.
-_UNIX = {"s": (1e8, 1e10), "ms": (1e11, 1e13), "us": (1e14, 1e16), "ns": (1e17, 1e19)}
-_UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
-
-
-def _time_scale(times: np.ndarray, time_unit: str, where: str) -> tuple[float, list[str]]:
-    """Seconds per unit of a ``time`` column, and the note that says a recognized Unix time."""
-    if time_unit != "auto":
-        return TIME_UNITS[time_unit], []
-    first = float(np.min(times))
-    for unit, (low, high) in _UNIX.items():
-        if low <= first < high:
-            import datetime
-
-            seconds = first * TIME_UNITS[unit]
-            date = datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
-            note = (
-                f"{where}: the times read as Unix {_UNIT_WORDS[unit]} (the first, {first:.15g}, is "
-                f"{date} UTC); time_unit= (CLI: --time-unit) says otherwise"
-            )
-            return TIME_UNITS[unit], [note]
-    return 1.0, []
-
-
-def _measurement(
-    group: dict[str, Any], kind: str, where: Any, time_unit: str, notes: tuple[str, ...]
-) -> Measurement:
-    values: list[np.ndarray] = []
-    samples: list[np.ndarray] = []
-    updates: list[np.ndarray] = []
-    runs: list[int] = []
-    at = _where_range(group["rows"], where)
-    scale, unit_notes = 1.0, []
-    if kind == "time":
-        times = np.array([x for items in group["runs"].values() for x, _, _ in items])
-        scale, unit_notes = _time_scale(times, time_unit, at)
-    has_steps = kind == "time" and all(st is not None for items in group["runs"].values() for *_, st in items)
-    for label, items in group["runs"].items():
-        v = np.array([x for x, _, _ in items], dtype=float)
-        s = np.array([np.nan if y is None else y for _, y, _ in items])
-        u = np.ones(v.size)
-        if kind == "time":
-            order = np.argsort(v, kind="stable")
-            v = np.diff(v[order]) * scale  # the first time starts the clock
-            s = s[order][1:]
-            if has_steps:
-                steps = np.array([st for *_, st in items], dtype=float)[order]
-                u = np.diff(steps)
-                if np.any(u <= 0):
-                    raise InvalidParameterError(
-                        f"measured step ({at}{', run ' + repr(label) if label else ''})",
-                        "a step that does not increase with the time",
-                        "steps that increase with the time (a restarted job: a 'run' column)",
-                    )
-            else:
-                u = np.ones(v.size)
-        values.append(v)
-        samples.append(s)
-        updates.append(u)
-        runs.append(v.size)
-    all_s = np.concatenate(samples)
-    all_v = np.concatenate(values).astype(float)
-    all_u = np.concatenate(updates)
-    if not np.all(np.isfinite(all_v)):
-        raise InvalidParameterError(
-            f"measured {kind} ({at})", "times too far apart for a float", "times whose differences are finite"
-        )
-    return Measurement(
-        config=MappingProxyType(dict(group["config"])),
-        params=MappingProxyType(dict(group["params"])),
-        kind=kind,
-        values=all_v,
-        samples=None if np.isnan(all_s).all() else all_s,
-        runs=tuple(runs),
-        where=at,
-        updates=all_u if has_steps else None,
-        notes=(*notes, *unit_notes, *_plausibility(kind, all_v, all_u, at)),
-    )
-
-
-#: A training step shorter or longer than these (seconds) is noted as implausible.
-PLAUSIBLE_STEP = (1e-5, 1e3)
-
-
-def _plausibility(kind: str, values: np.ndarray, updates: np.ndarray, where: str) -> list[str]:
-    if kind == "samples_per_second" or values.size == 0:
-        return []
-    per_update = values / updates
-    median = float(np.median(per_update))
-    low, high = PLAUSIBLE_STEP
-    if low <= median <= high:
-        return []
-    hint = "time_unit=, CLI --time-unit" if kind == "time" else "a unit in the cells, e.g. 250ms"
-    return [
-        f"{where}: the median update takes {units.format_seconds(median) if median > 0 else '0 s'}, "
-        f"implausible for a training step (outside {low:g}-{high:g} s): check the unit ({hint})"
-    ]
-
-
-def _where_range(rows: list[int], where: Any) -> str:
-    first, last = where(rows[0]), where(rows[-1])
-    if first == last:
-        return first
-    # "log.csv line 2" .. "log.csv line 9" -> "log.csv lines 2-9"
-    head, _, a = first.rpartition(" ")
-    _, _, b = last.rpartition(" ")
-    return f"{head}s {a}-{b}"
+    return [measurement(g, kind, where, time_unit, tuple(notes)) for g in groups.values()]
