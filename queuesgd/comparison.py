@@ -30,16 +30,21 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from queuesgd import units
 from queuesgd.batchmeans import check_iterations, half_width, ratio_interval, warmup_cut
+from queuesgd.comparison_cost import (
+    MAX_CONFIGURATIONS,
+    MAX_SECONDS,
+    PREDICTION_SECONDS,
+    check_count,
+    check_time,
+    prediction_seconds,
+)
+from queuesgd.comparison_table import Comparison, comparison_from_rows, percent
 from queuesgd.errors import InvalidParameterError
-from queuesgd.frames import column_rows, html_table, to_frame
 from queuesgd.measured import CONFIG_COLUMNS, MEASURE_COLUMNS, Measurement, read_measured
 from queuesgd.prediction import Prediction, predict
 from queuesgd.schemes.base import Scheme
@@ -55,202 +60,8 @@ __all__ = [
     "prediction_seconds",
 ]
 
-#: Most configurations one comparison predicts unless ``max_configurations=`` says more.
-MAX_CONFIGURATIONS = 1000
-#: Longest estimated run of the predictions, in seconds, unless ``max_seconds=`` says more.
-MAX_SECONDS = 30.0
-#: Rough seconds of one prediction per method, for the cost guard (measured on one CPU core with
-#: resnet50 at 2-64 workers, rounded up): ``mva`` grows with the square of the workers (capped at
-#: 3 s, where it switches algorithm), ``simulate`` with the iterations over the scheme's default.
-PREDICTION_SECONDS = {
-    "closed_form": 0.001,
-    "mva": 0.003,
-    "coarse": 0.002,
-    "fine": 0.02,
-    "ctmc": 0.5,
-    "simulate": 2.0,
-}
-
-#: Units of the comparison's columns (``to_pandas().attrs["units"]``); others have none.
-_UNITS = {
-    "bandwidth": "B/s",
-    "latency": "s",
-    "measured": "samples/s",
-    "measured_low": "samples/s",
-    "measured_high": "samples/s",
-    "predicted": "samples/s",
-    "predicted_low": "samples/s",
-    "predicted_high": "samples/s",
-}
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Measured against predicted throughput, one row per configuration.
-
-    Attributes
-    ----------
-    columns : mapping of str to ndarray
-        ``scheme``, ``workload``, ``workers``, ``bandwidth`` (B/s),
-        ``latency`` (s), one column per scheme parameter that was measured,
-        ``batch_size``; ``measured`` (samples/s) with ``measured_low`` and
-        ``measured_high`` (its 95% interval; NaN where there is none),
-        ``measurement`` (``samples_per_second``, ``time`` or ``step_time``),
-        ``count`` (measured updates after the warm-up, or runs),
-        ``samples_from`` (``measured``, or ``model`` where the samples per
-        update came from the prediction); ``predicted`` (samples/s) with
-        ``predicted_low``/``predicted_high`` (a simulation's interval, else
-        NaN); ``error`` (``predicted / measured - 1``) with ``error_low`` and
-        ``error_high`` (the error over the measured interval); ``method``;
-        ``where`` (the rows it came from).
-    """
-
-    columns: Mapping[str, np.ndarray]
-    notes: tuple[str, ...] = ()
-
-    def __len__(self) -> int:
-        return len(self.columns["workers"])
-
-    def __getitem__(self, column: str) -> np.ndarray:
-        if column not in self.columns:
-            raise InvalidParameterError("column", column, ", ".join(self.columns))
-        return self.columns[column]
-
-    @property
-    def median_abs_error(self) -> float:
-        """Median of ``|error|`` over the configurations."""
-        return float(np.median(np.abs(self.columns["error"])))
-
-    @property
-    def max_abs_error(self) -> float:
-        """Largest ``|error|`` over the configurations."""
-        return float(np.max(np.abs(self.columns["error"])))
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One plain dict per configuration (JSON-ready: NaN where there is no interval)."""
-        return column_rows(self.columns)
-
-    def _cells(self, i: int) -> list[str]:
-        c = self.columns
-        params = self._params()
-        lat = units.format_seconds(c["latency"][i]) if c["latency"][i] else "0 s"
-        return [
-            str(c["scheme"][i]),
-            str(c["workload"][i]),
-            str(int(c["workers"][i])),
-            units.format_bandwidth(c["bandwidth"][i]),
-            lat,
-            *("" if c[k][i] is None else str(c[k][i]) for k in params),
-            _interval_text(c["measured"][i], c["measured_low"][i], c["measured_high"][i], "{:.4g}"),
-            _interval_text(c["predicted"][i], c["predicted_low"][i], c["predicted_high"][i], "{:.4g}"),
-            _interval_text(c["error"][i], c["error_low"][i], c["error_high"][i], percent),
-            str(c["method"][i]),
-        ]
-
-    def _params(self) -> list[str]:
-        fixed = set(CONFIG_COLUMNS) | set(_RESULT_COLUMNS)
-        return [k for k in self.columns if k not in fixed]
-
-    def _header(self) -> list[str]:
-        head = ["scheme", "workload", "workers", "bandwidth", "latency", *self._params()]
-        return head + ["measured samples/s", "predicted samples/s", "error", "method"]
-
-    def summary(self) -> str:
-        """``median |error| 3.1%, max 7.9% over 4 configurations``."""
-        n = len(self)
-        return (
-            f"median |error| {percent(self.median_abs_error, sign=False)}, "
-            f"max {percent(self.max_abs_error, sign=False)} "
-            f"over {n} configuration{'s' if n != 1 else ''}"
-        )
-
-    def table(self, *, notes: bool = True) -> str:
-        """A plain-text table: one line per configuration, 95% intervals in brackets, a summary and the notes.
-
-        Parameters
-        ----------
-        notes : bool
-            End with the :attr:`notes` (``note: ...`` lines), if any.
-
-        Examples
-        --------
-        >>> import queuesgd as q
-        >>> w = q.Workload(compute=0.1, gradient_bytes="10MB", batch_size=32)
-        >>> runs = {"workers": [1, 1], "samples_per_second": [121.0, 123.0]}
-        >>> print(q.compare(runs, q.AsyncPS(), w, q.Cluster(1, "1Gbit/s")).table())
-        ... # doctest: +NORMALIZE_WHITESPACE
-        scheme    workload  workers  bandwidth  latency  measured samples/s  predicted samples/s
-            error                       method
-        async-ps  workload  1        1 Gbit/s   0 s      122 [109.3, 134.7]  123.1
-            +0.9% [-8.6%, +12.6%]       mva
-        median |error| 0.9%, max 0.9% over 1 configuration
-        """
-        head = self._header()
-        body = [self._cells(i) for i in range(len(self))]
-        widths = [max(len(r[j]) for r in [head, *body]) for j in range(len(head))]
-        lines = ["  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in [head, *body]]
-        tail = [f"note: {n}" for n in self.notes] if notes else []
-        return "\n".join([*lines, self.summary(), *tail])
-
-    def to_pandas(self) -> Any:
-        """The comparison as a :class:`pandas.DataFrame` (needs pandas); units in ``frame.attrs["units"]``.
-
-        Raises
-        ------
-        MissingDependencyError
-            Without pandas (``pip install queuesgd[pandas]``).
-        """
-        return to_frame(self.columns, _UNITS)
-
-    def _repr_html_(self) -> str:
-        rows = [self._cells(i) for i in range(len(self))]
-        return html_table(self._header(), rows, caption="measured against predicted", note=self.summary())
-
-
-#: Result columns after the configuration ones, in order.
-_RESULT_COLUMNS = (
-    "measured",
-    "measured_low",
-    "measured_high",
-    "measurement",
-    "count",
-    "samples_from",
-    "predicted",
-    "predicted_low",
-    "predicted_high",
-    "error",
-    "error_low",
-    "error_high",
-    "method",
-    "where",
-)
-
-
-#: Columns of strings (kept as object arrays).
-_TEXT_COLUMNS = ("scheme", "workload", "measurement", "samples_from", "method", "where")
-
-
-def percent(fraction: float, *, sign: bool = True) -> str:
-    """``fraction`` as a percentage of a few characters, however large or small.
-
-    Examples
-    --------
-    >>> percent(0.0088), percent(-0.5), percent(1e300), percent(0.0123, sign=False)
-    ('+0.9%', '-50.0%', '+1e+302%', '1.2%')
-    """
-    value = fraction * 100 if math.isfinite(fraction) else fraction
-    if not math.isfinite(value):
-        return f"{value:+}%" if sign else f"{value}%"
-    fmt = ("{:+" if sign else "{:") + (".1f}%" if abs(value) < 1e4 else ".3g}%")
-    return fmt.format(value)
-
-
-def _interval_text(value: float, low: float, high: float, fmt: Any) -> str:
-    form = fmt.format if isinstance(fmt, str) else fmt
-    text = form(value)
-    if math.isfinite(low) and math.isfinite(high):
-        text += f" [{form(low)}, {form(high)}]"
-    return text
+# Comparison and percent (the result and its table) are queuesgd.comparison_table's; the cost guard
+# (MAX_CONFIGURATIONS, MAX_SECONDS, PREDICTION_SECONDS, prediction_seconds) is queuesgd.comparison_cost's.
 
 
 def _pick(m: Measurement, column: str, argument: Any, name: str, flag: str | None = None) -> Any:
@@ -375,57 +186,6 @@ def _relative(predicted: float, measured: float) -> float:
     if math.isnan(measured):
         return math.nan
     return predicted / measured - 1.0 if measured > 0 else math.inf
-
-
-def prediction_seconds(
-    scheme: Scheme, workload: Workload, cluster: Cluster, method: str, iterations: int | None
-) -> float:
-    """Rough seconds :func:`~queuesgd.predict` takes for one configuration (:data:`PREDICTION_SECONDS`).
-
-    ``method`` may be ``"auto"`` (the scheme's choice for this configuration).
-
-    Examples
-    --------
-    >>> import queuesgd as q
-    >>> w = q.Workload(compute=0.1, gradient_bytes="10MB", batch_size=32)
-    >>> twice = 2 * q.SyncPS.simulation_iterations
-    >>> prediction_seconds(q.SyncPS(), w, q.Cluster(4, "1Gbit/s"), "simulate", twice)
-    4.0
-    """
-    used = scheme.auto_method(workload, cluster)[0] if method == "auto" else method
-    per = PREDICTION_SECONDS.get(used, 0.1)
-    if used == "mva":
-        per = min(3.0, per + 2e-6 * cluster.workers**2)
-    if used == "simulate" and iterations is not None:
-        per *= iterations / scheme.simulation_iterations
-    return per
-
-
-def _guard_count(n: int, max_configurations: int) -> None:
-    """Refuse, before anything is built, more configurations than allowed (and say how to go on)."""
-    if n > max_configurations:
-        raise InvalidParameterError(
-            "max_configurations",
-            max_configurations,
-            f"at least the {n:,} configurations of the measurements (each is one prediction): raise "
-            "max_configurations= (CLI: --max-configurations), or check that no column varies from row "
-            "to row (leave it out with ignore= / --ignore)",
-        )
-
-
-def _guard_time(seconds: list[float], methods: list[str], max_seconds: float) -> None:
-    """Refuse, before any prediction, predictions estimated to run longer than allowed."""
-    total, n = float(sum(seconds)), len(seconds)
-    if total > max_seconds:
-        used = ", ".join(dict.fromkeys(methods))
-        raise InvalidParameterError(
-            "max_seconds",
-            max_seconds,
-            f"at least the estimated {total:,.0f} s of {n:,} predictions (method {used}, about "
-            f"{total / n:.3g} s each): raise max_seconds= (CLI: --max-seconds), use a faster method "
-            "(closed_form or mva where the scheme has one), fewer simulated iterations, or fewer "
-            "configurations",
-        )
 
 
 def compare(
@@ -566,7 +326,7 @@ def compare(
         measured, ignore=ignore, columns=columns, log_pattern=log_pattern, time_unit=time_unit
     )
     # every configuration is built, and the cost of its prediction estimated, before any prediction runs
-    _guard_count(len(measurements), max_configurations)
+    check_count(len(measurements), max_configurations)
     setups = []
     for m in measurements:
         c = _cluster(m, cluster, workers)
@@ -575,7 +335,7 @@ def compare(
         s.check_method(method, auto=True)
         setups.append((m, s, w, c))
     methods = [s.auto_method(w, c)[0] if method == "auto" else method for _, s, w, c in setups]
-    _guard_time(
+    check_time(
         [prediction_seconds(s, w, c, method, iterations) for _, s, w, c in setups], methods, max_seconds
     )
     rows: list[dict[str, Any]] = []
@@ -620,15 +380,4 @@ def compare(
             "where": m.where,
         }
         rows.append(row)
-    params_seen = list(dict.fromkeys(k for r in rows for k in r if k.startswith("param:")))
-    order = ["scheme", "workload", "workers", "bandwidth", "latency", *params_seen, "batch_size"]
-    order += list(_RESULT_COLUMNS)
-    out: dict[str, np.ndarray] = {}
-    for k in order:
-        values = [r.get(k) for r in rows]
-        name = k.removeprefix("param:")
-        if k.startswith("param:") or k in _TEXT_COLUMNS:
-            out[name] = np.array(values, dtype=object)
-        else:
-            out[name] = np.array(values)
-    return Comparison(MappingProxyType(out), tuple(dict.fromkeys(notes)))
+    return comparison_from_rows(rows, tuple(notes))
