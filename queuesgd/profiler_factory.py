@@ -1,7 +1,7 @@
 """Marks for the factories a profile may call by name: ``@model_factory`` and ``@inputs_factory``.
 
 ``queuesgd profile MODULE:CALLABLE`` and ``profile("module:callable")`` import
-what the name points to; before anything calls it, :mod:`queuesgd.profiler_step`
+what the name points to; before anything calls it, :mod:`queuesgd.profiler_model`
 checks that it is meant to be called: an ``nn.Module`` subclass, a function
 whose return annotation is one, or a function marked with :func:`model_factory`
 (for ``--inputs``: :func:`inputs_factory`, or a return annotation that is a
