@@ -80,6 +80,13 @@ Roads: ``fine`` (the task graph: max-plus if deterministic, else Monte
 Carlo) and ``closed_form`` in the two limiting cases where it is exact (see
 :meth:`ShardedDataParallel.solve_closed_form`).
 
+Where each piece lives: this module holds the scheme (its parameters,
+units, memory and method choice) and :func:`sharded_memory`;
+:mod:`~.sharded_graph` the units, their collectives' costs and the task
+graph; :mod:`~.sharded_closed` the closed forms and their conditions;
+:mod:`~.sharded_fine` the task-graph road; :mod:`~.sharded_formula` the
+SymPy formula.
+
 Examples
 --------
 >>> from queuesgd import Workload, Layer, Cluster, predict
@@ -101,12 +108,11 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.dag import TaskGraph
-from queuesgd.distributions import Deterministic
-from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.errors import InvalidParameterError
+from queuesgd.schemes import sharded_closed, sharded_fine
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
-from queuesgd.schemes.costs import ring_allgather, ring_reduce_scatter
-from queuesgd.schemes.laws import worker_laws
 from queuesgd.schemes.memory import Memory, check_optimizer
+from queuesgd.schemes.sharded_formula import sharded_formula
 from queuesgd.schemes.sharded_graph import (
     ShardedModel,
     ShardUnit,
@@ -120,9 +126,6 @@ if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload
 
 __all__ = ["ShardedDataParallel", "sharded_memory"]
-
-#: Relative slack of the full-overlap conditions (a gather that fits under compute up to rounding).
-_RTOL = 1e-12
 
 
 def sharded_memory(
@@ -446,89 +449,11 @@ class ShardedDataParallel(Scheme):
         >>> ok.tolist(), it.round(6).tolist()    # 7.5 ms gathers fit under 10 ms; 75 ms ones do not
         ([True, False], [0.105, 0.24])
         """
-        us = self.unit_list(workload)
-        a, r, c = unit_costs(workload, us, n, bandwidth, latency)
-        f = np.array([u.forward_time for u in us]) * stretch
-        b = np.array([u.backward_time for u in us]) * stretch
-        other = (workload.phase_times().other if workload.layers is not None else 0.0) * stretch
-        compute = other + f.sum() + b.sum()
-        upd = self.update_seconds(workload, n)
-        k = len(us)
-        tol = _RTOL * max(compute, 1e-300)
-        if self.stage in (0, 2):
-            msg = c if self.stage == 0 else r
-            ends = other + f.sum() + np.cumsum(b[::-1])[::-1]  # e_i, end of B(i)
-            g = np.full(a.shape[:-1], -np.inf)
-            for i in range(k - 1, 0, -1):
-                g = np.maximum(g, ends[i]) + msg[..., i]
-            holds = g <= ends[0] + tol
-            it = compute + msg[..., 0] + upd
-            if self.stage == 2:
-                it = it + a.sum(axis=-1)
-            return np.broadcast_to(holds, it.shape).copy(), it
-        if self.stage != 3 or not self.prefetch:
-            raise NotRepresentable(f"stage {self.stage} with these settings has no overlap: see no_overlap")
-        holds = np.ones(a.shape[:-1], dtype=bool)
-        for i in range(1, k):
-            holds &= a[..., i] <= f[i - 1] + tol
-        for i in range(k):
-            before = r[..., i + 1] if (self.overlap and i + 1 < k) else 0.0  # r_{i+1}, issued first
-            load = before + (a[..., i - 1] if i >= 1 else 0.0)
-            holds &= load <= b[i] + tol
-        tail = r[..., 0] if self.overlap else r.sum(axis=-1)
-        it = a[..., 0] + compute + tail + upd
-        return holds, it
+        return sharded_closed.full_overlap(self, workload, n, bandwidth, latency, stretch)
 
     def _exposed_sum(self, a: np.ndarray, r: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """Sum of every collective of one step (the no-overlap case)."""
-        if self.stage == 0:
-            return c.sum(axis=-1)
-        if self.stage in (1, 2):
-            return r.sum(axis=-1) + a.sum(axis=-1)
-        return a.sum(axis=-1) + a[..., :-1].sum(axis=-1) + r.sum(axis=-1)
-
-    def _closed(
-        self, workload: Workload, cluster: Cluster, n: np.ndarray, bw: np.ndarray, lat: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
-        """``(iteration time, wait to the slowest compute, exposed communication, reason)`` per row."""
-        if cluster.stragglers is not None:
-            raise NotRepresentable("ShardedDataParallel does not model RandomDelay stragglers")
-        upd = np.broadcast_to(np.asarray(self.update_seconds(workload, n), dtype=float), n.shape)
-        if self.all_exposed(workload):
-            from queuesgd.schemes.kofn import time_to_barrier
-
-            waits = {}
-            for nn in np.unique(n).tolist():
-                c = cluster if nn == cluster.workers else cluster.with_workers(int(nn))
-                waits[nn] = time_to_barrier(worker_laws(workload, c), int(nn))
-            wait = np.array([waits[v] for v in n.tolist()], dtype=float).reshape(n.shape)
-            a, r, c = unit_costs(workload, self.unit_list(workload), n, bw, lat)
-            comm = self._exposed_sum(a, r, c)
-            reason = (
-                "closed form, no overlap: E[max_w X_w] (order statistics) + every collective one after the "
-                "other (ring alpha-beta) + update; exact, every collective is on the critical path"
-            )
-            return wait + comm + upd, wait, comm, reason
-        if not all(isinstance(law, Deterministic) for law in worker_laws(workload, cluster)):
-            raise NotRepresentable(
-                "ShardedDataParallel closed form with overlap needs deterministic compute (whether the "
-                "collectives fit under a random compute time changes from step to step); use method='fine'"
-            )
-        speeds = np.asarray(cluster.speed_factors, dtype=float)
-        stretch = 1.0 / float(speeds.min())
-        holds, it = self.full_overlap(workload, n, bw, lat, stretch)
-        if not np.all(holds):
-            raise NotRepresentable(
-                f"ShardedDataParallel (stage {self.stage}) closed form: the collectives do not all fit under "
-                "the compute here (the full-overlap condition of ShardedDataParallel.full_overlap fails), so "
-                "the step is not a closed form; use method='fine' (the task graph, exact)"
-            )
-        wait = np.full(n.shape, workload.compute_time * stretch)
-        reason = (
-            "closed form, full overlap: every collective but the first gather, the last reduction and the "
-            "post-update gathers hides under compute (the condition of full_overlap holds); exact"
-        )
-        return it, wait, it - wait - upd, reason
+        """Sum of every collective of one step (:func:`~.sharded_closed.exposed_sum`)."""
+        return sharded_closed.exposed_sum(self, a, r, c)
 
     def solve_closed_form(
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
@@ -541,25 +466,7 @@ class ShardedDataParallel(Scheme):
         compute, the last reduction, the update (and stage 2's post-update
         gathers).
         """
-        n = np.array([cluster.workers])
-        bw, lat = np.array([cluster.bandwidth]), np.array([cluster.latency])
-        it, wait, comm, reason = self._closed(workload, cluster, n, bw, lat)
-        t, w, cm = float(it[0]), float(wait[0]), float(comm[0])
-        upd = float(self.update_seconds(workload, cluster.workers))
-        from queuesgd.schemes.kofn import mean_compute
-
-        compute = min(mean_compute(workload, cluster), w)
-        breakdown = {"compute": compute, "communication": cm, "update": upd, "waiting": w - compute}
-        return SchemeSolution(
-            iteration_rate=1.0 / t,
-            gradients_per_update=float(cluster.workers),
-            iteration_time=t,
-            breakdown=breakdown,
-            method="closed_form",
-            reason=reason,
-            details={"memory": self.memory(workload, cluster), "units": len(self.unit_list(workload))},
-            bottleneck=max(breakdown, key=lambda key: breakdown[key]),
-        )
+        return sharded_closed.solve_closed_form(self, workload, cluster)
 
     def batch_closed_form(
         self,
@@ -570,54 +477,14 @@ class ShardedDataParallel(Scheme):
         latency: np.ndarray,
     ) -> BatchSolution:
         """:meth:`solve_closed_form` over arrays of workers, bandwidths and latencies (one evaluation)."""
-        n = np.asarray(workers).astype(int).ravel()
-        bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
-        lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)
-        it, wait, comm, _ = self._closed(workload, cluster, n, bw, lat)
-        upd = np.broadcast_to(np.asarray(self.update_seconds(workload, n), dtype=float), n.shape)
-        which = np.argmax(np.stack([wait, comm, upd]), axis=0)
-        return BatchSolution(
-            1.0 / it,
-            n.astype(float),
-            np.array(["compute", "communication", "update"], dtype=object)[which],
-            "closed_form",
-        )
+        return sharded_closed.batch_closed_form(self, workload, cluster, workers, bandwidth, latency)
 
     # ---- the task graph ----------------------------------------------------------------------------
     def solve_fine(
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
         """The task graph of one step: exact longest path if deterministic, else its Monte Carlo."""
-        from queuesgd.schemes.finegrained import communication_after_backward, fine_solution, run_fine_graph
-
-        model = self.fine_model(workload, cluster)
-        graph = model.graph
-        n = cluster.workers
-        iters = self.fine_iterations if iterations is None else _checks.integer("iterations", iterations)
-        run = run_fine_graph(graph, n, iters, rng, unit="steps")
-        details: dict[str, Any] = {
-            "memory": self.memory(workload, cluster),
-            "tasks": len(graph),
-            "units": len(model.units),
-            "channel_order": tuple(f"{kind}{i}" for kind, i in model.order),
-            **run.details,
-        }
-        details["communication_after_backward"] = communication_after_backward(
-            run, model.comm_tasks, model.backward_ends
-        )
-        return fine_solution(
-            run,
-            graph,
-            workload,
-            cluster,
-            workers_in_graph=model.workers_in_graph,
-            head=(
-                f"sharded data-parallel task graph, ZeRO stage {self.stage}: {len(graph)} tasks, "
-                f"{len(model.units)} units, prefetch {'on' if self.prefetch else 'off'}, overlap "
-                f"{'on' if self.overlap else 'off'}"
-            ),
-            details=details,
-        )
+        return sharded_fine.solve_fine(self, workload, cluster, rng=rng, iterations=iterations)
 
     # ---- formula --------------------------------------------------------------------------------
     def formula(self, compute: str = "exponential") -> Formula:
@@ -637,70 +504,4 @@ class ShardedDataParallel(Scheme):
         >>> round(f.evaluate(n=4, m=1, k=1, P=4e8, G=4e8, B=1e9, alpha=0, u=0, t=0.1), 6)  # 1 / 0.7 s x 4
         5.714286
         """
-        import sympy
-
-        from queuesgd.formula import Formula
-
-        compute = _checks.choice("compute", compute, ("exponential", "deterministic"))
-        pos = {"positive": True}
-        n, m, k = (sympy.Symbol(s, integer=True, **pos) for s in ("n", "m", "k"))
-        P, G, B, alpha, u = (sympy.Symbol(s, **pos) for s in ("P", "G", "B", "alpha", "u"))
-        syms = {"n": n, "m": m, "k": k, "P": P, "G": G, "B": B, "alpha": alpha, "u": u}
-        if compute == "exponential":
-            if not self.no_overlap:
-                raise NotRepresentable(
-                    "ShardedDataParallel with overlap has a closed form only for deterministic compute "
-                    "(compute='deterministic'); use method='fine' for random compute"
-                )
-            mu = sympy.Symbol("mu", **pos)
-            syms["mu"] = mu
-            wait = sympy.harmonic(n) / mu
-        else:
-            t = sympy.Symbol("t", **pos)
-            syms["t"] = t
-            wait = t
-
-        def gather(size: Any) -> Any:
-            return ring_allgather(n, size, B, alpha)
-
-        def reduce(size: Any) -> Any:  # with its n - 1 additions of size / n (u per P bytes added)
-            return ring_reduce_scatter(n, size, B, alpha) + (n - 1) * u * (size / n) / P
-
-        upd = u if self.stage == 0 else u / n
-        if self.no_overlap:
-            if self.stage == 0:
-                comm = k * (reduce(G / k) + gather(G / k))
-            elif self.stage in (1, 2):
-                comm = k * (reduce(G / k) + gather(P / k))
-            else:
-                comm = (2 * k - 1) * gather(P / k) + k * reduce(G / k)
-            note = "no overlap: every collective exposed (exact)"
-        elif self.stage == 0:
-            comm = reduce(G / k) + gather(G / k)
-            note = "full overlap: only the last unit's all-reduce exposed (when the condition holds)"
-        elif self.stage == 2:
-            comm = reduce(G / k) + k * gather(P / k)
-            note = "full overlap: the last reduce-scatter and the post-update gathers exposed"
-        else:
-            comm = gather(P / k) + (reduce(G / k) if self.overlap else k * reduce(G / k))
-            note = "full overlap: the first gather and the last reduction(s) exposed (if the condition holds)"
-        expr = n * m / (wait + comm + upd)
-        meaning = {
-            "n": "workers (ranks)",
-            "m": "batch size (samples per worker step)",
-            "k": "units (equal parameter and gradient bytes each)",
-            "P": "parameter bytes",
-            "G": "gradient bytes",
-            "B": "link bandwidth, bytes/s",
-            "alpha": "one-way latency, s",
-            "u": "time of one full optimizer step, s (and of adding P bytes)",
-            "mu": "compute rate, 1/s (exponential compute)",
-            "t": "compute time, s (deterministic compute)",
-        }
-        return Formula.pruned(
-            expr,
-            syms,
-            meaning,
-            f"{self.key} stage {self.stage} throughput, {compute} compute",
-            f"ring alpha-beta collectives on one channel per worker, k equal units; {note}",
-        )
+        return sharded_formula(self, compute)
