@@ -19,6 +19,16 @@ micro-batches of ``microbatch``. The model is anything with the methods of
 keep for the backward pass) and ``boundary_bytes(b)`` (what a pipeline
 boundary sends).
 
+With ``space="hybrid"`` (or a :class:`~queuesgd.hybrid_space.HybridSpace`)
+it searches Megatron-LM's whole space instead: tensor x pipeline x data
+parallelism x micro-batch size x schedule and virtual stages x
+recomputation x ZeRO stage x sequence parallelism, each configuration a
+:class:`~queuesgd.HybridParallel` on a (two-level) :class:`~queuesgd.Cluster`,
+all of them evaluated in one NumPy pass
+(:func:`~queuesgd.hybrid_space.evaluate_space`, equal to ``predict`` row by
+row), the fastest that fit predicted one by one as the candidates, and the
+whole table kept in :attr:`Plan.table`.
+
 Examples
 --------
 >>> from queuesgd.model_shapes import GPT3_XL
@@ -37,10 +47,12 @@ from typing import Any
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError, NotRepresentable, QueuesgdError
 
-__all__ = ["Candidate", "DEFAULT_STAGES", "Plan", "plan_parallelism"]
+__all__ = ["Candidate", "DEFAULT_STAGES", "Plan", "SPACES", "plan_parallelism"]
 
 #: The pipeline depths :func:`plan_parallelism` tries by default (those dividing the workers, below them).
 DEFAULT_STAGES = (2, 4, 8, 16)
+#: What :func:`plan_parallelism` searches: DP, FSDP, PP and DP x PP, or the hybrid (TP x PP x DP x ...) space.
+SPACES = ("strategies", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -50,12 +62,16 @@ class Candidate:
     Attributes
     ----------
     strategy : str
-        ``"DP"``, ``"FSDP"``, ``"PP"`` or ``"DP x PP"``.
+        ``"DP"``, ``"FSDP"``, ``"PP"`` or ``"DP x PP"``; in the hybrid
+        space the parallelisms of degree above 1, ``"TP x PP x DP"`` for
+        example (``"single GPU"`` if none), the rest in ``scheme``.
     scheme : Scheme or None
         The scheme predicted (None where it could not be built; ``note`` says why).
     replicas, stages, microbatches : int
         ``D`` data-parallel replicas of ``S`` stages; micro-batches per
         replica and step (1 for DP and FSDP, which take their batch whole).
+        In the hybrid space ``d``, ``p`` and ``m`` (``scheme.tensor`` is
+        ``t``, the workload's batch ``b``: ``microbatch``).
     throughput : float
         Samples per second (nan where the scheme could not run; ``note`` says why).
     memory : Memory or None
@@ -69,6 +85,8 @@ class Candidate:
         (:func:`queuesgd.derive`), or why it has none.
     note : str
         Why a candidate did not run, else "".
+    microbatch : int or None
+        Samples per micro-batch (hybrid space; None for the other strategies).
 
     Examples
     --------
@@ -90,6 +108,7 @@ class Candidate:
     method: str
     formula: str
     note: str = ""
+    microbatch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -102,11 +121,16 @@ class Plan:
         The question asked (bandwidth in bytes/s, memory in bytes).
     candidates : tuple of Candidate
         Every way predicted, in the order DP, FSDP, PP, DP x PP (by stages).
+        In the hybrid space: the ``keep`` fastest configurations that fit,
+        fastest first, each predicted with ``predict``.
     best : Candidate or None
         The fastest candidate that fits in memory (None if none does).
     notes : tuple of str
         Each candidate not predicted, and why (a depth that does not divide
         the workers, a micro-batch the replica's batch cannot be cut into).
+    table : HybridTable or None
+        The hybrid space: every configuration evaluated, as columns (None
+        for the other strategies).
 
     Examples
     --------
@@ -124,9 +148,13 @@ class Plan:
     candidates: tuple[Candidate, ...]
     best: Candidate | None
     notes: tuple[str, ...] = ()
+    table: Any = None
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per candidate (strategy, D, S, M, samples/s, memory GB, fits, method): for tables.
+
+        Candidates of the hybrid space add ``T``, ``b``, ``schedule``, ``v``,
+        ``recompute``, ``zero`` and ``SP`` (their scheme's fields).
 
         Examples
         --------
@@ -146,6 +174,7 @@ class Plan:
                 "fits": c.fits,
                 "method": c.method,
                 "note": c.note,
+                **_hybrid_fields(c),
             }
             for c in self.candidates
         ]
@@ -155,6 +184,21 @@ class Plan:
         import pandas as pd
 
         return pd.DataFrame(self.rows())
+
+
+def _hybrid_fields(c: Candidate) -> dict[str, Any]:
+    if c.microbatch is None or getattr(c.scheme, "key", None) != "hybrid":
+        return {}
+    s = c.scheme
+    return {
+        "T": s.tensor,
+        "b": c.microbatch,
+        "schedule": s.schedule,
+        "v": s.virtual_stages,
+        "recompute": s.recompute,
+        "zero": s.zero,
+        "SP": s.sequence_parallel,
+    }
 
 
 def _formula(scheme: Any) -> str:
@@ -180,28 +224,32 @@ def _undivided(batch: int, replicas: int, microbatch: int) -> str:
 
 def plan_parallelism(
     model: Any,
-    workers: int,
-    bandwidth: float | str,
+    workers: int | Any,
+    bandwidth: float | str | None = None,
     *,
     global_batch: int,
     memory_limit: float | str = "80GB",
-    latency: float | str = "10us",
+    latency: float | str | None = None,
     stages: tuple[int, ...] | None = None,
-    microbatch: int = 1,
+    microbatch: int | None = None,
     optimizer: str | float = 6.0,
     flops: float = 125e12,
-    schedule: str = "1f1b",
+    schedule: str | None = None,
+    space: str | Any = "strategies",
 ) -> Plan:
-    """Predict DP, FSDP, PP and DP x PP for ``model`` on ``workers`` workers; pick the fastest that fits.
+    """Predict the ways to run ``model`` on ``workers`` workers; pick the fastest that fits.
 
     Parameters
     ----------
     model : TransformerShape or alike
-        See the module docstring.
-    workers : int
-        ``n``, one accelerator each.
+        See the module docstring (the hybrid space needs a ``TransformerShape``).
+    workers : int or Cluster
+        ``n``, one accelerator each, or the cluster itself (a two-level one:
+        NVLink inside a node, rails between nodes); then ``bandwidth`` and
+        ``latency`` are the cluster's and not given.
     bandwidth, latency : float or str
-        Each worker's link (``"100Gbit/s"``, ``"10us"``).
+        Each worker's link (``"100Gbit/s"``; latency default ``"10us"``),
+        with ``workers`` a number (a flat cluster).
     global_batch : int
         Samples per training step over all workers (``G``).
     memory_limit : float or str
@@ -210,16 +258,24 @@ def plan_parallelism(
         Pipeline depths ``S`` to try for DP x PP (those dividing ``n``,
         below ``n``; the others are listed in :attr:`Plan.notes`); PP is
         ``S = n``. Default: :data:`DEFAULT_STAGES`, those that apply.
-    microbatch : int
-        Samples per pipeline micro-batch. A pipeline whose replicas' batch
-        it does not divide is not predicted (:attr:`Plan.notes` says so).
+    microbatch : int, optional
+        Samples per pipeline micro-batch (default 1). A pipeline whose
+        replicas' batch it does not divide is not predicted
+        (:attr:`Plan.notes` says so).
     optimizer : str or float
         Bytes of optimizer state per byte of parameters (6: Adam with fp32
         master weights against 16-bit parameters, ZeRO's ``K = 12``).
     flops : float
         The sustained FLOP/s rate the model's times are taken at.
-    schedule : {"1f1b", "gpipe"}
-        The pipelines' schedule.
+    schedule : {"1f1b", "gpipe"}, optional
+        The pipelines' schedule (default ``"1f1b"``).
+    space : {"strategies", "hybrid"} or HybridSpace
+        ``"strategies"`` (the default): DP, FSDP, PP and DP x PP as above.
+        ``"hybrid"`` or a :class:`~queuesgd.hybrid_space.HybridSpace` (to
+        choose the values of each axis): every ``HybridParallel``
+        configuration, evaluated in one pass; ``stages``, ``microbatch``
+        and ``schedule`` are then the space's axes and not given here, and
+        ``global_batch`` need only be a multiple of each ``d`` (not of ``n``).
 
     Returns
     -------
@@ -231,8 +287,134 @@ def plan_parallelism(
     >>> p = plan_parallelism(GPT3_XL, 64, "10Gbit/s", global_batch=64)
     >>> p.best.strategy, p.best.replicas, p.best.stages, round(p.best.memory.total / 1e9, 1)
     ('DP x PP', 4, 16, 13.2)
+    >>> from queuesgd import Cluster
+    >>> c = Cluster(64, "100Gbit/s", "5us", gpus_per_node=8, node_bandwidth="300GB/s", rails=4)
+    >>> h = plan_parallelism(GPT3_XL, c, global_batch=512, space="hybrid", memory_limit="8GB")
+    >>> len(h.table), h.best.strategy, h.best.scheme.tensor, h.best.scheme.zero, h.best.microbatch
+    (8010, 'TP x DP', 2, 2, 1)
     """
     from queuesgd.cluster import Cluster
+
+    if isinstance(workers, Cluster):
+        for name, value in (("bandwidth", bandwidth), ("latency", latency)):
+            if value is not None:
+                raise InvalidParameterError(
+                    name, value, "None when workers is a Cluster (the cluster's own is used)"
+                )
+        cluster = workers
+    else:
+        if bandwidth is None:
+            raise InvalidParameterError("bandwidth", None, "each worker's link, e.g. '100Gbit/s'")
+        n = _checks.integer("workers", workers)
+        link = units.parse_bandwidth(bandwidth, "bandwidth")
+        lat = units.parse_seconds("10us" if latency is None else latency, "latency")
+        cluster = Cluster(n, link, latency=lat)
+    if isinstance(space, str):
+        _checks.choice("space", space, SPACES)
+    if space != "strategies":
+        from queuesgd.hybrid_space import HybridSpace
+
+        if space == "hybrid":
+            space = HybridSpace()
+        elif not isinstance(space, HybridSpace):
+            raise InvalidParameterError("space", space, "'strategies', 'hybrid' or a HybridSpace(...)")
+        given = {"stages": stages, "microbatch": microbatch, "schedule": schedule}
+        for name, value in given.items():
+            if value is not None:
+                axis = {"stages": "pipeline"}.get(name, name)
+                raise InvalidParameterError(
+                    name, value, f"None with a hybrid space (give HybridSpace({axis}=...) as space=)"
+                )
+        return _plan_hybrid(model, cluster, space, global_batch, memory_limit, optimizer, flops)
+    return _plan_strategies(
+        model,
+        cluster,
+        global_batch=global_batch,
+        memory_limit=memory_limit,
+        stages=stages,
+        microbatch=1 if microbatch is None else microbatch,
+        optimizer=optimizer,
+        flops=flops,
+        schedule="1f1b" if schedule is None else schedule,
+    )
+
+
+def _strategy(t: int, p: int, d: int) -> str:
+    parts = [name for name, k in (("TP", t), ("PP", p), ("DP", d)) if k > 1]
+    return " x ".join(parts) or "single GPU"
+
+
+def _plan_hybrid(
+    model: Any, cluster: Any, space: Any, global_batch: Any, memory_limit: Any, optimizer: Any, flops: Any
+) -> Plan:
+    """The hybrid space: every configuration at once, the ``keep`` fastest that fit predicted one by one."""
+    from queuesgd.hybrid_space import evaluate_space
+    from queuesgd.model_shapes import TransformerShape
+    from queuesgd.prediction import predict
+    from queuesgd.schemes.memory import check_optimizer
+
+    if not isinstance(model, TransformerShape):
+        raise InvalidParameterError("model", model, "a TransformerShape(...) for the hybrid space")
+    G = _checks.integer("global_batch", global_batch)
+    cap = float(units.parse_bytes(memory_limit, "memory_limit"))
+    check_optimizer("optimizer", optimizer)
+    _checks.positive("flops", flops)
+    table = evaluate_space(
+        model, cluster, space, global_batch=G, memory_limit=cap, optimizer=optimizer, flops=flops
+    )
+    formulas: dict[tuple[Any, ...], str] = {}
+    out = []
+    for i in table.order()[: space.keep]:
+        scheme, workload = table.scheme(i)
+        p = predict(scheme, workload, cluster)
+        key = (scheme.schedule, scheme.recompute, scheme.zero)
+        if key not in formulas:
+            formulas[key] = _formula(scheme)
+        d = scheme.replicas(cluster)
+        out.append(
+            Candidate(
+                _strategy(scheme.tensor, scheme.pipeline, d),
+                scheme,
+                d,
+                scheme.pipeline,
+                scheme.microbatches,
+                p.throughput,
+                p.memory,
+                p.memory is not None and p.memory.total <= cap,
+                p.method,
+                formulas[key],
+                microbatch=workload.batch_size,
+            )
+        )
+    fits = int(table["fits"].sum())
+    notes = list(table.notes)
+    notes.append(
+        f"{len(table):,} configurations evaluated, {fits:,} fit in {units.format_bytes(cap)} per GPU"
+    )
+    if not len(table):
+        notes.append("no configuration applies: see the rules in queuesgd.hybrid_space")
+    elif not fits:
+        least = float(table["memory"].min())
+        notes.append(
+            f"none fits: the least memory per GPU of any configuration is {units.format_bytes(least)}"
+        )
+    best = out[0] if out else None
+    return Plan(cluster.workers, cluster.bandwidth, G, cap, tuple(out), best, tuple(notes), table)
+
+
+def _plan_strategies(
+    model: Any,
+    cluster: Any,
+    *,
+    global_batch: int,
+    memory_limit: float | str,
+    stages: tuple[int, ...] | None,
+    microbatch: int,
+    optimizer: str | float,
+    flops: float,
+    schedule: str,
+) -> Plan:
+    """DP, FSDP, PP and DP x PP (the planner before the hybrid space)."""
     from queuesgd.prediction import predict
     from queuesgd.schemes import Pipeline, ShardedDataParallel
     from queuesgd.schemes.memory import check_optimizer
@@ -242,7 +424,7 @@ def plan_parallelism(
             raise InvalidParameterError(
                 "model", model, f"a model shape with a {method}() method, such as TransformerShape(...)"
             )
-    n = _checks.integer("workers", workers)
+    n = cluster.workers
     G = _checks.integer("global_batch", global_batch)
     mb = _checks.integer("microbatch", microbatch)
     asked = DEFAULT_STAGES if stages is None else _checks.integers("stages", stages, allow_empty=True)
@@ -250,8 +432,6 @@ def plan_parallelism(
     check_optimizer("optimizer", optimizer)
     _checks.positive("flops", flops)
     _checks.choice("schedule", schedule, ("1f1b", "gpipe"))
-    link = units.parse_bandwidth(bandwidth, "bandwidth")
-    cluster = Cluster(n, link, latency=units.parse_seconds(latency, "latency"))
     out: list[Candidate] = []
     notes: list[str] = []
 

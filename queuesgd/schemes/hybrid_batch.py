@@ -1,0 +1,330 @@
+"""HybridParallel's closed form over arrays of configurations: one NumPy evaluation for a whole search space.
+
+:func:`batch_times` evaluates, for many configurations of one model on one
+cluster at once, exactly what
+:meth:`~queuesgd.schemes.hybrid.HybridParallel.solve_closed_form` and
+:meth:`~queuesgd.schemes.hybrid.HybridParallel.memory` compute for each one
+(the module docstring of :mod:`queuesgd.schemes.hybrid` lists the model):
+the same formulas, written on arrays, row ``i`` equal to ``predict`` of the
+scheme of row ``i`` (tested to 1e-12 relative). It is what
+:func:`queuesgd.plan_parallelism` runs over TP x PP x DP x micro-batch x
+virtual stages x recomputation x ZeRO.
+
+:func:`batch_collective_time` is
+:func:`~queuesgd.schemes.collectives.collective_time` on arrays of message
+sizes and groups: every algorithm's alpha-beta time, NCCL's argmin among
+those that apply, or the cluster's measured bus-bandwidth table where it has
+one for the group's level.
+
+Examples
+--------
+>>> import numpy as np
+>>> from queuesgd import Cluster
+>>> c = Cluster(16, "100Gbit/s", "5us", gpus_per_node=8, node_bandwidth="100GB/s", node_latency="1us",
+...             rails=8)
+>>> s, algo = batch_collective_time("allreduce", np.array([1e9, 1e3]), c, [16, 16], [8, 8])
+>>> [round(float(x) * 1e6, 1) for x in s], [ALGORITHM_NAMES[a] for a in algo]   # us; 1 GB as collective_time
+([18788.0, 24.0], ['ring', 'tree'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from queuesgd import _checks
+from queuesgd.errors import InvalidParameterError
+from queuesgd.schemes.collectives import TREE_EFFICIENCY
+from queuesgd.schemes.costs import (
+    hierarchical_allreduce,
+    ring_allgather,
+    ring_allreduce,
+    ring_reduce_scatter,
+)
+from queuesgd.schemes.memory import check_optimizer
+
+if TYPE_CHECKING:
+    from queuesgd.model_shapes import TransformerShape
+    from queuesgd.workload import Cluster, Workload
+
+__all__ = ["ALGORITHM_NAMES", "COLUMNS", "batch_collective_time", "batch_times"]
+
+#: The algorithm codes :func:`batch_collective_time` returns, by index.
+ALGORITHM_NAMES: tuple[str, ...] = ("ring", "tree", "hierarchical", "table")
+#: The arrays :func:`batch_times` returns, one entry per configuration.
+COLUMNS: tuple[str, ...] = (
+    "throughput",
+    "step",
+    "bubble",
+    "compute",
+    "tp",
+    "p2p",
+    "dp",
+    "update",
+    "parameters",
+    "gradients",
+    "optimizer",
+    "activations",
+    "memory",
+)
+
+
+def batch_collective_time(
+    operation: str, nbytes: Any, cluster: Cluster, ranks: Any, per_node: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds of one collective per row, and the algorithm chosen (an index into :data:`ALGORITHM_NAMES`).
+
+    Row ``i`` equals ``collective_time(operation, nbytes[i], cluster, ranks[i],
+    per_node=per_node[i])`` (every group sharing the node's rails with the
+    node's other groups like it, as there). ``operation`` is ``"allreduce"``,
+    ``"reduce_scatter"`` or ``"allgather"``.
+
+    Examples
+    --------
+    >>> from queuesgd import Cluster
+    >>> s, a = batch_collective_time("allgather", [4e6], Cluster(4, "1GB/s"), [4], [1])
+    >>> float(s[0]), ALGORITHM_NAMES[a[0]]                   # 3/4 x 4 MB / 1 GB/s
+    (0.003, 'ring')
+    """
+    op = _checks.choice("operation", operation, ("allreduce", "reduce_scatter", "allgather"))
+    S = np.asarray(nbytes, dtype=float)
+    g = np.asarray(ranks, dtype=np.int64)
+    k = np.asarray(per_node, dtype=np.int64)
+    S, g, k = np.broadcast_arrays(S, g, k)
+    m = g // k
+    gpn = cluster.per_node
+    Bi, ai, ae = cluster.intra_bandwidth, cluster.intra_latency, cluster.latency
+    Be = cluster.network_bandwidth / np.maximum(gpn // k, 1)
+    Br = np.where(m == 1, Bi, np.where(k == 1, Be, np.minimum(Bi, Be)))
+    both = (k > 1) & (m > 1)
+    inf = np.full(S.shape, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if op == "allreduce":
+            ring = ring_allreduce(g, S, Br, ai) + 2 * (m - 1) * (ae - ai)
+            depth = np.where(m > 1, np.ceil(np.log2(np.maximum(m, 1)) - 1e-12), 0.0)
+            tree = 2 * S / (TREE_EFFICIENCY * Br) + 2 * ((k - 1) * ai + depth * ae)
+            hier = np.where(both, hierarchical_allreduce(g, k, S, Be, ae, Bi, ai), inf)
+        else:
+            half = ring_reduce_scatter if op == "reduce_scatter" else ring_allgather
+            ring = half(g, S, Br, ai) + (m - 1) * (ae - ai)
+            tree = inf
+            hier = np.where(both, half(k, S, Bi, ai) + half(m, S, Be, ae), inf)
+    times = np.stack([ring, tree, hier])
+    algo = np.argmin(times, axis=0)
+    seconds = np.take_along_axis(times, algo[None], axis=0)[0]
+    single = g == 1
+    seconds = np.where(single, 0.0, seconds)
+    algo = np.where(single, 0, algo)
+    tables = cluster.collectives
+    if tables is not None:
+        levels = np.where(m == 1, 0, 1)
+        for level, ranks_ in {(int(a), int(b)) for a, b in zip(levels[~single], g[~single])}:
+            table = tables.table(("intra", "inter")[level], ranks_)
+            if table is None:
+                continue
+            rows = (levels == level) & (g == ranks_)
+            seconds[rows] = table.time(op, S[rows], ranks_)
+            algo = np.where(rows, 3, algo)
+    return np.asarray(seconds, dtype=float), np.asarray(algo, dtype=np.int64)
+
+
+def _column(name: str, value: Any, n: int, kind: Any = np.int64) -> np.ndarray:
+    out = np.asarray(value, dtype=kind)
+    if out.ndim > 1 or (out.ndim == 1 and out.shape[0] != n):
+        raise InvalidParameterError(name, f"an array of shape {out.shape}", f"one value per row ({n} rows)")
+    return np.broadcast_to(out, (n,))
+
+
+def batch_times(
+    shape: TransformerShape,
+    cluster: Cluster,
+    workloads: Mapping[int, Workload],
+    *,
+    tensor: Any,
+    pipeline: Any,
+    data: Any,
+    microbatch: Any,
+    microbatches: Any,
+    schedule: Any,
+    virtual_stages: Any,
+    sequence_parallel: Any,
+    recompute: Any,
+    zero: Any,
+    optimizer: str | float = 6.0,
+) -> dict[str, np.ndarray]:
+    """HybridParallel's closed form and memory per GPU for every row: arrays named as :data:`COLUMNS`.
+
+    Parameters
+    ----------
+    shape : TransformerShape
+        The model (``HybridParallel(shape=shape)``).
+    cluster : Cluster
+        Workers ``tensor x pipeline x data`` for every row.
+    workloads : mapping of int to Workload
+        The workload of one micro-batch of ``b`` samples, for every ``b`` in
+        ``microbatch`` (``shape.workload(b, flops=...)``: what ``predict`` gets).
+    tensor, pipeline, data, microbatch, microbatches, virtual_stages : array of int
+        ``t``, ``p``, ``d``, samples per micro-batch ``b``, micro-batches per
+        step ``m``, ``v`` (1 unless interleaved).
+    schedule : array of int
+        Index into :data:`~queuesgd.schemes.megatron.SCHEDULES` (``"1f1b"``, ``"gpipe"``, ``"interleaved"``).
+    sequence_parallel : array of bool
+    recompute : array of int
+        Index into :data:`~queuesgd.schemes.megatron.RECOMPUTE` (None, ``"full"``, ``"selective"``).
+    zero : array of int
+        ZeRO stage 0-3.
+    optimizer : str or float
+        Optimizer state per byte of parameters, as ``HybridParallel.optimizer``.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``throughput`` (samples/s), ``step`` (s), ``bubble`` (fraction),
+        ``compute``/``tp``/``p2p`` (one micro-batch on one GPU, s), ``dp``
+        and ``update`` (one step, s), and the first stage's memory per GPU
+        (bytes): ``parameters``, ``gradients``, ``optimizer``,
+        ``activations`` and ``memory`` (their total).
+
+    The rows are not validated here: each must be a configuration
+    ``HybridParallel`` accepts on ``cluster`` (the planner builds only those).
+
+    Examples
+    --------
+    >>> from queuesgd import Cluster, HybridParallel, predict
+    >>> from queuesgd.model_shapes import GPT3_XL
+    >>> c = Cluster(64, "200Gbit/s", "5us", gpus_per_node=8, node_bandwidth="300GB/s", rails=8)
+    >>> w = {1: GPT3_XL.workload(1, flops=150e12)}
+    >>> out = batch_times(GPT3_XL, c, w, tensor=[2, 8], pipeline=[4, 1], data=[8, 8], microbatch=1,
+    ...                   microbatches=[16, 8], schedule=0, virtual_stages=1, sequence_parallel=False,
+    ...                   recompute=[2, 0], zero=0)
+    >>> s = HybridParallel(tensor=2, pipeline=4, microbatches=16, shape=GPT3_XL, recompute="selective")
+    >>> round(float(out["throughput"][0]), 1), round(predict(s, w[1], c).throughput, 1)
+    (382.0, 382.0)
+    """
+    t = np.asarray(tensor, dtype=np.int64).ravel()
+    n = t.shape[0]
+    p = _column("pipeline", pipeline, n)
+    d = _column("data", data, n)
+    b = _column("microbatch", microbatch, n)
+    m = _column("microbatches", microbatches, n)
+    sched = _column("schedule", schedule, n)
+    v = _column("virtual_stages", virtual_stages, n)
+    sp = _column("sequence_parallel", sequence_parallel, n, bool)
+    rc = _column("recompute", recompute, n)
+    z = _column("zero", zero, n)
+    opt = check_optimizer("optimizer", optimizer)
+    sizes, which = np.unique(b, return_inverse=True)
+    missing = [int(x) for x in sizes if int(x) not in workloads]
+    if missing:
+        raise InvalidParameterError(
+            "workloads", sorted(workloads), f"a workload for micro-batch {missing[0]}"
+        )
+    ws = [workloads[int(x)] for x in sizes]
+    stretch = 1.0 / float(cluster.speed_factors.min())
+    # per micro-batch size: C, the forward share, the selective share, A and the model's bytes
+    C = np.array([w.compute_time * stretch for w in ws])[which]
+    fwd = []
+    for w in ws:
+        f, bwd = w.forward_time, w.backward_time
+        fwd.append(f / (f + bwd) if f is not None and bwd and f + bwd > 0 else 1.0 / 3.0)
+    forward = np.array(fwd)[which]
+    sel = np.array(
+        [
+            shape.layers * 4.0 * int(x) * shape.sequence**2 * shape.hidden / shape.iteration_flops(int(x))
+            for x in sizes
+        ]
+    )[which]
+    A = np.array([shape.boundary_bytes(int(x)) for x in sizes])[which]
+    param_bytes = np.array([w.parameter_bytes for w in ws])[which]
+    grad_bytes = np.array([w.gradient_bytes for w in ws])[which]
+    update_time = np.array([w.update_time for w in ws])[which]
+    full, selective = rc == 1, rc == 2
+    share = np.where(full, forward, np.where(selective, sel, 0.0))
+    compute = C * (1.0 + share) / (t * p)
+    gpn = cluster.per_node
+    # tensor parallelism: packed in a node
+    k_tp = np.minimum(t, gpn)
+    ar, _ = batch_collective_time("allreduce", A, cluster, t, k_tp)
+    rs, _ = batch_collective_time("reduce_scatter", A, cluster, t, k_tp)
+    ag, _ = batch_collective_time("allgather", A, cluster, t, k_tp)
+    one = np.where(sp, rs + ag, ar)
+    tp = shape.layers / p * (np.where(full, 6, 4) * one)
+    # pipeline sends: 2 v blocking sends of A/t, over NVLink if the next stage is in the node
+    inside = t * d < gpn
+    bw = np.where(inside, cluster.intra_bandwidth, cluster.network_bandwidth / gpn)
+    lat = np.where(inside, cluster.intra_latency, cluster.latency)
+    p2p = np.where(p > 1, 2 * v * (lat + A / t / bw), 0.0)
+    # data parallelism / ZeRO over the d ranks holding the same shard
+    k_dp = np.where(t < gpn, np.gcd(d, np.maximum(gpn // t, 1)), 1)
+    G = grad_bytes / (t * p)
+    P = param_bytes / (t * p)
+    dp_ar, _ = batch_collective_time("allreduce", G, cluster, d, k_dp)
+    dp_rs, _ = batch_collective_time("reduce_scatter", G, cluster, d, k_dp)
+    dp_ag, _ = batch_collective_time("allgather", P, cluster, d, k_dp)
+    dp = np.where(z == 0, dp_ar, np.where(z < 3, dp_rs + dp_ag, m * (2 * dp_ag + dp_rs)))
+    update = update_time / (t * p * np.where(z > 0, d, 1))
+    tau = compute + tp + p2p
+    step = m * tau + (p - 1) / v * tau + dp + update
+    memory = _batch_memory(shape, param_bytes, t, p, d, b, m, sched, v, sp, rc, z, opt)
+    return {
+        "throughput": d * m * b / step,
+        "step": step,
+        "bubble": (p - 1) / (v * m),
+        "compute": compute,
+        "tp": tp,
+        "p2p": p2p,
+        "dp": dp,
+        "update": update,
+        **memory,
+    }
+
+
+def _batch_memory(
+    shape: TransformerShape,
+    param_bytes: np.ndarray,
+    t: np.ndarray,
+    p: np.ndarray,
+    d: np.ndarray,
+    b: np.ndarray,
+    m: np.ndarray,
+    sched: np.ndarray,
+    v: np.ndarray,
+    sp: np.ndarray,
+    rc: np.ndarray,
+    z: np.ndarray,
+    opt: float,
+) -> dict[str, np.ndarray]:
+    """``HybridParallel.memory`` on arrays (first stage; Korthikanti's activations, ZeRO's split)."""
+    s, h, a, l = shape.sequence, shape.hidden, shape.heads, shape.layers
+    nbytes = param_bytes / shape.parameters
+    count = l / p * shape.block_parameters + shape.embedding_parameters + np.where(p == 1, 2 * h, 0)
+    P = G = count * nbytes / t
+    layer = shape.block_parameters * nbytes / t
+    sbh = float(s) * b * h
+    attention = np.where(rc == 2, 0.0, 5 * a * s / (h * t))
+    per = np.where(
+        rc == 1,
+        2 * sbh / np.where(sp, t, 1),
+        np.where(sp, sbh * (34 / t + attention), sbh * (10 + 24 / t + attention)),
+    )
+    per_stage = l / p
+    flight = np.where(
+        sched == 1,
+        m * per_stage,
+        np.where(sched == 2, l * (1 + (p - 1) / (p * v)), np.minimum(p, m) * per_stage),
+    )
+    act = per * flight
+    gathered = np.where((z == 3) & (d > 1), 2 * layer, 0.0)
+    o = P * opt
+    params = np.where(z == 3, P / d + gathered, P)
+    grads = np.where(z >= 2, G / d, G)
+    state = np.where(z >= 1, o / d, o)
+    return {
+        "parameters": params,
+        "gradients": grads,
+        "optimizer": state,
+        "activations": act,
+        "memory": params + grads + state + act,
+    }

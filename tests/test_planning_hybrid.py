@@ -1,0 +1,285 @@
+"""plan_parallelism over the hybrid space: the vectorized closed form equals predict row by row; the space.
+
+The independent sources: ``predict`` of each row's ``HybridParallel`` (its scalar closed form),
+``collective_time`` for each group, and a brute-force enumeration of every configuration that
+``HybridParallel`` itself accepts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from itertools import product
+
+import numpy as np
+import pytest
+
+from queuesgd import Cluster, HybridParallel, predict
+from queuesgd.busbw import BusBandwidth, CollectiveTables
+from queuesgd.errors import InvalidParameterError, QueuesgdError
+from queuesgd.hybrid_space import HybridSpace, evaluate_space
+from queuesgd.model_shapes import GPT3_XL, TransformerShape
+from queuesgd.planning import plan_parallelism
+from queuesgd.schemes.collectives import collective_time
+from queuesgd.schemes.hybrid_batch import ALGORITHM_NAMES, batch_collective_time
+
+#: Megatron-LM SC'21, Table 1, last row: 1T parameters.
+T1 = TransformerShape(layers=128, hidden=25600, heads=160, sequence=2048, vocabulary=51200, name="1t")
+SMALL = TransformerShape(layers=8, hidden=256, heads=8, sequence=128, vocabulary=1000, name="small")
+
+
+def dgx(workers: int, **kw) -> Cluster:
+    return Cluster(
+        workers,
+        "200Gbit/s",
+        "5us",
+        gpus_per_node=8,
+        node_bandwidth="300GB/s",
+        node_latency="2us",
+        rails=8,
+        **kw,
+    )
+
+
+TABLES = CollectiveTables(
+    intra=BusBandwidth([(1e3, 1e9), (1e6, 100e9), (1e9, 230e9)], ranks=8),
+    inter=[
+        BusBandwidth([(1e3, 0.5e9), (1e8, 40e9)], ranks=4),
+        BusBandwidth([(1e3, 0.3e9), (1e8, 30e9)], ranks=64),
+    ],
+)
+
+
+def rel(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(a), abs(b), 1e-300)
+
+
+def assert_rows_equal_predict(table, cluster, rows) -> None:
+    for i in rows:
+        scheme, workload = table.scheme(int(i))
+        p = predict(scheme, workload, cluster)
+        pairs = {
+            "throughput": p.throughput,
+            "step": p.iteration_time,
+            "bubble": p.details["bubble"],
+            "tp": p.details["tp_per_microbatch"],
+            "p2p": p.details["p2p_per_microbatch"],
+            "dp": p.details["dp_per_step"],
+            "update": p.breakdown["update"],
+            "memory": p.memory.total,
+            "parameters": p.memory.parameters,
+            "gradients": p.memory.gradients,
+            "optimizer": p.memory.optimizer,
+            "activations": p.memory.activations,
+        }
+        for name, value in pairs.items():
+            assert rel(value, float(table[name][i])) <= 1e-12, (name, table.row(int(i)), value)
+        assert rel(p.breakdown["compute"], scheme.microbatches * float(table["compute"][i])) <= 1e-12
+
+
+@pytest.mark.parametrize(
+    ("shape", "cluster", "batch", "sample"),
+    [
+        (T1, dgx(3072), 3072, 300),  # the benchmark's question
+        (GPT3_XL, dgx(64, collectives=TABLES), 512, 300),  # measured bus bandwidth in place of the model
+        (SMALL, Cluster(16, "10Gbit/s", "20us"), 64, 200),  # a flat cluster
+        (SMALL, dgx(4), 48, 200),  # less than a node
+    ],
+    ids=["1T-3072", "tables", "flat", "partial-node"],
+)
+def test_a_random_sample_equals_predict_row_by_row(shape, cluster, batch, sample):
+    space = HybridSpace(schedule=("1f1b", "gpipe", "interleaved"))
+    table = evaluate_space(shape, cluster, space, global_batch=batch, memory_limit=80e9, flops=150e12)
+    rng = np.random.default_rng(24)
+    rows = rng.choice(len(table), size=min(sample, len(table)), replace=False)
+    assert_rows_equal_predict(table, cluster, rows)
+
+
+def test_collectives_on_arrays_equal_collective_time():
+    rng = np.random.default_rng(7)
+    for cluster in (dgx(256), dgx(256, collectives=TABLES), Cluster(32, "25Gbit/s", "10us")):
+        gpn = cluster.per_node
+        for op in ("allreduce", "reduce_scatter", "allgather"):
+            groups = [(g, k) for g in (1, 2, 4, 8, 16, 32, 64, 128) for k in (1, 2, 4, 8) if k <= min(g, gpn)]
+            groups = [(g, k) for g, k in groups if g % k == 0 and g <= cluster.workers]
+            g, k = np.array(groups).T
+            S = 10.0 ** rng.uniform(0, 10, size=g.shape)
+            seconds, algo = batch_collective_time(op, S, cluster, g, k)
+            for j in range(len(g)):
+                ref = collective_time(op, S[j], cluster, int(g[j]), per_node=int(k[j]))
+                assert rel(ref.seconds, float(seconds[j])) <= 1e-12
+                assert ALGORITHM_NAMES[algo[j]] == ref.algorithm or math.isclose(
+                    ref.times.get(ALGORITHM_NAMES[algo[j]], math.inf), ref.seconds, rel_tol=1e-12
+                )
+
+
+def test_the_space_is_every_configuration_hybrid_parallel_accepts():
+    # brute force: every (t, p, b, schedule, v, recompute, zero, SP) that HybridParallel and its
+    # check() accept with G = d m b, less the documented duplicates
+    cluster, G = dgx(16), 32
+    space = HybridSpace(schedule=("1f1b", "gpipe", "interleaved"))
+    table = evaluate_space(SMALL, cluster, space, global_batch=G, memory_limit=1e12)
+    got = {
+        tuple(
+            table.row(i)[k]
+            for k in (
+                "tensor",
+                "pipeline",
+                "microbatch",
+                "schedule",
+                "virtual_stages",
+                "recompute",
+                "zero",
+                "sequence_parallel",
+            )
+        )
+        for i in range(len(table))
+    }
+    assert len(got) == len(table)  # no duplicates
+    want = set()
+    w = {b: SMALL.workload(b) for b in range(1, G + 1)}
+    for t, p, b, sched, v, rc, z, sp in product(
+        range(1, 17),
+        range(1, 9),
+        range(1, G + 1),
+        ("1f1b", "gpipe", "interleaved"),
+        range(1, 9),
+        (None, "full", "selective"),
+        range(4),
+        (False, True),
+    ):
+        if 16 % (t * p) or G % (16 // (t * p) * b) or (sched == "interleaved") != (v > 1):
+            continue
+        d = 16 // (t * p)
+        if (sp and t == 1) or (z and d == 1):
+            continue  # the same configuration as without SP / ZeRO
+        if sched == "interleaved" and p == 1:
+            continue  # chunks of one stage: no pipeline to interleave
+        try:
+            s = HybridParallel(
+                tensor=t,
+                pipeline=p,
+                microbatches=G // (d * b),
+                schedule=sched,
+                virtual_stages=v,
+                sequence_parallel=sp,
+                recompute=rc,
+                zero=z,
+                shape=SMALL,
+            )
+            s.check(w[b], cluster)
+        except QueuesgdError:
+            continue
+        want.add((t, p, b, sched, v, rc, z, sp))
+    assert got == want
+
+
+def test_the_plan_is_the_fastest_that_fits_and_matches_predict():
+    c = dgx(64)
+    plan = plan_parallelism(GPT3_XL, c, global_batch=512, memory_limit="8GB", space="hybrid", flops=150e12)
+    table = plan.table
+    fits = table["fits"]
+    assert np.all(table["memory"][fits] <= 8e9) and np.all(table["memory"][~fits] > 8e9)
+    assert plan.best.throughput == pytest.approx(float(table["throughput"][fits].max()), rel=1e-12)
+    speeds = [c_.throughput for c_ in plan.candidates]
+    assert speeds == sorted(speeds, reverse=True) and len(plan.candidates) == 10
+    for cand in plan.candidates:
+        assert cand.fits and cand.memory.total <= 8e9 and cand.method == "closed_form"
+        w = GPT3_XL.workload(cand.microbatch, flops=150e12)
+        assert cand.throughput == predict(cand.scheme, w, c).throughput
+        assert cand.replicas * cand.microbatches * cand.microbatch == 512
+        assert cand.replicas * cand.stages * cand.scheme.tensor == 64
+    row = plan.rows()[0]
+    assert (row["T"], row["b"], row["zero"]) == (
+        plan.best.scheme.tensor,
+        plan.best.microbatch,
+        plan.best.scheme.zero,
+    )
+
+
+def test_axes_restrict_the_space_and_notes_say_why_a_value_never_applies():
+    space = HybridSpace(
+        tensor=(3, 8), pipeline=(5, 4), recompute=("full",), zero=(1,), sequence_parallel=(True,)
+    )
+    plan = plan_parallelism(T1, dgx(3072), global_batch=3072, space=space)
+    t = plan.table
+    assert set(t["tensor"]) == {8} and set(t["pipeline"]) == {4} and set(t["recompute"]) == {"full"}
+    assert set(t["zero"]) == {1} and set(t["sequence_parallel"]) == {True}
+    assert "tensor 3: not tried, does not divide the 160 heads" in plan.notes
+    assert "pipeline 5: not tried, does not divide the 128 layers" in plan.notes
+
+
+def test_nothing_fits_is_said():
+    plan = plan_parallelism(T1, dgx(64), global_batch=64, space="hybrid", memory_limit="10GB")
+    assert plan.best is None and plan.candidates == ()
+    assert any(n.startswith("none fits") for n in plan.notes)
+
+
+def test_the_strategies_space_is_unchanged_with_a_cluster_given():
+    a = plan_parallelism(GPT3_XL, 8, "100Gbit/s", global_batch=64)
+    b = plan_parallelism(GPT3_XL, Cluster(8, "100Gbit/s", "10us"), global_batch=64)
+    assert [c.throughput for c in a.candidates] == [c.throughput for c in b.candidates]
+    assert a.table is None and all(c.microbatch is None for c in a.candidates)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"space": "everything"}, "space"),
+        ({"space": 3}, "space"),
+        ({"space": "hybrid", "stages": (2,)}, "stages"),
+        ({"space": "hybrid", "microbatch": 2}, "microbatch"),
+        ({"space": "hybrid", "schedule": "1f1b"}, "schedule"),
+        ({"bandwidth": "1Gbit/s"}, "bandwidth"),
+        ({"latency": "1us"}, "latency"),
+        ({"space": "hybrid", "global_batch": 0}, "global_batch"),
+        ({"space": "hybrid", "memory_limit": "-1GB"}, "memory_limit"),
+        ({"space": "hybrid", "optimizer": "adamw9"}, "optimizer"),
+        ({"space": "hybrid", "flops": 0}, "flops"),
+    ],
+)
+def test_bad_arguments_name_their_field(kwargs, field):
+    args = {"global_batch": 64, **kwargs}
+    with pytest.raises(InvalidParameterError, match=f"^{field}"):
+        plan_parallelism(GPT3_XL, dgx(64), **args)
+
+
+def test_a_model_without_shapes_and_a_missing_bandwidth():
+    class Alike:
+        def workload(self, b, flops=1): ...
+        def activation_bytes(self, b): ...
+        def boundary_bytes(self, b): ...
+
+    with pytest.raises(InvalidParameterError, match="^model"):
+        plan_parallelism(Alike(), dgx(8), global_batch=8, space="hybrid")
+    with pytest.raises(InvalidParameterError, match="^bandwidth"):
+        plan_parallelism(GPT3_XL, 8, global_batch=8)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"tensor": (0,)}, "HybridSpace.tensor[0]"),
+        ({"pipeline": "4"}, "HybridSpace.pipeline"),
+        ({"microbatch": (1.5,)}, "HybridSpace.microbatch[0]"),
+        ({"schedule": "1f1b"}, "HybridSpace.schedule"),
+        ({"schedule": ("zigzag",)}, "HybridSpace.schedule[0]"),
+        ({"virtual_stages": (True,)}, "HybridSpace.virtual_stages[0]"),
+        ({"recompute": ("some",)}, "HybridSpace.recompute[0]"),
+        ({"zero": (True,)}, "HybridSpace.zero[0]"),
+        ({"zero": ()}, "HybridSpace.zero"),
+        ({"sequence_parallel": (1,)}, "HybridSpace.sequence_parallel"),
+        ({"keep": 0}, "HybridSpace.keep"),
+    ],
+)
+def test_hybrid_space_fields_are_checked(kwargs, field):
+    with pytest.raises(InvalidParameterError, match="^" + re.escape(field) + ":"):
+        HybridSpace(**kwargs)
+
+
+def test_table_columns_and_rows():
+    t = plan_parallelism(SMALL, dgx(8), global_batch=16, space="hybrid").table
+    assert len(t.to_pandas()) == len(t)
+    with pytest.raises(InvalidParameterError, match="^column"):
+        t["nope"]
+    assert not t["throughput"].flags.writeable
