@@ -15,6 +15,13 @@ The built-in workloads (ResNet50, ResNet101, VGG16) come from the traces of
 Zhang et al., *Is Network the Bottleneck of Distributed Training?* (NetAI
 2020), repository netx-repo/training-bottleneck, Apache License 2.0.
 
+Where each piece lives (every name below is importable from here): this
+module finds and loads workloads; :mod:`queuesgd.catalog_trace` reads a
+per-tensor trace (:func:`load_trace`), :mod:`queuesgd.catalog_save` writes
+a workload as catalog files (:func:`save_workload`), and
+:mod:`queuesgd.catalog_files` locates the catalog and reads its plain-text
+files.
+
 Examples
 --------
 >>> from queuesgd.catalog import list_workloads, load_workload
@@ -30,7 +37,6 @@ Examples
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -40,17 +46,16 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd import _checks
 from queuesgd import distributions as _distributions
 from queuesgd._checks import json_record
 from queuesgd.catalog_files import (
     ENV_VAR,
     catalog_dirs,
     load_vector_add_curve,
-    parse_number,
     read_json,
-    read_lines,
 )
+from queuesgd.catalog_save import save_workload
+from queuesgd.catalog_trace import load_trace
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.units import parse_bytes, parse_seconds
 from queuesgd.workload import CostCurve, Layer, Workload
@@ -383,126 +388,8 @@ def _compute_from_json(field_name: str, value: Any) -> Any:
         raise InvalidParameterError(field_name, value, f"parameters accepted by {kind}: {exc}") from None
 
 
-_TRACE_COLUMNS = ("gap_us", "bytes", "forward_us", "name")
 #: What a workload JSON's ``vector_add_curve`` must point at (for messages).
 _CURVE_FILE = "a vector-add curve file (bytes,seconds lines)"
-
-
-def _column_count(counts: list[int]) -> int:
-    """The number of columns most lines have (ties: the fewest), which the other lines must match."""
-    tally: dict[int, int] = {}
-    for n in counts:
-        tally[n] = tally.get(n, 0) + 1
-    return max(tally, key=lambda n: (tally[n], -n))
-
-
-def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
-    """Parse a per-tensor backward trace (``.bk.log``) into layers in backward order.
-
-    The format (netx-repo/training-bottleneck): line 1 a comment, line 2 the
-    number of batches averaged, line 3 the number of gradient tensors ``L``,
-    then ``L`` lines ``gap_us,bytes`` in backward order -- microseconds since
-    the previous gradient became ready (the first from the start of the
-    backward pass) and the tensor's gradient size in bytes.
-
-    queuesgd's extension (written by the live harness): optional extra
-    columns ``gap_us,bytes,forward_us`` or ``gap_us,bytes,forward_us,name``
-    -- the layer's forward time in microseconds and the tensor's name (no
-    commas). Every line must have the same number of columns. A named trace
-    without forward times leaves ``forward_us`` empty on every line
-    (``gap_us,bytes,,name``).
-
-    Parameters
-    ----------
-    path : str or path-like
-        The trace file.
-
-    Returns
-    -------
-    tuple of Layer
-        In backward order, named by the ``name`` column or ``tensor0``,
-        ``tensor1``, ... Each gap becomes the layer's ``backward_time``
-        (seconds): the backward computation attributable to that tensor.
-        ``forward_time`` is ``forward_us / 1e6``, or ``None`` when the trace
-        does not record the forward pass (the catalog's traces).
-
-    Raises
-    ------
-    InvalidParameterError
-        Naming the file, line number and field: a missing, negative or
-        non-numeric field, a line whose column count differs from the
-        others', a duplicate name, or a tensor count that does not match
-        line 3.
-
-    Examples
-    --------
-    >>> info = workload_info("vgg16")
-    >>> layers = load_trace(Path(info["path"]).parent / info["trace"])
-    >>> len(layers), layers[1].name, layers[1].gradient_bytes, round(layers[1].backward_time * 1e6, 3)
-    (58, 'tensor1', 16384000.0, 41.877)
-    """
-    p, lines = read_lines(path)
-    if len(lines) < 3:
-        raise InvalidParameterError(
-            f"{p.name} line {len(lines) + 1}",
-            "(end of file)",
-            "a comment, the batch count and the tensor count",
-        )
-    parse_number(f"{p.name} line 2: batches", lines[1].strip(), "an integer >= 1", minimum=1)
-    count_text = lines[2].strip()
-    count = parse_number(f"{p.name} line 3: tensor count", count_text, "an integer >= 1", minimum=1)
-    if not count.is_integer():
-        raise InvalidParameterError(f"{p.name} line 3: tensor count", count_text, "an integer >= 1")
-    count = int(count)
-    found = len(lines) - 3
-    if found != count:
-        raise InvalidParameterError(
-            f"{p.name}: tensor count", found, f"{count} gap_us,bytes lines after line 3 (as line 3 says)"
-        )
-    rows = [[f.strip() for f in line.split(",")] for line in lines[3:]]
-    width = _column_count([len(r) for r in rows])
-    if not 2 <= width <= len(_TRACE_COLUMNS):
-        width = 2  # most lines are malformed: report each against the base format
-    columns = _TRACE_COLUMNS[:width]
-    accepted = {
-        "gap_us": "microseconds >= 0",
-        "bytes": "bytes > 0",
-        "forward_us": "microseconds >= 0",
-        "name": "a tensor name (no commas), unique in the trace",
-    }
-    # A named trace without forward times leaves forward_us empty on every line.
-    no_forward = all(len(r) >= 3 and not r[2] for r in rows)
-    layers = []
-    seen: dict[str, int] = {}
-    for i, (line, fields) in enumerate(zip(lines[3:], rows, strict=True)):
-        lineno = i + 4
-        if len(fields) != width:
-            raise InvalidParameterError(
-                f"{p.name} line {lineno}",
-                line,
-                f"{width} comma-separated fields {','.join(columns)} like the other lines "
-                "(the format: gap_us,bytes[,forward_us[,name]])",
-            )
-        where = {c: f"{p.name} line {lineno}: {c}" for c in columns}
-        gap = parse_number(where["gap_us"], fields[0], accepted["gap_us"])
-        size = parse_number(where["bytes"], fields[1], accepted["bytes"])
-        if size <= 0:
-            raise InvalidParameterError(where["bytes"], fields[1], accepted["bytes"])
-        forward = None
-        if width >= 3 and not no_forward:
-            forward = parse_number(where["forward_us"], fields[2], accepted["forward_us"]) / 1e6
-        name = f"tensor{i}"
-        if width == 4:
-            name = fields[3]
-            if not name:
-                raise InvalidParameterError(where["name"], name, accepted["name"])
-            if name in seen:
-                raise InvalidParameterError(
-                    where["name"], name, f"a name not already used (line {seen[name]} has it)"
-                )
-            seen[name] = lineno
-        layers.append(Layer(name, size, gap / 1e6, forward))
-    return tuple(layers)
 
 
 # --------------------------------------------------------------------------- vector addition
@@ -547,103 +434,3 @@ def vector_add_time(nbytes: Any, curve: CostCurve | tuple[Any, Any] | None = Non
             raise InvalidParameterError("curve", curve, "a CostCurve, a (bytes, seconds) pair or None")
         curve = CostCurve(curve[0], curve[1])
     return curve(nbytes)
-
-
-def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str | None = None) -> Path:
-    """Write ``workload`` as catalog files: ``path`` (``X.json``) and, with layers, ``X.bk.log`` beside it.
-
-    The JSON is the schema of ``models/workloads/*.json`` (``docs/workloads.md``);
-    :func:`load_workload` reads it back to the same numbers. The compute law
-    is written as a number (deterministic) or ``{"distribution": Name, ...}``
-    with the law's parameters; the layers go to a trace with the columns
-    ``gap_us,bytes,forward_us,name`` (see :func:`load_trace`).
-
-    Parameters
-    ----------
-    workload : Workload
-    path : str or path-like
-        The JSON file, its name ending in ``.json`` (nothing is appended).
-        Exactly two files are written, as ``queuesgd profile --out`` writes
-        them: ``path``, and with layers the trace ``X.bk.log`` in the same
-        directory (``path`` with ``.json`` replaced). Both are checked before
-        anything is written (:func:`queuesgd._checks.output_file`): a
-        directory, device, FIFO, socket or symbolic link at either, or a
-        missing or unwritable directory, is refused; a regular file there
-        is replaced.
-    note : str or None
-        A free-text ``description`` (where the profile came from).
-
-    Returns
-    -------
-    pathlib.Path
-        The JSON file written.
-
-    Raises
-    ------
-    InvalidParameterError
-        ``path`` (naming it) for a path refused above, ``workload`` or ``note``
-        of the wrong type, ``workload.layers`` a trace cannot hold.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from queuesgd.workload import Layer
-    >>> layers = [Layer("b", 40, 1e-4, 2e-5), Layer("w", 4000, 3e-4, 6e-5)]
-    >>> w = Workload(0.05, None, batch_size=8, layers=layers)
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     back = load_workload(save_workload(w, Path(d) / "mine.json"))
-    >>> back.layers == w.layers, back.gradient_bytes, back.compute_time
-    (True, 4040.0, 0.05)
-    >>> save_workload(w, "mine")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    queuesgd.errors.InvalidParameterError: path: got 'mine'; accepted: a file name ending in .json ...
-    """
-    if not isinstance(workload, Workload):
-        raise InvalidParameterError("workload", workload, "a Workload")
-    if note is not None and not isinstance(note, str):
-        raise InvalidParameterError("note", note, "None or a str (a free-text description)")
-    out = _checks.output_file("path", path, suffix=".json")
-    trace = out.with_suffix(".bk.log")
-    if workload.layers:
-        _checks.output_file("path", str(trace))  # the per-tensor trace written beside it
-    law = workload.compute
-    if isinstance(law, _distributions.Deterministic):
-        compute: Any = float(law.value)
-    else:
-        law.check_numeric("save_workload()")
-        params = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in law.parameters().items()}
-        compute = {"distribution": type(law).__name__, **params}
-    data: dict[str, Any] = {
-        "name": out.stem,  # the catalog requires the file's stem
-        "display_name": workload.name or out.stem,
-        "batch_size": workload.batch_size,
-        "compute": compute,
-        "gradient_bytes": workload.gradient_bytes,
-        "parameter_bytes": workload.parameter_bytes,
-        "update_time": workload.update_time,
-    }
-    if note:
-        data["description"] = note
-    if workload.provenance:
-        data["provenance"] = dict(workload.provenance)
-    if workload.layers:
-        rows = [
-            f"{layer.backward_time * 1e6!r},{int(layer.gradient_bytes)},"
-            f"{'' if layer.forward_time is None else repr(layer.forward_time * 1e6)},{layer.name}"
-            for layer in workload.layers
-        ]
-        bad = [
-            layer.name
-            for layer in workload.layers
-            if "," in layer.name or not layer.gradient_bytes.is_integer()
-        ]
-        if bad:
-            raise InvalidParameterError(
-                "workload.layers", bad[:3], "tensor names without commas and whole numbers of bytes"
-            )
-        header = ["# queuesgd profile: gap_us,bytes,forward_us,name (backward order)", "1", str(len(rows))]
-        trace.write_text("\n".join(header + rows) + "\n", encoding="utf-8")
-        data["trace"] = trace.name
-    out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    return out

@@ -1,0 +1,123 @@
+"""Writing a workload as catalog files: :func:`save_workload` (the JSON and its trace).
+
+The inverse of :func:`~queuesgd.catalog.load_workload`, in the schema of
+``models/workloads/*.json`` (``docs/workloads.md``); ``queuesgd profile
+--out`` writes its profiles with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from queuesgd import _checks
+from queuesgd.distributions import Deterministic
+from queuesgd.errors import InvalidParameterError
+from queuesgd.workload import Workload
+
+__all__ = ["save_workload"]
+
+
+def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str | None = None) -> Path:
+    """Write ``workload`` as catalog files: ``path`` (``X.json``) and, with layers, ``X.bk.log`` beside it.
+
+    The JSON is the schema of ``models/workloads/*.json`` (``docs/workloads.md``);
+    :func:`~queuesgd.catalog.load_workload` reads it back to the same numbers. The compute law
+    is written as a number (deterministic) or ``{"distribution": Name, ...}``
+    with the law's parameters; the layers go to a trace with the columns
+    ``gap_us,bytes,forward_us,name`` (see :func:`~queuesgd.catalog.load_trace`).
+
+    Parameters
+    ----------
+    workload : Workload
+    path : str or path-like
+        The JSON file, its name ending in ``.json`` (nothing is appended).
+        Exactly two files are written, as ``queuesgd profile --out`` writes
+        them: ``path``, and with layers the trace ``X.bk.log`` in the same
+        directory (``path`` with ``.json`` replaced). Both are checked before
+        anything is written (:func:`queuesgd._checks.output_file`): a
+        directory, device, FIFO, socket or symbolic link at either, or a
+        missing or unwritable directory, is refused; a regular file there
+        is replaced.
+    note : str or None
+        A free-text ``description`` (where the profile came from).
+
+    Returns
+    -------
+    pathlib.Path
+        The JSON file written.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``path`` (naming it) for a path refused above, ``workload`` or ``note``
+        of the wrong type, ``workload.layers`` a trace cannot hold.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from queuesgd.catalog import load_workload
+    >>> from queuesgd.workload import Layer
+    >>> layers = [Layer("b", 40, 1e-4, 2e-5), Layer("w", 4000, 3e-4, 6e-5)]
+    >>> w = Workload(0.05, None, batch_size=8, layers=layers)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     back = load_workload(save_workload(w, Path(d) / "mine.json"))
+    >>> back.layers == w.layers, back.gradient_bytes, back.compute_time
+    (True, 4040.0, 0.05)
+    >>> save_workload(w, "mine")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: path: got 'mine'; accepted: a file name ending in .json ...
+    """
+    if not isinstance(workload, Workload):
+        raise InvalidParameterError("workload", workload, "a Workload")
+    if note is not None and not isinstance(note, str):
+        raise InvalidParameterError("note", note, "None or a str (a free-text description)")
+    out = _checks.output_file("path", path, suffix=".json")
+    trace = out.with_suffix(".bk.log")
+    if workload.layers:
+        _checks.output_file("path", str(trace))  # the per-tensor trace written beside it
+    law = workload.compute
+    if isinstance(law, Deterministic):
+        compute: Any = float(law.value)
+    else:
+        law.check_numeric("save_workload()")
+        params = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in law.parameters().items()}
+        compute = {"distribution": type(law).__name__, **params}
+    data: dict[str, Any] = {
+        "name": out.stem,  # the catalog requires the file's stem
+        "display_name": workload.name or out.stem,
+        "batch_size": workload.batch_size,
+        "compute": compute,
+        "gradient_bytes": workload.gradient_bytes,
+        "parameter_bytes": workload.parameter_bytes,
+        "update_time": workload.update_time,
+    }
+    if note:
+        data["description"] = note
+    if workload.provenance:
+        data["provenance"] = dict(workload.provenance)
+    if workload.layers:
+        rows = [
+            f"{layer.backward_time * 1e6!r},{int(layer.gradient_bytes)},"
+            f"{'' if layer.forward_time is None else repr(layer.forward_time * 1e6)},{layer.name}"
+            for layer in workload.layers
+        ]
+        bad = [
+            layer.name
+            for layer in workload.layers
+            if "," in layer.name or not layer.gradient_bytes.is_integer()
+        ]
+        if bad:
+            raise InvalidParameterError(
+                "workload.layers", bad[:3], "tensor names without commas and whole numbers of bytes"
+            )
+        header = ["# queuesgd profile: gap_us,bytes,forward_us,name (backward order)", "1", str(len(rows))]
+        trace.write_text("\n".join(header + rows) + "\n", encoding="utf-8")
+        data["trace"] = trace.name
+    out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return out
