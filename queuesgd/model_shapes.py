@@ -23,7 +23,10 @@ What is exact and what is assumed:
   recomputation (which adds one more forward).
 - **Times** are FLOPs divided by a *sustained* rate ``flops`` (an
   assumption: 125 TFLOP/s is about 40% of an A100's 312 TFLOP/s in 16-bit
-  arithmetic); element-wise kernels are not counted. The optimizer step reads
+  arithmetic); element-wise kernels are not counted. With a
+  :class:`~queuesgd.compute_model.ComputeModel` (``workload(compute=)``)
+  each kernel of :meth:`TransformerShape.operations` is timed instead, at
+  its shape's GEMM efficiency or its memory traffic. The optimizer step reads
   and writes ``update_bytes_per_parameter`` bytes per parameter at
   ``memory_bandwidth`` (Adam with fp32 master weights, moments and a 16-bit
   copy: about 32 bytes).
@@ -48,7 +51,7 @@ from typing import Any
 
 from queuesgd import _checks, units
 
-__all__ = ["GPT3_XL", "MAX_DIMENSION", "MAX_LAYERS", "TransformerShape"]
+__all__ = ["GPT3_XL", "MAX_DIMENSION", "MAX_LAYERS", "Operation", "TransformerShape"]
 
 #: Most blocks a shape has: its workload holds one :class:`~queuesgd.workload.Layer` per block (the
 #: largest published models have about 100).
@@ -69,6 +72,52 @@ def _microbatch(value: Any) -> int:
 
         raise InvalidParameterError("microbatch", value, f"an integer from 1 to {MAX_BATCH_SIZE:,} (2**53)")
     return b
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One kernel of a forward pass on one tensor-parallel rank: a matrix product or a memory-bound op.
+
+    Attributes
+    ----------
+    name : str
+        ``qkv``, ``scores``, ``context``, ``proj``, ``fc1``, ``fc2``, ``logits`` (products);
+        ``layernorm1``, ``softmax``, ... (memory-bound).
+    kind : str
+        ``"gemm"``, or the memory-bound kind: ``"gelu"`` (element-wise) or ``"layernorm"`` (row
+        reductions: layer norm, softmax).
+    flops : float
+        Floating-point operations: ``2 batch m n k`` for a product, 0 for memory-bound ops (the
+        textbook counts only the products).
+    bytes : float
+        Bytes moved: a product's operands and result, ``batch (m k + k n + m n) x dtype``; a
+        memory-bound op's reads and writes.
+    m, n, k, batch : int
+        A product's shape, ``batch`` products of ``(m x k) @ (k x n)`` (0 for memory-bound ops).
+    core : bool
+        Part of the attention core (scores, softmax, dropout, context): what selective
+        recomputation runs again (Korthikanti et al., 2022).
+    """
+
+    name: str
+    kind: str
+    flops: float
+    bytes: float
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    batch: int = 1
+    core: bool = False
+
+
+def _gemm(name: str, m: int, n: int, k: int, batch: int, nbytes: int, core: bool = False) -> Operation:
+    traffic = float(batch * (m * k + k * n + m * n) * nbytes)
+    return Operation(name, "gemm", 2.0 * batch * m * n * k, traffic, m, n, k, batch, core)
+
+
+def _memory(name: str, kind: str, elements: float, passes: int, nbytes: int, core: bool = False) -> Operation:
+    """``passes`` tensors of ``elements`` read or written (2: read one, write one)."""
+    return Operation(name, kind, 0.0, float(passes * elements * nbytes), core=core)
 
 
 @dataclass(frozen=True)
@@ -178,6 +227,92 @@ class TransformerShape:
         nbytes = _checks.integer("dtype_bytes", dtype_bytes)
         return float(_microbatch(microbatch) * self.sequence * self.hidden * nbytes)
 
+    # ---- operations (exact) --------------------------------------------------------------------
+    def _split(self, microbatch: int, tensor: int, dtype_bytes: int) -> tuple[int, int, int]:
+        b = _microbatch(microbatch)
+        t = _checks.integer("tensor", tensor, maximum=MAX_DIMENSION)
+        if self.heads % t:
+            from queuesgd.errors import InvalidParameterError
+
+            raise InvalidParameterError("tensor", tensor, f"a divisor of the {self.heads} heads")
+        return b, t, _checks.integer("dtype_bytes", dtype_bytes, maximum=16)
+
+    def operations(
+        self, microbatch: int = 1, *, tensor: int = 1, sequence_parallel: bool = False, dtype_bytes: int = 2
+    ) -> tuple[Operation, ...]:
+        """The kernels of one block's forward pass on one of ``tensor`` ranks (Megatron's layout).
+
+        Products, ``M = b s`` tokens: QKV ``(M x h) @ (h x 3h/t)`` and the first MLP product
+        ``(M x h) @ (h x 4h/t)`` split by columns, the projection ``(M x h/t) @ (h/t x h)`` and
+        the second MLP product ``(M x 4h/t) @ (4h/t x h)`` by rows; per head (``b a / t`` of
+        them, ``d = h / a``) the scores ``(s x d) @ (d x s)`` and the context ``(s x s) @ (s x
+        d)``. Together ``(24 b s h^2 + 4 b s^2 h) / t`` FLOPs (:meth:`block_flops` over ``t``).
+        Memory-bound: two layer norms and two dropout-residual adds over ``b s h`` values (``b s
+        h / t`` with sequence parallelism; the adds read two tensors and write one), softmax and
+        dropout over the ``b a s^2 / t`` scores, GeLU over ``4 b s h / t``.
+
+        Examples
+        --------
+        >>> ops = TransformerShape(1, 8, 2, 4, 10).operations(1)
+        >>> for o in ops:
+        ...     if o.kind == "gemm":
+        ...         print(o.name, o.m, o.n, o.k, o.batch)
+        qkv 4 24 8 1
+        scores 4 4 4 2
+        context 4 4 4 2
+        proj 4 8 8 1
+        fc1 4 32 8 1
+        fc2 4 8 32 1
+        >>> sum(o.flops for o in ops) == TransformerShape(1, 8, 2, 4, 10).block_flops(1)
+        True
+        """
+        b, t, nb = self._split(microbatch, tensor, dtype_bytes)
+        s, h, a = self.sequence, self.hidden, self.heads
+        tokens, d, heads = b * s, h // a, b * (a // t)
+        sp = _checks.boolean("sequence_parallel", sequence_parallel)
+        hidden = tokens * h / (t if sp else 1)
+        scores = b * a * s * s / t
+        return (
+            _memory("layernorm1", "layernorm", hidden, 2, nb),
+            _gemm("qkv", tokens, 3 * h // t, h, 1, nb),
+            _gemm("scores", s, s, d, heads, nb, core=True),
+            _memory("softmax", "layernorm", scores, 2, nb, core=True),
+            _memory("attention_dropout", "gelu", scores, 2, nb, core=True),
+            _gemm("context", s, d, s, heads, nb, core=True),
+            _gemm("proj", tokens, h, h // t, 1, nb),
+            _memory("dropout_residual1", "gelu", hidden, 3, nb),
+            _memory("layernorm2", "layernorm", hidden, 2, nb),
+            _gemm("fc1", tokens, 4 * h // t, h, 1, nb),
+            _memory("gelu", "gelu", 4 * tokens * h / t, 2, nb),
+            _gemm("fc2", tokens, h, 4 * h // t, 1, nb),
+            _memory("dropout_residual2", "gelu", hidden, 3, nb),
+        )
+
+    def head_operations(
+        self, microbatch: int = 1, *, tensor: int = 1, sequence_parallel: bool = False, dtype_bytes: int = 2
+    ) -> tuple[Operation, ...]:
+        """The output layer's forward kernels on one of ``tensor`` ranks: final layer norm, logits, loss.
+
+        The logits ``(b s x h) @ (h x V/t)`` (vocabulary-parallel, ``2 b s h V / t`` FLOPs) and
+        the cross-entropy's softmax over ``b s V / t`` values. The embedding lookup is not
+        counted (a gather of ``b s h`` values).
+
+        Examples
+        --------
+        >>> [o.name for o in TransformerShape(1, 8, 2, 4, 10).head_operations(1)]
+        ['final_layernorm', 'logits', 'cross_entropy']
+        """
+        b, t, nb = self._split(microbatch, tensor, dtype_bytes)
+        s, h, V = self.sequence, self.hidden, self.vocabulary
+        sp = _checks.boolean("sequence_parallel", sequence_parallel)
+        tokens = b * s
+        vocab = V // t if V % t == 0 else V / t  # Megatron pads V to a multiple of t; the count does not
+        return (
+            _memory("final_layernorm", "layernorm", tokens * h / (t if sp else 1), 2, nb),
+            _gemm("logits", tokens, vocab, h, 1, nb),  # type: ignore[arg-type]
+            _memory("cross_entropy", "layernorm", tokens * vocab, 2, nb),
+        )
+
     # ---- the workload --------------------------------------------------------------------------
     def workload(
         self,
@@ -187,6 +322,7 @@ class TransformerShape:
         dtype_bytes: int = 2,
         memory_bandwidth: float | str = "1.5TB/s",
         update_bytes_per_parameter: float = 32.0,
+        compute: Any = None,
     ) -> Any:
         """The layer-wise workload of one micro-batch of ``microbatch`` sequences.
 
@@ -197,6 +333,12 @@ class TransformerShape:
         backward time twice that. ``update_time`` is the optimizer step,
         memory bound: ``parameters x update_bytes_per_parameter /
         memory_bandwidth``. ``batch_size`` is ``microbatch`` sequences.
+
+        With ``compute`` (a :class:`~queuesgd.compute_model.ComputeModel`)
+        the forward times are its per-operation times instead (each
+        product at its shape's efficiency, memory-bound kernels at their
+        bandwidth; ``flops`` is then not used), backward still twice the
+        forward.
 
         Examples
         --------
@@ -215,8 +357,15 @@ class TransformerShape:
             "update_bytes_per_parameter", update_bytes_per_parameter, allow_zero=True
         )
         h = self.hidden
-        block_f = self.block_flops(microbatch) / rate
-        head_f = self.logits_flops(microbatch) / rate
+        if compute is None:
+            block_f = self.block_flops(microbatch) / rate
+            head_f = self.logits_flops(microbatch) / rate
+        else:
+            if not callable(getattr(compute, "forward_times", None)):
+                from queuesgd.errors import InvalidParameterError
+
+                raise InvalidParameterError("compute", compute, "None or a ComputeModel")
+            block_f, head_f = compute.forward_times(self, microbatch, dtype_bytes=nbytes)
         layers = [Layer("final_norm", 2 * h * nbytes, 2 * head_f, forward_time=head_f)]
         for i in reversed(range(self.layers)):
             layers.append(

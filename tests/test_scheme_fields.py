@@ -77,6 +77,7 @@ NAMES = {
     "predictor",
     "recompute",
     "shape",
+    "compute_model",
 }
 OPTIMIZERS = {"optimizer"}  # a name, or bytes of state per byte of parameters (3 and 2.7 are meant)
 RATES = {"intra_bandwidth"}

@@ -20,7 +20,12 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    adds one forward (``"full"``) or the attention cores' forward
    (``"selective"``: ``4 b s^2 h`` FLOPs per layer, their share of the
    model's FLOPs times ``C``). Compute is taken at its mean, paced by the
-   slowest GPU (``1 / min(speeds)``).
+   slowest GPU (``1 / min(speeds)``). With ``compute_model=`` (a
+   :class:`~queuesgd.compute_model.ComputeModel`, and a shape) it follows
+   the shape instead: each kernel of a layer split ``t`` ways at its own
+   GEMM efficiency (:meth:`~queuesgd.compute_model.ComputeModel.microbatch_time`),
+   so a smaller model, micro-batch or larger ``t`` runs each product less
+   efficiently; ``C`` is then not used.
 3. **Tensor parallelism** (Megatron, Section 3.3): per layer and micro-batch
    2 all-reduces of ``A`` bytes forward and 2 backward over the ``t`` ranks
    (2 more with full recomputation), not overlapped; with sequence
@@ -69,6 +74,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from queuesgd import _checks
+from queuesgd.compute_model import ComputeModel
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.model_shapes import TransformerShape
@@ -171,6 +177,9 @@ class HybridParallel(Scheme):
         ``A`` without a shape: bytes of one micro-batch's hidden states (``b s h`` x 2).
     optimizer : str or float
         Optimizer state per byte of parameters (default 6: ZeRO's ``K = 12``).
+    compute_model : ComputeModel or None
+        Kernel times by shape (needs ``shape``): one micro-batch's compute from the layer's
+        products at their GEMM efficiency on ``t`` ranks instead of ``C / (t p)``.
 
     Examples
     --------
@@ -198,6 +207,7 @@ class HybridParallel(Scheme):
     layers: int | None = None
     hidden_bytes: float | str = 0.0
     optimizer: str | float = 6.0
+    compute_model: ComputeModel | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -218,6 +228,12 @@ class HybridParallel(Scheme):
             set_(self, "layers", _checks.integer(f"{n}.layers", self.layers, maximum=_checks.MAX_COUNT))
         set_(self, "hidden_bytes", _checks.size(f"{n}.hidden_bytes", self.hidden_bytes))
         check_optimizer(f"{n}.optimizer", self.optimizer)
+        if self.compute_model is not None and not isinstance(self.compute_model, ComputeModel):
+            raise InvalidParameterError(f"{n}.compute_model", self.compute_model, "None or a ComputeModel")
+        if self.compute_model is not None and self.shape is None:
+            raise InvalidParameterError(
+                f"{n}.compute_model", self.compute_model, "None without shape= (its kernels come from it)"
+            )
         if self.schedule != "interleaved" and self.virtual_stages != 1:
             raise InvalidParameterError(
                 f"{n}.virtual_stages", self.virtual_stages, "1 unless schedule='interleaved'"
@@ -310,7 +326,17 @@ class HybridParallel(Scheme):
         C = workload.compute_time * stretch
         f, bwd = workload.forward_time, workload.backward_time
         forward = f / (f + bwd) if f is not None and bwd and f + bwd > 0 else 1.0 / 3.0
-        compute = C * (1.0 + self._recompute_share(workload, forward)) / (t * p)
+        if self.compute_model is None:
+            compute = C * (1.0 + self._recompute_share(workload, forward)) / (t * p)
+        else:  # the shape's kernels on one of t ranks, each at its GEMM efficiency
+            compute = stretch * self.compute_model.microbatch_time(
+                self.shape,
+                workload.batch_size,
+                tensor=t,
+                pipeline=p,
+                sequence_parallel=self.sequence_parallel,
+                recompute=self.recompute,
+            )
         A = self.message_bytes(workload)
         algorithms: dict[str, str] = {}
 
@@ -411,6 +437,7 @@ class HybridParallel(Scheme):
             f"d={self.replicas(cluster)} m={m} {self.schedule}"
             + (f" v={self.virtual_stages}" if self.schedule == "interleaved" else "")
             + f", bubble (p-1)/(v m) = {bubble_fraction(self.pipeline, m, self.virtual_stages):.4g}"
+            + (", compute by kernel from the GEMM table" if self.compute_model is not None else "")
             + ", collectives "
             + ", ".join(f"{k} {a}" for k, a in tm.algorithms.items())
             + (

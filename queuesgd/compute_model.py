@@ -1,0 +1,255 @@
+"""A compute model that follows the shape: each kernel's time from its FLOPs, its bytes and a GEMM table.
+
+One sustained FLOP/s rate per model cannot predict a range of model sizes,
+micro-batches or tensor-parallel degrees: a GPU runs a large matrix product
+near its peak and a small one far below it (the H100 table shipped with
+queuesgd: 650-765 TFLOP/s for GPT-3's products, 28-112 TFLOP/s for ``h =
+1024`` split 8 ways). :class:`ComputeModel` times every kernel of a
+transformer layer (:meth:`~queuesgd.model_shapes.TransformerShape.operations`)
+on its own:
+
+- a **matrix product** by the roofline ``max(F / (peak x eff(m, n, k)), Q /
+  memory_bandwidth)``, ``F = 2 batch m n k`` its FLOPs, ``Q`` the bytes of
+  its operands and result, ``eff`` the :class:`~queuesgd.gemm_table.GemmTable`'s
+  efficiency at its shape (interpolated in ``log2(batch m n k)``, clamped
+  outside the measured range: see that module);
+- a **memory-bound kernel** (layer norm, softmax, dropout, GeLU, residual
+  adds) by ``Q / bandwidth``, the table's achieved bandwidth for its kind
+  and size where it has one, else ``memory_bandwidth``;
+- **backward** as twice the forward, every kernel (a product's two backward
+  products have its volume, hence its efficiency; a memory-bound kernel's
+  backward reads the saved input and the incoming gradient and writes a
+  gradient: about twice the forward's traffic -- an assumption);
+- **recomputation**: ``"full"`` runs every block's forward again,
+  ``"selective"`` the attention core's (scores, softmax, dropout, context);
+  the output layer is not recomputed (Narayanan et al., SC 2021, eq. 3).
+
+The same model then predicts another size, micro-batch or tensor-parallel
+degree without a new anchor: only the shapes change.
+
+Examples
+--------
+>>> from queuesgd.gemm_table import load_gemm_table
+>>> from queuesgd.model_shapes import TransformerShape
+>>> cm = ComputeModel(load_gemm_table("h100-bf16"), memory_bandwidth="3.35TB/s")
+>>> small = TransformerShape(layers=24, hidden=1024, heads=16, sequence=2048, vocabulary=51200)
+>>> big = TransformerShape(layers=96, hidden=12288, heads=96, sequence=2048, vocabulary=51200)
+>>> [round(cm.achieved_flops(s, 1, tensor=8) / 1e12) for s in (small, big)]   # TFLOP/s of a block
+[36, 478]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from queuesgd import _checks, units
+from queuesgd.errors import InvalidParameterError
+from queuesgd.gemm_table import GemmTable
+from queuesgd.model_shapes import Operation, TransformerShape
+
+__all__ = ["RECOMPUTE", "ComputeModel", "OperationTime"]
+
+#: Activation recomputation a micro-batch's time can include.
+RECOMPUTE: tuple[str | None, ...] = (None, "full", "selective")
+
+
+@dataclass(frozen=True)
+class OperationTime:
+    """One kernel's forward time and what bounds it.
+
+    Attributes
+    ----------
+    operation : Operation
+    seconds : float
+        Forward time.
+    bound : str
+        ``"compute"`` (the product's efficiency) or ``"memory"`` (its bytes).
+    efficiency : float
+        The table's efficiency at the product's shape (nan for memory-bound kernels).
+    clamped : bool
+        The shape (or size) lies outside the table's measured range; its
+        efficiency (bandwidth) is the nearest end's.
+    """
+
+    operation: Operation
+    seconds: float
+    bound: str
+    efficiency: float
+    clamped: bool
+
+
+@dataclass(frozen=True)
+class ComputeModel:
+    """Kernel times of a transformer from a GEMM efficiency table and a memory bandwidth (a roofline).
+
+    Parameters
+    ----------
+    table : GemmTable
+        Efficiency by shape (and achieved bandwidth of memory-bound kernels) with its peak FLOP/s.
+    memory_bandwidth : float, str or None
+        The device memory's bandwidth (``"3.35TB/s"`` for an H100 SXM5): the roofline's
+        memory term, and memory-bound kernels' rate where the table has no rows of their kind.
+        ``None``: memory traffic is not counted (products at ``F / (peak eff)``, memory-bound
+        kernels free unless the table has rows of their kind), the compute-only model.
+
+    Examples
+    --------
+    >>> from queuesgd.gemm_table import GemmTable
+    >>> cm = ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), memory_bandwidth=2e12)
+    >>> float(cm.gemm_time(4096, 4096, 4096))         # 2 x 4096^3 / (1e15 x 0.5)
+    0.000274877906944
+    >>> float(cm.gemm_time(1, 4096, 4096))            # a matrix-vector product: memory bound
+    1.6785408e-05
+    """
+
+    table: GemmTable
+    memory_bandwidth: float | str | None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.table, GemmTable):
+            raise InvalidParameterError(
+                "ComputeModel.table", self.table, "a GemmTable (load_gemm_table, GemmTable.from_rows)"
+            )
+        if self.memory_bandwidth is not None:
+            bw = units.parse_bandwidth(self.memory_bandwidth, "ComputeModel.memory_bandwidth")
+            object.__setattr__(
+                self, "memory_bandwidth", _checks.positive("ComputeModel.memory_bandwidth", bw)
+            )
+
+    @property
+    def _bandwidth(self) -> float:
+        return float("inf") if self.memory_bandwidth is None else float(self.memory_bandwidth)
+
+    @property
+    def peak_flops(self) -> float:
+        """The table's peak FLOP/s."""
+        return self.table.peak_flops
+
+    # ---- kernels (vectorized) -------------------------------------------------------------------
+    def gemm_time(self, m: Any, n: Any, k: Any, batch: Any = 1, dtype_bytes: int = 2) -> Any:
+        """Seconds of ``batch`` products ``(m x k) @ (k x n)``: ``max(F / (peak eff), Q / bandwidth)``.
+
+        Vectorized over ``m, n, k, batch`` (NumPy broadcasting).
+        """
+        m, n, k, batch = (np.asarray(x, dtype=float) for x in (m, n, k, batch))
+        flops = 2.0 * batch * m * n * k
+        traffic = batch * (m * k + k * n + m * n) * dtype_bytes
+        eff = self.table.efficiency(m, n, k, batch)
+        return np.maximum(flops / (self.table.peak_flops * eff), traffic / self._bandwidth)
+
+    def memory_time(self, kind: str, nbytes: Any) -> Any:
+        """Seconds of a memory-bound kernel of ``kind`` moving ``nbytes`` (vectorized over ``nbytes``).
+
+        Examples
+        --------
+        >>> from queuesgd.gemm_table import GemmTable
+        >>> float(ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), 2e12).memory_time("gelu", 4e9))
+        0.002
+        """
+        bw = self.table.bandwidth(kind, nbytes)
+        return np.asarray(nbytes, dtype=float) / (self._bandwidth if bw is None else bw)
+
+    def operation_times(self, operations: Any) -> tuple[OperationTime, ...]:
+        """Each operation's forward time, bound and efficiency (see the module docstring).
+
+        Examples
+        --------
+        >>> from queuesgd.gemm_table import load_gemm_table
+        >>> from queuesgd.model_shapes import TransformerShape
+        >>> cm = ComputeModel(load_gemm_table("h100-bf16"), "3.35TB/s")
+        >>> ops = TransformerShape(2, 1024, 16, 2048, 51200).operations(1, tensor=8)
+        >>> [(o.operation.name, round(o.efficiency, 3)) for o in cm.operation_times(ops)][1:3]
+        [('qkv', 0.086), ('scores', 0.055)]
+        """
+        out = []
+        for i, op in enumerate(operations):
+            if not isinstance(op, Operation):
+                raise InvalidParameterError(
+                    f"operations[{i}]", op, "an Operation (TransformerShape.operations)"
+                )
+            if op.kind == "gemm":
+                eff = float(self.table.efficiency(op.m, op.n, op.k, op.batch))
+                flops_time = op.flops / (self.table.peak_flops * eff)
+                mem_time = op.bytes / self._bandwidth
+                clamped = bool(self.table.outside(op.m, op.n, op.k, op.batch))
+                bound = "compute" if flops_time >= mem_time else "memory"
+                out.append(OperationTime(op, max(flops_time, mem_time), bound, eff, clamped))
+            else:
+                seconds = float(self.memory_time(op.kind, op.bytes))
+                curve = next((c for c in self.table.memory if c[0] == op.kind), None)
+                clamped = curve is not None and not curve[1][0] <= np.log2(op.bytes) <= curve[1][-1]
+                out.append(OperationTime(op, seconds, "memory", float("nan"), bool(clamped)))
+        return tuple(out)
+
+    # ---- a transformer --------------------------------------------------------------------------
+    def forward_times(
+        self,
+        shape: TransformerShape,
+        microbatch: int = 1,
+        *,
+        tensor: int = 1,
+        sequence_parallel: bool = False,
+        dtype_bytes: int = 2,
+    ) -> tuple[float, float]:
+        """Forward seconds of one block and of the output layer, one micro-batch on one of ``tensor`` ranks.
+
+        Examples
+        --------
+        >>> from queuesgd.gemm_table import GemmTable
+        >>> from queuesgd.model_shapes import TransformerShape
+        >>> cm = ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), memory_bandwidth=None)
+        >>> t = TransformerShape(2, 1024, 16, 2048, 51200)
+        >>> cm.forward_times(t, 1)[0] == t.block_flops(1) / 0.5e15       # memory traffic not counted
+        True
+        """
+        if not isinstance(shape, TransformerShape):
+            raise InvalidParameterError("shape", shape, "a TransformerShape")
+        kw = {"tensor": tensor, "sequence_parallel": sequence_parallel, "dtype_bytes": dtype_bytes}
+        block = sum(o.seconds for o in self.operation_times(shape.operations(microbatch, **kw)))
+        head = sum(o.seconds for o in self.operation_times(shape.head_operations(microbatch, **kw)))
+        return float(block), float(head)
+
+    def microbatch_time(
+        self,
+        shape: TransformerShape,
+        microbatch: int = 1,
+        *,
+        tensor: int = 1,
+        pipeline: int = 1,
+        sequence_parallel: bool = False,
+        recompute: str | None = None,
+        dtype_bytes: int = 2,
+    ) -> float:
+        """Forward + backward (+ recomputation) of one micro-batch on one GPU of ``tensor x pipeline``.
+
+        ``(l / p) (3 f + r) + 3 f_head / p``: ``f`` a block's forward on one
+        of ``t`` ranks, ``r`` its recomputation (``f`` for ``"full"``, the
+        attention core's forward for ``"selective"``), the output layer
+        spread over the stages as the blocks are (balanced stages).
+
+        Examples
+        --------
+        >>> from queuesgd.gemm_table import GemmTable
+        >>> from queuesgd.model_shapes import TransformerShape
+        >>> cm = ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), memory_bandwidth=None)
+        >>> t = TransformerShape(4, 1024, 16, 2048, 51200)
+        >>> round(cm.microbatch_time(t, 1, tensor=2, pipeline=2) / (t.iteration_flops(1) / 4 / 0.5e15), 12)
+        1.0
+        """
+        if recompute not in RECOMPUTE:
+            raise InvalidParameterError("recompute", recompute, "None, 'full' or 'selective'")
+        p = _checks.integer("pipeline", pipeline, maximum=_checks.MAX_COUNT)
+        kw = {"tensor": tensor, "sequence_parallel": sequence_parallel, "dtype_bytes": dtype_bytes}
+        block = self.operation_times(shape.operations(microbatch, **kw))
+        f = sum(o.seconds for o in block)
+        r = {None: 0.0, "full": f, "selective": sum(o.seconds for o in block if o.operation.core)}[recompute]
+        head = sum(o.seconds for o in self.operation_times(shape.head_operations(microbatch, **kw)))
+        return float(shape.layers / p * (3.0 * f + r) + 3.0 * head / p)
+
+    def achieved_flops(self, shape: TransformerShape, microbatch: int = 1, *, tensor: int = 1) -> float:
+        """FLOP/s one of ``tensor`` ranks sustains over a block's forward: its FLOPs over its time."""
+        f, _ = self.forward_times(shape, microbatch, tensor=tensor)
+        return shape.block_flops(microbatch) / tensor / f

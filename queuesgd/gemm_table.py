@@ -1,0 +1,373 @@
+"""GEMM efficiency by shape: a measured (or user-given) table of matrix-product rates, interpolated.
+
+A matrix product ``(m x k) @ (k x n)`` does ``2 m n k`` floating-point
+operations; a GPU reaches its peak rate only on large ones. A
+:class:`GemmTable` holds, for measured shapes, the *efficiency* -- achieved
+FLOP/s over the device's peak -- and gives it for any shape:
+
+- **One dimension, the product's volume.** The efficiency is interpolated
+  linearly in ``log2(m n k)`` (rows of equal volume averaged: GPT-3's QKV
+  product at ``t = 1``, ``2048 x 36864 x 12288``, and at ``t = 4`` with 8192
+  tokens, ``8192 x 9216 x 12288``, measured 764 and 713 TFLOP/s), not per
+  dimension. Why: a measured table is scattered, not a grid (its ``N`` and
+  ``K`` are set by the hidden size and the tensor-parallel degree, so most
+  ``(m, n, k)`` combinations are absent), and per-dimension interpolation
+  of scattered points needs a triangulation whose answer depends on which
+  neighbours it happens to join. On the H100 table shipped with queuesgd,
+  leaving each shape out and predicting it from the others gives a median
+  error of 3.8% (90th percentile 11%) in ``log2(m n k)`` against 4.3% (17%)
+  for linear interpolation over a Delaunay triangulation in ``(log2 m,
+  log2 n, log2 k)``: what sets a small product's rate is a fixed cost per
+  kernel (about 19 us on the H100 at ``h = 1024``), which depends on the
+  work, not on how it is laid out. The volume is also what the backward
+  pass keeps: its two products (input and weight gradients) have the
+  forward's volume, so each takes the forward's time and backward is
+  exactly twice the forward. A batched product (``batch`` independent
+  ones, attention's scores and context) is one kernel over
+  ``batch x m n k``: its efficiency is read at that volume.
+- **Outside the measured range** the efficiency is clamped to the nearest
+  end's (the smallest or largest measured volume), as nccl-tests tables are
+  in :mod:`queuesgd.busbw`. Above the range that is safe (large products
+  sit on a plateau); *below* it, it overstates a tiny product's speed (its
+  time is a fixed launch cost, so its efficiency keeps falling with its
+  volume): :meth:`GemmTable.outside` says which shapes were clamped, and
+  :meth:`~queuesgd.compute_model.ComputeModel.operation_times` reports it
+  per operation.
+
+Memory-bound operations (element-wise, softmax, layer norm) have their own
+rows: achieved bandwidth against bytes moved, per kind (``"gelu"`` for
+element-wise kernels, ``"layernorm"`` for row reductions), interpolated in
+``log2(bytes)`` and clamped the same way.
+
+The JSON format is the one ``shared/data/gpu/measure_gemm.py`` and
+:func:`queuesgd.gemm_probe.probe_gemm` write: ``{"device", "torch", "date",
+"dtype", "how", "gemm": [{"op", "M", "K", "N", "seconds", "tflops", ...}],
+"elementwise": [{"op", "numel", "seconds", "GBps"}]}``, optionally
+``"peak_tflops"``. The provenance fields are kept (:attr:`GemmTable.provenance`).
+
+Examples
+--------
+>>> t = load_gemm_table("h100-bf16")
+>>> t.provenance["device"], t.peak_flops
+('NVIDIA H100 80GB HBM3', 989400000000000.0)
+>>> round(float(t.efficiency(2048, 36864, 12288)), 3)       # GPT-3's QKV at t = 1: 764 and 713 TFLOP/s
+0.747
+>>> round(float(t.efficiency(2048, 384, 1024)), 3)           # h = 1024's QKV at t = 8: 84 and 86 TFLOP/s
+0.086
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from queuesgd import _checks
+from queuesgd.errors import InvalidParameterError
+
+__all__ = ["BUILTIN", "MEMORY_KINDS", "MAX_ROWS", "GemmTable", "gemm_table_from_json", "load_gemm_table"]
+
+#: Tables shipped with queuesgd, by name: (file under ``queuesgd/data/gemm``, the device's dense peak
+#: FLOP/s its efficiencies are relative to, where that peak comes from).
+BUILTIN: dict[str, tuple[str, float, str]] = {
+    "h100-bf16": (
+        "h100-bf16.json",
+        989.4e12,
+        "NVIDIA H100 SXM5 dense bf16 peak (datasheet: 1,979 TFLOP/s with sparsity)",
+    ),
+}
+#: The kinds of memory-bound rows: ``gelu`` stands for element-wise kernels, ``layernorm`` for row
+#: reductions (layer norm, softmax).
+MEMORY_KINDS: tuple[str, ...] = ("gelu", "layernorm")
+#: Most rows a table holds.
+MAX_ROWS = 100_000
+#: Bytes per element of the data types a measured table names.
+_ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
+#: Largest dimension of a product in a table or a query (far above any layer's).
+MAX_DIMENSION = 2.0**40
+
+
+def _log2_volume(m: Any, n: Any, k: Any, batch: Any = 1) -> np.ndarray:
+    arrays = [np.asarray(x, dtype=float) for x in (m, n, k, batch)]
+    for name, a in zip(("m", "n", "k", "batch"), arrays):
+        if not np.all(np.isfinite(a)) or np.any(a < 1):
+            raise InvalidParameterError(name, a if a.ndim == 0 else "an array", "numbers >= 1")
+    # log2 of the exact product (integers up to 2**53 multiply exactly), so that equal volumes compare equal
+    return np.log2(arrays[0] * arrays[1] * arrays[2] * arrays[3])
+
+
+def _merged(x: np.ndarray, y: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Sorted unique ``x`` with the mean ``y`` of equal ``x``."""
+    u, inv = np.unique(x, return_inverse=True)
+    mean = np.bincount(inv, weights=y) / np.bincount(inv)
+    return tuple(float(v) for v in u), tuple(float(v) for v in mean)
+
+
+def _number(field: str, value: Any, *, maximum: float = MAX_DIMENSION) -> float:
+    return _checks.positive(field, value, maximum=maximum)
+
+
+@dataclass(frozen=True)
+class GemmTable:
+    """GEMM efficiency (achieved over peak FLOP/s) by shape, and memory-bound bandwidth by size.
+
+    Build one with :meth:`from_rows`, :meth:`constant`, :func:`load_gemm_table`
+    or :func:`gemm_table_from_json`; the fields are the merged, sorted curves.
+
+    Attributes
+    ----------
+    volumes, efficiencies : tuple of float
+        ``log2(m n k)`` of the measured shapes, increasing, and the mean
+        efficiency there.
+    peak_flops : float
+        The peak FLOP/s the efficiencies are relative to.
+    memory : tuple of (kind, log2 bytes, bytes/s curves)
+        Per kind of :data:`MEMORY_KINDS`: ``log2`` of the bytes moved
+        (read + written) and the achieved bandwidth.
+    provenance : dict
+        Where the table came from (device, software, date, how), as read.
+
+    Examples
+    --------
+    >>> t = GemmTable.from_rows([(1024, 1024, 1024, 0.25), (4096, 4096, 4096, 0.75)], peak_flops=1e15)
+    >>> float(t.efficiency(2048, 2048, 2048))          # halfway in log2(m n k)
+    0.5
+    >>> float(t.efficiency(64, 64, 64)), bool(t.outside(64, 64, 64))    # clamped below the range
+    (0.25, True)
+    """
+
+    volumes: tuple[float, ...]
+    efficiencies: tuple[float, ...]
+    peak_flops: float
+    memory: tuple[tuple[str, tuple[float, ...], tuple[float, ...]], ...] = ()
+    provenance: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "peak_flops", _checks.positive("GemmTable.peak_flops", self.peak_flops))
+        if not self.volumes or len(self.volumes) != len(self.efficiencies):
+            raise InvalidParameterError(
+                "GemmTable.volumes", self.volumes, "one volume per efficiency, at least one"
+            )
+        for i, e in enumerate(self.efficiencies):
+            _checks.positive(f"GemmTable.efficiencies[{i}]", e, maximum=1.0)
+        if list(self.volumes) != sorted(set(self.volumes)):
+            raise InvalidParameterError("GemmTable.volumes", self.volumes, "increasing log2 volumes")
+
+    # ---- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_rows(
+        cls,
+        rows: Iterable[Sequence[Any]],
+        *,
+        peak_flops: float,
+        memory: Iterable[Sequence[Any]] = (),
+        provenance: Mapping[str, Any] | None = None,
+        rates: bool = False,
+    ) -> GemmTable:
+        """A table from ``(m, n, k, efficiency)`` rows (``(m, n, k, FLOP/s)`` with ``rates=True``).
+
+        ``memory`` rows are ``(kind, bytes, bytes/s)`` with ``kind`` one of
+        :data:`MEMORY_KINDS`. A rate above ``peak_flops`` is refused: the
+        peak is then wrong.
+
+        Examples
+        --------
+        >>> t = GemmTable.from_rows([(512, 512, 512, 100e12)], peak_flops=400e12, rates=True)
+        >>> t.efficiencies
+        (0.25,)
+        """
+        peak = _checks.positive("peak_flops", peak_flops)
+        if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+            raise InvalidParameterError("rows", rows, "a sequence of (m, n, k, efficiency) rows")
+        vol: list[float] = []
+        eff: list[float] = []
+        for i, row in enumerate(rows):
+            if i == MAX_ROWS:
+                raise InvalidParameterError("rows", f"more than {MAX_ROWS:,} rows", f"at most {MAX_ROWS:,}")
+            if isinstance(row, (str, bytes)) or not isinstance(row, Sequence) or len(row) != 4:
+                raise InvalidParameterError(f"rows[{i}]", row, "an (m, n, k, efficiency) row")
+            m, n, k = (_number(f"rows[{i}].{d}", row[j]) for j, d in enumerate("mnk"))
+            if rates:
+                rate = _checks.positive(f"rows[{i}].flops", row[3])
+                if rate > peak:
+                    raise InvalidParameterError(
+                        "peak_flops", peak, f"at least the measured rate {rate:.4g} FLOP/s of rows[{i}]"
+                    )
+                e = rate / peak
+            else:
+                e = _checks.positive(f"rows[{i}].efficiency", row[3], maximum=1.0)
+            vol.append(math.log2(m * n * k))
+            eff.append(e)
+        if not vol:
+            raise InvalidParameterError("rows", rows, "at least one (m, n, k, efficiency) row")
+        volumes, efficiencies = _merged(np.array(vol), np.array(eff))
+        return cls(volumes, efficiencies, peak, _memory_curves(memory), dict(provenance or {}))
+
+    @classmethod
+    def constant(
+        cls, efficiency: float, *, peak_flops: float, memory: Iterable[Sequence[Any]] = ()
+    ) -> GemmTable:
+        """Every product at one efficiency (a user-given table without a shape effect).
+
+        Examples
+        --------
+        >>> float(GemmTable.constant(0.5, peak_flops=1e15).efficiency([1, 10**6], 7, 3)[1])
+        0.5
+        """
+        e = _checks.positive("efficiency", efficiency, maximum=1.0)
+        return cls((0.0,), (e,), _checks.positive("peak_flops", peak_flops), _memory_curves(memory))
+
+    # ---- queries -----------------------------------------------------------------------------
+    def efficiency(self, m: Any, n: Any, k: Any, batch: Any = 1) -> Any:
+        """Efficiency of ``batch`` products ``(m x k) @ (k x n)``: linear in ``log2(batch m n k)``, clamped.
+
+        Vectorized (NumPy broadcasting over the arguments).
+        """
+        v = _log2_volume(m, n, k, batch)
+        if len(self.volumes) == 1:
+            return np.full(v.shape, self.efficiencies[0]) if v.ndim else np.float64(self.efficiencies[0])
+        return np.interp(v, self.volumes, self.efficiencies)
+
+    def outside(self, m: Any, n: Any, k: Any, batch: Any = 1) -> Any:
+        """Whether a shape's volume lies outside the measured range (its efficiency clamped).
+
+        A one-row or :meth:`constant` table covers every shape.
+        """
+        v = _log2_volume(m, n, k, batch)
+        if len(self.volumes) == 1:
+            return np.zeros(v.shape, dtype=bool) if v.ndim else np.False_
+        return (v < self.volumes[0]) | (v > self.volumes[-1])
+
+    def bandwidth(self, kind: str, nbytes: Any) -> Any:
+        """Achieved bandwidth (bytes/s) of a ``kind`` memory-bound op moving ``nbytes``, or None.
+
+        Linear in ``log2(bytes)`` between the rows of that kind, clamped
+        beyond them; ``None`` where the table has no rows of that kind.
+
+        Examples
+        --------
+        >>> rows = [("gelu", 2**20, 1e11), ("gelu", 2**30, 2e12)]
+        >>> t = GemmTable.constant(0.5, peak_flops=1e15, memory=rows)
+        >>> float(t.bandwidth("gelu", 2**25)), t.bandwidth("layernorm", 2**25)
+        (1050000000000.0, None)
+        """
+        kind = _checks.choice("kind", kind, MEMORY_KINDS)
+        for name, sizes, bws in self.memory:
+            if name == kind:
+                b = np.log2(np.maximum(np.asarray(nbytes, dtype=float), 1.0))
+                return np.interp(b, sizes, bws)
+        return None
+
+
+def _memory_curves(
+    rows: Iterable[Sequence[Any]],
+) -> tuple[tuple[str, tuple[float, ...], tuple[float, ...]], ...]:
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+        raise InvalidParameterError("memory", rows, "a sequence of (kind, bytes, bytes/s) rows")
+    by_kind: dict[str, tuple[list[float], list[float]]] = {}
+    for i, row in enumerate(rows):
+        if i == MAX_ROWS:
+            raise InvalidParameterError("memory", f"more than {MAX_ROWS:,} rows", f"at most {MAX_ROWS:,}")
+        if isinstance(row, (str, bytes)) or not isinstance(row, Sequence) or len(row) != 3:
+            raise InvalidParameterError(f"memory[{i}]", row, "a (kind, bytes, bytes/s) row")
+        kind = _checks.choice(f"memory[{i}].kind", row[0], MEMORY_KINDS)
+        nbytes = _checks.positive(f"memory[{i}].bytes", row[1], maximum=2.0**60)
+        bw = _checks.positive(f"memory[{i}].bandwidth", row[2])
+        xs, ys = by_kind.setdefault(kind, ([], []))
+        xs.append(math.log2(nbytes))
+        ys.append(bw)
+    return tuple((kind, *_merged(np.array(xs), np.array(ys))) for kind, (xs, ys) in sorted(by_kind.items()))
+
+
+def gemm_table_from_json(
+    data: Mapping[str, Any], *, peak_flops: float | None = None, where: str = "table"
+) -> GemmTable:
+    """A :class:`GemmTable` from the parsed JSON of a measured table (see the module docstring).
+
+    Each ``gemm`` row gives ``M``, ``N``, ``K`` and ``tflops`` (or
+    ``seconds``, from which the rate is ``2 M N K / seconds``); each
+    ``elementwise`` row ``op`` (:data:`MEMORY_KINDS`), ``numel`` and
+    ``GBps`` (or ``seconds``), bytes read + written being ``2 numel x``
+    the ``dtype``'s bytes (the writer's convention; 2 where ``dtype`` is
+    missing or unknown). ``peak_flops`` defaults to
+    the table's ``peak_tflops``.
+
+    Examples
+    --------
+    >>> data = {"device": "cpu", "gemm": [{"M": 8, "N": 8, "K": 8, "seconds": 1e-6}], "peak_tflops": 0.002}
+    >>> gemm_table_from_json(data).efficiencies                  # 1024 FLOPs / 1 us = 1.024 GFLOP/s of 2
+    (0.512,)
+    """
+    if not isinstance(data, Mapping):
+        raise InvalidParameterError(where, type(data).__name__, "a JSON object with a 'gemm' list")
+    if peak_flops is None:
+        if "peak_tflops" not in data:
+            raise InvalidParameterError(
+                "peak_flops", None, f"the device's peak FLOP/s ({where} has no 'peak_tflops' field)"
+            )
+        peak = _checks.positive(f"{where}.peak_tflops", data["peak_tflops"]) * 1e12
+    else:
+        peak = _checks.positive("peak_flops", peak_flops)
+    gemm = data.get("gemm")
+    if not isinstance(gemm, list) or not gemm:
+        raise InvalidParameterError(f"{where}.gemm", gemm, "a non-empty list of rows with M, N, K, tflops")
+    rows = []
+    for i, r in enumerate(gemm[: MAX_ROWS + 1]):
+        name = f"{where}.gemm[{i}]"
+        if not isinstance(r, Mapping) or not all(d in r for d in "MNK"):
+            raise InvalidParameterError(name, r, "an object with M, N, K and tflops or seconds")
+        m, n, k = (_number(f"{name}.{d}", r[d]) for d in "MNK")
+        if "tflops" in r:
+            rate = _checks.positive(f"{name}.tflops", r["tflops"]) * 1e12
+        elif "seconds" in r:
+            rate = 2 * m * n * k / _checks.positive(f"{name}.seconds", r["seconds"])
+        else:
+            raise InvalidParameterError(name, r, "an object with tflops or seconds")
+        rows.append((m, n, k, rate))
+    itemsize = _ITEMSIZE.get(data.get("dtype", "bfloat16"), 2)
+    memory = []
+    for i, r in enumerate(data.get("elementwise") or ()):
+        name = f"{where}.elementwise[{i}]"
+        if not isinstance(r, Mapping) or "numel" not in r or r.get("op") not in MEMORY_KINDS:
+            raise InvalidParameterError(name, r, f"an object with op (one of {MEMORY_KINDS}), numel, GBps")
+        nbytes = 2.0 * itemsize * _number(f"{name}.numel", r["numel"])
+        if "GBps" in r:
+            bw = _checks.positive(f"{name}.GBps", r["GBps"]) * 1e9
+        else:
+            bw = nbytes / _checks.positive(f"{name}.seconds", r.get("seconds"))
+        memory.append((r["op"], nbytes, bw))
+    keep = ("device", "torch", "date", "dtype", "how", "source", "peak_tflops", "truncated")
+    provenance = _checks.json_record(f"{where} provenance", {k: data[k] for k in keep if k in data})
+    return GemmTable.from_rows(rows, peak_flops=peak, memory=memory, provenance=provenance, rates=True)
+
+
+def load_gemm_table(source: str | Path, *, peak_flops: float | None = None) -> GemmTable:
+    """Load a measured table: a name of :data:`BUILTIN` (``"h100-bf16"``) or a JSON file's path.
+
+    The file is read with the bounded reader (:func:`queuesgd._checks.read_bytes`).
+    ``peak_flops`` defaults to the file's ``peak_tflops``, else, for a
+    built-in table, the device's datasheet peak.
+
+    Examples
+    --------
+    >>> t = load_gemm_table("h100-bf16")
+    >>> len(t.volumes) < 240, sorted(k for k, *_ in t.memory)   # 240 rows, equal volumes merged
+    (True, ['gelu', 'layernorm'])
+    """
+    if isinstance(source, str) and source in BUILTIN:
+        file, peak, _ = BUILTIN[source]
+        path: Any = Path(__file__).resolve().parent / "data" / "gemm" / file
+        peak_flops = peak if peak_flops is None else peak_flops
+    else:
+        path = source
+    raw = _checks.read_bytes("source", path)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InvalidParameterError("source", str(path), f"a JSON GEMM table ({err})") from None
+    return gemm_table_from_json(data, peak_flops=peak_flops, where="source")
