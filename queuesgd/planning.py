@@ -236,6 +236,7 @@ def plan_parallelism(
     flops: float = 125e12,
     schedule: str | None = None,
     space: str | Any = "strategies",
+    compute: Any = None,
 ) -> Plan:
     """Predict the ways to run ``model`` on ``workers`` workers; pick the fastest that fits.
 
@@ -267,6 +268,12 @@ def plan_parallelism(
         master weights against 16-bit parameters, ZeRO's ``K = 12``).
     flops : float
         The sustained FLOP/s rate the model's times are taken at.
+    compute : ComputeModel, optional
+        Kernel times by shape instead of ``flops`` (a
+        :class:`~queuesgd.compute_model.ComputeModel`):
+        ``model.workload(b, compute=compute)``, each product at its shape's
+        GEMM efficiency, so the micro-batch size changes the rate (the
+        strategies space; the hybrid space does not take it yet).
     schedule : {"1f1b", "gpipe"}, optional
         The pipelines' schedule (default ``"1f1b"``).
     space : {"strategies", "hybrid"} or HybridSpace
@@ -325,6 +332,8 @@ def plan_parallelism(
                 raise InvalidParameterError(
                     name, value, f"None with a hybrid space (give HybridSpace({axis}=...) as space=)"
                 )
+        if compute is not None:
+            raise InvalidParameterError("compute", compute, "None with a hybrid space (not modelled there)")
         return _plan_hybrid(model, cluster, space, global_batch, memory_limit, optimizer, flops)
     return _plan_strategies(
         model,
@@ -336,6 +345,7 @@ def plan_parallelism(
         optimizer=optimizer,
         flops=flops,
         schedule="1f1b" if schedule is None else schedule,
+        compute=compute,
     )
 
 
@@ -413,6 +423,7 @@ def _plan_strategies(
     optimizer: str | float,
     flops: float,
     schedule: str,
+    compute: Any = None,
 ) -> Plan:
     """DP, FSDP, PP and DP x PP (the planner before the hybrid space)."""
     from queuesgd.prediction import predict
@@ -432,6 +443,9 @@ def _plan_strategies(
     check_optimizer("optimizer", optimizer)
     _checks.positive("flops", flops)
     _checks.choice("schedule", schedule, ("1f1b", "gpipe"))
+    if compute is not None and not callable(getattr(compute, "forward_times", None)):
+        raise InvalidParameterError("compute", compute, "None or a ComputeModel")
+    timing = {"flops": flops} if compute is None else {"flops": flops, "compute": compute}
     out: list[Candidate] = []
     notes: list[str] = []
 
@@ -459,7 +473,7 @@ def _plan_strategies(
         def data_parallel(stage: int = stage, act: float = act) -> Any:
             return ShardedDataParallel(stage=stage, optimizer=optimizer, activation_bytes=act)
 
-        run(strategy, data_parallel, model.workload(b, flops=flops), n, 1, 1)
+        run(strategy, data_parallel, model.workload(b, **timing), n, 1, 1)
     depths = set()
     for s in dict.fromkeys(asked):
         if stages is None:  # the defaults that apply, without a note for each that does not
@@ -492,7 +506,7 @@ def _plan_strategies(
                 s, m, schedule=schedule, activation_bytes=boundary, stash_bytes=stash, optimizer=optimizer
             )
 
-        run(strategy, pipeline, model.workload(mb, flops=flops), d, s, m)
+        run(strategy, pipeline, model.workload(mb, **timing), d, s, m)
     fitting = [c for c in out if c.fits]
     best = max(fitting, key=lambda c: c.throughput) if fitting else None
     return Plan(n, cluster.bandwidth, G, cap, tuple(out), best, tuple(notes))
