@@ -20,6 +20,8 @@ reading of these axes reaches for this model and batch.
 [2] The target's size: the same space on 8 networks (1, 2, 4 or 8 rails of 100
     or 200 Gbit/s: "which network does the 1T need?"), 8 plans, >= 10^5
     configurations in all, median of 3. Target: <= 30 s.
+[3] [1] with the shape-following compute model (``compute=``: the H100 bf16
+    GEMM table, 3.35 TB/s), median of 3, and a sample against ``predict``.
 Peer: ``predict`` of each configuration's ``HybridParallel``, one by one, on a
 seeded random sample of rows (median time per row, extrapolated), every
 sampled row equal to the table's (relative difference <= 1e-12).
@@ -38,6 +40,8 @@ import time
 import numpy as np
 
 import queuesgd as q
+from queuesgd.compute_model import ComputeModel
+from queuesgd.gemm_table import load_gemm_table
 from queuesgd.hybrid_space import HybridSpace
 from queuesgd.model_shapes import TransformerShape
 
@@ -58,8 +62,8 @@ def cluster(rails: int = 8, link: str = "200Gbit/s") -> q.Cluster:
     )
 
 
-def plan(c: q.Cluster) -> q.Plan:
-    return q.plan_parallelism(T1, c, global_batch=BATCH, space=SPACE, flops=FLOPS)
+def plan(c: q.Cluster, compute: ComputeModel | None = None) -> q.Plan:
+    return q.plan_parallelism(T1, c, global_batch=BATCH, space=SPACE, flops=FLOPS, compute=compute)
 
 
 def timed(fn, repeats: int) -> tuple[float, list[float], object]:
@@ -138,6 +142,25 @@ def main() -> int:
     )
     line("rows per second", f"{total / seconds8:,.0f}")
     line("predict one by one, extrapolated", f"{row_s * total:.1f} s; ratio {row_s * total / seconds8:.0f}x")
+    cm = ComputeModel(load_gemm_table("h100-bf16"), memory_bandwidth="3.35TB/s")
+    seconds_cm, times_cm, pc = timed(lambda: plan(c, cm), args.repeats)
+    print("[3] [1] with the compute model (H100 bf16 GEMM table, 3.35 TB/s)")
+    line(
+        f"plan_parallelism, median of {args.repeats}",
+        f"{seconds_cm:8.3f} s  ({', '.join(f'{t:.3f}' for t in times_cm)})",
+    )
+    b = pc.best
+    line(
+        "best",
+        f"t={b.scheme.tensor} p={b.stages} d={b.replicas} b={b.microbatch} m={b.microbatches} "
+        f"{b.scheme.schedule} v={b.scheme.virtual_stages} recompute={b.scheme.recompute} "
+        f"ZeRO {b.scheme.zero} SP={b.scheme.sequence_parallel}: {b.throughput:.2f} seq/s",
+    )
+    for i in sample[: max(len(sample) // 5, 1)]:
+        scheme, workload = pc.table.scheme(int(i))
+        pr = q.predict(scheme, workload, c)
+        worst = max(worst, abs(float(pc.table["throughput"][i]) - pr.throughput) / pr.throughput)
+    line("largest relative difference, both samples", f"{worst:.1e}")
     ok_size = total >= TARGET_ROWS and seconds8 <= TARGET_SECONDS
     ok_equal = worst <= TOLERANCE
     print("summary")

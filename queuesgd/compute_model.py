@@ -242,12 +242,44 @@ class ComputeModel:
         if recompute not in RECOMPUTE:
             raise InvalidParameterError("recompute", recompute, "None, 'full' or 'selective'")
         p = _checks.integer("pipeline", pipeline, maximum=_checks.MAX_COUNT)
+        f, core, head = self.block_times(
+            shape, microbatch, tensor=tensor, sequence_parallel=sequence_parallel, dtype_bytes=dtype_bytes
+        )
+        r = {None: 0.0, "full": f, "selective": core}[recompute]
+        return float(shape.layers / p * (3.0 * f + r) + 3.0 * head / p)
+
+    def block_times(
+        self,
+        shape: TransformerShape,
+        microbatch: int = 1,
+        *,
+        tensor: int = 1,
+        sequence_parallel: bool = False,
+        dtype_bytes: int = 2,
+    ) -> tuple[float, float, float]:
+        """Forward seconds of one block, of its attention core, and of the output layer, on one of ``tensor``.
+
+        The three sums :meth:`microbatch_time` combines (``f``, the selective
+        recomputation's ``r`` and the head's forward), for callers that
+        combine them over many pipeline depths and recomputations at once
+        (:func:`~queuesgd.schemes.hybrid_batch.batch_times`).
+
+        Examples
+        --------
+        >>> from queuesgd.gemm_table import GemmTable
+        >>> from queuesgd.model_shapes import TransformerShape
+        >>> cm = ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), memory_bandwidth=None)
+        >>> t = TransformerShape(2, 1024, 16, 2048, 51200)
+        >>> f, core, head = cm.block_times(t, 1)
+        >>> core == 4 * 2048**2 * 1024 / 0.5e15, head == t.logits_flops(1) / 0.5e15   # 4 b s^2 h FLOPs
+        (True, True)
+        """
         kw = {"tensor": tensor, "sequence_parallel": sequence_parallel, "dtype_bytes": dtype_bytes}
         block = self.operation_times(shape.operations(microbatch, **kw))
         f = sum(o.seconds for o in block)
-        r = {None: 0.0, "full": f, "selective": sum(o.seconds for o in block if o.operation.core)}[recompute]
+        core = sum(o.seconds for o in block if o.operation.core)
         head = sum(o.seconds for o in self.operation_times(shape.head_operations(microbatch, **kw)))
-        return float(shape.layers / p * (3.0 * f + r) + 3.0 * head / p)
+        return float(f), float(core), float(head)
 
     def achieved_flops(self, shape: TransformerShape, microbatch: int = 1, *, tensor: int = 1) -> float:
         """FLOP/s one of ``tensor`` ranks sustains over a block's forward: its FLOPs over its time."""

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from queuesgd import _checks
+from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.hybrid_batch import COLUMNS, batch_times
 from queuesgd.schemes.megatron import RECOMPUTE, SCHEDULES
@@ -254,6 +255,8 @@ class HybridTable:
         The question (to rebuild row ``i``'s scheme and workload: :meth:`scheme`).
     notes : tuple of str
         Values given on an axis that never apply, and why.
+    compute : ComputeModel or None
+        The compute model the rows were timed with (``HybridParallel.compute_model``), if any.
     """
 
     columns: Mapping[str, np.ndarray]
@@ -263,6 +266,7 @@ class HybridTable:
     optimizer: Any
     flops: float
     notes: tuple[str, ...] = ()
+    compute: Any = None
 
     def __len__(self) -> int:
         return len(self.columns["throughput"])
@@ -303,8 +307,9 @@ class HybridTable:
             zero=r["zero"],
             shape=self.shape,
             optimizer=self.optimizer,
+            compute_model=self.compute,
         )
-        return s, self.shape.workload(r["microbatch"], flops=self.flops)
+        return s, self.shape.workload(r["microbatch"], flops=self.flops, compute=self.compute)
 
     def to_pandas(self) -> Any:
         """The columns as a :class:`pandas.DataFrame` (pandas is imported only here)."""
@@ -322,6 +327,7 @@ def evaluate_space(
     memory_limit: float,
     optimizer: str | float = 6.0,
     flops: float = 125e12,
+    compute: ComputeModel | None = None,
 ) -> HybridTable:
     """Every configuration of ``space`` for ``shape`` on ``cluster``, evaluated in one NumPy pass.
 
@@ -341,6 +347,10 @@ def evaluate_space(
         Optimizer state per byte of parameters (``HybridParallel.optimizer``).
     flops : float
         The sustained rate of the workloads (``shape.workload(b, flops=flops)``).
+    compute : ComputeModel or None
+        Kernel times by shape instead of ``flops``: every row's micro-batch compute from
+        :meth:`~queuesgd.compute_model.ComputeModel.microbatch_time` at its ``b``, ``t``,
+        ``p``, sequence parallelism and recomputation (``HybridParallel(compute_model=)``).
 
     Returns
     -------
@@ -360,8 +370,12 @@ def evaluate_space(
     """
     G = _checks.integer("global_batch", global_batch)
     cols, notes = _enumerate(space, shape, cluster, G)
-    workloads = {int(b): shape.workload(int(b), flops=flops) for b in np.unique(cols["microbatch"])}
-    out = batch_times(shape, cluster, workloads, optimizer=optimizer, **cols)
+    if compute is not None and not isinstance(compute, ComputeModel):
+        raise InvalidParameterError("compute", compute, "None or a ComputeModel")
+    workloads = {
+        int(b): shape.workload(int(b), flops=flops, compute=compute) for b in np.unique(cols["microbatch"])
+    }
+    out = batch_times(shape, cluster, workloads, optimizer=optimizer, compute_model=compute, **cols)
     named: dict[str, np.ndarray] = {k: cols[k] for k in CONFIGURATION}
     named["schedule"] = np.array(SCHEDULES, dtype=object)[cols["schedule"]]
     named["recompute"] = np.array(RECOMPUTE, dtype=object)[cols["recompute"]]
@@ -371,5 +385,12 @@ def evaluate_space(
     for v in named.values():
         v.setflags(write=False)
     return HybridTable(
-        MappingProxyType(named), float(memory_limit), shape, cluster, optimizer, float(flops), tuple(notes)
+        MappingProxyType(named),
+        float(memory_limit),
+        shape,
+        cluster,
+        optimizer,
+        float(flops),
+        tuple(notes),
+        compute,
     )

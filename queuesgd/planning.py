@@ -272,8 +272,10 @@ def plan_parallelism(
         Kernel times by shape instead of ``flops`` (a
         :class:`~queuesgd.compute_model.ComputeModel`):
         ``model.workload(b, compute=compute)``, each product at its shape's
-        GEMM efficiency, so the micro-batch size changes the rate (the
-        strategies space; the hybrid space does not take it yet).
+        GEMM efficiency, so the micro-batch size changes the rate; in the
+        hybrid space every configuration's micro-batch compute comes from it
+        (``HybridParallel(compute_model=compute)``), so the micro-batch and
+        the tensor degree change the rate too.
     schedule : {"1f1b", "gpipe"}, optional
         The pipelines' schedule (default ``"1f1b"``).
     space : {"strategies", "hybrid"} or HybridSpace
@@ -332,9 +334,7 @@ def plan_parallelism(
                 raise InvalidParameterError(
                     name, value, f"None with a hybrid space (give HybridSpace({axis}=...) as space=)"
                 )
-        if compute is not None:
-            raise InvalidParameterError("compute", compute, "None with a hybrid space (not modelled there)")
-        return _plan_hybrid(model, cluster, space, global_batch, memory_limit, optimizer, flops)
+        return _plan_hybrid(model, cluster, space, global_batch, memory_limit, optimizer, flops, compute)
     return _plan_strategies(
         model,
         cluster,
@@ -355,7 +355,14 @@ def _strategy(t: int, p: int, d: int) -> str:
 
 
 def _plan_hybrid(
-    model: Any, cluster: Any, space: Any, global_batch: Any, memory_limit: Any, optimizer: Any, flops: Any
+    model: Any,
+    cluster: Any,
+    space: Any,
+    global_batch: Any,
+    memory_limit: Any,
+    optimizer: Any,
+    flops: Any,
+    compute: Any = None,
 ) -> Plan:
     """The hybrid space: every configuration at once, the ``keep`` fastest that fit predicted one by one."""
     from queuesgd.hybrid_space import evaluate_space
@@ -370,7 +377,14 @@ def _plan_hybrid(
     check_optimizer("optimizer", optimizer)
     _checks.positive("flops", flops)
     table = evaluate_space(
-        model, cluster, space, global_batch=G, memory_limit=cap, optimizer=optimizer, flops=flops
+        model,
+        cluster,
+        space,
+        global_batch=G,
+        memory_limit=cap,
+        optimizer=optimizer,
+        flops=flops,
+        compute=compute,
     )
     formulas: dict[tuple[Any, ...], str] = {}
     out = []

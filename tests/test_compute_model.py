@@ -211,5 +211,3 @@ def test_plan_parallelism_takes_the_compute_model():
     assert p.best is not None and p.best.throughput > 0
     with pytest.raises(InvalidParameterError, match="compute"):
         plan_parallelism(GPT3_XL, 8, "100Gbit/s", global_batch=64, compute="h100")
-    with pytest.raises(InvalidParameterError, match="compute"):
-        plan_parallelism(GPT3_XL, 8, "100Gbit/s", global_batch=64, compute=cm, space="hybrid")

@@ -16,7 +16,9 @@ import pytest
 
 from queuesgd import Cluster, HybridParallel, predict
 from queuesgd.busbw import BusBandwidth, CollectiveTables
+from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError, QueuesgdError
+from queuesgd.gemm_table import GemmTable, load_gemm_table
 from queuesgd.hybrid_space import HybridSpace, evaluate_space
 from queuesgd.model_shapes import GPT3_XL, TransformerShape
 from queuesgd.planning import plan_parallelism
@@ -77,19 +79,27 @@ def assert_rows_equal_predict(table, cluster, rows) -> None:
         assert rel(p.breakdown["compute"], scheme.microbatches * float(table["compute"][i])) <= 1e-12
 
 
+H100 = ComputeModel(load_gemm_table("h100-bf16"), memory_bandwidth="3.35TB/s")
+
+
 @pytest.mark.parametrize(
-    ("shape", "cluster", "batch", "sample"),
+    ("shape", "cluster", "batch", "sample", "compute"),
     [
-        (T1, dgx(3072), 3072, 300),  # the benchmark's question
-        (GPT3_XL, dgx(64, collectives=TABLES), 512, 300),  # measured bus bandwidth in place of the model
-        (SMALL, Cluster(16, "10Gbit/s", "20us"), 64, 200),  # a flat cluster
-        (SMALL, dgx(4), 48, 200),  # less than a node
+        (T1, dgx(3072), 3072, 300, None),  # the benchmark's question
+        (GPT3_XL, dgx(64, collectives=TABLES), 512, 300, None),  # measured bus bandwidth, not the model
+        (SMALL, Cluster(16, "10Gbit/s", "20us"), 64, 200, None),  # a flat cluster
+        (SMALL, dgx(4), 48, 200, None),  # less than a node
+        (GPT3_XL, dgx(64), 512, 300, H100),  # kernel times from the H100 table, per (b, t, p, SP, recompute)
+        (SMALL, dgx(16, speeds=[0.5] + [1.0] * 15), 64, 200, H100),  # ... paced by the slowest GPU
     ],
-    ids=["1T-3072", "tables", "flat", "partial-node"],
+    ids=["1T-3072", "tables", "flat", "partial-node", "compute-h100", "compute-slow-gpu"],
 )
-def test_a_random_sample_equals_predict_row_by_row(shape, cluster, batch, sample):
+def test_a_random_sample_equals_predict_row_by_row(shape, cluster, batch, sample, compute):
     space = HybridSpace(schedule=("1f1b", "gpipe", "interleaved"))
-    table = evaluate_space(shape, cluster, space, global_batch=batch, memory_limit=80e9, flops=150e12)
+    table = evaluate_space(
+        shape, cluster, space, global_batch=batch, memory_limit=80e9, flops=150e12, compute=compute
+    )
+    assert table.compute is compute
     rng = np.random.default_rng(24)
     rows = rng.choice(len(table), size=min(sample, len(table)), replace=False)
     assert_rows_equal_predict(table, cluster, rows)
@@ -283,3 +293,26 @@ def test_table_columns_and_rows():
     with pytest.raises(InvalidParameterError, match="^column"):
         t["nope"]
     assert not t["throughput"].flags.writeable
+
+
+def test_the_hybrid_plan_takes_a_compute_model():
+    # A constant table without memory traffic is one sustained rate, PEAK x EFF: the same plan as
+    # flops=PEAK x EFF, row by row (full recomputation is left out: the compute model does not rerun
+    # the output layer, the rate model reruns a third of everything -- tests/schemes/test_hybrid_compute.py)
+    space = HybridSpace(recompute=(None, "selective"), keep=3)
+    cm = ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), memory_bandwidth=None)
+    c = dgx(64)
+    shaped = plan_parallelism(GPT3_XL, c, global_batch=512, space=space, compute=cm, memory_limit="8GB")
+    flat = plan_parallelism(GPT3_XL, c, global_batch=512, space=space, flops=0.5e15, memory_limit="8GB")
+    assert len(shaped.table) == len(flat.table) > 1000
+    np.testing.assert_allclose(shaped.table["throughput"], flat.table["throughput"], rtol=1e-9)
+    assert shaped.table.compute is cm and flat.table.compute is None
+    assert all(cand.scheme.compute_model is cm for cand in shaped.candidates)
+    # the H100 table: the candidates are predict's with HybridParallel(compute_model=H100)
+    h = plan_parallelism(GPT3_XL, c, global_batch=512, space=space, compute=H100, memory_limit="8GB")
+    for cand in h.candidates:
+        w = GPT3_XL.workload(cand.microbatch, compute=H100)
+        assert cand.throughput == predict(cand.scheme, w, c).throughput
+        assert "GEMM table" in predict(cand.scheme, w, c).reason
+    with pytest.raises(InvalidParameterError, match="^compute"):
+        plan_parallelism(GPT3_XL, c, global_batch=512, space=space, compute="h100-bf16")

@@ -46,6 +46,7 @@ from queuesgd.schemes.costs import (
 from queuesgd.schemes.memory import check_optimizer
 
 if TYPE_CHECKING:
+    from queuesgd.compute_model import ComputeModel
     from queuesgd.model_shapes import TransformerShape
     from queuesgd.workload import Cluster, Workload
 
@@ -153,6 +154,7 @@ def batch_times(
     recompute: Any,
     zero: Any,
     optimizer: str | float = 6.0,
+    compute_model: ComputeModel | None = None,
 ) -> dict[str, np.ndarray]:
     """HybridParallel's closed form and memory per GPU for every row: arrays named as :data:`COLUMNS`.
 
@@ -177,6 +179,12 @@ def batch_times(
         ZeRO stage 0-3.
     optimizer : str or float
         Optimizer state per byte of parameters, as ``HybridParallel.optimizer``.
+    compute_model : ComputeModel or None
+        As ``HybridParallel.compute_model``: each row's micro-batch compute is
+        :meth:`~queuesgd.compute_model.ComputeModel.microbatch_time` for its
+        ``b``, ``t``, ``p``, sequence parallelism and recomputation, times the
+        slowest GPU's factor (the kernels timed once per ``(b, t, SP)``);
+        the workloads' compute times are then not used.
 
     Returns
     -------
@@ -241,8 +249,11 @@ def batch_times(
     grad_bytes = np.array([w.gradient_bytes for w in ws])[which]
     update_time = np.array([w.update_time for w in ws])[which]
     full, selective = rc == 1, rc == 2
-    share = np.where(full, forward, np.where(selective, sel, 0.0))
-    compute = C * (1.0 + share) / (t * p)
+    if compute_model is None:
+        share = np.where(full, forward, np.where(selective, sel, 0.0))
+        compute = C * (1.0 + share) / (t * p)
+    else:
+        compute = stretch * _shaped_compute(compute_model, shape, b, t, p, sp, rc)
     gpn = cluster.per_node
     # tensor parallelism: packed in a node
     k_tp = np.minimum(t, gpn)
@@ -279,6 +290,32 @@ def batch_times(
         "update": update,
         **memory,
     }
+
+
+def _shaped_compute(
+    model: ComputeModel,
+    shape: TransformerShape,
+    b: np.ndarray,
+    t: np.ndarray,
+    p: np.ndarray,
+    sp: np.ndarray,
+    rc: np.ndarray,
+) -> np.ndarray:
+    """``ComputeModel.microbatch_time`` per row: the kernels timed once per ``(b, t, SP)``, then arrays.
+
+    ``(l / p) (3 f + r) + 3 f_head / p`` in the scalar method's order of operations: equal bit for bit.
+    """
+    keys = np.stack([b, t, sp.astype(np.int64)], axis=1)
+    unique, which = np.unique(keys, axis=0, return_inverse=True)
+    sums = np.array(
+        [
+            model.block_times(shape, int(bb), tensor=int(tt), sequence_parallel=bool(ss))
+            for bb, tt, ss in unique
+        ]
+    ).reshape(-1, 3)
+    f, core, head = (sums[:, j][which.ravel()] for j in range(3))
+    r = np.where(rc == 1, f, np.where(rc == 2, core, 0.0))
+    return shape.layers / p * (3.0 * f + r) + 3.0 * head / p
 
 
 def _batch_memory(
