@@ -37,6 +37,7 @@ from queuesgd.harness.report import (  # noqa: E402
     write_rows,
 )
 from queuesgd.harness.report.fidelity import fidelity_lines, read_passes, trace_rows  # noqa: E402
+from queuesgd.harness.report.published import published_lines  # noqa: E402
 
 
 def _machine() -> str:
@@ -89,6 +90,9 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
             trace_rows(fidelity / "traces"),
             notes=json.loads(said.read_text()) if said.exists() else (),
         )
+    published = HERE / "published" / "published.json"
+    if published.exists():
+        appendix = [*appendix, "", *published_lines(json.loads(published.read_text()))]
     return write_report(
         rows,
         out / "REPORT.md",

@@ -1,0 +1,79 @@
+"""The report's "Published measurements" section: predictions of published runs against their numbers.
+
+The rows, their inputs, anchors and accuracy are computed by
+``validation/run_published.py`` and stored in ``validation/published/``;
+this module only renders that record (:func:`published_lines`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["published_lines"]
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{x:.1f}%"
+
+
+def published_lines(record: Mapping[str, Any], *, number: int | None = None) -> list[str]:
+    """Markdown lines of the section from ``validation/published/published.json``'s record.
+
+    Examples
+    --------
+    >>> rec = {"rows": [{"series": "s", "name": "a", "anchor": True, "gpus": 8, "measured": 1.0,
+    ...                  "predicted": 1.0, "error_pct": 0.0, "unit": "u", "source": "x"}],
+    ...        "summary": {"pooled": {"rows": 0, "median_abs_pct": None, "max_abs_pct": None, "within_15": 0},
+    ...                    "series": {}, "targets": {"median_abs_pct": 5.0, "max_abs_pct": 15.0}},
+    ...        "anchors": {}, "sources": {"x": "a paper"}, "assumptions": {}, "misfits": {}}
+    >>> published_lines(rec)[0]
+    '## Published measurements'
+    """
+    s = record["summary"]
+    pooled, tg = s["pooled"], s["targets"]
+    met = (
+        pooled["median_abs_pct"] is not None
+        and pooled["median_abs_pct"] <= tg["median_abs_pct"]
+        and pooled["max_abs_pct"] <= tg["max_abs_pct"]
+    )
+    lines = [
+        f"## {number}. Published measurements" if number is not None else "## Published measurements",
+        "",
+        "Predictions of runs that others published, from the inputs their papers give "
+        "(`validation/run_published.py`; inputs, anchors and predictions stored in `validation/published/`, "
+        "recomputed exactly by `tests/test_published.py`). At most one anchor per series, never a fit per "
+        "row; the anchor rows are listed but not counted.",
+        "",
+        f"Pooled over {pooled['rows']} rows that are not anchors: "
+        f"median |error| {_pct(pooled['median_abs_pct'])}, "
+        f"max {_pct(pooled['max_abs_pct'])}, {pooled['within_15']} within 15% "
+        f"(targets: median <= {tg['median_abs_pct']:g}%, every row within {tg['max_abs_pct']:g}%: "
+        f"{'met' if met else 'not met'}).",
+        "",
+        "| series | rows | median abs error | max abs error | anchor sets |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for name, st in s["series"].items():
+        a = record["anchors"].get(name)
+        sets = f"{a['sets']} = {a['value']:.4g}" if a else record.get("anchor_sets", {}).get(name, "none")
+        lines.append(
+            f"| {name} | {st['rows']} | {_pct(st['median_abs_pct'])} | {_pct(st['max_abs_pct'])} | {sets} |"
+        )
+    lines += ["", "| series | row | GPUs | measured | predicted | error | unit | source |",
+              "|---|---|---:|---:|---:|---:|---|---|"]  # fmt: skip
+    for r in record["rows"]:
+        tag = " (anchor)" if r["anchor"] else ""
+        lines.append(
+            f"| {r['series']} | {r['name']}{tag} | {r['gpus']} | {r['measured']:g} | {r['predicted']:.4g} | "
+            f"{r['error_pct']:+.1f}% | {r['unit']} | {r['source']} |"
+        )
+    lines += ["", "Sources:", ""]
+    lines += [f"- `{k}`: {v}" for k, v in record["sources"].items()]
+    if record["assumptions"]:
+        lines += ["", "Assumptions (not published):", ""]
+        lines += [f"- `{k}`: {v}" for k, v in record["assumptions"].items()]
+    if record["misfits"]:
+        lines += ["", "Misfits and their causes:", ""]
+        lines += [f"- **{k}**: {v}" for k, v in record["misfits"].items()]
+    return lines + [""]
