@@ -222,8 +222,12 @@ class ComputeModel:
         sequence_parallel: bool = False,
         recompute: str | None = None,
         dtype_bytes: int = 2,
+        context: int = 1,
     ) -> float:
         """Forward + backward (+ recomputation) of one micro-batch on one GPU of ``tensor x pipeline``.
+
+        ``context``: the rank holds ``s / c`` of each sequence (context
+        parallelism; :meth:`~queuesgd.model_shapes.TransformerShape.operations`).
 
         ``(l / p) (3 f + r) + 3 f_head / p``: ``f`` a block's forward on one
         of ``t`` ranks, ``r`` its recomputation (``f`` for ``"full"``, the
@@ -243,7 +247,12 @@ class ComputeModel:
             raise InvalidParameterError("recompute", recompute, "None, 'full' or 'selective'")
         p = _checks.integer("pipeline", pipeline, maximum=_checks.MAX_COUNT)
         f, core, head = self.block_times(
-            shape, microbatch, tensor=tensor, sequence_parallel=sequence_parallel, dtype_bytes=dtype_bytes
+            shape,
+            microbatch,
+            tensor=tensor,
+            sequence_parallel=sequence_parallel,
+            dtype_bytes=dtype_bytes,
+            context=context,
         )
         r = {None: 0.0, "full": f, "selective": core}[recompute]
         return float(shape.layers / p * (3.0 * f + r) + 3.0 * head / p)
@@ -256,6 +265,7 @@ class ComputeModel:
         tensor: int = 1,
         sequence_parallel: bool = False,
         dtype_bytes: int = 2,
+        context: int = 1,
     ) -> tuple[float, float, float]:
         """Forward seconds of one block, of its attention core, and of the output layer, on one of ``tensor``.
 
@@ -275,6 +285,7 @@ class ComputeModel:
         (True, True)
         """
         kw = {"tensor": tensor, "sequence_parallel": sequence_parallel, "dtype_bytes": dtype_bytes}
+        kw["context"] = context
         block = self.operation_times(shape.operations(microbatch, **kw))
         f = sum(o.seconds for o in block)
         core = sum(o.seconds for o in block if o.operation.core)

@@ -237,8 +237,23 @@ class TransformerShape:
             raise InvalidParameterError("tensor", tensor, f"a divisor of the {self.heads} heads")
         return b, t, _checks.integer("dtype_bytes", dtype_bytes, maximum=16)
 
+    def _context(self, context: int) -> int:
+        """Tokens of the sequence on one of ``context`` ranks (``s / c``, a whole number)."""
+        c = _checks.integer("context", context, maximum=MAX_DIMENSION)
+        if self.sequence % c:
+            from queuesgd.errors import InvalidParameterError
+
+            raise InvalidParameterError("context", context, f"a divisor of the sequence (= {self.sequence})")
+        return self.sequence // c
+
     def operations(
-        self, microbatch: int = 1, *, tensor: int = 1, sequence_parallel: bool = False, dtype_bytes: int = 2
+        self,
+        microbatch: int = 1,
+        *,
+        tensor: int = 1,
+        sequence_parallel: bool = False,
+        dtype_bytes: int = 2,
+        context: int = 1,
     ) -> tuple[Operation, ...]:
         """The kernels of one block's forward pass on one of ``tensor`` ranks (Megatron's layout).
 
@@ -250,6 +265,11 @@ class TransformerShape:
         Memory-bound: two layer norms and two dropout-residual adds over ``b s h`` values (``b s
         h / t`` with sequence parallelism; the adds read two tensors and write one), softmax and
         dropout over the ``b a s^2 / t`` scores, GeLU over ``4 b s h / t``.
+
+        With ``context`` ranks (context parallelism) each holds ``s / c`` of the sequence's
+        tokens: every ``M`` is ``b s / c``, and its queries meet the whole sequence's keys and
+        values (gathered): scores ``(s/c x d) @ (d x s)``, context ``(s/c x s) @ (s x d)``, so
+        the FLOPs are :meth:`block_flops` over ``t c`` (Megatron-Core's context parallelism).
 
         Examples
         --------
@@ -268,17 +288,18 @@ class TransformerShape:
         """
         b, t, nb = self._split(microbatch, tensor, dtype_bytes)
         s, h, a = self.sequence, self.hidden, self.heads
-        tokens, d, heads = b * s, h // a, b * (a // t)
+        q = self._context(context)  # this rank's tokens of the sequence (its queries)
+        tokens, d, heads = b * q, h // a, b * (a // t)
         sp = _checks.boolean("sequence_parallel", sequence_parallel)
         hidden = tokens * h / (t if sp else 1)
-        scores = b * a * s * s / t
+        scores = b * a * q * s / t
         return (
             _memory("layernorm1", "layernorm", hidden, 2, nb),
             _gemm("qkv", tokens, 3 * h // t, h, 1, nb),
-            _gemm("scores", s, s, d, heads, nb, core=True),
+            _gemm("scores", q, s, d, heads, nb, core=True),
             _memory("softmax", "layernorm", scores, 2, nb, core=True),
             _memory("attention_dropout", "gelu", scores, 2, nb, core=True),
-            _gemm("context", s, d, s, heads, nb, core=True),
+            _gemm("context", q, d, s, heads, nb, core=True),
             _gemm("proj", tokens, h, h // t, 1, nb),
             _memory("dropout_residual1", "gelu", hidden, 3, nb),
             _memory("layernorm2", "layernorm", hidden, 2, nb),
@@ -289,13 +310,19 @@ class TransformerShape:
         )
 
     def head_operations(
-        self, microbatch: int = 1, *, tensor: int = 1, sequence_parallel: bool = False, dtype_bytes: int = 2
+        self,
+        microbatch: int = 1,
+        *,
+        tensor: int = 1,
+        sequence_parallel: bool = False,
+        dtype_bytes: int = 2,
+        context: int = 1,
     ) -> tuple[Operation, ...]:
         """The output layer's forward kernels on one of ``tensor`` ranks: final layer norm, logits, loss.
 
         The logits ``(b s x h) @ (h x V/t)`` (vocabulary-parallel, ``2 b s h V / t`` FLOPs) and
         the cross-entropy's softmax over ``b s V / t`` values. The embedding lookup is not
-        counted (a gather of ``b s h`` values).
+        counted (a gather of ``b s h`` values). ``context``: ``b s / c`` tokens, as :meth:`operations`.
 
         Examples
         --------
@@ -303,9 +330,9 @@ class TransformerShape:
         ['final_layernorm', 'logits', 'cross_entropy']
         """
         b, t, nb = self._split(microbatch, tensor, dtype_bytes)
-        s, h, V = self.sequence, self.hidden, self.vocabulary
+        h, V = self.hidden, self.vocabulary
         sp = _checks.boolean("sequence_parallel", sequence_parallel)
-        tokens = b * s
+        tokens = b * self._context(context)
         vocab = V // t if V % t == 0 else V / t  # Megatron pads V to a multiple of t; the count does not
         return (
             _memory("final_layernorm", "layernorm", tokens * h / (t if sp else 1), 2, nb),

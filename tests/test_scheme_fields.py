@@ -49,6 +49,10 @@ COUNTS = {
     "virtual_stages",
     "zero",
     "layers",
+    "context",
+    "experts",
+    "expert_parallel",
+    "top_k",
 }
 SIZES = {
     "fusion_bytes",
@@ -81,7 +85,8 @@ NAMES = {
 }
 OPTIMIZERS = {"optimizer"}  # a name, or bytes of state per byte of parameters (3 and 2.7 are meant)
 RATES = {"intra_bandwidth"}
-KINDS = COUNTS | SIZES | DURATIONS | FLAGS | FRACTIONS | NAMES | OPTIMIZERS | RATES
+FACTORS = {"capacity_factor"}  # a positive number, above 1 on purpose (GShard's 2.0)
+KINDS = COUNTS | SIZES | DURATIONS | FLAGS | FRACTIONS | NAMES | OPTIMIZERS | RATES | FACTORS
 
 
 class Opaque:
@@ -117,6 +122,7 @@ BAD = {
     "name": [3, True, "nope", [1], 2.7],
     "optimizer": [True, "nope", "Adam", 1e30, 1001, [2], None],
     "rate": [True, 1e-300, "abc", None, [1]],
+    "factor": [True, 0, 0.0, "1.5", "abc", None, [1.25], float("inf"), 1e30, 10**30],
 }
 #: Values a field of that kind takes on purpose, though they look odd (checked to be accepted and kept).
 ACCEPTED = {
@@ -140,6 +146,7 @@ def kind(field: str) -> str:
         "name": NAMES,
         "optimizer": OPTIMIZERS,
         "rate": RATES,
+        "factor": FACTORS,
     }
     for name, members in table.items():
         if field in members:

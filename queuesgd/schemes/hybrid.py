@@ -55,7 +55,23 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    the embeddings) over ``t``, ZeRO over ``d``
    (:func:`~.megatron.hybrid_memory`; ZeRO 3 also holds two gathered
    layers), activations per :func:`~.megatron.layer_activation_bytes` times
-   :func:`~.megatron.layers_in_flight`.
+   :func:`~.megatron.layers_in_flight` (:mod:`~.hybrid_memory`).
+8. **Context parallelism** (``context=c``, Megatron-Core): each of ``c``
+   ranks holds ``s / c`` of every sequence (``workers = t c p d``, the
+   ranks ``t`` apart). Compute, the TP messages, the pipeline sends and the
+   activations are over ``c``; per layer and micro-batch the keys and
+   values (:func:`~.megatron.kv_bytes`, ``2 A / t``) are all-gathered
+   forward, again backward (and in a recomputed forward), and their
+   gradients reduce-scattered over the ``c`` ranks, exposed (Megatron-Core
+   overlaps its ring with the attention blocks: an upper bound); gradients
+   and ZeRO go over the ``d c`` ranks holding the same parameters.
+9. **Experts** (``experts=E``, every layer's MLP; :mod:`~.hybrid_moe`):
+   compute of the MLPs times ``capacity_factor x top_k``; per layer and
+   micro-batch two all-to-alls forward (dispatch, combine) and two backward
+   (two more with full recomputation) of :func:`~.megatron.alltoall_bytes`
+   over the ``e`` expert-parallel ranks (within the data-parallel group);
+   each GPU holds ``E / e`` experts, their gradients and ZeRO over the ``d c
+   / e`` ranks that hold the same experts.
 
 Examples
 --------
@@ -76,18 +92,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from queuesgd import _checks
 from queuesgd.compute_model import ComputeModel
 from queuesgd.distributions import Deterministic
-from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.errors import InvalidParameterError
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.collectives import collective_time
-from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
+from queuesgd.schemes.hybrid_formula import QUANTITIES, hybrid_formula
+from queuesgd.schemes.hybrid_memory import first_stage_memory
+from queuesgd.schemes.hybrid_moe import check_experts, expert_bytes, expert_share
 from queuesgd.schemes.megatron import (
     RECOMPUTE,
     SCHEDULES,
+    alltoall_bytes,
     bubble_fraction,
-    hybrid_memory,
-    layer_activation_bytes,
-    layers_in_flight,
+    kv_bytes,
 )
 from queuesgd.schemes.memory import Memory, check_optimizer
 
@@ -95,10 +112,7 @@ if TYPE_CHECKING:
     from queuesgd.formula import Formula
     from queuesgd.workload import Cluster, Workload
 
-__all__ = ["HybridParallel", "parse_shape"]
-
-#: What ``formula(quantity=...)`` gives.
-QUANTITIES: tuple[str, ...] = ("throughput", "bubble", "tp_communication")
+__all__ = ["QUANTITIES", "HybridParallel", "parse_shape"]
 
 
 def parse_shape(value: Any) -> TransformerShape | None:
@@ -135,10 +149,12 @@ class _Times:
     microbatches: int
     virtual: int
     algorithms: dict[str, str]
+    cp: float = 0.0  # context-parallel K/V collectives of one micro-batch
+    ep: float = 0.0  # expert-parallel all-to-alls of one micro-batch
 
     @property
     def tau(self) -> float:
-        return self.compute + self.tp + self.p2p
+        return self.compute + self.tp + self.p2p + self.cp + self.ep
 
     @property
     def bubble(self) -> float:
@@ -180,6 +196,17 @@ class HybridParallel(Scheme):
     compute_model : ComputeModel or None
         Kernel times by shape (needs ``shape``): one micro-batch's compute from the layer's
         products at their GEMM efficiency on ``t`` ranks instead of ``C / (t p)``.
+    context : int
+        ``c`` context-parallel ranks (default 1, off): each holds ``s / c`` of every sequence;
+        ``workers = t c p d``. See the module docstring, item 8.
+    experts : int or None
+        ``E`` experts in every layer's MLP (a mixture of experts; default None, dense). Needs ``shape``.
+    expert_parallel : int
+        ``e`` ranks the experts are split over (a divisor of ``E`` and of ``d``; default 1).
+    capacity_factor : float
+        Expert capacity over the even share (GShard, Switch Transformer; default 1.0).
+    top_k : int
+        Experts each token goes to (default 1: Switch; 2: GShard).
 
     Examples
     --------
@@ -208,11 +235,24 @@ class HybridParallel(Scheme):
     hidden_bytes: float | str = 0.0
     optimizer: str | float = 6.0
     compute_model: ComputeModel | None = None
+    context: int = 1
+    experts: int | None = None
+    expert_parallel: int = 1
+    capacity_factor: float = 1.0
+    top_k: int = 1
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         n = "HybridParallel"
-        for f in ("tensor", "pipeline", "microbatches", "virtual_stages"):
+        for f in (
+            "tensor",
+            "pipeline",
+            "microbatches",
+            "virtual_stages",
+            "context",
+            "expert_parallel",
+            "top_k",
+        ):
             set_(self, f, _checks.integer(f"{n}.{f}", getattr(self, f), maximum=_checks.MAX_COUNT))
         if self.data is not None:
             set_(self, "data", _checks.integer(f"{n}.data", self.data, maximum=_checks.MAX_COUNT))
@@ -234,6 +274,7 @@ class HybridParallel(Scheme):
             raise InvalidParameterError(
                 f"{n}.compute_model", self.compute_model, "None without shape= (its kernels come from it)"
             )
+        check_experts(self)
         if self.schedule != "interleaved" and self.virtual_stages != 1:
             raise InvalidParameterError(
                 f"{n}.virtual_stages", self.virtual_stages, "1 unless schedule='interleaved'"
@@ -261,6 +302,10 @@ class HybridParallel(Scheme):
                 raise InvalidParameterError(
                     f"{n}.tensor", self.tensor, f"a divisor of the {self.shape.heads} heads"
                 )
+            if self.shape.sequence % self.context:
+                raise InvalidParameterError(
+                    f"{n}.context", self.context, f"a divisor of the sequence ({self.shape.sequence} tokens)"
+                )
         elif self.recompute == "selective":
             raise InvalidParameterError(
                 f"{n}.recompute",
@@ -276,16 +321,27 @@ class HybridParallel(Scheme):
         return self.shape.layers if self.shape is not None else (self.layers or 1)
 
     def replicas(self, cluster: Cluster) -> int:
-        """``d``: ``data``, or ``workers / (t p)``."""
-        return self.data if self.data is not None else cluster.workers // (self.tensor * self.pipeline)
+        """``d``: ``data``, or ``workers / (t c p)``."""
+        if self.data is not None:
+            return self.data
+        return cluster.workers // (self.tensor * self.context * self.pipeline)
 
     def check(self, workload: Workload, cluster: Cluster) -> None:
-        """Refuse ``workers != t p d``, tensor groups that do not pack into nodes, and ``RandomDelay``."""
-        t, p = self.tensor, self.pipeline
+        """Refuse ``workers != t c p d``, tensor groups that do not pack into nodes, and ``RandomDelay``."""
+        t, p, c = self.tensor, self.pipeline, self.context
         n = cluster.workers
-        if n % (t * p) or n != t * p * self.replicas(cluster):
+        if n % (t * c * p) or n != t * c * p * self.replicas(cluster):
+            what = "tensor x pipeline x data" if c == 1 else "tensor x context x pipeline x data"
+            counts = f"{t} x {p}" if c == 1 else f"{t} x {c} x {p}"
             raise InvalidParameterError(
-                "Cluster.workers", n, f"tensor x pipeline x data = {t} x {p} x {self.data or 'd'} workers"
+                "Cluster.workers", n, f"{what} = {counts} x {self.data or 'd'} workers"
+            )
+        if self.replicas(cluster) % self.expert_parallel:
+            raise InvalidParameterError(
+                "HybridParallel.expert_parallel",
+                self.expert_parallel,
+                f"a divisor of the data-parallel replicas (= {self.replicas(cluster)}): experts split "
+                "within the data-parallel group",
             )
         gpn = cluster.per_node
         if cluster.two_level and (gpn % t if t <= gpn else t % gpn):
@@ -307,10 +363,10 @@ class HybridParallel(Scheme):
             return float(self.hidden_bytes)
         return self.shape.boundary_bytes(workload.batch_size)
 
-    def _recompute_share(self, workload: Workload, forward: float) -> float:
+    def _recompute_share(self, workload: Workload, forward: float, experts: float = 0.0) -> float:
         """Extra compute of one micro-batch, as a share of ``C``."""
         if self.recompute == "full":
-            return forward
+            return forward if self.experts is None else forward * (1.0 + experts)
         if self.recompute == "selective":
             s = self.shape
             b = workload.batch_size
@@ -320,6 +376,7 @@ class HybridParallel(Scheme):
     def times(self, workload: Workload, cluster: Cluster) -> _Times:
         """Every part of one step in seconds (see the module docstring)."""
         t, p, m, v = self.tensor, self.pipeline, self.microbatches, self.virtual_stages
+        c, e = self.context, self.expert_parallel
         d = self.replicas(cluster)
         gpn = cluster.per_node
         stretch = 1.0 / float(cluster.speed_factors.min())
@@ -327,7 +384,8 @@ class HybridParallel(Scheme):
         f, bwd = workload.forward_time, workload.backward_time
         forward = f / (f + bwd) if f is not None and bwd and f + bwd > 0 else 1.0 / 3.0
         if self.compute_model is None:
-            compute = C * (1.0 + self._recompute_share(workload, forward)) / (t * p)
+            xs = expert_share(self, workload)
+            compute = C * (1.0 + xs + self._recompute_share(workload, forward, xs)) / (t * p * c)
         else:  # the shape's kernels on one of t ranks, each at its GEMM efficiency
             compute = stretch * self.compute_model.microbatch_time(
                 self.shape,
@@ -336,8 +394,10 @@ class HybridParallel(Scheme):
                 pipeline=p,
                 sequence_parallel=self.sequence_parallel,
                 recompute=self.recompute,
+                context=c,
             )
         A = self.message_bytes(workload)
+        Ac = A / c  # this rank's tokens' hidden states
         algorithms: dict[str, str] = {}
 
         def coll(op: str, nbytes: float, ranks: int, per_node: int, tag: str) -> float:
@@ -347,31 +407,69 @@ class HybridParallel(Scheme):
 
         k_tp = min(t, gpn)
         if self.sequence_parallel:
-            one = coll("reduce_scatter", A, t, k_tp, "tp") + coll("allgather", A, t, k_tp, "tp_ag")
+            one = coll("reduce_scatter", Ac, t, k_tp, "tp") + coll("allgather", Ac, t, k_tp, "tp_ag")
         else:
-            one = coll("allreduce", A, t, k_tp, "tp")
-        per_layer = (6 if self.recompute == "full" else 4) * one
+            one = coll("allreduce", Ac, t, k_tp, "tp")
+        full = self.recompute == "full"
+        per_layer = (6 if full else 4) * one
         tp = self.layer_count / p * per_layer
+        cp = ep = 0.0
+        if c > 1:  # K/V: all-gather forward, again backward, reduce-scatter of their gradients
+            k_cp = math.gcd(c, gpn // t) if t < gpn else 1
+            kv = kv_bytes(A, t)
+            gather = coll("allgather", kv, c, k_cp, "cp")
+            cp = (
+                self.layer_count
+                / p
+                * ((3 if full else 2) * gather + coll("reduce_scatter", kv, c, k_cp, "cp_rs"))
+            )
+        if (
+            self.experts is not None
+        ):  # dispatch and combine, forward and backward (and the recomputed forward)
+            k_ep = math.gcd(e, gpn // (t * c)) if t * c < gpn else 1
+            size = alltoall_bytes(
+                A,
+                context=c,
+                tensor=t,
+                sequence_parallel=self.sequence_parallel,
+                capacity_factor=self.capacity_factor,
+                top_k=self.top_k,
+            )
+            ep = self.layer_count / p * (6 if full else 4) * coll("alltoall", size, e, k_ep, "ep")
         p2p = 0.0
         if p > 1:
-            inside = t * d < gpn
+            inside = t * c * d < gpn
             bw = cluster.intra_bandwidth if inside else cluster.network_bandwidth / gpn
             lat = cluster.intra_latency if inside else cluster.latency
-            p2p = 2 * v * (lat + A / t / bw)
-        k_dp = math.gcd(d, gpn // t) if t < gpn else 1
-        G = workload.gradient_bytes / (t * p)
-        P = workload.parameter_bytes / (t * p)
-        if self.zero == 0:
-            dp = coll("allreduce", G, d, k_dp, "dp")
-        elif self.zero in (1, 2):
-            dp = coll("reduce_scatter", G, d, k_dp, "dp") + coll("allgather", P, d, k_dp, "dp_ag")
+            p2p = 2 * v * (lat + Ac / t / bw)
+        dc = d * c  # parameters are replicated over the context-parallel ranks too
+        k_dp = math.gcd(dc, gpn // t) if t < gpn else 1
+        X = expert_bytes(self, workload)
+        G = (workload.gradient_bytes - X) / (t * p) if X else workload.gradient_bytes / (t * p)
+        P = (workload.parameter_bytes - X) / (t * p) if X else workload.parameter_bytes / (t * p)
+
+        def data_parallel(G: float, P: float, ranks: int, k: int, tag: str) -> float:
+            if self.zero == 0:
+                return coll("allreduce", G, ranks, k, tag)
+            if self.zero in (1, 2):
+                return coll("reduce_scatter", G, ranks, k, tag) + coll("allgather", P, ranks, k, tag + "_ag")
+            return m * (
+                2 * coll("allgather", P, ranks, k, tag + "_ag") + coll("reduce_scatter", G, ranks, k, tag)
+            )
+
+        dp = data_parallel(G, P, dc, k_dp, "dp")
+        if X:  # the local experts' states over the expert-data-parallel group: the d c / e ranks with them
+            Px = X * (self.experts // e) / (t * p)
+            k_x = math.gcd(dc // e, max(k_dp // math.gcd(e, k_dp), 1))
+            dp += data_parallel(Px, Px, dc // e, k_x, "dp_experts")
+            shard = P / (dc if self.zero else 1) + Px / (dc // e if self.zero else 1)
+            update = workload.update_time * shard / workload.parameter_bytes
         else:
-            dp = m * (2 * coll("allgather", P, d, k_dp, "dp_ag") + coll("reduce_scatter", G, d, k_dp, "dp"))
-        update = workload.update_time / (t * p * (d if self.zero else 1))
-        return _Times(compute, tp, p2p, dp, update, p, m, v, algorithms)
+            update = workload.update_time / (t * p * (dc if self.zero else 1))
+        return _Times(compute, tp, p2p, dp, update, p, m, v, algorithms, cp, ep)
 
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:
-        """Bytes per GPU of the first stage (see the module docstring, item 7).
+        """Bytes per GPU of the first stage (item 7; :func:`~.hybrid_memory.first_stage_memory`).
 
         Examples
         --------
@@ -381,38 +479,7 @@ class HybridParallel(Scheme):
         >>> round(m.total / 1e9, 1)                      # ZeRO Figure 1, P_os+g
         16.6
         """
-        t, p = self.tensor, self.pipeline
-        d = self.replicas(cluster)
-        s = self.shape
-        if s is None:
-            P = workload.parameter_bytes / (t * p)
-            G = workload.gradient_bytes / (t * p)
-            layer = P / max(self.layer_count / p, 1.0)
-            act = 0.0
-        else:
-            nbytes = (
-                workload.parameter_bytes / s.parameters
-            )  # bytes per parameter, as the workload holds them
-            count = (
-                s.layers / p * s.block_parameters + s.embedding_parameters + (2 * s.hidden if p == 1 else 0)
-            )
-            P = G = count * nbytes / t
-            layer = s.block_parameters * nbytes / t
-            per = layer_activation_bytes(
-                s.sequence,
-                workload.batch_size,
-                s.hidden,
-                s.heads,
-                tensor=t,
-                sequence_parallel=self.sequence_parallel,
-                recompute=self.recompute,
-            )
-            flight = layers_in_flight(s.layers, p, self.microbatches, self.schedule, self.virtual_stages)
-            act = per * flight
-        gathered = 2 * layer if d > 1 else 0.0
-        return hybrid_memory(
-            P, G, d, self.zero, optimizer=self.optimizer, gathered_bytes=gathered, activation_bytes=act
-        )
+        return first_stage_memory(self, workload, cluster)
 
     def memory_per_worker(self, workload: Workload, cluster: Cluster) -> Memory:
         """:meth:`memory` (the first stage's, the most any GPU holds)."""
@@ -427,7 +494,7 @@ class HybridParallel(Scheme):
         m = self.microbatches
         breakdown = {
             "compute": m * tm.compute,
-            "communication": m * (tm.tp + tm.p2p) + tm.dp,
+            "communication": m * (tm.tp + tm.p2p + tm.cp + tm.ep) + tm.dp,
             "waiting": tm.bubble,
             "update": tm.update,
         }
@@ -435,6 +502,8 @@ class HybridParallel(Scheme):
         reason = (
             f"closed form (Megatron-LM, Narayanan et al. SC'21): t={self.tensor} p={self.pipeline} "
             f"d={self.replicas(cluster)} m={m} {self.schedule}"
+            + (f" c={self.context}" if self.context > 1 else "")
+            + (f" E={self.experts} e={self.expert_parallel}" if self.experts is not None else "")
             + (f" v={self.virtual_stages}" if self.schedule == "interleaved" else "")
             + f", bubble (p-1)/(v m) = {bubble_fraction(self.pipeline, m, self.virtual_stages):.4g}"
             + (", compute by kernel from the GEMM table" if self.compute_model is not None else "")
@@ -459,6 +528,8 @@ class HybridParallel(Scheme):
                 "bubble": bubble_fraction(self.pipeline, m, self.virtual_stages),
                 "tp_per_microbatch": tm.tp,
                 "p2p_per_microbatch": tm.p2p,
+                "cp_per_microbatch": tm.cp,
+                "ep_per_microbatch": tm.ep,
                 "dp_per_step": tm.dp,
                 "algorithms": dict(tm.algorithms),
             },
@@ -474,7 +545,8 @@ class HybridParallel(Scheme):
         share of the network (``B``, ``alpha``); ``C`` one micro-batch's
         forward + backward on one GPU (backward twice the forward), ``A``
         its hidden states' bytes, ``G`` the model's gradient (= parameter)
-        bytes. Equal to :meth:`solve_closed_form` where NCCL's choice is the ring.
+        bytes. Equal to :meth:`solve_closed_form` where NCCL's choice is the ring
+        (:func:`~.hybrid_formula.hybrid_formula`; without context or expert parallelism).
 
         Examples
         --------
@@ -484,71 +556,4 @@ class HybridParallel(Scheme):
         >>> HybridParallel(tensor=8).formula(quantity="tp_communication").expr
         4*A*(2*t - 2)/(B_intra*t) + 4*alpha_intra*(2*t - 2)
         """
-        import sympy
-
-        from queuesgd.formula import Formula
-
-        compute = _checks.choice("compute", compute, ("exponential", "deterministic"))
-        quantity = _checks.choice("quantity", quantity, QUANTITIES)
-        if compute != "deterministic":
-            raise NotRepresentable(
-                "HybridParallel has a closed form for deterministic compute only (compute='deterministic')"
-            )
-        pos = {"positive": True}
-        ints = {k: sympy.Symbol(k, integer=True, **pos) for k in ("t", "p", "d", "M", "v", "m", "l")}
-        reals = {k: sympy.Symbol(k, **pos) for k in ("C", "B_intra", "B", "G")}
-        nonneg = {k: sympy.Symbol(k, nonnegative=True) for k in ("A", "alpha_intra", "alpha", "u", "C_a")}
-        sy = {**ints, **reals, **nonneg}
-        t, p, d, M, m, l = (sy[k] for k in ("t", "p", "d", "M", "m", "l"))
-        v = sy["v"] if self.schedule == "interleaved" else 1
-        A, Bi, ai, B, a, G = (sy[k] for k in ("A", "B_intra", "alpha_intra", "B", "alpha", "G"))
-        one = ring_allreduce(t, A, Bi, ai)  # = reduce-scatter + all-gather with sequence parallelism
-        per_layer = (6 if self.recompute == "full" else 4) * one
-        meaning = {
-            "t": "tensor-parallel ranks",
-            "p": "pipeline stages",
-            "d": "data-parallel replicas",
-            "M": "micro-batches per step",
-            "v": "model chunks per GPU (interleaved)",
-            "m": "samples per micro-batch",
-            "l": "transformer layers",
-            "C": "forward and backward time of one micro-batch, whole model, one GPU, s",
-            "C_a": "forward time of the attention cores of one micro-batch, whole model, one GPU, s",
-            "A": "activation bytes of one micro-batch (b s h x 2), the TP all-reduce message",
-            "B_intra": "bandwidth inside a node, bytes/s",
-            "alpha_intra": "latency inside a node, s",
-            "B": "link bandwidth per GPU between nodes, bytes/s",
-            "alpha": "one-way latency between nodes, s",
-            "G": "gradient bytes of the whole model (dense: = parameter bytes)",
-            "u": "optimizer step of the whole model, s",
-        }
-        if quantity == "bubble":
-            expr, name = bubble_fraction(p, M, v), "pipeline bubble fraction"
-        elif quantity == "tp_communication":
-            expr, name = per_layer, "tensor-parallel communication per layer and micro-batch, s"
-        else:
-            extra = {None: 0, "full": sy["C"] / 3, "selective": sy["C_a"]}[self.recompute]
-            tau = (
-                (sy["C"] + extra) / (t * p)
-                + l / p * per_layer
-                + 2 * v * (a + A / (t * B)) * sympy.Min(p - 1, 1)
-            )
-            Gs = G / (t * p)
-            if self.zero == 0:
-                dp = ring_allreduce(d, Gs, B, a)
-            elif self.zero in (1, 2):
-                dp = ring_reduce_scatter(d, Gs, B, a) + ring_allgather(d, Gs, B, a)
-            else:
-                dp = M * (2 * ring_allgather(d, Gs, B, a) + ring_reduce_scatter(d, Gs, B, a))
-            update = sy["u"] / (t * p * (d if self.zero else 1))
-            expr = d * M * m / ((M + (p - 1) / v) * tau + dp + update)
-            name = f"{self.key} throughput ({self.schedule}, recompute {self.recompute}, ZeRO {self.zero})"
-        return Formula.pruned(
-            expr,
-            sy,
-            meaning,
-            name,
-            "Megatron-LM's model (Narayanan et al. SC'21; Korthikanti et al. 2022): ring collectives, "
-            "tensor parallelism inside a node, blocking pipeline sends of A/t, data-parallel collectives "
-            "exposed after the flush; deterministic balanced stages",
-        )
+        return hybrid_formula(self, compute, quantity)

@@ -43,6 +43,8 @@ from queuesgd.schemes.costs import (
     ring_allreduce,
     ring_reduce_scatter,
 )
+from queuesgd.schemes.hybrid_moe import expert_compute_share
+from queuesgd.schemes.megatron import expert_mlp_parameters
 from queuesgd.schemes.memory import check_optimizer
 
 if TYPE_CHECKING:
@@ -62,6 +64,8 @@ COLUMNS: tuple[str, ...] = (
     "compute",
     "tp",
     "p2p",
+    "cp",
+    "ep",
     "dp",
     "update",
     "parameters",
@@ -80,7 +84,7 @@ def batch_collective_time(
     Row ``i`` equals ``collective_time(operation, nbytes[i], cluster, ranks[i],
     per_node=per_node[i])`` (every group sharing the node's rails with the
     node's other groups like it, as there). ``operation`` is ``"allreduce"``,
-    ``"reduce_scatter"`` or ``"allgather"``.
+    ``"reduce_scatter"``, ``"allgather"`` or ``"alltoall"`` (pairwise, reported as ``"ring"``).
 
     Examples
     --------
@@ -89,7 +93,7 @@ def batch_collective_time(
     >>> float(s[0]), ALGORITHM_NAMES[a[0]]                   # 3/4 x 4 MB / 1 GB/s
     (0.003, 'ring')
     """
-    op = _checks.choice("operation", operation, ("allreduce", "reduce_scatter", "allgather"))
+    op = _checks.choice("operation", operation, ("allreduce", "reduce_scatter", "allgather", "alltoall"))
     S = np.asarray(nbytes, dtype=float)
     g = np.asarray(ranks, dtype=np.int64)
     k = np.asarray(per_node, dtype=np.int64)
@@ -102,7 +106,11 @@ def batch_collective_time(
     both = (k > 1) & (m > 1)
     inf = np.full(S.shape, np.inf)
     with np.errstate(divide="ignore", invalid="ignore"):
-        if op == "allreduce":
+        if op == "alltoall":  # pairwise exchange, inside and across nodes at once
+            out = np.where(m > 1, (g - k) * S * k / (g * Be), 0.0)
+            ring = np.maximum((k - 1) * S / (g * Bi), out) + (k - 1) * ai + (g - k) * ae
+            tree = hier = inf
+        elif op == "allreduce":
             ring = ring_allreduce(g, S, Br, ai) + 2 * (m - 1) * (ae - ai)
             depth = np.where(m > 1, np.ceil(np.log2(np.maximum(m, 1)) - 1e-12), 0.0)
             tree = 2 * S / (TREE_EFFICIENCY * Br) + 2 * ((k - 1) * ai + depth * ae)
@@ -155,6 +163,11 @@ def batch_times(
     zero: Any,
     optimizer: str | float = 6.0,
     compute_model: ComputeModel | None = None,
+    context: Any = 1,
+    expert_parallel: Any = 1,
+    experts: int | None = None,
+    capacity_factor: float = 1.0,
+    top_k: int = 1,
 ) -> dict[str, np.ndarray]:
     """HybridParallel's closed form and memory per GPU for every row: arrays named as :data:`COLUMNS`.
 
@@ -185,6 +198,10 @@ def batch_times(
         ``b``, ``t``, ``p``, sequence parallelism and recomputation, times the
         slowest GPU's factor (the kernels timed once per ``(b, t, SP)``);
         the workloads' compute times are then not used.
+    context, expert_parallel : array of int
+        ``c`` and ``e`` (``HybridParallel.context``, ``.expert_parallel``; default 1).
+    experts, capacity_factor, top_k
+        The model's mixture of experts, as ``HybridParallel``'s (default None: dense).
 
     Returns
     -------
@@ -193,7 +210,8 @@ def batch_times(
         ``compute``/``tp``/``p2p`` (one micro-batch on one GPU, s), ``dp``
         and ``update`` (one step, s), and the first stage's memory per GPU
         (bytes): ``parameters``, ``gradients``, ``optimizer``,
-        ``activations`` and ``memory`` (their total).
+        ``activations`` and ``memory`` (their total); ``cp`` and ``ep``
+        (context- and expert-parallel collectives of one micro-batch, s).
 
     The rows are not validated here: each must be a configuration
     ``HybridParallel`` accepts on ``cluster`` (the planner builds only those).
@@ -222,6 +240,9 @@ def batch_times(
     sp = _column("sequence_parallel", sequence_parallel, n, bool)
     rc = _column("recompute", recompute, n)
     z = _column("zero", zero, n)
+    c = _column("context", context, n)
+    e = _column("expert_parallel", expert_parallel, n)
+    moe = experts is not None
     opt = check_optimizer("optimizer", optimizer)
     sizes, which = np.unique(b, return_inverse=True)
     missing = [int(x) for x in sizes if int(x) not in workloads]
@@ -245,40 +266,64 @@ def batch_times(
         ]
     )[which]
     A = np.array([shape.boundary_bytes(int(x)) for x in sizes])[which]
+    xs = np.array(
+        [expert_compute_share(shape, int(x), capacity_factor, top_k) if moe else 0.0 for x in sizes]
+    )
+    xs = xs[which]
+    X = np.array([_expert_bytes(shape, w) if moe else 0.0 for w in ws])[which]
     param_bytes = np.array([w.parameter_bytes for w in ws])[which]
     grad_bytes = np.array([w.gradient_bytes for w in ws])[which]
     update_time = np.array([w.update_time for w in ws])[which]
     full, selective = rc == 1, rc == 2
     if compute_model is None:
-        share = np.where(full, forward, np.where(selective, sel, 0.0))
-        compute = C * (1.0 + share) / (t * p)
+        share = np.where(full, forward * (1.0 + xs) if moe else forward, np.where(selective, sel, 0.0))
+        compute = C * (1.0 + xs + share) / (t * p * c)
     else:
-        compute = stretch * _shaped_compute(compute_model, shape, b, t, p, sp, rc)
+        compute = stretch * _shaped_compute(compute_model, shape, b, t, p, sp, rc, c)
     gpn = cluster.per_node
     # tensor parallelism: packed in a node
     k_tp = np.minimum(t, gpn)
-    ar, _ = batch_collective_time("allreduce", A, cluster, t, k_tp)
-    rs, _ = batch_collective_time("reduce_scatter", A, cluster, t, k_tp)
-    ag, _ = batch_collective_time("allgather", A, cluster, t, k_tp)
+    Ac = A / c  # this rank's tokens' hidden states
+    ar, _ = batch_collective_time("allreduce", Ac, cluster, t, k_tp)
+    rs, _ = batch_collective_time("reduce_scatter", Ac, cluster, t, k_tp)
+    ag, _ = batch_collective_time("allgather", Ac, cluster, t, k_tp)
     one = np.where(sp, rs + ag, ar)
     tp = shape.layers / p * (np.where(full, 6, 4) * one)
-    # pipeline sends: 2 v blocking sends of A/t, over NVLink if the next stage is in the node
-    inside = t * d < gpn
+    # context parallelism: K/V all-gathered forward and backward, their gradients reduce-scattered
+    k_cp = np.where(t < gpn, np.gcd(c, np.maximum(gpn // t, 1)), 1)
+    kv = 2.0 * A / t
+    cp_ag, _ = batch_collective_time("allgather", kv, cluster, c, k_cp)
+    cp_rs, _ = batch_collective_time("reduce_scatter", kv, cluster, c, k_cp)
+    cp = np.where(c > 1, shape.layers / p * (np.where(full, 3, 2) * cp_ag + cp_rs), 0.0)
+    ep = np.zeros(n)
+    if moe:  # two all-to-alls forward, two backward (two more in a recomputed forward)
+        k_ep = np.where(t * c < gpn, np.gcd(e, np.maximum(gpn // (t * c), 1)), 1)
+        size = A / c / np.where(sp, t, 1) * capacity_factor * top_k
+        a2a, _ = batch_collective_time("alltoall", size, cluster, e, k_ep)
+        ep = shape.layers / p * np.where(full, 6, 4) * a2a
+    # pipeline sends: 2 v blocking sends of A/(t c), over NVLink if the next stage is in the node
+    inside = t * c * d < gpn
     bw = np.where(inside, cluster.intra_bandwidth, cluster.network_bandwidth / gpn)
     lat = np.where(inside, cluster.intra_latency, cluster.latency)
-    p2p = np.where(p > 1, 2 * v * (lat + A / t / bw), 0.0)
-    # data parallelism / ZeRO over the d ranks holding the same shard
-    k_dp = np.where(t < gpn, np.gcd(d, np.maximum(gpn // t, 1)), 1)
-    G = grad_bytes / (t * p)
-    P = param_bytes / (t * p)
-    dp_ar, _ = batch_collective_time("allreduce", G, cluster, d, k_dp)
-    dp_rs, _ = batch_collective_time("reduce_scatter", G, cluster, d, k_dp)
-    dp_ag, _ = batch_collective_time("allgather", P, cluster, d, k_dp)
-    dp = np.where(z == 0, dp_ar, np.where(z < 3, dp_rs + dp_ag, m * (2 * dp_ag + dp_rs)))
-    update = update_time / (t * p * np.where(z > 0, d, 1))
-    tau = compute + tp + p2p
+    p2p = np.where(p > 1, 2 * v * (lat + Ac / t / bw), 0.0)
+    # data parallelism / ZeRO over the d c ranks holding the same shard
+    dc = d * c
+    k_dp = np.where(t < gpn, np.gcd(dc, np.maximum(gpn // t, 1)), 1)
+    G = (grad_bytes - X) / (t * p)
+    P = (param_bytes - X) / (t * p)
+    dp = _batch_data_parallel(cluster, G, P, dc, k_dp, z, m)
+    if moe:  # the local experts over the d c / e ranks holding them
+        Px = X * (experts // e) / (t * p)
+        k_x = np.gcd(dc // e, np.maximum(k_dp // np.gcd(e, k_dp), 1))
+        dp = dp + _batch_data_parallel(cluster, Px, Px, dc // e, k_x, z, m)
+        shard = P / np.where(z > 0, dc, 1) + Px / np.where(z > 0, dc // e, 1)
+        update = update_time * shard / param_bytes
+    else:
+        update = update_time / (t * p * np.where(z > 0, dc, 1))
+    tau = compute + tp + p2p + cp + ep
     step = m * tau + (p - 1) / v * tau + dp + update
-    memory = _batch_memory(shape, param_bytes, t, p, d, b, m, sched, v, sp, rc, z, opt)
+    moe_args = (experts, capacity_factor, top_k) if moe else None
+    memory = _batch_memory(shape, param_bytes, t, p, dc, b, m, sched, v, sp, rc, z, opt, c, e, moe_args)
     return {
         "throughput": d * m * b / step,
         "step": step,
@@ -286,6 +331,8 @@ def batch_times(
         "compute": compute,
         "tp": tp,
         "p2p": p2p,
+        "cp": cp,
+        "ep": ep,
         "dp": dp,
         "update": update,
         **memory,
@@ -300,17 +347,18 @@ def _shaped_compute(
     p: np.ndarray,
     sp: np.ndarray,
     rc: np.ndarray,
+    c: np.ndarray,
 ) -> np.ndarray:
     """``ComputeModel.microbatch_time`` per row: the kernels timed once per ``(b, t, SP)``, then arrays.
 
     ``(l / p) (3 f + r) + 3 f_head / p`` in the scalar method's order of operations: equal bit for bit.
     """
-    keys = np.stack([b, t, sp.astype(np.int64)], axis=1)
+    keys = np.stack([b, t, sp.astype(np.int64), c], axis=1)
     unique, which = np.unique(keys, axis=0, return_inverse=True)
     sums = np.array(
         [
-            model.block_times(shape, int(bb), tensor=int(tt), sequence_parallel=bool(ss))
-            for bb, tt, ss in unique
+            model.block_times(shape, int(bb), tensor=int(tt), sequence_parallel=bool(ss), context=int(cc))
+            for bb, tt, ss, cc in unique
         ]
     ).reshape(-1, 3)
     f, core, head = (sums[:, j][which.ravel()] for j in range(3))
@@ -318,12 +366,42 @@ def _shaped_compute(
     return shape.layers / p * (3.0 * f + r) + 3.0 * head / p
 
 
+def _expert_bytes(shape: TransformerShape, workload: Workload) -> float:
+    """The dense model's MLP bytes, as :func:`~.hybrid_moe.expert_bytes`."""
+    return shape.layers * expert_mlp_parameters(shape.hidden) * workload.parameter_bytes / shape.parameters
+
+
+def _batch_data_parallel(
+    cluster: Cluster,
+    G: np.ndarray,
+    P: np.ndarray,
+    ranks: np.ndarray,
+    k: np.ndarray,
+    z: np.ndarray,
+    m: np.ndarray,
+) -> np.ndarray:
+    """Data-parallel collectives of one step per row: ZeRO 0 all-reduce, 1-2 RS + AG, 3 per micro-batch."""
+    dp_ar, _ = batch_collective_time("allreduce", G, cluster, ranks, k)
+    dp_rs, _ = batch_collective_time("reduce_scatter", G, cluster, ranks, k)
+    dp_ag, _ = batch_collective_time("allgather", P, cluster, ranks, k)
+    return np.where(z == 0, dp_ar, np.where(z < 3, dp_rs + dp_ag, m * (2 * dp_ag + dp_rs)))
+
+
+def _zero_split(P: np.ndarray, ranks: np.ndarray, z: np.ndarray, opt: float, gathered: Any) -> tuple:
+    """:func:`~.sharded.sharded_memory` on arrays: parameters, gradients, optimizer state (G = P)."""
+    o = P * opt
+    params = np.where(z == 3, P / ranks + gathered, P)
+    grads = np.where(z >= 2, P / ranks, P)
+    state = np.where(z >= 1, o / ranks, o)
+    return params, grads, state
+
+
 def _batch_memory(
     shape: TransformerShape,
     param_bytes: np.ndarray,
     t: np.ndarray,
     p: np.ndarray,
-    d: np.ndarray,
+    dc: np.ndarray,
     b: np.ndarray,
     m: np.ndarray,
     sched: np.ndarray,
@@ -332,13 +410,24 @@ def _batch_memory(
     rc: np.ndarray,
     z: np.ndarray,
     opt: float,
+    c: np.ndarray,
+    e: np.ndarray,
+    moe: tuple[int, float, int] | None,
 ) -> dict[str, np.ndarray]:
     """``HybridParallel.memory`` on arrays (first stage; Korthikanti's activations, ZeRO's split)."""
     s, h, a, l = shape.sequence, shape.hidden, shape.heads, shape.layers
     nbytes = param_bytes / shape.parameters
-    count = l / p * shape.block_parameters + shape.embedding_parameters + np.where(p == 1, 2 * h, 0)
-    P = G = count * nbytes / t
-    layer = shape.block_parameters * nbytes / t
+    block = shape.block_parameters
+    if moe is not None:
+        mlp = expert_mlp_parameters(h)
+        block = block - mlp
+        experts_here = mlp * (moe[0] // e) * nbytes / t
+        local = l / p * mlp * (moe[0] // e) * nbytes / t
+    count = l / p * block + shape.embedding_parameters + np.where(p == 1, 2 * h, 0)
+    P = count * nbytes / t
+    layer = block * nbytes / t
+    if moe is not None:
+        layer = layer + experts_here
     sbh = float(s) * b * h
     attention = np.where(rc == 2, 0.0, 5 * a * s / (h * t))
     per = np.where(
@@ -346,18 +435,21 @@ def _batch_memory(
         2 * sbh / np.where(sp, t, 1),
         np.where(sp, sbh * (34 / t + attention), sbh * (10 + 24 / t + attention)),
     )
+    if moe is not None:
+        more = (moe[1] * moe[2] - 1) * sbh * (16 / t + 2 / np.where(sp, t, 1))
+        per = per + np.where(rc == 1, 0.0, more)
     per_stage = l / p
     flight = np.where(
         sched == 1,
         m * per_stage,
         np.where(sched == 2, l * (1 + (p - 1) / (p * v)), np.minimum(p, m) * per_stage),
     )
-    act = per * flight
-    gathered = np.where((z == 3) & (d > 1), 2 * layer, 0.0)
-    o = P * opt
-    params = np.where(z == 3, P / d + gathered, P)
-    grads = np.where(z >= 2, G / d, G)
-    state = np.where(z >= 1, o / d, o)
+    act = per * flight / c
+    gathered = np.where((z == 3) & (dc > 1), 2 * layer, 0.0)
+    params, grads, state = _zero_split(P, dc, z, opt, gathered)
+    if moe is not None:
+        xp, xg, xo = _zero_split(local, dc // e, z, opt, 0.0)
+        params, grads, state = params + xp, grads + xg, state + xo
     return {
         "parameters": params,
         "gradients": grads,

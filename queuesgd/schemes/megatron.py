@@ -12,6 +12,13 @@ Plain formulas, cited where they come from, used by
 - :func:`hybrid_memory` -- bytes per GPU: model states split by tensor and
   pipeline parallelism then by ZeRO stage over the data-parallel group
   (Rajbhandari et al., SC 2020, Section 5 and Figure 1), plus activations.
+- :func:`kv_bytes` -- the keys and values context parallelism gathers per
+  layer (Megatron-Core, *Context parallelism*; Liu et al., *Ring Attention*, 2023).
+- :func:`expert_mlp_parameters`, :func:`alltoall_bytes`,
+  :func:`expert_activation_bytes` -- a mixture-of-experts layer: ``E``
+  copies of the MLP, the all-to-all of ``capacity_factor x top_k`` times the
+  tokens (Lepikhin et al., *GShard*, 2020; Fedus et al., *Switch
+  Transformer*, 2021; Rajbhandari et al., *DeepSpeed-MoE*, 2022).
 
 Examples
 --------
@@ -32,7 +39,11 @@ __all__ = [
     "RECOMPUTE",
     "SCHEDULES",
     "bubble_fraction",
+    "alltoall_bytes",
+    "expert_activation_bytes",
+    "expert_mlp_parameters",
     "hybrid_memory",
+    "kv_bytes",
     "layer_activation_bytes",
     "layers_in_flight",
 ]
@@ -163,3 +174,102 @@ def hybrid_memory(
         gathered_bytes=gathered_bytes if zero == 3 else 0.0,
         activation_bytes=activation_bytes,
     )
+
+
+def kv_bytes(boundary_bytes: float, tensor: int = 1) -> float:
+    """Bytes of one layer's keys and values for the whole sequence on one tensor-parallel rank: ``2 A / t``.
+
+    ``A = b s h`` x 2 bytes (the layer's hidden states); K and V are each
+    ``b s h / t`` values on a rank of ``t``. Context parallelism (``c``
+    ranks, ``s / c`` tokens each) all-gathers them in the forward pass,
+    gathers them again in the backward pass and reduce-scatters their
+    gradients (Megatron-Core's *Context parallelism* guide: "CP requires
+    additional all-gather across GPUs to collect the full sequence of KV.
+    Correspondingly, reduce-scatter should be applied to the activation
+    gradients of KV in backward propagation ... each GPU only stores the KV
+    of a sequence chunk in forward and gathers KV again in backward"; run as
+    the ring of Liu et al., *Ring Attention*, 2023): collectives whose whole
+    buffer, as nccl-tests counts it, is this.
+
+    Examples
+    --------
+    >>> kv_bytes(2048 * 12288 * 2.0, tensor=8) / 1e6         # GPT-3 175B, TP 8: 2 x 2048 x 1536 x 2 bytes
+    12.582912
+    """
+    return 2.0 * boundary_bytes / tensor
+
+
+def expert_mlp_parameters(hidden: int) -> int:
+    """Parameters of one expert, an MLP ``h -> 4h -> h``: ``8 h^2 + 5 h`` (weights and biases).
+
+    A mixture-of-experts layer holds ``E`` of them in place of the dense MLP
+    (GShard, Section 2.1; Switch Transformer, Section 2.1); its router
+    (``h x E``) is not counted (under ``1 / (8 h)`` of the experts).
+
+    Examples
+    --------
+    >>> expert_mlp_parameters(8)        # 8 x 32 + 32 + 32 x 8 + 8
+    552
+    """
+    h = _checks.integer("hidden", hidden)
+    return 8 * h * h + 5 * h
+
+
+def alltoall_bytes(
+    boundary_bytes: float,
+    *,
+    context: int = 1,
+    tensor: int = 1,
+    sequence_parallel: bool = False,
+    capacity_factor: float = 1.0,
+    top_k: int = 1,
+) -> float:
+    """Each GPU's all-to-all buffer of one mixture-of-experts layer: ``A / c x capacity_factor x top_k``.
+
+    The rank's tokens (``b s / c`` of the micro-batch; ``1 / t`` of them with
+    sequence parallelism, each tensor-parallel rank dispatching its own share)
+    each go to ``top_k`` experts, and each expert takes at most
+    ``capacity_factor x top_k x tokens / E`` of them (GShard, Section 2.2;
+    Switch Transformer, eq. 3-4: the buffers are padded to the capacity), so
+    each rank sends ``capacity_factor x top_k x`` its tokens' hidden states,
+    ``1 / e`` to each rank of the expert-parallel group, and receives as
+    much (DeepSpeed-MoE, Section 5: the all-to-all's volume per GPU).
+
+    Examples
+    --------
+    >>> alltoall_bytes(4096 * 4096 * 2.0, capacity_factor=1.25, top_k=2) / 2**20   # 2.5 x 32 MiB
+    80.0
+    """
+    per_rank = boundary_bytes / context / (tensor if sequence_parallel else 1)
+    return per_rank * capacity_factor * top_k
+
+
+def expert_activation_bytes(
+    sequence: int,
+    microbatch: int,
+    hidden: int,
+    *,
+    tensor: int = 1,
+    sequence_parallel: bool = False,
+    recompute: str | None = None,
+    capacity_factor: float = 1.0,
+    top_k: int = 1,
+) -> float:
+    """Activation bytes a mixture-of-experts layer keeps beyond those of :func:`layer_activation_bytes`.
+
+    The experts' MLP keeps Korthikanti's MLP activations (Section 4.1: its
+    first product's input ``2 s b h``, its second product's input and the
+    GeLU's input ``8 s b h`` each) for ``capacity_factor x top_k`` times the
+    tokens: ``(capacity_factor top_k - 1) s b h (16/t + 2/t')`` more, ``t' =
+    t`` with sequence parallelism (else the input is whole on every rank).
+    Full recomputation keeps only the layer's input: nothing more.
+
+    Examples
+    --------
+    >>> expert_activation_bytes(2048, 1, 4096, capacity_factor=1.25, top_k=2)  # 1.5 x 18 s b h
+    226492416.0
+    """
+    if recompute == "full":
+        return 0.0
+    sbh = float(sequence) * microbatch * hidden
+    return (capacity_factor * top_k - 1) * sbh * (16 / tensor + 2 / (tensor if sequence_parallel else 1))

@@ -1,0 +1,122 @@
+"""HybridParallel's closed form as a SymPy expression: throughput, the bubble, TP communication per layer.
+
+What :meth:`~queuesgd.schemes.hybrid.HybridParallel.formula` (and ``derive``)
+returns: ring collectives, tensor parallelism inside a node, blocking
+pipeline sends of ``A / t``, data-parallel collectives exposed after the
+flush, deterministic balanced stages (Narayanan et al., SC 2021; Korthikanti
+et al., 2022). Context and expert parallelism are not in it (their
+collectives' placement depends on the cluster's nodes): the scheme's closed
+form has them, ``formula`` says so.
+
+Examples
+--------
+>>> from queuesgd.schemes.hybrid import HybridParallel
+>>> hybrid_formula(HybridParallel(pipeline=4, microbatches=8), "deterministic", "bubble").expr
+(p - 1)/M
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queuesgd import _checks
+from queuesgd.errors import NotRepresentable
+from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
+from queuesgd.schemes.megatron import bubble_fraction
+
+if TYPE_CHECKING:
+    from queuesgd.formula import Formula
+    from queuesgd.schemes.hybrid import HybridParallel
+
+__all__ = ["QUANTITIES", "hybrid_formula"]
+
+#: What ``formula(quantity=...)`` gives.
+QUANTITIES: tuple[str, ...] = ("throughput", "bubble", "tp_communication")
+
+
+def hybrid_formula(
+    scheme: HybridParallel, compute: str = "deterministic", quantity: str = "throughput"
+) -> Formula:
+    """``scheme``'s throughput (samples/s), bubble fraction or TP communication per layer, as a Formula.
+
+    See :meth:`~queuesgd.schemes.hybrid.HybridParallel.formula` for the symbols.
+
+    Examples
+    --------
+    >>> from queuesgd.schemes.hybrid import HybridParallel
+    >>> hybrid_formula(HybridParallel(tensor=2), quantity="tp_communication").expr
+    4*A*(2*t - 2)/(B_intra*t) + 4*alpha_intra*(2*t - 2)
+    """
+    import sympy
+
+    from queuesgd.formula import Formula
+
+    compute = _checks.choice("compute", compute, ("exponential", "deterministic"))
+    quantity = _checks.choice("quantity", quantity, QUANTITIES)
+    if compute != "deterministic":
+        raise NotRepresentable(
+            "HybridParallel has a closed form for deterministic compute only (compute='deterministic')"
+        )
+    if scheme.context > 1 or scheme.experts is not None:
+        raise NotRepresentable(
+            "HybridParallel's formula has no context or expert parallelism (context=1, experts=None); "
+            "predict has them"
+        )
+    pos = {"positive": True}
+    ints = {k: sympy.Symbol(k, integer=True, **pos) for k in ("t", "p", "d", "M", "v", "m", "l")}
+    reals = {k: sympy.Symbol(k, **pos) for k in ("C", "B_intra", "B", "G")}
+    nonneg = {k: sympy.Symbol(k, nonnegative=True) for k in ("A", "alpha_intra", "alpha", "u", "C_a")}
+    sy = {**ints, **reals, **nonneg}
+    t, p, d, M, m, l = (sy[k] for k in ("t", "p", "d", "M", "m", "l"))
+    v = sy["v"] if scheme.schedule == "interleaved" else 1
+    A, Bi, ai, B, a, G = (sy[k] for k in ("A", "B_intra", "alpha_intra", "B", "alpha", "G"))
+    one = ring_allreduce(t, A, Bi, ai)  # = reduce-scatter + all-gather with sequence parallelism
+    per_layer = (6 if scheme.recompute == "full" else 4) * one
+    meaning = {
+        "t": "tensor-parallel ranks",
+        "p": "pipeline stages",
+        "d": "data-parallel replicas",
+        "M": "micro-batches per step",
+        "v": "model chunks per GPU (interleaved)",
+        "m": "samples per micro-batch",
+        "l": "transformer layers",
+        "C": "forward and backward time of one micro-batch, whole model, one GPU, s",
+        "C_a": "forward time of the attention cores of one micro-batch, whole model, one GPU, s",
+        "A": "activation bytes of one micro-batch (b s h x 2), the TP all-reduce message",
+        "B_intra": "bandwidth inside a node, bytes/s",
+        "alpha_intra": "latency inside a node, s",
+        "B": "link bandwidth per GPU between nodes, bytes/s",
+        "alpha": "one-way latency between nodes, s",
+        "G": "gradient bytes of the whole model (dense: = parameter bytes)",
+        "u": "optimizer step of the whole model, s",
+    }
+    if quantity == "bubble":
+        expr, name = bubble_fraction(p, M, v), "pipeline bubble fraction"
+    elif quantity == "tp_communication":
+        expr, name = per_layer, "tensor-parallel communication per layer and micro-batch, s"
+    else:
+        extra = {None: 0, "full": sy["C"] / 3, "selective": sy["C_a"]}[scheme.recompute]
+        tau = (
+            (sy["C"] + extra) / (t * p) + l / p * per_layer + 2 * v * (a + A / (t * B)) * sympy.Min(p - 1, 1)
+        )
+        Gs = G / (t * p)
+        if scheme.zero == 0:
+            dp = ring_allreduce(d, Gs, B, a)
+        elif scheme.zero in (1, 2):
+            dp = ring_reduce_scatter(d, Gs, B, a) + ring_allgather(d, Gs, B, a)
+        else:
+            dp = M * (2 * ring_allgather(d, Gs, B, a) + ring_reduce_scatter(d, Gs, B, a))
+        update = sy["u"] / (t * p * (d if scheme.zero else 1))
+        expr = d * M * m / ((M + (p - 1) / v) * tau + dp + update)
+        name = (
+            f"{scheme.key} throughput ({scheme.schedule}, recompute {scheme.recompute}, ZeRO {scheme.zero})"
+        )
+    return Formula.pruned(
+        expr,
+        sy,
+        meaning,
+        name,
+        "Megatron-LM's model (Narayanan et al. SC'21; Korthikanti et al. 2022): ring collectives, "
+        "tensor parallelism inside a node, blocking pipeline sends of A/t, data-parallel collectives "
+        "exposed after the flush; deterministic balanced stages",
+    )

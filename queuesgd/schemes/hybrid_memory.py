@@ -1,0 +1,91 @@
+"""Memory per GPU of :class:`~queuesgd.schemes.hybrid.HybridParallel`: the first pipeline stage's.
+
+Parameters and gradients of its ``l / p`` layers (and the embeddings) over
+``t``, ZeRO over the ``d c`` ranks that hold the same shard
+(:func:`~.megatron.hybrid_memory`; ZeRO 3 also holds two gathered layers);
+a mixture of experts' local ``E / e`` experts over the ``d c / e`` ranks
+that hold them; activations per :func:`~.megatron.layer_activation_bytes`
+(plus :func:`~.megatron.expert_activation_bytes`) times
+:func:`~.megatron.layers_in_flight`, over ``c``.
+
+Examples
+--------
+>>> from queuesgd import Cluster, Workload
+>>> from queuesgd.schemes.hybrid import HybridParallel
+>>> w = Workload(1.0, "15GB")                    # 7.5B parameters in 16 bits
+>>> round(first_stage_memory(HybridParallel(zero=1, layers=60), w, Cluster(64, "1GB/s")).total / 1e9, 1)
+31.4
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queuesgd.schemes.megatron import (
+    expert_activation_bytes,
+    expert_mlp_parameters,
+    hybrid_memory,
+    layer_activation_bytes,
+    layers_in_flight,
+)
+from queuesgd.schemes.memory import Memory
+
+if TYPE_CHECKING:
+    from queuesgd.cluster import Cluster
+    from queuesgd.schemes.hybrid import HybridParallel
+    from queuesgd.workload import Workload
+
+__all__ = ["first_stage_memory"]
+
+
+def first_stage_memory(scheme: HybridParallel, workload: Workload, cluster: Cluster) -> Memory:
+    """Bytes per GPU of ``scheme``'s first pipeline stage (the module docstring says what is counted)."""
+    t, p, c = scheme.tensor, scheme.pipeline, scheme.context
+    dc = scheme.replicas(cluster) * c
+    s = scheme.shape
+    experts = None
+    if s is None:
+        P = workload.parameter_bytes / (t * p)
+        G = workload.gradient_bytes / (t * p)
+        layer = P / max(scheme.layer_count / p, 1.0)
+        act = 0.0
+    else:
+        nbytes = workload.parameter_bytes / s.parameters  # bytes per parameter, as the workload holds them
+        block = s.block_parameters
+        if scheme.experts is not None:  # the dense part here; the local experts' below
+            mlp = expert_mlp_parameters(s.hidden)
+            block = block - mlp
+            local = s.layers / p * mlp * (scheme.experts // scheme.expert_parallel) * nbytes / t
+            experts = hybrid_memory(
+                local, local, dc // scheme.expert_parallel, scheme.zero, optimizer=scheme.optimizer
+            )
+        count = s.layers / p * block + s.embedding_parameters + (2 * s.hidden if p == 1 else 0)
+        P = G = count * nbytes / t
+        layer = block * nbytes / t
+        if experts is not None:
+            layer += mlp * (scheme.experts // scheme.expert_parallel) * nbytes / t
+        kw = {"tensor": t, "sequence_parallel": scheme.sequence_parallel, "recompute": scheme.recompute}
+        per = layer_activation_bytes(s.sequence, workload.batch_size, s.hidden, s.heads, **kw)
+        if scheme.experts is not None:
+            per += expert_activation_bytes(
+                s.sequence,
+                workload.batch_size,
+                s.hidden,
+                capacity_factor=scheme.capacity_factor,
+                top_k=scheme.top_k,
+                **kw,
+            )
+        flight = layers_in_flight(s.layers, p, scheme.microbatches, scheme.schedule, scheme.virtual_stages)
+        act = per * flight / c  # each context-parallel rank keeps s / c of every sequence
+    gathered = 2 * layer if dc > 1 else 0.0
+    out = hybrid_memory(
+        P, G, dc, scheme.zero, optimizer=scheme.optimizer, gathered_bytes=gathered, activation_bytes=act
+    )
+    if experts is None:
+        return out
+    return Memory(
+        out.parameters + experts.parameters,
+        out.gradients + experts.gradients,
+        out.optimizer + experts.optimizer,
+        out.activations,
+    )
