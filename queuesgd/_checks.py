@@ -84,7 +84,7 @@ def positive(
             raise InvalidParameterError(field, value, accepted.replace(" or a SymPy expression", ""))
         if value.is_nonpositive and not (allow_zero and value.is_zero):
             raise InvalidParameterError(field, value, accepted)
-        if value.is_negative:
+        if value.is_negative or value.is_extended_real is False:  # I, zoo: not a real number
             raise InvalidParameterError(field, value, accepted)
         return value
     if not isinstance(value, numbers.Real):
@@ -96,6 +96,79 @@ def positive(
     if not math.isfinite(f) or f < 0 or (f == 0 and not allow_zero) or (maximum is not None and f > maximum):
         raise InvalidParameterError(field, value, accepted)
     return f
+
+
+def _float_or_none(value: Any) -> float | None:
+    """``float(value)`` if it is a finite float, else None (``10**400`` and ``Fraction(10**400)`` too)."""
+    try:
+        f = float(value)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def real(field: str, value: Any, *, accepted: str = "a finite real number") -> float:
+    """Return ``value`` as a float if it is a finite real number (negative and zero included).
+
+    Booleans, strings, complex numbers and integers beyond the float range
+    (``10**400``) are refused, not converted.
+
+    Examples
+    --------
+    >>> real("mu", -2), real("mu", 0.5)
+    (-2.0, 0.5)
+    >>> real("mu", 10**400)
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: mu: got an integer of 401 digits; accepted: a finite real number
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise InvalidParameterError(field, value, accepted)
+    f = _float_or_none(value)
+    if f is None:
+        raise InvalidParameterError(field, value, accepted)
+    return f
+
+
+def reals(
+    field: str, value: Any, *, accepted: str = "real numbers (a number, a sequence or an array)"
+) -> np.ndarray:
+    """``value`` as a new float array, if it is a real number or a (nested) sequence or array of them.
+
+    Only the type of each entry is checked, not its value: NaN and
+    infinities pass (the caller bounds them). Refused, not converted: a
+    string or bytes (``"784"`` is not 784, ``bytearray(b"12")`` not
+    ``[49, 50]``), a mapping or set, booleans, complex numbers, other
+    objects, ragged nests, and integers beyond the float range (``10**400``).
+
+    Examples
+    --------
+    >>> reals("demands", [[1, 2.5]]).tolist(), reals("rate", 3).shape
+    ([[1.0, 2.5]], ())
+    >>> reals("samples", ["1", "2"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: samples: got ['1', '2']; accepted: real numbers ...
+    """
+    if isinstance(value, (str, bytes, bytearray, memoryview, Mapping, set, frozenset)):
+        raise InvalidParameterError(field, value, accepted)
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError, OverflowError):  # a ragged nest, an object numpy refuses
+        raise InvalidParameterError(field, value, accepted) from None
+    if arr.dtype.kind == "O":
+        numeric = all(
+            isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) for x in arr.ravel().tolist()
+        )
+        if not numeric:
+            raise InvalidParameterError(field, value, accepted)
+        try:
+            return arr.astype(float)
+        except (OverflowError, ValueError, TypeError):  # an int beyond the float range
+            raise InvalidParameterError(field, value, accepted) from None
+    if arr.dtype.kind not in "iuf":
+        raise InvalidParameterError(field, value, accepted)
+    return arr.astype(float)
 
 
 #: Largest count a scheme parameter takes (local steps, staleness bounds, ranks, windows, samples, units,
@@ -124,7 +197,7 @@ def integer(field: str, value: Any, *, minimum: int = 1, maximum: int | None = N
         raise InvalidParameterError(field, value, accepted)
     if isinstance(value, numbers.Integral):
         out = int(value)
-    elif isinstance(value, numbers.Real) and math.isfinite(float(value)) and float(value).is_integer():
+    elif isinstance(value, numbers.Real) and _float_or_none(value) is not None and float(value).is_integer():
         out = int(value)
     else:
         raise InvalidParameterError(field, value, accepted)
@@ -277,6 +350,28 @@ def device(field: str, value: Any) -> str:
     raise InvalidParameterError(field, value, "'cpu', 'cuda' or 'cuda:N' (N a device index)")
 
 
+def file_path(field: str, value: Any, *, accepted: str = "a file path (str or os.PathLike)") -> str:
+    """``os.fspath(value)`` if ``value`` is a non-empty str or ``os.PathLike`` naming one, without NUL.
+
+    Only the type and spelling are checked, not the file: :func:`read_bytes`
+    and :func:`output_file` check what is there.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> file_path("path", Path("/tmp") / "t.json")
+    '/tmp/t.json'
+    >>> file_path("path", 10**30)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: path: got 1000...; accepted: a file path (str or os.PathLike)
+    """
+    where = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not isinstance(where, str) or not where or "\0" in where:
+        raise InvalidParameterError(field, value, accepted)
+    return where
+
+
 def output_file(field: str, value: Any, *, suffix: str | None = None) -> Path:
     """The path ``value`` names, if a file may be written there: checked before any work is done.
 
@@ -300,9 +395,7 @@ def output_file(field: str, value: Any, *, suffix: str | None = None) -> Path:
     queuesgd.errors.InvalidParameterError: --out: got '...'; accepted: a regular file ... (it is a directory)
     """
     accepted = "a regular file to write" + (f", its name ending in {suffix}" if suffix else "")
-    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value) or "\0" in os.fspath(value):
-        raise InvalidParameterError(field, value, accepted)
-    path = Path(value)
+    path = Path(file_path(field, value, accepted=accepted))
     if suffix and (not path.name.endswith(suffix) or path.name == suffix):
         raise InvalidParameterError(
             field, os.fspath(value), f"a file name ending in {suffix} (nothing is appended to the path given)"
@@ -367,9 +460,7 @@ def read_bytes(field: str, value: Any, *, max_bytes: int = MAX_FILE_BYTES, gunzi
     queuesgd.errors.InvalidParameterError: path: got '/dev/zero'; accepted: ... (it is a character device)
     """
     accepted = f"a regular file of at most {max_bytes:,} bytes"
-    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value) or "\0" in os.fspath(value):
-        raise InvalidParameterError(field, value, accepted)
-    where = os.fspath(value)
+    where = file_path(field, value, accepted=accepted)
     try:
         fd = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:

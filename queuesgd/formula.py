@@ -107,6 +107,25 @@ class Formula:
     _lambdified: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        import sympy
+
+        if not isinstance(self.expr, sympy.Expr):
+            raise InvalidParameterError("Formula.expr", self.expr, "a SymPy expression, e.g. n / t")
+        if not isinstance(self.symbols, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, sympy.Symbol) and v.name == k
+            for k, v in self.symbols.items()
+        ):
+            raise InvalidParameterError(
+                "Formula.symbols", self.symbols, "a mapping of each symbol's name to the SymPy Symbol"
+            )
+        if not isinstance(self.meaning, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.meaning.items()
+        ):
+            raise InvalidParameterError("Formula.meaning", self.meaning, "a mapping of symbol names to str")
+        if not isinstance(self.name, str):
+            raise InvalidParameterError("Formula.name", self.name, "a str")
+        if not isinstance(self.assumptions, str):
+            raise InvalidParameterError("Formula.assumptions", self.assumptions, "a str")
         free = {s.name for s in self.expr.free_symbols}
         missing = free - set(self.symbols)
         if missing:

@@ -247,7 +247,7 @@ def read_trace(
     batch_size = _checks.integer("batch_size", batch_size)
     if name is not None:
         _checks.name("name", name)
-    where = os.fspath(path)
+    where = _checks.file_path("path", path, accepted="a trace file path (str or os.PathLike)")
     events = _events(where)
     found, label = _steps(where, events)
     used = _select(where, found, label, steps)

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks, units
+from queuesgd.cluster import MAX_WORKERS, MIN_BANDWIDTH
 from queuesgd.dag import schedule
 from queuesgd.errors import InvalidParameterError
 from queuesgd.frames import require_xarray, to_frame
@@ -55,6 +56,9 @@ _UNITS = {"bandwidth": "B/s", "overhead": "s", "iteration_time": "s", "batch_tim
 CHUNK_VALUES = 2**22
 #: Most configurations one call evaluates (about 10 us each on the catalog's profiles: 20 s).
 MAX_CONFIGURATIONS = 2_000_000
+#: Largest compression ratio taken: a gigabyte of gradient is then a byte on the wire (a larger ratio
+#: only overflows the line rate it multiplies).
+MAX_COMPRESSION = 1e9
 
 
 @dataclass(frozen=True)
@@ -235,7 +239,9 @@ class WhatIf:
 
 
 def _axis(name: str, value: Any, convert: Any) -> tuple[list[Any], bool]:
-    """A list of converted values and whether the argument was a list."""
+    """A list of converted values and whether the argument was a list (a 0-d array is one value)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
     if isinstance(value, (list, tuple, np.ndarray)):
         items = list(value)
         if not items:
@@ -261,13 +267,23 @@ def _workload(value: Any) -> Workload:
 
 
 def _compression(value: Any) -> float:
+    accepted = f"a ratio >= 1 (1 = no compression), at most {MAX_COMPRESSION:g}: a finite number"
     try:
-        ratio = float(value)
-    except (TypeError, ValueError):
-        raise InvalidParameterError("compression", value, "a ratio >= 1 (1 = no compression)") from None
-    if not np.isfinite(ratio) or ratio < 1:
-        raise InvalidParameterError("compression", value, "a ratio >= 1 (1 = no compression)")
+        ratio = _checks.positive("compression", value, maximum=MAX_COMPRESSION)
+    except InvalidParameterError:
+        raise InvalidParameterError("compression", value, accepted) from None
+    if ratio < 1:
+        raise InvalidParameterError("compression", value, accepted)
     return ratio
+
+
+def _bandwidth(value: Any) -> float:
+    bandwidth = _checks.positive("bandwidth", units.parse_bandwidth(value, "bandwidth"))
+    if bandwidth < MIN_BANDWIDTH:
+        raise InvalidParameterError(
+            "bandwidth", value, "at least 1 bit/s (0.125 bytes/s), e.g. '10Gbit/s'; a plain number is bytes/s"
+        )
+    return bandwidth
 
 
 def whatif(
@@ -290,18 +306,20 @@ def whatif(
         :class:`~queuesgd.workload.Workload` with a per-tensor profile; its
         compute time is the single-GPU batch time ``t_batch``.
     workers : int or list of int
-        Ring size ``N``.
+        Ring size ``N`` (at most :data:`~queuesgd.cluster.MAX_WORKERS`, a million).
     bandwidth : float, str or list
         Line rate per link (bytes/s, or ``"10Gbit/s"``).
     compression : float or list of float
-        Gradient compression ratio ``>= 1`` (bytes on the wire divided by it).
+        Gradient compression ratio ``>= 1`` (bytes on the wire divided by it), at most
+        :data:`MAX_COMPRESSION` (1e9).
     latency : float or str
         Per-step latency ``alpha`` of the ring (``2 (N-1) alpha`` per
-        all-reduce); the paper's model has none (0).
+        all-reduce); the paper's model has none (0). At most 1e9 s.
     fusion_bytes, fusion_time : float, str or None
         Fusion thresholds (64 MiB and 5 ms in the paper); ``None`` disables one.
     overlap : bool
-        Overlap communication with the backward pass (the paper: yes).
+        Overlap communication with the backward pass (the paper: yes). A
+        bool; 0/1 and the strings true/false, yes/no, on/off are taken too.
 
     Returns
     -------
@@ -319,14 +337,11 @@ def whatif(
            [0.54 , 0.994]])
     """
     workloads, w_list = _axis("workload", workload, _workload)
-    ns, n_list = _axis("workers", workers, lambda v: _checks.integer("workers", v))
-    bws, b_list = _axis(
-        "bandwidth",
-        bandwidth,
-        lambda v: _checks.positive("bandwidth", units.parse_bandwidth(v, "bandwidth")),
-    )
+    ns, n_list = _axis("workers", workers, lambda v: _checks.integer("workers", v, maximum=MAX_WORKERS))
+    bws, b_list = _axis("bandwidth", bandwidth, _bandwidth)
     comps, c_list = _axis("compression", compression, _compression)
-    alpha = _checks.positive("latency", units.parse_seconds(latency, "latency"), allow_zero=True)
+    alpha = _checks.duration("latency", latency)
+    overlap = _checks.boolean("overlap", overlap)
     flags = (w_list, n_list, b_list, c_list)
     shape = tuple(len(v) for v, f in zip((workloads, ns, bws, comps), flags) if f)
     axes = tuple(a for a, f in zip(_AXES, flags) if f)

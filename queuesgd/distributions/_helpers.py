@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Any
 
@@ -41,16 +40,12 @@ def real_value(field: str, value: Any, *, time: bool = False) -> float:
     """A finite real number (may be negative); a unit string if ``time``."""
     if time and isinstance(value, str):
         return parse_seconds(value, field)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-        raise InvalidParameterError(field, value, "a finite real number")
-    return float(value)
+    return _checks.real(field, value)
 
 
 def vector_value(field: str, value: Any, *, min_len: int = 1) -> np.ndarray:
-    try:
-        arr = np.array(value, dtype=float)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(field, value, "a sequence of finite numbers") from None
+    """A 1-D float array of finite numbers (strings, bytes and 10**400 refused, not converted)."""
+    arr = _checks.reals(field, value, accepted="a sequence of finite numbers")
     if arr.ndim != 1 or arr.size < min_len or not np.all(np.isfinite(arr)):
         raise InvalidParameterError(field, value, f"a 1-D sequence of at least {min_len} finite numbers")
     return arr

@@ -315,10 +315,7 @@ class PhaseType(Distribution):
     def __init__(self, alpha: ArrayLike, T: ArrayLike) -> None:
         a = vector_value("PhaseType.alpha", alpha)
         check_phases(a.size, "PhaseType")
-        try:
-            t = np.array(T, dtype=float)
-        except (TypeError, ValueError):
-            raise InvalidParameterError("PhaseType.T", T, "a square matrix of finite numbers") from None
+        t = _checks.reals("PhaseType.T", T, accepted="a square matrix of finite numbers")
         n = a.size
         if t.shape != (n, n) or not np.all(np.isfinite(t)):
             raise InvalidParameterError(

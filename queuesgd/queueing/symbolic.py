@@ -6,9 +6,17 @@ import math
 from typing import Any
 
 from queuesgd import _checks
-from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
+from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError, short_repr
 
-__all__ = ["MAX_SYMBOLIC_WORK", "check_symbolic_mva", "repairman_throughput", "symbolic_mva_work"]
+__all__ = [
+    "MAX_REPAIRMAN_POPULATION",
+    "MAX_SYMBOLIC_WORK",
+    "check_repairman",
+    "check_symbolic_mva",
+    "largest_symbolic_population",
+    "repairman_throughput",
+    "symbolic_mva_work",
+]
 
 #: Largest work estimate (see :func:`symbolic_mva_work`) that exact MVA with symbolic demands may take on.
 #: Measured on a 2-core machine: 2 stations at population 25 (work 1,300) take about 2 s, 3 stations
@@ -35,6 +43,20 @@ def symbolic_mva_work(stations: int, population: int, steps: int | None = None) 
     return steps * stations * math.comb(population + stations - 1, stations - 1)
 
 
+def largest_symbolic_population(stations: int) -> int:
+    """Largest one-class population whose exact symbolic MVA stays within :data:`MAX_SYMBOLIC_WORK`.
+
+    Examples
+    --------
+    >>> largest_symbolic_population(2), largest_symbolic_population(3)
+    (26, 9)
+    """
+    largest = 0
+    while symbolic_mva_work(stations, largest + 1) <= MAX_SYMBOLIC_WORK:
+        largest += 1
+    return largest
+
+
 def check_symbolic_mva(stations: int, population: int, steps: int | None = None) -> None:
     """Raise :class:`~queuesgd.errors.StateSpaceTooLargeError` if exact symbolic MVA would take too long.
 
@@ -53,15 +75,45 @@ def check_symbolic_mva(stations: int, population: int, steps: int | None = None)
     work = symbolic_mva_work(stations, population, steps)
     if work <= MAX_SYMBOLIC_WORK:
         return
-    largest = 0
-    while symbolic_mva_work(stations, largest + 1) <= MAX_SYMBOLIC_WORK:
-        largest += 1
+    largest = largest_symbolic_population(stations)
     raise StateSpaceTooLargeError(
         f"exact MVA with symbolic demands at population {population} ({stations} stations): its rational "
         f"functions have up to {math.comb(population + stations - 1, stations - 1):,} terms, work estimate "
         f"{work:,} > {MAX_SYMBOLIC_WORK:,} (one class: population <= {largest} here; the cost grows about as "
         "the square of the estimate). Give numeric demands (floats or Rationals: exact numeric MVA at any "
         "population), or a smaller population"
+    )
+
+
+#: Largest integer population :func:`repairman_throughput` sums with numeric demands: its N + 1 terms
+#: hold N! exactly, so the time grows about as N**2 (about 1 s at 2,000 on a 2-core machine, 80 s at 10,000).
+MAX_REPAIRMAN_POPULATION = 2_000
+
+
+def check_repairman(N: int, *, symbolic: bool) -> None:
+    """Raise :class:`~queuesgd.errors.StateSpaceTooLargeError` if the repairman's finite sum takes too long.
+
+    With numeric demands the limit is :data:`MAX_REPAIRMAN_POPULATION`; with
+    symbolic ones it is exact symbolic MVA's on the same two stations
+    (:func:`check_symbolic_mva`: the sum is a rational function of the same
+    degree, 26 here). Both are checked before any term is built.
+
+    Examples
+    --------
+    >>> check_repairman(2_000, symbolic=False)
+    >>> check_repairman(10**30, symbolic=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.StateSpaceTooLargeError: repairman_throughput at N = 1000000000000000000000000000000: ...
+    """
+    largest = largest_symbolic_population(2) if symbolic else MAX_REPAIRMAN_POPULATION
+    if N <= largest:
+        return
+    raise StateSpaceTooLargeError(
+        f"repairman_throughput at N = {short_repr(N)}: the finite sum has N + 1 terms, too many to build and "
+        f"cancel exactly (N <= {largest:,} with {'symbolic' if symbolic else 'numeric'} demands). Leave N "
+        "out for the closed form in the incomplete gamma function and substitute N into it, or solve the "
+        "network numerically (queuesgd.mva)"
     )
 
 
@@ -142,6 +194,7 @@ def repairman_throughput(think: Any, service: Any, N: Any = None) -> Any:
 
     r = Z / D
     if isinstance(N, int):
+        check_repairman(N, symbolic=bool(r.free_symbols or D.free_symbols))
         # Erlang-B form with a finite sum; multiply through by N! to stay polynomial.
         terms = [sympy.factorial(N) / sympy.factorial(j) * r**j for j in range(N + 1)]
         p0 = r**N / sympy.Add(*terms)

@@ -167,15 +167,15 @@ class BatchSolution:
     method: np.ndarray
 
     def __post_init__(self) -> None:
-        rate = np.array(self.iteration_rate, dtype=float).ravel()
+        rate = _batch_numbers("iteration_rate", self.iteration_rate).ravel()
         n = rate.shape
         cols = {
             "iteration_rate": rate,
-            "gradients_per_update": np.broadcast_to(
-                np.asarray(self.gradients_per_update, dtype=float), n
-            ).copy(),
-            "bottleneck": np.broadcast_to(np.asarray(self.bottleneck, dtype=object), n).copy(),
-            "method": np.broadcast_to(np.asarray(self.method, dtype=object), n).copy(),
+            "gradients_per_update": _batch_column(
+                "gradients_per_update", _batch_numbers("gradients_per_update", self.gradients_per_update), n
+            ),
+            "bottleneck": _batch_column("bottleneck", _batch_texts("bottleneck", self.bottleneck), n),
+            "method": _batch_column("method", _batch_texts("method", self.method), n),
         }
         for name, col in cols.items():
             col.flags.writeable = False
@@ -205,6 +205,37 @@ class BatchSolution:
             rate[idx], gpu[idx] = part.iteration_rate, part.gradients_per_update
             bott[idx], meth[idx] = part.bottleneck, part.method
         return cls(rate, gpu, bott, meth)
+
+
+def _batch_numbers(name: str, value: Any) -> np.ndarray:
+    """A numeric column of a BatchSolution: numbers >= 0, NaN where a row was not solved."""
+    accepted = "numbers >= 0, finite or NaN (a row not solved): one, or one per configuration"
+    arr = _checks.reals(f"BatchSolution.{name}", value, accepted=accepted)
+    if np.any(arr < 0) or np.any(np.isinf(arr)):
+        raise InvalidParameterError(f"BatchSolution.{name}", value, accepted)
+    return arr
+
+
+def _batch_texts(name: str, value: Any) -> np.ndarray:
+    """A text column of a BatchSolution (an object array of str)."""
+    accepted = "a str, or one str per configuration"
+    try:
+        arr = np.asarray(value, dtype=object)
+    except (ValueError, TypeError):
+        raise InvalidParameterError(f"BatchSolution.{name}", value, accepted) from None
+    if not all(isinstance(x, str) for x in arr.ravel().tolist()):
+        raise InvalidParameterError(f"BatchSolution.{name}", value, accepted)
+    return arr
+
+
+def _batch_column(name: str, arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``arr`` broadcast to one entry per configuration (a copy), or a clear error."""
+    try:
+        return np.broadcast_to(arr, shape).copy()
+    except ValueError:
+        raise InvalidParameterError(
+            f"BatchSolution.{name}", arr, f"one value or {shape[0]:,}, one per row (got shape {arr.shape})"
+        ) from None
 
 
 #: The solution roads, as the names of the methods that provide them.
