@@ -185,7 +185,9 @@ def config_value(col: str, field: str, value: Any) -> Any:
             field, value, lambda f, v: _checks.positive(f, units.parse_bandwidth(v, f)), "a bandwidth > 0"
         )
     if col == "latency":
-        return parse_cell(field, value, units.parse_seconds, "a latency (seconds, or with a unit: 50us)")
+        return parse_cell(
+            field, value, lambda f, v: units.parse_seconds(v, f), "a latency (seconds, or with a unit: 50us)"
+        )
     return parse_cell(
         field, value, lambda f, v: _checks.name(f, v if isinstance(v, str) else str(v)), "a name"
     )

@@ -311,3 +311,12 @@ def test_other_bad_arguments():
         q.compare({"workers": [1, 1], "step_time": [1.0]}, q.AsyncPS(), W, C)
     with pytest.raises(UnitError, match=r"column latency"):
         q.compare({"workers": [1], "latency": ["5 parsecs"], "samples_per_second": [1.0]}, q.AsyncPS(), W, C)
+
+
+@pytest.mark.parametrize("cell", ["1ms", 0.001, "0.001"])
+def test_a_latency_column_sets_the_clusters_latency(cell):
+    """A latency cell in seconds or with a unit is the configuration's latency: the prediction equals
+    predict's at that latency (the cell was once passed to the parser with field and value swapped)."""
+    cmp = q.compare({"workers": [2], "latency": [cell], "samples_per_second": [1.0]}, q.AsyncPS(), W, C)
+    expected = q.predict(q.AsyncPS(), W, q.Cluster(2, "1Gbit/s", latency=0.001)).throughput
+    assert cmp.rows()[0]["predicted"] == pytest.approx(expected, rel=1e-12)

@@ -354,9 +354,16 @@ def cli_field(field: str) -> str:
     owner, _, name = field.rpartition(".")
     if owner == "Cluster" and name == "workers":
         return "--workers"
-    if owner[:1].isupper() and name in scheme_options():
+    if owner in _scheme_class_names() and name in scheme_options():
         return scheme_flag(name)
     return field
+
+
+def _scheme_class_names() -> set[str]:
+    """The class names of the registered schemes (whose fields are the CLI's scheme flags)."""
+    from queuesgd import registry
+
+    return {entry.cls.__name__ for entry in registry.entries()}
 
 
 # ``name='value'`` or ``name=N`` in a message written for the Python API, outside ``Scheme(...)``.

@@ -40,7 +40,7 @@ from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.calibration import Calibration, calibrate_network
 from queuesgd.harness.apriori.ddp_model import ddp_calibration_sizes
 from queuesgd.harness.apriori.predict import predict_apriori
-from queuesgd.harness.apriori.profile import Profile, make_profile
+from queuesgd.harness.apriori.profile import DDP_LOCAL_STEP, DDP_STEP, Profile, make_profile
 from queuesgd.harness.apriori.run import run_apriori
 from queuesgd.harness.apriori.spec import CampaignSpec, Configuration, load_spec, parse_spec
 from queuesgd.harness.live_schemes import live_scheme
@@ -371,13 +371,13 @@ class Campaign:
         spec, model = self.spec, self.spec.models[label]
         mine = [c for c in configs if c.model == label]
         rows = [live_scheme(c.scheme) for c in mine]
-        ddp = any(r.profile == "ddp" for r in rows) or spec.drift
-        lock = any(r.lock_step and r.profile != "ddp" for r in rows)
-        steps = (("ddp",) + (("ddp-local",) if spec.device != "cpu" else ()) if ddp else ()) + (
+        ddp = any(r.profile == DDP_STEP for r in rows) or spec.drift
+        lock = any(r.lock_step and r.profile != DDP_STEP for r in rows)
+        steps = ((DDP_STEP,) + ((DDP_LOCAL_STEP,) if spec.device != "cpu" else ()) if ddp else ()) + (
             ("plain",) if lock else ()
         )
         copies = sorted({c.workers for c in mine})
-        only_ddp = all(r.profile == "ddp" for r in rows)
+        only_ddp = all(r.profile == DDP_STEP for r in rows)
         for _ in range(spec.discard.attempts):
             with CpuMeter() as meter:
                 prof = make_profile(
@@ -431,7 +431,9 @@ class Campaign:
         out = {}
         for key in sorted({self._key(c, per_model) for c in configs if c.workers > 1}, key=repr):
             kind, rate, n, busy, label = key
-            gap = float(np.mean(prof.sync_span["ddp"][n])) if per_model else float(self.spec.calibration_gap)
+            # a 'profiled' gap: DDP's compute phase of n workers, per model
+            gap = float(np.mean(prof.sync_span[DDP_STEP][n])) if per_model else self.spec.calibration_gap
+            gap = float(gap)
             at = {"sizes": sizes} if sizes is not None and kind == "allreduce" else {}
             device = {"device": self.spec.device} if kind == "allreduce" else {}
             cal = calibrate_network(kind, n, rate, gap=gap, busy=busy, **at, **device)
@@ -513,7 +515,7 @@ class Campaign:
             model.model, (1,), batch_size=model.batch_size, repetitions=self.spec.repetitions,
             model_options=dict(model.options), device=prof.device,
         )[1]["span"]  # fmt: skip
-        before, after = float(np.mean(prof.sync_span["ddp"][1])), float(np.mean(again))
+        before, after = float(np.mean(prof.sync_span[DDP_STEP][1])), float(np.mean(again))
         path = root / f"drift{tag}.json"
         kept = json.loads(path.read_text()) if path.exists() else []
         entry = {

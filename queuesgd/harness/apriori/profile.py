@@ -21,10 +21,12 @@ from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.provenance import stamp
 from queuesgd.workload import Layer, Workload
 
-__all__ = ["STEPS", "Profile", "make_profile"]
+__all__ = ["DDP_LOCAL_STEP", "DDP_STEP", "PLAIN_STEP", "STEPS", "Profile", "make_profile"]
 
+#: The profile's step names (not scheme keys): DDP's step, DDP's step on devices of one host, a plain step.
+DDP_STEP, DDP_LOCAL_STEP, PLAIN_STEP = "ddp", "ddp-local", "plain"
 #: Lock-step steps a profile can measure (:func:`make_profile`'s ``synchronized``).
-STEPS = ("ddp", "ddp-local", "plain")
+STEPS = (DDP_STEP, DDP_LOCAL_STEP, PLAIN_STEP)
 
 
 @dataclass(frozen=True)

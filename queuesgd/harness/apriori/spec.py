@@ -60,6 +60,7 @@ from typing import Any
 
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.apriori.profile import DDP_STEP
 
 __all__ = [
     "DISCARD_RULES",
@@ -330,11 +331,14 @@ def parse_spec(document: Any) -> CampaignSpec:
     if not isinstance(lines, list) or not lines:
         raise InvalidParameterError("spec.lines", lines, "a list of one or more lines")
     checked = tuple(_line(f"spec.lines[{i}]", line, models, device) for i, line in enumerate(lines))
-    if gap == "profiled" and any(line.scheme != "ddp" for line in checked):
+    from queuesgd.harness.live_schemes import live_scheme
+
+    ddp_only = all(live_scheme(line.scheme).profile == DDP_STEP for line in checked)
+    if gap == "profiled" and not ddp_only:
         raise InvalidParameterError(
             "spec.calibration_gap", gap, "seconds (a 'profiled' gap is DDP's compute phase: DDP lines only)"
         )
-    if at_buckets and any(line.scheme != "ddp" for line in checked):
+    if at_buckets and not ddp_only:
         raise InvalidParameterError(
             "spec.calibrate_at_buckets", True, "false (the sizes of DDP's buckets serve DDP lines only)"
         )
