@@ -272,3 +272,25 @@ def test_a_symbolic_law_substituted_with_a_complex_number_is_refused():
         with pytest.raises(InvalidParameterError, match="Exponential.rate"):
             Exponential(lam).subs({lam: value})
     assert Exponential(lam).subs({lam: 4}).mean == 0.25
+
+
+def test_closed_network_population_is_bounded_before_any_work():
+    """A population of 10**9 (MVA's recursion would hold 10**9 floats per array) or an endless range of
+    populations is refused at once, naming the field; the largest accepted population is MAX_COUNT."""
+    import itertools
+
+    from queuesgd.queueing import ClosedNetwork, Delay, Queue, mva
+
+    stations = [Delay("think", 4.0), Queue("cpu", 1.0)]
+    with pytest.raises(InvalidParameterError, match=r"^population: .*at most 1,000,000"):
+        ClosedNetwork(stations, population=10**9)
+    with pytest.raises(InvalidParameterError, match=r"population\['a'\]"):
+        ClosedNetwork(stations, population={"a": 10**7})
+    net = ClosedNetwork(stations, population=2)
+    start = time.perf_counter()
+    with pytest.raises(InvalidParameterError, match=r"^population"):
+        mva(net, population=itertools.count(1))
+    assert time.perf_counter() - start < 5.0
+    assert ClosedNetwork(stations, population=_checks.MAX_COUNT).population == 10**6
+    # the bound leaves the answer unchanged below it: N = 2 by hand, X = 2 / (4 + R) with R = 1 + Q(1)
+    assert mva(net, population=[1, 2]).throughput.tolist() == pytest.approx([1 / 5, 2 / (4 + 1 + 1 / 5)])

@@ -37,10 +37,13 @@ def _populations(net: ClosedNetwork, population: object) -> np.ndarray | None:
             population,
             "a single population (ranges of populations need a single-class network)",
         )
-    pops = np.array([_checks.integer("population", p) for p in population], dtype=int)
-    if pops.size == 0:
+    # at most MAX_COUNT populations of at most MAX_COUNT jobs each: an endless iterable is refused, not read
+    pops = _checks.integers(
+        "population", population, maximum=_checks.MAX_COUNT, allow_empty=True, max_items=_checks.MAX_COUNT
+    )
+    if not pops:
         raise InvalidParameterError("population", population, "a non-empty iterable of ints >= 1")
-    return pops
+    return np.array(pops, dtype=int)
 
 
 def mva(

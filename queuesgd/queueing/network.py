@@ -117,7 +117,8 @@ class ClosedNetwork:
         The stations; names must be unique.
     population : int or mapping
         Number of customers (one class) or ``{class: number}`` (several
-        classes). With several classes a station's demand is a
+        classes), each at most 1,000,000 (``_checks.MAX_COUNT``: exact
+        single-class MVA takes about 13 s there). With several classes a station's demand is a
         ``{class: demand}`` mapping whose keys are a subset of the
         population's classes, or a single number shared by all classes.
 
@@ -160,7 +161,7 @@ class ClosedNetwork:
             frozen = {}
             for cls, n in pop.items():
                 _checks.name("population class name", cls)
-                frozen[cls] = _checks.integer(f"population[{cls!r}]", n, minimum=1)
+                frozen[cls] = _checks.integer(f"population[{cls!r}]", n, minimum=1, maximum=_checks.MAX_COUNT)
             object.__setattr__(self, "population", MappingProxyType(frozen))
             classes = tuple(frozen)
             for st in stations:
@@ -174,7 +175,8 @@ class ClosedNetwork:
                         f"population[{cls!r}]", cls, "a class that visits at least one station"
                     )
         else:
-            object.__setattr__(self, "population", _checks.integer("population", pop, minimum=1))
+            pop = _checks.integer("population", pop, minimum=1, maximum=_checks.MAX_COUNT)
+            object.__setattr__(self, "population", pop)
             classes = ("default",)
             for st in stations:
                 if isinstance(st.demand, Mapping):
