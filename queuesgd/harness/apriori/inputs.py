@@ -33,18 +33,19 @@ class StoredInputs:
 def stored_inputs(folder: str | os.PathLike[str]) -> StoredInputs:
     """Every profile and calibration file under ``folder/*/profiles`` and ``folder/*/calibrations``.
 
-    Files of other kinds there (FSDP or pipeline profiles, workload files) are skipped.
+    A campaign's own folder (``folder/campaigns/NAME/``, :class:`~queuesgd.harness.apriori.Campaign`)
+    is read too. Files of other kinds there (FSDP or pipeline profiles, workload files) are skipped.
     """
     root = Path(folder)
     profiles: dict[tuple[str, str], Profile] = {}
     calibrations: dict[tuple[str, str], Calibration] = {}
-    for path in sorted(root.glob("*/profiles/*.json")):
+    for path in sorted([*root.glob("*/profiles/*.json"), *root.glob("campaigns/*/profiles/*.json")]):
         try:
             p = Profile.load(path)
         except InvalidParameterError:
             continue
         profiles[(p.model, p.measured)] = p
-    for path in sorted(root.glob("*/calibrations/*.json")):
+    for path in sorted([*root.glob("*/calibrations/*.json"), *root.glob("campaigns/*/calibrations/*.json")]):
         try:
             c = Calibration.load(path)
         except InvalidParameterError:
