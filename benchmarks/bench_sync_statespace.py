@@ -22,7 +22,7 @@ import time
 
 from queuesgd.distributions import Exponential
 from queuesgd.prediction import predict
-from queuesgd.schemes.backup import BackupWorkers
+from queuesgd.schemes.barrier.backup import BackupWorkers
 from queuesgd.schemes.sync_ps import SyncPS
 from queuesgd.workload import Cluster, Workload
 

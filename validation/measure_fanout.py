@@ -4,7 +4,7 @@
 
 The harness's synchronous PS answers a round's contributors with one
 ``isend`` each, started together (``PSState.send``). The shared-link models
-(:func:`queuesgd.schemes.ps_arrivals.simulate_ps_barrier`) and the sync-PS
+(:func:`queuesgd.schemes.barrier.ps_arrivals.simulate_ps_barrier`) and the sync-PS
 task graph let those replies share the PS's link evenly, so that all of them
 end together after ``k M / B``. Here rank 0 sends ``M`` bytes to ``k`` ranks
 at once, in network namespaces with ``tc tbf``, and every receiver records

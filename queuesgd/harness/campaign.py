@@ -311,7 +311,7 @@ def _model(
     ``"app-shaper"``) the live PS loops push as soon as a worker is done, so
     backup workers and the static cutoff (``stragglers="finish"``) and SSP
     are modelled with ``link="shared"`` (every push's arrival time on the PS
-    link; see :mod:`queuesgd.schemes.ps_arrivals`). The application shaper
+    link; see :mod:`queuesgd.schemes.barrier.ps_arrivals`). The application shaper
     waits out the phase model's round instead, so with it the phase forms stay.
     ``duplex`` (async-ps): the share of the PS link's rate each direction
     keeps while both transmit, as a calibration measured it. ``send_buffer``

@@ -179,7 +179,7 @@ def measure_send_buffer(
     it has crossed the link. With ``wait`` and ``recv`` the two times of a
     message of ``M`` bytes (the link's rate the same for both), the buffer
     holds ``W = M (1 - wait / recv)`` bytes: what a parameter server's send
-    leaves to the kernel (:class:`~queuesgd.schemes.backup.BackupWorkers`'s
+    leaves to the kernel (:class:`~queuesgd.schemes.barrier.backup.BackupWorkers`'s
     ``send_buffer``). Measured on 2026-11-25 (two cores, tbf): about 1.0-1.2 MB
     at 100 Mbit/s and 1.4-2.2 MB at 1 Gbit/s.
 

@@ -23,10 +23,10 @@ every scheme follows is in :mod:`queuesgd.schemes.base`.
 
 from queuesgd.schemes.allreduce import HierarchicalAllReduce, RingAllReduce, TreeAllReduce
 from queuesgd.schemes.async_ps import AsyncPS
-from queuesgd.schemes.backup import BackupWorkers
+from queuesgd.schemes.barrier.backup import BackupWorkers
+from queuesgd.schemes.barrier.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.compression import CompressedAllReduce
-from queuesgd.schemes.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
 from queuesgd.schemes.eager import EagerSGD
 from queuesgd.schemes.hybrid import HybridParallel
 from queuesgd.schemes.local_sgd import LocalSGD

@@ -19,7 +19,7 @@ import numpy as np
 from queuesgd import _checks, units
 from queuesgd.cluster import MIN_BANDWIDTH
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.barrier import BarrierScheme, SymbolicWorkload
+from queuesgd.schemes.barrier.barrier import BarrierScheme, SymbolicWorkload
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import hierarchical_allreduce, ring_allreduce, tree_allreduce
 from queuesgd.schemes.fine import FineModel, allreduce_graph, ring_message_costs

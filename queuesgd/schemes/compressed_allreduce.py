@@ -22,7 +22,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.schemes import compression_costs, compression_formula
-from queuesgd.schemes.barrier import BarrierScheme, SymbolicWorkload
+from queuesgd.schemes.barrier.barrier import BarrierScheme, SymbolicWorkload
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.compression_costs import METHODS
 from queuesgd.schemes.compression_graph import COMPRESSION, compressed_allreduce_graph

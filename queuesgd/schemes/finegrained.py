@@ -25,10 +25,10 @@ import numpy as np
 from queuesgd import _checks, units
 from queuesgd.dag import TaskGraph, schedule, simulate
 from queuesgd.errors import InvalidParameterError
+from queuesgd.schemes.barrier.kofn import compute_laws, mean_compute, time_to_barrier
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.ddp_buckets import ddp_buckets, parse_cap
 from queuesgd.schemes.fine import COMMUNICATION, Bucket, FineModel, fuse, parse_threshold
-from queuesgd.schemes.kofn import compute_laws, mean_compute, time_to_barrier
 
 if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload

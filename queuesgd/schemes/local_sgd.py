@@ -6,7 +6,7 @@ SGD" (ICLR 2020); periodic model averaging (Zhang, De Sa, Mitliagkas, Ré
 averaged model after one step equals the step with the averaged gradient),
 and its throughput equals :class:`~queuesgd.RingAllReduce`'s exactly.
 
-A member of the barrier family (:mod:`queuesgd.schemes.barrier`) that
+A member of the barrier family (:mod:`queuesgd.schemes.barrier.barrier`) that
 overrides three hooks and no solver: one round's computation is the sum of
 ``H`` steps (:func:`~queuesgd.distributions.sum_of`), one averaging folds in
 ``n H`` gradients, and the communication phase is one ring all-reduce of the
@@ -25,9 +25,9 @@ from queuesgd import _checks
 from queuesgd.batchmeans import check_simulation_size
 from queuesgd.distributions import Distribution, sum_of
 from queuesgd.errors import NotRepresentable
-from queuesgd.schemes.barrier import BarrierScheme, SymbolicWorkload
+from queuesgd.schemes.barrier.barrier import BarrierScheme, SymbolicWorkload
+from queuesgd.schemes.barrier.kofn import compute_laws, mean_compute
 from queuesgd.schemes.costs import ring_allreduce
-from queuesgd.schemes.kofn import compute_laws, mean_compute
 from queuesgd.schemes.laws import sample_compute
 from queuesgd.workload import Cluster, Workload
 

@@ -1,4 +1,4 @@
-"""Run-time predictors for :class:`~queuesgd.schemes.cutoff.AdaptiveCutoff`.
+"""Run-time predictors for :class:`~queuesgd.schemes.barrier.cutoff.AdaptiveCutoff`.
 
 Teng and Wood (NeurIPS 2018) choose the cutoff of every synchronous
 iteration from a *predictive distribution* of the workers' next run-times.

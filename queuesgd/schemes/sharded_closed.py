@@ -133,7 +133,7 @@ def closed_parts(
         raise NotRepresentable("ShardedDataParallel does not model RandomDelay stragglers")
     upd = np.broadcast_to(np.asarray(scheme.update_seconds(workload, n), dtype=float), n.shape)
     if scheme.all_exposed(workload):
-        from queuesgd.schemes.kofn import time_to_barrier
+        from queuesgd.schemes.barrier.kofn import time_to_barrier
 
         waits = {}
         for nn in np.unique(n).tolist():
@@ -176,7 +176,7 @@ def solve_closed_form(scheme: ShardedDataParallel, workload: Workload, cluster: 
     it, wait, comm, reason = closed_parts(scheme, workload, cluster, n, bw, lat)
     t, w, cm = float(it[0]), float(wait[0]), float(comm[0])
     upd = float(scheme.update_seconds(workload, cluster.workers))
-    from queuesgd.schemes.kofn import mean_compute
+    from queuesgd.schemes.barrier.kofn import mean_compute
 
     compute = min(mean_compute(workload, cluster), w)
     breakdown = {"compute": compute, "communication": cm, "update": upd, "waiting": w - compute}

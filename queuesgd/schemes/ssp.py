@@ -30,9 +30,14 @@ from queuesgd.distributions import Convolution, Deterministic, Distribution, Exp
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.orderstats import expected_max
 from queuesgd.rng import as_generator
+from queuesgd.schemes.barrier.ps_arrivals import (
+    barrier_link_costs,
+    check_send_buffer,
+    shared_why,
+    simulate_ps_ssp,
+)
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.laws import ctmc_law, sample_compute
-from queuesgd.schemes.ps_arrivals import barrier_link_costs, check_send_buffer, shared_why, simulate_ps_ssp
 from queuesgd.schemes.ssp_chain import clock_offset_chain
 from queuesgd.workload import Cluster, Workload
 
@@ -65,7 +70,7 @@ class StaleSynchronous(Scheme):
     link : {"dedicated", "shared"}
         ``"dedicated"`` (the default): the model above, no contention.
         ``"shared"``: pushes and replies contend on the PS's one full-duplex
-        link (:func:`~queuesgd.schemes.ps_arrivals.simulate_ps_ssp`: pushes
+        link (:func:`~queuesgd.schemes.barrier.ps_arrivals.simulate_ps_ssp`: pushes
         FIFO on the incoming link, ``G/B`` each; the PS thread applies
         (``update_time``) and sends the replies (``P/B`` each) one at a
         time on its outgoing link; ``latency`` as a delay; deterministic
@@ -76,7 +81,7 @@ class StaleSynchronous(Scheme):
         has left). The live PS's send returns when the rest fits in the
         buffer, so it applies the next gradient while the reply still goes;
         measure it (:func:`queuesgd.harness.duplex.measure_send_buffer`).
-        As :class:`~queuesgd.schemes.backup.BackupWorkers`.
+        As :class:`~queuesgd.schemes.barrier.backup.BackupWorkers`.
 
     Examples
     --------

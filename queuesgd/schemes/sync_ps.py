@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from queuesgd.schemes.barrier import BarrierScheme
+from queuesgd.schemes.barrier.barrier import BarrierScheme
 from queuesgd.schemes.costs import ps_round
 from queuesgd.schemes.fine import Bucket, FineModel, ps_graph, shard_of
 from queuesgd.schemes.finegrained import FineGrained
@@ -39,7 +39,7 @@ class SyncPS(FineGrained, BarrierScheme):
     ``n m / iteration time`` samples per second.
 
     Methods: ``"closed_form"`` (default), ``"ctmc"`` (the GSPN of
-    :func:`~queuesgd.schemes.kofn.barrier_net`: ``n + 1`` markings for
+    :func:`~queuesgd.schemes.barrier.kofn.barrier_net`: ``n + 1`` markings for
     identical exponential workers) and ``"simulate"`` -- the coarse phase
     model, no overlap -- and, with a per-tensor profile, ``"fine"`` (the task
     graph of :func:`~queuesgd.schemes.fine.ps_graph`: push, apply and pull per

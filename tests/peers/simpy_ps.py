@@ -1,6 +1,6 @@
 """A SimPy discrete-event peer of the live parameter-server loops on one shared PS link.
 
-An independent peer for :mod:`queuesgd.schemes.ps_arrivals`, written from the
+An independent peer for :mod:`queuesgd.schemes.barrier.ps_arrivals`, written from the
 loops' description (``queuesgd/harness/runners.py``, ``ps_loops.barrier_ps``,
 ``ps_worker``, ``event_loops.event_ps``), process by process:
 

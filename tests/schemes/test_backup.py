@@ -12,7 +12,7 @@ import pytest
 from queuesgd.distributions import Deterministic, Exponential, LogNormal
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.prediction import predict, sweep
-from queuesgd.schemes.backup import BackupWorkers
+from queuesgd.schemes.barrier.backup import BackupWorkers
 from queuesgd.schemes.sync_ps import SyncPS
 from queuesgd.workload import Cluster, RandomDelay, Workload
 

@@ -14,14 +14,14 @@ import pytest
 from queuesgd.distributions import Erlang, Exponential, HyperExponential
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.orderstats import expected_order_statistic
-from queuesgd.schemes.kofn import (
+from queuesgd.schemes.barrier.kofn import (
     barrier_net,
     compute_laws,
     simulate_barrier,
     solve_barrier_ctmc,
     time_to_barrier,
 )
-from queuesgd.schemes.kofn_sim import simulate_rounds
+from queuesgd.schemes.barrier.kofn_sim import simulate_rounds
 from queuesgd.workload import Cluster, RandomDelay, Workload
 
 

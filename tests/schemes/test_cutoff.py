@@ -10,9 +10,9 @@ from scipy import integrate, stats
 
 from queuesgd.distributions import Exponential, LogNormal, Normal
 from queuesgd.errors import InvalidParameterError, NotRepresentable, UnitError, UnknownNameError
-from queuesgd.schemes.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
-from queuesgd.schemes.cutoff_model import round_costs
-from queuesgd.schemes.kofn_sim import simulate_rounds
+from queuesgd.schemes.barrier.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
+from queuesgd.schemes.barrier.cutoff_model import round_costs
+from queuesgd.schemes.barrier.kofn_sim import simulate_rounds
 from queuesgd.workload import Cluster, Workload
 
 N, MU = 5, 2.0

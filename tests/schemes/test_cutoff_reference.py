@@ -23,8 +23,8 @@ import pytest
 
 from queuesgd import Cluster, Workload
 from queuesgd.distributions import Gamma, HyperExponential, LogNormal
-from queuesgd.schemes.cutoff import OptimalCutoff, StaticCutoff
-from queuesgd.schemes.cutoff_model import static_moments
+from queuesgd.schemes.barrier.cutoff import OptimalCutoff, StaticCutoff
+from queuesgd.schemes.barrier.cutoff_model import static_moments
 
 mp.mp.dps = 30
 ACHIEVED = 1e-9  # the relative accuracy docs/order-statistics.md reports for the quadrature

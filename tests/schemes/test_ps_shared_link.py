@@ -19,9 +19,9 @@ import queuesgd as q
 from queuesgd.batchmeans import warmup_cut
 from queuesgd.distributions import LogNormal
 from queuesgd.errors import InvalidParameterError, NotRepresentable
-from queuesgd.schemes.kofn_sim import simulate_rounds
+from queuesgd.schemes.barrier.kofn_sim import simulate_rounds
+from queuesgd.schemes.barrier.ps_arrivals import simulate_ps_barrier, simulate_ps_ssp
 from queuesgd.schemes.laws import sample_compute
-from queuesgd.schemes.ps_arrivals import simulate_ps_barrier, simulate_ps_ssp
 
 MS = 1e-3
 

@@ -218,7 +218,7 @@ def test_send_buffer_frees_a_saturated_ps_by_its_buffered_seconds():
     at most pull): beta = 0 (today): 1 / 12 ms; 250 kB = 2 ms: 1 / 10 ms; 500 kB = 4 ms and 2 MB
     (beta = pull): 1 / 8 ms, the downlink's own limit.
     """
-    from queuesgd.schemes.ps_arrivals import barrier_link_costs
+    from queuesgd.schemes.barrier.ps_arrivals import barrier_link_costs
 
     w = q.Workload(Deterministic(0.001), 1000, "1MB", batch_size=1, update_time="4ms")
     c = q.Cluster(8, "1Gbit/s")

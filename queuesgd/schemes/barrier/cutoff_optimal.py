@@ -1,6 +1,6 @@
 """OptimalCutoff: the static cutoff (a count or a timeout) that maximizes gradients per second.
 
-See :mod:`queuesgd.schemes.cutoff` and ``docs/schemes/cutoffs.md``.
+See :mod:`queuesgd.schemes.barrier.cutoff` and ``docs/schemes/cutoffs.md``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ from queuesgd.distributions import Distribution
 from queuesgd.errors import NotRepresentable
 from queuesgd.orderstats import expected_order_statistics, group_laws
 from queuesgd.rng import as_generator
-from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
-from queuesgd.schemes.costs import ps_round
-from queuesgd.schemes.cutoff_model import (
+from queuesgd.schemes.barrier.cutoff_model import (
     FINISH_WHY,
     STRAGGLERS,
     bottleneck,
@@ -35,8 +33,10 @@ from queuesgd.schemes.cutoff_model import (
     static_moments,
     with_cutoff,
 )
-from queuesgd.schemes.cutoff_static import StaticCutoff
-from queuesgd.schemes.kofn_sim import simulate_rounds
+from queuesgd.schemes.barrier.cutoff_static import StaticCutoff
+from queuesgd.schemes.barrier.kofn_sim import simulate_rounds
+from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
+from queuesgd.schemes.costs import ps_round
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["OptimalCutoff"]
@@ -49,7 +49,7 @@ class OptimalCutoff(Scheme):
     ``by="count"``: wait for the first ``c`` of ``n`` gradients, with
     ``c* = argmax_c c / (E[X_(c:n)] + comm(c) + update(c))`` for
     ``"cancel"`` (every ``c = 1..n`` evaluated at once); for ``"finish"``
-    each ``c`` is :class:`~queuesgd.schemes.backup.BackupWorkers`
+    each ``c`` is :class:`~queuesgd.schemes.barrier.backup.BackupWorkers`
     ``(backups=n-c, stragglers="finish")`` and the best is kept.
     ``by="time"``: the timeout ``T`` maximizing :class:`StaticCutoff`'s
     gradients per second (cancel: a grid, then a bounded scalar search on
@@ -89,7 +89,7 @@ class OptimalCutoff(Scheme):
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
         if self.stragglers == "finish":
             if self.by == "count":
-                from queuesgd.schemes.backup import BackupWorkers
+                from queuesgd.schemes.barrier.backup import BackupWorkers
 
                 method, why = BackupWorkers(min(1, cluster.workers - 1), stragglers="finish").auto_method(
                     workload, cluster
@@ -195,7 +195,7 @@ class OptimalCutoff(Scheme):
     def _count_finish(
         self, workload: Workload, cluster: Cluster, method: str, rng: Any, iterations: int | None
     ) -> SchemeSolution:
-        from queuesgd.schemes.backup import BackupWorkers
+        from queuesgd.schemes.barrier.backup import BackupWorkers
 
         n = cluster.workers
         gen = as_generator(np.random.default_rng() if rng is None else rng)

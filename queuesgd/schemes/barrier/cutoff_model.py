@@ -1,4 +1,4 @@
-"""The cutoff model shared by the three cutoff schemes (:mod:`queuesgd.schemes.cutoff`).
+"""The cutoff model shared by the three cutoff schemes (:mod:`queuesgd.schemes.barrier.cutoff`).
 
 One iteration: all ``n`` workers compute; the parameter server stops waiting
 at the cutoff (a timeout ``T`` after the iteration starts, or the ``c``-th
@@ -8,7 +8,7 @@ laws of one iteration (:func:`iteration_laws`), the renewal-reward moments of
 a timeout with cancelled stragglers (:func:`static_moments`), the PS round,
 and the assembly of a :class:`~queuesgd.schemes.base.SchemeSolution` from
 moments (:func:`solution`) or from simulated rounds (:func:`from_rounds`,
-rounds of :func:`~queuesgd.schemes.kofn_sim.simulate_rounds`).
+rounds of :func:`~queuesgd.schemes.barrier.kofn_sim.simulate_rounds`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from queuesgd import _checks
 from queuesgd.distributions import Distribution, Shifted
 from queuesgd.errors import NotRepresentable
 from queuesgd.orderstats import expected_from_cdf, integration_range
+from queuesgd.schemes.barrier.kofn_sim import STRAGGLERS, Rounds
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import ps_round
-from queuesgd.schemes.kofn_sim import STRAGGLERS, Rounds
 from queuesgd.schemes.laws import sample_compute, worker_laws
 from queuesgd.workload import Cluster, Workload
 

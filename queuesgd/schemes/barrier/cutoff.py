@@ -24,12 +24,12 @@ what real systems do: it finishes its stale computation (the gradient is
 dropped) and then restarts on the current parameters, or waits for the
 communication phase in progress to end.
 
-The modules: :mod:`~queuesgd.schemes.cutoff_model` (the laws, moments, PS
-round and solution assembly the three share), :mod:`~queuesgd.schemes.cutoff_net`
-(the Petri net), :mod:`~queuesgd.schemes.cutoff_static`,
-:mod:`~queuesgd.schemes.cutoff_optimal` and :mod:`~queuesgd.schemes.cutoff_adaptive`
+The modules: :mod:`~queuesgd.schemes.barrier.cutoff_model` (the laws, moments, PS
+round and solution assembly the three share), :mod:`~queuesgd.schemes.barrier.cutoff_net`
+(the Petri net), :mod:`~queuesgd.schemes.barrier.cutoff_static`,
+:mod:`~queuesgd.schemes.barrier.cutoff_optimal` and :mod:`~queuesgd.schemes.barrier.cutoff_adaptive`
 (the schemes). Their simulations run on the one round engine
-:func:`~queuesgd.schemes.kofn_sim.simulate_rounds`, and their order
+:func:`~queuesgd.schemes.barrier.kofn_sim.simulate_rounds`, and their order
 statistics come from :func:`~queuesgd.orderstats.expected_order_statistics`.
 
 Examples
@@ -45,9 +45,9 @@ Examples
 
 from __future__ import annotations
 
-from queuesgd.schemes.cutoff_adaptive import AdaptiveCutoff
-from queuesgd.schemes.cutoff_optimal import OptimalCutoff
-from queuesgd.schemes.cutoff_static import StaticCutoff
+from queuesgd.schemes.barrier.cutoff_adaptive import AdaptiveCutoff
+from queuesgd.schemes.barrier.cutoff_optimal import OptimalCutoff
+from queuesgd.schemes.barrier.cutoff_static import StaticCutoff
 from queuesgd.schemes.predictors import EmpiricalPredictor
 
 __all__ = ["AdaptiveCutoff", "EmpiricalPredictor", "OptimalCutoff", "StaticCutoff"]

@@ -1,6 +1,6 @@
 """StaticCutoff: a synchronous PS that stops waiting a fixed time after each iteration starts.
 
-See :mod:`queuesgd.schemes.cutoff` and ``docs/schemes/cutoffs.md``.
+See :mod:`queuesgd.schemes.barrier.cutoff` and ``docs/schemes/cutoffs.md``.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from queuesgd import _checks
 from queuesgd.batchmeans import check_iterations, warmup_cut
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.orderstats import group_laws
-from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
-from queuesgd.schemes.costs import ps_round
-from queuesgd.schemes.cutoff_model import (
+from queuesgd.schemes.barrier.cutoff_model import (
     FINISH_WHY,
     STRAGGLERS,
     bottleneck,
@@ -31,14 +29,16 @@ from queuesgd.schemes.cutoff_model import (
     solution,
     static_moments,
 )
-from queuesgd.schemes.cutoff_net import cutoff_net, solve_cutoff_net
-from queuesgd.schemes.kofn_sim import simulate_rounds
-from queuesgd.schemes.ps_arrivals import (
+from queuesgd.schemes.barrier.cutoff_net import cutoff_net, solve_cutoff_net
+from queuesgd.schemes.barrier.kofn_sim import simulate_rounds
+from queuesgd.schemes.barrier.ps_arrivals import (
     barrier_link_costs,
     check_send_buffer,
     shared_why,
     simulate_ps_barrier,
 )
+from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
+from queuesgd.schemes.costs import ps_round
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["StaticCutoff"]
@@ -70,7 +70,7 @@ class StaticCutoff(Scheme):
         ``"phase"`` (the default): a gradient counts when its computation
         ends by ``T``, and one PS round follows the cutoff. ``"shared"``: a
         gradient counts when its *push has arrived* by ``T``
-        (:func:`~queuesgd.schemes.ps_arrivals.simulate_ps_barrier`: pushes
+        (:func:`~queuesgd.schemes.barrier.ps_arrivals.simulate_ps_barrier`: pushes
         FIFO on the PS's incoming link, ``G/B`` each and ``alpha`` of delay;
         late workers' dropped pushes still occupy it; a round's replies,
         ``P/B`` each, share the PS's link and leave together); method
@@ -78,7 +78,7 @@ class StaticCutoff(Scheme):
     send_buffer : float or str
         ``link="shared"``: bytes of each reply the PS host's socket buffer
         takes at once (0, the default: a send blocks the PS until its
-        replies have left); see :class:`~queuesgd.schemes.backup.BackupWorkers`.
+        replies have left); see :class:`~queuesgd.schemes.barrier.backup.BackupWorkers`.
 
     Notes
     -----
@@ -165,7 +165,7 @@ class StaticCutoff(Scheme):
     def solve_simulate(
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
-        """Monte Carlo with the actual laws (:func:`~queuesgd.schemes.kofn_sim.simulate_rounds`)."""
+        """Monte Carlo with the actual laws (:func:`~queuesgd.schemes.barrier.kofn_sim.simulate_rounds`)."""
         iters = check_iterations(self.simulation_iterations if iterations is None else iterations)
         extra = 1 if self.link == "shared" else 0  # the shared engine reads the next round's samples
         return self.simulate_on(sample_times(workload, cluster, rng, iters + extra), workload, cluster)

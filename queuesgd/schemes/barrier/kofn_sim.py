@@ -5,7 +5,7 @@ its *barrier*, the earlier of the ``k``-th completion and a timer ``T`` after
 the round's start (but never before the first completion); then one
 communication phase runs and the next round starts. ``T = inf`` gives the
 "k of n" barrier (synchronous SGD, backup workers), ``k = n`` the timeout
-cutoff (:class:`~queuesgd.schemes.cutoff.StaticCutoff`). The gradients of a
+cutoff (:class:`~queuesgd.schemes.barrier.cutoff.StaticCutoff`). The gradients of a
 round are those done by ``min(k-th completion, T)`` (at least one, at most
 ``k``); the workers still computing at the barrier either
 
@@ -18,7 +18,7 @@ round are those done by ``min(k-th completion, T)`` (at least one, at most
   same compute times -- common random numbers).
 
 :func:`simulate_rounds` returns the per-round records (:class:`Rounds`);
-:func:`queuesgd.schemes.kofn.simulate_barrier` and the cutoff schemes read
+:func:`queuesgd.schemes.barrier.kofn.simulate_barrier` and the cutoff schemes read
 them.
 
 Examples

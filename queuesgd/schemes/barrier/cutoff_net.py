@@ -1,4 +1,4 @@
-"""The Petri net of the timeout cutoff (:class:`~queuesgd.schemes.cutoff.StaticCutoff`'s ``ctmc`` road).
+"""The Petri net of the timeout cutoff (the ``ctmc`` road of :class:`~.cutoff.StaticCutoff`).
 
 Workers are lumped into counting places (fresh computation, stale
 computation, arrived, waiting); the deterministic timer and communication
@@ -13,8 +13,8 @@ from typing import Any
 
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import NotRepresentable
+from queuesgd.schemes.barrier.cutoff_model import round_costs, solution
 from queuesgd.schemes.base import SchemeSolution
-from queuesgd.schemes.cutoff_model import round_costs, solution
 from queuesgd.schemes.laws import add_phase_type_stage, ctmc_law, worker_laws
 from queuesgd.workload import Cluster, Workload
 

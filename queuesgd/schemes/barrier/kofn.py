@@ -26,12 +26,12 @@ Three roads, one model:
 - :func:`barrier_net` / :func:`solve_barrier_ctmc` -- the GSPN and its CTMC.
 - :func:`simulate_barrier` -- Monte Carlo over a matrix of compute times
   (:func:`~queuesgd.schemes.laws.sample_compute`), on the one round engine
-  :func:`~queuesgd.schemes.kofn_sim.simulate_rounds` that the cutoffs' timers
+  :func:`~queuesgd.schemes.barrier.kofn_sim.simulate_rounds` that the cutoffs' timers
   also run on.
 
-:class:`~queuesgd.schemes.barrier.BarrierScheme` turns these into a
+:class:`~queuesgd.schemes.barrier.barrier.BarrierScheme` turns these into a
 :class:`~queuesgd.schemes.base.Scheme`; :class:`~queuesgd.schemes.sync_ps.SyncPS`,
-the all-reduces, :class:`~queuesgd.schemes.backup.BackupWorkers` and
+the all-reduces, :class:`~queuesgd.schemes.barrier.backup.BackupWorkers` and
 :class:`~queuesgd.schemes.local_sgd.LocalSGD` only say what ``k``, the laws
 of a round and the communication phase are.
 
@@ -72,7 +72,7 @@ from queuesgd.distributions import (
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.orderstats import expected_order_statistic, group_laws
 from queuesgd.petri import PetriNet
-from queuesgd.schemes.kofn_sim import STRAGGLERS, BarrierSimulation, simulate_barrier
+from queuesgd.schemes.barrier.kofn_sim import STRAGGLERS, BarrierSimulation, simulate_barrier
 from queuesgd.schemes.laws import add_phase_transitions, ctmc_law, worker_laws
 from queuesgd.workload import Cluster, Workload
 

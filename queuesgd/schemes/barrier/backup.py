@@ -18,16 +18,16 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.batchmeans import check_iterations, warmup_cut
 from queuesgd.errors import InvalidParameterError, NotRepresentable
-from queuesgd.schemes.barrier import BarrierScheme
-from queuesgd.schemes.base import BatchSolution, SchemeSolution
-from queuesgd.schemes.costs import ps_round
-from queuesgd.schemes.kofn import STRAGGLERS
-from queuesgd.schemes.ps_arrivals import (
+from queuesgd.schemes.barrier.barrier import BarrierScheme
+from queuesgd.schemes.barrier.kofn import STRAGGLERS
+from queuesgd.schemes.barrier.ps_arrivals import (
     barrier_link_costs,
     check_send_buffer,
     shared_why,
     simulate_ps_barrier,
 )
+from queuesgd.schemes.base import BatchSolution, SchemeSolution
+from queuesgd.schemes.costs import ps_round
 from queuesgd.workload import Cluster, Workload
 
 #: The PS link models: the phase after the barrier (default) or arrival times on a shared link.
@@ -53,7 +53,7 @@ class BackupWorkers(BarrierScheme):
     link : {"phase", "shared"}
         ``"phase"`` (the default): the communication is one phase after the
         barrier, as below. ``"shared"``: the arrival-time model of a real
-        network (:func:`~queuesgd.schemes.ps_arrivals.simulate_ps_barrier`):
+        network (:func:`~queuesgd.schemes.barrier.ps_arrivals.simulate_ps_barrier`):
         each worker pushes as soon as it is done (FIFO on the PS's incoming
         link, ``G/B`` each, ``alpha`` of delay), the barrier is the arrival of
         the ``(n - b)``-th fresh push, late pushes still occupy the link, and

@@ -1,6 +1,6 @@
 """The barrier family: synchronous schemes with a "k of n" barrier, then one communication phase.
 
-:class:`BarrierScheme` turns the engine of :mod:`queuesgd.schemes.kofn`
+:class:`BarrierScheme` turns the engine of :mod:`queuesgd.schemes.barrier.kofn`
 (order statistics, the GSPN and its CTMC, the Monte Carlo) into a
 :class:`~queuesgd.schemes.base.Scheme`. A member of the family overrides
 hooks, never ``solve``: what ``k`` is (:meth:`BarrierScheme.gradients`), the
@@ -23,8 +23,7 @@ from queuesgd.batchmeans import check_iterations
 from queuesgd.distributions import Distribution, Exponential
 from queuesgd.errors import NotRepresentable
 from queuesgd.orderstats import exponential_order_statistic
-from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
-from queuesgd.schemes.kofn import (
+from queuesgd.schemes.barrier.kofn import (
     AUTO_CTMC_STATES,
     COMM_PHASES,
     EXACT_PHASE_TYPE,
@@ -35,6 +34,7 @@ from queuesgd.schemes.kofn import (
     solve_barrier_ctmc,
     time_to_barrier,
 )
+from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.laws import sample_compute
 from queuesgd.workload import Cluster, Workload
 
@@ -57,7 +57,7 @@ class BarrierScheme(Scheme):
 
     Roads: ``closed_form`` (``E[X_(k:n)] + communication``, exact when
     iterations are i.i.d.), ``ctmc`` (the GSPN of
-    :func:`~queuesgd.schemes.kofn.barrier_net`) and ``simulate``; the closed
+    :func:`~queuesgd.schemes.barrier.kofn.barrier_net`) and ``simulate``; the closed
     form is vectorized for :func:`queuesgd.sweep`.
     """
 

@@ -1,7 +1,7 @@
 """Arrival-time models of a parameter server on one shared full-duplex link (``link="shared"``).
 
-The phase models of :class:`~queuesgd.schemes.backup.BackupWorkers`,
-:class:`~queuesgd.schemes.cutoff.StaticCutoff` (communication after the
+The phase models of :class:`~queuesgd.schemes.barrier.backup.BackupWorkers`,
+:class:`~queuesgd.schemes.barrier.cutoff.StaticCutoff` (communication after the
 barrier, every push serialized) and
 :class:`~queuesgd.schemes.ssp.StaleSynchronous` (no contention) leave out
 what a real network does: a worker pushes as soon as it is done, while the
@@ -60,7 +60,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.batchmeans import BATCHES, half_width
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.kofn_sim import Rounds
+from queuesgd.schemes.barrier.kofn_sim import Rounds
 
 __all__ = [
     "SSPRun",

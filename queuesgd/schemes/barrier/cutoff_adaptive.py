@@ -1,7 +1,7 @@
 """AdaptiveCutoff: Teng and Wood's cutoff, chosen anew each iteration from predicted run-times.
 
-See :mod:`queuesgd.schemes.cutoff` and ``docs/schemes/cutoffs.md``. The
-rounds are those of :func:`~queuesgd.schemes.kofn_sim.simulate_rounds` with
+See :mod:`queuesgd.schemes.barrier.cutoff` and ``docs/schemes/cutoffs.md``. The
+rounds are those of :func:`~queuesgd.schemes.barrier.kofn_sim.simulate_rounds` with
 ``k = c`` chosen before each round from the history the PS has seen, so the
 loop over rounds lives here (it needs the observed and censored run-times).
 """
@@ -17,9 +17,9 @@ from queuesgd import _checks
 from queuesgd.batchmeans import MAX_SAMPLES, check_iterations, check_simulation_size
 from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
 from queuesgd.rng import as_generator
+from queuesgd.schemes.barrier.cutoff_model import STRAGGLERS, from_rounds, round_costs, sample_times
+from queuesgd.schemes.barrier.kofn_sim import Rounds
 from queuesgd.schemes.base import Scheme, SchemeSolution
-from queuesgd.schemes.cutoff_model import STRAGGLERS, from_rounds, round_costs, sample_times
-from queuesgd.schemes.kofn_sim import Rounds
 from queuesgd.schemes.predictors import EmpiricalPredictor
 from queuesgd.workload import Cluster, Workload
 
