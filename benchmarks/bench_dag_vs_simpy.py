@@ -44,7 +44,7 @@ import numpy as np
 import queuesgd as q
 from queuesgd.dag import TaskGraph, schedule, simulate
 from queuesgd.distributions import LogNormal
-from queuesgd.schemes.fine import allreduce_graph, fuse, ring_message_costs
+from queuesgd.schemes.fine.fine import allreduce_graph, fuse, ring_message_costs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 

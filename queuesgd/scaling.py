@@ -6,7 +6,7 @@ scale? The model (section 4 of the paper, reimplemented on the task graphs of
 
 - one worker's backward pass replays the single-GPU per-tensor trace: tensor
   ``i``'s gradient is ready ``sum(gap[:i+1])`` after the backward pass starts;
-- gradients are fused (:func:`~queuesgd.schemes.fine.fuse`): a message is
+- gradients are fused (:func:`~queuesgd.schemes.fine.fine.fuse`): a message is
   flushed once it holds ``>= fusion_time`` of backward computation or
   ``>= fusion_bytes`` bytes (5 ms and 64 MiB, Horovod's defaults);
 - messages are all-reduced one at a time, FIFO, on a ring of ``N`` workers,
@@ -43,7 +43,7 @@ from queuesgd.cluster import MAX_WORKERS, MIN_BANDWIDTH
 from queuesgd.dag import schedule
 from queuesgd.errors import InvalidParameterError
 from queuesgd.frames import require_xarray, to_frame
-from queuesgd.schemes.fine import allreduce_graph, fuse, ring_message_costs
+from queuesgd.schemes.fine.fine import allreduce_graph, fuse, ring_message_costs
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["WhatIf", "whatif"]

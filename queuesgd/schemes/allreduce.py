@@ -22,8 +22,8 @@ from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.barrier.barrier import BarrierScheme, SymbolicWorkload
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import hierarchical_allreduce, ring_allreduce, tree_allreduce
-from queuesgd.schemes.fine import FineModel, allreduce_graph, ring_message_costs
-from queuesgd.schemes.finegrained import FineGrained
+from queuesgd.schemes.fine.fine import FineModel, allreduce_graph, ring_message_costs
+from queuesgd.schemes.fine.finegrained import FineGrained
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["HierarchicalAllReduce", "RingAllReduce", "TreeAllReduce"]

@@ -26,8 +26,8 @@ from queuesgd.schemes.barrier.barrier import BarrierScheme, SymbolicWorkload
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.compression_costs import METHODS
 from queuesgd.schemes.compression_graph import COMPRESSION, compressed_allreduce_graph
-from queuesgd.schemes.fine import Bucket, FineModel
-from queuesgd.schemes.finegrained import FineGrained
+from queuesgd.schemes.fine.fine import Bucket, FineModel
+from queuesgd.schemes.fine.finegrained import FineGrained
 from queuesgd.schemes.memory import Memory
 from queuesgd.workload import CostCurve
 
@@ -61,7 +61,7 @@ class CompressedAllReduce(FineGrained, BarrierScheme):
         defaults, ``0``, are Zhang et al.'s free compression.
     overlap, fusion_bytes, fusion_time, fusion, bucket_cap, first_bucket
         The fine-grained parameters of :class:`~queuesgd.RingAllReduce`
-        (:class:`~queuesgd.schemes.finegrained.FineGrained`); the buckets are
+        (:class:`~queuesgd.schemes.fine.finegrained.FineGrained`); the buckets are
         formed on the uncompressed gradients.
 
     Notes
@@ -219,7 +219,7 @@ class CompressedAllReduce(FineGrained, BarrierScheme):
         Examples
         --------
         >>> from queuesgd import Workload, Layer, Cluster
-        >>> from queuesgd.schemes.fine import fuse
+        >>> from queuesgd.schemes.fine.fine import fuse
         >>> w = Workload(0.1, None, layers=[Layer("a", 4e6, "1ms")])
         >>> s = CompressedAllReduce("topk", density=0.05)
         >>> s.message_costs_of(w, Cluster(4, "1GB/s", latency="10us"), fuse(w)).round(9)  # 3 (0.4 ms + 10 us)

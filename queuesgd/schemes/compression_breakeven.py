@@ -24,7 +24,7 @@ from queuesgd.dag import schedule
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.schemes.compressed_allreduce import CompressedAllReduce
 from queuesgd.schemes.compression_costs import closed_wire, collective_terms
-from queuesgd.schemes.finegrained import FineGrained
+from queuesgd.schemes.fine.finegrained import FineGrained
 
 if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload

@@ -34,7 +34,7 @@ import numpy as np
 
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.fine import ring_message_costs
+from queuesgd.schemes.fine.fine import ring_message_costs
 from queuesgd.workload import CostCurve
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ def collective_costs(
     message. Top-k: ring all-gather ``(n-1) first / B + (n-1) alpha``; fp16:
     ring all-reduce of ``first`` bytes; PowerSGD: that, then one of ``second``
     where it is not 0 (each with its ``n - 1`` vector additions,
-    :func:`~queuesgd.schemes.fine.ring_message_costs`).
+    :func:`~queuesgd.schemes.fine.fine.ring_message_costs`).
 
     Examples
     --------

@@ -1,7 +1,7 @@
 """The task graph of synchronous all-reduce SGD with a compression and a decompression task per message.
 
 :func:`compressed_allreduce_graph` transforms the graph of
-:func:`~queuesgd.schemes.fine.allreduce_graph`: the model of
+:func:`~queuesgd.schemes.fine.fine.allreduce_graph`: the model of
 :class:`~queuesgd.schemes.compressed_allreduce.CompressedAllReduce`'s
 ``fine`` road (see :mod:`queuesgd.schemes.compression`). Its compression
 and decompression tasks are in the group :data:`COMPRESSION`.
@@ -17,7 +17,7 @@ import numpy as np
 
 from queuesgd.dag import Task, TaskGraph
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.fine import Bucket, FineModel, allreduce_graph
+from queuesgd.schemes.fine.fine import Bucket, FineModel, allreduce_graph
 
 if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload
@@ -42,7 +42,7 @@ def compressed_allreduce_graph(
 ) -> FineModel:
     """The task graph of synchronous all-reduce SGD with a compression and a decompression task per message.
 
-    Built from :func:`~queuesgd.schemes.fine.allreduce_graph` (the same
+    Built from :func:`~queuesgd.schemes.fine.fine.allreduce_graph` (the same
     forward, backward, collectives and update), transformed: on every drawn
     worker ``w``,
 
@@ -64,7 +64,7 @@ def compressed_allreduce_graph(
     ----------
     workload, cluster : Workload, Cluster
     buckets : sequence of Bucket
-        The messages (:func:`~queuesgd.schemes.fine.fuse`).
+        The messages (:func:`~queuesgd.schemes.fine.fine.fuse`).
     message_cost, compress_cost, decompress_cost : sequence of float
         Seconds per message of the collective (all workers together), of the
         compression and of the decompression on one worker.
@@ -74,7 +74,7 @@ def compressed_allreduce_graph(
     update_time : float, optional
         The local update; defaults to ``workload.update_time``.
     symmetric : bool, optional
-        As in :func:`~queuesgd.schemes.fine.allreduce_graph`.
+        As in :func:`~queuesgd.schemes.fine.fine.allreduce_graph`.
 
     Returns
     -------
@@ -86,7 +86,7 @@ def compressed_allreduce_graph(
     --------
     >>> from queuesgd import Workload, Layer, Cluster
     >>> from queuesgd.dag import schedule
-    >>> from queuesgd.schemes.fine import fuse
+    >>> from queuesgd.schemes.fine.fine import fuse
     >>> w = Workload(0.05, None, layers=[Layer("b", 1e6, "10ms"), Layer("a", 1e6, "20ms")])
     >>> m = compressed_allreduce_graph(w, Cluster(2, "1GB/s"), fuse(w, None, None),
     ...                                [0.002, 0.002], [0.004, 0.004], [0.002, 0.002])

@@ -19,7 +19,7 @@ from queuesgd.dag import TaskGraph, schedule, simulate
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import NotRepresentable
 from queuesgd.schemes.base import BatchSolution, SchemeSolution
-from queuesgd.schemes.fine import COMMUNICATION
+from queuesgd.schemes.fine.fine import COMMUNICATION
 from queuesgd.schemes.pipeline_closed import closed_form_blocker, condition_blocker
 from queuesgd.schemes.pipeline_graph import (
     MAX_TASKS,

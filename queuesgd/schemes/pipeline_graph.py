@@ -36,7 +36,7 @@ from queuesgd import _checks
 from queuesgd.dag import Task, TaskGraph
 from queuesgd.distributions import Deterministic, Distribution
 from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
-from queuesgd.schemes.fine import COMMUNICATION
+from queuesgd.schemes.fine.fine import COMMUNICATION
 from queuesgd.schemes.laws import worker_laws
 from queuesgd.schemes.pipeline_schedule import (
     MAX_ORDER_ENTRIES,

@@ -63,7 +63,7 @@ Assumptions (all of them; ``docs/schemes/sharded.md`` says the same):
 6. *Randomness.* A worker's compute time for a step is its law
    (``workload.compute`` divided by its speed); every forward and backward
    task of that worker in that step is stretched by the same factor (as
-   :class:`~queuesgd.schemes.finegrained.FineGrained`). Collectives and
+   :class:`~queuesgd.schemes.fine.finegrained.FineGrained`). Collectives and
    updates are deterministic. Identical deterministic workers: one is drawn
    (exact); otherwise every worker is drawn and a collective waits for the
    matching tasks of all of them. ``RandomDelay`` stragglers are refused.

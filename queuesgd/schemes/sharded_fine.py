@@ -30,7 +30,7 @@ def solve_fine(
     iterations: int | None = None,
 ) -> SchemeSolution:
     """:meth:`~queuesgd.schemes.sharded.ShardedDataParallel.solve_fine` (the task graph of one step)."""
-    from queuesgd.schemes.finegrained import communication_after_backward, fine_solution, run_fine_graph
+    from queuesgd.schemes.fine.finegrained import communication_after_backward, fine_solution, run_fine_graph
 
     model = scheme.fine_model(workload, cluster)
     graph = model.graph

@@ -46,7 +46,7 @@ from queuesgd.dag import Task, TaskGraph
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.schemes.costs import ring_allgather, ring_reduce_scatter
-from queuesgd.schemes.fine import COMMUNICATION
+from queuesgd.schemes.fine.fine import COMMUNICATION
 from queuesgd.schemes.laws import worker_laws
 
 if TYPE_CHECKING:
@@ -230,7 +230,7 @@ def unit_costs(
     bytes ``p_i``; ``reduce_scatter[..., i]`` the ring reduce-scatter of its
     gradient bytes ``g_i`` plus ``n - 1`` vector additions of ``g_i / n``
     bytes (``workload.reduction_time``, as
-    :func:`~queuesgd.schemes.fine.ring_message_costs` counts them);
+    :func:`~queuesgd.schemes.fine.fine.ring_message_costs` counts them);
     ``allreduce[..., i]`` the ring all-reduce of its gradient (stage 0): that
     reduce-scatter, then an all-gather of ``g_i`` bytes. ``n``,
     ``bandwidth`` and ``latency`` may be arrays of one shape ``R``; the

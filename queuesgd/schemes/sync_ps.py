@@ -17,8 +17,8 @@ import numpy as np
 
 from queuesgd.schemes.barrier.barrier import BarrierScheme
 from queuesgd.schemes.costs import ps_round
-from queuesgd.schemes.fine import Bucket, FineModel, ps_graph, shard_of
-from queuesgd.schemes.finegrained import FineGrained
+from queuesgd.schemes.fine.fine import Bucket, FineModel, ps_graph, shard_of
+from queuesgd.schemes.fine.finegrained import FineGrained
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["SyncPS"]
@@ -42,7 +42,7 @@ class SyncPS(FineGrained, BarrierScheme):
     :func:`~queuesgd.schemes.barrier.kofn.barrier_net`: ``n + 1`` markings for
     identical exponential workers) and ``"simulate"`` -- the coarse phase
     model, no overlap -- and, with a per-tensor profile, ``"fine"`` (the task
-    graph of :func:`~queuesgd.schemes.fine.ps_graph`: push, apply and pull per
+    graph of :func:`~queuesgd.schemes.fine.fine.ps_graph`: push, apply and pull per
     message, overlapping the backward pass) and ``"coarse"`` (the phase model
     with an overlap window and the PS link's contention; see
     ``docs/fine-grained.md``).
@@ -53,14 +53,14 @@ class SyncPS(FineGrained, BarrierScheme):
         Wait-free back-propagation in the fine model (push a message as soon
         as its gradients are ready).
     fusion_bytes, fusion_time : float, str or None
-        Tensor fusion thresholds of the fine model (:func:`~queuesgd.schemes.fine.fuse`);
+        Tensor fusion thresholds of the fine model (:func:`~queuesgd.schemes.fine.fine.fuse`);
         ``None`` (the default) pushes every tensor on its own.
     fusion : str
         The fusion policy: ``"threshold"`` (the two thresholds above) or
-        ``"ddp"`` (PyTorch DDP's buckets, :func:`~queuesgd.schemes.ddp_buckets.ddp_buckets`).
+        ``"ddp"`` (PyTorch DDP's buckets, :func:`~queuesgd.schemes.fine.ddp_buckets.ddp_buckets`).
     bucket_cap, first_bucket : float, str or None
         DDP's bucket limits with ``fusion="ddp"`` (25 MiB and 1 MiB; see
-        :class:`~queuesgd.schemes.finegrained.FineGrained`).
+        :class:`~queuesgd.schemes.fine.finegrained.FineGrained`).
 
     Examples
     --------

@@ -41,7 +41,7 @@ def test_live_real_model_trains_the_built_network():
 
 def test_encoder_sends_four_ddp_buckets():
     """The held-out campaign's encoder fills DDP's default buckets (1 MiB first, 25 MiB cap) four times."""
-    from queuesgd.schemes.ddp_buckets import ddp_buckets
+    from queuesgd.schemes.fine.ddp_buckets import ddp_buckets
     from queuesgd.workload import Layer, Workload
 
     net, _ = models.build("encoder", width=384, layers=10)

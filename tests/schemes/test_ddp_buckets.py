@@ -1,4 +1,4 @@
-"""DDP's gradient buckets (``queuesgd.schemes.ddp_buckets``) and the ``fusion="ddp"`` policy.
+"""DDP's gradient buckets (``queuesgd.schemes.fine.ddp_buckets``) and the ``fusion="ddp"`` policy.
 
 Independent sources:
 
@@ -17,7 +17,7 @@ import pytest
 
 from queuesgd import Cluster, Layer, RingAllReduce, SyncPS, TreeAllReduce, Workload, load_workload, predict
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.ddp_buckets import assign_by_size, ddp_buckets
+from queuesgd.schemes.fine.ddp_buckets import assign_by_size, ddp_buckets
 from queuesgd.workload import CostCurve
 
 MiB = 1024 * 1024

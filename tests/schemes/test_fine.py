@@ -9,7 +9,7 @@ from queuesgd import Cluster, Layer, RingAllReduce, SyncPS, TreeAllReduce, Workl
 from queuesgd.distributions import Exponential, LogNormal
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.orderstats import expected_max
-from queuesgd.schemes.fine import allreduce_graph, fuse, ps_graph, ring_message_costs
+from queuesgd.schemes.fine.fine import allreduce_graph, fuse, ps_graph, ring_message_costs
 
 
 def _wfbp_recursion(forward: float, tb: list[float], tc: list[float]) -> float:

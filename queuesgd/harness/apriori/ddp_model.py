@@ -18,7 +18,7 @@ def ddp_calibration_sizes(
     """All-reduce sizes to calibrate DDP's network at: a small one, every bucket DDP will send, a large one.
 
     The buckets come from each profile's layers and DDP's own bucket
-    policy with its defaults (:func:`~queuesgd.schemes.ddp_buckets.ddp_buckets`:
+    policy with its defaults (:func:`~queuesgd.schemes.fine.ddp_buckets.ddp_buckets`:
     1 MiB first bucket, then 25 MiB), so the calibration times the sizes the
     runs will send, known before any run, and the fit is anchored where the
     prediction evaluates it; ``smallest`` (latency) and ``largest``

@@ -30,9 +30,9 @@ worker in that step is stretched by ``X_i / E[X]``, so that with free
 communication the fine model reduces to the coarse one exactly
 (``E[max_i X_i]``). Communication is deterministic.
 
-The scheme side -- the :class:`~queuesgd.schemes.finegrained.FineGrained`
+The scheme side -- the :class:`~queuesgd.schemes.fine.finegrained.FineGrained`
 mixin with the ``fine`` and ``coarse`` roads, and the coarse phase model with
-heuristics -- is in :mod:`queuesgd.schemes.finegrained`. See
+heuristics -- is in :mod:`queuesgd.schemes.fine.finegrained`. See
 ``docs/fine-grained.md``.
 """
 

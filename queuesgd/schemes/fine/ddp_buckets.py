@@ -37,8 +37,8 @@ and the C++ ``Reducer``):
 
 :func:`ddp_buckets` gives the steady-state buckets of a workload whose layers
 are in backward (gradient-ready) order, as the
-:class:`~queuesgd.schemes.fine.Bucket` ranges that
-:func:`~queuesgd.schemes.fine.allreduce_graph` consumes; the fine-grained
+:class:`~queuesgd.schemes.fine.fine.Bucket` ranges that
+:func:`~queuesgd.schemes.fine.fine.allreduce_graph` consumes; the fine-grained
 schemes use it with ``fusion="ddp"``. See ``docs/fine-grained.md``.
 """
 
@@ -51,7 +51,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.fine import Bucket, require_layers
+from queuesgd.schemes.fine.fine import Bucket, require_layers
 
 if TYPE_CHECKING:
     from queuesgd.workload import Workload

@@ -3,7 +3,7 @@
 :class:`FineGrained` is the mixin of the synchronous schemes that have a
 layer-wise form (:class:`~queuesgd.SyncPS` and the all-reduces). Its roads:
 
-- ``solve_fine``: the task graph of :mod:`queuesgd.schemes.fine` (exact
+- ``solve_fine``: the task graph of :mod:`queuesgd.schemes.fine.fine` (exact
   longest path for deterministic compute, Monte Carlo otherwise);
 - ``solve_coarse``: the phase model with heuristics
   (:func:`coarse_iteration_time`), which keeps the phases of the closed form
@@ -27,8 +27,8 @@ from queuesgd.dag import TaskGraph, schedule, simulate
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.barrier.kofn import compute_laws, mean_compute, time_to_barrier
 from queuesgd.schemes.base import SchemeSolution
-from queuesgd.schemes.ddp_buckets import ddp_buckets, parse_cap
-from queuesgd.schemes.fine import COMMUNICATION, Bucket, FineModel, fuse, parse_threshold
+from queuesgd.schemes.fine.ddp_buckets import ddp_buckets, parse_cap
+from queuesgd.schemes.fine.fine import COMMUNICATION, Bucket, FineModel, fuse, parse_threshold
 
 if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload
@@ -252,10 +252,10 @@ class FineGrained:
     messages:
 
     - ``"threshold"`` (the default): Horovod-style fusion by
-      ``fusion_bytes`` and ``fusion_time`` (:func:`~queuesgd.schemes.fine.fuse`;
+      ``fusion_bytes`` and ``fusion_time`` (:func:`~queuesgd.schemes.fine.fine.fuse`;
       ``None`` disables a threshold);
     - ``"ddp"``: PyTorch DDP's buckets in steady state
-      (:func:`~queuesgd.schemes.ddp_buckets.ddp_buckets`) with limits
+      (:func:`~queuesgd.schemes.fine.ddp_buckets.ddp_buckets`) with limits
       ``bucket_cap`` (DDP's ``bucket_cap_mb``, 25 MiB) and ``first_bucket``
       (1 MiB, DDP's default; ``None`` for the same as ``bucket_cap``, which is
       what DDP does when ``bucket_cap_mb`` is given).
@@ -361,8 +361,8 @@ class FineGrained:
     def buckets(self, workload: Workload) -> tuple[Bucket, ...]:
         """The messages one worker sends per iteration, by this scheme's fusion policy (``fusion``).
 
-        ``"threshold"``: :func:`~queuesgd.schemes.fine.fuse` with ``fusion_bytes`` and
-        ``fusion_time``; ``"ddp"``: :func:`~queuesgd.schemes.ddp_buckets.ddp_buckets` with
+        ``"threshold"``: :func:`~queuesgd.schemes.fine.fine.fuse` with ``fusion_bytes`` and
+        ``fusion_time``; ``"ddp"``: :func:`~queuesgd.schemes.fine.ddp_buckets.ddp_buckets` with
         ``bucket_cap`` and ``first_bucket``.
 
         Examples
