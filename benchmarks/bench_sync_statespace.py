@@ -23,7 +23,7 @@ import time
 from queuesgd.distributions import Exponential
 from queuesgd.prediction import predict
 from queuesgd.schemes.barrier.backup import BackupWorkers
-from queuesgd.schemes.sync_ps import SyncPS
+from queuesgd.schemes.ps.sync_ps import SyncPS
 from queuesgd.workload import Cluster, Workload
 
 W = Workload(Exponential(mean=0.1), "1MB", batch_size=32, update_time="0.1ms")

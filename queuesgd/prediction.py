@@ -59,7 +59,7 @@ class Prediction:
         ``"linearizer"`` where exact multi-class MVA was too large;
         ``"schweitzer"``, Bard-Schweitzer approximate MVA, where
         :class:`~queuesgd.AsyncPS`'s exact MVA would exceed 250,000 workers x
-        stations (:data:`queuesgd.schemes.async_ps.EXACT_MVA_SIZE`); ``reason``
+        stations (:data:`queuesgd.schemes.ps.async_ps.EXACT_MVA_SIZE`); ``reason``
         says so).
     reason : str
         Why that method was chosen, and any approximation it made (a

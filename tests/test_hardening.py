@@ -186,7 +186,7 @@ def test_option_the_method_does_not_read_is_a_note_or_an_error(capsys):
 
 # ------------------------------------------------------------------------------------ async PS MVA
 def test_async_ps_ctmc_estimates_its_markings_and_refuses_large_chains():
-    from queuesgd.schemes.async_ps_net import ctmc_state_estimate
+    from queuesgd.schemes.ps.async_ps_net import ctmc_state_estimate
 
     w = q.Workload(0.1, "10MB", update_time="1ms", batch_size=8)
     for n in (2, 5):
@@ -201,7 +201,7 @@ def test_async_ps_ctmc_estimates_its_markings_and_refuses_large_chains():
 
 
 def test_async_ps_beyond_the_exact_limit_uses_schweitzer_and_says_so(monkeypatch):
-    from queuesgd.schemes import async_ps
+    from queuesgd.schemes.ps import async_ps
 
     w = q.Workload(0.1, "10MB", update_time="1ms", batch_size=8)
     c = q.Cluster(300, "1Gbit/s")
@@ -214,8 +214,8 @@ def test_async_ps_beyond_the_exact_limit_uses_schweitzer_and_says_so(monkeypatch
 
 
 def test_prediction_method_doc_lists_every_method_a_prediction_reports():
-    from queuesgd.schemes.async_ps import EXACT_MVA_SIZE
     from queuesgd.schemes.base import METHODS
+    from queuesgd.schemes.ps.async_ps import EXACT_MVA_SIZE
 
     doc = q.Prediction.__doc__.split("    method : str")[1].split("    reason : str")[0]
     # the requestable methods, and the two approximations that MVA roads report in their place

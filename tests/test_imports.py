@@ -212,8 +212,8 @@ def test_no_private_name_crosses_modules() -> None:
     [
         ("queuesgd.queueing.mva", "queuesgd.queueing._exact", True),
         ("queuesgd.harness.runners", "queuesgd.harness._torch", True),
-        ("queuesgd.schemes.sync_ps", "queuesgd._checks", True),
-        ("queuesgd.schemes.sync_ps", "queuesgd.queueing._exact", False),
+        ("queuesgd.schemes.ps.sync_ps", "queuesgd._checks", True),
+        ("queuesgd.schemes.ps.sync_ps", "queuesgd.queueing._exact", False),
         ("queuesgd.cli", "queuesgd.harness._torch", False),
         ("queuesgd.cli", "queuesgd._other", False),
     ],

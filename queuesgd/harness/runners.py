@@ -44,7 +44,7 @@ model, emulated network times from a :class:`~queuesgd.harness.shaping.Shaper`):
   computation in progress.
 - ``"async-ps"``: the PS applies each gradient as it arrives and replies to
   its sender; shaped as the closed network of
-  :class:`~queuesgd.schemes.async_ps.AsyncPS` (latency, then an FCFS uplink
+  :class:`~queuesgd.schemes.ps.async_ps.AsyncPS` (latency, then an FCFS uplink
   ``G/B``, the update, an FCFS downlink ``P/B``, latency).
 - ``"stale-synchronous"`` (``staleness``): the same PS without link
   contention (``alpha + G/B`` and ``alpha + P/B`` per worker, as

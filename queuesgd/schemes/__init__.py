@@ -22,7 +22,6 @@ every scheme follows is in :mod:`queuesgd.schemes.base`.
 """
 
 from queuesgd.schemes.allreduce import HierarchicalAllReduce, RingAllReduce, TreeAllReduce
-from queuesgd.schemes.async_ps import AsyncPS
 from queuesgd.schemes.barrier.backup import BackupWorkers
 from queuesgd.schemes.barrier.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
@@ -32,9 +31,10 @@ from queuesgd.schemes.hybrid import HybridParallel
 from queuesgd.schemes.local_sgd import LocalSGD
 from queuesgd.schemes.pipeline import Pipeline
 from queuesgd.schemes.predictors import EmpiricalPredictor
+from queuesgd.schemes.ps.async_ps import AsyncPS
+from queuesgd.schemes.ps.sync_ps import SyncPS
 from queuesgd.schemes.sharded import ShardedDataParallel
 from queuesgd.schemes.ssp import StaleSynchronous
-from queuesgd.schemes.sync_ps import SyncPS
 
 __all__ = [
     "AdaptiveCutoff",

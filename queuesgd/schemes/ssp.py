@@ -56,7 +56,7 @@ class StaleSynchronous(Scheme):
     parameters, an exponential time of mean
     ``2 latency + (gradient_bytes + parameter_bytes) / bandwidth + update_time``
     per worker, with **no contention at the parameter server** (contention
-    on the PS links is what :class:`~queuesgd.schemes.async_ps.AsyncPS`
+    on the PS links is what :class:`~queuesgd.schemes.ps.async_ps.AsyncPS`
     models). A worker's clock counts its completed iterations; a worker at
     clock ``c`` may start the next iteration only when the slowest worker's
     clock is at least ``c - staleness``, else it blocks. Every completed

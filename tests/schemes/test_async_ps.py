@@ -14,7 +14,7 @@ import queuesgd as q
 from queuesgd.distributions import Deterministic, Erlang, Exponential
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.queueing.ctmc import ctmc_solve
-from queuesgd.schemes.async_ps import AsyncPS
+from queuesgd.schemes.ps.async_ps import AsyncPS
 
 
 def normalization_throughput(delays: list[float], queues: list[float], n: int) -> float:
@@ -363,7 +363,7 @@ def test_deterministic_service_times_by_hand():
 # ---- a PS link whose two directions slow each other (duplex < 1) ----------------------------------
 def test_coupled_link_event_loop_at_full_duplex_is_the_fcfs_tandem():
     """The coupled event loop with duplex = 1 and the order-preserving tandem recursion agree exactly."""
-    from queuesgd.schemes.async_ps_sim import _run_coupled, _run_tandem
+    from queuesgd.schemes.ps.async_ps_sim import _run_coupled, _run_tandem
 
     S = np.random.default_rng(7).exponential([0.006, 0.0004, 0.005], size=(3000, 3))
     out = []

@@ -13,7 +13,7 @@ from queuesgd.distributions import Deterministic, Exponential, LogNormal
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.prediction import predict, sweep
 from queuesgd.schemes.barrier.backup import BackupWorkers
-from queuesgd.schemes.sync_ps import SyncPS
+from queuesgd.schemes.ps.sync_ps import SyncPS
 from queuesgd.workload import Cluster, RandomDelay, Workload
 
 MU = 10.0

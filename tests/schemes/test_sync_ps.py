@@ -14,7 +14,7 @@ import sympy
 from queuesgd.distributions import Deterministic, Exponential, Normal
 from queuesgd.errors import NotRepresentable
 from queuesgd.prediction import predict, sweep
-from queuesgd.schemes.sync_ps import SyncPS
+from queuesgd.schemes.ps.sync_ps import SyncPS
 from queuesgd.workload import Cluster, RandomDelay, Workload
 
 MU = 10.0

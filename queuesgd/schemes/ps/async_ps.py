@@ -29,7 +29,8 @@ from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.queueing import ClosedNetwork, mva
 from queuesgd.queueing.batch import mva_batch
-from queuesgd.schemes.async_ps_measures import (
+from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
+from queuesgd.schemes.ps.async_ps_measures import (
     average_over_classes,
     mean_demand,
     phase_of,
@@ -37,9 +38,8 @@ from queuesgd.schemes.async_ps_measures import (
     station_layout,
     station_solution,
 )
-from queuesgd.schemes.async_ps_net import async_ps_net, solve_async_ps_ctmc, speed_groups
-from queuesgd.schemes.async_ps_sim import simulate_async_ps
-from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
+from queuesgd.schemes.ps.async_ps_net import async_ps_net, solve_async_ps_ctmc, speed_groups
+from queuesgd.schemes.ps.async_ps_sim import simulate_async_ps
 from queuesgd.workload import Cluster, Workload
 
 if TYPE_CHECKING:

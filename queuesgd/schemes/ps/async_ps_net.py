@@ -11,12 +11,17 @@ from queuesgd.distributions import Distribution, Exponential, PhaseType
 from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
 from queuesgd.petri import PetriNet
 from queuesgd.queueing.results import bottleneck_station
-from queuesgd.schemes.async_ps_measures import read_station, station_layout, station_solution, write_station
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.laws import add_phase_type_stage
+from queuesgd.schemes.ps.async_ps_measures import (
+    read_station,
+    station_layout,
+    station_solution,
+    write_station,
+)
 
 if TYPE_CHECKING:
-    from queuesgd.schemes.async_ps import AsyncPS
+    from queuesgd.schemes.ps.async_ps import AsyncPS
     from queuesgd.workload import Cluster, Workload
 
 __all__ = [

@@ -21,12 +21,17 @@ from queuesgd.batchmeans import BATCHES, check_iterations, check_simulation_size
 from queuesgd.errors import NotRepresentable
 from queuesgd.queueing.results import bottleneck_station
 from queuesgd.rng import as_generator
-from queuesgd.schemes.async_ps_measures import read_station, station_layout, station_solution, write_station
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.laws import sample_compute
+from queuesgd.schemes.ps.async_ps_measures import (
+    read_station,
+    station_layout,
+    station_solution,
+    write_station,
+)
 
 if TYPE_CHECKING:
-    from queuesgd.schemes.async_ps import AsyncPS
+    from queuesgd.schemes.ps.async_ps import AsyncPS
     from queuesgd.workload import Cluster, Workload
 
 __all__ = ["simulate_async_ps"]
