@@ -73,7 +73,7 @@ _EXPORTS: dict[str, str] = {
     "BusBandwidth": "queuesgd.busbw",
     "CollectiveTables": "queuesgd.busbw",
     "CompressedAllReduce": "queuesgd.schemes",
-    "compression_breakeven": "queuesgd.schemes.compression",
+    "compression_breakeven": "queuesgd.schemes.allreduce.compression",
     "Memory": "queuesgd.schemes.memory",
     "TransformerShape": "queuesgd.model_shapes",
     "plan_parallelism": "queuesgd.planning",

@@ -21,14 +21,14 @@ Names and aliases are resolved by :mod:`queuesgd.registry`; the contract
 every scheme follows is in :mod:`queuesgd.schemes.base`.
 """
 
-from queuesgd.schemes.allreduce import HierarchicalAllReduce, RingAllReduce, TreeAllReduce
+from queuesgd.schemes.allreduce.allreduce import HierarchicalAllReduce, RingAllReduce, TreeAllReduce
+from queuesgd.schemes.allreduce.compression import CompressedAllReduce
+from queuesgd.schemes.allreduce.local_sgd import LocalSGD
 from queuesgd.schemes.barrier.backup import BackupWorkers
 from queuesgd.schemes.barrier.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
-from queuesgd.schemes.compression import CompressedAllReduce
 from queuesgd.schemes.eager import EagerSGD
 from queuesgd.schemes.hybrid import HybridParallel
-from queuesgd.schemes.local_sgd import LocalSGD
 from queuesgd.schemes.pipeline import Pipeline
 from queuesgd.schemes.predictors import EmpiricalPredictor
 from queuesgd.schemes.ps.async_ps import AsyncPS

@@ -13,7 +13,7 @@ import sympy
 from queuesgd.distributions import Deterministic, Exponential
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.prediction import predict, sweep
-from queuesgd.schemes.allreduce import HierarchicalAllReduce, RingAllReduce, TreeAllReduce
+from queuesgd.schemes.allreduce.allreduce import HierarchicalAllReduce, RingAllReduce, TreeAllReduce
 from queuesgd.workload import Cluster, Workload
 
 MU = 5.0

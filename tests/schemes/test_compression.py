@@ -13,8 +13,8 @@ from queuesgd.catalog import load_workload
 from queuesgd.dag import schedule
 from queuesgd.distributions import Exponential
 from queuesgd.errors import InvalidParameterError, NotRepresentable, UnknownNameError
-from queuesgd.schemes.allreduce import RingAllReduce
-from queuesgd.schemes.compression import (
+from queuesgd.schemes.allreduce.allreduce import RingAllReduce
+from queuesgd.schemes.allreduce.compression import (
     CompressedAllReduce,
     compression_breakeven,
     fine_breakeven,
@@ -373,7 +373,7 @@ def test_measure_compression_runs_on_small_sizes(method):
 def test_breakeven_edge_cases_as_the_docs_state_them():
     """docs/compression.md: top-k at d = 1/n sends the ring's bytes (costs decide); PowerSGD per tensor."""
     import queuesgd as q
-    from queuesgd.schemes.compression import CompressedAllReduce, compression_breakeven
+    from queuesgd.schemes.allreduce.compression import CompressedAllReduce, compression_breakeven
 
     w = q.Workload(0.05, "8MB")
     topk = CompressedAllReduce("topk", density=0.25)  # d = 1/n for n = 4

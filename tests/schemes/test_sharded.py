@@ -19,7 +19,7 @@ from queuesgd import Cluster, Layer, Workload, predict
 from queuesgd.dag import schedule
 from queuesgd.distributions import Exponential, LogNormal
 from queuesgd.errors import InvalidParameterError, NotRepresentable, UnknownNameError
-from queuesgd.schemes.allreduce import RingAllReduce
+from queuesgd.schemes.allreduce.allreduce import RingAllReduce
 from queuesgd.schemes.sharded import ShardedDataParallel, sharded_memory
 from queuesgd.schemes.sharded_graph import channel_order, shard_units, unit_costs
 

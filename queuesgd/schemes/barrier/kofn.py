@@ -32,7 +32,7 @@ Three roads, one model:
 :class:`~queuesgd.schemes.barrier.barrier.BarrierScheme` turns these into a
 :class:`~queuesgd.schemes.base.Scheme`; :class:`~queuesgd.schemes.ps.sync_ps.SyncPS`,
 the all-reduces, :class:`~queuesgd.schemes.barrier.backup.BackupWorkers` and
-:class:`~queuesgd.schemes.local_sgd.LocalSGD` only say what ``k``, the laws
+:class:`~queuesgd.schemes.allreduce.local_sgd.LocalSGD` only say what ``k``, the laws
 of a round and the communication phase are.
 
 Examples

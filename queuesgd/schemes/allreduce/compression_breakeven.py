@@ -5,10 +5,10 @@
 - :func:`fine_breakeven` -- the same crossing in the fine task graphs
   (overlap, fusion), by bisection.
 
-Both compare :class:`~queuesgd.schemes.compressed_allreduce.CompressedAllReduce`
+Both compare :class:`~queuesgd.schemes.allreduce.compressed_allreduce.CompressedAllReduce`
 with the plain :class:`~queuesgd.RingAllReduce` (see
-:mod:`queuesgd.schemes.compression`); the symbolic twin is
-:func:`~queuesgd.schemes.compression_formula.breakeven_formula`.
+:mod:`queuesgd.schemes.allreduce.compression`); the symbolic twin is
+:func:`~queuesgd.schemes.allreduce.compression_formula.breakeven_formula`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import numpy as np
 from queuesgd import _checks, units
 from queuesgd.dag import schedule
 from queuesgd.errors import InvalidParameterError, NotRepresentable
-from queuesgd.schemes.compressed_allreduce import CompressedAllReduce
-from queuesgd.schemes.compression_costs import closed_wire, collective_terms
+from queuesgd.schemes.allreduce.compressed_allreduce import CompressedAllReduce
+from queuesgd.schemes.allreduce.compression_costs import closed_wire, collective_terms
 from queuesgd.schemes.fine.finegrained import FineGrained
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ __all__ = ["compression_breakeven", "fine_breakeven"]
 
 
 def _plain(scheme: CompressedAllReduce) -> Any:
-    from queuesgd.schemes.allreduce import RingAllReduce
+    from queuesgd.schemes.allreduce.allreduce import RingAllReduce
 
     fine = {f: getattr(scheme, f) for f in FineGrained.FINE_PARAMETERS}
     return RingAllReduce(**fine)

@@ -72,11 +72,11 @@ Examples
 
 from __future__ import annotations
 
-from queuesgd.schemes.compressed_allreduce import CompressedAllReduce
-from queuesgd.schemes.compression_breakeven import compression_breakeven, fine_breakeven
-from queuesgd.schemes.compression_costs import METHODS
-from queuesgd.schemes.compression_graph import COMPRESSION, compressed_allreduce_graph
-from queuesgd.schemes.compression_measure import measure_compression
+from queuesgd.schemes.allreduce.compressed_allreduce import CompressedAllReduce
+from queuesgd.schemes.allreduce.compression_breakeven import compression_breakeven, fine_breakeven
+from queuesgd.schemes.allreduce.compression_costs import METHODS
+from queuesgd.schemes.allreduce.compression_graph import COMPRESSION, compressed_allreduce_graph
+from queuesgd.schemes.allreduce.compression_measure import measure_compression
 
 __all__ = [
     "COMPRESSION",

@@ -2,8 +2,8 @@
 
 :func:`compressed_allreduce_graph` transforms the graph of
 :func:`~queuesgd.schemes.fine.fine.allreduce_graph`: the model of
-:class:`~queuesgd.schemes.compressed_allreduce.CompressedAllReduce`'s
-``fine`` road (see :mod:`queuesgd.schemes.compression`). Its compression
+:class:`~queuesgd.schemes.allreduce.compressed_allreduce.CompressedAllReduce`'s
+``fine`` road (see :mod:`queuesgd.schemes.allreduce.compression`). Its compression
 and decompression tasks are in the group :data:`COMPRESSION`.
 """
 

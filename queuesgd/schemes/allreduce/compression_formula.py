@@ -2,16 +2,16 @@
 
 - :func:`symbols` and :func:`meanings` -- the symbols ``d``, ``r``,
   ``c_c``, ``c_d`` that the throughput formula of
-  :class:`~queuesgd.schemes.compressed_allreduce.CompressedAllReduce`
+  :class:`~queuesgd.schemes.allreduce.compressed_allreduce.CompressedAllReduce`
   adds to the barrier family's;
 - :func:`breakeven_formula` -- ``formula(quantity="breakeven")``: the
   bandwidth ``B*`` at which compression and the plain ring all-reduce give
   the same throughput (one message, no overlap), whose numeric twin is
-  :func:`~queuesgd.schemes.compression_breakeven.compression_breakeven`.
+  :func:`~queuesgd.schemes.allreduce.compression_breakeven.compression_breakeven`.
 
 Examples
 --------
->>> from queuesgd.schemes.compression import CompressedAllReduce
+>>> from queuesgd.schemes.allreduce.compression import CompressedAllReduce
 >>> breakeven_formula(CompressedAllReduce("fp16")).expr       # half the bytes, the same latency
 (n - 1)/(n*(c_c + c_d))
 """
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from queuesgd.schemes.compression_costs import collective_terms, symbolic_wire
+from queuesgd.schemes.allreduce.compression_costs import collective_terms, symbolic_wire
 from queuesgd.schemes.costs import ring_allreduce
 
 if TYPE_CHECKING:
     from queuesgd.formula import Formula
-    from queuesgd.schemes.compressed_allreduce import CompressedAllReduce
+    from queuesgd.schemes.allreduce.compressed_allreduce import CompressedAllReduce
 
 __all__ = ["breakeven_formula", "meanings", "symbols"]
 
@@ -70,7 +70,7 @@ def breakeven_formula(scheme: CompressedAllReduce) -> Formula:
     """The breakeven bandwidth (bytes/s) of ``scheme`` as a :class:`~queuesgd.formula.Formula`.
 
     ``formula(quantity="breakeven")`` of
-    :class:`~queuesgd.schemes.compressed_allreduce.CompressedAllReduce`,
+    :class:`~queuesgd.schemes.allreduce.compressed_allreduce.CompressedAllReduce`,
     which documents it.
     """
     import sympy

@@ -1,10 +1,10 @@
 """What gradient compression sends and what it costs: bytes on the wire, collective terms, seconds.
 
-The sizes and costs of :class:`~queuesgd.schemes.compressed_allreduce.CompressedAllReduce`,
+The sizes and costs of :class:`~queuesgd.schemes.allreduce.compressed_allreduce.CompressedAllReduce`,
 as functions of the scheme (its ``compressor``, ``density`` and ``rank``);
 the scheme's methods and the breakeven (:mod:`~.compression_breakeven`,
 :mod:`~.compression_formula`) read them here. The model they implement is
-described in :mod:`queuesgd.schemes.compression`.
+described in :mod:`queuesgd.schemes.allreduce.compression`.
 
 - :func:`wire_bytes` and :func:`closed_wire` -- bytes one worker puts into
   the first and second collective of a message (of the whole gradient);
@@ -18,7 +18,7 @@ described in :mod:`queuesgd.schemes.compression`.
 
 Examples
 --------
->>> from queuesgd.schemes.compression import CompressedAllReduce
+>>> from queuesgd.schemes.allreduce.compression import CompressedAllReduce
 >>> s = CompressedAllReduce("fp16")
 >>> first, second = wire_bytes(s, [4e6])
 >>> first, second, collective_terms(s, 4, 0.5, first, second, False)   # 2 (n-1)/n x 2 MB; 2 (n-1) alpha
@@ -38,7 +38,7 @@ from queuesgd.schemes.fine.fine import ring_message_costs
 from queuesgd.workload import CostCurve
 
 if TYPE_CHECKING:
-    from queuesgd.schemes.compressed_allreduce import CompressedAllReduce
+    from queuesgd.schemes.allreduce.compressed_allreduce import CompressedAllReduce
     from queuesgd.workload import Workload
 
 __all__ = [
@@ -108,12 +108,12 @@ def apply_cost(cost: float | CostCurve, nbytes: Any) -> Any:
 def wire_bytes(scheme: CompressedAllReduce, tensor_bytes: Sequence[float]) -> tuple[float, float]:
     """Bytes one worker puts into the first and second collective of a message of these tensors.
 
-    :meth:`~queuesgd.schemes.compressed_allreduce.CompressedAllReduce.wire_bytes`
+    :meth:`~queuesgd.schemes.allreduce.compressed_allreduce.CompressedAllReduce.wire_bytes`
     (which documents the sizes).
 
     Examples
     --------
-    >>> from queuesgd.schemes.compression import CompressedAllReduce
+    >>> from queuesgd.schemes.allreduce.compression import CompressedAllReduce
     >>> wire_bytes(CompressedAllReduce("topk", density=0.01), [4e6])
     (80000.0, 0.0)
     """
@@ -137,7 +137,7 @@ def closed_wire(scheme: CompressedAllReduce, workload: Workload) -> tuple[float,
     Examples
     --------
     >>> from queuesgd import Workload
-    >>> from queuesgd.schemes.compression import CompressedAllReduce
+    >>> from queuesgd.schemes.allreduce.compression import CompressedAllReduce
     >>> closed_wire(CompressedAllReduce("fp16"), Workload(0.1, "8MB"))
     (4000000.0, 0.0)
     """
@@ -157,7 +157,7 @@ def collective_terms(
 
     Examples
     --------
-    >>> from queuesgd.schemes.compression import CompressedAllReduce
+    >>> from queuesgd.schemes.allreduce.compression import CompressedAllReduce
     >>> collective_terms(CompressedAllReduce("topk"), 4, 0.5, 8e4, 0.0, False)    # (n-1) steps of 8e4 B
     (240000.0, 1.5)
     """
@@ -177,7 +177,7 @@ def symbolic_wire(scheme: CompressedAllReduce, syms: dict[str, Any], size: Any) 
     Examples
     --------
     >>> import sympy
-    >>> from queuesgd.schemes.compression import CompressedAllReduce
+    >>> from queuesgd.schemes.allreduce.compression import CompressedAllReduce
     >>> S, r = sympy.symbols("S r", positive=True)
     >>> symbolic_wire(CompressedAllReduce("powersgd"), {"r": r}, S)
     (2*sqrt(S)*r, 2*sqrt(S)*r)
@@ -206,7 +206,7 @@ def collective_costs(
     Examples
     --------
     >>> from queuesgd import Workload
-    >>> from queuesgd.schemes.compression import CompressedAllReduce
+    >>> from queuesgd.schemes.allreduce.compression import CompressedAllReduce
     >>> s = CompressedAllReduce("topk", density=0.05)
     >>> collective_costs(s, Workload(0.1, "4MB"), 4, 1e9, 1e-5, np.array([[4e5, 0.0]])).round(9)
     array([0.00123])

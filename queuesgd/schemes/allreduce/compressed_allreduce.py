@@ -1,7 +1,7 @@
 """The compressed all-reduce scheme: its parameters, checks, sizes, memory and roads.
 
 :class:`CompressedAllReduce` is described, with every assumption, in
-:mod:`queuesgd.schemes.compression`, where its public names are gathered.
+:mod:`queuesgd.schemes.allreduce.compression`, where its public names are gathered.
 Where each piece lives: this module holds the scheme;
 :mod:`~.compression_costs` the bytes and seconds each method sends and
 spends; :mod:`~.compression_graph` the task graph of the ``fine`` road;
@@ -21,11 +21,11 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, UnknownNameError
-from queuesgd.schemes import compression_costs, compression_formula
+from queuesgd.schemes.allreduce import compression_costs, compression_formula
+from queuesgd.schemes.allreduce.compression_costs import METHODS
+from queuesgd.schemes.allreduce.compression_graph import COMPRESSION, compressed_allreduce_graph
 from queuesgd.schemes.barrier.barrier import BarrierScheme, SymbolicWorkload
 from queuesgd.schemes.base import SchemeSolution
-from queuesgd.schemes.compression_costs import METHODS
-from queuesgd.schemes.compression_graph import COMPRESSION, compressed_allreduce_graph
 from queuesgd.schemes.fine.fine import Bucket, FineModel
 from queuesgd.schemes.fine.finegrained import FineGrained
 from queuesgd.schemes.memory import Memory

@@ -2,8 +2,8 @@
 
 :func:`measure_compression` gives the ``compress_time`` and
 ``decompress_time`` of
-:class:`~queuesgd.schemes.compressed_allreduce.CompressedAllReduce` (see
-:mod:`queuesgd.schemes.compression`). PyTorch is imported only when it runs.
+:class:`~queuesgd.schemes.allreduce.compressed_allreduce.CompressedAllReduce` (see
+:mod:`queuesgd.schemes.allreduce.compression`). PyTorch is imported only when it runs.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import numpy as np
 
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.compressed_allreduce import CompressedAllReduce
-from queuesgd.schemes.compression_costs import FP32, METHODS
+from queuesgd.schemes.allreduce.compressed_allreduce import CompressedAllReduce
+from queuesgd.schemes.allreduce.compression_costs import FP32, METHODS
 from queuesgd.workload import CostCurve
 
 __all__ = ["measure_compression"]
