@@ -77,7 +77,7 @@ def peer_throughput(schedule: str, workers: int, S: int, M: int, bandwidth: floa
 
 
 def bench(schedule: str, sample: int, label: str) -> tuple[bool, float]:
-    from queuesgd.schemes.pipeline import Pipeline
+    from queuesgd.schemes.parallel.pipeline import Pipeline
 
     w = workload()
     c = q.Cluster(8, "10Gbit/s", latency=LATENCY)

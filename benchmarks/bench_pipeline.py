@@ -62,7 +62,7 @@ def workload_cluster() -> tuple[q.Workload, q.Cluster]:
 def bench(sched: str, simpy_seconds: float) -> tuple[bool, float]:
     from peers.simpy_pipeline import simulate_pipeline
 
-    from queuesgd.schemes.pipeline import Pipeline
+    from queuesgd.schemes.parallel.pipeline import Pipeline
 
     w, c = workload_cluster()
     scheme = Pipeline(stages=S, microbatches=M, schedule=sched, activation_bytes=ACT)

@@ -24,7 +24,7 @@ latency), large ones approach it: that is the *collective efficiency* the
 alpha-beta model does not have. :class:`CollectiveTables` holds tables for
 groups inside one node and across nodes, optionally for several group
 sizes; a :class:`~queuesgd.Cluster` carries one (``collectives=``) and
-:func:`~queuesgd.schemes.collectives.collective_time` uses it.
+:func:`~queuesgd.schemes.parallel.collectives.collective_time` uses it.
 
 Examples
 --------

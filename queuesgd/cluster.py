@@ -131,14 +131,14 @@ class Cluster:
     collectives : CollectiveTables or None
         Measured bus bandwidth of collectives (nccl-tests tables, see
         :mod:`queuesgd.busbw`); where given they replace the alpha-beta cost
-        of :func:`~queuesgd.schemes.collectives.collective_time`.
+        of :func:`~queuesgd.schemes.parallel.collectives.collective_time`.
 
     Notes
     -----
     The flat fields keep their meaning for every scheme; the two-level ones
     are read by the schemes that model placement
     (:class:`~queuesgd.HybridParallel`) through
-    :mod:`queuesgd.schemes.collectives`. They appear in ``repr`` only when set.
+    :mod:`queuesgd.schemes.parallel.collectives`. They appear in ``repr`` only when set.
 
     Examples
     --------

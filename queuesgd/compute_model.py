@@ -272,7 +272,7 @@ class ComputeModel:
         The three sums :meth:`microbatch_time` combines (``f``, the selective
         recomputation's ``r`` and the head's forward), for callers that
         combine them over many pipeline depths and recomputations at once
-        (:func:`~queuesgd.schemes.hybrid_batch.batch_times`).
+        (:func:`~queuesgd.schemes.parallel.hybrid_batch.batch_times`).
 
         Examples
         --------

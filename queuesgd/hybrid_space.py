@@ -8,7 +8,7 @@ Data parallelism follows: ``d = workers / (t p)``, and ``m = G / (d b)``
 micro-batches per step for a global batch of ``G``.
 :func:`evaluate_space` lists every configuration
 :class:`~queuesgd.HybridParallel` accepts on the cluster and evaluates them
-all in one NumPy pass (:func:`~queuesgd.schemes.hybrid_batch.batch_times`),
+all in one NumPy pass (:func:`~queuesgd.schemes.parallel.hybrid_batch.batch_times`),
 into a :class:`HybridTable`. :func:`queuesgd.plan_parallelism` with
 ``space="hybrid"`` (or a ``HybridSpace``) runs it and keeps the fastest that
 fit.
@@ -50,8 +50,8 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.hybrid_batch import COLUMNS, batch_times
-from queuesgd.schemes.megatron import RECOMPUTE, SCHEDULES
+from queuesgd.schemes.parallel.hybrid_batch import COLUMNS, batch_times
+from queuesgd.schemes.parallel.megatron import RECOMPUTE, SCHEDULES
 
 if TYPE_CHECKING:
     from queuesgd.cluster import Cluster
@@ -247,7 +247,7 @@ class HybridTable:
     columns : mapping of str to ndarray
         :data:`CONFIGURATION` (``schedule`` and ``recompute`` as names, None
         for no recomputation), then the predictions of
-        :data:`~queuesgd.schemes.hybrid_batch.COLUMNS` (``throughput`` in
+        :data:`~queuesgd.schemes.parallel.hybrid_batch.COLUMNS` (``throughput`` in
         samples/s, ``memory`` bytes per GPU, ...) and ``fits`` (``memory <= memory_limit``).
     memory_limit : float
         Bytes per GPU.
@@ -292,7 +292,7 @@ class HybridTable:
 
     def scheme(self, i: int) -> Any:
         """Row ``i`` as ``(HybridParallel, Workload)``: what ``predict`` takes with :attr:`cluster`."""
-        from queuesgd.schemes.hybrid import HybridParallel
+        from queuesgd.schemes.parallel.hybrid import HybridParallel
 
         r = self.row(i)
         s = HybridParallel(

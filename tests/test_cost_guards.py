@@ -22,8 +22,8 @@ from queuesgd.distributions import MAX_PHASES, Erlang, PhaseType, check_phases, 
 from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
 from queuesgd.petri.statespace import state_space, surely_reachable
 from queuesgd.prediction import MAX_SWEEP_ROWS
-from queuesgd.schemes.pipeline import Pipeline
-from queuesgd.schemes.pipeline_graph import (
+from queuesgd.schemes.parallel.pipeline import Pipeline
+from queuesgd.schemes.parallel.pipeline_graph import (
     MAX_TASKS,
     check_task_count,
     peak_stash,
@@ -100,7 +100,7 @@ def test_a_million_micro_batches_is_refused_at_once_and_the_closed_form_answers(
         import json
         from queuesgd import Workload, Cluster, predict
         from queuesgd.distributions import Exponential
-        from queuesgd.schemes.pipeline import Pipeline
+        from queuesgd.schemes.parallel.pipeline import Pipeline
         w = Workload("12ms", "400MB", batch_size=8)
         refused(lambda: predict(Pipeline(4, 10**6), w, Cluster(4, "10GB/s")))
         refused(lambda: predict(Pipeline(8, 10**7), w, Cluster(8, "10GB/s")))

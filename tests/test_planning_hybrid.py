@@ -22,8 +22,8 @@ from queuesgd.gemm_table import GemmTable, load_gemm_table
 from queuesgd.hybrid_space import HybridSpace, evaluate_space
 from queuesgd.model_shapes import GPT3_XL, TransformerShape
 from queuesgd.planning import plan_parallelism
-from queuesgd.schemes.collectives import collective_time
-from queuesgd.schemes.hybrid_batch import ALGORITHM_NAMES, batch_collective_time
+from queuesgd.schemes.parallel.collectives import collective_time
+from queuesgd.schemes.parallel.hybrid_batch import ALGORITHM_NAMES, batch_collective_time
 
 #: Megatron-LM SC'21, Table 1, last row: 1T parameters.
 T1 = TransformerShape(layers=128, hidden=25600, heads=160, sequence=2048, vocabulary=51200, name="1t")

@@ -28,12 +28,12 @@ from queuesgd.schemes.barrier.backup import BackupWorkers
 from queuesgd.schemes.barrier.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.eager import EagerSGD
-from queuesgd.schemes.hybrid import HybridParallel
-from queuesgd.schemes.pipeline import Pipeline
+from queuesgd.schemes.parallel.hybrid import HybridParallel
+from queuesgd.schemes.parallel.pipeline import Pipeline
+from queuesgd.schemes.parallel.sharded import ShardedDataParallel
 from queuesgd.schemes.predictors import EmpiricalPredictor
 from queuesgd.schemes.ps.async_ps import AsyncPS
 from queuesgd.schemes.ps.sync_ps import SyncPS
-from queuesgd.schemes.sharded import ShardedDataParallel
 from queuesgd.schemes.ssp import StaleSynchronous
 
 __all__ = [

@@ -100,7 +100,7 @@ def ring_reduce_scatter(n: Any, size: Any, bandwidth: Any, latency: Any) -> Any:
 
     ``(n-1)/n S/B + (n-1) alpha``, the first half of a ring all-reduce
     (Patarasuk and Yuan 2009); the vector additions are added by
-    :func:`~queuesgd.schemes.sharded_graph.unit_costs` (``(n-1)`` additions of ``S/n`` bytes, as
+    :func:`~queuesgd.schemes.parallel.sharded_graph.unit_costs` (``(n-1)`` additions of ``S/n`` bytes, as
     :func:`~queuesgd.schemes.fine.fine.ring_message_costs` does).
 
     Examples

@@ -123,7 +123,7 @@ def _one_unit_profile():
 
 def test_fsdp_prediction_of_one_unit_by_hand():
     """One unit, two ranks, 1 MB/s and 0.1 ms: gather, forward, backward, reduce-scatter, half the update."""
-    pytest.importorskip("queuesgd.schemes.sharded")
+    pytest.importorskip("queuesgd.schemes.parallel.sharded")
     from queuesgd.harness.apriori import Calibration
     from queuesgd.harness.apriori_parallel import predict_fsdp
 
@@ -214,7 +214,7 @@ def test_fsdp_of_known_work_on_a_shaped_link_is_predicted_within_a_derived_band(
     Without network namespaces (not root, no iproute2) it skips, saying why: on loopback a 1 MB
     all-gather takes about a millisecond, too little of a step for any collective's error to show.
     """
-    pytest.importorskip("queuesgd.schemes.sharded")
+    pytest.importorskip("queuesgd.schemes.parallel.sharded")
     from known_work import patch_mlp
 
     from queuesgd.harness.apriori import make_profile

@@ -192,7 +192,7 @@ def test_pipeline_prediction_of_two_stages_by_hand(schedule):
     4.5-5; stage 0 B0 5-7, posts B1's receive at 7; stage 1 F1 5-6, B1 6-8, gradient 8-8.5; stage 0 B1
     8.5-10.5; update 11.
     """
-    pytest.importorskip("queuesgd.schemes.pipeline")
+    pytest.importorskip("queuesgd.schemes.parallel.pipeline")
     from queuesgd.harness.apriori import Calibration
     from queuesgd.harness.apriori_parallel import predict_pipeline
 
@@ -219,7 +219,7 @@ def test_pipeline_prediction_with_two_replicas_by_hand():
     update 12-12.5; stage 1: its last send through at 9, all-reduce 9-10, update 10-10.5. The step is
     12.5 ms for 2 replicas x 2 micro-batches x 4 samples.
     """
-    pytest.importorskip("queuesgd.schemes.pipeline")
+    pytest.importorskip("queuesgd.schemes.parallel.pipeline")
     from queuesgd.harness.apriori import Calibration
     from queuesgd.harness.apriori_parallel import predict_pipeline
 
@@ -297,7 +297,7 @@ def test_pipeline_of_known_work_is_predicted_within_a_derived_band(monkeypatch, 
     before), above 1.15; a model that runs the stages one after the other (M S (f + b)) leaves 0.62
     to 0.69, below 0.80. The first also fails P >= T*.
     """
-    pytest.importorskip("queuesgd.schemes.pipeline")
+    pytest.importorskip("queuesgd.schemes.parallel.pipeline")
     from known_work import patch_mlp
 
     from queuesgd.harness.apriori_parallel import calibrate_parallel, predict_pipeline, run_parallel_apriori

@@ -1,6 +1,6 @@
 """A SimPy discrete-event peer of one step of pipeline parallelism (GPipe, 1F1B) with data parallelism.
 
-An independent peer for :mod:`queuesgd.schemes.pipeline`, written from the
+An independent peer for :mod:`queuesgd.schemes.parallel.pipeline`, written from the
 specification of that model (not from its task-graph code), process by process:
 
 - a *stage worker* ``(r, s)`` (stage ``s`` of replica ``r``) is one SimPy

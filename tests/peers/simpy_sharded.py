@@ -1,6 +1,6 @@
 """A SimPy peer of one sharded data-parallel step (ZeRO stages 0-3 / FSDP), written from the program.
 
-Independent of :func:`queuesgd.schemes.sharded_graph.sharded_graph`: nothing
+Independent of :func:`queuesgd.schemes.parallel.sharded_graph.sharded_graph`: nothing
 here builds or reads a task graph. Each rank is two SimPy processes:
 
 - a *compute* process that runs the training program of one step in order

@@ -10,7 +10,7 @@ import pytest
 import queuesgd as q
 from queuesgd.busbw import BusBandwidth, CollectiveTables, bus_factor
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.collectives import algorithm_times, collective_time, place
+from queuesgd.schemes.parallel.collectives import algorithm_times, collective_time, place
 
 B_I, A_I = 300e9, 2e-6  # NVLink, per GPU
 B_R, A_E = 25e9, 5e-6  # one 200 Gbit/s rail

@@ -7,7 +7,12 @@ import pytest
 import queuesgd as q
 from queuesgd.errors import InvalidParameterError
 from queuesgd.model_shapes import TransformerShape
-from queuesgd.schemes.megatron import bubble_fraction, hybrid_memory, layer_activation_bytes, layers_in_flight
+from queuesgd.schemes.parallel.megatron import (
+    bubble_fraction,
+    hybrid_memory,
+    layer_activation_bytes,
+    layers_in_flight,
+)
 
 B_I, A_I, B_R, A_E = 300e9, 2e-6, 25e9, 5e-6  # NVLink per GPU; one 200 Gbit/s rail
 

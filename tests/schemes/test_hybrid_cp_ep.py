@@ -18,7 +18,7 @@ from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.gemm_table import GemmTable
 from queuesgd.model_shapes import TransformerShape
-from queuesgd.schemes.hybrid_batch import batch_times
+from queuesgd.schemes.parallel.hybrid_batch import batch_times
 
 B_I, A_I, B_R, A_E = 300e9, 2e-6, 25e9, 5e-6  # NVLink per GPU; one 200 Gbit/s rail
 S = TransformerShape(layers=8, hidden=1024, heads=16, sequence=2048, vocabulary=51200, name="s")

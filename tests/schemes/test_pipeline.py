@@ -17,8 +17,8 @@ from queuesgd import Cluster, Layer, Workload, derive, predict
 from queuesgd.dag import schedule
 from queuesgd.distributions import Empirical, Exponential
 from queuesgd.errors import InvalidParameterError, NotRepresentable, UnknownNameError
-from queuesgd.schemes.pipeline import Pipeline, closed_form_condition, pipeline_order
-from queuesgd.schemes.pipeline_graph import balanced_partition, peak_stash, stage_split
+from queuesgd.schemes.parallel.pipeline import Pipeline, closed_form_condition, pipeline_order
+from queuesgd.schemes.parallel.pipeline_graph import balanced_partition, peak_stash, stage_split
 
 MS = 1e-3
 
@@ -566,7 +566,7 @@ def test_rendezvous_two_stage_closed_form_equals_task_graph(sched: str) -> None:
     # 1F1B (M + 1)(t_f + t_b + c), plus the exposed start (sharded all-gather) and collective + update;
     # against the task graph (a second method) over M, c (below and above the compute times), D, data
     # parallelism and overlap.
-    from queuesgd.schemes.pipeline import rendezvous_two_stages
+    from queuesgd.schemes.parallel.pipeline import rendezvous_two_stages
 
     assert rendezvous_two_stages(sched, 3, 1.0, 2.0, 1.0) == {"gpipe": 18.0, "1f1b": 16.0}[sched]  # by hand
     w = Workload("6ms", "4MB", update_time="1ms")

@@ -30,7 +30,7 @@ import queuesgd as q
 from queuesgd.dag import schedule
 from queuesgd.distributions import LogNormal
 from queuesgd.errors import NotRepresentable
-from queuesgd.schemes.pipeline import Pipeline
+from queuesgd.schemes.parallel.pipeline import Pipeline
 from queuesgd.workload import Layer
 
 pytest.importorskip("simpy")  # the `peers` extra: without SimPy these tests skip
@@ -153,7 +153,7 @@ def _torch_executed(schedule_name: str, s: int, S: int, M: int) -> list[tuple[st
 @pytest.mark.parametrize("name", ["gpipe", "1f1b"])
 def test_orders_are_the_ones_torch_executes(name):
     pytest.importorskip("torch")
-    from queuesgd.schemes.pipeline import pipeline_order
+    from queuesgd.schemes.parallel.pipeline import pipeline_order
 
     for S, M in itertools.product(range(1, 7), range(1, 13)):
         ran = [_torch_executed(name, s, S, M) for s in range(S)]

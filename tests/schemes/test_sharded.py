@@ -20,8 +20,8 @@ from queuesgd.dag import schedule
 from queuesgd.distributions import Exponential, LogNormal
 from queuesgd.errors import InvalidParameterError, NotRepresentable, UnknownNameError
 from queuesgd.schemes.allreduce.allreduce import RingAllReduce
-from queuesgd.schemes.sharded import ShardedDataParallel, sharded_memory
-from queuesgd.schemes.sharded_graph import channel_order, shard_units, unit_costs
+from queuesgd.schemes.parallel.sharded import ShardedDataParallel, sharded_memory
+from queuesgd.schemes.parallel.sharded_graph import channel_order, shard_units, unit_costs
 
 MS = 1e-3
 

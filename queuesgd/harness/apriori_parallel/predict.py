@@ -9,7 +9,7 @@
   (:func:`~queuesgd.harness.apriori_parallel.calibrate_parallel` with
   ``kind="sharded"``): the model is the live row's
   (:data:`~queuesgd.harness.live_schemes.parallel.FSDP`:
-  :class:`~queuesgd.schemes.sharded.ShardedDataParallel`, ZeRO-3), with
+  :class:`~queuesgd.schemes.parallel.sharded.ShardedDataParallel`, ZeRO-3), with
   FSDP's units (one per child block of the model with parameters, as
   :func:`~queuesgd.harness.fsdp.run_fsdp` wraps them), ``method="fine"``.
 - **Pipeline** (:func:`predict_pipeline`): the stage profile of
@@ -17,7 +17,7 @@
   through each unit, one process) and a point-to-point calibration of the
   activations' link (``kind="p2p"``); the model is the live row's
   (:data:`~queuesgd.harness.live_schemes.parallel.PIPELINE`:
-  :class:`~queuesgd.schemes.pipeline.Pipeline`) on the profile's workload
+  :class:`~queuesgd.schemes.parallel.pipeline.Pipeline`) on the profile's workload
   (ONE micro-batch through the whole model; the units are its layers and
   the split is the partition, in units), with the activation bytes per
   boundary the profile measured, ``method="fine"``.
@@ -244,7 +244,7 @@ def predict_pipeline(
     as :func:`~queuesgd.harness.pipelining.run_pipeline` chooses it.
 
     The point-to-point messages are modeled as ``p2p="rendezvous"``
-    (:class:`~queuesgd.schemes.pipeline.Pipeline`): the harness runs torch's
+    (:class:`~queuesgd.schemes.parallel.pipeline.Pipeline`): the harness runs torch's
     pipelining over gloo, whose ``batch_isend_irecv`` moves a message's bytes
     only once the receiver has posted its receive, and torch's loops wait on
     their sends; ``p2p="eager"`` gives the earlier model (a send starts when

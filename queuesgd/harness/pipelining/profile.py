@@ -149,7 +149,7 @@ class StageProfile:
         parameters' gradient bytes, its backward and its forward time;
         ``compute`` is the Empirical law of the repetitions' sums,
         ``batch_size`` the micro-batch and ``update_time`` the whole model's
-        optimizer step: the workload :class:`queuesgd.schemes.pipeline.Pipeline`
+        optimizer step: the workload :class:`queuesgd.schemes.parallel.pipeline.Pipeline`
         takes, with ``partition`` the split in units.
         """
         from queuesgd.distributions import Empirical

@@ -2,16 +2,16 @@
 
 :func:`batch_times` evaluates, for many configurations of one model on one
 cluster at once, exactly what
-:meth:`~queuesgd.schemes.hybrid.HybridParallel.solve_closed_form` and
-:meth:`~queuesgd.schemes.hybrid.HybridParallel.memory` compute for each one
-(the module docstring of :mod:`queuesgd.schemes.hybrid` lists the model):
+:meth:`~queuesgd.schemes.parallel.hybrid.HybridParallel.solve_closed_form` and
+:meth:`~queuesgd.schemes.parallel.hybrid.HybridParallel.memory` compute for each one
+(the module docstring of :mod:`queuesgd.schemes.parallel.hybrid` lists the model):
 the same formulas, written on arrays, row ``i`` equal to ``predict`` of the
 scheme of row ``i`` (tested to 1e-12 relative). It is what
 :func:`queuesgd.plan_parallelism` runs over TP x PP x DP x micro-batch x
 virtual stages x recomputation x ZeRO.
 
 :func:`batch_collective_time` is
-:func:`~queuesgd.schemes.collectives.collective_time` on arrays of message
+:func:`~queuesgd.schemes.parallel.collectives.collective_time` on arrays of message
 sizes and groups: every algorithm's alpha-beta time, NCCL's argmin among
 those that apply, or the cluster's measured bus-bandwidth table where it has
 one for the group's level.
@@ -36,16 +36,16 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.collectives import TREE_EFFICIENCY
 from queuesgd.schemes.costs import (
     hierarchical_allreduce,
     ring_allgather,
     ring_allreduce,
     ring_reduce_scatter,
 )
-from queuesgd.schemes.hybrid_moe import expert_compute_share
-from queuesgd.schemes.megatron import expert_mlp_parameters
 from queuesgd.schemes.memory import check_optimizer
+from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
+from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share
+from queuesgd.schemes.parallel.megatron import expert_mlp_parameters
 
 if TYPE_CHECKING:
     from queuesgd.compute_model import ComputeModel
@@ -184,10 +184,10 @@ def batch_times(
         ``t``, ``p``, ``d``, samples per micro-batch ``b``, micro-batches per
         step ``m``, ``v`` (1 unless interleaved).
     schedule : array of int
-        Index into :data:`~queuesgd.schemes.megatron.SCHEDULES` (``"1f1b"``, ``"gpipe"``, ``"interleaved"``).
+        Index into :data:`~.megatron.SCHEDULES` (``"1f1b"``, ``"gpipe"``, ``"interleaved"``).
     sequence_parallel : array of bool
     recompute : array of int
-        Index into :data:`~queuesgd.schemes.megatron.RECOMPUTE` (None, ``"full"``, ``"selective"``).
+        Index into :data:`~queuesgd.schemes.parallel.megatron.RECOMPUTE` (None, ``"full"``, ``"selective"``).
     zero : array of int
         ZeRO stage 0-3.
     optimizer : str or float

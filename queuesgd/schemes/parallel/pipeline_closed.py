@@ -5,7 +5,7 @@
 - :func:`rendezvous_two_stages` -- the makespan of two stages whose sends
   are rendezvous (gloo).
 - :func:`solve_closed_form` and :func:`batch_closed_form` -- the road of
-  :class:`~queuesgd.schemes.pipeline.Pipeline` (one configuration, or a
+  :class:`~queuesgd.schemes.parallel.pipeline.Pipeline` (one configuration, or a
   sweep in one evaluation); :func:`closed_form_blocker` and
   :func:`condition_blocker` say why it does not apply, and
   :func:`auto_method` chooses between it and the task graph.
@@ -25,9 +25,9 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.errors import NotRepresentable
 from queuesgd.schemes.base import BatchSolution, SchemeSolution
-from queuesgd.schemes.pipeline_graph import require_plain
-from queuesgd.schemes.pipeline_schedule import schedule_name
-from queuesgd.schemes.pipeline_setup import (
+from queuesgd.schemes.parallel.pipeline_graph import require_plain
+from queuesgd.schemes.parallel.pipeline_schedule import schedule_name
+from queuesgd.schemes.parallel.pipeline_setup import (
     PipelineSetup,
     batch_costs,
     batch_rows,
@@ -36,7 +36,7 @@ from queuesgd.schemes.pipeline_setup import (
 )
 
 if TYPE_CHECKING:
-    from queuesgd.schemes.pipeline import Pipeline
+    from queuesgd.schemes.parallel.pipeline import Pipeline
     from queuesgd.workload import Cluster, Workload
 
 __all__ = [
@@ -88,7 +88,7 @@ def closed_form_condition(
     Under the condition the stage-``s`` last backward ends ``sum_{k<s}(t_b +
     c_k)`` before stage 0's and a delay of stage ``s``'s start (an
     all-gather) costs ``sum_{k<s}(t_f + c_k)`` less than stage 0's, which
-    gives :meth:`~queuesgd.schemes.pipeline.Pipeline.solve_closed_form` (checked against the task graph
+    gives :meth:`~.pipeline.Pipeline.solve_closed_form` (checked against the task graph
     in the tests).
 
     Examples
@@ -119,7 +119,7 @@ def rendezvous_two_stages(schedule: str, microbatches: int, t_f: float, t_b: flo
     - GPipe: ``(M + 1)(t_f + t_b) + 2 M c``.
     - 1F1B: ``(M + 1)(t_f + t_b + c)``.
 
-    Derivation (``p2p="rendezvous"``, see :class:`~queuesgd.schemes.pipeline.Pipeline`). GPipe: stage 1
+    Derivation (``p2p="rendezvous"``, see :class:`~.pipeline.Pipeline`). GPipe: stage 1
     posts the receive of micro-batch ``m`` when its forward ``m - 1`` ends,
     after stage 0 has fired it (``m t_f + t_f`` is earlier), so its forwards
     start at ``(m + 1)(t_f + c)``: each costs ``t_f + c``; its backwards run
@@ -250,7 +250,7 @@ def closed_parts(
 
 
 def solve_closed_form(scheme: Pipeline, workload: Workload, cluster: Cluster) -> SchemeSolution:
-    """The closed-form road: :meth:`~queuesgd.schemes.pipeline.Pipeline.solve_closed_form`."""
+    """The closed-form road: :meth:`~queuesgd.schemes.parallel.pipeline.Pipeline.solve_closed_form`."""
     require_plain(cluster)
     st = pipeline_setup(scheme, workload, cluster)
     blocker = closed_form_blocker(scheme, workload, cluster, st)
@@ -294,7 +294,7 @@ def batch_closed_form(
     bandwidth: np.ndarray,
     latency: np.ndarray,
 ) -> BatchSolution:
-    """The closed form over arrays: :meth:`~queuesgd.schemes.pipeline.Pipeline.batch_closed_form`."""
+    """The closed form over arrays: :meth:`~queuesgd.schemes.parallel.pipeline.Pipeline.batch_closed_form`."""
     require_plain(cluster)
     n, D = batch_rows(scheme, cluster, workers)
     bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)

@@ -1,8 +1,8 @@
 """The fine road of the pipeline model: the task graph of one step, solved exactly or by Monte Carlo.
 
 :func:`build_graph` builds the graph of
-:func:`~queuesgd.schemes.pipeline_graph.pipeline_graph` from a
-:class:`~queuesgd.schemes.pipeline_setup.PipelineSetup` (refusing one too
+:func:`~queuesgd.schemes.parallel.pipeline_graph.pipeline_graph` from a
+:class:`~queuesgd.schemes.parallel.pipeline_setup.PipelineSetup` (refusing one too
 large to build); :func:`solve_fine` solves it (the longest path if
 deterministic, else a Monte Carlo of :func:`queuesgd.dag.simulate`);
 :func:`batch_fine` evaluates one graph at many communication costs.
@@ -20,15 +20,15 @@ from queuesgd.distributions import Deterministic
 from queuesgd.errors import NotRepresentable
 from queuesgd.schemes.base import BatchSolution, SchemeSolution
 from queuesgd.schemes.fine.fine import COMMUNICATION
-from queuesgd.schemes.pipeline_closed import closed_form_blocker, condition_blocker
-from queuesgd.schemes.pipeline_graph import (
+from queuesgd.schemes.parallel.pipeline_closed import closed_form_blocker, condition_blocker
+from queuesgd.schemes.parallel.pipeline_graph import (
     MAX_TASKS,
     check_task_count,
     pipeline_graph,
     require_plain,
     task_count,
 )
-from queuesgd.schemes.pipeline_setup import (
+from queuesgd.schemes.parallel.pipeline_setup import (
     PipelineSetup,
     batch_costs,
     batch_rows,
@@ -37,7 +37,7 @@ from queuesgd.schemes.pipeline_setup import (
 )
 
 if TYPE_CHECKING:
-    from queuesgd.schemes.pipeline import Pipeline
+    from queuesgd.schemes.parallel.pipeline import Pipeline
     from queuesgd.workload import Cluster, Workload
 
 __all__ = ["batch_fine", "build_graph", "solve_fine"]
@@ -48,7 +48,7 @@ def build_graph(
 ) -> TaskGraph:
     """The task graph of one step from ``st``; ``symmetric`` draws one replica (see ``Pipeline.task_graph``).
 
-    A graph above :data:`~queuesgd.schemes.pipeline_graph.MAX_TASKS` tasks is
+    A graph above :data:`~queuesgd.schemes.parallel.pipeline_graph.MAX_TASKS` tasks is
     refused before it is built, with the closed form as the hint where it is
     exact.
     """
@@ -152,7 +152,7 @@ def batch_fine(
     bandwidth: np.ndarray,
     latency: np.ndarray,
 ) -> BatchSolution:
-    """One graph per worker count, many costs: :meth:`~queuesgd.schemes.pipeline.Pipeline.batch_fine`."""
+    """One graph per worker count, many costs: :meth:`~.pipeline.Pipeline.batch_fine`."""
     require_plain(cluster)
     n, D = batch_rows(scheme, cluster, workers)
     bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)

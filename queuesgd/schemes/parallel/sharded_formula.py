@@ -1,7 +1,7 @@
 """The throughput formula of sharded data parallelism (SymPy), ``k`` equal units.
 
 :func:`sharded_formula` is
-:meth:`~queuesgd.schemes.sharded.ShardedDataParallel.formula`: exact in the
+:meth:`~queuesgd.schemes.parallel.sharded.ShardedDataParallel.formula`: exact in the
 no-overlap cases, and under the condition of
 :func:`~.sharded_closed.full_overlap` in the full-overlap ones.
 """
@@ -16,13 +16,13 @@ from queuesgd.schemes.costs import ring_allgather, ring_reduce_scatter
 
 if TYPE_CHECKING:
     from queuesgd.formula import Formula
-    from queuesgd.schemes.sharded import ShardedDataParallel
+    from queuesgd.schemes.parallel.sharded import ShardedDataParallel
 
 __all__ = ["sharded_formula"]
 
 
 def sharded_formula(scheme: ShardedDataParallel, compute: str = "exponential") -> Formula:
-    """:meth:`~queuesgd.schemes.sharded.ShardedDataParallel.formula`: throughput, ``k`` equal units."""
+    """:meth:`~.sharded.ShardedDataParallel.formula`: throughput, ``k`` equal units."""
     import sympy
 
     from queuesgd.formula import Formula

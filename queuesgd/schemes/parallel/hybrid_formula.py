@@ -1,6 +1,6 @@
 """HybridParallel's closed form as a SymPy expression: throughput, the bubble, TP communication per layer.
 
-What :meth:`~queuesgd.schemes.hybrid.HybridParallel.formula` (and ``derive``)
+What :meth:`~queuesgd.schemes.parallel.hybrid.HybridParallel.formula` (and ``derive``)
 returns: ring collectives, tensor parallelism inside a node, blocking
 pipeline sends of ``A / t``, data-parallel collectives exposed after the
 flush, deterministic balanced stages (Narayanan et al., SC 2021; Korthikanti
@@ -10,7 +10,7 @@ form has them, ``formula`` says so.
 
 Examples
 --------
->>> from queuesgd.schemes.hybrid import HybridParallel
+>>> from queuesgd.schemes.parallel.hybrid import HybridParallel
 >>> hybrid_formula(HybridParallel(pipeline=4, microbatches=8), "deterministic", "bubble").expr
 (p - 1)/M
 """
@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 from queuesgd import _checks
 from queuesgd.errors import NotRepresentable
 from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
-from queuesgd.schemes.megatron import bubble_fraction
+from queuesgd.schemes.parallel.megatron import bubble_fraction
 
 if TYPE_CHECKING:
     from queuesgd.formula import Formula
-    from queuesgd.schemes.hybrid import HybridParallel
+    from queuesgd.schemes.parallel.hybrid import HybridParallel
 
 __all__ = ["QUANTITIES", "hybrid_formula"]
 
@@ -39,11 +39,11 @@ def hybrid_formula(
 ) -> Formula:
     """``scheme``'s throughput (samples/s), bubble fraction or TP communication per layer, as a Formula.
 
-    See :meth:`~queuesgd.schemes.hybrid.HybridParallel.formula` for the symbols.
+    See :meth:`~queuesgd.schemes.parallel.hybrid.HybridParallel.formula` for the symbols.
 
     Examples
     --------
-    >>> from queuesgd.schemes.hybrid import HybridParallel
+    >>> from queuesgd.schemes.parallel.hybrid import HybridParallel
     >>> hybrid_formula(HybridParallel(tensor=2), quantity="tp_communication").expr
     4*A*(2*t - 2)/(B_intra*t) + 4*alpha_intra*(2*t - 2)
     """

@@ -109,11 +109,11 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.dag import TaskGraph
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes import sharded_closed, sharded_fine
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.memory import Memory, check_optimizer
-from queuesgd.schemes.sharded_formula import sharded_formula
-from queuesgd.schemes.sharded_graph import (
+from queuesgd.schemes.parallel import sharded_closed, sharded_fine
+from queuesgd.schemes.parallel.sharded_formula import sharded_formula
+from queuesgd.schemes.parallel.sharded_graph import (
     ShardedModel,
     ShardUnit,
     shard_units,
@@ -220,7 +220,7 @@ class ShardedDataParallel(Scheme):
     units : None, int or sequence of int
         How the model is cut into units: one per layer, ``k`` of about equal
         bytes, or the layer count of each unit in forward order
-        (:func:`~queuesgd.schemes.sharded_graph.shard_units`).
+        (:func:`~queuesgd.schemes.parallel.sharded_graph.shard_units`).
     optimizer : str or float
         Optimizer state per byte of parameters: ``"sgd"`` (0),
         ``"momentum"`` (1), ``"adam"`` (2), or a number (ZeRO's ``K = 12``

@@ -47,7 +47,7 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    ZeRO 3 gathers the parameters before each micro-batch's forward and
    backward and reduce-scatters its gradients (FSDP/DeepSpeed stage 3,
    no overlap). The update is ``u / (t p)``, ``u / (t p d)`` with ZeRO.
-6. **Collectives** by :func:`~queuesgd.schemes.collectives.collective_time`:
+6. **Collectives** by :func:`~queuesgd.schemes.parallel.collectives.collective_time`:
    NCCL's choice among ring, tree and hierarchical, or the cluster's measured
    bus bandwidth.
 7. **Memory per GPU** of the first stage (it holds the embeddings and the
@@ -95,18 +95,18 @@ from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes.base import Scheme, SchemeSolution
-from queuesgd.schemes.collectives import collective_time
-from queuesgd.schemes.hybrid_formula import QUANTITIES, hybrid_formula
-from queuesgd.schemes.hybrid_memory import first_stage_memory
-from queuesgd.schemes.hybrid_moe import check_experts, expert_bytes, expert_share
-from queuesgd.schemes.megatron import (
+from queuesgd.schemes.memory import Memory, check_optimizer
+from queuesgd.schemes.parallel.collectives import collective_time
+from queuesgd.schemes.parallel.hybrid_formula import QUANTITIES, hybrid_formula
+from queuesgd.schemes.parallel.hybrid_memory import first_stage_memory
+from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
+from queuesgd.schemes.parallel.megatron import (
     RECOMPUTE,
     SCHEDULES,
     alltoall_bytes,
     bubble_fraction,
     kv_bytes,
 )
-from queuesgd.schemes.memory import Memory, check_optimizer
 
 if TYPE_CHECKING:
     from queuesgd.formula import Formula

@@ -1,4 +1,4 @@
-"""Mixture-of-experts layers in :class:`~queuesgd.schemes.hybrid.HybridParallel`: fields, compute, bytes.
+"""Mixture-of-experts layers in :class:`~.hybrid.HybridParallel`: fields, compute, bytes.
 
 Every layer's MLP is ``E`` experts (Megatron-Core's default ``moe_layer_freq
 = 1``; GShard and Switch Transformer put them in every other layer), each
@@ -7,13 +7,13 @@ token routed to ``top_k`` of them, each expert's buffer padded to
 Fedus et al., *Switch Transformer*, 2021), the experts split over ``e``
 expert-parallel ranks of the data-parallel group (Rajbhandari et al.,
 *DeepSpeed-MoE*, 2022). The formulas themselves are in
-:mod:`queuesgd.schemes.megatron` (:func:`~.megatron.alltoall_bytes`,
+:mod:`queuesgd.schemes.parallel.megatron` (:func:`~.megatron.alltoall_bytes`,
 :func:`~.megatron.expert_mlp_parameters`, :func:`~.megatron.expert_activation_bytes`).
 
 Examples
 --------
 >>> from queuesgd import Workload
->>> from queuesgd.schemes.hybrid import HybridParallel
+>>> from queuesgd.schemes.parallel.hybrid import HybridParallel
 >>> from queuesgd.model_shapes import TransformerShape
 >>> s = TransformerShape(2, 64, 4, 32, 100)
 >>> h = HybridParallel(shape=s, experts=8, capacity_factor=1.5, top_k=2)
@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.megatron import expert_mlp_parameters
+from queuesgd.schemes.parallel.megatron import expert_mlp_parameters
 
 if TYPE_CHECKING:
     from queuesgd.model_shapes import TransformerShape
-    from queuesgd.schemes.hybrid import HybridParallel
+    from queuesgd.schemes.parallel.hybrid import HybridParallel
     from queuesgd.workload import Workload
 
 __all__ = ["MAX_CAPACITY_FACTOR", "check_experts", "expert_bytes", "expert_compute_share", "expert_share"]
@@ -46,7 +46,7 @@ def check_experts(scheme: HybridParallel) -> None:
 
     Examples
     --------
-    >>> from queuesgd.schemes.hybrid import HybridParallel
+    >>> from queuesgd.schemes.parallel.hybrid import HybridParallel
     >>> HybridParallel(layers=2, top_k=2)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -90,7 +90,7 @@ def expert_share(scheme: HybridParallel, workload: Workload) -> float:
 
     Examples
     --------
-    >>> from queuesgd.schemes.hybrid import HybridParallel
+    >>> from queuesgd.schemes.parallel.hybrid import HybridParallel
     >>> from queuesgd.model_shapes import TransformerShape
     >>> s = TransformerShape(2, 64, 4, 32, 100)
     >>> x = expert_share(HybridParallel(shape=s, experts=4, top_k=2), s.workload(1))

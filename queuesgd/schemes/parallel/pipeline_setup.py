@@ -1,11 +1,11 @@
 """What every road of the pipeline model needs: the per-stage costs, and the shape of its answer.
 
-:class:`~queuesgd.schemes.pipeline.Pipeline` builds a :class:`PipelineSetup`
+:class:`~queuesgd.schemes.parallel.pipeline.Pipeline` builds a :class:`PipelineSetup`
 (:func:`pipeline_setup`: the stage split and the cost of every send,
 collective and update, for one workload and cluster; :func:`batch_costs`:
 the same for many rows of a sweep) and its roads
-(:mod:`~queuesgd.schemes.pipeline_closed`,
-:mod:`~queuesgd.schemes.pipeline_fine`) turn a makespan into a
+(:mod:`~queuesgd.schemes.parallel.pipeline_closed`,
+:mod:`~queuesgd.schemes.parallel.pipeline_fine`) turn a makespan into a
 :class:`~queuesgd.schemes.base.SchemeSolution` with
 :func:`pipeline_solution`.
 """
@@ -21,10 +21,10 @@ from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
-from queuesgd.schemes.pipeline_stages import StageSplit
+from queuesgd.schemes.parallel.pipeline_stages import StageSplit
 
 if TYPE_CHECKING:
-    from queuesgd.schemes.pipeline import Pipeline
+    from queuesgd.schemes.parallel.pipeline import Pipeline
     from queuesgd.workload import Cluster, Workload
 
 __all__ = ["PipelineSetup", "batch_costs", "batch_rows", "pipeline_setup", "pipeline_solution"]
@@ -32,7 +32,7 @@ __all__ = ["PipelineSetup", "batch_costs", "batch_rows", "pipeline_setup", "pipe
 
 @dataclass(frozen=True)
 class PipelineSetup:
-    """Everything a road of :class:`~queuesgd.schemes.pipeline.Pipeline` needs for one workload and cluster.
+    """Everything a road of :class:`~.pipeline.Pipeline` needs for one workload and cluster.
 
     Built by :func:`pipeline_setup`; plain data, in seconds and bytes.
 
@@ -71,7 +71,7 @@ def pipeline_setup(scheme: Pipeline, workload: Workload, cluster: Cluster) -> Pi
     Examples
     --------
     >>> from queuesgd import Workload, Cluster
-    >>> from queuesgd.schemes.pipeline import Pipeline
+    >>> from queuesgd.schemes.parallel.pipeline import Pipeline
     >>> s = Pipeline(2, 4, activation_bytes="1MB")
     >>> st = pipeline_setup(s, Workload("6ms", "2MB"), Cluster(4, "1GB/s"))
     >>> st.replicas, st.send.tolist(), st.collective.tolist()      # ring of 1 MB over 2: 1 ms

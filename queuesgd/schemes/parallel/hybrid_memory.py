@@ -1,4 +1,4 @@
-"""Memory per GPU of :class:`~queuesgd.schemes.hybrid.HybridParallel`: the first pipeline stage's.
+"""Memory per GPU of :class:`~queuesgd.schemes.parallel.hybrid.HybridParallel`: the first pipeline stage's.
 
 Parameters and gradients of its ``l / p`` layers (and the embeddings) over
 ``t``, ZeRO over the ``d c`` ranks that hold the same shard
@@ -11,7 +11,7 @@ that hold them; activations per :func:`~.megatron.layer_activation_bytes`
 Examples
 --------
 >>> from queuesgd import Cluster, Workload
->>> from queuesgd.schemes.hybrid import HybridParallel
+>>> from queuesgd.schemes.parallel.hybrid import HybridParallel
 >>> w = Workload(1.0, "15GB")                    # 7.5B parameters in 16 bits
 >>> round(first_stage_memory(HybridParallel(zero=1, layers=60), w, Cluster(64, "1GB/s")).total / 1e9, 1)
 31.4
@@ -21,18 +21,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from queuesgd.schemes.megatron import (
+from queuesgd.schemes.memory import Memory
+from queuesgd.schemes.parallel.megatron import (
     expert_activation_bytes,
     expert_mlp_parameters,
     hybrid_memory,
     layer_activation_bytes,
     layers_in_flight,
 )
-from queuesgd.schemes.memory import Memory
 
 if TYPE_CHECKING:
     from queuesgd.cluster import Cluster
-    from queuesgd.schemes.hybrid import HybridParallel
+    from queuesgd.schemes.parallel.hybrid import HybridParallel
     from queuesgd.workload import Workload
 
 __all__ = ["first_stage_memory"]

@@ -7,16 +7,16 @@
   (the no-overlap case);
 - :func:`closed_parts`, :func:`solve_closed_form` and
   :func:`batch_closed_form` -- the road of
-  :class:`~queuesgd.schemes.sharded.ShardedDataParallel` (one
+  :class:`~queuesgd.schemes.parallel.sharded.ShardedDataParallel` (one
   configuration, or a sweep in one evaluation).
 
-The assumptions are the module docstring's of :mod:`queuesgd.schemes.sharded`.
+The assumptions are the module docstring's of :mod:`queuesgd.schemes.parallel.sharded`.
 
 Examples
 --------
 >>> import numpy as np
 >>> from queuesgd import Workload, Layer
->>> from queuesgd.schemes.sharded import ShardedDataParallel
+>>> from queuesgd.schemes.parallel.sharded import ShardedDataParallel
 >>> w = Workload(0.09, None, layers=[Layer(f"l{i}", 10e6, "20ms", "10ms") for i in range(3)])
 >>> ok, it = full_overlap(ShardedDataParallel(), w, np.array([4]), np.array([1e9]), 0.0)
 >>> ok.tolist(), it.round(6).tolist()
@@ -33,10 +33,10 @@ from queuesgd.distributions import Deterministic
 from queuesgd.errors import NotRepresentable
 from queuesgd.schemes.base import BatchSolution, SchemeSolution
 from queuesgd.schemes.laws import worker_laws
-from queuesgd.schemes.sharded_graph import unit_costs
+from queuesgd.schemes.parallel.sharded_graph import unit_costs
 
 if TYPE_CHECKING:
-    from queuesgd.schemes.sharded import ShardedDataParallel
+    from queuesgd.schemes.parallel.sharded import ShardedDataParallel
     from queuesgd.workload import Cluster, Workload
 
 __all__ = ["RTOL", "batch_closed_form", "closed_parts", "exposed_sum", "full_overlap", "solve_closed_form"]
@@ -55,7 +55,7 @@ def full_overlap(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(holds, iteration_time)`` of the full-overlap case, vectorized over ``n``, B, alpha.
 
-    :meth:`~queuesgd.schemes.sharded.ShardedDataParallel.full_overlap`,
+    :meth:`~queuesgd.schemes.parallel.sharded.ShardedDataParallel.full_overlap`,
     which states the conditions.
     """
     us = scheme.unit_list(workload)
@@ -102,7 +102,7 @@ def exposed_sum(scheme: ShardedDataParallel, a: np.ndarray, r: np.ndarray, c: np
 
     Examples
     --------
-    >>> from queuesgd.schemes.sharded import ShardedDataParallel
+    >>> from queuesgd.schemes.parallel.sharded import ShardedDataParallel
     >>> a, r, c = np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array([5.0, 6.0])
     >>> [float(exposed_sum(ShardedDataParallel(stage=s), a, r, c)) for s in (0, 1, 3)]
     [11.0, 10.0, 11.0]
@@ -170,7 +170,7 @@ def closed_parts(
 
 
 def solve_closed_form(scheme: ShardedDataParallel, workload: Workload, cluster: Cluster) -> SchemeSolution:
-    """:meth:`~queuesgd.schemes.sharded.ShardedDataParallel.solve_closed_form` (one configuration)."""
+    """:meth:`~.sharded.ShardedDataParallel.solve_closed_form` (one configuration)."""
     n = np.array([cluster.workers])
     bw, lat = np.array([cluster.bandwidth]), np.array([cluster.latency])
     it, wait, comm, reason = closed_parts(scheme, workload, cluster, n, bw, lat)
@@ -200,7 +200,7 @@ def batch_closed_form(
     bandwidth: np.ndarray,
     latency: np.ndarray,
 ) -> BatchSolution:
-    """:meth:`~queuesgd.schemes.sharded.ShardedDataParallel.batch_closed_form` (one evaluation)."""
+    """:meth:`~queuesgd.schemes.parallel.sharded.ShardedDataParallel.batch_closed_form` (one evaluation)."""
     n = np.asarray(workers).astype(int).ravel()
     bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
     lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)

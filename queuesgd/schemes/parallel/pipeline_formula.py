@@ -1,9 +1,9 @@
 """The throughput formula of the pipeline model (SymPy), exact for balanced deterministic stages.
 
-:func:`pipeline_formula` is :meth:`~queuesgd.schemes.pipeline.Pipeline.formula`:
+:func:`pipeline_formula` is :meth:`~queuesgd.schemes.parallel.pipeline.Pipeline.formula`:
 ``X = D M m / T`` with ``T = (M + S - 1)(t_f + t_b) + 2 (S - 1)(alpha +
 A/B)`` plus the exposed collective and update, exact under
-:func:`~queuesgd.schemes.pipeline_closed.closed_form_condition`.
+:func:`~queuesgd.schemes.parallel.pipeline_closed.closed_form_condition`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_s
 
 if TYPE_CHECKING:
     from queuesgd.formula import Formula
-    from queuesgd.schemes.pipeline import Pipeline
+    from queuesgd.schemes.parallel.pipeline import Pipeline
 
 __all__ = ["pipeline_formula"]
 
 
 def pipeline_formula(scheme: Pipeline, compute: str = "deterministic") -> Formula:
-    """:meth:`~queuesgd.schemes.pipeline.Pipeline.formula`: throughput of balanced deterministic stages."""
+    """:meth:`~.pipeline.Pipeline.formula`: throughput of balanced deterministic stages."""
     import sympy
 
     from queuesgd.formula import Formula

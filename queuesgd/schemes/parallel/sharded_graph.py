@@ -1,6 +1,6 @@
 """The pieces of the sharded data-parallel model: units, collective costs and the task graph.
 
-:class:`~queuesgd.schemes.sharded.ShardedDataParallel` (ZeRO stages 0-3,
+:class:`~queuesgd.schemes.parallel.sharded.ShardedDataParallel` (ZeRO stages 0-3,
 PyTorch FSDP) is built from three pieces kept here:
 
 - :func:`shard_units` -- the model cut into *units* (FSDP units, ZeRO-3
@@ -20,7 +20,7 @@ PyTorch FSDP) is built from three pieces kept here:
   the FIFO channel exactly.
 
 The model itself (what waits for what, and why) is documented in
-:mod:`queuesgd.schemes.sharded` and ``docs/schemes/sharded.md``.
+:mod:`queuesgd.schemes.parallel.sharded` and ``docs/schemes/sharded.md``.
 
 Examples
 --------
@@ -366,7 +366,7 @@ def sharded_graph(
     update_time: float,
     symmetric: bool | None = None,
 ) -> ShardedModel:
-    """The task graph of one step of sharded data parallelism (see :mod:`queuesgd.schemes.sharded`).
+    """The task graph of one step of sharded data parallelism (see :mod:`queuesgd.schemes.parallel.sharded`).
 
     Parameters
     ----------
@@ -376,7 +376,7 @@ def sharded_graph(
     stage : int
         0 (DDP), 1, 2 or 3 (ZeRO stages; 3 is FSDP full shard).
     prefetch, overlap : bool
-        See :class:`~queuesgd.schemes.sharded.ShardedDataParallel`.
+        See :class:`~queuesgd.schemes.parallel.sharded.ShardedDataParallel`.
     gather, reduce_scatter : sequence of float
         Seconds of each unit's all-gather (of its parameters) and
         reduce-scatter (of its gradients).

@@ -1,15 +1,15 @@
 """The task graph of one pipelined training step, and the checks that bound its size.
 
-:class:`~queuesgd.schemes.pipeline.Pipeline` reads it; the pieces are public
+:class:`~queuesgd.schemes.parallel.pipeline.Pipeline` reads it; the pieces are public
 so that a peer simulator, a test or a notebook can use one alone. The
 graph is built from two smaller pieces, re-exported here:
 
-- :mod:`~queuesgd.schemes.pipeline_schedule` -- the static per-stage order
+- :mod:`~queuesgd.schemes.parallel.pipeline_schedule` -- the static per-stage order
   of forward and backward passes (:func:`pipeline_order`, as
   ``torch.distributed.pipelining`` runs ``ScheduleGPipe`` and
   ``Schedule1F1B``), :func:`peak_stash`, the checked schedule and
   point-to-point names.
-- :mod:`~queuesgd.schemes.pipeline_stages` -- a workload split into stages
+- :mod:`~queuesgd.schemes.parallel.pipeline_stages` -- a workload split into stages
   (:func:`stage_split`, :func:`balanced_partition`, :class:`StageSplit`).
 
 This module holds :func:`pipeline_graph` (the
@@ -38,7 +38,7 @@ from queuesgd.distributions import Deterministic, Distribution
 from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
 from queuesgd.schemes.fine.fine import COMMUNICATION
 from queuesgd.schemes.laws import worker_laws
-from queuesgd.schemes.pipeline_schedule import (
+from queuesgd.schemes.parallel.pipeline_schedule import (
     MAX_ORDER_ENTRIES,
     P2P,
     SCHEDULES,
@@ -48,7 +48,12 @@ from queuesgd.schemes.pipeline_schedule import (
     schedule_name,
     warmup_forwards,
 )
-from queuesgd.schemes.pipeline_stages import BACKWARD_SHARE, StageSplit, balanced_partition, stage_split
+from queuesgd.schemes.parallel.pipeline_stages import (
+    BACKWARD_SHARE,
+    StageSplit,
+    balanced_partition,
+    stage_split,
+)
 
 if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload

@@ -102,13 +102,13 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.dag import TaskGraph
 from queuesgd.errors import InvalidParameterError, UnknownNameError
-from queuesgd.schemes import pipeline_closed, pipeline_fine
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.memory import Memory, check_optimizer
-from queuesgd.schemes.pipeline_closed import closed_form_condition, rendezvous_two_stages
-from queuesgd.schemes.pipeline_formula import pipeline_formula
-from queuesgd.schemes.pipeline_graph import require_plain
-from queuesgd.schemes.pipeline_schedule import (
+from queuesgd.schemes.parallel import pipeline_closed, pipeline_fine
+from queuesgd.schemes.parallel.pipeline_closed import closed_form_condition, rendezvous_two_stages
+from queuesgd.schemes.parallel.pipeline_formula import pipeline_formula
+from queuesgd.schemes.parallel.pipeline_graph import require_plain
+from queuesgd.schemes.parallel.pipeline_schedule import (
     P2P,
     SCHEDULES,
     p2p_name,
@@ -116,8 +116,8 @@ from queuesgd.schemes.pipeline_schedule import (
     pipeline_order,
     schedule_name,
 )
-from queuesgd.schemes.pipeline_setup import pipeline_setup
-from queuesgd.schemes.pipeline_stages import StageSplit, stage_split
+from queuesgd.schemes.parallel.pipeline_setup import pipeline_setup
+from queuesgd.schemes.parallel.pipeline_stages import StageSplit, stage_split
 
 if TYPE_CHECKING:
     from queuesgd.formula import Formula

@@ -1,7 +1,7 @@
 """The task-graph road of sharded data parallelism: one step's graph, exact or by Monte Carlo.
 
 :func:`solve_fine` is
-:meth:`~queuesgd.schemes.sharded.ShardedDataParallel.solve_fine`: the
+:meth:`~queuesgd.schemes.parallel.sharded.ShardedDataParallel.solve_fine`: the
 graph of :func:`~.sharded_graph.sharded_graph` solved by its longest path
 (deterministic compute) or its Monte Carlo, with the channel's issue order
 and the communication left after the backward pass in the details.
@@ -15,7 +15,7 @@ from queuesgd import _checks
 from queuesgd.schemes.base import SchemeSolution
 
 if TYPE_CHECKING:
-    from queuesgd.schemes.sharded import ShardedDataParallel
+    from queuesgd.schemes.parallel.sharded import ShardedDataParallel
     from queuesgd.workload import Cluster, Workload
 
 __all__ = ["solve_fine"]
@@ -29,7 +29,7 @@ def solve_fine(
     rng: Any = None,
     iterations: int | None = None,
 ) -> SchemeSolution:
-    """:meth:`~queuesgd.schemes.sharded.ShardedDataParallel.solve_fine` (the task graph of one step)."""
+    """:meth:`~.sharded.ShardedDataParallel.solve_fine` (the task graph of one step)."""
     from queuesgd.schemes.fine.finegrained import communication_after_backward, fine_solution, run_fine_graph
 
     model = scheme.fine_model(workload, cluster)

@@ -1,7 +1,7 @@
 """Megatron-LM's analytical pieces: pipeline bubble, activation memory, memory per GPU of hybrid parallelism.
 
 Plain formulas, cited where they come from, used by
-:class:`~queuesgd.schemes.hybrid.HybridParallel` and testable on their own:
+:class:`~queuesgd.schemes.parallel.hybrid.HybridParallel` and testable on their own:
 
 - :func:`bubble_fraction` -- ``(p-1)/m`` for GPipe and 1F1B, ``(p-1)/(v m)``
   for the interleaved schedule (Narayanan et al., SC 2021, Sections 2.2.1-2.2.2).
@@ -33,7 +33,7 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.memory import Memory
-from queuesgd.schemes.sharded import sharded_memory
+from queuesgd.schemes.parallel.sharded import sharded_memory
 
 __all__ = [
     "RECOMPUTE",
