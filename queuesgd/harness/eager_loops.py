@@ -11,7 +11,7 @@ joins it with whatever gradients it holds (none: zeros). Rank 0 only
 the paper's partial collective, done by one process instead of the
 initiator's tree, so that a round's start is decided once.
 
-The semantics are those of :class:`~queuesgd.schemes.eager.EagerSGD`:
+The semantics are those of :class:`~queuesgd.schemes.eager.eager.EagerSGD`:
 
 - a worker that finishes a gradient while no round runs (as its
   communication thread sees it) holds it as *fresh* and notifies rank 0,

@@ -1,6 +1,6 @@
 """The profile of eager-SGD's own loop: its restarts and its activations, on loopback, before any run.
 
-:class:`~queuesgd.schemes.eager.EagerSGD` restarts a waiting process at the
+:class:`~queuesgd.schemes.eager.eager.EagerSGD` restarts a waiting process at the
 end of a round and starts the next round at its trigger. The harness's loop
 (:mod:`~queuesgd.harness.eager_loops`, ``collective="ring"``) needs time for
 both that the model's bare compute law does not hold: waking the worker's
@@ -19,7 +19,7 @@ emulated network, no straggler recipe) for ``k`` workers and returns, per
 
 - ``step``: every step from the end of the round that restarted the worker
   (or the run's start) to its hand-off of the next gradient: the compute law
-  :class:`~queuesgd.schemes.eager.EagerSGD` should restart a process with;
+  :class:`~queuesgd.schemes.eager.eager.EagerSGD` should restart a process with;
 - ``activation``: every round's time from the hand-off that triggered it
   (the one whose notification rank 0 started the round on) until every
   worker has taken its start (``EagerSGD(activation=...)`` takes the mean);

@@ -51,7 +51,7 @@ model, emulated network times from a :class:`~queuesgd.harness.shaping.Shaper`):
   :class:`~queuesgd.schemes.ssp.StaleSynchronous` models), and a worker at
   clock ``c`` gets its reply only when every worker's clock is ``>= c - s``.
 - ``"eager-sgd"`` (``mode``, ``max_stale``): rounds of a partial all-reduce
-  emulated by the coordinator, as :class:`~queuesgd.schemes.eager.EagerSGD`
+  emulated by the coordinator, as :class:`~queuesgd.schemes.eager.eager.EagerSGD`
   models: a round starts when the first gradient is in (solo), when a
   random initiator's is in (majority), or when all are in (every
   ``max_stale + 1``-th round); it lasts the ring all-reduce model time plus

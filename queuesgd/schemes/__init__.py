@@ -27,7 +27,7 @@ from queuesgd.schemes.allreduce.local_sgd import LocalSGD
 from queuesgd.schemes.barrier.backup import BackupWorkers
 from queuesgd.schemes.barrier.cutoff import AdaptiveCutoff, OptimalCutoff, StaticCutoff
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
-from queuesgd.schemes.eager import EagerSGD
+from queuesgd.schemes.eager.eager import EagerSGD
 from queuesgd.schemes.parallel.hybrid import HybridParallel
 from queuesgd.schemes.parallel.pipeline import Pipeline
 from queuesgd.schemes.parallel.sharded import ShardedDataParallel

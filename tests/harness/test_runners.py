@@ -25,7 +25,7 @@ from queuesgd.harness.launch import run_workers  # noqa: E402
 from queuesgd.harness.live import EmulatedCompute  # noqa: E402
 from queuesgd.harness.runners import check_params, run, world_size  # noqa: E402
 from queuesgd.harness.shaping import Shaper  # noqa: E402
-from queuesgd.schemes.eager import EagerSGD  # noqa: E402
+from queuesgd.schemes.eager.eager import EagerSGD  # noqa: E402
 
 SEED = 11
 LR = 0.01

@@ -14,7 +14,7 @@ import pytest
 import queuesgd as q
 from queuesgd.distributions import Erlang, Exponential, HyperExponential
 from queuesgd.errors import InvalidParameterError, NotRepresentable
-from queuesgd.schemes.eager import EagerSGD
+from queuesgd.schemes.eager.eager import EagerSGD
 
 G = 4e6  # gradient bytes
 BW = 1.25e9  # 10 Gbit/s

@@ -39,7 +39,7 @@ from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceT
 from queuesgd.rng import as_generator
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
 from queuesgd.schemes.costs import ring_allreduce
-from queuesgd.schemes.eager_chain import EmbeddedChain
+from queuesgd.schemes.eager.eager_chain import EmbeddedChain
 from queuesgd.schemes.laws import ctmc_law, sample_compute, worker_laws
 from queuesgd.workload import Cluster, Workload
 

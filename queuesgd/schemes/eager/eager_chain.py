@@ -1,6 +1,6 @@
 """eager-SGD's embedded Markov chain: the computing processes' phase counts at round ends.
 
-The ``ctmc`` road of :class:`~queuesgd.schemes.eager.EagerSGD` for identical
+The ``ctmc`` road of :class:`~queuesgd.schemes.eager.eager.EagerSGD` for identical
 processes with phase-type compute: the state is the vector of phase counts
 (a composition, :func:`queuesgd.markov.compositions`), embedded at the ends
 of rounds; a round of deterministic length ``A`` is a matrix exponential.
