@@ -48,7 +48,7 @@ model, emulated network times from a :class:`~queuesgd.harness.shaping.Shaper`):
   ``G/B``, the update, an FCFS downlink ``P/B``, latency).
 - ``"stale-synchronous"`` (``staleness``): the same PS without link
   contention (``alpha + G/B`` and ``alpha + P/B`` per worker, as
-  :class:`~queuesgd.schemes.ssp.StaleSynchronous` models), and a worker at
+  :class:`~queuesgd.schemes.ssp.ssp.StaleSynchronous` models), and a worker at
   clock ``c`` gets its reply only when every worker's clock is ``>= c - s``.
 - ``"eager-sgd"`` (``mode``, ``max_stale``): rounds of a partial all-reduce
   emulated by the coordinator, as :class:`~queuesgd.schemes.eager.eager.EagerSGD`

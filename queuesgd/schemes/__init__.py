@@ -34,7 +34,7 @@ from queuesgd.schemes.parallel.sharded import ShardedDataParallel
 from queuesgd.schemes.predictors import EmpiricalPredictor
 from queuesgd.schemes.ps.async_ps import AsyncPS
 from queuesgd.schemes.ps.sync_ps import SyncPS
-from queuesgd.schemes.ssp import StaleSynchronous
+from queuesgd.schemes.ssp.ssp import StaleSynchronous
 
 __all__ = [
     "AdaptiveCutoff",

@@ -14,7 +14,7 @@ import pytest
 import queuesgd as q
 from queuesgd.distributions import Deterministic, Erlang, Exponential
 from queuesgd.errors import InvalidParameterError, NotRepresentable
-from queuesgd.schemes.ssp import StaleSynchronous
+from queuesgd.schemes.ssp.ssp import StaleSynchronous
 
 # compute exponential of mean 0.05 (rate 20); communicate 2 MB at 20 MB/s: exponential of mean 0.1 (rate 10)
 W = q.Workload(compute=Exponential(mean=0.05), gradient_bytes="1MB", parameter_bytes="1MB", batch_size=8)

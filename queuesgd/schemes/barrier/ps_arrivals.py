@@ -3,7 +3,7 @@
 The phase models of :class:`~queuesgd.schemes.barrier.backup.BackupWorkers`,
 :class:`~queuesgd.schemes.barrier.cutoff.StaticCutoff` (communication after the
 barrier, every push serialized) and
-:class:`~queuesgd.schemes.ssp.StaleSynchronous` (no contention) leave out
+:class:`~queuesgd.schemes.ssp.ssp.StaleSynchronous` (no contention) leave out
 what a real network does: a worker pushes as soon as it is done, while the
 others still compute, and every push and every reply crosses the PS's one
 link. These engines follow the messages, as the live loops of

@@ -11,7 +11,7 @@ least ``c - s``: ``s = 0`` is bulk-synchronous (a barrier every iteration),
 
 Three roads: the barrier's order statistic for ``s = 0`` and the
 no-blocking sum for ``s = inf`` (``closed_form``), the CTMC of the worker
-counts per clock offset and phase (``ctmc``, :mod:`queuesgd.schemes.ssp_chain`), and a vectorized Monte Carlo
+counts per clock offset and phase (``ctmc``, :mod:`~.ssp_chain`), and a vectorized Monte Carlo
 recursion over iterations with the actual compute law (``simulate``).
 """
 
@@ -38,7 +38,7 @@ from queuesgd.schemes.barrier.ps_arrivals import (
 )
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.laws import ctmc_law, sample_compute
-from queuesgd.schemes.ssp_chain import clock_offset_chain
+from queuesgd.schemes.ssp.ssp_chain import clock_offset_chain
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["StaleSynchronous"]
