@@ -231,3 +231,47 @@ def test_formalisms_never_import_upward() -> None:
         if any(t == u or t.startswith(u + ".") for u in UPPER)
     )
     assert not bad, "layering (DESIGN.md) broken:\n" + "\n".join(bad)
+
+
+#: Family subpackages of ``queuesgd.schemes`` and the family-to-family edges
+#: documented in ``queuesgd/schemes/__init__.py`` (a scheme that truly builds on
+#: another family). Every other scheme module imports only the shared modules
+#: (``base``, ``costs``, ``laws``, ``memory``, ``predictors``).
+SCHEME_FAMILIES = ("allreduce", "barrier", "eager", "fine", "parallel", "ps", "ssp")
+FAMILY_EDGES = {
+    ("allreduce", "barrier"),
+    ("allreduce", "fine"),
+    ("fine", "barrier"),
+    ("parallel", "barrier"),
+    ("parallel", "fine"),
+    ("ps", "barrier"),
+    ("ps", "fine"),
+    ("ssp", "barrier"),
+}
+
+
+def _family(mod: str) -> str | None:
+    """``ps`` for ``queuesgd.schemes.ps.sync_ps``; ``"shared"`` for ``queuesgd.schemes.base``; else None."""
+    parts = mod.split(".")
+    if parts[:2] != ["queuesgd", "schemes"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in SCHEME_FAMILIES else "shared"
+
+
+def test_scheme_families_import_only_shared_modules_and_documented_families() -> None:
+    on_disk = {p.name for p in (ROOT / "schemes").iterdir() if (p / "__init__.py").is_file()}
+    assert on_disk == set(SCHEME_FAMILIES)
+    found, bad = set(), []
+    for m, imp in IMPORTS.items():
+        src = _family(m)
+        if src is None or m == "queuesgd.schemes":
+            continue
+        for t, line in imp.edges:
+            dst = _family(t)
+            if dst is None or dst == src or dst == "shared" or t == "queuesgd.schemes":
+                continue
+            found.add((src, dst))
+            if src == "shared" or (src, dst) not in FAMILY_EDGES:
+                bad.append(f"{m}:{line} imports {t} ({src} -> {dst})")
+    assert not bad, "scheme family layering broken:\n" + "\n".join(sorted(set(bad)))
+    assert FAMILY_EDGES <= found, f"stale FAMILY_EDGES entries: {sorted(FAMILY_EDGES - found)}"

@@ -19,6 +19,37 @@
 
 Names and aliases are resolved by :mod:`queuesgd.registry`; the contract
 every scheme follows is in :mod:`queuesgd.schemes.base`.
+
+Layout. Shared modules sit here, on top of which every family is built:
+``base`` (the contract and its one dispatch), ``costs`` (communication costs),
+``laws`` (per-worker compute laws), ``memory`` (memory per worker) and
+``predictors`` (run-time predictors). Each family is a subpackage:
+
+| family | modules (schemes) |
+|---|---|
+| ``barrier`` | ``kofn``, ``kofn_sim``, ``barrier``, ``ps_arrivals``, ``backup``, ``cutoff*`` |
+| ``fine`` | ``fine``, ``ddp_buckets``, ``finegrained`` (the ``fine``/``coarse`` roads) |
+| ``ps`` | ``sync_ps`` (``SyncPS``), ``async_ps*`` (``AsyncPS``) |
+| ``allreduce`` | ``allreduce``, ``compression*``, ``compressed_allreduce``, ``local_sgd`` |
+| ``parallel`` | ``sharded*``, ``pipeline*``, ``hybrid*``, ``megatron``, ``collectives`` |
+| ``eager`` | ``eager``, ``eager_chain`` (``EagerSGD``) |
+| ``ssp`` | ``ssp``, ``ssp_chain`` (``StaleSynchronous``) |
+
+A module keeps its name inside its family (``queuesgd.schemes.pipeline`` is
+now ``queuesgd.schemes.parallel.pipeline``); the classes above are imported
+from here. A family imports the shared modules and its own, and another
+family only where its schemes truly build on it (checked by
+``tests/test_imports.py``):
+
+- ``ps``, ``allreduce`` -> ``barrier``: ``SyncPS``, the all-reduces,
+  ``CompressedAllReduce`` and ``LocalSGD`` subclass ``BarrierScheme``;
+- ``ps``, ``allreduce``, ``parallel`` -> ``fine``: the layer-wise task graphs
+  and the ``fine``/``coarse`` roads;
+- ``fine``, ``parallel`` -> ``barrier``: ``kofn``'s compute laws and
+  ``E[X_(k:n)]``;
+- ``ssp`` -> ``barrier``: the shared-link simulation of ``ps_arrivals``.
+
+``barrier`` and ``eager`` import no other family.
 """
 
 from queuesgd.schemes.allreduce.allreduce import HierarchicalAllReduce, RingAllReduce, TreeAllReduce
