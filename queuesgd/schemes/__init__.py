@@ -21,7 +21,8 @@ Names and aliases are resolved by :mod:`queuesgd.registry`; the contract
 every scheme follows is in :mod:`queuesgd.schemes.base`.
 
 Layout. Shared modules sit here, on top of which every family is built:
-``base`` (the contract and its one dispatch), ``costs`` (communication costs),
+``base`` (the contract and its one dispatch), ``solution`` (what a road returns:
+``SchemeSolution``, ``BatchSolution``), ``costs`` (communication costs),
 ``laws`` (per-worker compute laws), ``memory`` (memory per worker) and
 ``predictors`` (run-time predictors). Each family is a subpackage:
 
