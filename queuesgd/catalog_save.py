@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
+from queuesgd.catalog_trace import EXACT_HEADER, microseconds
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError
 from queuesgd.workload import Workload
@@ -103,8 +104,8 @@ def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str
         data["provenance"] = dict(workload.provenance)
     if workload.layers:
         rows = [
-            f"{layer.backward_time * 1e6!r},{int(layer.gradient_bytes)},"
-            f"{'' if layer.forward_time is None else repr(layer.forward_time * 1e6)},{layer.name}"
+            f"{microseconds(layer.backward_time)},{int(layer.gradient_bytes)},"
+            f"{'' if layer.forward_time is None else microseconds(layer.forward_time)},{layer.name}"
             for layer in workload.layers
         ]
         bad = [
@@ -116,7 +117,8 @@ def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str
             raise InvalidParameterError(
                 "workload.layers", bad[:3], "tensor names without commas and whole numbers of bytes"
             )
-        header = ["# queuesgd profile: gap_us,bytes,forward_us,name (backward order)", "1", str(len(rows))]
+        # Exact decimals: the trace reads back to the same floats (layer * 1e6 / 1e6 need not; issue 22).
+        header = [EXACT_HEADER, "1", str(len(rows))]
         trace.write_text("\n".join(header + rows) + "\n", encoding="utf-8")
         data["trace"] = trace.name
     out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

@@ -9,14 +9,40 @@ file names its trace (:func:`~queuesgd.catalog.load_workload`), and
 from __future__ import annotations
 
 import os
+from decimal import Decimal
+from fractions import Fraction
 
 from queuesgd.catalog_files import parse_number, read_lines
 from queuesgd.errors import InvalidParameterError
 from queuesgd.workload import Layer
 
-__all__ = ["load_trace"]
+__all__ = ["EXACT_HEADER", "load_trace", "microseconds"]
 
 _TRACE_COLUMNS = ("gap_us", "bytes", "forward_us", "name")
+
+#: Line 1 of a trace whose times are exact decimals (:func:`microseconds`; ``save_workload`` writes it):
+#: :func:`load_trace` reads each time as the decimal's value over 10**6, rounded once, which gives back
+#: the writer's seconds to the last bit. Other traces keep the older reading ``float(text) / 1e6`` (two
+#: roundings: about 4% of times came back one unit in the last place off; issue 22).
+EXACT_HEADER = "# queuesgd profile: gap_us,bytes,forward_us,name (backward order; exact decimal microseconds)"
+
+
+def microseconds(seconds: float) -> str:
+    """``seconds`` as a decimal number of microseconds that a trace headed by :data:`EXACT_HEADER` reads
+    back to the same float: the shortest decimal of ``seconds`` with its point moved six places.
+
+    Examples
+    --------
+    >>> microseconds(0.005375578901785), 0.005375578901785 * 1e6 / 1e6 == 0.005375578901785
+    ('5375.578901785', False)
+    """
+    return format(Decimal(repr(float(seconds))).scaleb(6), "f")
+
+
+def _seconds(where: str, text: str, accepted: str, exact: bool) -> float:
+    """A trace's microseconds as seconds: exactly rounded from the decimal where ``exact``."""
+    value = parse_number(where, text, accepted)
+    return float(Fraction(text) / 1_000_000) if exact else value / 1e6
 
 
 def _column_count(counts: list[int]) -> int:
@@ -82,6 +108,7 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
             "a comment, the batch count and the tensor count",
         )
     parse_number(f"{p.name} line 2: batches", lines[1].strip(), "an integer >= 1", minimum=1)
+    exact = lines[0].strip() == EXACT_HEADER
     count_text = lines[2].strip()
     count = parse_number(f"{p.name} line 3: tensor count", count_text, "an integer >= 1", minimum=1)
     if not count.is_integer():
@@ -117,13 +144,13 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
                 "(the format: gap_us,bytes[,forward_us[,name]])",
             )
         where = {c: f"{p.name} line {lineno}: {c}" for c in columns}
-        gap = parse_number(where["gap_us"], fields[0], accepted["gap_us"])
+        gap = _seconds(where["gap_us"], fields[0], accepted["gap_us"], exact)
         size = parse_number(where["bytes"], fields[1], accepted["bytes"])
         if size <= 0:
             raise InvalidParameterError(where["bytes"], fields[1], accepted["bytes"])
         forward = None
         if width >= 3 and not no_forward:
-            forward = parse_number(where["forward_us"], fields[2], accepted["forward_us"]) / 1e6
+            forward = _seconds(where["forward_us"], fields[2], accepted["forward_us"], exact)
         name = f"tensor{i}"
         if width == 4:
             name = fields[3]
@@ -134,5 +161,5 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
                     where["name"], name, f"a name not already used (line {seen[name]} has it)"
                 )
             seen[name] = lineno
-        layers.append(Layer(name, size, gap / 1e6, forward))
+        layers.append(Layer(name, size, gap, forward))
     return tuple(layers)
