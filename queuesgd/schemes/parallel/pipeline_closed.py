@@ -295,10 +295,7 @@ def batch_closed_form(
     latency: np.ndarray,
 ) -> BatchSolution:
     """The closed form over arrays: :meth:`~queuesgd.schemes.parallel.pipeline.Pipeline.batch_closed_form`."""
-    require_plain(cluster)
-    n, D = batch_rows(scheme, cluster, workers)
-    bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
-    lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)
+    n, D, bw, lat = batch_rows(scheme, cluster, workers, bandwidth, latency)
     st = pipeline_setup(scheme, workload, cluster)
     blocker = closed_form_blocker(scheme, workload, cluster, st)
     if blocker is not None:

@@ -153,10 +153,7 @@ def batch_fine(
     latency: np.ndarray,
 ) -> BatchSolution:
     """One graph per worker count, many costs: :meth:`~.pipeline.Pipeline.batch_fine`."""
-    require_plain(cluster)
-    n, D = batch_rows(scheme, cluster, workers)
-    bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
-    lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)
+    n, D, bw, lat = batch_rows(scheme, cluster, workers, bandwidth, latency)
     if not isinstance(workload.compute, Deterministic):
         raise NotRepresentable("random compute: the fine road simulates each row")
     rate = np.empty(n.shape)

@@ -21,6 +21,7 @@ from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
+from queuesgd.schemes.parallel.pipeline_graph import require_plain
 from queuesgd.schemes.parallel.pipeline_stages import StageSplit
 
 if TYPE_CHECKING:
@@ -160,12 +161,16 @@ def _details(
     }
 
 
-def batch_rows(scheme: Pipeline, cluster: Cluster, workers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of a sweep: the worker counts and ``D`` per row, refusing counts that are no multiple of ``S``.
+def batch_rows(
+    scheme: Pipeline, cluster: Cluster, workers: np.ndarray, bandwidth: np.ndarray, latency: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of a sweep: the worker counts, ``D``, bandwidths and latencies per row.
 
-    Per-worker speeds that differ raise :class:`~queuesgd.errors.NotRepresentable`
-    (the rows are then solved one by one).
+    Refuses worker counts that are no multiple of ``S``; per-worker speeds that
+    differ, or ``RandomDelay`` stragglers, raise
+    :class:`~queuesgd.errors.NotRepresentable` (the rows are then solved one by one).
     """
+    require_plain(cluster)
     n = np.asarray(workers).astype(int).ravel()
     if np.any(n % scheme.stages) or np.any(n < 1):
         bad = int(n[(n % scheme.stages != 0) | (n < 1)][0])
@@ -174,7 +179,9 @@ def batch_rows(scheme: Pipeline, cluster: Cluster, workers: np.ndarray) -> tuple
         )
     if cluster.speeds is not None and len(set(cluster.speeds)) > 1:
         raise NotRepresentable("per-worker speeds that differ: solve the rows one by one")
-    return n, n // scheme.stages
+    bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
+    lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)
+    return n, n // scheme.stages, bw, lat
 
 
 def batch_costs(
