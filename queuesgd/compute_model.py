@@ -205,12 +205,10 @@ class ComputeModel:
         >>> cm.forward_times(t, 1)[0] == t.block_flops(1) / 0.5e15       # memory traffic not counted
         True
         """
-        if not isinstance(shape, TransformerShape):
-            raise InvalidParameterError("shape", shape, "a TransformerShape")
-        kw = {"tensor": tensor, "sequence_parallel": sequence_parallel, "dtype_bytes": dtype_bytes}
-        block = sum(o.seconds for o in self.operation_times(shape.operations(microbatch, **kw)))
-        head = sum(o.seconds for o in self.operation_times(shape.head_operations(microbatch, **kw)))
-        return float(block), float(head)
+        f, _, head = self.block_times(
+            shape, microbatch, tensor=tensor, sequence_parallel=sequence_parallel, dtype_bytes=dtype_bytes
+        )
+        return f, head
 
     def microbatch_time(
         self,
@@ -284,6 +282,8 @@ class ComputeModel:
         >>> core == 4 * 2048**2 * 1024 / 0.5e15, head == t.logits_flops(1) / 0.5e15   # 4 b s^2 h FLOPs
         (True, True)
         """
+        if not isinstance(shape, TransformerShape):
+            raise InvalidParameterError("shape", shape, "a TransformerShape")
         kw = {"tensor": tensor, "sequence_parallel": sequence_parallel, "dtype_bytes": dtype_bytes}
         kw["context"] = context
         block = self.operation_times(shape.operations(microbatch, **kw))
