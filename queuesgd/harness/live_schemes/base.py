@@ -56,7 +56,7 @@ from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.base import Scheme
 
-__all__ = ["CALIBRATIONS", "LAYOUTS", "ROLES", "Loop", "LiveScheme", "ModelInputs", "Param"]
+__all__ = ["CALIBRATIONS", "LAYOUTS", "ROLES", "Loop", "LiveScheme", "ModelInputs", "Param", "real_model"]
 
 #: World layouts: all-reduce (ranks = workers) or parameter server (rank 0 + workers).
 LAYOUTS: tuple[str, ...] = ("allreduce", "ps")
@@ -289,3 +289,20 @@ class LiveScheme:
         if self.model_fn is None:
             return _default_model(self, params, inputs)
         return self.model_fn(params, inputs)
+
+
+def real_model(live: Any, what: str) -> Any:
+    """``live`` if it is a real model without random delays, else the error naming ``what`` trains.
+
+    The loops of schemes that train a real model (DDP, FSDP, pipelines) take no emulated compute.
+
+    Examples
+    --------
+    >>> real_model(object(), "DDP trains")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: live: ...; accepted: a RealModel ... (DDP trains a real model)
+    """
+    if not hasattr(live, "sizes") or getattr(live, "random_delay", None) is not None:
+        raise InvalidParameterError("live", live, f"a RealModel without random delays ({what} a real model)")
+    return live

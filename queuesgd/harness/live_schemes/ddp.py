@@ -22,9 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from queuesgd import _checks
-from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.ddp import ddp_worker
-from queuesgd.harness.live_schemes.base import LiveScheme, ModelInputs, Param
+from queuesgd.harness.live_schemes.base import LiveScheme, ModelInputs, Param, real_model
 from queuesgd.schemes import RingAllReduce
 from queuesgd.schemes.base import Scheme
 
@@ -33,10 +32,7 @@ __all__ = ["DDP"]
 def _loop(
     ctx: Any, key: str, live: Any, steps: int, shaper: Any, warmup: int, seed: int, params: Mapping[str, Any]
 ) -> None:
-    if not hasattr(live, "sizes") or getattr(live, "random_delay", None) is not None:
-        raise InvalidParameterError(
-            "live", live, "a RealModel without random delays (DDP trains a real model)"
-        )
+    live = real_model(live, "DDP trains")
     ddp_worker(
         ctx,
         live.kind,

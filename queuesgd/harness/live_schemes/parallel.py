@@ -48,7 +48,7 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.fsdp import fsdp_worker
-from queuesgd.harness.live_schemes.base import LiveScheme, ModelInputs
+from queuesgd.harness.live_schemes.base import LiveScheme, ModelInputs, real_model
 from queuesgd.harness.pipelining.units import SCHEDULES
 from queuesgd.harness.pipelining.worker import pipeline_worker
 from queuesgd.schemes import Pipeline, ShardedDataParallel
@@ -57,17 +57,10 @@ from queuesgd.schemes.base import Scheme
 __all__ = ["FSDP", "PIPELINE"]
 
 
-def _real_model(live: Any, what: str) -> Any:
-    """``live`` if it is a real model without random delays, else the error naming ``what`` trains."""
-    if not hasattr(live, "sizes") or getattr(live, "random_delay", None) is not None:
-        raise InvalidParameterError("live", live, f"a RealModel without random delays ({what} a real model)")
-    return live
-
-
 def _fsdp_loop(
     ctx: Any, key: str, live: Any, steps: int, shaper: Any, warmup: int, seed: int, params: Mapping[str, Any]
 ) -> None:
-    live = _real_model(live, "FSDP trains")
+    live = real_model(live, "FSDP trains")
     fsdp_worker(
         ctx,
         live.kind,
@@ -88,7 +81,7 @@ def _fsdp_model(params: Mapping[str, Any], inputs: ModelInputs) -> tuple[Scheme,
 def _pipeline_loop(
     ctx: Any, key: str, live: Any, steps: int, shaper: Any, warmup: int, seed: int, params: Mapping[str, Any]
 ) -> None:
-    live = _real_model(live, "a pipeline trains")
+    live = real_model(live, "a pipeline trains")
     M = params["microbatches"]
     pipeline_worker(
         ctx,
