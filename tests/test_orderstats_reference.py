@@ -15,13 +15,12 @@ report as achieved. Before the quadrature integrated the tail to infinity, a log
 
 from __future__ import annotations
 
-import math
-
 import mpmath as mp
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mp_laws import gamma_cdf, h2_cdf, lognormal_cdf
 
 from queuesgd.distributions import (
     Convolution,
@@ -42,23 +41,6 @@ mp.mp.dps = 30
 #: The relative accuracy every case reaches (docs/order-statistics.md states it; the promise is 1e-6).
 ACHIEVED = 1e-9
 MEAN = 0.072  # seconds: the step of the issue's table
-
-
-def _lognormal_cdf(mean: float, scv: float):
-    s2 = mp.log(1 + mp.mpf(scv))
-    s, mu = mp.sqrt(s2), mp.log(mp.mpf(mean)) - s2 / 2
-    return (lambda x: mp.ncdf((mp.log(x) - mu) / s) if x > 0 else mp.mpf(0)), mp.e**mu, s
-
-
-def _gamma_cdf(shape: float, rate: float):
-    a, b = mp.mpf(shape), mp.mpf(rate)
-    return lambda x: mp.gammainc(a, 0, b * x, regularized=True) if x > 0 else mp.mpf(0)
-
-
-def _h2(mean: float, scv: float) -> tuple[float, float, float]:
-    """Balanced means (Whitt 1982): p / mu1 = (1 - p) / mu2 = mean / 2."""
-    p = (1 + math.sqrt((scv - 1) / (scv + 1))) / 2
-    return p, 2 * p / mean, 2 * (1 - p) / mean
 
 
 def _reference(cdf, n: int, k: int, scale: float, lo: float = 0.0) -> mp.mpf:
@@ -83,7 +65,7 @@ NS = (1, 8, 64, 1024)
 @pytest.mark.parametrize("scv", SCVS)
 @pytest.mark.parametrize("n", NS)
 def test_lognormal_maximum(scv, n):
-    cdf, median, _ = _lognormal_cdf(MEAN, scv)
+    cdf, median, _ = lognormal_cdf(MEAN, scv)
     ref = _reference(cdf, n, n, float(median))
     assert _close(expected_max(LogNormal.from_mean_scv(MEAN, scv), n), ref) <= ACHIEVED
 
@@ -92,18 +74,14 @@ def test_lognormal_maximum(scv, n):
 @pytest.mark.parametrize("n", NS)
 def test_gamma_maximum(scv, n):
     shape = 1 / scv
-    ref = _reference(_gamma_cdf(shape, shape / MEAN), n, n, MEAN)
+    ref = _reference(gamma_cdf(shape, shape / MEAN), n, n, MEAN)
     assert _close(expected_max(Gamma.from_mean_scv(MEAN, scv), n), ref) <= ACHIEVED
 
 
 @pytest.mark.parametrize("scv", (1.5, 2.0, 5.0, 10.0, 20.0))
 @pytest.mark.parametrize("n", NS)
 def test_hyperexponential_maximum(scv, n):
-    p, mu1, mu2 = _h2(MEAN, scv)
-
-    def cdf(x):
-        return 1 - p * mp.e ** (-mu1 * x) - (1 - p) * mp.e ** (-mu2 * x)
-
+    cdf, (p, mu1, mu2) = h2_cdf(MEAN, scv)
     ref = _reference(cdf, n, n, MEAN)
     law = HyperExponential([p, 1 - p], [mu1, mu2])
     assert _close(expected_max(law, n), ref) <= ACHIEVED
@@ -112,7 +90,7 @@ def test_hyperexponential_maximum(scv, n):
 @pytest.mark.parametrize("k", (2, 10, 100))
 @pytest.mark.parametrize("n", NS)
 def test_erlang_maximum(k, n):
-    ref = _reference(_gamma_cdf(k, k / MEAN), n, n, MEAN)
+    ref = _reference(gamma_cdf(k, k / MEAN), n, n, MEAN)
     assert _close(expected_max(Erlang(k, mean=MEAN), n), ref) <= ACHIEVED
 
 
@@ -154,7 +132,7 @@ def _ph(coef, lam, x):
 @pytest.mark.parametrize("scv", (0.5, 5.0, 20.0))
 def test_kth_order_statistic_of_a_heavy_tail(n, k, scv):
     """Backup workers and cutoffs read the (n - b)-th fastest: every k, not only the maximum."""
-    cdf, median, _ = _lognormal_cdf(MEAN, scv)
+    cdf, median, _ = lognormal_cdf(MEAN, scv)
     ref = _reference(cdf, n, k, float(median))
     law = LogNormal.from_mean_scv(MEAN, scv)
     assert _close(expected_order_statistic(law, k=k, n=n), ref) <= ACHIEVED
@@ -162,7 +140,7 @@ def test_kth_order_statistic_of_a_heavy_tail(n, k, scv):
 
 def test_all_order_statistics_at_once_of_a_heavy_tail():
     law = LogNormal.from_mean_scv(MEAN, 10.0)
-    cdf, median, _ = _lognormal_cdf(MEAN, 10.0)
+    cdf, median, _ = lognormal_cdf(MEAN, 10.0)
     every = expected_order_statistics(law, n=16)
     for k in (1, 4, 12, 15, 16):
         assert _close(float(every[k - 1]), _reference(cdf, 16, k, float(median))) <= ACHIEVED
@@ -171,7 +149,7 @@ def test_all_order_statistics_at_once_of_a_heavy_tail():
 def test_shifted_and_non_identical_heavy_tails():
     """Two of eight workers delayed by 20 ms: E[max] of independent laws, the CDF the product of theirs."""
     base = LogNormal.from_mean_scv(MEAN, 5.0)
-    cdf, median, _ = _lognormal_cdf(MEAN, 5.0)
+    cdf, median, _ = lognormal_cdf(MEAN, 5.0)
     laws = [Shifted(base, 0.02)] * 2 + [base] * 6
 
     def product(x):
@@ -195,7 +173,7 @@ def test_exponential_kth_against_the_closed_form():
     mean=st.floats(1e-3, 10.0),
 )
 def test_lognormal_maximum_property(scv, n, mean):
-    cdf, median, _ = _lognormal_cdf(mean, scv)
+    cdf, median, _ = lognormal_cdf(mean, scv)
     ref = _reference(cdf, n, n, float(median))
     assert _close(expected_max(LogNormal.from_mean_scv(mean, scv), n), ref) <= ACHIEVED
 
@@ -218,7 +196,7 @@ def test_a_barrier_closed_form_end_to_end(n):
     w = q.Workload(law, "100MB", batch_size=32, update_time="2ms")
     c = q.Cluster(n, "10Gbit/s")
     p = q.predict(q.RingAllReduce(), w, c, method="closed_form")
-    cdf, median, _ = _lognormal_cdf(MEAN, 10.0)
+    cdf, median, _ = lognormal_cdf(MEAN, 10.0)
     ring = mp.mpf(2 * (n - 1)) / n * mp.mpf(1e8) / mp.mpf(1.25e9)  # 100 MB at 10 Gbit/s
     ref = _reference(cdf, n, n, float(median)) + ring + mp.mpf("0.002")
     assert _close(p.iteration_time, ref) <= ACHIEVED

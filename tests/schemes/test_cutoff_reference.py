@@ -16,10 +16,9 @@ through ``StaticCutoff`` and ``OptimalCutoff``.
 
 from __future__ import annotations
 
-import math
-
 import mpmath as mp
 import pytest
+from mp_laws import gamma_cdf, h2_cdf, lognormal_cdf
 
 from queuesgd import Cluster, Workload
 from queuesgd.distributions import Gamma, HyperExponential, LogNormal
@@ -33,23 +32,17 @@ ROUND = 0.5  # seconds: bandwidth 1e300 and latency 0.25, a fixed PS round (docs
 
 
 def _lognormal(scv: float):
-    s2 = mp.log(1 + mp.mpf(scv))
-    s, mu = mp.sqrt(s2), mp.log(mp.mpf(MEAN)) - s2 / 2
-    cdf = lambda x: mp.ncdf((mp.log(x) - mu) / s) if x > 0 else mp.mpf(0)  # noqa: E731
+    cdf, _, _ = lognormal_cdf(MEAN, scv)
     return cdf, LogNormal.from_mean_scv(MEAN, scv)
 
 
 def _gamma(scv: float):
-    a = 1 / mp.mpf(scv)
-    b = a / MEAN
-    cdf = lambda x: mp.gammainc(a, 0, b * x, regularized=True) if x > 0 else mp.mpf(0)  # noqa: E731
-    return cdf, Gamma.from_mean_scv(MEAN, scv)
+    shape = 1 / scv
+    return gamma_cdf(shape, shape / MEAN), Gamma.from_mean_scv(MEAN, scv)
 
 
 def _hyper(scv: float):
-    p = (1 + math.sqrt((scv - 1) / (scv + 1))) / 2  # balanced means (Whitt 1982)
-    mu1, mu2 = 2 * p / MEAN, 2 * (1 - p) / MEAN
-    cdf = lambda x: 1 - p * mp.e ** (-mu1 * x) - (1 - p) * mp.e ** (-mu2 * x)  # noqa: E731
+    cdf, (p, mu1, mu2) = h2_cdf(MEAN, scv)
     return cdf, HyperExponential([p, 1 - p], [mu1, mu2])
 
 
