@@ -432,8 +432,7 @@ class Campaign:
         for key in sorted({self._key(c, per_model) for c in configs if c.workers > 1}, key=repr):
             kind, rate, n, busy, label = key
             # a 'profiled' gap: DDP's compute phase of n workers, per model
-            gap = float(np.mean(prof.sync_span[DDP_STEP][n])) if per_model else self.spec.calibration_gap
-            gap = float(gap)
+            gap = float(np.mean(prof.sync_span[DDP_STEP][n]) if per_model else self.spec.calibration_gap)
             at = {"sizes": sizes} if sizes is not None and kind == "allreduce" else {}
             device = {"device": self.spec.device} if kind == "allreduce" else {}
             cal = calibrate_network(kind, n, rate, gap=gap, busy=busy, **at, **device)
