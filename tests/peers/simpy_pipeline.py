@@ -32,7 +32,12 @@ event per message and side) and ``_wait_batch_p2p(works)`` waits for the
 transfers' ends; one process per link direction starts the transfer of
 message ``m`` once its send and its receive are both posted and message
 ``m - 1`` is through, and holds it ``send[s]`` seconds; the stage's collective
-may start after the worker's last wait (``perform_reduce_grad``).
+may start after the worker's last wait (``perform_reduce_grad``). With
+``duplex < 1`` the two directions of a boundary share its rate: a transfer
+needs ``send[s]`` seconds of work at the full rate and progresses at rate 1
+while the other direction is idle and at ``duplex`` while it transmits too
+(processor sharing, re-evaluated whenever a transfer of that boundary starts
+or ends); written without reference to which transfers torch fuses.
 
 The makespan is the end of the last update. Every task is recorded under the
 names the model's task graph uses: ``r{r}/s{s}/F{m}``, ``r{r}/s{s}/B{m}``,
@@ -157,6 +162,7 @@ def simulate_pipeline(
     allgather: float | Sequence[float] | None = None,
     durations: Mapping[tuple[int, int, str, int], float] | None = None,
     p2p: str = "eager",
+    duplex: float = 1.0,
 ) -> PipelineRun:
     """Simulate one step of ``replicas`` pipelines of ``len(stage_forward)`` stages.
 
@@ -192,6 +198,9 @@ def simulate_pipeline(
         ``m`` starts when its send and its receive are both posted and the
         transfer of ``m - 1`` is done, and holds the link ``send[s]`` seconds),
         and waiting on them where torch calls ``_wait_batch_p2p``.
+    duplex : float
+        ``p2p="rendezvous"`` only: the rate each direction of a boundary keeps
+        while the other direction transmits too (1: full duplex).
 
     Returns
     -------
@@ -249,13 +258,39 @@ def simulate_pipeline(
                     "done": [env.event() for _ in range(M)],
                 }
 
+    # the transfers in flight on each boundary: {(r, s): {kind: process}}
+    active: dict[tuple[int, int], dict[str, simpy.Process]] = {}
+
+    def transmit(r: int, kind: str, s: int):
+        """``send[s]`` seconds of work at rate 1 alone, ``duplex`` while the other direction transmits."""
+        mine = active.setdefault((r, s), {})
+        other = "grad" if kind == "act" else "act"
+        mine[kind] = env.active_process
+        if other in mine:
+            mine[other].interrupt()  # its rate changes now
+        left = sends[s]
+        while left > 1e-15:
+            rate = duplex if other in mine else 1.0
+            t0 = env.now
+            try:
+                yield env.timeout(left / rate)
+                left = 0.0
+            except simpy.Interrupt:
+                left -= (env.now - t0) * rate
+        del mine[kind]
+        if other in mine:
+            mine[other].interrupt()
+
     def rendezvous_link(r: int, kind: str, s: int):
         link = links[(r, kind, s)]
         name = f"r{r}/act{s}->{s + 1}" if kind == "act" else f"r{r}/grad{s + 1}->{s}"
         for m in range(M):  # one message at a time, in micro-batch order
             yield link["send"][m] & link["recv"][m]
             t0 = env.now
-            yield env.timeout(sends[s])
+            if duplex == 1.0:
+                yield env.timeout(sends[s])
+            else:
+                yield env.process(transmit(r, kind, s))
             record(f"{name}/{m}", t0)
             link["done"][m].succeed()
 

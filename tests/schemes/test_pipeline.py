@@ -601,3 +601,18 @@ def test_p2p_errors_name_the_field() -> None:
         with pytest.raises(InvalidParameterError, match="Pipeline.p2p"):
             Pipeline(2, 4, p2p=bad)
     assert Pipeline(2, 4, p2p=" Rendezvous ").p2p == "rendezvous" and Pipeline(2, 4).p2p == "eager"
+
+
+def test_action_overhead_and_duplex_parameters():
+    """The runtime's work per pass and the duplex share: units parsed, bad values refused by field name;
+    the closed form with h per pass is (M + S - 1)(t_f + t_b + 2h) (eager, GPipe; c = 0), as the graph."""
+    p = Pipeline(2, 4, action_overhead="250us", p2p="rendezvous", duplex=0.8)
+    assert p.action_overhead == pytest.approx(250e-6) and p.duplex == 0.8
+    for bad in ({"duplex": 1.5}, {"duplex": 0.0}, {"duplex": 0.5, "p2p": "eager"}, {"action_overhead": -1}):
+        with pytest.raises(InvalidParameterError, match="Pipeline.(duplex|action_overhead)"):
+            Pipeline(2, 4, **{"p2p": "rendezvous", **bad})
+    w, c = Workload("6ms", "2MB"), Cluster(4, "1GB/s")
+    s = Pipeline(4, 8, schedule="gpipe", action_overhead="0.5ms", optimizer="sgd")
+    closed, fine = s.solve_closed_form(w, c), s.solve_fine(w, c)
+    by_hand = 11 * (0.5e-3 + 1e-3 + 2 * 0.5e-3)  # t_f = 0.5 ms, t_b = 1 ms per stage of 4, h = 0.5 ms
+    assert closed.iteration_time == pytest.approx(by_hand) and fine.iteration_time == pytest.approx(by_hand)

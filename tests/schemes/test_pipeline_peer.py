@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -440,3 +441,54 @@ def test_rendezvous_closed_form_where_offered_against_peer(sched):
             assert S <= 2 or M == 1 or c == 0, (S, M, c)
             assert 1.0 / sol.iteration_rate == pytest.approx(run.makespan, rel=RTOL), (S, M, c, D)
     assert offered > 0 and refused > 0
+
+
+@pytest.mark.parametrize("sched", ["gpipe", "1f1b"])
+def test_duplex_against_processor_sharing_peer(sched):
+    """Pipeline(duplex=d) slows the transfers torch fuses on both sides of a boundary to c / d; the peer
+    instead shares each boundary's rate whenever both directions transmit (rate d each, re-evaluated at
+    every start and end), knowing nothing of fusing. They agree for S = 2..4, balanced or not, and the
+    closed form of S = 2 equals both: (M + 1)(t_f + t_b) + 2c + (M - 1)c/d for 1F1B (GPipe never
+    overlaps its two directions)."""
+    n = 0
+    for S, M, d, c_ms, balanced in itertools.product(
+        (2, 3, 4), (1, 2, 3, 5, 8), (0.8, 0.5), (0.4, 2.0, 6.0), (True, False)
+    ):
+        if sched == "1f1b" and M < S:
+            continue
+        f, b = _stage_times(S, balanced)
+        nbytes = [4e6] * S
+        p, w, c = _model(S, M, sched, f, b, nbytes, act=c_ms * MS * BW, p2p="rendezvous")
+        p = replace(p, duplex=d)
+        run = simulate_pipeline(
+            f, b, schedule=sched, microbatches=M, send=c_ms * MS, p2p="rendezvous", duplex=d
+        )
+        assert 1.0 / q.predict(p, w, c, method="fine").iteration_rate == pytest.approx(
+            run.makespan, rel=RTOL
+        ), (S, M, d, c_ms, balanced)
+        if S == 2 and balanced:
+            by_hand = (M + 1) * (f[0] + b[0]) + (
+                2 * M * c_ms * MS if sched == "gpipe" else 2 * c_ms * MS + (M - 1) * c_ms * MS / d
+            )
+            assert 1.0 / p.solve_closed_form(w, c).iteration_rate == pytest.approx(by_hand, rel=RTOL)
+            assert run.makespan == pytest.approx(by_hand, rel=RTOL)
+        n += 1
+    assert n > 40
+
+
+@pytest.mark.parametrize("p2p", ["eager", "rendezvous"])
+@pytest.mark.parametrize("sched", ["gpipe", "1f1b"])
+def test_action_overhead_against_peer(sched, p2p):
+    """Pipeline(action_overhead=h) equals the peer given every pass h longer (f + h, b + h): the runtime's
+    work per action, serial with the passes on the stage's thread; with D = 2 replicas and sends."""
+    h = 0.35 * MS
+    for S, M, balanced in [(1, 4, True), (2, 4, True), (3, 6, False), (4, 8, False)]:
+        f, b = _stage_times(S, balanced)
+        nbytes = [4e6 + s * 1e6 for s in range(S)]
+        p, w, c = _model(S, M, sched, f, b, nbytes, D=2, act=2e6, lat=30e-6, update=0.7 * MS, p2p=p2p)
+        p = replace(p, action_overhead=h)
+        kw = _peer_inputs(f, b, nbytes, D=2, act=2e6, lat=30e-6, update=0.7 * MS)
+        fh, bh = [x + h for x in f], [x + h for x in b]
+        run = simulate_pipeline(fh, bh, schedule=sched, microbatches=M, replicas=2, p2p=p2p, **kw)
+        got = 1.0 / q.predict(p, w, c, method="fine").iteration_rate
+        assert got == pytest.approx(run.makespan, rel=RTOL), (S, M)

@@ -185,6 +185,26 @@ class Pipeline(Scheme):
         previous transfer of that link direction done; a stage waiting on its
         own send (where torch's loops wait) resumes when the transfer ends
         (:func:`~.pipeline_graph.rendezvous_tasks`).
+    action_overhead : float or str
+        Seconds of CPU work the pipelining runtime itself spends per action,
+        on the stage's own thread and serial with its passes: each forward
+        and each backward of a micro-batch at a stage lasts its profiled time
+        plus ``action_overhead`` (torch's ``_step_microbatches`` bookkeeping,
+        the stage's input/output handling, posting and waiting its
+        point-to-point work). Default 0. A measured value:
+        :func:`queuesgd.harness.apriori_parallel.action_overhead`, from the
+        real runtime driving a model with almost no arithmetic.
+    duplex : float
+        Share of the link's rate each direction keeps while both directions
+        of a stage boundary transmit at once, ``0 < duplex <= 1`` (1: full
+        duplex, the default; the meaning of :class:`~queuesgd.AsyncPS`'s
+        ``duplex``). Read with ``p2p="rendezvous"`` only: 1F1B's steady state
+        fuses the send of an activation with the receive of a gradient in one
+        ``batch_isend_irecv`` on both sides of a boundary, so the two
+        transfers start together in opposite directions and each lasts
+        ``(alpha + a/B) / duplex`` (:func:`~.pipeline_graph.rendezvous_tasks`
+        marks them); measured beforehand by
+        :func:`queuesgd.harness.duplex.measure_exchange`.
 
     Examples
     --------
@@ -222,6 +242,8 @@ class Pipeline(Scheme):
     data_parallel: str = "allreduce"
     overlap: bool = True
     p2p: str = "eager"
+    action_overhead: Any = 0.0
+    duplex: float = 1.0
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -261,6 +283,16 @@ class Pipeline(Scheme):
             raise UnknownNameError("Pipeline.data_parallel", dp, DATA_PARALLEL)
         set_(self, "overlap", _checks.boolean("Pipeline.overlap", self.overlap))
         set_(self, "p2p", p2p_name(self.p2p, "Pipeline.p2p"))
+        set_(self, "action_overhead", _checks.duration("Pipeline.action_overhead", self.action_overhead))
+        d = _checks.positive("Pipeline.duplex", self.duplex)
+        if d > 1.0 or (d < 1.0 and self.p2p != "rendezvous"):
+            raise InvalidParameterError(
+                "Pipeline.duplex",
+                self.duplex,
+                "a share of the link's rate, 0 < duplex <= 1 (1: full duplex); below 1 only with "
+                "p2p='rendezvous' (the fused exchanges it slows are torch's rendezvous batches)",
+            )
+        set_(self, "duplex", d)
 
     # ---- the model's pieces -----------------------------------------------------------
     def activation_sizes(self) -> tuple[float, ...]:

@@ -113,11 +113,14 @@ def closed_form_condition(
     return bool(out) if out.ndim == 0 else out
 
 
-def rendezvous_two_stages(schedule: str, microbatches: int, t_f: float, t_b: float, c: Any) -> Any:
+def rendezvous_two_stages(
+    schedule: str, microbatches: int, t_f: float, t_b: float, c: Any, duplex: float = 1.0
+) -> Any:
     """Makespan of two balanced deterministic stages whose rendezvous messages cost ``c`` (vectorized).
 
     - GPipe: ``(M + 1)(t_f + t_b) + 2 M c``.
-    - 1F1B: ``(M + 1)(t_f + t_b + c)``.
+    - 1F1B: ``(M + 1)(t_f + t_b) + 2 c + (M - 1) c / duplex``; with
+      ``duplex = 1`` (full-duplex links), ``(M + 1)(t_f + t_b + c)``.
 
     Derivation (``p2p="rendezvous"``, see :class:`~.pipeline.Pipeline`). GPipe: stage 1
     posts the receive of micro-batch ``m`` when its forward ``m - 1`` ends,
@@ -138,17 +141,27 @@ def rendezvous_two_stages(schedule: str, microbatches: int, t_f: float, t_b: flo
     before stage 0's (its final wait is the last gradient's transfer), and a
     delay of stage 1's start costs ``t_f`` less than stage 0's (the first
     transfer starts at ``max(g_0 + t_f, g_1)``). ``c = 0`` gives ``(M + 1)(t_f
-    + t_b)``, the eager formula.
+    + t_b)``, the eager formula. Of 1F1B's ``M + 1`` transfers on the critical
+    path, the ``M - 1`` of the steady state are fused exchanges (an activation
+    and a gradient in opposite directions at once, ``Pipeline.duplex``): each
+    lasts ``c / duplex``; the first activation and the last gradient cross
+    alone.
 
     Examples
     --------
     >>> rendezvous_two_stages("gpipe", 3, 1.0, 2.0, 1.0), rendezvous_two_stages("1f1b", 4, 1.0, 2.0, 1.0)
     (18.0, 20.0)
+    >>> rendezvous_two_stages("1f1b", 4, 1.0, 2.0, 1.0, duplex=0.5)      # 15 + 2 + 3 x 2
+    23.0
     """
     sched = schedule_name(schedule)
     M = _checks.integer("microbatches", microbatches, minimum=1)
     c = np.asarray(c, dtype=float)
-    out = (M + 1) * (t_f + t_b) + 2 * M * c if sched == "gpipe" else (M + 1) * (t_f + t_b + c)
+    d = _checks.positive("duplex", duplex)
+    if sched == "gpipe":
+        out = (M + 1) * (t_f + t_b) + 2 * M * c
+    else:
+        out = (M + 1) * (t_f + t_b) + 2 * c + (M - 1) * c / d
     return float(out) if out.ndim == 0 else out
 
 
@@ -233,7 +246,7 @@ def closed_parts(
     lead_b = np.concatenate([zero, np.cumsum(tb + send, axis=1)], axis=1)
     if scheme.p2p == "rendezvous" and S == 2:
         # Derived in rendezvous_two_stages (tests: hand timelines, the task graph, the SimPy peer).
-        base = rendezvous_two_stages(scheme.schedule, M, tf, tb, send[:, 0])
+        base = rendezvous_two_stages(scheme.schedule, M, tf, tb, send[:, 0], scheme.duplex)
         lead_f = np.concatenate([zero, zero + tf], axis=1)
         lead_b = np.concatenate([zero, zero + tb], axis=1)
     elif scheme.p2p == "rendezvous" and M == 1:

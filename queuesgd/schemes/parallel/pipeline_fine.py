@@ -75,6 +75,7 @@ def build_graph(
         overlap=scheme.overlap,
         symmetric=symmetric,
         p2p=scheme.p2p,
+        duplex=scheme.duplex,
     )
 
 
@@ -156,6 +157,9 @@ def batch_fine(
     n, D, bw, lat = batch_rows(scheme, cluster, workers, bandwidth, latency)
     if not isinstance(workload.compute, Deterministic):
         raise NotRepresentable("random compute: the fine road simulates each row")
+    if scheme.duplex < 1.0:
+        # The fused exchanges' durations are send / duplex: the rows are solved one by one.
+        raise NotRepresentable("duplex < 1: the fine road solves each row")
     rate = np.empty(n.shape)
     S = scheme.stages
     for d in np.unique(D).tolist():

@@ -161,6 +161,7 @@ def pipeline_graph(
     overlap: bool = True,
     symmetric: bool = False,
     p2p: str = "eager",
+    duplex: float = 1.0,
 ) -> TaskGraph:
     """The task graph of one pipelined training step (all replicas and stages, or one replica).
 
@@ -214,6 +215,11 @@ def pipeline_graph(
         being issued, the receive being posted and the channel being free, and
         a stage waiting on one of its sends resumes when that transfer ends;
         each stage's gradient collective follows its last wait.
+    duplex : float
+        With ``"rendezvous"``: the share of the rate each direction keeps
+        while a boundary's two directions transmit at once; the transfers
+        that 1F1B fuses on both sides of a boundary last ``send_costs /
+        duplex`` (:func:`rendezvous_tasks`).
 
     Returns
     -------
@@ -247,7 +253,7 @@ def pipeline_graph(
         first = [[f"s{s}/allgather"] if gather_costs is not None else [] for s in range(S)]
         fwd = [_duration(profile.forward[s], laws[r * S + s], mean) for s in range(S)]
         bwd = [_duration(profile.backward[s], laws[r * S + s], mean) for s in range(S)]
-        more, final = rendezvous_tasks(r, S, M, schedule, fwd, bwd, send_costs, first)
+        more, final = rendezvous_tasks(r, S, M, schedule, fwd, bwd, send_costs, first, duplex=duplex)
         tasks += more
         for s in range(S):
             last_b[s] += final[s]
@@ -316,6 +322,8 @@ def rendezvous_tasks(
     backward: Sequence[Any],
     send_costs: Sequence[float],
     first: Sequence[Sequence[str]],
+    *,
+    duplex: float = 1.0,
 ) -> tuple[list[Task], list[list[str]]]:
     """The passes and transfers of one replica when point-to-point messages are rendezvous (gloo).
 
@@ -340,6 +348,13 @@ def rendezvous_tasks(
       waiting both each time; fires the last 1B1F backward's send; in the
       cool-down waits the previous backward send after each backward; and
       waits the last one at the end.
+    - A *fused exchange*: 1F1B's ``fwd_sends + bwd_recvs`` on stage ``s``
+      and ``bwd_sends + fwd_recvs`` on stage ``s + 1`` put the activation of
+      micro-batch ``f`` and the gradient of micro-batch ``b`` into one batch
+      on both sides of boundary ``s``, so both transfers start together in
+      opposite directions; each lasts ``send_costs[s] / duplex``. (A pair
+      fused on one side only, e.g. stage 0's first fuse with ``M = 1``, is
+      sequential by its dependencies and keeps ``send_costs[s]``.)
 
     Parameters
     ----------
@@ -351,6 +366,8 @@ def rendezvous_tasks(
         Seconds of one transfer across each of the ``S - 1`` boundaries.
     first : sequence of sequence of str
         Per stage, the tasks its first action waits for (its all-gather, or none).
+    duplex : float
+        Share of the rate each direction keeps during a fused exchange (1: full duplex).
 
     Returns
     -------
@@ -372,6 +389,8 @@ def rendezvous_tasks(
     cost: dict[str, float] = {}
     tasks: list[Task] = []
     finals: list[list[str]] = []
+    # Per boundary, the (activation, gradient) pairs fused by the stage above and by the stage below.
+    fused: dict[str, set[tuple[str, ...]]] = {"sender": set(), "receiver": set()}
 
     def transfer(kind: str, s: int, m: int) -> list[str]:
         """The transfer's name in a list (empty where the stage has no such peer)."""
@@ -448,6 +467,8 @@ def rendezvous_tasks(
             rv = recv_b(b)
             at(issue, held, point)  # _batch_p2p(fwd_sends + bwd_recvs), waited
             at(post, rv, point)
+            if held and rv:
+                fused["sender"].add((held[0], rv[0]))
             point = run("B", b, point + held + rv)
             bs = send_b(b)
             b += 1
@@ -456,6 +477,8 @@ def rendezvous_tasks(
             rv = recv_f(f)
             at(issue, bs, point)  # _batch_p2p(bwd_sends + fwd_recvs), waited
             at(post, rv, point)
+            if bs and rv:
+                fused["receiver"].add((rv[0], bs[0]))
             point = run("F", f, point + bs + rv)
             held = send_f(f)
             f += 1
@@ -470,11 +493,14 @@ def rendezvous_tasks(
             at(issue, send_work, point)
             b += 1
         finals.append(point + send_work)  # "Wait for the last backward send to finish"
+    exchanged = {name for pair in fused["sender"] & fused["receiver"] for name in pair}
+    d = float(duplex)
     for name in issue:
         m = int(name.rsplit("/", 1)[1])
         previous = [f"{name.rsplit('/', 1)[0]}/{m - 1}"] if m > 0 else []
         after = issue[name] + post[name] + previous
-        tasks.append(Task(name, cost[name], tuple(dict.fromkeys(after)), group=COMMUNICATION))
+        seconds = cost[name] / d if name in exchanged else cost[name]
+        tasks.append(Task(name, seconds, tuple(dict.fromkeys(after)), group=COMMUNICATION))
     return tasks, [list(dict.fromkeys(p)) for p in finals]
 
 

@@ -12,7 +12,7 @@ the same for many rows of a sweep) and its roads
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,7 +28,14 @@ if TYPE_CHECKING:
     from queuesgd.schemes.parallel.pipeline import Pipeline
     from queuesgd.workload import Cluster, Workload
 
-__all__ = ["PipelineSetup", "batch_costs", "batch_rows", "pipeline_setup", "pipeline_solution"]
+__all__ = [
+    "PipelineSetup",
+    "batch_costs",
+    "batch_rows",
+    "pipeline_setup",
+    "pipeline_solution",
+    "with_overhead",
+]
 
 
 @dataclass(frozen=True)
@@ -40,7 +47,9 @@ class PipelineSetup:
     Attributes
     ----------
     profile : StageSplit
-        The workload split into the pipeline's stages.
+        The workload split into the pipeline's stages, each pass lengthened by
+        the scheme's ``action_overhead`` (the runtime's work per action, on
+        the stage's thread).
     replicas : int
         ``D``, the pipeline replicas.
     speed : ndarray (D, S)
@@ -78,7 +87,7 @@ def pipeline_setup(scheme: Pipeline, workload: Workload, cluster: Cluster) -> Pi
     >>> st.replicas, st.send.tolist(), st.collective.tolist()      # ring of 1 MB over 2: 1 ms
     (2, [0.001], [0.001, 0.001])
     """
-    profile = scheme.profile(workload)
+    profile = with_overhead(scheme.profile(workload), scheme.action_overhead)
     D, S = scheme.replicas(cluster), scheme.stages
     bw, lat = cluster.bandwidth, cluster.latency
     speed = cluster.speed_factors.reshape(D, S)
@@ -97,6 +106,32 @@ def pipeline_setup(scheme: Pipeline, workload: Workload, cluster: Cluster) -> Pi
         collective = np.asarray(ring_allreduce(D, g, bw, lat), dtype=float)
         update = workload.update_time * share
     return PipelineSetup(profile, D, speed, deterministic, symmetric, send, gather, collective, update)
+
+
+def with_overhead(profile: StageSplit, overhead: float) -> StageSplit:
+    """``profile`` with ``overhead`` seconds added to every stage's forward and backward pass.
+
+    The runtime's own work per action (``Pipeline.action_overhead``) runs on
+    the stage's thread, serial with the pass: the task graph and the closed
+    form read it as part of the pass (with a random compute law the pass,
+    overhead included, has the law scaled to that mean).
+
+    Examples
+    --------
+    >>> from queuesgd import Workload
+    >>> from queuesgd.schemes.parallel.pipeline_stages import stage_split
+    >>> p = with_overhead(stage_split(Workload("6ms", "2MB"), 2), 0.0005)
+    >>> [round(t, 12) for t in p.forward + p.backward]         # 1 + 0.5 ms, 2 + 0.5 ms per stage
+    [0.0015, 0.0015, 0.0025, 0.0025]
+    """
+    if overhead == 0:
+        return profile
+    return replace(
+        profile,
+        forward=tuple(f + overhead for f in profile.forward),
+        backward=tuple(b + overhead for b in profile.backward),
+        note=f"{profile.note}; + {overhead:.6g} s of runtime work per pass (action_overhead)",
+    )
 
 
 def pipeline_solution(
