@@ -22,7 +22,9 @@ on its own:
   gradient: about twice the forward's traffic -- an assumption);
 - **recomputation**: ``"full"`` runs every block's forward again,
   ``"selective"`` the attention core's (scores, softmax, dropout, context);
-  the output layer is not recomputed (Narayanan et al., SC 2021, eq. 3).
+  the output layer is not recomputed (Narayanan et al., SC 2021, eq. 3);
+- **stages**: every pipeline stage runs ``l / p`` blocks, the last one the
+  output layer too (:meth:`ComputeModel.stage_times`).
 
 The same model then predicts another size, micro-batch or tensor-parallel
 degree without a new anchor: only the shapes change.
@@ -222,15 +224,14 @@ class ComputeModel:
         dtype_bytes: int = 2,
         context: int = 1,
     ) -> float:
-        """Forward + backward (+ recomputation) of one micro-batch on one GPU of ``tensor x pipeline``.
+        """Forward + backward (+ recomputation) of one micro-batch on one GPU of the *last* pipeline stage.
 
+        The last stage is the slowest: it holds ``l / p`` blocks and the
+        output layer (final layer norm, logits, loss), so it paces the
+        pipeline. Its time is ``(l / p) (3 f + r) + 3 f_head``, the sum of
+        :meth:`stage_times`; with ``pipeline=1`` that is the whole model.
         ``context``: the rank holds ``s / c`` of each sequence (context
         parallelism; :meth:`~queuesgd.model_shapes.TransformerShape.operations`).
-
-        ``(l / p) (3 f + r) + 3 f_head / p``: ``f`` a block's forward on one
-        of ``t`` ranks, ``r`` its recomputation (``f`` for ``"full"``, the
-        attention core's forward for ``"selective"``), the output layer
-        spread over the stages as the blocks are (balanced stages).
 
         Examples
         --------
@@ -238,8 +239,55 @@ class ComputeModel:
         >>> from queuesgd.model_shapes import TransformerShape
         >>> cm = ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), memory_bandwidth=None)
         >>> t = TransformerShape(4, 1024, 16, 2048, 51200)
-        >>> round(cm.microbatch_time(t, 1, tensor=2, pipeline=2) / (t.iteration_flops(1) / 4 / 0.5e15), 12)
+        >>> last = (2 * t.block_flops(1) + t.logits_flops(1)) * 3 / 2 / 0.5e15   # 2 blocks + the head, t = 2
+        >>> round(cm.microbatch_time(t, 1, tensor=2, pipeline=2) / last, 12)
         1.0
+        """
+        blocks, head = self.stage_times(
+            shape,
+            microbatch,
+            tensor=tensor,
+            pipeline=pipeline,
+            sequence_parallel=sequence_parallel,
+            recompute=recompute,
+            dtype_bytes=dtype_bytes,
+            context=context,
+        )
+        return blocks + head
+
+    def stage_times(
+        self,
+        shape: TransformerShape,
+        microbatch: int = 1,
+        *,
+        tensor: int = 1,
+        pipeline: int = 1,
+        sequence_parallel: bool = False,
+        recompute: str | None = None,
+        dtype_bytes: int = 2,
+        context: int = 1,
+    ) -> tuple[float, float]:
+        """One stage's blocks, and the output layer the last stage adds: one micro-batch on one GPU.
+
+        ``(l / p) (3 f + r)`` and ``3 f_head``: ``f`` a block's forward on one
+        of ``t`` ranks, ``r`` its recomputation (``f`` for ``"full"``, the
+        attention core's forward for ``"selective"``), ``f_head`` the output
+        layer's forward (vocabulary-parallel over ``t``), never recomputed
+        (Narayanan et al., SC 2021, eq. 3). Every stage runs the blocks; the
+        last one also runs the head. The first stage's embedding lookup is
+        not counted (a gather of ``b s h`` values; its backward a scatter-add
+        of as many).
+
+        Examples
+        --------
+        >>> from queuesgd.gemm_table import GemmTable
+        >>> from queuesgd.model_shapes import TransformerShape
+        >>> cm = ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), memory_bandwidth=None)
+        >>> t = TransformerShape(4, 1024, 16, 2048, 51200)
+        >>> blocks, head = cm.stage_times(t, 1, pipeline=2)
+        >>> r = 0.5e15                                               # peak x efficiency
+        >>> round(blocks * r / (2 * 3 * t.block_flops(1)), 12), round(head * r / (3 * t.logits_flops(1)), 12)
+        (1.0, 1.0)
         """
         if recompute not in RECOMPUTE:
             raise InvalidParameterError("recompute", recompute, "None, 'full' or 'selective'")
@@ -253,7 +301,7 @@ class ComputeModel:
             context=context,
         )
         r = {None: 0.0, "full": f, "selective": core}[recompute]
-        return float(shape.layers / p * (3.0 * f + r) + 3.0 * head / p)
+        return float(shape.layers / p * (3.0 * f + r)), float(3.0 * head)
 
     def block_times(
         self,
@@ -267,7 +315,7 @@ class ComputeModel:
     ) -> tuple[float, float, float]:
         """Forward seconds of one block, of its attention core, and of the output layer, on one of ``tensor``.
 
-        The three sums :meth:`microbatch_time` combines (``f``, the selective
+        The three sums :meth:`stage_times` combines (``f``, the selective
         recomputation's ``r`` and the head's forward), for callers that
         combine them over many pipeline depths and recomputations at once
         (:func:`~queuesgd.schemes.parallel.hybrid_batch.batch_times`).

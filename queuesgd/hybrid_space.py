@@ -348,8 +348,8 @@ def evaluate_space(
     flops : float
         The sustained rate of the workloads (``shape.workload(b, flops=flops)``).
     compute : ComputeModel or None
-        Kernel times by shape instead of ``flops``: every row's micro-batch compute from
-        :meth:`~queuesgd.compute_model.ComputeModel.microbatch_time` at its ``b``, ``t``,
+        Kernel times by shape instead of ``flops``: every row's stage and head times from
+        :meth:`~queuesgd.compute_model.ComputeModel.stage_times` at its ``b``, ``t``,
         ``p``, sequence parallelism and recomputation (``HybridParallel(compute_model=)``).
 
     Returns

@@ -140,6 +140,7 @@ def test_formula_equals_predict_where_the_ring_is_chosen():
         {},
         {"recompute": "full", "zero": 1},
         {"schedule": "interleaved", "virtual_stages": 2, "zero": 3},
+        {"sequence_parallel": True, "recompute": "full"},  # no all-gather after the sends
     ):
         s = q.HybridParallel(tensor=8, pipeline=2, microbatches=4, shape=gpt, **kw)
         c = dgx(64)
@@ -153,6 +154,7 @@ def test_formula_equals_predict_where_the_ring_is_chosen():
             m=1,
             l=8,
             C=w.compute_time,
+            C_h=3 * 2 * 2048 * 4096 * 51200 / 150e12,  # the logits 2 b s h V, forward + backward
             A=gpt.boundary_bytes(1),
             B_intra=B_I,
             alpha_intra=A_I,

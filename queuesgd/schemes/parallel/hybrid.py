@@ -105,7 +105,9 @@ from queuesgd.schemes.parallel.megatron import (
     SCHEDULES,
     alltoall_bytes,
     bubble_fraction,
+    head_share,
     kv_bytes,
+    pipeline_time,
 )
 
 if TYPE_CHECKING:
@@ -151,18 +153,22 @@ class _Times:
     algorithms: dict[str, str]
     cp: float = 0.0  # context-parallel K/V collectives of one micro-batch
     ep: float = 0.0  # expert-parallel all-to-alls of one micro-batch
+    head: float = 0.0  # the output layer's compute, which the last stage adds to each micro-batch
 
     @property
     def tau(self) -> float:
+        """One micro-batch on a stage without the head."""
         return self.compute + self.tp + self.p2p + self.cp + self.ep
 
     @property
     def bubble(self) -> float:
+        """The last (slowest) stage's idle time: ``(p - 1) tau / v``."""
         return (self.pipeline - 1) / self.virtual * self.tau
 
     @property
     def step(self) -> float:
-        return self.microbatches * self.tau + self.bubble + self.dp + self.update
+        pipe = pipeline_time(self.tau, self.head, self.pipeline, self.microbatches, self.virtual)
+        return pipe + self.dp + self.update
 
 
 @dataclass(frozen=True)
@@ -216,7 +222,7 @@ class HybridParallel(Scheme):
     >>> s = HybridParallel(tensor=2, pipeline=4, microbatches=16, shape=GPT3_XL, recompute="selective")
     >>> p = predict(s, GPT3_XL.workload(1, flops=150e12), c)
     >>> round(p.throughput, 1), round(p.memory.total / 1e9, 2)
-    (382.0, 5.49)
+    (334.2, 5.49)
     """
 
     key: ClassVar[str] = "hybrid"
@@ -363,10 +369,12 @@ class HybridParallel(Scheme):
             return float(self.hidden_bytes)
         return self.shape.boundary_bytes(workload.batch_size)
 
-    def _recompute_share(self, workload: Workload, forward: float, experts: float = 0.0) -> float:
-        """Extra compute of one micro-batch, as a share of ``C``."""
+    def _recompute_share(
+        self, workload: Workload, forward: float, experts: float = 0.0, head: float = 0.0
+    ) -> float:
+        """Extra compute of one micro-batch, as a share of ``C`` (the blocks'; the head is not recomputed)."""
         if self.recompute == "full":
-            return forward if self.experts is None else forward * (1.0 + experts)
+            return forward * (1.0 - head) if self.experts is None else forward * (1.0 - head + experts)
         if self.recompute == "selective":
             s = self.shape
             b = workload.batch_size
@@ -385,9 +393,11 @@ class HybridParallel(Scheme):
         forward = f / (f + bwd) if f is not None and bwd and f + bwd > 0 else 1.0 / 3.0
         if self.compute_model is None:
             xs = expert_share(self, workload)
-            compute = C * (1.0 + xs + self._recompute_share(workload, forward, xs)) / (t * p * c)
+            hs = 0.0 if self.shape is None else head_share(self.shape, workload.batch_size)
+            compute = C * (1.0 - hs + xs + self._recompute_share(workload, forward, xs, hs)) / (t * p * c)
+            head = C * hs / (t * c)
         else:  # the shape's kernels on one of t ranks, each at its GEMM efficiency
-            compute = stretch * self.compute_model.microbatch_time(
+            compute, head = self.compute_model.stage_times(
                 self.shape,
                 workload.batch_size,
                 tensor=t,
@@ -396,6 +406,7 @@ class HybridParallel(Scheme):
                 recompute=self.recompute,
                 context=c,
             )
+            compute, head = stretch * compute, stretch * head
         A = self.message_bytes(workload)
         Ac = A / c  # this rank's tokens' hidden states
         algorithms: dict[str, str] = {}
@@ -441,7 +452,10 @@ class HybridParallel(Scheme):
             inside = t * c * d < gpn
             bw = cluster.intra_bandwidth if inside else cluster.network_bandwidth / gpn
             lat = cluster.intra_latency if inside else cluster.latency
-            p2p = 2 * v * (lat + Ac / t / bw)
+            # scatter/gather (Megatron 4.1): each rank sends A/t; without SP the receiving stage's t
+            # ranks all-gather the whole A over NVLink (with SP each rank keeps its sequence shard)
+            regather = 0.0 if self.sequence_parallel or t == 1 else coll("allgather", Ac, t, k_tp, "p2p_ag")
+            p2p = 2 * v * (lat + Ac / t / bw + regather)
         dc = d * c  # parameters are replicated over the context-parallel ranks too
         k_dp = math.gcd(dc, gpn // t) if t < gpn else 1
         X = expert_bytes(self, workload)
@@ -466,7 +480,7 @@ class HybridParallel(Scheme):
             update = workload.update_time * shard / workload.parameter_bytes
         else:
             update = workload.update_time / (t * p * (dc if self.zero else 1))
-        return _Times(compute, tp, p2p, dp, update, p, m, v, algorithms, cp, ep)
+        return _Times(compute, tp, p2p, dp, update, p, m, v, algorithms, cp, ep, head)
 
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:
         """Bytes per GPU of the first stage (item 7; :func:`~.hybrid_memory.first_stage_memory`).
@@ -489,11 +503,15 @@ class HybridParallel(Scheme):
     def solve_closed_form(
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
-        """Megatron's model: ``(m + (p-1)/v) tau + data-parallel collectives + update``."""
+        """Megatron's model: ``m (tau + head) + (p-1)/v tau + data-parallel collectives + update``.
+
+        The breakdown is the last stage's, the slowest (it runs the head): its
+        compute, its communication, its idle time ``(p - 1) tau / v``.
+        """
         tm = self.times(workload, cluster)
         m = self.microbatches
         breakdown = {
-            "compute": m * tm.compute,
+            "compute": m * (tm.compute + tm.head),
             "communication": m * (tm.tp + tm.p2p + tm.cp + tm.ep) + tm.dp,
             "waiting": tm.bubble,
             "update": tm.update,
@@ -506,6 +524,7 @@ class HybridParallel(Scheme):
             + (f" E={self.experts} e={self.expert_parallel}" if self.experts is not None else "")
             + (f" v={self.virtual_stages}" if self.schedule == "interleaved" else "")
             + f", bubble (p-1)/(v m) = {bubble_fraction(self.pipeline, m, self.virtual_stages):.4g}"
+            + (", the last stage also runs the output layer" if tm.head else "")
             + (", compute by kernel from the GEMM table" if self.compute_model is not None else "")
             + ", collectives "
             + ", ".join(f"{k} {a}" for k, a in tm.algorithms.items())
@@ -530,6 +549,7 @@ class HybridParallel(Scheme):
                 "p2p_per_microbatch": tm.p2p,
                 "cp_per_microbatch": tm.cp,
                 "ep_per_microbatch": tm.ep,
+                "head_per_microbatch": tm.head,
                 "dp_per_step": tm.dp,
                 "algorithms": dict(tm.algorithms),
             },

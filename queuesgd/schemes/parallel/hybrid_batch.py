@@ -45,7 +45,7 @@ from queuesgd.schemes.costs import (
 from queuesgd.schemes.memory import check_optimizer
 from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share
-from queuesgd.schemes.parallel.megatron import expert_mlp_parameters
+from queuesgd.schemes.parallel.megatron import expert_mlp_parameters, head_share, pipeline_time
 
 if TYPE_CHECKING:
     from queuesgd.compute_model import ComputeModel
@@ -66,6 +66,7 @@ COLUMNS: tuple[str, ...] = (
     "p2p",
     "cp",
     "ep",
+    "head",
     "dp",
     "update",
     "parameters",
@@ -193,8 +194,8 @@ def batch_times(
     optimizer : str or float
         Optimizer state per byte of parameters, as ``HybridParallel.optimizer``.
     compute_model : ComputeModel or None
-        As ``HybridParallel.compute_model``: each row's micro-batch compute is
-        :meth:`~queuesgd.compute_model.ComputeModel.microbatch_time` for its
+        As ``HybridParallel.compute_model``: each row's stage and head times are
+        :meth:`~queuesgd.compute_model.ComputeModel.stage_times` for its
         ``b``, ``t``, ``p``, sequence parallelism and recomputation, times the
         slowest GPU's factor (the kernels timed once per ``(b, t, SP)``);
         the workloads' compute times are then not used.
@@ -207,7 +208,8 @@ def batch_times(
     -------
     dict of str to ndarray
         ``throughput`` (samples/s), ``step`` (s), ``bubble`` (fraction),
-        ``compute``/``tp``/``p2p`` (one micro-batch on one GPU, s), ``dp``
+        ``compute``/``tp``/``p2p`` (one micro-batch on one GPU, s), ``head``
+        (the output layer the last stage adds to each micro-batch, s), ``dp``
         and ``update`` (one step, s), and the first stage's memory per GPU
         (bytes): ``parameters``, ``gradients``, ``optimizer``,
         ``activations`` and ``memory`` (their total); ``cp`` and ``ep``
@@ -227,7 +229,7 @@ def batch_times(
     ...                   recompute=[2, 0], zero=0)
     >>> s = HybridParallel(tensor=2, pipeline=4, microbatches=16, shape=GPT3_XL, recompute="selective")
     >>> round(float(out["throughput"][0]), 1), round(predict(s, w[1], c).throughput, 1)
-    (382.0, 382.0)
+    (334.2, 334.2)
     """
     t = np.asarray(tensor, dtype=np.int64).ravel()
     n = t.shape[0]
@@ -266,6 +268,7 @@ def batch_times(
         ]
     )[which]
     A = np.array([shape.boundary_bytes(int(x)) for x in sizes])[which]
+    H = np.array([head_share(shape, int(x)) for x in sizes])[which]
     xs = np.array(
         [expert_compute_share(shape, int(x), capacity_factor, top_k) if moe else 0.0 for x in sizes]
     )
@@ -276,10 +279,13 @@ def batch_times(
     update_time = np.array([w.update_time for w in ws])[which]
     full, selective = rc == 1, rc == 2
     if compute_model is None:
-        share = np.where(full, forward * (1.0 + xs) if moe else forward, np.where(selective, sel, 0.0))
-        compute = C * (1.0 + xs + share) / (t * p * c)
+        rerun = forward * (1.0 - H + xs) if moe else forward * (1.0 - H)  # the head is not recomputed
+        share = np.where(full, rerun, np.where(selective, sel, 0.0))
+        compute = C * (1.0 - H + xs + share) / (t * p * c)
+        head = C * H / (t * c)
     else:
-        compute = stretch * _shaped_compute(compute_model, shape, b, t, p, sp, rc, c)
+        compute, head = _shaped_compute(compute_model, shape, b, t, p, sp, rc, c)
+        compute, head = stretch * compute, stretch * head
     gpn = cluster.per_node
     # tensor parallelism: packed in a node
     k_tp = np.minimum(t, gpn)
@@ -301,11 +307,13 @@ def batch_times(
         size = A / c / np.where(sp, t, 1) * capacity_factor * top_k
         a2a, _ = batch_collective_time("alltoall", size, cluster, e, k_ep)
         ep = shape.layers / p * np.where(full, 6, 4) * a2a
-    # pipeline sends: 2 v blocking sends of A/(t c), over NVLink if the next stage is in the node
+    # pipeline sends: 2 v blocking sends of A/(t c), over NVLink if the next stage is in the node, then
+    # (without SP) the receiving stage's t ranks all-gather the whole A/c (scatter/gather)
     inside = t * c * d < gpn
     bw = np.where(inside, cluster.intra_bandwidth, cluster.network_bandwidth / gpn)
     lat = np.where(inside, cluster.intra_latency, cluster.latency)
-    p2p = np.where(p > 1, 2 * v * (lat + Ac / t / bw), 0.0)
+    regather = np.where(sp | (t == 1), 0.0, ag)
+    p2p = np.where(p > 1, 2 * v * (lat + Ac / t / bw + regather), 0.0)
     # data parallelism / ZeRO over the d c ranks holding the same shard
     dc = d * c
     k_dp = np.where(t < gpn, np.gcd(dc, np.maximum(gpn // t, 1)), 1)
@@ -321,7 +329,7 @@ def batch_times(
     else:
         update = update_time / (t * p * np.where(z > 0, dc, 1))
     tau = compute + tp + p2p + cp + ep
-    step = m * tau + (p - 1) / v * tau + dp + update
+    step = pipeline_time(tau, head, p, m, v) + dp + update
     moe_args = (experts, capacity_factor, top_k) if moe else None
     memory = _batch_memory(shape, param_bytes, t, p, dc, b, m, sched, v, sp, rc, z, opt, c, e, moe_args)
     return {
@@ -333,6 +341,7 @@ def batch_times(
         "p2p": p2p,
         "cp": cp,
         "ep": ep,
+        "head": head,
         "dp": dp,
         "update": update,
         **memory,
@@ -348,10 +357,10 @@ def _shaped_compute(
     sp: np.ndarray,
     rc: np.ndarray,
     c: np.ndarray,
-) -> np.ndarray:
-    """``ComputeModel.microbatch_time`` per row: the kernels timed once per ``(b, t, SP)``, then arrays.
+) -> tuple[np.ndarray, np.ndarray]:
+    """``ComputeModel.stage_times`` per row: the kernels timed once per ``(b, t, SP)``, then arrays.
 
-    ``(l / p) (3 f + r) + 3 f_head / p`` in the scalar method's order of operations: equal bit for bit.
+    ``(l / p) (3 f + r)`` and ``3 f_head`` in the scalar method's order of operations: equal bit for bit.
     """
     keys = np.stack([b, t, sp.astype(np.int64), c], axis=1)
     unique, which = np.unique(keys, axis=0, return_inverse=True)
@@ -363,7 +372,7 @@ def _shaped_compute(
     ).reshape(-1, 3)
     f, core, head = (sums[:, j][which.ravel()] for j in range(3))
     r = np.where(rc == 1, f, np.where(rc == 2, core, 0.0))
-    return shape.layers / p * (3.0 * f + r) + 3.0 * head / p
+    return shape.layers / p * (3.0 * f + r), 3.0 * head
 
 
 def _expert_bytes(shape: TransformerShape, workload: Workload) -> float:

@@ -2,11 +2,14 @@
 
 What :meth:`~queuesgd.schemes.parallel.hybrid.HybridParallel.formula` (and ``derive``)
 returns: ring collectives, tensor parallelism inside a node, blocking
-pipeline sends of ``A / t``, data-parallel collectives exposed after the
-flush, deterministic balanced stages (Narayanan et al., SC 2021; Korthikanti
-et al., 2022). Context and expert parallelism are not in it (their
-collectives' placement depends on the cluster's nodes): the scheme's closed
-form has them, ``formula`` says so.
+pipeline sends of ``A / t`` then an all-gather of ``A`` over the ``t`` ranks
+(Megatron's scatter/gather, without sequence parallelism), data-parallel
+collectives exposed after the flush, deterministic stages: with a shape the
+last stage also runs the output layer (``C_h``) and paces the pipeline,
+``M (tau + C_h / t) + (p - 1) tau / v`` (Narayanan et al., SC 2021;
+Korthikanti et al., 2022; :func:`~.megatron.pipeline_time`). Context and
+expert parallelism are not in it (their collectives' placement depends on
+the cluster's nodes): the scheme's closed form has them, ``formula`` says so.
 
 Examples
 --------
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING
 from queuesgd import _checks
 from queuesgd.errors import NotRepresentable
 from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
-from queuesgd.schemes.parallel.megatron import bubble_fraction
+from queuesgd.schemes.parallel.megatron import bubble_fraction, pipeline_time
 
 if TYPE_CHECKING:
     from queuesgd.formula import Formula
@@ -65,7 +68,7 @@ def hybrid_formula(
     pos = {"positive": True}
     ints = {k: sympy.Symbol(k, integer=True, **pos) for k in ("t", "p", "d", "M", "v", "m", "l")}
     reals = {k: sympy.Symbol(k, **pos) for k in ("C", "B_intra", "B", "G")}
-    nonneg = {k: sympy.Symbol(k, nonnegative=True) for k in ("A", "alpha_intra", "alpha", "u", "C_a")}
+    nonneg = {k: sympy.Symbol(k, nonnegative=True) for k in ("A", "alpha_intra", "alpha", "u", "C_a", "C_h")}
     sy = {**ints, **reals, **nonneg}
     t, p, d, M, m, l = (sy[k] for k in ("t", "p", "d", "M", "m", "l"))
     v = sy["v"] if scheme.schedule == "interleaved" else 1
@@ -82,6 +85,8 @@ def hybrid_formula(
         "l": "transformer layers",
         "C": "forward and backward time of one micro-batch, whole model, one GPU, s",
         "C_a": "forward time of the attention cores of one micro-batch, whole model, one GPU, s",
+        "C_h": "forward and backward time of the output layer (logits) of one micro-batch, one GPU, s "
+        "(part of C; the last stage runs it)",
         "A": "activation bytes of one micro-batch (b s h x 2), the TP all-reduce message",
         "B_intra": "bandwidth inside a node, bytes/s",
         "alpha_intra": "latency inside a node, s",
@@ -95,10 +100,12 @@ def hybrid_formula(
     elif quantity == "tp_communication":
         expr, name = per_layer, "tensor-parallel communication per layer and micro-batch, s"
     else:
-        extra = {None: 0, "full": sy["C"] / 3, "selective": sy["C_a"]}[scheme.recompute]
-        tau = (
-            (sy["C"] + extra) / (t * p) + l / p * per_layer + 2 * v * (a + A / (t * B)) * sympy.Min(p - 1, 1)
-        )
+        head = sy["C_h"] if scheme.shape is not None else 0  # without a shape the stages are equal
+        blocks = sy["C"] - head
+        extra = {None: 0, "full": blocks / 3, "selective": sy["C_a"]}[scheme.recompute]
+        regather = 0 if scheme.sequence_parallel else ring_allgather(t, A, Bi, ai)
+        send = 2 * v * (a + A / (t * B) + regather) * sympy.Min(p - 1, 1)
+        tau = (blocks + extra) / (t * p) + l / p * per_layer + send
         Gs = G / (t * p)
         if scheme.zero == 0:
             dp = ring_allreduce(d, Gs, B, a)
@@ -107,7 +114,7 @@ def hybrid_formula(
         else:
             dp = M * (2 * ring_allgather(d, Gs, B, a) + ring_reduce_scatter(d, Gs, B, a))
         update = sy["u"] / (t * p * (d if scheme.zero else 1))
-        expr = d * M * m / ((M + (p - 1) / v) * tau + dp + update)
+        expr = d * M * m / (pipeline_time(tau, head / t, p, M, v) + dp + update)
         name = (
             f"{scheme.key} throughput ({scheme.schedule}, recompute {scheme.recompute}, ZeRO {scheme.zero})"
         )
@@ -117,6 +124,7 @@ def hybrid_formula(
         meaning,
         name,
         "Megatron-LM's model (Narayanan et al. SC'21; Korthikanti et al. 2022): ring collectives, "
-        "tensor parallelism inside a node, blocking pipeline sends of A/t, data-parallel collectives "
-        "exposed after the flush; deterministic balanced stages",
+        "tensor parallelism inside a node, blocking pipeline sends of A/t and their all-gather over the "
+        "t ranks (scatter/gather, without sequence parallelism), data-parallel collectives exposed after "
+        "the flush; deterministic stages, the last one also running the output layer (C_h, with a shape)",
     )

@@ -5,6 +5,10 @@ Plain formulas, cited where they come from, used by
 
 - :func:`bubble_fraction` -- ``(p-1)/m`` for GPipe and 1F1B, ``(p-1)/(v m)``
   for the interleaved schedule (Narayanan et al., SC 2021, Sections 2.2.1-2.2.2).
+- :func:`pipeline_time` -- the time of ``m`` micro-batches through stages of
+  unequal times: ``m max + (sum - max) / v`` (equal stages: ``(m + (p-1)/v) tau``).
+- :func:`head_share` -- the output layer's share of a micro-batch's FLOPs
+  (the work the last pipeline stage adds).
 - :func:`layer_activation_bytes` -- the activations one transformer layer
   keeps for its backward pass (Korthikanti et al., 2022, Table 2).
 - :func:`layers_in_flight` -- how many layers' activations the first
@@ -42,10 +46,12 @@ __all__ = [
     "alltoall_bytes",
     "expert_activation_bytes",
     "expert_mlp_parameters",
+    "head_share",
     "hybrid_memory",
     "kv_bytes",
     "layer_activation_bytes",
     "layers_in_flight",
+    "pipeline_time",
 ]
 
 #: Pipeline schedules: GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush), interleaved 1F1B.
@@ -67,6 +73,57 @@ def bubble_fraction(pipeline: Any, microbatches: Any, virtual_stages: Any = 1) -
     0.375
     """
     return (pipeline - 1) / (virtual_stages * microbatches)
+
+
+def pipeline_time(stage: Any, last: Any, pipeline: Any, microbatches: Any, virtual_stages: Any = 1) -> Any:
+    """Seconds of ``m`` micro-batches through ``p`` stages, the last ``last`` seconds slower than the others.
+
+    Each of the first ``p - 1`` stages takes ``tau = stage`` per micro-batch,
+    the last ``tau + last`` (it also runs the output layer). For GPipe and
+    1F1B with stage times ``tau_i`` the step is ``sum_i tau_i + (m - 1) max_i
+    tau_i`` (every stage's fill and drain, then ``m - 1`` micro-batches at the
+    slowest); for the interleaved schedule (each GPU ``v`` chunks of
+    ``tau_i / v``, the head in the last GPU's last chunk) ``m max_i tau_i +
+    (sum_i tau_i - max_i tau_i) / v``: the slowest GPU's whole work, plus the
+    other stages' chunks that precede its first forward and follow its last
+    backward. With the last stage the slowest both are
+
+        ``m (tau + last) + (p - 1) tau / v``,
+
+    ``(m + (p - 1)/v) tau`` when ``last = 0`` (Narayanan et al., SC 2021,
+    Sections 2.2.1-2.2.2). Exact for deterministic times, checked against the
+    task graph of 1F1B and GPipe and a simulation of Megatron's interleaved
+    order (``tests/schemes/test_hybrid_stages.py``); it assumes the other
+    stages are equal and the last not faster (``last >= 0``). Numbers, NumPy
+    arrays or SymPy symbols.
+
+    Examples
+    --------
+    >>> pipeline_time(3.0, 0.0, 4, 8), (8 + 3) * 3.0            # equal stages
+    (33.0, 33.0)
+    >>> pipeline_time(3.0, 0.5, 4, 8, 2)                         # 8 x 3.5 + 3 x 3 / 2
+    32.5
+    """
+    return microbatches * (stage + last) + (pipeline - 1) / virtual_stages * stage
+
+
+def head_share(shape: Any, microbatch: int = 1) -> float:
+    """The output layer's share of one micro-batch's forward + backward FLOPs: ``3 (2 b s h V) / F``.
+
+    ``F`` the model's FLOPs (:meth:`~queuesgd.model_shapes.TransformerShape.iteration_flops`);
+    the last pipeline stage runs this share of a micro-batch's compute
+    ``C`` besides its blocks (the logits ``2 b s h V`` FLOPs forward,
+    twice that backward; the final layer norm and the loss are not FLOPs
+    of a product and not counted here).
+
+    Examples
+    --------
+    >>> from queuesgd.model_shapes import TransformerShape
+    >>> s = TransformerShape(128, 25600, 160, 2048, 51200)    # Megatron's 1T: 1 / (1 + 12 l h (1 + s/6h) / V)
+    >>> round(head_share(s, 1) * (1 + 12 * 128 * 25600 * (1 + 2048 / (6 * 25600)) / 51200), 12)
+    1.0
+    """
+    return 3.0 * shape.logits_flops(microbatch) / shape.iteration_flops(microbatch)
 
 
 def layer_activation_bytes(

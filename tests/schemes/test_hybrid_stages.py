@@ -1,0 +1,189 @@
+"""Unequal pipeline stages and the scatter/gather all-gather in HybridParallel (issue 24).
+
+The closed form :func:`~queuesgd.schemes.parallel.megatron.pipeline_time` (the
+last stage runs the output layer and paces the pipeline) is held against two
+other methods: the task graph of 1F1B and GPipe that ``Pipeline`` solves
+(:func:`~queuesgd.schemes.parallel.pipeline_graph.pipeline_graph`, max-plus
+over every pass), and, for the interleaved schedule, which that graph does not
+have, a simulation written here of Megatron-LM's interleaved 1F1B order
+(``forward_backward_pipelining_with_interleaving``: warm-up, steady 1F1B,
+cool-down; chunk ``(k mod p v) // p`` at the ``k``-th step).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import queuesgd as q
+from queuesgd.dag import schedule as run_graph
+from queuesgd.model_shapes import TransformerShape
+from queuesgd.schemes.parallel.megatron import pipeline_time
+from queuesgd.schemes.parallel.pipeline_graph import StageSplit, pipeline_graph
+
+B_I, A_I, B_R, A_E = 300e9, 2e-6, 25e9, 5e-6  # NVLink per GPU; one 200 Gbit/s rail
+
+
+def dgx(workers: int) -> q.Cluster:
+    return q.Cluster(workers, B_R, A_E, gpus_per_node=8, node_bandwidth=B_I, node_latency=A_I, rails=8)
+
+
+def graph_makespan(forward, backward, microbatches: int, sched: str) -> float:
+    """One replica's step in the task graph, free sends, no collective or update."""
+    S = len(forward)
+    split = StageSplit(None, tuple(forward), tuple(backward), (1.0,) * S, (1.0,) * S, "test")
+    w = q.Workload(sum(forward) + sum(backward), 1e6)
+    g = pipeline_graph(w, q.Cluster(S, "1GB/s"), split, microbatches=microbatches, schedule=sched,
+                       send_costs=[0.0] * (S - 1), gather_costs=None, collective_costs=[0.0] * S,
+                       update_costs=[0.0] * S, replicas=1)  # fmt: skip
+    return run_graph(g).makespan
+
+
+def megatron_order(p: int, v: int, m: int, rank: int) -> list[tuple[str, int, int]]:
+    """``(kind, chunk, micro-batch)`` in the order GPU ``rank`` runs them (Megatron's interleaved 1F1B)."""
+    total = m * v
+    warm = total if m == p else min((p - rank - 1) * 2 + (v - 1) * p, total)
+    steps = [("F", k) for k in range(warm)]
+    for k in range(total - warm):
+        steps += [("F", k + warm), ("B", k)]
+    steps += [("B", k) for k in range(total - warm, total)]
+    count = {"F": [0] * v, "B": [0] * v}
+    order = []
+    for kind, k in steps:
+        c = (k % (p * v)) // p
+        c = c if kind == "F" else v - 1 - c
+        order.append((kind, c, count[kind][c]))
+        count[kind][c] += 1
+    return order
+
+
+def interleaved_makespan(p: int, v: int, m: int, forward, backward) -> float:
+    """Megatron's interleaved 1F1B on ``p`` GPUs of ``v`` chunks, ``forward[r][c]`` seconds, free sends.
+
+    GPU ``r`` holds virtual stages ``c p + r``; a forward of virtual stage ``s``
+    waits for that of ``s - 1``, a backward for that of ``s + 1`` and its own
+    forward. Each GPU runs its passes in Megatron's static order, each as soon
+    as the GPU and the inputs are ready.
+    """
+    orders = [megatron_order(p, v, m, r) for r in range(p)]
+    done: dict[tuple[str, int, int], float] = {}
+    at, free = [0] * p, [0.0] * p
+    moved = True
+    while moved:
+        moved = False
+        for r in range(p):
+            while at[r] < len(orders[r]):
+                kind, c, j = orders[r][at[r]]
+                s = c * p + r
+                deps = [("F", s - 1, j)] if kind == "F" and s > 0 else []
+                if kind == "B":
+                    deps = [("F", s, j)] + ([("B", s + 1, j)] if s < p * v - 1 else [])
+                if any(d not in done for d in deps):
+                    break
+                start = max([free[r]] + [done[d] for d in deps])
+                free[r] = done[(kind, s, j)] = start + (forward if kind == "F" else backward)[r][c]
+                at[r] += 1
+                moved = True
+    assert at == [len(o) for o in orders], "the order deadlocked"
+    return max(free)
+
+
+# ---- the closed form against the task graph and the interleaved simulation ------------------------
+@pytest.mark.parametrize("sched", ["1f1b", "gpipe"])
+def test_last_stage_slower_equals_the_task_graph(sched):
+    rng = np.random.default_rng(24)
+    for _ in range(60):
+        S, M = int(rng.integers(2, 7)), int(rng.integers(1, 13))
+        f, b = rng.uniform(0.2, 2.0, 2)  # any forward/backward split: sends and TP sit in both
+        hf, hb = rng.uniform(0.0, 2.0, 2)  # the head's forward and backward on the last stage
+        fwd, bwd = [f] * S, [b] * S
+        fwd[-1] += hf
+        bwd[-1] += hb
+        want = graph_makespan(fwd, bwd, M, sched)
+        assert pipeline_time(f + b, hf + hb, S, M) == pytest.approx(want, rel=1e-9)
+        tau = [x + y for x, y in zip(fwd, bwd)]  # the textbook form: sum_i tau_i + (m - 1) max_i tau_i
+        assert sum(tau) + (M - 1) * max(tau) == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize(("p", "v", "m"), [(2, 2, 4), (4, 2, 8), (4, 3, 8), (3, 2, 6), (4, 2, 4),
+                                           (8, 4, 16), (4, 4, 12), (2, 3, 2), (3, 4, 9)])  # fmt: skip
+def test_interleaved_equals_a_simulation_of_megatrons_order(p, v, m):
+    rng = np.random.default_rng(p * 100 + v * 10 + m)
+    for _ in range(5):
+        f, b = rng.uniform(0.2, 2.0, 2)
+        hf, hb = rng.uniform(0.0, 2.0, 2)
+        fwd = [[f / v] * v for _ in range(p)]
+        bwd = [[b / v] * v for _ in range(p)]
+        equal = interleaved_makespan(p, v, m, fwd, bwd)
+        assert pipeline_time(f + b, 0.0, p, m, v) == pytest.approx(equal, rel=1e-9)
+        assert (m + (p - 1) / v) * (f + b) == pytest.approx(equal, rel=1e-9)  # Megatron, Section 2.2.2
+        fwd[p - 1][v - 1] += hf  # the head: in the last GPU's last chunk (the model's last layers)
+        bwd[p - 1][v - 1] += hb
+        got = interleaved_makespan(p, v, m, fwd, bwd)
+        assert pipeline_time(f + b, hf + hb, p, m, v) == pytest.approx(got, rel=1e-9)
+
+
+def test_equal_stages_are_the_former_form_bit_for_bit():
+    for tau, p, m, v in [(0.0123, 8, 64, 1), (1 / 3, 35, 2520 // 35, 3), (7e-3, 4, 8, 2)]:
+        assert pipeline_time(tau, 0.0, p, m, v) == m * tau + (p - 1) / v * tau
+
+
+# ---- the scheme -------------------------------------------------------------------------------------
+GPT = TransformerShape(16, 4096, 32, 2048, 51200)
+
+
+def test_the_last_stage_runs_the_head_as_its_flops_say():
+    w = GPT.workload(1, flops=150e12)
+    s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, shape=GPT)
+    tm = s.times(w, dgx(64))
+    b, sq, h, V, l = 1, 2048, 4096, 51200, 16
+    logits = 3 * 2 * b * sq * h * V / 150e12  # 2 b s h V forward, twice that backward
+    blocks = 3 * l * (24 * b * sq * h * h + 4 * b * sq * sq * h) / 150e12
+    assert tm.head == pytest.approx(logits / 8, rel=1e-12)
+    assert tm.compute == pytest.approx(blocks / (8 * 4), rel=1e-12)
+    # full recomputation re-runs the blocks' forward only (Narayanan et al., eq. 3)
+    full = s.replace(recompute="full").times(w, dgx(64))
+    assert full.compute == pytest.approx(blocks * 4 / 3 / 32, rel=1e-12) and full.head == tm.head
+    # without a shape there is no head: the stages stay equal
+    A = GPT.boundary_bytes()
+    plain = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, layers=16, hidden_bytes=A)
+    assert plain.times(w, dgx(64)).head == 0.0
+
+
+def test_the_step_equals_the_task_graph_of_its_own_stage_times():
+    w = GPT.workload(1, flops=150e12)
+    c = dgx(64)
+    for kw in ({}, {"schedule": "gpipe"}, {"recompute": "full", "zero": 1}):
+        s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, shape=GPT, **kw)
+        tm = s.times(w, c)
+        sched = "gpipe" if s.schedule == "gpipe" else "1f1b"
+        fwd = [tm.tau / 3] * 4
+        bwd = [2 * tm.tau / 3] * 4
+        fwd[-1] += tm.head / 3
+        bwd[-1] += 2 * tm.head / 3
+        want = graph_makespan(fwd, bwd, 8, sched) + tm.dp + tm.update
+        assert q.predict(s, w, c).iteration_time == pytest.approx(want, rel=1e-9)
+    s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, shape=GPT, schedule="interleaved",
+                         virtual_stages=2)  # fmt: skip
+    tm = s.times(w, c)
+    fwd = [[tm.tau / 6] * 2 for _ in range(4)]
+    bwd = [[tm.tau / 3] * 2 for _ in range(4)]
+    fwd[3][1] += tm.head / 3
+    bwd[3][1] += 2 * tm.head / 3
+    want = interleaved_makespan(4, 2, 8, fwd, bwd) + tm.dp + tm.update
+    assert q.predict(s, w, c).iteration_time == pytest.approx(want, rel=1e-9)
+
+
+def test_scatter_gather_all_gathers_each_received_message_over_nvlink():
+    A = GPT.boundary_bytes(1)
+    w = GPT.workload(1, flops=150e12)
+    s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, shape=GPT)
+    ring_ag = 7 / 8 * A / B_I + 7 * A_I  # ring all-gather of A over the 8 ranks of a node
+    send = A_E + A / 8 / (8 * B_R / 8)  # A/t over the GPU's rail (the next stage is in another node)
+    got = q.predict(s, w, dgx(64)).details["p2p_per_microbatch"]
+    assert got == pytest.approx(2 * (send + ring_ag), rel=1e-12)
+    inter = q.predict(s.replace(schedule="interleaved", virtual_stages=2), w, dgx(64))
+    assert inter.details["p2p_per_microbatch"] == pytest.approx(4 * (send + ring_ag), rel=1e-12)
+    # sequence parallelism keeps each rank's shard: nothing to gather
+    sp = q.predict(s.replace(sequence_parallel=True), w, dgx(64))
+    assert sp.details["p2p_per_microbatch"] == pytest.approx(2 * send, rel=1e-12)
