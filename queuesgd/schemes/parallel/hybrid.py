@@ -15,17 +15,23 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    x 2 bytes (``b = batch_size``) and the activations; without one,
    ``layers`` and ``hidden_bytes`` give ``l`` and ``A`` (and activation
    memory is not counted).
-2. **Compute** splits evenly: one micro-batch costs ``C / (t p)`` per GPU
-   (GEMM efficiency that falls with ``t`` is not modelled). Recomputation
-   adds one forward (``"full"``) or the attention cores' forward
-   (``"selective"``: ``4 b s^2 h`` FLOPs per layer, their share of the
-   model's FLOPs times ``C``). Compute is taken at its mean, paced by the
-   slowest GPU (``1 / min(speeds)``). With ``compute_model=`` (a
-   :class:`~queuesgd.compute_model.ComputeModel`, and a shape) it follows
+2. **Compute** splits the blocks evenly and puts the output layer on the
+   last stage: one micro-batch costs each GPU ``C (1 - H) / (t p)`` for its
+   ``l / p`` blocks, and the last stage ``C H / t`` more (``H`` the logits'
+   share of the model's FLOPs, :func:`~.megatron.head_share`: ``2 b s h V``
+   forward, twice that backward, vocabulary-parallel over ``t``; zero
+   without a shape, then every stage is equal). The first stage's embedding
+   lookup is not counted. Recomputation adds the blocks' forward
+   (``"full"``; the output layer is not recomputed, eq. 3) or the attention
+   cores' forward (``"selective"``: ``4 b s^2 h`` FLOPs per layer, their
+   share of the model's FLOPs times ``C``). Compute is taken at its mean,
+   paced by the slowest GPU (``1 / min(speeds)``). With ``compute_model=``
+   (a :class:`~queuesgd.compute_model.ComputeModel`, and a shape) it follows
    the shape instead: each kernel of a layer split ``t`` ways at its own
-   GEMM efficiency (:meth:`~queuesgd.compute_model.ComputeModel.microbatch_time`),
-   so a smaller model, micro-batch or larger ``t`` runs each product less
-   efficiently; ``C`` is then not used.
+   GEMM efficiency (:meth:`~queuesgd.compute_model.ComputeModel.stage_times`:
+   the blocks of a stage, and the head the last stage adds), so a smaller
+   model, micro-batch or larger ``t`` runs each product less efficiently;
+   ``C`` is then not used.
 3. **Tensor parallelism** (Megatron, Section 3.3): per layer and micro-batch
    2 all-reduces of ``A`` bytes forward and 2 backward over the ``t`` ranks
    (2 more with full recomputation), not overlapped; with sequence
@@ -35,10 +41,16 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    a gradient ``v`` times (once per model chunk), blocking, ``A / t`` bytes
    each (Megatron's scatter/gather, Section 4.1), to the next stage ``t d``
    ranks on: over NVLink if that rank is in the node, else over the GPU's
-   share of the rails. With ``tau`` one micro-batch's time on a GPU
-   (compute, tensor-parallel collectives, sends), the pipeline takes
-   ``(m + (p - 1)/v) tau``: the bubble is ``(p - 1)/(v m)`` of the ideal
-   ``m tau`` (Sections 2.2.1-2.2.2; ``v = 1`` for GPipe and 1F1B).
+   share of the rails; without sequence parallelism the ``t`` ranks that
+   receive a message then all-gather the whole ``A`` inside the node (with
+   it each rank keeps its sequence shard). With ``tau`` one micro-batch's
+   time on a stage (compute, tensor-parallel collectives, sends) and the
+   last stage ``tau + head``, the pipeline takes ``m (tau + head) + (p -
+   1) tau / v`` (:func:`~.megatron.pipeline_time`): for 1F1B and GPipe
+   ``sum_i tau_i + (m - 1) max_i tau_i``, for the interleaved schedule the
+   slowest GPU's whole work plus ``(p - 1)/v`` of the other stages' chunks
+   (Sections 2.2.1-2.2.2; ``v = 1`` for GPipe and 1F1B); equal stages give
+   ``(m + (p - 1)/v) tau``, the bubble ``(p - 1)/(v m)`` of ``m tau``.
 5. **Data parallelism** after the pipeline flush, exposed, over the ``d``
    ranks holding the same shard (``k`` per node when ``t`` packs fewer than
    a node; every GPU's group uses the rails at once): ZeRO 0 all-reduces
