@@ -616,3 +616,17 @@ def test_action_overhead_and_duplex_parameters():
     closed, fine = s.solve_closed_form(w, c), s.solve_fine(w, c)
     by_hand = 11 * (0.5e-3 + 1e-3 + 2 * 0.5e-3)  # t_f = 0.5 ms, t_b = 1 ms per stage of 4, h = 0.5 ms
     assert closed.iteration_time == pytest.approx(by_hand) and fine.iteration_time == pytest.approx(by_hand)
+
+
+def test_action_overhead_is_a_constant_beside_a_random_law():
+    """With a random compute law the overhead is added as a constant: one stage is a chain of 2M passes,
+    so the mean step is the sum M E[compute] + 2 M h (no maximum), inside the Monte Carlo's 95% interval."""
+    from queuesgd.distributions import LogNormal
+
+    M, h = 6, 0.4e-3
+    w = Workload(LogNormal.from_mean_scv(3e-3, 0.5), "2MB")
+    p = predict(Pipeline(1, M, action_overhead=h, optimizer="sgd"), w, Cluster(1, "1GB/s"), "fine", rng=1)
+    lo, hi = p.interval  # throughput interval (samples/s), from the step's interval
+    step = M * 3e-3 + 2 * M * h
+    assert M / hi <= step <= M / lo
+    assert p.iteration_time == pytest.approx(step, rel=0.01)

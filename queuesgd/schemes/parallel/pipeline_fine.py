@@ -76,6 +76,7 @@ def build_graph(
         symmetric=symmetric,
         p2p=scheme.p2p,
         duplex=scheme.duplex,
+        overhead=scheme.action_overhead,
     )
 
 

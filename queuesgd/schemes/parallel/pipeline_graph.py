@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from queuesgd import _checks
 from queuesgd.dag import Task, TaskGraph
-from queuesgd.distributions import Deterministic, Distribution
+from queuesgd.distributions import Deterministic, Distribution, Shifted
 from queuesgd.errors import NotRepresentable, StateSpaceTooLargeError
 from queuesgd.schemes.fine.fine import COMMUNICATION
 from queuesgd.schemes.laws import worker_laws
@@ -137,13 +137,20 @@ def check_task_count(
     return n
 
 
-def _duration(t: float, law: Distribution, mean: float) -> float | Distribution:
-    """A task of mean ``t`` on a worker whose step law is ``law`` (its mean: ``mean`` x 1/speed)."""
+def _duration(t: float, law: Distribution, mean: float, overhead: float = 0.0) -> float | Distribution:
+    """A task of mean ``t`` on a worker whose step law is ``law`` (its mean: ``mean`` x 1/speed).
+
+    ``overhead`` seconds of ``t`` are constant work (the runtime's, ``Pipeline.action_overhead``): with a
+    random law only the rest is scaled, and the overhead (divided by the worker's speed) is added to it.
+    """
     if isinstance(law, Deterministic):
         return t * float(law.mean) / mean
     if t <= 0:
         return 0.0
-    return law.scaled(t / mean)
+    if overhead <= 0:
+        return law.scaled(t / mean)
+    shift = overhead * float(law.mean) / mean
+    return shift if t <= overhead else Shifted(law.scaled((t - overhead) / mean), shift)
 
 
 def pipeline_graph(
@@ -162,6 +169,7 @@ def pipeline_graph(
     symmetric: bool = False,
     p2p: str = "eager",
     duplex: float = 1.0,
+    overhead: float = 0.0,
 ) -> TaskGraph:
     """The task graph of one pipelined training step (all replicas and stages, or one replica).
 
@@ -220,6 +228,11 @@ def pipeline_graph(
         while a boundary's two directions transmit at once; the transfers
         that 1F1B fuses on both sides of a boundary last ``send_costs /
         duplex`` (:func:`rendezvous_tasks`).
+    overhead : float
+        Seconds of each pass in ``profile`` that are the runtime's constant
+        work (``Pipeline.action_overhead``, already added to ``profile``):
+        with a random compute law only the rest of the pass is scaled, the
+        overhead is added as a constant.
 
     Returns
     -------
@@ -251,8 +264,8 @@ def pipeline_graph(
     last_b: dict[int, list[str]] = {s: [] for s in range(S)}
     for r in range(drawn) if mode == "rendezvous" else ():
         first = [[f"s{s}/allgather"] if gather_costs is not None else [] for s in range(S)]
-        fwd = [_duration(profile.forward[s], laws[r * S + s], mean) for s in range(S)]
-        bwd = [_duration(profile.backward[s], laws[r * S + s], mean) for s in range(S)]
+        fwd = [_duration(profile.forward[s], laws[r * S + s], mean, overhead) for s in range(S)]
+        bwd = [_duration(profile.backward[s], laws[r * S + s], mean, overhead) for s in range(S)]
         more, final = rendezvous_tasks(r, S, M, schedule, fwd, bwd, send_costs, first, duplex=duplex)
         tasks += more
         for s in range(S):
@@ -261,8 +274,8 @@ def pipeline_graph(
         for s in range(S):
             law = laws[r * S + s]
             # One law object per stage and pass: the Monte Carlo still draws every task independently.
-            fwd_law = _duration(profile.forward[s], law, mean)
-            bwd_law = _duration(profile.backward[s], law, mean)
+            fwd_law = _duration(profile.forward[s], law, mean, overhead)
+            bwd_law = _duration(profile.backward[s], law, mean, overhead)
             prev: str | None = f"s{s}/allgather" if gather_costs is not None else None
             for kind, m in order[s]:
                 name = f"r{r}/s{s}/{kind}{m}"

@@ -113,8 +113,8 @@ def with_overhead(profile: StageSplit, overhead: float) -> StageSplit:
 
     The runtime's own work per action (``Pipeline.action_overhead``) runs on
     the stage's thread, serial with the pass: the task graph and the closed
-    form read it as part of the pass (with a random compute law the pass,
-    overhead included, has the law scaled to that mean).
+    form read it as part of the pass (with a random compute law the task
+    graph scales only the profiled part and adds the overhead as a constant).
 
     Examples
     --------
