@@ -213,7 +213,7 @@ def _peer_inputs(scheme, w, c, x):
     us = shard_units(w, scheme.units)
     f = np.array([u.forward_time for u in us])
     b = np.array([u.backward_time for u in us])
-    other = w.phase_times().other
+    other = w.phase_times().other if w.layers is not None else 0.0
     a, r, ar = unit_costs(w, us, c.workers, c.bandwidth, c.latency)
     upd = w.update_time if scheme.stage == 0 else w.update_time / c.workers
     x = np.asarray(x, dtype=float)
@@ -397,23 +397,102 @@ def test_one_worker_is_plain_training():
             assert m.total == pytest.approx(w.parameter_bytes * 4, rel=1e-12)  # P + G + 2P (adam)
 
 
-def test_without_layers_one_unit():
-    w = Workload(0.1, "100MB", update_time="8ms")
+# ----------------------------------------------------------------------------- a workload without layers
+def test_without_layers_the_default_cut():
+    # 100 MB without layers: ceil(100e6 / 25 MiB) = 4 units of 25 MB, each a quarter of the 1 s step's forward
+    # third (83.3 ms) and backward two thirds (166.7 ms). On 4 ranks at 1 GB/s: a = 3/4 x 25 MB / 1 GB/s =
+    # 18.75 ms; r = a + 3 additions of 6.25 MB at 8 ms per 100 MB = 20.25 ms; u/4 = 2 ms. The gathers fit
+    # under the forwards and r + a = 39 ms under a backward, so stage 3 is a_0 + C + r_0 + u/4 = 1041 ms.
+    w = Workload(1.0, "100MB", update_time="8ms", batch_size=32)
     c = Cluster(4, "1GB/s")
-    # stage 3, one unit: gather 75 ms + 100 ms + reduce-scatter (75 ms + 3 additions of 25 MB at 8 ms/100 MB
-    # = 6 ms) + 2 ms update = 258 ms, closed form (full overlap holds trivially) and graph agree
-    for method in ("fine", "closed_form"):
-        assert ShardedDataParallel().solve(w, c, method).iteration_time == pytest.approx(0.258, rel=1e-12)
-    with pytest.raises(InvalidParameterError, match="ShardedDataParallel.units"):
-        ShardedDataParallel(units=2).solve(w, c, "fine")
-    # one unit with random compute: every collective is still exposed, so E[max of 4] + collectives + update
-    # (0.1 H_4 = 0.208333 s + 75 + 81 + 2 ms), exact; the Monte Carlo of the graph agrees.
-    wr = Workload(Exponential(mean=0.1), "100MB", update_time="8ms")
+    us = ShardedDataParallel().unit_list(w)
+    assert [u.parameter_bytes for u in us] == [25e6] * 4
+    assert [round(u.forward_time, 12) for u in us] == [round(1 / 12, 12)] * 4
+    assert [round(u.backward_time, 12) for u in us] == [round(1 / 6, 12)] * 4
     s = ShardedDataParallel()
+    for method in ("fine", "closed_form"):
+        assert s.solve(w, c, method).iteration_time == pytest.approx(1.041, rel=1e-12)
+    # the formula with k = 4 equal units (its own symbolic road) gives the same step
+    f = s.formula("deterministic").evaluate(n=4, m=32, k=4, P=1e8, G=1e8, B=1e9, alpha=0, u=8e-3, t=1.0)
+    assert float(f) == pytest.approx(4 * 32 / 1.041, rel=1e-12)
+    # every collective exposed (no prefetch): 1 s + 7 gathers + 4 reduce-scatters + 2 ms = 1.21425 s
+    nop = ShardedDataParallel(prefetch=False)
+    want = 1 + 7 * 0.01875 + 4 * 0.02025 + 0.002
+    assert nop.solve(w, c, "closed_form").iteration_time == pytest.approx(want, rel=1e-12)
+    # with a 0.1 s step the gathers (18.75 ms) do not fit under 8.3 ms forwards: the closed form refuses, and
+    # the graph agrees with the SimPy peer (a simulation of the program, not of the graph)
+    from peers.simpy_sharded import run_step
+
+    short = Workload(0.1, "100MB", update_time="8ms")
+    with pytest.raises(NotRepresentable, match="fine"):
+        s.solve(short, c, "closed_form")
+    out = run_step(3, True, True, **_peer_inputs(s, short, c, np.ones(4)))
+    assert s.solve(short, c, "fine").iteration_time == pytest.approx(out.makespan, rel=1e-12)
+
+
+def test_without_layers_random_compute_and_explicit_units():
+    # No prefetch: every collective exposed, E[max of 4] + 2k - 1 gathers + k reduce-scatters + u/n, exact
+    # (0.1 H_4 = 0.208333 s); the Monte Carlo of the graph agrees. k = 2 given: gathers of 50 MB, 37.5 ms;
+    # reduce-scatters 37.5 + 3 additions of 12.5 MB at 8 ms / 100 MB = 40.5 ms.
+    wr = Workload(Exponential(mean=0.1), "100MB", update_time="8ms")
+    c = Cluster(4, "1GB/s")
+    s = ShardedDataParallel(prefetch=False, units=2)
     assert s.auto_method(wr, c)[0] == "closed_form"
     exact = s.solve(wr, c, "closed_form").iteration_time
-    assert exact == pytest.approx(0.1 * (1 + 1 / 2 + 1 / 3 + 1 / 4) + 0.158, rel=1e-12)
+    want = 0.1 * (1 + 1 / 2 + 1 / 3 + 1 / 4) + 3 * 0.0375 + 2 * 0.0405 + 0.002
+    assert exact == pytest.approx(want, rel=1e-12)
     assert s.solve(wr, c, "fine", rng=4, iterations=20_000).iteration_time == pytest.approx(exact, abs=0.006)
+    # one unit, given: the whole model gathered once (75 ms) and reduce-scattered once (81 ms)
+    one = ShardedDataParallel(units=1).solve(Workload(0.1, "100MB", update_time="8ms"), c, "fine")
+    assert one.iteration_time == pytest.approx(0.075 + 0.1 + 0.081 + 0.002, rel=1e-12)
+    for bad in ([1, 1], 1025, 0):
+        with pytest.raises(InvalidParameterError, match="ShardedDataParallel.units"):
+            ShardedDataParallel(units=bad).solve(wr, c, "closed_form")
+
+
+def test_without_layers_every_road_agrees():
+    # The default cut at every stage: closed form (where exact), task graph, batch closed form, formula.
+    rng = np.random.default_rng(21)
+    seen = 0
+    for _ in range(30):
+        size = float(rng.uniform(1e6, 300e6))
+        w = Workload(float(rng.uniform(0.01, 2.0)), size, update_time=float(rng.uniform(0, 0.02)))
+        c = _random_cluster(rng)
+        k = len(shard_units(w))
+        assert k == math.ceil(size / 2**20 / 25)
+        for scheme in SCHEMES:
+            fine = scheme.solve(w, c, "fine").iteration_time
+            try:
+                closed = scheme.solve(w, c, "closed_form").iteration_time
+            except NotRepresentable:
+                holds, it = scheme.full_overlap(w, c.workers, c.bandwidth, c.latency)
+                assert not bool(holds) and fine > float(it)
+                continue
+            seen += 1
+            assert closed == pytest.approx(fine, rel=1e-9)
+            f = scheme.formula("deterministic").evaluate(
+                n=c.workers, m=1, k=k, P=size, G=size, B=c.bandwidth, alpha=c.latency or 0,
+                u=w.update_time or 0, t=w.compute_time,
+            )
+            assert float(c.workers / f) == pytest.approx(closed, rel=1e-9)
+    assert seen >= 100
+
+
+def test_memory_without_layers_is_zero_figure_1():
+    # Rajbhandari et al., SC 2020, Section 5 / Figure 1, from the paper's closed forms (the independent
+    # reference): Psi = 7.5e9, N_d = 64, K = 12, in GB of 1e9 bytes: baseline (2 + 2 + K) Psi, P_os
+    # (2 + 2 + K / N_d) Psi, P_os+g (2 + (2 + K) / N_d) Psi, P_os+g+p (2 + 2 + K) Psi / N_d.
+    psi, nd, K = 7.5e9, 64, 12
+    paper = [(2 + 2 + K) * psi, (2 + 2 + K / nd) * psi, (2 + (2 + K) / nd) * psi, (2 + 2 + K) * psi / nd]
+    assert [round(x / 1e9, 1) for x in paper] == [120.0, 31.4, 16.6, 1.9]
+    w = Workload(1.0, 2 * psi)  # fp16 parameters and gradients, no layers
+    c = Cluster(nd, "10GB/s")
+    got = [ShardedDataParallel(stage=s, optimizer=K / 2).memory(w, c).total for s in range(4)]
+    assert got[:3] == pytest.approx(paper[:3], rel=1e-12)
+    # stage 3 adds what it has gathered: two of the default cut's ceil(15e9 / 25 MiB) = 573 units
+    assert got[3] == pytest.approx(paper[3] + 2 * 2 * psi / 573, rel=1e-12)
+    assert got[3] / paper[3] - 1 < 0.03
+    assert [round(x / 1e9, 1) for x in got] == [120.0, 31.4, 16.6, 1.9]
 
 
 def test_units_split():

@@ -13,7 +13,10 @@ Assumptions (all of them; ``docs/schemes/sharded.md`` says the same):
    groups), contiguous in forward order (:func:`~.sharded_graph.shard_units`):
    one per layer, ``k`` of about equal bytes, or given layer counts. A unit's
    parameters are its share of ``workload.parameter_bytes`` in proportion to
-   its gradient bytes. Without a per-layer profile the model is one unit.
+   its gradient bytes. Without a per-layer profile the model is cut into
+   ``k`` equal units, by default ``ceil(P / 25 MiB)`` (at most 1,024;
+   :func:`~queuesgd.schemes.memory.default_unit_count`), each with ``1/k``
+   of the step's compute, a third of it forward and two thirds backward.
 2. *Collectives.* Ring all-gather and reduce-scatter of ``S`` bytes on ``n``
    ranks each cost ``(n-1)/n S/B + (n-1) alpha``; the reduce-scatter adds
    ``n - 1`` vector additions of ``S/n`` bytes (``workload.reduction_time``);
@@ -221,6 +224,8 @@ class ShardedDataParallel(Scheme):
         How the model is cut into units: one per layer, ``k`` of about equal
         bytes, or the layer count of each unit in forward order
         (:func:`~queuesgd.schemes.parallel.sharded_graph.shard_units`).
+        Without layers: ``None`` cuts the model into ``ceil(P / 25 MiB)``
+        equal units (1 to 1,024), an integer into that many.
     optimizer : str or float
         Optimizer state per byte of parameters: ``"sgd"`` (0),
         ``"momentum"`` (1), ``"adam"`` (2), or a number (ZeRO's ``K = 12``
@@ -246,10 +251,12 @@ class ShardedDataParallel(Scheme):
     Examples
     --------
     >>> from queuesgd import Workload, Cluster, predict
-    >>> w = Workload(0.1, "100MB", batch_size=32)     # no layers: one unit
+    >>> w = Workload(0.1, "100MB", batch_size=32)     # no layers: 4 units of 25 MB (at most 25 MiB)
     >>> p = predict(ShardedDataParallel(stage=1), w, Cluster(4, "1GB/s"))
-    >>> round(p.iteration_time, 9), p.method        # 0.1 + 75 ms reduce-scatter + 75 ms all-gather
+    >>> round(p.iteration_time, 9), p.method        # 0.1 + 4 x 18.75 ms reduce-scatters, 4 x 18.75 ms gathers
     (0.25, 'closed_form')
+    >>> p.details["units"], predict(ShardedDataParallel(), w, Cluster(4, "1GB/s")).memory.parameters
+    (4, 75000000.0)
     """
 
     key: ClassVar[str] = "sharded-dp"
@@ -305,7 +312,7 @@ class ShardedDataParallel(Scheme):
         Examples
         --------
         >>> from queuesgd import Workload
-        >>> ShardedDataParallel().all_exposed(Workload(0.1, "1MB"))     # no layers: one unit
+        >>> ShardedDataParallel().all_exposed(Workload(0.1, "1MB"))     # no layers, under 25 MiB: one unit
         True
         """
         return self.no_overlap or len(self.unit_list(workload)) == 1

@@ -48,6 +48,8 @@ from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.schemes.costs import ring_allgather, ring_reduce_scatter
 from queuesgd.schemes.fine.fine import COMMUNICATION
 from queuesgd.schemes.laws import worker_laws
+from queuesgd.schemes.memory import MAX_DEFAULT_UNITS, default_unit_count
+from queuesgd.schemes.parallel.pipeline_stages import BACKWARD_SHARE
 
 if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload
@@ -71,7 +73,8 @@ class ShardUnit:
     Attributes
     ----------
     name : str
-        The layer names joined with ``+`` (``"model"`` without layers).
+        The layer names joined with ``+`` (without layers: ``"model"`` for one
+        unit, ``"model.0"``, ``"model.1"``, ... for the equal units).
     layers : tuple of str
         Its layers, in forward order.
     parameter_bytes, gradient_bytes : float
@@ -140,15 +143,19 @@ def shard_units(workload: Workload, units: int | Sequence[int] | None = None) ->
     ----------
     workload : Workload
         With a per-layer profile (``layers``, in backward order), or without:
-        then one unit holds the whole model (``units`` must be ``None`` or
-        1), and its compute is the whole step (with a single unit the split
-        between forward and backward changes no makespan: every collective
-        comes before or after the whole computation).
+        then the model is cut into ``k`` units of equal bytes and equal
+        compute (``units``, or by default
+        :func:`~queuesgd.schemes.memory.default_unit_count`: ``ceil(P / 25
+        MiB)``, 1 to 1,024), each with ``1/k`` of the step's forward pass
+        (``1 - BACKWARD_SHARE`` of the compute, a third) and ``1/k`` of its
+        backward pass (two thirds: ``t_b = 2 t_f``,
+        :data:`~queuesgd.schemes.parallel.pipeline_stages.BACKWARD_SHARE`).
     units : None, int or sequence of int
-        ``None``: one unit per layer; an integer ``k``: ``k`` contiguous
-        units of about equal parameter bytes (cut where the running sum of
-        bytes in forward order is nearest to ``j/k`` of the total); a
-        sequence: the number of layers of each unit, in forward order.
+        ``None``: one unit per layer (without layers: the default cut); an
+        integer ``k``: ``k`` contiguous units of about equal parameter bytes
+        (cut where the running sum of bytes in forward order is nearest to
+        ``j/k`` of the total); a sequence: the number of layers of each
+        unit, in forward order (only with layers).
 
     Returns
     -------
@@ -171,27 +178,17 @@ def shard_units(workload: Workload, units: int | Sequence[int] | None = None) ->
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: ShardedDataParallel.units: got 3; accepted: None (one unit ...
+
+    Without layers, the default cut (100 MB in 4 units of 25 MB, a third of the 90 ms forward):
+
+    >>> us = shard_units(Workload(0.09, "100MB"))
+    >>> u = us[0]
+    >>> len(us), u.name, u.parameter_bytes, round(u.forward_time, 9), round(u.backward_time, 9)
+    (4, 'model.0', 25000000.0, 0.0075, 0.015)
     """
     ratio = workload.parameter_bytes / workload.gradient_bytes if workload.gradient_bytes > 0 else 1.0
     if workload.layers is None:
-        if units is not None and not (
-            isinstance(units, (int, np.integer)) and not isinstance(units, bool) and int(units) == 1
-        ):
-            raise InvalidParameterError(
-                "ShardedDataParallel.units",
-                units,
-                "None or 1 for a workload without a per-layer profile (give Workload.layers to cut it)",
-            )
-        return (
-            ShardUnit(
-                "model",
-                (),
-                float(workload.parameter_bytes),
-                float(workload.gradient_bytes),
-                0.0,
-                workload.compute_time,
-            ),
-        )
+        return _equal_units(workload, units)
     fwd_layers = list(reversed(workload.layers))
     phases = workload.phase_times()
     m = len(fwd_layers)
@@ -219,6 +216,31 @@ def shard_units(workload: Workload, units: int | Sequence[int] | None = None) ->
         )
         start += c
     return tuple(out)
+
+
+def _equal_units(workload: Workload, units: Any) -> tuple[ShardUnit, ...]:
+    """``k`` equal units of a workload without layers (:func:`shard_units` says how)."""
+    accepted = (
+        f"None (ceil(P / 25 MiB) units, at most {MAX_DEFAULT_UNITS:,}) or an integer from 1 to "
+        f"{MAX_DEFAULT_UNITS:,} for a workload without a per-layer profile (give Workload.layers to cut "
+        "it at layers)"
+    )
+    P, G = float(workload.parameter_bytes), float(workload.gradient_bytes)
+    if units is None:
+        k = default_unit_count(P)
+    elif (
+        isinstance(units, (int, np.integer))
+        and not isinstance(units, bool)
+        and 1 <= int(units) <= MAX_DEFAULT_UNITS
+    ):
+        k = int(units)
+    else:
+        raise InvalidParameterError("ShardedDataParallel.units", units, accepted)
+    c = workload.compute_time
+    f, b = (1.0 - BACKWARD_SHARE) * c / k, BACKWARD_SHARE * c / k
+    if k == 1:
+        return (ShardUnit("model", (), P, G, f, b),)
+    return tuple(ShardUnit(f"model.{i}", (), P / k, G / k, f, b) for i in range(k))
 
 
 def unit_costs(
