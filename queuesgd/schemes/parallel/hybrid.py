@@ -575,9 +575,12 @@ class HybridParallel(Scheme):
         Ring collectives: tensor-parallel inside a node (``B_intra``,
         ``alpha_intra``), data-parallel and pipeline sends at each GPU's
         share of the network (``B``, ``alpha``); ``C`` one micro-batch's
-        forward + backward on one GPU (backward twice the forward), ``A``
-        its hidden states' bytes, ``G`` the model's gradient (= parameter)
-        bytes. Equal to :meth:`solve_closed_form` where NCCL's choice is the ring
+        forward + backward on one GPU (backward twice the forward), ``C_h``
+        the output layer's part of it (with a shape: the last stage runs it,
+        ``t`` ways), ``A`` its hidden states' bytes (sent ``A / t`` per rank,
+        then all-gathered over the ``t`` ranks without sequence parallelism),
+        ``G`` the model's gradient (= parameter) bytes. Equal to
+        :meth:`solve_closed_form` where NCCL's choice is the ring
         (:func:`~.hybrid_formula.hybrid_formula`; without context or expert parallelism).
 
         Examples
