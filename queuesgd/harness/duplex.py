@@ -41,7 +41,15 @@ import numpy as np
 
 from queuesgd import _checks
 
-__all__ = ["duplex_probe", "duplex_share", "measure_duplex", "measure_send_buffer", "send_buffer_probe"]
+__all__ = [
+    "duplex_probe",
+    "duplex_share",
+    "exchange_probe",
+    "measure_duplex",
+    "measure_exchange",
+    "measure_send_buffer",
+    "send_buffer_probe",
+]
 
 
 def duplex_share(*, alone: float, both: float) -> float:
@@ -125,6 +133,88 @@ def measure_duplex(
 
     size, records = run_probe(
         duplex_probe, 3, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout
+    )
+    rec = next(r for r in records if "alone" in r)
+    alone, both = float(np.median(rec["alone"])), float(np.median(rec["both"]))
+    return {"alone": alone, "both": both, "duplex": duplex_share(alone=alone, both=both), "nbytes": size}
+
+
+def exchange_probe(ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float = 0.01) -> None:
+    """In a worker process of two ranks: a message one way alone, then an exchange both ways at once.
+
+    The primitive of ``torch.distributed.pipelining``: ``dist.batch_isend_irecv``
+    with every operation waited (``_batch_p2p`` / ``_wait_batch_p2p``).
+
+    1. ``alone``: rank 0 posts ``[isend -> 1]``, rank 1 ``[irecv <- 0]``;
+    2. ``both``: each rank posts ``[isend -> peer, irecv <- peer]`` in one batch,
+       as 1F1B's steady state fuses an activation's send with a gradient's
+       receive on one stage and the reverse on the next.
+
+    Rank 0 reports ``{"alone": [...], "both": [...]}``: seconds from the
+    common start (after a barrier and ``gap`` idle seconds) to the end of the
+    later rank's part.
+    """
+    from queuesgd.harness._torch import require_torch
+
+    torch = require_torch()
+    dist = torch.distributed
+    rank, peer = ctx.rank, 1 - ctx.rank
+    out = torch.zeros(nbytes // 4)
+    inbox = torch.zeros(nbytes // 4)
+    times: dict[str, list[float]] = {"alone": [], "both": []}
+    for r in range(warmup + repeats):
+        for phase in ("alone", "both"):
+            dist.barrier()
+            time.sleep(gap)
+            t0 = time.perf_counter()
+            if phase == "both":
+                ops = [dist.P2POp(dist.isend, out, peer), dist.P2POp(dist.irecv, inbox, peer)]
+            else:
+                ops = [dist.P2POp(dist.isend, out, peer) if rank == 0 else dist.P2POp(dist.irecv, inbox, 0)]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+            elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+            if r >= warmup:
+                times[phase].append(float(elapsed))
+    if rank == 0:
+        ctx.report(times)
+
+
+def measure_exchange(
+    nbytes: int = 1 << 20,
+    repeats: int = 10,
+    *,
+    warmup: int = 2,
+    setup: Callable[[int], None] | None = None,
+    host: str = "127.0.0.1",
+    timeout: float = 300.0,
+) -> dict[str, float]:
+    """Measure the share of the rate each direction of a two-rank link keeps in a fused exchange.
+
+    :func:`exchange_probe` times a message of ``nbytes`` alone and an
+    exchange of two such messages in opposite directions, posted together
+    (both start at once and have the same size, so each progresses at the
+    share of the rate while both last): ``duplex = alone / both``
+    (:func:`duplex_share`, the median times), what
+    :class:`~queuesgd.Pipeline`'s ``duplex`` means.
+
+    Returns
+    -------
+    dict
+        ``alone``, ``both`` (median seconds), ``duplex`` and ``nbytes``.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("torch")
+    >>> m = measure_exchange(1 << 14, repeats=3)          # loopback
+    >>> 0.0 < m["duplex"] <= 1.0 and m["both"] > 0
+    True
+    """
+    from queuesgd.harness.launch import run_probe
+
+    size, records = run_probe(
+        exchange_probe, 2, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout
     )
     rec = next(r for r in records if "alone" in r)
     alone, both = float(np.median(rec["alone"])), float(np.median(rec["both"]))

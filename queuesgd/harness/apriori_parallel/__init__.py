@@ -15,6 +15,10 @@ schemes are rows of the table (:mod:`queuesgd.harness.live_schemes.parallel`:
   :func:`queuesgd.harness.pipelining.profile_stages`);
 - :mod:`~queuesgd.harness.apriori_parallel.predict`: :func:`predict_fsdp`
   and :func:`predict_pipeline`, each the row's model on those inputs;
+- :mod:`~queuesgd.harness.apriori_parallel.probes`: what a pipeline costs
+  besides its passes and one-way messages, probed before the runs
+  (:func:`probe_runtime` and :func:`action_overhead`: the runtime's work per
+  pass; :func:`calibrate_exchange`: the link's fused exchanges both ways);
 - :mod:`~queuesgd.harness.apriori_parallel.run`: the protocol by the table
   (:func:`measure_inputs`, :func:`predict_parallel`, :func:`run_parallel`)
   and the result row (:func:`run_parallel_apriori`).
@@ -36,6 +40,16 @@ from queuesgd.harness.apriori_parallel.calibration import (
     collective_probe,
 )
 from queuesgd.harness.apriori_parallel.predict import fsdp_unit_counts, predict_fsdp, predict_pipeline
+from queuesgd.harness.apriori_parallel.probes import (
+    TINY_MICROBATCH,
+    TINY_MODEL,
+    TINY_OPTIONS,
+    ExchangeCalibration,
+    action_overhead,
+    calibrate_exchange,
+    probe_runtime,
+    profile_tiny,
+)
 from queuesgd.harness.apriori_parallel.profile import profile_fsdp
 from queuesgd.harness.apriori_parallel.run import (
     PROFILES,
@@ -50,8 +64,14 @@ from queuesgd.harness.apriori_parallel.run import (
 __all__ = [
     "KINDS",
     "PROFILES",
+    "TINY_MICROBATCH",
+    "TINY_MODEL",
+    "TINY_OPTIONS",
+    "ExchangeCalibration",
     "ShardedCalibration",
+    "action_overhead",
     "batch_p2p_probe",
+    "calibrate_exchange",
     "calibrate_parallel",
     "calibration_ranks",
     "collective_probe",
@@ -61,7 +81,9 @@ __all__ = [
     "predict_fsdp",
     "predict_parallel",
     "predict_pipeline",
+    "probe_runtime",
     "profile_fsdp",
+    "profile_tiny",
     "run_parallel",
     "run_parallel_apriori",
     "save_inputs",

@@ -229,6 +229,8 @@ def predict_pipeline(
     iterations: int = 2000,
     seed: int = 0,
     p2p: str = "rendezvous",
+    action_overhead: float = 0.0,
+    duplex: float = 1.0,
 ) -> dict[str, Any]:
     """Predict a pipeline-parallel run of the profiled model, from a-priori inputs only.
 
@@ -250,6 +252,14 @@ def predict_pipeline(
     their sends; ``p2p="eager"`` gives the earlier model (a send starts when
     its pass ends and never blocks the sender).
 
+    ``action_overhead`` (seconds per forward or backward pass) and
+    ``duplex`` (the share of the rate each direction keeps in 1F1B's fused
+    exchanges) are :class:`~queuesgd.Pipeline`'s parameters of the same
+    names: measured beforehand by the probes of
+    :mod:`~queuesgd.harness.apriori_parallel.probes` (the runtime with a
+    model of almost no arithmetic, and the link's exchanges); 0 and 1
+    leave them out.
+
     Every process is taken to compute on a core of its own: ``details``
     say ``oversubscribed`` when ``replicas x stages`` exceeds the profile's
     cores (the prediction is then optimistic).
@@ -257,9 +267,11 @@ def predict_pipeline(
     Returns
     -------
     dict
-        ``predicted`` (samples per second), ``method``, ``reason``, ``p2p``,
-        ``predicted_at``, ``split``, ``activation_bytes``, ``stage_times``,
-        ``oversubscribed``, ``profile_measured``, ``calibration_measured``.
+        ``predicted`` (samples per second), ``iteration_time`` (seconds per
+        step), ``method``, ``reason``, ``p2p``, ``action_overhead``,
+        ``duplex``, ``predicted_at``, ``split``, ``activation_bytes``,
+        ``stage_times``, ``oversubscribed``, ``profile_measured``,
+        ``calibration_measured``.
 
     Examples
     --------
@@ -291,7 +303,13 @@ def predict_pipeline(
     # The row's model (the run's stages, micro-batches, schedule and split; SGD with momentum; gloo's
     # rendezvous messages), with the activations the profile measured and the messages asked for.
     model, method = row.model(checked)
-    scheme = replace(model, activation_bytes=tuple(acts) if acts else 0.0, p2p=p2p)
+    scheme = replace(
+        model,
+        activation_bytes=tuple(acts) if acts else 0.0,
+        p2p=p2p,
+        action_overhead=action_overhead,
+        duplex=duplex,
+    )
     work = profile.workload()
     cluster = Cluster(D * S, bandwidth, latency=latency)
     pred = predict(scheme, work, cluster, method, rng=seed, iterations=iterations)
@@ -305,7 +323,10 @@ def predict_pipeline(
             if scheme.p2p == "rendezvous"
             else f"point-to-point modeled as eager sends: {pred.reason}"
         ),
+        "iteration_time": pred.iteration_time,
         "p2p": scheme.p2p,
+        "action_overhead": scheme.action_overhead,
+        "duplex": scheme.duplex,
         "predicted_at": stamp(),
         "split": chosen,
         "activation_bytes": acts,
