@@ -99,3 +99,17 @@ def test_runtime_probe_smoke_on_loopback():
     assert out["action_overhead"] >= 0.0
     if out["action_overhead"] > 0:
         assert abs(out["self_consistency"]) < 1e-3
+
+
+def test_prediction_reads_the_exchange_share_at_the_activation_size():
+    """predict_pipeline(exchange=...) takes the share at the split's activation bytes (64 B here): the same
+    step as duplex given by hand, which is the two-stage 1F1B closed form (M + 1)(t_f + t_b) + 2c +
+    (M - 1)c / duplex."""
+    t_f, t_b, c, M = 0.2 * MS, 0.5 * MS, 0.3 * MS, 4
+    link = Calibration("p2p", 2, None, c, math.inf, 1.0, "none", "before")
+    ex = ExchangeCalibration(None, (64, 6400), (1.0, 1.0), (2.0, 1.25), "none", "t")  # 0.5 at 64 B
+    got = predict_pipeline(_profile(t_f, t_b), link, 2, M, split=[1, 1], exchange=ex)
+    assert got["duplex"] == 0.5
+    assert got["iteration_time"] == pytest.approx((M + 1) * (t_f + t_b) + 2 * c + (M - 1) * c / 0.5)
+    with pytest.raises(InvalidParameterError, match="duplex"):
+        predict_pipeline(_profile(t_f, t_b), link, 2, M, split=[1, 1], exchange=ex, duplex=0.9)

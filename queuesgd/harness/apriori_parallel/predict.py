@@ -231,6 +231,7 @@ def predict_pipeline(
     p2p: str = "rendezvous",
     action_overhead: float = 0.0,
     duplex: float = 1.0,
+    exchange: Any = None,
 ) -> dict[str, Any]:
     """Predict a pipeline-parallel run of the profiled model, from a-priori inputs only.
 
@@ -258,7 +259,10 @@ def predict_pipeline(
     names: measured beforehand by the probes of
     :mod:`~queuesgd.harness.apriori_parallel.probes` (the runtime with a
     model of almost no arithmetic, and the link's exchanges); 0 and 1
-    leave them out.
+    leave them out. ``exchange`` (an
+    :class:`~queuesgd.harness.apriori_parallel.ExchangeCalibration` of the
+    link, instead of ``duplex``) gives the share at the largest activation
+    the split sends.
 
     Every process is taken to compute on a core of its own: ``details``
     say ``oversubscribed`` when ``replicas x stages`` exceeds the profile's
@@ -297,6 +301,10 @@ def predict_pipeline(
     D = _checks.integer("replicas", replicas)
     chosen = list(split) if split is not None else balanced_split(profile.unit_times(), S)
     acts = profile.boundary_bytes(chosen)  # checks the split too
+    if exchange is not None:
+        if duplex != 1.0:
+            raise InvalidParameterError("duplex", duplex, "1 (the default) beside an exchange calibration")
+        duplex = exchange.share(max(acts)) if acts and max(acts) > 0 else 1.0
     row = live_scheme(Pipeline.key)
     checked = row.check_params({"stages": S, "microbatches": M, "schedule": schedule, "split": chosen}, D * S)
     bandwidth, latency = _network(calibration, row.calibration(checked), None)
@@ -337,4 +345,5 @@ def predict_pipeline(
         "latency": latency,
         "profile_measured": profile.measured,
         "calibration_measured": None if calibration is None else calibration.measured,
+        "exchange_measured": None if exchange is None else exchange.measured,
     }

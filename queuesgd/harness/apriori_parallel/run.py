@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from queuesgd import _checks
+from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori import Calibration, make_profile
 from queuesgd.harness.apriori_parallel.predict import predict_fsdp, predict_pipeline
 from queuesgd.harness.apriori_parallel.profile import profile_fsdp
@@ -129,6 +130,9 @@ def predict_parallel(
     calibration: Calibration | None,
     workers: int,
     params: Mapping[str, Any] | None = None,
+    *,
+    action_overhead: float = 0.0,
+    exchange: Any = None,
 ) -> dict[str, Any]:
     """A parallel row's prediction of a run of ``workers`` from :func:`measure_inputs`' inputs alone.
 
@@ -136,7 +140,18 @@ def predict_parallel(
     own step. Pipeline: :func:`~queuesgd.harness.apriori_parallel.predict_pipeline`
     with the row's checked parameters (``stages``, ``microbatches``,
     ``schedule``, ``split``: None or ``"balanced"`` for the profile's
-    balanced split) and ``workers / stages`` replicas.
+    balanced split), ``workers / stages`` replicas and the pipeline probes'
+    inputs (:mod:`~queuesgd.harness.apriori_parallel.probes`):
+    ``action_overhead`` (seconds per pass) and ``exchange`` (the link's
+    :class:`~queuesgd.harness.apriori_parallel.ExchangeCalibration`, or
+    None for full duplex). FSDP takes neither.
+
+    Examples
+    --------
+    >>> predict_parallel("fsdp", {}, None, 2, action_overhead=1e-4)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: action_overhead: got 0.0001; accepted: 0.0 for sharded-dp ...
     """
     row = parallel_scheme(scheme)
     n = _checks.integer("workers", workers)
@@ -151,7 +166,12 @@ def predict_parallel(
             schedule=checked["schedule"],
             split=split,
             replicas=n // checked["stages"],
+            action_overhead=action_overhead,
+            exchange=exchange,
         )
+    for name, value, none in (("action_overhead", action_overhead, 0.0), ("exchange", exchange, None)):
+        if value != none:
+            raise InvalidParameterError(name, value, f"{none} for {row.key} (a pipeline's probe input)")
     return predict_fsdp(inputs["layers"], calibration, n, fsdp=inputs["own"])
 
 
