@@ -63,7 +63,7 @@ def test_every_scheme_has_a_row_with_every_flag(entry):
         assert f"`{alias}`" in row, alias
     fusion = CLI_MD.split("The **fusion flags**")[1].split("\n\n")[1]
     for name in entry.cls.parameters():
-        if name in ("predictor", "compute_model"):  # an object: Python only, and the row says so
+        if name == "predictor":  # an object: Python only, and the row says so
             assert "Python-only" in row
             continue
         flag = scheme_flag(name)

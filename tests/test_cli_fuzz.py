@@ -38,6 +38,7 @@ SCHEMES = [
     "eager-sgd",
     "stale-synchronous",
     "local-sgd",
+    "hybrid",
     "nope",
 ]
 METHODS = ["auto", "closed_form", "mva", "ctmc", "simulate", "coarse", "fine", "exact", ""]
@@ -69,6 +70,10 @@ PREDICT = {
     "--link": ["dedicated", "shared", "phase", "x"],
     "--service": ["exponential", "deterministic", "x"],
     "--per-node": ["1", "2", "3"],
+    "--shape": ["24:1024:16:2048:51200", "4:64:4:32:100", "x"],
+    "--tensor": ["1", "2", "3"],
+    "--compute-model": ["h100-bf16", "none", "missing.json", "h200", "h100-bf16,none"],
+    "--memory-bandwidth": ["3.35TB/s", "none", "0", "-1GB/s"],
     "--plot": ["", "out.txt", "dir/"],
 }
 WHATIF = {

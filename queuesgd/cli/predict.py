@@ -16,6 +16,7 @@ from queuesgd.cli.scheme_args import (
     scheme_from_args,
     scheme_options,
     setup,
+    shown,
 )
 from queuesgd.errors import InvalidParameterError, NotRepresentable, QueuesgdError
 from queuesgd.specs import NUMBER as _NUMBER
@@ -76,7 +77,7 @@ def run_predict(args: argparse.Namespace, *, lists: bool) -> int:
             except QueuesgdError:  # a cluster field sized for other workers (speeds): no memory note
                 mem = None
             if mem is not None:
-                label = ", ".join(f"{k}={v}" for k, v in zip(names, combo))
+                label = ", ".join(f"{k}={shown(k, v, args)}" for k, v in zip(names, combo))
                 memory_notes.append(
                     f"note: memory per worker{' (' + label + ')' if label else ''}, {n} workers: {mem}"
                 )
@@ -87,7 +88,7 @@ def run_predict(args: argparse.Namespace, *, lists: bool) -> int:
             rows.append({"scheme": table.scheme, "workload": args.workload, **r})
         print(json.dumps(rows, indent=1))
     else:
-        fixed = ", ".join(f"{k}={v[0]}" for k, v in params.items() if len(v) == 1)
+        fixed = ", ".join(f"{k}={shown(k, v[0], args)}" for k, v in params.items() if len(v) == 1)
         print(
             f"{table.scheme}{' (' + fixed + ')' if fixed else ''} · {args.workload} · "
             f"batch {workload.batch_size} · method {table.method}"

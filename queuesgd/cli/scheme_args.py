@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from typing import Any
 
 from queuesgd.cli.args import Renamed, ints, split_list
@@ -12,6 +13,63 @@ from queuesgd.specs import RANDOM_DELAY, compute_law, parse_value, random_delay
 
 # Scheme parameters that the command line cannot express (objects).
 _NOT_ON_CLI = frozenset({"predictor"})
+
+
+def compute_model_value(text: Any, memory_bandwidth: str | None = None) -> Any:
+    """``--compute-model``: a :class:`~queuesgd.compute_model.ComputeModel` from a GEMM table, or None.
+
+    ``text`` is ``none``, a table shipped with queuesgd by name
+    (:data:`queuesgd.gemm_table.BUILTIN`: ``h100-bf16``) or the path of a
+    table JSON (``FILE.json``, as :mod:`queuesgd.gemm_probe` writes it; it
+    must name the device's ``peak_tflops``). ``memory_bandwidth`` (``--memory-bandwidth``) is the roofline's
+    memory term; ``None`` or ``none`` leaves memory traffic out (the
+    compute-only model, ``ComputeModel(table, None)``).
+
+    Examples
+    --------
+    >>> cm = compute_model_value("h100-bf16", "3.35TB/s")
+    >>> cm.peak_flops, cm.memory_bandwidth
+    (989400000000000.0, 3350000000000.0)
+    >>> compute_model_value("none") is None
+    True
+    >>> compute_model_value("h200")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --compute-model: got 'h200'; accepted: none, a shipped GEMM ...
+    """
+    from queuesgd import units
+    from queuesgd.compute_model import ComputeModel
+    from queuesgd.errors import QueuesgdError
+    from queuesgd.gemm_table import BUILTIN, load_gemm_table
+
+    accepted = (
+        f"none, a shipped GEMM table ({', '.join(BUILTIN)}) or the path of a table FILE.json that names "
+        "its peak_tflops (python -m queuesgd.gemm_probe --peak-tflops P writes one)"
+    )
+    name = str(text).strip()
+    if name.lower() == "none":
+        if memory_bandwidth is not None:
+            raise InvalidParameterError("--memory-bandwidth", memory_bandwidth, "only with --compute-model")
+        return None
+    if name not in BUILTIN and not name.lower().endswith(".json"):
+        raise InvalidParameterError("--compute-model", text, accepted)
+    try:
+        table = load_gemm_table(name)
+    except InvalidParameterError as err:  # the file: missing, not JSON, not a table, no peak
+        where = "" if err.field == "source" else f"{str(err.field).replace('source', name, 1)}: "
+        raise InvalidParameterError("--compute-model", text, f"{accepted}; {where}{err.accepted}") from None
+    except QueuesgdError as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise InvalidParameterError("--compute-model", text, f"{accepted}; {why}") from None
+    bw = memory_bandwidth
+    if bw is not None and str(bw).strip().lower() == "none":
+        bw = None
+    if bw is not None:
+        bw = units.parse_bandwidth(bw, "--memory-bandwidth")
+    try:
+        return ComputeModel(table, bw)
+    except InvalidParameterError as err:  # a bandwidth of 0 or below
+        raise InvalidParameterError("--memory-bandwidth", memory_bandwidth, err.accepted) from None
 
 
 # Scheme parameters whose flag has another name: static-cutoff's ``timeout`` is ``--cutoff``, so
@@ -89,6 +147,12 @@ def add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed for method simulate")
     p.add_argument("--iterations", type=int, help="simulated iterations (method simulate)")
     add_scheme_flags(p, lists=lists)
+    p.add_argument(
+        "--memory-bandwidth",
+        metavar="BANDWIDTH",
+        help="with --compute-model: the device memory's bandwidth of the roofline, e.g. 3.35TB/s "
+        "(default: none, memory traffic not counted)",
+    )
     p.add_argument("--json", action="store_true", help="print machine-readable rows")
     p.add_argument("--plot", metavar="FILE.png", help="save a scaling curve")
 
@@ -156,7 +220,40 @@ def scheme_from_args(args: argparse.Namespace, name: str, *, lists: bool) -> tup
             accepted = ", ".join(scheme_flag(p) for p in cls.parameters() if p not in _NOT_ON_CLI)
             raise InvalidParameterError(flag, text, f"a parameter of {key}: {accepted or 'it has none'}")
         params[pname] = [parse_value(v) for v in (split_list(text) if lists else [text])]
-    return make_scheme(cls, {k: v[0] for k, v in params.items()}), params
+    bandwidth = getattr(args, "memory_bandwidth", None)
+    if "compute_model" in params:
+        values = params["compute_model"]
+        if len(values) != 1:
+            raise InvalidParameterError(
+                "--compute-model", args.param_compute_model, "one table per sweep (run a sweep for each)"
+            )
+        params["compute_model"] = [compute_model_value(values[0], bandwidth)]
+    elif bandwidth is not None:
+        raise InvalidParameterError("--memory-bandwidth", bandwidth, "only with --compute-model")
+    try:
+        return make_scheme(cls, {k: v[0] for k, v in params.items()}), params
+    except InvalidParameterError as err:  # an object built from a flag's text: name the flag and the text
+        name = str(err.field).rpartition(".")[2]
+        if name not in params or shown(name, params[name][0], args) is params[name][0]:
+            raise
+        flags = {n: scheme_flag(n) for n in scheme_options()}
+        accepted = re.sub(r"\b([a-z_]+)=", lambda m: flags.get(m.group(1), m.group(0)), str(err.accepted))
+        raise InvalidParameterError(scheme_flag(name), getattr(args, f"param_{name}"), accepted) from None
+
+
+def shown(name: str, value: Any, args: argparse.Namespace) -> Any:
+    """A scheme parameter's value as the command line gave it (an object, a ComputeModel, by its text).
+
+    Examples
+    --------
+    >>> shown("stage", 3, argparse.Namespace())
+    3
+    >>> shown("compute_model", object(), argparse.Namespace(param_compute_model="h100-bf16"))
+    'h100-bf16'
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return getattr(args, f"param_{name}", value)
 
 
 def setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dict[str, list[Any]]]:

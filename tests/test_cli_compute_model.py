@@ -1,0 +1,109 @@
+"""``--compute-model`` on the command line: a GEMM table by name or file gives HybridParallel a ComputeModel.
+
+The independent reference is the Python API: the same ``HybridParallel(..., compute_model=ComputeModel(...))``
+predicted on the same workload and cluster must give the CLI's number, to the last bit. Bad values are one
+line on stderr, exit status 2, naming the option and what it accepts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+
+import queuesgd as q
+from queuesgd.cli import main
+from queuesgd.compute_model import ComputeModel
+from queuesgd.gemm_table import load_gemm_table
+from queuesgd.schemes.parallel.hybrid import HybridParallel
+
+SHAPE = "24:1024:16:2048:51200"  # GPT-3 Medium's shape: h = 1024, where GEMM efficiency falls with t
+HYBRID = ["--scheme", "hybrid", "--shape", SHAPE, "--workload", "resnet50", "--bandwidth", "100Gbit/s"]
+
+
+def cli(*argv: str) -> tuple[int, str, list[str]]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(argv))
+    return status, out.getvalue(), err.getvalue().splitlines()
+
+
+def api(tensor: int, workers: int, compute_model: ComputeModel | None) -> float:
+    scheme = HybridParallel(tensor=tensor, shape=SHAPE, compute_model=compute_model)
+    return q.predict(scheme, "resnet50", q.Cluster(workers, "100Gbit/s")).throughput
+
+
+def test_predict_with_a_shipped_table_equals_the_python_api():
+    h100 = ComputeModel(load_gemm_table("h100-bf16"), memory_bandwidth="3.35TB/s")
+    status, out, err = cli(
+        "predict", *HYBRID, "--tensor", "2", "--workers", "2,8", "--json",
+        "--compute-model", "h100-bf16", "--memory-bandwidth", "3.35TB/s",
+    )  # fmt: skip
+    assert status == 0, err
+    rows = json.loads(out)
+    assert [r["throughput"] for r in rows] == [api(2, 2, h100), api(2, 8, h100)]
+    # the table is read: without it (one FLOP/s rate from the workload) the number differs
+    assert rows[1]["throughput"] != pytest.approx(api(2, 8, None), rel=1e-3)
+    # no --memory-bandwidth: the compute-only model, ComputeModel(table, None)
+    status, out, _ = cli("predict", *HYBRID, "--tensor", "2", "--workers", "8", "--json",
+                         "--compute-model", "h100-bf16")  # fmt: skip
+    only = ComputeModel(load_gemm_table("h100-bf16"), memory_bandwidth=None)
+    assert status == 0 and json.loads(out)[0]["throughput"] == api(2, 8, only)
+    # the title names the table as given, not the object
+    status, out, _ = cli("predict", *HYBRID, "--tensor", "2", "--workers", "8",
+                         "--compute-model", "h100-bf16")  # fmt: skip
+    assert status == 0 and "compute_model=h100-bf16)" in out.splitlines()[0]
+
+
+def test_sweep_with_a_table_file_equals_the_python_api(tmp_path):
+    # a table as the probe writes it (queuesgd.gemm_probe with --peak-tflops): two products, one peak
+    table = {
+        "device": "test", "dtype": "bfloat16", "peak_tflops": 1000.0,
+        "gemm": [{"M": 512, "N": 512, "K": 512, "tflops": 50.0},
+                 {"M": 8192, "N": 8192, "K": 8192, "tflops": 700.0}],
+    }  # fmt: skip
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(table))
+    cm = ComputeModel(load_gemm_table(path), memory_bandwidth=2e12)
+    status, out, err = cli(
+        "sweep", *HYBRID, "--tensor", "1,2,4", "--workers", "8", "--json",
+        "--compute-model", str(path), "--memory-bandwidth", "2TB/s",
+    )  # fmt: skip
+    assert status == 0, err
+    rows = json.loads(out)
+    assert [(r["tensor"], r["throughput"]) for r in rows] == [(t, api(t, 8, cm)) for t in (1, 2, 4)]
+
+
+@pytest.mark.parametrize(
+    "extra, flag, says",
+    [
+        (["--compute-model", "h200"], "--compute-model", "a shipped GEMM table (h100-bf16)"),
+        (["--compute-model", "missing.json"], "--compute-model", "No such file"),
+        (["--compute-model", "h100-bf16", "--memory-bandwidth", "0"], "--memory-bandwidth", "> 0"),
+        (["--compute-model", "h100-bf16", "--memory-bandwidth", "fast"], "--memory-bandwidth", "10Gbit/s"),
+        (["--memory-bandwidth", "3TB/s"], "--memory-bandwidth", "only with --compute-model"),
+        (["--compute-model", "none", "--memory-bandwidth", "3TB/s"], "--memory-bandwidth", "only with"),
+    ],
+)
+def test_bad_values_are_one_line(extra, flag, says):
+    status, out, err = cli("predict", *HYBRID, "--tensor", "2", "--workers", "8", *extra)
+    assert status == 2 and out == "" and len(err) == 1
+    assert err[0].startswith(f"queuesgd: error: {flag}: got ") and says in err[0], err[0]
+
+
+def test_bad_combinations_are_one_line(tmp_path):
+    nopeak = tmp_path / "nopeak.json"
+    nopeak.write_text(json.dumps({"gemm": [{"M": 8, "N": 8, "K": 8, "seconds": 1e-6}]}))
+    cases = [
+        (["predict", *HYBRID, "--compute-model", str(nopeak)], "peak_tflops"),
+        (["sweep", *HYBRID, "--compute-model", "h100-bf16,h100-bf16"], "one table per sweep"),
+        (["predict", "--scheme", "ring-allreduce", "--compute-model", "h100-bf16"], "a parameter of ring"),
+        (["predict", "--scheme", "hybrid", "--compute-model", "h100-bf16"], "without --shape"),
+    ]
+    for argv, says in cases:
+        status, _, err = cli(*argv, "--workers", "8")
+        assert status == 2 and len(err) == 1, err
+        assert err[0].startswith("queuesgd: error: --compute-model: got ") and says in err[0], err[0]
+        assert "ComputeModel(" not in err[0]  # the text given, not the object's repr
