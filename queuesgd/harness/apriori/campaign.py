@@ -258,7 +258,7 @@ class Campaign:
         progress : callable, optional
             Called with one line per step done.
         """
-        from queuesgd.harness.report import write_rows
+        from queuesgd.harness.report import make_folder, write_rows
 
         say = progress or (lambda line: None)
         self._annotate = dict(annotate or {})
@@ -274,12 +274,7 @@ class Campaign:
                     f"a folder without this campaign's files ({taken} exists; or overwrite)",
                 )
         for folder in (root / "profiles", root / "calibrations", rows_dir):
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as err:
-                raise InvalidParameterError(
-                    "out", os.fspath(folder), f"a writable folder ({err.strerror})"
-                ) from None
+            make_folder("out", folder)
         # The registration: the spec as checked, its hash and when it was fixed, before anything runs.
         record = {
             "hash": self.spec.hash,

@@ -22,7 +22,14 @@ Examples
 
 from queuesgd.harness.report.markdown import write_report
 from queuesgd.harness.report.plots import plot_rows
-from queuesgd.harness.report.rows import format_table, jsonable, read_rows, summary, write_rows
+from queuesgd.harness.report.rows import (
+    format_table,
+    jsonable,
+    make_folder,
+    read_rows,
+    summary,
+    write_rows,
+)
 from queuesgd.harness.report.sections import (
     SECTIONS,
     Section,
@@ -40,6 +47,7 @@ __all__ = [
     "campaign_runs",
     "format_table",
     "jsonable",
+    "make_folder",
     "last_run",
     "plot_rows",
     "read_rows",

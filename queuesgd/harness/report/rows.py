@@ -103,6 +103,29 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def make_folder(field: str, path: str | os.PathLike[str]) -> Path:
+    """Create the folder ``path`` (and its parents) if needed, or refuse it naming ``field``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     make_folder("out", Path(d) / "a" / "b").is_dir()
+    True
+    >>> with tempfile.NamedTemporaryFile() as f:
+    ...     make_folder("out", f.name)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: out: got '...'; accepted: a writable folder (File exists)
+    """
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InvalidParameterError(field, os.fspath(path), f"a writable folder ({err.strerror})") from None
+    return folder
+
+
 def write_rows(
     rows: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str], stem: str = "results"
 ) -> list[Path]:
@@ -111,13 +134,7 @@ def write_rows(
     The PNG is skipped, with no error, when matplotlib is missing; the
     returned list says which files were written.
     """
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InvalidParameterError(
-            "out", os.fspath(out_dir), f"a writable directory ({err.strerror})"
-        ) from None
+    out = make_folder("out", out_dir)
     clean = [jsonable(dict(r)) for r in rows]
     written = []
     path = out / f"{stem}.json"
