@@ -44,6 +44,7 @@ from queuesgd.harness.apriori.predict import (
     SCHEMES,
     predict_apriori,
     predict_ddp,
+    prediction_record,
     ps_update_per_gradient,
     straggler_recipe,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "pass_figures",
     "predict_apriori",
     "predict_ddp",
+    "prediction_record",
     "ps_update_per_gradient",
     "run_apriori",
     "step_phases",

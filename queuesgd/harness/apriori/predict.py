@@ -18,13 +18,44 @@ from queuesgd.harness.apriori.profile import Profile
 from queuesgd.harness.live_schemes import apriori_schemes, live_scheme
 from queuesgd.harness.provenance import stamp
 
-__all__ = ["SCHEMES", "predict_apriori", "predict_ddp", "ps_update_per_gradient", "straggler_recipe"]
+__all__ = [
+    "SCHEMES",
+    "predict_apriori",
+    "predict_ddp",
+    "prediction_record",
+    "ps_update_per_gradient",
+    "straggler_recipe",
+]
 
 #: Live schemes the a-priori protocol runs with real models, and the calibration each needs: the rows of
 #: :data:`~queuesgd.harness.live_schemes.LIVE` with ``apriori`` parameters. eager-SGD runs with
 #: ``collective="ring"`` (:mod:`~queuesgd.harness.eager_loops`): its rounds are real all-reduces among the
 #: workers, so it takes the all-reduce calibration of ``n`` ranks, as DDP does.
 SCHEMES = apriori_schemes()
+
+
+def prediction_record(prediction: Any, **fields: Any) -> dict[str, Any]:
+    """An a-priori prediction's record: ``predicted`` (samples/s), ``method``, ``reason``, ``predicted_at``.
+
+    Read from a :class:`~queuesgd.Prediction`, the time stamped now, then
+    ``fields`` (the inputs' provenance and what the prediction was made from;
+    they may replace the first three, e.g. a blended step's throughput).
+
+    Examples
+    --------
+    >>> from queuesgd import Cluster, RingAllReduce, Workload, predict
+    >>> p = predict(RingAllReduce(), Workload("10ms", "1MB", batch_size=8), Cluster(2, "1GB/s"))
+    >>> rec = prediction_record(p, cores=2)
+    >>> sorted(rec), round(rec["predicted"], 3) == round(p.throughput, 3)
+    (['cores', 'method', 'predicted', 'predicted_at', 'reason'], True)
+    """
+    return {
+        "predicted": prediction.throughput,
+        "method": prediction.method,
+        "reason": prediction.reason,
+        "predicted_at": stamp(),
+        **fields,
+    }
 
 
 def predict_ddp(
@@ -99,19 +130,16 @@ def predict_ddp(
     # Samples over the blended step, as the rows stored before the blend moved into the scheme computed
     # it (pred.throughput is the same number but for its last bit; the rebuilt rows must match exactly).
     samples = n * work.batch_size
-    out = {
-        "predicted": samples / pred.iteration_time if blended else pred.throughput,
-        "method": "fine+overlap" if blended else pred.method,
-        "reason": pred.reason,
-        "predicted_at": stamp(),
-        "cores": profile.cores,
-        "device": profile.device,
-        "profile_step": step,
-        "compute_mean": work.compute_time,
-        "update_time": work.update_time,
-    }
-    out["overlap_eta"] = eta
-    return out
+    return prediction_record(
+        pred,
+        **({"predicted": samples / pred.iteration_time, "method": "fine+overlap"} if blended else {}),
+        cores=profile.cores,
+        device=profile.device,
+        profile_step=step,
+        compute_mean=work.compute_time,
+        update_time=work.update_time,
+        overlap_eta=eta,
+    )
 
 
 def straggler_recipe(value: Any) -> Any:
@@ -293,16 +321,13 @@ def predict_apriori(
         send_buffer=held,
         activation=activation,
     )
-    return {
-        "predicted": pred.throughput,
-        "method": pred.method,
-        "reason": pred.reason,
-        "predicted_at": stamp(),
-        "cores": profile.cores,
-        "compute_mean": float(compute.mean),
-        "update_time": update,
-        "duplex": duplex,
-        "send_buffer": held,
-        "incast_rate": incast,
-        "activation": activation,
-    }
+    return prediction_record(
+        pred,
+        cores=profile.cores,
+        compute_mean=float(compute.mean),
+        update_time=update,
+        duplex=duplex,
+        send_buffer=held,
+        incast_rate=incast,
+        activation=activation,
+    )

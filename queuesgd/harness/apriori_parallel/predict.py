@@ -47,10 +47,9 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.harness.apriori import Calibration, Profile
+from queuesgd.harness.apriori import Calibration, Profile, prediction_record
 from queuesgd.harness.apriori_parallel.calibration import ShardedCalibration
 from queuesgd.harness.live_schemes import live_scheme
-from queuesgd.harness.provenance import stamp
 from queuesgd.schemes import Pipeline, ShardedDataParallel
 
 __all__ = ["fsdp_unit_counts", "predict_fsdp", "predict_pipeline"]
@@ -200,21 +199,18 @@ def predict_fsdp(
     scheme = replace(model, prefetch=bool(prefetch), overlap=bool(overlap), units=tuple(counts))
     cluster = Cluster(n, bandwidth, latency=latency)
     pred = predict(scheme, work, cluster, method, rng=seed, iterations=iterations)
-    return {
-        "predicted": pred.throughput,
-        "method": pred.method,
-        "reason": pred.reason,
-        "predicted_at": stamp(),
-        "cores": profile.cores,
-        "compute_mean": work.compute_time,
-        "update_time": work.update_time,
-        "units": counts,
-        "bandwidth": bandwidth,
-        "latency": latency,
-        "profile_measured": profile.measured,
-        "fsdp_profile_measured": None if fsdp is None else fsdp["measured"],
-        "calibration_measured": None if calibration is None else calibration.measured,
-    }
+    return prediction_record(
+        pred,
+        cores=profile.cores,
+        compute_mean=work.compute_time,
+        update_time=work.update_time,
+        units=counts,
+        bandwidth=bandwidth,
+        latency=latency,
+        profile_measured=profile.measured,
+        fsdp_profile_measured=None if fsdp is None else fsdp["measured"],
+        calibration_measured=None if calibration is None else calibration.measured,
+    )
 
 
 def predict_pipeline(
@@ -322,28 +318,26 @@ def predict_pipeline(
     cluster = Cluster(D * S, bandwidth, latency=latency)
     pred = predict(scheme, work, cluster, method, rng=seed, iterations=iterations)
     cores = int(dict(profile.extra).get("cores", 0)) or None
-    return {
-        "predicted": pred.throughput,
-        "method": pred.method,
-        "reason": (
+    return prediction_record(
+        pred,
+        reason=(
             "gloo point-to-point modeled as rendezvous (a transfer starts once its receive is posted; "
             f"torch's waits on sends block the stage): {pred.reason}"
             if scheme.p2p == "rendezvous"
             else f"point-to-point modeled as eager sends: {pred.reason}"
         ),
-        "iteration_time": pred.iteration_time,
-        "p2p": scheme.p2p,
-        "action_overhead": scheme.action_overhead,
-        "duplex": scheme.duplex,
-        "predicted_at": stamp(),
-        "split": chosen,
-        "activation_bytes": acts,
-        "stage_times": profile.stage_times(chosen),
-        "update_time": work.update_time,
-        "oversubscribed": cores is not None and D * S > cores,
-        "bandwidth": bandwidth,
-        "latency": latency,
-        "profile_measured": profile.measured,
-        "calibration_measured": None if calibration is None else calibration.measured,
-        "exchange_measured": None if exchange is None else exchange.measured,
-    }
+        iteration_time=pred.iteration_time,
+        p2p=scheme.p2p,
+        action_overhead=scheme.action_overhead,
+        duplex=scheme.duplex,
+        split=chosen,
+        activation_bytes=acts,
+        stage_times=profile.stage_times(chosen),
+        update_time=work.update_time,
+        oversubscribed=cores is not None and D * S > cores,
+        bandwidth=bandwidth,
+        latency=latency,
+        profile_measured=profile.measured,
+        calibration_measured=None if calibration is None else calibration.measured,
+        exchange_measured=None if exchange is None else exchange.measured,
+    )
