@@ -18,7 +18,7 @@ import pytest
 import queuesgd as q
 from queuesgd.dag import schedule as run_graph
 from queuesgd.model_shapes import TransformerShape
-from queuesgd.schemes.parallel.megatron import pipeline_time
+from queuesgd.schemes.parallel.megatron import pipeline_time, stage_pipeline_time
 from queuesgd.schemes.parallel.pipeline_graph import StageSplit, pipeline_graph
 
 B_I, A_I, B_R, A_E = 300e9, 2e-6, 25e9, 5e-6  # NVLink per GPU; one 200 Gbit/s rail
@@ -187,3 +187,118 @@ def test_scatter_gather_all_gathers_each_received_message_over_nvlink():
     # sequence parallelism keeps each rank's shard: nothing to gather
     sp = q.predict(s.replace(sequence_parallel=True), w, dgx(64))
     assert sp.details["p2p_per_microbatch"] == pytest.approx(2 * send, rel=1e-12)
+
+
+# ---- uneven partitions (stage_layers=): sum tau_i + (m - 1) max tau_i ---------------------------------
+@pytest.mark.parametrize("sched", ["1f1b", "gpipe"])
+def test_uneven_stages_with_the_last_slowest_equal_the_task_graph(sched):
+    rng = np.random.default_rng(70)
+    for _ in range(80):
+        S, M = int(rng.integers(2, 9)), int(rng.integers(1, 17))
+        tau = rng.uniform(0.2, 2.0, S)
+        if sched == "1f1b":  # any forward/backward split per stage
+            fwd = list(tau * rng.uniform(0.1, 0.9, S))
+        else:  # GPipe: the last stage the slowest forward and backward (the blocks a third forward)
+            fwd = list(tau / 3)
+        bwd = [x - f for x, f in zip(tau, fwd)]
+        hf, hb = rng.uniform(0.0, 1.0, 2)  # the last stage: the slowest stage's blocks, plus a head
+        k = int(np.argmax(tau))
+        fwd[-1], bwd[-1] = fwd[k] + hf, bwd[k] + hb
+        tau = [f + b for f, b in zip(fwd, bwd)]
+        want = graph_makespan(fwd, bwd, M, sched)
+        assert stage_pipeline_time(tau, M) == pytest.approx(want, rel=1e-9)
+
+
+def test_uneven_gpipe_with_backward_a_fixed_multiple_of_forward_equals_the_task_graph():
+    rng = np.random.default_rng(71)
+    for _ in range(80):
+        S, M = int(rng.integers(2, 9)), int(rng.integers(1, 17))
+        tau = rng.uniform(0.2, 2.0, S)  # any stage the slowest
+        want = graph_makespan(list(tau / 3), list(2 * tau / 3), M, "gpipe")
+        assert stage_pipeline_time(list(tau), M) == pytest.approx(want, rel=1e-9)
+
+
+def test_uneven_1f1b_with_an_earlier_stage_slowest_is_an_upper_bound():
+    rng = np.random.default_rng(72)
+    gaps = []
+    for _ in range(80):
+        S, M = int(rng.integers(2, 9)), int(rng.integers(1, 17))
+        tau = rng.uniform(0.2, 2.0, S)
+        tau[-1] = rng.uniform(0.1, 0.9) * tau[:-1].max()  # the last stage is not the slowest
+        got = graph_makespan(list(tau / 3), list(2 * tau / 3), M, "1f1b")
+        bound = stage_pipeline_time(list(tau), M)
+        assert got <= bound * (1 + 1e-12)
+        gaps.append(bound / got - 1)
+    assert max(gaps) > 0.01  # not exact: the later stages' fill and drain overlap the warm-up
+
+
+def scheme_stage_graph(s, w, c):
+    """The task graph of the scheme's own stage times (forward a third, as the workload's split)."""
+    tm = s.times(w, c)
+    taus = tm.stage_taus
+    sched = "gpipe" if s.schedule == "gpipe" else "1f1b"
+    return (
+        graph_makespan([x / 3 for x in taus], [2 * x / 3 for x in taus], s.microbatches, sched)
+        + tm.dp
+        + tm.update
+    )
+
+
+GPT22 = TransformerShape(22, 4096, 32, 2048, 51200)
+
+
+@pytest.mark.parametrize("sched", ["1f1b", "gpipe"])
+def test_the_scheme_with_uneven_stages_equals_the_task_graph(sched):
+    w, c = GPT22.workload(1, flops=150e12), dgx(64)
+    for layers in [(5, 5, 5, 7), (4, 6, 6, 6), (7, 5, 5, 5)]:
+        s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, shape=GPT22, stage_layers=layers,
+                             schedule=sched, recompute="full")  # fmt: skip
+        tm = s.times(w, c)
+        p = q.predict(s, w, c)
+        got = p.iteration_time
+        # the blocks, their TP collectives scale with a stage's layers; the sends do not
+        one = GPT22.layers / 4
+        for n, tau in zip(layers, tm.stage_taus[:-1]):
+            assert tau == pytest.approx(n / one * (tm.compute + tm.tp) + tm.p2p, rel=1e-12)
+        assert tm.stage_taus[-1] == pytest.approx(layers[-1] / one * (tm.compute + tm.tp) + tm.p2p + tm.head)
+        want = scheme_stage_graph(s, w, c)
+        if sched == "gpipe" or p.details["slowest_stage"] == 3:
+            assert got == pytest.approx(want, rel=1e-9)
+        else:
+            assert want <= got
+        assert sum(p.breakdown.values()) == pytest.approx(got, rel=1e-12)
+
+
+def test_equal_stage_layers_are_the_equal_stages_bit_for_bit():
+    w, c = GPT.workload(1, flops=150e12), dgx(64)
+    s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, shape=GPT, recompute="full", zero=1)
+    assert (
+        q.predict(s, w, c).iteration_time
+        == q.predict(s.replace(stage_layers=(4, 4, 4, 4)), w, c).iteration_time
+    )
+
+
+def test_the_first_stage_memory_counts_its_own_layers():
+    w, c = GPT22.workload(1, flops=150e12), dgx(64)
+    s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, shape=GPT22, stage_layers=(4, 6, 6, 6))
+    GPT16 = TransformerShape(16, 4096, 32, 2048, 51200)  # 4 layers a stage: the same first stage
+    equal = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, shape=GPT16)
+    got, ref = s.memory(w, c), equal.memory(GPT16.workload(1, flops=150e12), c)
+    assert got.parameters == pytest.approx(ref.parameters, rel=1e-12)
+    assert got.activations == pytest.approx(ref.activations, rel=1e-12)
+    h, V, sq = 4096, 51200, 2048
+    assert got.parameters == pytest.approx((4 * (12 * h * h + 13 * h) + (V + sq) * h) * 2 / 8, rel=1e-12)
+    assert got.activations == pytest.approx(4 * 4 * sq * h * (10 + 24 / 8 + 5 * 32 * sq / (h * 8)), rel=1e-12)
+
+
+def test_stage_layers_refuses_what_it_cannot_represent():
+    s = q.HybridParallel(pipeline=4, microbatches=8, shape=GPT22, stage_layers="5:6:6:5")
+    assert s.stage_layers == (5, 6, 6, 5)
+    for bad in [(5, 6, 6), (5, 6, 6, 6), (0, 6, 8, 8), "5:6:x:5", 5.5]:
+        with pytest.raises(q.errors.InvalidParameterError, match="stage_layers"):
+            q.HybridParallel(pipeline=4, microbatches=8, shape=GPT22, stage_layers=bad)
+    with pytest.raises(q.errors.InvalidParameterError, match="interleaved"):
+        q.HybridParallel(pipeline=2, microbatches=8, shape=GPT22, stage_layers=(10, 12),
+                         schedule="interleaved")  # fmt: skip
+    with pytest.raises(q.errors.NotRepresentable, match="equal stages"):
+        q.HybridParallel(pipeline=4, microbatches=8, shape=GPT22, stage_layers=(5, 6, 6, 5)).formula()

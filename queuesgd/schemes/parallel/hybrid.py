@@ -51,6 +51,8 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    slowest GPU's whole work plus ``(p - 1)/v`` of the other stages' chunks
    (Sections 2.2.1-2.2.2; ``v = 1`` for GPipe and 1F1B); equal stages give
    ``(m + (p - 1)/v) tau``, the bubble ``(p - 1)/(v m)`` of ``m tau``.
+   ``stage_layers=`` gives the stages unequal layer counts (GPipe, 1F1B;
+   :mod:`~.hybrid_stages`): ``sum_i tau_i + (m - 1) max_i tau_i``.
 5. **Data parallelism** after the pipeline flush, exposed, over the ``d``
    ranks holding the same shard (``k`` per node when ``t`` packs fewer than
    a node; every GPU's group uses the rails at once): ZeRO 0 all-reduces
@@ -112,6 +114,7 @@ from queuesgd.schemes.parallel.collectives import collective_time
 from queuesgd.schemes.parallel.hybrid_formula import QUANTITIES, hybrid_formula
 from queuesgd.schemes.parallel.hybrid_memory import first_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
+from queuesgd.schemes.parallel.hybrid_stages import StepTimes, stage_layer_counts, stage_shares
 from queuesgd.schemes.parallel.megatron import (
     RECOMPUTE,
     SCHEDULES,
@@ -119,7 +122,6 @@ from queuesgd.schemes.parallel.megatron import (
     bubble_fraction,
     head_share,
     kv_bytes,
-    pipeline_time,
 )
 
 if TYPE_CHECKING:
@@ -148,39 +150,6 @@ def parse_shape(value: Any) -> TransformerShape | None:
     if len(parts) != 5 or not all(p.strip().isdigit() for p in parts):
         raise InvalidParameterError("HybridParallel.shape", value, accepted)
     return TransformerShape(*(int(p) for p in parts), name="transformer")
-
-
-@dataclass(frozen=True)
-class _Times:
-    """One configuration's seconds, per micro-batch on one GPU and per step."""
-
-    compute: float  # forward + backward + recomputation of one micro-batch
-    tp: float  # tensor-parallel collectives of one micro-batch
-    p2p: float  # pipeline sends of one micro-batch
-    dp: float  # data-parallel collectives of one step
-    update: float
-    pipeline: int
-    microbatches: int
-    virtual: int
-    algorithms: dict[str, str]
-    cp: float = 0.0  # context-parallel K/V collectives of one micro-batch
-    ep: float = 0.0  # expert-parallel all-to-alls of one micro-batch
-    head: float = 0.0  # the output layer's compute, which the last stage adds to each micro-batch
-
-    @property
-    def tau(self) -> float:
-        """One micro-batch on a stage without the head."""
-        return self.compute + self.tp + self.p2p + self.cp + self.ep
-
-    @property
-    def bubble(self) -> float:
-        """The last (slowest) stage's idle time: ``(p - 1) tau / v``."""
-        return (self.pipeline - 1) / self.virtual * self.tau
-
-    @property
-    def step(self) -> float:
-        pipe = pipeline_time(self.tau, self.head, self.pipeline, self.microbatches, self.virtual)
-        return pipe + self.dp + self.update
 
 
 @dataclass(frozen=True)
@@ -225,6 +194,8 @@ class HybridParallel(Scheme):
         Expert capacity over the even share (GShard, Switch Transformer; default 1.0).
     top_k : int
         Experts each token goes to (default 1: Switch; 2: GShard).
+    stage_layers : sequence of int or None
+        An uneven partition: ``p`` layer counts summing to ``l`` (GPipe and 1F1B; :mod:`~.hybrid_stages`).
 
     Examples
     --------
@@ -258,6 +229,7 @@ class HybridParallel(Scheme):
     expert_parallel: int = 1
     capacity_factor: float = 1.0
     top_k: int = 1
+    stage_layers: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -293,6 +265,8 @@ class HybridParallel(Scheme):
                 f"{n}.compute_model", self.compute_model, "None without shape= (its kernels come from it)"
             )
         check_experts(self)
+        kw = {"pipeline": self.pipeline, "layers": self.layer_count, "schedule": self.schedule}
+        set_(self, "stage_layers", stage_layer_counts(f"{n}.stage_layers", self.stage_layers, **kw))
         if self.schedule != "interleaved" and self.virtual_stages != 1:
             raise InvalidParameterError(
                 f"{n}.virtual_stages", self.virtual_stages, "1 unless schedule='interleaved'"
@@ -310,7 +284,7 @@ class HybridParallel(Scheme):
                 raise InvalidParameterError(
                     f"{n}.layers", self.layers, f"None or shape.layers ({self.shape.layers})"
                 )
-            if self.shape.layers % (self.pipeline * self.virtual_stages):
+            if self.stage_layers is None and self.shape.layers % (self.pipeline * self.virtual_stages):
                 raise InvalidParameterError(
                     f"{n}.pipeline",
                     self.pipeline,
@@ -393,7 +367,7 @@ class HybridParallel(Scheme):
             return s.layers * 4.0 * b * s.sequence**2 * s.hidden / s.iteration_flops(b)
         return 0.0
 
-    def times(self, workload: Workload, cluster: Cluster) -> _Times:
+    def times(self, workload: Workload, cluster: Cluster) -> StepTimes:
         """Every part of one step in seconds (see the module docstring)."""
         t, p, m, v = self.tensor, self.pipeline, self.microbatches, self.virtual_stages
         c, e = self.context, self.expert_parallel
@@ -492,7 +466,7 @@ class HybridParallel(Scheme):
             update = workload.update_time * shard / workload.parameter_bytes
         else:
             update = workload.update_time / (t * p * (dc if self.zero else 1))
-        return _Times(compute, tp, p2p, dp, update, p, m, v, algorithms, cp, ep, head)
+        return StepTimes(compute, tp, p2p, dp, update, p, m, v, algorithms, cp, ep, head, stage_shares(self))
 
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:
         """Bytes per GPU of the first stage (item 7; :func:`~.hybrid_memory.first_stage_memory`).
@@ -517,17 +491,13 @@ class HybridParallel(Scheme):
     ) -> SchemeSolution:
         """Megatron's model: ``m (tau + head) + (p-1)/v tau + data-parallel collectives + update``.
 
-        The breakdown is the last stage's, the slowest (it runs the head): its
-        compute, its communication, its idle time ``(p - 1) tau / v``.
+        The breakdown is the slowest stage's (the last, which runs the head,
+        unless ``stage_layers`` makes another slower): its compute, its
+        communication, its idle time ``(p - 1) tau / v`` (``sum tau_i - max tau_i``).
         """
         tm = self.times(workload, cluster)
         m = self.microbatches
-        breakdown = {
-            "compute": m * (tm.compute + tm.head),
-            "communication": m * (tm.tp + tm.p2p + tm.cp + tm.ep) + tm.dp,
-            "waiting": tm.bubble,
-            "update": tm.update,
-        }
+        breakdown = tm.breakdown()
         exact = isinstance(workload.compute, Deterministic) and len(set(cluster.speed_factors.tolist())) == 1
         reason = (
             f"closed form (Megatron-LM, Narayanan et al. SC'21): t={self.tensor} p={self.pipeline} "
@@ -537,6 +507,7 @@ class HybridParallel(Scheme):
             + (f" v={self.virtual_stages}" if self.schedule == "interleaved" else "")
             + f", bubble (p-1)/(v m) = {bubble_fraction(self.pipeline, m, self.virtual_stages):.4g}"
             + (", the last stage also runs the output layer" if tm.head else "")
+            + (f", uneven stages {self.stage_layers} (slowest: {tm.slowest})" if tm.stages else "")
             + (", compute by kernel from the GEMM table" if self.compute_model is not None else "")
             + ", collectives "
             + ", ".join(f"{k} {a}" for k, a in tm.algorithms.items())
@@ -562,6 +533,8 @@ class HybridParallel(Scheme):
                 "cp_per_microbatch": tm.cp,
                 "ep_per_microbatch": tm.ep,
                 "head_per_microbatch": tm.head,
+                "stage_times": tm.stage_taus,
+                "slowest_stage": tm.slowest,
                 "dp_per_step": tm.dp,
                 "algorithms": dict(tm.algorithms),
             },

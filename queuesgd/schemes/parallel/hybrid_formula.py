@@ -65,6 +65,11 @@ def hybrid_formula(
             "HybridParallel's formula has no context or expert parallelism (context=1, experts=None); "
             "predict has them"
         )
+    if scheme.stage_layers is not None and len(set(scheme.stage_layers)) > 1:
+        raise NotRepresentable(
+            "HybridParallel's formula has equal stages only (stage_layers=None or equal counts); "
+            "predict has uneven partitions"
+        )
     pos = {"positive": True}
     ints = {k: sympy.Symbol(k, integer=True, **pos) for k in ("t", "p", "d", "M", "v", "m", "l")}
     reals = {k: sympy.Symbol(k, **pos) for k in ("C", "B_intra", "B", "G")}

@@ -1,7 +1,7 @@
 """Memory per GPU of :class:`~queuesgd.schemes.parallel.hybrid.HybridParallel`: the first pipeline stage's.
 
-Parameters and gradients of its ``l / p`` layers (and the embeddings) over
-``t``, ZeRO over the ``d c`` ranks that hold the same shard
+Parameters and gradients of its ``l / p`` layers (``stage_layers[0]`` with
+an uneven partition; and the embeddings) over ``t``, ZeRO over the ``d c`` ranks that hold the same shard
 (:func:`~.megatron.hybrid_memory`; ZeRO 3 also holds two gathered layers);
 a mixture of experts' local ``E / e`` experts over the ``d c / e`` ranks
 that hold them; activations per :func:`~.megatron.layer_activation_bytes`
@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from queuesgd.schemes.memory import Memory
+from queuesgd.schemes.parallel.hybrid_stages import first_stage_layers
 from queuesgd.schemes.parallel.megatron import (
     expert_activation_bytes,
     expert_mlp_parameters,
@@ -44,10 +45,13 @@ def first_stage_memory(scheme: HybridParallel, workload: Workload, cluster: Clus
     dc = scheme.replicas(cluster) * c
     s = scheme.shape
     experts = None
+    uneven = scheme.stage_layers is not None
+    first = first_stage_layers(scheme)  # l / p, or the first stage's own count
     if s is None:
-        P = workload.parameter_bytes / (t * p)
-        G = workload.gradient_bytes / (t * p)
-        layer = P / max(scheme.layer_count / p, 1.0)
+        share = first / scheme.layer_count if uneven else 1.0 / p
+        P = workload.parameter_bytes * share / t if uneven else workload.parameter_bytes / (t * p)
+        G = workload.gradient_bytes * share / t if uneven else workload.gradient_bytes / (t * p)
+        layer = P / max(first, 1.0)
         act = 0.0
     else:
         nbytes = workload.parameter_bytes / s.parameters  # bytes per parameter, as the workload holds them
@@ -55,11 +59,11 @@ def first_stage_memory(scheme: HybridParallel, workload: Workload, cluster: Clus
         if scheme.experts is not None:  # the dense part here; the local experts' below
             mlp = expert_mlp_parameters(s.hidden)
             block = block - mlp
-            local = s.layers / p * mlp * (scheme.experts // scheme.expert_parallel) * nbytes / t
+            local = first * mlp * (scheme.experts // scheme.expert_parallel) * nbytes / t
             experts = hybrid_memory(
                 local, local, dc // scheme.expert_parallel, scheme.zero, optimizer=scheme.optimizer
             )
-        count = s.layers / p * block + s.embedding_parameters + (2 * s.hidden if p == 1 else 0)
+        count = first * block + s.embedding_parameters + (2 * s.hidden if p == 1 else 0)
         P = G = count * nbytes / t
         layer = block * nbytes / t
         if experts is not None:
@@ -75,7 +79,8 @@ def first_stage_memory(scheme: HybridParallel, workload: Workload, cluster: Clus
                 top_k=scheme.top_k,
                 **kw,
             )
-        flight = layers_in_flight(s.layers, p, scheme.microbatches, scheme.schedule, scheme.virtual_stages)
+        total = first * p if uneven else s.layers  # layers_in_flight reads the first stage's as total / p
+        flight = layers_in_flight(total, p, scheme.microbatches, scheme.schedule, scheme.virtual_stages)
         act = per * flight / c  # each context-parallel rank keeps s / c of every sequence
     gathered = 2 * layer if dc > 1 else 0.0
     out = hybrid_memory(

@@ -7,6 +7,8 @@ Plain formulas, cited where they come from, used by
   for the interleaved schedule (Narayanan et al., SC 2021, Sections 2.2.1-2.2.2).
 - :func:`pipeline_time` -- the time of ``m`` micro-batches through stages of
   unequal times: ``m max + (sum - max) / v`` (equal stages: ``(m + (p-1)/v) tau``).
+- :func:`stage_pipeline_time` -- the same for any stage times (uneven
+  partitions): ``sum_i tau_i + (m - 1) max_i tau_i`` for GPipe and 1F1B.
 - :func:`head_share` -- the output layer's share of a micro-batch's FLOPs
   (the work the last pipeline stage adds).
 - :func:`layer_activation_bytes` -- the activations one transformer layer
@@ -52,6 +54,7 @@ __all__ = [
     "layer_activation_bytes",
     "layers_in_flight",
     "pipeline_time",
+    "stage_pipeline_time",
 ]
 
 #: Pipeline schedules: GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush), interleaved 1F1B.
@@ -105,6 +108,32 @@ def pipeline_time(stage: Any, last: Any, pipeline: Any, microbatches: Any, virtu
     32.5
     """
     return microbatches * (stage + last) + (pipeline - 1) / virtual_stages * stage
+
+
+def stage_pipeline_time(stages: Any, microbatches: Any) -> Any:
+    """Seconds of ``m`` micro-batches through stages of times ``tau_i``: ``sum tau_i + (m - 1) max tau_i``.
+
+    GPipe and 1F1B (``v = 1``) with any stage times, as an uneven partition
+    of the layers gives them: every stage's fill and drain, then ``m - 1``
+    micro-batches at the slowest. :func:`pipeline_time` is the case of equal
+    stages but the last. Exact for deterministic times when the *last* stage
+    is the slowest (then the critical path is the forward fill through the
+    other stages, the last stage's ``m`` passes, the backward drain; for
+    GPipe it must be the slowest forward and backward both); and, for GPipe,
+    whenever each stage's backward is the same multiple of its forward.
+    Otherwise, when an earlier stage is the slowest under 1F1B, the stages
+    after it overlap part of their fill and drain with its warm-up forwards
+    and the form is an upper bound (both checked against the task graph in
+    ``tests/schemes/test_hybrid_stages.py``). ``stages`` a sequence of numbers.
+
+    Examples
+    --------
+    >>> stage_pipeline_time([5.0, 6.0, 6.0, 7.0], 8)              # 24 + 7 x 7
+    73.0
+    >>> stage_pipeline_time([3.0, 3.0, 3.0, 3.5], 8) == pipeline_time(3.0, 0.5, 4, 8)
+    True
+    """
+    return sum(stages) + (microbatches - 1) * max(stages)
 
 
 def head_share(shape: Any, microbatch: int = 1) -> float:
