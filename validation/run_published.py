@@ -204,19 +204,29 @@ def virtual_stages(layers: int, pipeline: int) -> int:
     return next(v for v in range(2, per + 1) if per % v == 0) if per > 1 else 1
 
 
+def hybrid_step(
+    shape: TransformerShape, cluster: Cluster, factor: float, microbatch: int, **scheme: Any
+) -> Any:
+    """``predict`` of ``HybridParallel(shape=shape, **scheme)`` with the A100 compute model of ``factor``.
+
+    The workload is ``shape``'s micro-batch of ``microbatch`` sequences at the
+    A100's memory bandwidth; every Megatron row (and the held-out rows of
+    ``run_published_heldout.py``) is predicted through here.
+    """
+    hybrid = HybridParallel(shape=shape, compute_model=a100_compute(factor), **scheme)
+    return predict(hybrid, shape.workload(microbatch, memory_bandwidth=A100_MEMORY), cluster)
+
+
 def megatron_predict(row: dict[str, Any], factor: float, link: float = 1.0) -> float:
     """Predicted TFLOP/s per GPU of one Megatron row (eq. 3's FLOPs x predicted sequences/s / GPUs)."""
     shape = TransformerShape(row["layers"], row["hidden"], row["heads"], SEQUENCE, VOCABULARY)
     t, p, n, b = row["tensor"], row["pipeline"], row["gpus"], row["microbatch"]
     d = n // (t * p)
     v = virtual_stages(row["layers"], p)
-    scheme = HybridParallel(
-        tensor=t, pipeline=p, microbatches=row["batch"] // (b * d),
-        schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v, recompute="full",
-        zero=row["zero"], shape=shape, compute_model=a100_compute(factor),
-    )  # fmt: skip
-    workload = shape.workload(b, memory_bandwidth=A100_MEMORY)
-    throughput = predict(scheme, workload, selene(n, link)).throughput
+    throughput = hybrid_step(
+        shape, selene(n, link), factor, b, tensor=t, pipeline=p, microbatches=row["batch"] // (b * d),
+        schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v, recompute="full", zero=row["zero"],
+    ).throughput  # fmt: skip
     return throughput * eq3_flops(row["layers"], row["hidden"]) / n / 1e12
 
 
@@ -232,11 +242,21 @@ def _solve(f: Any, lo: float, hi: float) -> float:
     return float(brentq(f, lo, hi, xtol=1e-14, rtol=1e-14, maxiter=200))
 
 
+def table1_factor(rows: list[dict[str, Any]]) -> float:
+    """The factor on every GEMM's efficiency that Table 1's anchor row (1.7B) sets (A100 against H100).
+
+    Examples
+    --------
+    >>> round(table1_factor(megatron_inputs()), 6)
+    1.087154
+    """
+    t1 = next(r for r in rows if r["series"] == "megatron-table1" and r["anchor"])
+    return _solve(lambda k: megatron_predict(t1, k) - t1["measured"], 0.3, 3.0)
+
+
 def anchors(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Each series' one anchored number, solved so that the prediction equals its anchor row."""
-    out: dict[str, float] = {}
-    t1 = next(r for r in rows if r["series"] == "megatron-table1" and r["anchor"])
-    out["megatron-table1"] = _solve(lambda k: megatron_predict(t1, k) - t1["measured"], 0.3, 3.0)
+    out: dict[str, float] = {"megatron-table1": table1_factor(rows)}
     z = next(r for r in rows if r["series"] == "megatron-table2-zero3" and r["anchor"])
     k = out["megatron-table1"]
     out["megatron-table2-zero3"] = _solve(lambda f: megatron_predict(z, k, f) - z["measured"], 0.01, 5.0)
