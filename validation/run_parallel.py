@@ -244,7 +244,8 @@ def _pass(number: int, spec: dict, digest: str, rule: DiscardRule, predict_only:
             probe, load = _measured(
                 f"runtime probe {key}",
                 lambda S=S, sched=sched, M=M, rate=rate: probe_runtime(
-                    S, sched, M, _rate(rate), profile=tiny, steps=settings["steps"], warmup=settings["warmup"]
+                    S, sched, M, _rate(rate), profile=tiny, steps=settings["steps"],
+                    warmup=settings["warmup"], runs=settings.get("runs", 1),
                 ),
                 rule,
             )  # fmt: skip

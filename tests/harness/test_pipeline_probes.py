@@ -85,15 +85,17 @@ def test_exchange_calibration_load_refuses_other_files(tmp_path):
 
 @pytest.mark.slow
 def test_runtime_probe_smoke_on_loopback():
-    """The real runtime with the tiny model, 2 stages, 1F1B, M = 2, on loopback: a step is measured and
+    """The real runtime with the tiny model, 2 stages, 1F1B, M = 2, on loopback, three runs: the median
+    run's step is measured and
     the inversion reproduces it (self-consistency). The value of h itself is not asserted: it depends on
     the machine's load."""
     pytest.importorskip("torch")
     from queuesgd.harness.apriori_parallel import calibrate_parallel, probe_runtime, profile_tiny
 
     prof = profile_tiny(repetitions=5)
-    probe = probe_runtime(2, "1f1b", 2, None, profile=prof, steps=16, warmup=4)
+    probe = probe_runtime(2, "1f1b", 2, None, profile=prof, steps=16, warmup=4, runs=3)
     assert probe["step_low"] <= probe["step"] <= probe["step_high"] and probe["emulation"] == "none"
+    assert len(probe["steps"]) == 3 and probe["step"] == sorted(probe["steps"])[1]  # the median run
     link = calibrate_parallel("p2p", 2, None, sizes=(64, 4096), repeats=5)
     out = action_overhead(probe, prof, link)
     assert out["action_overhead"] >= 0.0
