@@ -75,11 +75,13 @@ def _probe(ctx, kind: str, batch: int, repeats: int) -> None:  # noqa: ANN001
     done = threading.Event()
     gathers = [0]
 
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # FSDP2's gather
+
     def background() -> None:
         # Gathers back to back until both ranks' timed loops are over (agreed with a MIN all-reduce).
         flag = torch.zeros(1)
         while True:
-            dist.all_gather_into_tensor(full, shard, group=group)
+            gather(full, shard, group=group)
             gathers[0] += 1
             flag[0] = 1.0 if done.is_set() else 0.0
             dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
