@@ -63,7 +63,15 @@ SIZES = {
     "stash_bytes",
     "hidden_bytes",
 }
-DURATIONS = {"fusion_time", "timeout", "intra_latency", "activation", "compress_time", "decompress_time"}
+DURATIONS = {
+    "fusion_time",
+    "timeout",
+    "intra_latency",
+    "activation",
+    "compress_time",
+    "decompress_time",
+    "action_overhead",
+}
 FLAGS = {"overlap", "prefetch", "sequence_parallel"}
 FRACTIONS = {"density", "overlap_efficiency", "duplex"}
 NAMES = {
