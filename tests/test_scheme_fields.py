@@ -53,6 +53,7 @@ COUNTS = {
     "experts",
     "expert_parallel",
     "top_k",
+    "stage_layers",
 }
 SIZES = {
     "fusion_bytes",
