@@ -8,6 +8,7 @@ smoke test: the inversion reproduces the probe's step -- a self-consistency chec
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -115,3 +116,27 @@ def test_prediction_reads_the_exchange_share_at_the_activation_size():
     assert got["iteration_time"] == pytest.approx((M + 1) * (t_f + t_b) + 2 * c + (M - 1) * c / 0.5)
     with pytest.raises(InvalidParameterError, match="duplex"):
         predict_pipeline(_profile(t_f, t_b), link, 2, M, split=[1, 1], exchange=ex, duplex=0.9)
+
+
+def test_the_preregistered_parallel_spec(tmp_path):
+    """validation/specs/parallel.json as run_parallel.py reads it: 2 passes, the discard rule and the
+    targets fixed; 2 models x 2 rates of FSDP and 2 x 2 x (2 schedules x 2 M) pipelines: 20 configurations
+    a pass, each checked by its live row before anything runs."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "validation"
+    spec_ = importlib.util.spec_from_file_location("run_parallel", root / "run_parallel.py")
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+    spec, digest, rule = mod.load_spec(root / "specs" / "parallel.json")
+    assert spec["passes"] == 2 and (rule.rule, rule.attempts, rule.limit) == ("disturbed", 3, 0.1)
+    assert spec["targets"] == {"median": 0.1, "max": 0.2} and len(digest) == 64
+    configs = mod._configurations(spec)
+    assert len(configs) == 20
+    assert sum(c["scheme"] == "pipeline" for c in configs) == 16
+    assert {c["batch"] for c in configs if c["scheme"] == "pipeline"} == {16}
+    bad = tmp_path / "bad-spec.json"
+    bad.write_text(json.dumps({**spec, "passes": 0}))
+    with pytest.raises(InvalidParameterError, match="spec.passes"):
+        mod.load_spec(bad)
