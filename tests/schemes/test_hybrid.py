@@ -93,6 +93,11 @@ def test_zero_figure_1_memory():
     # stage 3 through the scheme also holds two gathered layers (prefetch): 60 layers of 0.25 GB
     m3 = q.HybridParallel(zero=3, layers=60).memory(w, q.Cluster(64, "1GB/s"))
     assert m3.total == pytest.approx(120e9 / 64 + 2 * 15e9 / 60)
+    # without layers: two of the ceil(15e9 / 25 MiB) = 573 equal units (ShardedDataParallel's rule)
+    m3 = q.HybridParallel(zero=3).memory(w, q.Cluster(64, "1GB/s"))
+    assert m3.total == pytest.approx(120e9 / 64 + 2 * 15e9 / 573)
+    sharded = q.ShardedDataParallel(stage=3, optimizer=6).memory(w, q.Cluster(64, "1GB/s"))
+    assert m3.total == pytest.approx(sharded.total)
 
 
 def test_korthikanti_activations():

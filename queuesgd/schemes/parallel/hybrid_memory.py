@@ -2,7 +2,8 @@
 
 Parameters and gradients of its ``l / p`` layers (``stage_layers[0]`` with
 an uneven partition; and the embeddings) over ``t``, ZeRO over the ``d c`` ranks that hold the same shard
-(:func:`~.megatron.hybrid_memory`; ZeRO 3 also holds two gathered layers);
+(:func:`~.megatron.hybrid_memory`; ZeRO 3 also holds two gathered layers, or without layers two of the
+equal units :func:`~queuesgd.schemes.memory.default_unit_count` cuts the GPU's parameters into);
 a mixture of experts' local ``E / e`` experts over the ``d c / e`` ranks
 that hold them; activations per :func:`~.megatron.layer_activation_bytes`
 (plus :func:`~.megatron.expert_activation_bytes`) times
@@ -15,13 +16,16 @@ Examples
 >>> w = Workload(1.0, "15GB")                    # 7.5B parameters in 16 bits
 >>> round(first_stage_memory(HybridParallel(zero=1, layers=60), w, Cluster(64, "1GB/s")).total / 1e9, 1)
 31.4
+>>> c = Cluster(64, "1GB/s")
+>>> [round(first_stage_memory(HybridParallel(zero=z), w, c).total / 1e9, 1) for z in range(4)]
+[120.0, 31.4, 16.6, 1.9]
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from queuesgd.schemes.memory import Memory
+from queuesgd.schemes.memory import Memory, default_unit_count
 from queuesgd.schemes.parallel.hybrid_stages import first_stage_layers
 from queuesgd.schemes.parallel.megatron import (
     expert_activation_bytes,
@@ -51,7 +55,8 @@ def first_stage_memory(scheme: HybridParallel, workload: Workload, cluster: Clus
         share = first / scheme.layer_count if uneven else 1.0 / p
         P = workload.parameter_bytes * share / t if uneven else workload.parameter_bytes / (t * p)
         G = workload.gradient_bytes * share / t if uneven else workload.gradient_bytes / (t * p)
-        layer = P / max(first, 1.0)
+        # without layers, the GPU's parameters are cut into equal units (ShardedDataParallel's rule)
+        layer = P / default_unit_count(P) if scheme.layers is None and not uneven else P / max(first, 1.0)
         act = 0.0
     else:
         nbytes = workload.parameter_bytes / s.parameters  # bytes per parameter, as the workload holds them
