@@ -274,7 +274,18 @@ def _pass(number: int, spec: dict, digest: str, rule: DiscardRule, predict_only:
             }
         pred = predict_parallel(c["scheme"], inputs, cals[_calibration_key(c)], c["workers"], c["params"],
                                 **extra)  # fmt: skip
+        kind, rate, ranks = _calibration_key(c)
+        pred["input_files"] = {  # relative to --out: what the prediction read (rebuild_parallel)
+            "profiles": f"{c['model']}{tag}",
+            "calibration": f"calibrations/{kind}-{_where(rate)}-n{ranks}{tag}.json",
+        }
         if c in pipes:
+            S, sched, M, _ = _probe_key(c)
+            pred["input_files"].update(
+                exchange=f"probes/exchange-{_where(rate)}{tag}.json",
+                runtime=f"probes/runtime-{sched}-S{S}-M{M}-{_where(rate)}{tag}.json",
+                tiny=f"probes/tiny{tag}.stages.json",
+            )
             probe = runtime[_probe_key(c)]
             pred["probes"] = {
                 k: probe[k] for k in ("step", "model_step_without", "self_consistency", "measured")

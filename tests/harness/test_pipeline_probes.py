@@ -122,13 +122,10 @@ def test_the_preregistered_parallel_spec(tmp_path):
     """validation/specs/parallel.json as run_parallel.py reads it: 2 passes, the discard rule and the
     targets fixed; 2 models x 2 rates of FSDP and 2 x 2 x (2 schedules x 2 M) pipelines: 20 configurations
     a pass, each checked by its live row before anything runs."""
-    import importlib.util
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2] / "validation"
-    spec_ = importlib.util.spec_from_file_location("run_parallel", root / "run_parallel.py")
-    mod = importlib.util.module_from_spec(spec_)
-    spec_.loader.exec_module(mod)
+    mod = _run_parallel_module()
     spec, digest, rule = mod.load_spec(root / "specs" / "parallel.json")
     assert spec["passes"] == 2 and (rule.rule, rule.attempts, rule.limit) == ("disturbed", 3, 0.1)
     assert spec["targets"] == {"median": 0.1, "max": 0.2} and len(digest) == 64
@@ -140,3 +137,69 @@ def test_the_preregistered_parallel_spec(tmp_path):
     bad.write_text(json.dumps({**spec, "passes": 0}))
     with pytest.raises(InvalidParameterError, match="spec.passes"):
         mod.load_spec(bad)
+
+
+def _run_parallel_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "validation" / "run_parallel.py"
+    spec_ = importlib.util.spec_from_file_location("run_parallel", path)
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_predictions_are_rebuilt_exactly_from_their_stored_inputs(tmp_path):
+    """run_parallel.py --predict-only on loopback (a tiny spec: FSDP and both pipeline schedules), then
+    every stored prediction made again from the files it names alone (profiles, calibration, exchange
+    sweep, tiny profile and runtime probe, the overhead solved again): equal to the last bit."""
+    pytest.importorskip("torch")
+    from queuesgd.harness.apriori_parallel import rebuild_parallel
+
+    spec = {
+        "name": "rebuild", "models": {"mlp": {"batch_size": 16}}, "rates": ["loopback"], "steps": 15,
+        "warmup": 3, "repetitions": 5, "passes": 1, "discard": {"rule": "none"},
+        "targets": {"median": 0.1, "max": 0.2},
+        "probes": {"runtime": {"steps": 14, "warmup": 4, "repetitions": 5},
+                   "exchange": {"sizes": [4096, 65536], "repeats": 3}},
+        "lines": [{"scheme": "fsdp", "models": ["mlp"], "workers": [2]},
+                  {"scheme": "pipeline", "models": ["mlp"], "stages": 2, "microbatches": [2],
+                   "schedules": ["1f1b", "gpipe"], "microbatch": 8}],
+    }  # fmt: skip
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    out = tmp_path / "out"
+    mod = _run_parallel_module()
+    assert mod.main(["--spec", str(path), "--out", str(out), "--predict-only"]) == 0
+    stored = json.loads((out / "predictions-pass1.json").read_text())
+    assert [p["scheme"] for p in stored] == ["fsdp", "pipeline", "pipeline"]
+    for p in stored:
+        again = rebuild_parallel(p, out)
+        assert again["predicted"] == p["predicted"], p["params"]
+        if p["scheme"] == "pipeline":
+            assert again["action_overhead"] == p["action_overhead"] and again["duplex"] == p["duplex"]
+
+
+def _campaign_rows() -> list[dict]:
+    from pathlib import Path
+
+    from queuesgd.harness.report import read_rows
+
+    results = Path(__file__).resolve().parents[2] / "validation" / "results"
+    return [r for path in sorted(results.glob("apriori-parallel-*.json")) for r in read_rows(path)
+            if r.get("input_files") and r.get("error") is not None]  # fmt: skip
+
+
+@pytest.mark.parametrize("row", _campaign_rows(), ids=lambda r: f"{r['stem']}-{r['attempt']}")
+def test_committed_campaign_rows_are_rebuilt_exactly(row):
+    """Every row of the committed parallel campaign (validation/results/apriori-parallel-*), predicted
+    again from the inputs it names under validation/parallel: its stored prediction, to the last bit.
+    (None before the campaign of specs/parallel.json has run and been committed.)"""
+    from pathlib import Path
+
+    from queuesgd.harness.apriori_parallel import rebuild_parallel
+
+    folder = Path(__file__).resolve().parents[2] / "validation" / "parallel"
+    assert rebuild_parallel(row, folder)["predicted"] == row["predicted"]

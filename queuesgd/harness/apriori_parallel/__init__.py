@@ -53,9 +53,11 @@ from queuesgd.harness.apriori_parallel.probes import (
 from queuesgd.harness.apriori_parallel.profile import profile_fsdp
 from queuesgd.harness.apriori_parallel.run import (
     PROFILES,
+    load_inputs,
     measure_inputs,
     parallel_scheme,
     predict_parallel,
+    rebuild_parallel,
     run_parallel,
     run_parallel_apriori,
     save_inputs,
@@ -76,6 +78,7 @@ __all__ = [
     "calibration_ranks",
     "collective_probe",
     "fsdp_unit_counts",
+    "load_inputs",
     "measure_inputs",
     "parallel_scheme",
     "predict_fsdp",
@@ -84,6 +87,7 @@ __all__ = [
     "probe_runtime",
     "profile_fsdp",
     "profile_tiny",
+    "rebuild_parallel",
     "run_parallel",
     "run_parallel_apriori",
     "save_inputs",

@@ -38,9 +38,11 @@ from queuesgd.harness.provenance import code_version, stamp
 __all__ = [
     "INFO_ROLES",
     "PROFILES",
+    "load_inputs",
     "measure_inputs",
     "parallel_scheme",
     "predict_parallel",
+    "rebuild_parallel",
     "run_parallel",
     "run_parallel_apriori",
     "save_inputs",
@@ -122,6 +124,77 @@ def save_inputs(inputs: Mapping[str, Any], folder: str | os.PathLike[str], model
             path.write_text(json.dumps(jsonable(value), indent=1))
             out.append(path)
     return out
+
+
+def load_inputs(folder: str | os.PathLike[str], model: str) -> dict[str, Any]:
+    """Read back what :func:`save_inputs` wrote for ``model`` in ``folder`` (the files that exist).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> own = {"compute": {2: [0.01, 0.012]}, "update": {2: 0.001}, "measured": "now"}
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = save_inputs({"own": own}, d, "mlp")
+    ...     load_inputs(d, "mlp") == {"own": own}           # worker counts come back as integers
+    True
+    """
+    import json
+
+    from queuesgd.harness.apriori import Profile
+    from queuesgd.harness.pipelining import StageProfile
+
+    out: dict[str, Any] = {}
+    for key, name in _FILES.items():
+        path = Path(folder) / name.format(model=model)
+        if not path.exists():
+            continue
+        if key == "layers":
+            out[key] = Profile.load(path)
+        elif key == "stages":
+            out[key] = StageProfile.load(path)
+        else:
+            doc = json.loads(path.read_text())
+            for field in ("compute", "update"):
+                doc[field] = {int(k): v for k, v in doc.get(field, {}).items()}
+            out[key] = doc
+    if not out:
+        raise InvalidParameterError(
+            "folder", os.fspath(folder), f"inputs of {model!r} written by save_inputs"
+        )
+    return out
+
+
+def rebuild_parallel(record: Mapping[str, Any], folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """A stored parallel prediction made again from its stored inputs alone (what it records it read).
+
+    ``record`` is a prediction of ``validation/run_parallel.py`` (or a row made from it): its
+    ``input_files`` name, relative to ``folder``, the profiles' stem, the calibration, and for a
+    pipeline the exchange calibration, the tiny model's stage profile and the runtime probe; the runtime
+    work per pass is solved again from the probe
+    (:func:`~queuesgd.harness.apriori_parallel.action_overhead`), then the row's model predicts. The
+    result must equal the stored prediction to the last bit: the prediction was made from those files
+    alone, and the code that made it still makes it.
+    """
+    import json
+
+    from queuesgd.harness.apriori_parallel.calibration import ShardedCalibration
+    from queuesgd.harness.apriori_parallel.probes import ExchangeCalibration, action_overhead
+    from queuesgd.harness.pipelining import StageProfile
+
+    root, files = Path(folder), record["input_files"]
+    inputs = load_inputs(root / "profiles", files["profiles"])
+    cal_path = root / files["calibration"]
+    cal_kind = json.loads(cal_path.read_text()).get("kind")
+    calibration = (ShardedCalibration if cal_kind == "sharded" else Calibration).load(cal_path)
+    extra: dict[str, Any] = {}
+    if files.get("runtime") is not None:
+        probe = json.loads((root / files["runtime"]).read_text())
+        tiny = StageProfile.load(root / files["tiny"])
+        h = action_overhead(probe, tiny, calibration)["action_overhead"]
+        extra = {"action_overhead": h, "exchange": ExchangeCalibration.load(root / files["exchange"])}
+    return predict_parallel(
+        record["scheme"], inputs, calibration, record["workers"], record["params"], **extra
+    )
 
 
 def predict_parallel(
