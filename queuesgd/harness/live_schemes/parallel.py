@@ -25,8 +25,10 @@ protocol of :mod:`queuesgd.harness.apriori_parallel` measures the row's
   gradients, as the model's workload is one micro-batch). The model takes
   ``optimizer="momentum"`` and gloo's rendezvous messages
   (``p2p="rendezvous"``), ``method="fine"``; the prediction sets the
-  activation bytes its profile measured. The calibration is the boundary's
-  point-to-point link (``"p2p"``, two ranks).
+  activation bytes its profile measured and what the pipeline probes
+  measured beforehand (``action_overhead``, ``duplex``:
+  :mod:`~queuesgd.harness.apriori_parallel.probes`). The calibration is the
+  boundary's point-to-point link (``"p2p"``, two ranks).
 
 Examples
 --------
