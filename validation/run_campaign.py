@@ -37,7 +37,7 @@ from queuesgd.harness.report import (  # noqa: E402
     write_rows,
 )
 from queuesgd.harness.report.fidelity import fidelity_lines, read_passes, trace_rows  # noqa: E402
-from queuesgd.harness.report.published import published_lines  # noqa: E402
+from queuesgd.harness.report.published import heldout_lines, published_lines  # noqa: E402
 
 
 def _machine() -> str:
@@ -93,6 +93,9 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
     published = HERE / "published" / "published.json"
     if published.exists():
         appendix = [*appendix, "", *published_lines(json.loads(published.read_text()))]
+    heldout = HERE / "published" / "heldout.json"
+    if heldout.exists():
+        appendix = [*appendix, *heldout_lines(json.loads(heldout.read_text()))]
     return write_report(
         rows,
         out / "REPORT.md",

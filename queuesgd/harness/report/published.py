@@ -2,7 +2,9 @@
 
 The rows, their inputs, anchors and accuracy are computed by
 ``validation/run_published.py`` and stored in ``validation/published/``;
-this module only renders that record (:func:`published_lines`).
+this module only renders that record (:func:`published_lines`), and the
+held-out rows' record of ``validation/run_published_heldout.py``
+(``validation/published/heldout.json``, :func:`heldout_lines`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["published_lines"]
+__all__ = ["heldout_lines", "published_lines"]
 
 
 def _pct(x: Any) -> str:
@@ -75,5 +77,60 @@ def published_lines(record: Mapping[str, Any], *, number: int | None = None) -> 
         lines += [f"- `{k}`: {v}" for k, v in record["assumptions"].items()]
     if record["misfits"]:
         lines += ["", "Misfits and their causes:", ""]
+        lines += [f"- **{k}**: {v}" for k, v in record["misfits"].items()]
+    return lines + [""]
+
+
+def heldout_lines(record: Mapping[str, Any]) -> list[str]:
+    """Markdown lines of the held-out rows' summary from ``validation/published/heldout.json``'s record.
+
+    Per series and pooled |error| of the iteration time, judged against the targets of the
+    published section; the rows themselves are in ``docs/published.md``.
+
+    Examples
+    --------
+    >>> rec = {"summary": {"pooled": {"rows": 2, "median_abs_pct": 6.0, "max_abs_pct": 9.0, "within_15": 2},
+    ...                    "series": {"s": {"rows": 2, "median_abs_pct": 6.0, "max_abs_pct": 9.0,
+    ...                                     "within_15": 2}},
+    ...                    "targets": {"median_abs_pct": 5.0, "max_abs_pct": 15.0}},
+    ...        "factor": {"value": 1.08, "from": "Table 1"}, "not_predicted": {"x": "FP8"}, "misfits": {}}
+    >>> heldout_lines(rec)[0], heldout_lines(rec)[4][-9:]
+    ('### Held-out rows', 'not met).')
+    """
+    s = record["summary"]
+    pooled, tg = s["pooled"], s["targets"]
+    met = (
+        pooled["median_abs_pct"] is not None
+        and pooled["median_abs_pct"] <= tg["median_abs_pct"]
+        and pooled["max_abs_pct"] <= tg["max_abs_pct"]
+    )
+    lines = [
+        "### Held-out rows",
+        "",
+        "Rows of other sources, which no model change was diagnosed on, predicted with the model frozen by "
+        "rules committed before any prediction, with no new anchor (every row uses "
+        f"{record['factor']['from']}, {record['factor']['value']:.4g}): "
+        "`validation/run_published_heldout.py`, stored in `validation/published/heldout.json`, "
+        "recomputed exactly by `tests/test_published_heldout.py`; "
+        "the rules, every row and its inputs' provenance are in `docs/published.md`, \"Held-out rows\".",
+        "",
+        f"Pooled over {pooled['rows']} end-to-end rows: median |error| {_pct(pooled['median_abs_pct'])}, "
+        f"max {_pct(pooled['max_abs_pct'])}, {pooled['within_15']} within 15% "
+        f"(targets: median <= {tg['median_abs_pct']:g}%, every row within {tg['max_abs_pct']:g}%: "
+        f"{'met' if met else 'not met'}).",
+        "",
+        "| series | points | median abs error | max abs error | within 15% |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, st in s["series"].items():
+        lines.append(
+            f"| {name} | {st['rows']} | {_pct(st['median_abs_pct'])} | {_pct(st['max_abs_pct'])} | "
+            f"{st['within_15']} |"
+        )
+    if record.get("not_predicted"):
+        lines += ["", "Not predicted:", ""]
+        lines += [f"- `{k}`: {v}" for k, v in record["not_predicted"].items()]
+    if record.get("misfits"):
+        lines += ["", "Held-out misfits and their causes (the model was not changed for them):", ""]
         lines += [f"- **{k}**: {v}" for k, v in record["misfits"].items()]
     return lines + [""]
