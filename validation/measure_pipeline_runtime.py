@@ -15,7 +15,7 @@ Then, as a diagnosis of how the cost enters, the ``h`` solved at each ``M``
 predicts the probe's step at every other ``M`` of the same stages and
 schedule: were the work a constant per pass, these cross-predictions would
 hold. Writes ``parallel/runtime.json``. A campaign's predictions take the
-probe at exactly their own configuration (``run_parallel.py``).
+probe at exactly their own configuration (``specs/parallel.json``).
 """
 
 from __future__ import annotations

@@ -118,68 +118,62 @@ def test_prediction_reads_the_exchange_share_at_the_activation_size():
         predict_pipeline(_profile(t_f, t_b), link, 2, M, split=[1, 1], exchange=ex, duplex=0.9)
 
 
-def test_the_preregistered_parallel_spec(tmp_path):
-    """validation/specs/parallel.json as run_parallel.py reads it: 2 passes, the discard rule and the
-    targets fixed; 2 models x 2 rates of FSDP and 2 x 2 x (2 schedules x 2 M) pipelines: 20 configurations
-    a pass, each checked by its live row before anything runs."""
+def test_the_preregistered_parallel_spec():
+    """validation/specs/parallel.json as the campaign reads it: 2 passes, the discard rule, the targets and
+    the probes fixed; 2 models x 2 rates of FSDP and 2 x 2 x (2 schedules x 2 M) pipelines: 20
+    configurations a pass, each checked by its live row before anything runs."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2] / "validation"
-    mod = _run_parallel_module()
-    spec, digest, rule = mod.load_spec(root / "specs" / "parallel.json")
-    assert spec["passes"] == 2 and (rule.rule, rule.attempts, rule.limit) == ("disturbed", 3, 0.1)
-    assert spec["targets"] == {"median": 0.1, "max": 0.2} and len(digest) == 64
-    configs = mod._configurations(spec)
-    assert len(configs) == 20
-    assert sum(c["scheme"] == "pipeline" for c in configs) == 16
-    assert {c["batch"] for c in configs if c["scheme"] == "pipeline"} == {16}
-    bad = tmp_path / "bad-spec.json"
-    bad.write_text(json.dumps({**spec, "passes": 0}))
-    with pytest.raises(InvalidParameterError, match="spec.passes"):
-        mod.load_spec(bad)
+    from queuesgd.harness.apriori import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "validation" / "specs" / "parallel.json")
+    assert spec.passes == 2 and (spec.discard.rule, spec.discard.attempts, spec.discard.limit) == (
+        "disturbed", 3, 0.1,
+    )  # fmt: skip
+    assert spec.targets == (0.1, 0.2) and spec.probes["runtime"]["runs"] == 3
+    configs = spec.configurations()
+    assert len(configs) == 20 and sum(c.scheme == "pipeline" for c in configs) == 16
+    assert {spec.models[c.model].batch_size for c in configs if c.scheme == "pipeline"} == {16}
+    with pytest.raises(InvalidParameterError, match="spec.lines.1..models.0."):  # options: not for a pipeline
+        from queuesgd.harness.apriori import parse_spec
+
+        doc = {**spec.document, "models": {**spec.document["models"], "mlp-mb16": {"model": "mlp",
+               "batch_size": 16, "model_options": {"hidden": 8}}}}  # fmt: skip
+        parse_spec(doc)
 
 
-def _run_parallel_module():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "validation" / "run_parallel.py"
-    spec_ = importlib.util.spec_from_file_location("run_parallel", path)
-    mod = importlib.util.module_from_spec(spec_)
-    spec_.loader.exec_module(mod)
-    return mod
+_TINY_CAMPAIGN = {
+    "name": "rebuild", "models": {"mlp": {"batch_size": 16}, "mlp-mb8": {"model": "mlp", "batch_size": 8}},
+    "rates": ["loopback"], "steps": 15, "warmup": 3, "repetitions": 5, "passes": 1,
+    "discard": {"rule": "none"}, "targets": {"median": 0.1, "max": 0.2},
+    "probes": {"runtime": {"steps": 14, "warmup": 4, "runs": 1, "repetitions": 5},
+               "exchange": {"sizes": [4096, 65536], "repeats": 3}},
+    "lines": [{"scheme": "sharded-dp", "models": ["mlp"], "workers": [2]}] + [
+        {"scheme": "pipeline", "models": ["mlp-mb8"], "workers": [2],
+         "params": {"stages": 2, "microbatches": 2, "schedule": s}} for s in ("1f1b", "gpipe")
+    ],
+}  # fmt: skip
 
 
 @pytest.mark.slow
 def test_predictions_are_rebuilt_exactly_from_their_stored_inputs(tmp_path):
-    """run_parallel.py --predict-only on loopback (a tiny spec: FSDP and both pipeline schedules), then
+    """A campaign of FSDP and both pipeline schedules on loopback, stopped once its predictions are stored;
     every stored prediction made again from the files it names alone (profiles, calibration, exchange
     sweep, tiny profile and runtime probe, the overhead solved again): equal to the last bit."""
     pytest.importorskip("torch")
+    from queuesgd.harness.apriori import Campaign
     from queuesgd.harness.apriori_parallel import rebuild_parallel
 
-    spec = {
-        "name": "rebuild", "models": {"mlp": {"batch_size": 16}}, "rates": ["loopback"], "steps": 15,
-        "warmup": 3, "repetitions": 5, "passes": 1, "discard": {"rule": "none"},
-        "targets": {"median": 0.1, "max": 0.2},
-        "probes": {"runtime": {"steps": 14, "warmup": 4, "repetitions": 5},
-                   "exchange": {"sizes": [4096, 65536], "repeats": 3}},
-        "lines": [{"scheme": "fsdp", "models": ["mlp"], "workers": [2]},
-                  {"scheme": "pipeline", "models": ["mlp"], "stages": 2, "microbatches": [2],
-                   "schedules": ["1f1b", "gpipe"], "microbatch": 8}],
-    }  # fmt: skip
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec))
-    out = tmp_path / "out"
-    mod = _run_parallel_module()
-    assert mod.main(["--spec", str(path), "--out", str(out), "--predict-only"]) == 0
-    stored = json.loads((out / "predictions-pass1.json").read_text())
-    assert [p["scheme"] for p in stored] == ["fsdp", "pipeline", "pipeline"]
+    Campaign(_TINY_CAMPAIGN).run(tmp_path, predict_only=True)
+    stored = json.loads((tmp_path / "predictions.json").read_text())
+    assert [p["scheme"] for p in stored] == ["sharded-dp", "pipeline", "pipeline"]
     for p in stored:
-        again = rebuild_parallel(p, out)
+        again = rebuild_parallel(p, tmp_path)
         assert again["predicted"] == p["predicted"], p["params"]
         if p["scheme"] == "pipeline":
             assert again["action_overhead"] == p["action_overhead"] and again["duplex"] == p["duplex"]
+            schedule = p["params"]["schedule"]
+            assert p["input_files"]["runtime"] == f"probes/runtime-{schedule}-S2-M2-loopback.json"
 
 
 def _campaign_rows() -> list[dict]:
@@ -188,18 +182,18 @@ def _campaign_rows() -> list[dict]:
     from queuesgd.harness.report import read_rows
 
     results = Path(__file__).resolve().parents[2] / "validation" / "results"
-    return [r for path in sorted(results.glob("apriori-parallel-*.json")) for r in read_rows(path)
-            if r.get("input_files") and r.get("error") is not None]  # fmt: skip
+    return [r for path in sorted(results.glob("*.json")) for r in read_rows(path)
+            if isinstance(r, dict) and r.get("input_files") and r.get("error") is not None]  # fmt: skip
 
 
-@pytest.mark.parametrize("row", _campaign_rows(), ids=lambda r: f"{r['stem']}-{r['attempt']}")
+@pytest.mark.parametrize("row", _campaign_rows(), ids=lambda r: f"{r['stem']}-pass{r['pass']}-{r['attempt']}")
 def test_committed_campaign_rows_are_rebuilt_exactly(row):
-    """Every row of the committed parallel campaign (validation/results/apriori-parallel-*), predicted
-    again from the inputs it names under validation/parallel: its stored prediction, to the last bit.
-    (None before the campaign of specs/parallel.json has run and been committed.)"""
+    """Every row of a committed FSDP/pipeline campaign (validation/results/, with the inputs it names under
+    validation/campaigns/<campaign>/), predicted again from those inputs: its stored prediction, to the
+    last bit. (None before the campaign of specs/parallel.json has run and been committed.)"""
     from pathlib import Path
 
     from queuesgd.harness.apriori_parallel import rebuild_parallel
 
-    folder = Path(__file__).resolve().parents[2] / "validation" / "parallel"
+    folder = Path(__file__).resolve().parents[2] / "validation" / "campaigns" / row["campaign"]
     assert rebuild_parallel(row, folder)["predicted"] == row["predicted"]

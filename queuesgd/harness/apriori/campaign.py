@@ -109,10 +109,14 @@ class CampaignResult:
         """The campaign's record: its spec's hash, the commits, every pass's figures and the pooled ones."""
         out = pass_figures(self.rows)
         pooled = out["pooled"]
-        met = None
-        if self.spec.targets is not None and pooled["rows"]:
+
+        def met_by(f: Mapping[str, Any]) -> bool | None:
+            if self.spec.targets is None or not f["rows"]:
+                return None
             med, top = self.spec.targets
-            met = pooled["median_abs_error"] <= med and pooled["max_abs_error"] <= top
+            return f["median_abs_error"] <= med and f["max_abs_error"] <= top
+
+        met = met_by(pooled)
         return {
             "campaign": self.spec.name,
             "spec_hash": self.spec.hash,
@@ -124,6 +128,7 @@ class CampaignResult:
             **out,
             "targets": None if self.spec.targets is None else dict(zip(("median", "max"), self.spec.targets)),
             "target_met": met,
+            "target_met_by_scheme": {k: met_by(f) for k, f in pooled["by_scheme"].items()},
         }
 
     def table(self) -> str:
@@ -141,9 +146,21 @@ class CampaignResult:
             lines.append(
                 f"  pass {p['pass']}: {p['rows']} counted, median {pct(p['median_abs_error'])}, "
                 f"max {pct(p['max_abs_error'])}"
+                + "".join(
+                    f"; {k} {pct(f['median_abs_error'])} / {pct(f['max_abs_error'])}"
+                    for k, f in p["by_scheme"].items()
+                    if len(p["by_scheme"]) > 1
+                )
             )
         if s["target_met"] is not None:
             lines.append(f"  targets (pooled) {'met' if s['target_met'] else 'NOT met'}")
+            if len(s["target_met_by_scheme"]) > 1:
+                lines.append(
+                    "  by scheme: "
+                    + ", ".join(
+                        f"{k} {'met' if v else 'NOT met'}" for k, v in s["target_met_by_scheme"].items()
+                    )
+                )
         return "\n".join(lines)
 
 
@@ -301,8 +318,13 @@ class Campaign:
         say: Callable[[str], None],
         write_rows: Any,
     ) -> list[dict[str, Any]]:
+        from queuesgd.harness.apriori_parallel.run import PROFILES
+
         spec, tag = self.spec, self._tag(number)
-        configs = spec.configurations()
+        every = spec.configurations()
+        # FSDP and pipelines take their rows' own inputs and probes (apriori_parallel.campaign_pass).
+        parallel = [c for c in every if live_scheme(c.scheme).profile in PROFILES]
+        configs = [c for c in every if c not in parallel]
         labels = list(dict.fromkeys(c.model for c in configs))
         per_model = spec.calibration_gap == "profiled"
         profiles: dict[str, Profile] = {}
@@ -331,9 +353,7 @@ class Campaign:
             ]  # fmt: skip
             # Stored with the time the file holding them was written: every run of the model starts later.
             stored = _now()
-            predictions += [
-                {**self._identity(c, number), **v, "stored": stored} for c, v in zip(mine, values)
-            ]
+            predictions += [{**self.identity(c, number), **v, "stored": stored} for c, v in zip(mine, values)]
             (root / f"predictions{tag}.json").write_text(json.dumps(predictions, indent=1) + "\n")
             say(f"{len(values)} predictions of {label} stored before its runs")
             if predict_only:
@@ -345,9 +365,17 @@ class Campaign:
                 write_rows([r for r in rows if r["stem"] == stem], rows_dir, stem=f"{stem}{tag}")
             if spec.drift:
                 self._drift(label, prof, root, tag, say)
+        if parallel:
+            from queuesgd.harness.apriori_parallel.campaign_pass import parallel_pass
+
+            rows += parallel_pass(self, number, tag, parallel, root, rows_dir, predict_only, say)
         return rows
 
-    def _identity(self, c: Configuration, number: int) -> dict[str, Any]:
+    #: The time to the microsecond (UTC, ISO 8601) that orders a stored prediction before its runs.
+    now = staticmethod(_now)
+
+    def identity(self, c: Configuration, number: int) -> dict[str, Any]:
+        """What a stored prediction of ``c`` in pass ``number`` starts with (scheme, model, link, pass...)."""
         return {
             "scheme": c.scheme,
             "model": c.model,
@@ -455,6 +483,31 @@ class Campaign:
         say: Any,
     ) -> list[dict[str, Any]]:
         """The configuration's runs with its stored prediction: again while the discard rule discards one."""
+        spec = self.spec
+
+        def once() -> dict[str, Any]:
+            return run_apriori(
+                c.scheme, prof, cal, c.workers, steps=spec.steps, warmup=spec.warmup, prediction=pred,
+                **({} if self._on_device(c) else {"params": c.params, "random_delay": c.random_delay}),
+            )  # fmt: skip
+
+        return self.attempts(c, pred, stored, number, say, once, prof.model)
+
+    def attempts(
+        self,
+        c: Configuration,
+        pred: Mapping[str, Any],
+        stored: str,
+        number: int,
+        say: Any,
+        once: Callable[[], dict[str, Any]],
+        workload: str,
+    ) -> list[dict[str, Any]]:
+        """``once()`` (one live run of ``c``, its result row) again while the discard rule discards one.
+
+        Every attempt is a row with the protocol's fields (campaign, spec hash, pass, attempt, whether it
+        counts and why not); a run that raises is a row too (``failure``), never hidden.
+        """
         from queuesgd.harness.load import disturbed
 
         spec, rule = self.spec, self.spec.discard
@@ -462,14 +515,10 @@ class Campaign:
         for attempt in range(1, rule.attempts + 1):
             started = _now()
             try:
-                row = run_apriori(
-                    c.scheme, prof, cal, c.workers, steps=spec.steps, warmup=spec.warmup,
-                    prediction=pred,
-                    **({} if self._on_device(c) else {"params": c.params, "random_delay": c.random_delay}),
-                )  # fmt: skip
+                row = once()
             except Exception as exc:  # a failed run is reported as a row, never hidden; the campaign goes on
                 row = {
-                    "scheme": c.scheme, "workers": c.workers, "workload": prof.model, "inputs": "a-priori",
+                    "scheme": c.scheme, "workers": c.workers, "workload": workload, "inputs": "a-priori",
                     "bandwidth": c.rate, "started": stamp(), "commit": code_version(),
                     "failure": f"{type(exc).__name__}: {exc}", "measured": None,
                     "predicted": pred["predicted"], "error": None,

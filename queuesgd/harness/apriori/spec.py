@@ -29,6 +29,7 @@ Fields (``*``: required)::
     discard*              {"rule": "disturbed" | "none", "attempts": int, "limit": share}
     drift                 measure the one-worker DDP step again after each model's runs
     targets               {"median": share, "max": share}: judged on the pooled figures
+    probes                pipeline probes: {"runtime": {...}, "exchange": {...}} (apriori_parallel.probes)
     lines*                [{"scheme"*, "models"*, "workers"*, "params", "model_params",
                             "random_delay" ("K:DELAY" or {label: "K:DELAY"}), "rates"}]
 
@@ -54,7 +55,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -108,6 +109,7 @@ _TOP = {
     "discard": True,
     "drift": False,
     "targets": False,
+    "probes": False,
     "lines": True,
 }
 _MODEL = ("model", "batch_size", "model_options", "input_shape", "classes", "model_args")
@@ -220,6 +222,7 @@ class CampaignSpec:
     targets: tuple[float, float] | None
     document: Mapping[str, Any]
     hash: str
+    probes: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def configurations(self) -> list[Configuration]:
         """Every configuration, line by line, model by model, worker count by worker count.
@@ -327,6 +330,9 @@ def parse_spec(document: Any) -> CampaignSpec:
     discard = _discard(doc["discard"])
     drift = _checks.boolean("spec.drift", doc.get("drift", False))
     targets = _targets(doc.get("targets"))
+    from queuesgd.harness.apriori_parallel.probes import probe_settings
+
+    probes = probe_settings(doc.get("probes"))
     lines = doc["lines"]
     if not isinstance(lines, list) or not lines:
         raise InvalidParameterError("spec.lines", lines, "a list of one or more lines")
@@ -361,6 +367,7 @@ def parse_spec(document: Any) -> CampaignSpec:
         targets,
         json.loads(canonical),
         hashlib.sha256(canonical.encode("utf-8")).hexdigest(),
+        MappingProxyType(probes),
     )
 
 
@@ -488,13 +495,16 @@ def _targets(value: Any) -> tuple[float, float] | None:
 
 def _line(where: str, value: Any, models: Mapping[str, ModelSpec], device: str) -> Line:
     from queuesgd.harness.apriori.predict import SCHEMES
-    from queuesgd.harness.live_schemes import live_scheme
+    from queuesgd.harness.apriori_parallel.run import PROFILES
+    from queuesgd.harness.live_schemes import LIVE, live_scheme
+    from queuesgd.harness.models import is_named
     from queuesgd.specs import random_delay
 
     if not isinstance(value, Mapping):
         raise InvalidParameterError(where, value, f"an object with {', '.join(_LINE)}")
     _fields(where, value, {k: k in ("scheme", "models", "workers") for k in _LINE})
-    row = live_scheme(_checks.choice(f"{where}.scheme", value["scheme"], tuple(SCHEMES)))
+    parallel = tuple(k for k, r in LIVE.items() if r.profile in PROFILES)  # FSDP, pipelines
+    row = live_scheme(_checks.choice(f"{where}.scheme", value["scheme"], (*SCHEMES, *parallel)))
     on_device = any(h.name == "device" for h in row.harness)
     if device != "cpu" and not on_device:
         raise InvalidParameterError(f"{where}.scheme", row.key, f"a scheme that runs on {device!r} (ddp)")
@@ -505,6 +515,10 @@ def _line(where: str, value: Any, models: Mapping[str, ModelSpec], device: str) 
         if label not in models:
             raise InvalidParameterError(
                 f"{where}.models[{i}]", label, f"a label of spec.models: {', '.join(models)}"
+            )
+        if row.key in parallel and (models[label].options or is_named(models[label].model)):
+            raise InvalidParameterError(
+                f"{where}.models[{i}]", label, f"a harness model without options for {row.key}"
             )
     workers = _checks.integers(f"{where}.workers", value["workers"])
     if len(set(workers)) != len(workers) or max(workers) > MAX_WORKERS:

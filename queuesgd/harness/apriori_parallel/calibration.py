@@ -25,7 +25,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.harness.apriori import Calibration
+from queuesgd.harness.apriori.calibration import Calibration
 from queuesgd.harness.provenance import stamp
 
 __all__ = [

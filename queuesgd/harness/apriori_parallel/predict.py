@@ -47,7 +47,9 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.harness.apriori import Calibration, Profile, prediction_record
+from queuesgd.harness.apriori.calibration import Calibration
+from queuesgd.harness.apriori.predict import prediction_record
+from queuesgd.harness.apriori.profile import Profile
 from queuesgd.harness.apriori_parallel.calibration import ShardedCalibration
 from queuesgd.harness.live_schemes import live_scheme
 from queuesgd.schemes import Pipeline, ShardedDataParallel

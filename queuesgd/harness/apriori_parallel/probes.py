@@ -52,10 +52,11 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.harness.apriori import Calibration
+from queuesgd.harness.apriori.calibration import Calibration
 from queuesgd.harness.provenance import stamp
 
 __all__ = [
+    "DEFAULT_PROBES",
     "TINY_MICROBATCH",
     "TINY_MODEL",
     "TINY_OPTIONS",
@@ -63,6 +64,7 @@ __all__ = [
     "action_overhead",
     "calibrate_exchange",
     "probe_runtime",
+    "probe_settings",
     "profile_tiny",
 ]
 
@@ -71,6 +73,47 @@ __all__ = [
 TINY_MODEL = "mlp"
 TINY_OPTIONS: Mapping[str, int] = {"inputs": 16, "hidden": 8}
 TINY_MICROBATCH = 2
+
+
+#: The probes' settings a campaign spec may give (``probes``), and their defaults.
+DEFAULT_PROBES: Mapping[str, Mapping[str, Any]] = {
+    "runtime": {"steps": 60, "warmup": 15, "runs": 3, "repetitions": 50},
+    "exchange": {"sizes": (4096, 65536, 262144, 1 << 20), "repeats": 20},
+}
+
+
+def probe_settings(value: Any, field: str = "spec.probes") -> dict[str, dict[str, Any]]:
+    """The probes' settings of a campaign spec, checked, the defaults filled in (:data:`DEFAULT_PROBES`).
+
+    Examples
+    --------
+    >>> probe_settings({"runtime": {"runs": 5}})["runtime"]
+    {'steps': 60, 'warmup': 15, 'runs': 5, 'repetitions': 50}
+    >>> probe_settings({"exchange": {"sizes": [64]}})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: spec.probes.exchange.sizes: got [64]; accepted: at least two ...
+    """
+    given = {} if value is None else value
+    if not isinstance(given, Mapping) or any(k not in DEFAULT_PROBES for k in given):
+        raise InvalidParameterError(field, value, "an object with runtime and/or exchange settings")
+    out: dict[str, dict[str, Any]] = {}
+    for probe, defaults in DEFAULT_PROBES.items():
+        mine = given.get(probe, {})
+        if not isinstance(mine, Mapping) or any(k not in defaults for k in mine):
+            raise InvalidParameterError(f"{field}.{probe}", mine, f"an object of {', '.join(defaults)}")
+        out[probe] = {**defaults, **mine}
+    run = out["runtime"]
+    for key in ("runs", "repetitions"):
+        run[key] = _checks.integer(f"{field}.runtime.{key}", run[key], maximum=10_000)
+    run["steps"], run["warmup"] = _checks.steps_and_warmup(run["steps"], run["warmup"])
+    sweep = out["exchange"]
+    sweep["repeats"] = _checks.integer(f"{field}.exchange.repeats", sweep["repeats"], maximum=10_000)
+    sizes = _checks.integers(f"{field}.exchange.sizes", sweep["sizes"], maximum=1 << 30)
+    if len(set(sizes)) < 2:
+        raise InvalidParameterError(f"{field}.exchange.sizes", sweep["sizes"], "at least two distinct sizes")
+    sweep["sizes"] = sorted(set(sizes))
+    return out
 
 
 @dataclass(frozen=True)

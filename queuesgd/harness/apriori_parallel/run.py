@@ -29,7 +29,8 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.harness.apriori import Calibration, make_profile
+from queuesgd.harness.apriori.calibration import Calibration
+from queuesgd.harness.apriori.profile import make_profile
 from queuesgd.harness.apriori_parallel.predict import predict_fsdp, predict_pipeline
 from queuesgd.harness.apriori_parallel.profile import profile_fsdp
 from queuesgd.harness.live_schemes import LiveScheme, live_scheme
@@ -140,7 +141,7 @@ def load_inputs(folder: str | os.PathLike[str], model: str) -> dict[str, Any]:
     """
     import json
 
-    from queuesgd.harness.apriori import Profile
+    from queuesgd.harness.apriori.profile import Profile
     from queuesgd.harness.pipelining import StageProfile
 
     out: dict[str, Any] = {}
@@ -167,7 +168,7 @@ def load_inputs(folder: str | os.PathLike[str], model: str) -> dict[str, Any]:
 def rebuild_parallel(record: Mapping[str, Any], folder: str | os.PathLike[str]) -> dict[str, Any]:
     """A stored parallel prediction made again from its stored inputs alone (what it records it read).
 
-    ``record`` is a prediction of ``validation/run_parallel.py`` (or a row made from it): its
+    ``record`` is a stored prediction of a campaign's FSDP or pipeline line (or a row made from it): its
     ``input_files`` name, relative to ``folder``, the profiles' stem, the calibration, and for a
     pipeline the exchange calibration, the tiny model's stage profile and the runtime probe; the runtime
     work per pass is solved again from the probe

@@ -1,0 +1,271 @@
+"""The FSDP and pipeline lines of a campaign pass, as :class:`~queuesgd.harness.apriori.Campaign` runs them.
+
+A :class:`~queuesgd.harness.apriori.Campaign` hands the configurations of
+its FSDP and pipeline lines to :func:`parallel_pass`, which follows the same
+protocol with the rows' own inputs (the profile, calibration and probes of
+:mod:`queuesgd.harness.apriori_parallel`), each phase written before the
+next starts:
+
+1. **profile** every model as its row asks (:func:`measure_inputs`:
+   ``profiles/<label>-<profile>-passN*.json``);
+2. **calibrate** every link (:func:`calibrate_parallel`:
+   ``calibrations/parallel-<kind>-<rate>-nK-passN.json``);
+3. **probe** what a pipeline costs besides its passes and one-way messages
+   (``probes/``): the tiny model's stage profile, the link's fused exchanges
+   at each rate (:func:`calibrate_exchange`), and the runtime at each
+   pipeline configuration's stages, schedule, micro-batches and link
+   (:func:`probe_runtime`), solved for ``Pipeline(action_overhead=)``
+   (:func:`action_overhead`; its residual is a self-consistency check);
+4. **predict** from those files alone (:func:`predict_parallel`); every
+   prediction names the files it read (``input_files``, relative to the
+   campaign's folder: :func:`rebuild_parallel` makes it again) and is
+   stored (``predictions-passN.json``) before any run;
+5. **run** each configuration live with the campaign's discard rule
+   (:meth:`~queuesgd.harness.apriori.Campaign.attempts` around
+   :func:`run_parallel_apriori`).
+
+Profiles, calibrations and probes that the discard rule finds disturbed are
+measured again (up to its attempts). A model of a parallel line is a harness
+model without options; its ``batch_size`` is the row's live batch (a
+worker's batch for FSDP, a micro-batch for a pipeline).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from queuesgd.harness.apriori_parallel.calibration import calibrate_parallel, calibration_ranks
+from queuesgd.harness.apriori_parallel.probes import (
+    action_overhead,
+    calibrate_exchange,
+    probe_runtime,
+    profile_tiny,
+)
+from queuesgd.harness.apriori_parallel.run import (
+    measure_inputs,
+    parallel_scheme,
+    predict_parallel,
+    run_parallel,
+    run_parallel_apriori,
+    save_inputs,
+)
+
+__all__ = ["parallel_pass"]
+
+
+def _where(rate: float | None) -> str:
+    from queuesgd import units
+
+    return "loopback" if rate is None else units.format_bandwidth(rate).replace("/", "").replace(" ", "")
+
+
+def _measured(what: str, fn: Callable[[], Any], rule: Any, say: Callable[[str], None]) -> tuple[Any, dict]:
+    """``fn()`` under a CPU meter, again while the discard rule finds it disturbed (up to its attempts)."""
+    from queuesgd.harness.load import CpuMeter, disturbed
+
+    for attempt in range(rule.attempts):
+        with CpuMeter() as meter:
+            value = fn()
+        load = meter.result()
+        if rule.rule != "disturbed" or not disturbed(load, rule.limit) or attempt == rule.attempts - 1:
+            return value, load
+        say(f"{what} disturbed by other processes ({load['foreign_share']:.0%} of the machine): again")
+    raise AssertionError("unreachable")
+
+
+def parallel_pass(
+    campaign: Any,
+    number: int,
+    tag: str,
+    configs: Sequence[Any],
+    root: Path,
+    rows_dir: Path,
+    predict_only: bool,
+    say: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    """One pass of a campaign's FSDP and pipeline configurations (see the module docstring); its rows."""
+    from queuesgd import units
+    from queuesgd.harness.load import CpuMeter
+    from queuesgd.harness.report import jsonable, write_rows
+
+    spec, rule = campaign.spec, campaign.spec.discard
+    for sub in ("profiles", "calibrations", "probes"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+
+    def row_of(c: Any) -> Any:
+        return parallel_scheme(c.scheme)
+
+    # 1. profiles, in runs of their own: each row's profile of each model
+    profiles: dict[tuple[str, str], dict] = {}
+    for c in configs:
+        key = (c.model, row_of(c).profile)
+        if key in profiles:
+            continue
+        m = spec.models[c.model]
+        counts = [d.workers for d in configs if (d.model, row_of(d).profile) == key]
+        profiles[key], _ = _measured(
+            f"profile of {c.model}",
+            lambda m=m, c=c, counts=counts: measure_inputs(
+                c.scheme, m.model, batch_size=m.batch_size, workers=counts, repetitions=spec.repetitions
+            ),
+            rule,
+            say,
+        )
+        save_inputs(profiles[key], root / "profiles", f"{c.model}-{key[1]}{tag}")
+        say(f"profiled {c.model} ({m.model}, {key[1]})")
+
+    # 2. calibrations, in runs of their own
+    def cal_key(c: Any) -> tuple[str, float | None, int]:
+        kind = row_of(c).calibration(row_of(c).check_params(c.params, c.workers))
+        return kind, c.rate, calibration_ranks(kind, c.workers)
+
+    def cal_file(c: Any) -> str:
+        kind, rate, ranks = cal_key(c)
+        return f"calibrations/parallel-{kind}-{_where(rate)}-n{ranks}{tag}.json"
+
+    cals: dict[tuple, Any] = {}
+    gap = float(spec.calibration_gap)
+    for c in configs:
+        key = cal_key(c)
+        if key in cals:
+            continue
+        kind, rate, ranks = key
+        cals[key], _ = _measured(
+            f"calibration {kind} at {_where(rate)}",
+            lambda kind=kind, ranks=ranks, rate=rate: calibrate_parallel(kind, ranks, rate, gap=gap),
+            rule,
+            say,
+        )
+        cals[key].save(root / cal_file(c))
+        bw = cals[key].bandwidth
+        say(
+            f"calibrated {kind} n={ranks} at {_where(rate)}: alpha {units.format_seconds(cals[key].alpha)}, "
+            f"B {units.format_bandwidth(bw) if bw < float('inf') else 'unbounded'}"
+        )
+
+    # 3. the pipeline probes: the link's fused exchanges, and the runtime's work per pass
+    pipes = [c for c in configs if row_of(c).profile == "stages"]
+    settings = spec.probes
+    exchanges: dict[float | None, Any] = {}
+    runtime: dict[tuple, dict] = {}
+
+    def probe_key(c: Any) -> tuple[int, str, int, float | None]:
+        p = row_of(c).check_params(c.params, c.workers)
+        return p["stages"], p["schedule"], p["microbatches"], c.rate
+
+    def probe_file(c: Any) -> str:
+        S, sched, M, rate = probe_key(c)
+        return f"probes/runtime-{sched}-S{S}-M{M}-{_where(rate)}{tag}.json"
+
+    if pipes:
+        run_, sweep = settings["runtime"], settings["exchange"]
+        tiny, _ = _measured("tiny profile", lambda: profile_tiny(run_["repetitions"]), rule, say)
+        tiny.save(root / "probes" / f"tiny{tag}.stages.json")
+        for rate in dict.fromkeys(c.rate for c in pipes):
+            exchanges[rate], _ = _measured(
+                f"exchanges at {_where(rate)}",
+                lambda rate=rate: calibrate_exchange(rate, sizes=sweep["sizes"], repeats=sweep["repeats"]),
+                rule,
+                say,
+            )
+            exchanges[rate].save(root / "probes" / f"exchange-{_where(rate)}{tag}.json")
+            say(
+                f"exchanges at {_where(rate)}: shares {exchanges[rate].shares} at "
+                f"{exchanges[rate].sizes} bytes"
+            )
+        for c in pipes:
+            key = probe_key(c)
+            if key in runtime:
+                continue
+            S, sched, M, rate = key
+            probe, load = _measured(
+                f"runtime probe S={S} {sched} M={M} at {_where(rate)}",
+                lambda S=S, sched=sched, M=M, rate=rate: probe_runtime(
+                    S, sched, M, rate, profile=tiny, steps=run_["steps"], warmup=run_["warmup"],
+                    runs=run_["runs"],
+                ),
+                rule,
+                say,
+            )  # fmt: skip
+            # The probe's link is the row's: its calibration (same kind, rate and ranks), measured above.
+            solved = action_overhead(probe, tiny, cals[cal_key(c)])
+            runtime[key] = {**probe, **solved, "load": load}
+            (root / probe_file(c)).write_text(json.dumps(jsonable(runtime[key]), indent=1) + "\n")
+            say(
+                f"runtime probe S={S} {sched} M={M} at {_where(rate)}: step {probe['step'] * 1e3:.3f} ms "
+                f"(model without overhead {solved['model_step_without'] * 1e3:.3f} ms) -> action_overhead "
+                f"{solved['action_overhead'] * 1e3:.3f} ms per pass (self-consistency "
+                f"{solved['self_consistency']:+.1e})"
+            )
+
+    # 4. predictions, from those files alone, stored before any run
+    values = []
+    for c in configs:
+        files: dict[str, Any] = {
+            "profiles": f"{c.model}-{row_of(c).profile}{tag}",
+            "calibration": cal_file(c),
+        }
+        extra: dict[str, Any] = {}
+        if c in pipes:
+            probe = runtime[probe_key(c)]
+            extra = {"action_overhead": probe["action_overhead"], "exchange": exchanges[c.rate]}
+            files.update(
+                exchange=f"probes/exchange-{_where(c.rate)}{tag}.json",
+                runtime=probe_file(c),
+                tiny=f"probes/tiny{tag}.stages.json",
+            )
+        inputs = profiles[(c.model, row_of(c).profile)]
+        value = predict_parallel(c.scheme, inputs, cals[cal_key(c)], c.workers, c.params, **extra)
+        value["input_files"] = files
+        if c in pipes:
+            value["probes"] = {
+                k: probe[k] for k in ("step", "model_step_without", "self_consistency", "measured")
+            }
+        values.append(value)
+    stored = campaign.now()
+    path = root / f"predictions{tag}.json"
+    kept = json.loads(path.read_text()) if path.exists() else []  # this pass's other lines, written before
+    mine = [{**campaign.identity(c, number), **v, "stored": stored} for c, v in zip(configs, values)]
+    path.write_text(json.dumps(jsonable(kept + mine), indent=1) + "\n")
+    say(f"{len(values)} predictions of the parallel lines stored before their runs")
+    if predict_only:
+        return []
+
+    # 5. live runs with the row's loop, each in network namespaces at its rate
+    from queuesgd.harness.netns import on_network
+
+    rows: list[dict[str, Any]] = []
+    for c, pred in zip(configs, values):
+        m = spec.models[c.model]
+        params = {**c.params, **({"split": pred["split"]} if "split" in pred else {})}
+        cal = cals[cal_key(c)]
+        layers = profiles[(c.model, row_of(c).profile)].get("layers")
+
+        def once(c: Any = c, m: Any = m, params: Mapping = params, pred: Mapping = pred, cal: Any = cal,
+                 layers: Any = layers) -> dict[str, Any]:  # fmt: skip
+            def job(setup: Any, host: str) -> list[dict]:
+                return run_parallel(c.scheme, m.model, c.workers, spec.steps, batch_size=m.batch_size,
+                                    params=params, warmup=spec.warmup, setup=setup, host=host)  # fmt: skip
+
+            with CpuMeter() as meter:
+                row = run_parallel_apriori(
+                    c.scheme, pred, lambda: on_network(c.workers, c.rate, job)[0], m.batch_size
+                )
+            row.update(
+                workers=c.workers, workload=m.model, batch_size=m.batch_size, bandwidth=c.rate,
+                gradient_bytes=None if layers is None else float(layers.workload.gradient_bytes),
+                emulation="none" if c.rate is None else "netns-tbf", params=dict(c.params),
+                profile={"measured": pred["profile_measured"]},
+                calibration={"kind": cal.kind, "measured": cal.measured, "alpha": cal.alpha,
+                             "bandwidth": cal.bandwidth},
+                load=meter.result(),
+            )  # fmt: skip
+            return row
+
+        rows += campaign.attempts(c, pred, stored, number, say, once, m.model)
+        stem = c.stem(spec.name)
+        write_rows([r for r in rows if r["stem"] == stem], rows_dir, stem=f"{stem}{tag}")
+    return rows
