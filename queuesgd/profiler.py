@@ -42,8 +42,10 @@ import contextlib
 import datetime
 import os
 import platform
+import statistics
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from queuesgd import _checks
@@ -52,7 +54,7 @@ from queuesgd.harness import require_torch
 from queuesgd.profiler_step import TrainingStep, check_steps, resolve_model, training_step
 from queuesgd.workload import Workload
 
-__all__ = ["plain_step_time", "profile", "resolve_model"]
+__all__ = ["InterleavedProfile", "plain_step_time", "profile", "profile_interleaved", "resolve_model"]
 
 
 def profile(
@@ -166,54 +168,191 @@ def profile(
     >>> w.batch_size, w.provenance["accumulation"], len(w.layers)
     (8, 2, 3)
     """
-    from queuesgd.profiler_recorder import Recorder
-
-    torch = require_torch()
     warmup = _checks.integer("warmup", warmup, minimum=0)
     repetitions = _checks.integer("repetitions", repetitions, minimum=2)
     check_steps(accumulation, warmup + repetitions + 1)
+    step_args = {
+        "batch_size": batch_size,
+        "input_shape": input_shape,
+        "inputs": inputs,
+        "loss": loss,
+        "autocast": autocast,
+        "accumulation": accumulation,
+        "device": device,
+        "optimizer": optimizer,
+        "seed": seed,
+        "model_args": model_args,
+    }
+    timed = repetitions - repetitions // 2
+    return _run(model, step_args, threads, name, warmup, [timed], repetitions // 2).workload
+
+
+@dataclass(frozen=True)
+class InterleavedProfile:
+    """What :func:`profile_interleaved` returns: the profile and its blocks beside the plain loop's."""
+
+    workload: Workload
+    #: Seconds per step of each plain-loop block (one more than the profile's blocks: they bracket them).
+    loop_s: tuple[float, ...]
+    #: Each timed block of the profile: its steps' mean compute + median update, seconds per step.
+    profile_s: tuple[float, ...]
+
+
+def profile_interleaved(
+    model: Any,
+    *,
+    batch_size: int,
+    blocks: int = 5,
+    block_steps: int = 8,
+    detailed: int = 10,
+    input_shape: tuple[int, ...] | None = None,
+    inputs: Any = None,
+    loss: Callable[[Any], Any] | None = None,
+    autocast: Any = None,
+    accumulation: int = 1,
+    device: str = "cpu",
+    threads: int | None = 1,
+    warmup: int = 5,
+    optimizer: Callable[[Any], Any] | None = None,
+    seed: int = 0,
+    name: str | None = None,
+    model_args: Any = None,
+) -> InterleavedProfile:
+    """Profile ``model`` with its timed steps in short blocks, each between two blocks of a plain loop.
+
+    A host-bound step (the GPU waits for Python to launch its kernels) moves
+    from one block of steps to the next by 15-22% on an H100 (issue 21), so
+    one block of 20 timed steps against loops before and after it compares
+    two samples of the host's noise. Here one model, on one device, runs
+    ``warmup`` unmeasured steps, then ``plain loop block, profile's timed
+    block, plain loop block, ...`` (``blocks`` timed blocks, ``blocks + 1``
+    loop blocks, ``block_steps`` steps each), then ``detailed`` steps with
+    hooks and the memory pass, as :func:`profile` runs them. A timed block is
+    the code :func:`profile` runs (``Recorder.timed`` on the step of
+    :func:`queuesgd.profiler_step.training_step`); a loop block is the step
+    run back to back and timed on the host from a device synchronize to a
+    device synchronize, as :func:`plain_step_time` times it.
+
+    Parameters
+    ----------
+    blocks, block_steps : int
+        Timed blocks of the profile, and steps per block (loop blocks alike).
+    detailed : int
+        Steps with hooks (the per-layer split), after one that warms the hooks up.
+    model, batch_size, input_shape, inputs, loss, autocast, accumulation, device, threads, warmup
+        As for :func:`profile` (and ``optimizer``, ``seed``, ``name``, ``model_args``).
+
+    Returns
+    -------
+    InterleavedProfile
+        ``workload`` (as :func:`profile` gives, its compute law pooled over
+        every timed block; ``provenance["profile_seconds_per_step"]`` counts
+        the profile's own steps only), ``loop_s`` and ``profile_s``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    >>> run = profile_interleaved(net, batch_size=4, input_shape=(8,), blocks=3, block_steps=4, detailed=2)
+    >>> len(run.loop_s), len(run.profile_s), run.workload.provenance["timed_steps"]
+    (4, 3, 12)
+    """
+    warmup = _checks.integer("warmup", warmup, minimum=0)
+    blocks = _checks.integer("blocks", blocks)
+    block_steps = _checks.integer("block_steps", block_steps)
+    detailed = _checks.integer("detailed", detailed)
+    check_steps(accumulation, warmup + (2 * blocks + 1) * block_steps + detailed + 1)
+    step_args = {
+        "batch_size": batch_size,
+        "input_shape": input_shape,
+        "inputs": inputs,
+        "loss": loss,
+        "autocast": autocast,
+        "accumulation": accumulation,
+        "device": device,
+        "optimizer": optimizer,
+        "seed": seed,
+        "model_args": model_args,
+    }
+    return _run(model, step_args, threads, name, warmup, [block_steps] * blocks, detailed, loop=block_steps)
+
+
+def _run(
+    model: Any,
+    step_args: dict[str, Any],
+    threads: int | None,
+    name: str | None,
+    warmup: int,
+    timed_blocks: list[int],
+    detailed: int,
+    *,
+    loop: int = 0,
+) -> InterleavedProfile:
+    """The profile: warm-up, timed blocks (each after a plain loop block of ``loop`` steps when
+    ``loop > 0``, and one more loop block after the last), detailed steps, the memory pass."""
+    from queuesgd.profiler_recorder import Recorder
+
+    torch = require_torch()
     if name is not None:
         _checks.name("name", name)
+    loop_s: list[float] = []
+    profile_s: list[float] = []
     with _threads(torch, threads):
-        step = training_step(
-            model,
-            batch_size=batch_size,
-            input_shape=input_shape,
-            inputs=inputs,
-            loss=loss,
-            autocast=autocast,
-            accumulation=accumulation,
-            device=device,
-            optimizer=optimizer,
-            seed=seed,
-            model_args=model_args,
-        )
+        step = training_step(model, **step_args)
         cuda = step.dev.type == "cuda"
-        started = time.perf_counter()  # the steps, not the model's construction
         rec = Recorder(torch, step.net, step.params, cuda=cuda, forward_hooks=not step.compiled)
+        wait = torch.cuda.synchronize if cuda else (lambda: None)
+        own = [0.0]  # the profile's own seconds (not the loop blocks')
+
+        @contextlib.contextmanager
+        def counted() -> Iterator[None]:
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                own[0] += time.perf_counter() - t0
+
         try:
             if cuda:
                 torch.cuda.reset_peak_memory_stats(step.dev)
             args = (step.run_micro, step.update, step.accumulation)
-            timed = repetitions - repetitions // 2
             with step.errors():
-                rec.timed(
-                    *args, warmup + timed, skip=warmup
-                )  # the warm-up runs straight into the timed steps
-                for i in range(repetitions // 2 + (warmup > 0)):  # a first detailed step to warm the hooks up
-                    rec.detailed(*args, measure=i > 0 or warmup == 0)
-            memory = _memory(step) if cuda else {}
+                if loop:
+                    with counted():
+                        rec.timed(*args, warmup, skip=warmup)
+                for count in timed_blocks:
+                    if not loop:  # the warm-up runs straight into the timed steps
+                        with counted():
+                            rec.timed(*args, warmup + count, skip=warmup)
+                        continue
+                    loop_s.append(_loop_block(step, loop, wait))
+                    first = len(rec.samples["compute"])
+                    with counted():
+                        rec.timed(*args, count, skip=0)
+                    profile_s.append(
+                        statistics.fmean(rec.samples["compute"][first:])
+                        + statistics.median(rec.samples["update"][first:])
+                    )
+                if loop:
+                    loop_s.append(_loop_block(step, loop, wait))
+                with counted():
+                    for i in range(detailed + (warmup > 0)):  # a first detailed step to warm the hooks up
+                        rec.detailed(*args, measure=i > 0 or warmup == 0)
+            memory = _memory(step)
             if cuda:
                 memory["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(step.dev))
                 memory["activation_bytes"] = max(step.activations)
+            with counted(), step.errors():
+                memory.update(_backward_memory(step))
         finally:
             rec.remove()
         provenance = _provenance(step)
     provenance.update(memory)
-    ran = warmup + repetitions + (warmup > 0)
-    provenance["profile_seconds_per_step"] = (time.perf_counter() - started) / ran
+    ran = warmup + sum(timed_blocks) + detailed + (warmup > 0) + 1  # + the memory pass
+    provenance["profile_seconds_per_step"] = own[0] / ran
     label = name or type(getattr(step.net, "_orig_mod", step.net)).__name__
-    return rec.workload(step.batch_size * step.accumulation, label, provenance)
+    work = rec.workload(step.batch_size * step.accumulation, label, provenance)
+    return InterleavedProfile(work, tuple(loop_s), tuple(profile_s))
 
 
 def plain_step_time(
@@ -281,16 +420,19 @@ def plain_step_time(
             for _ in range(warmup):
                 step.run()
         per = steps // chunks
-        out = []
-        for _ in range(chunks):
-            wait()
-            t0 = time.perf_counter()
-            with step.errors():
-                for _ in range(per):
-                    step.run()
-            wait()
-            out.append((time.perf_counter() - t0) / per)
+        out = [_loop_block(step, per, wait) for _ in range(chunks)]
     return tuple(out)
+
+
+def _loop_block(step: TrainingStep, steps: int, wait: Callable[[], None]) -> float:
+    """Seconds per step of ``steps`` plain steps back to back, from a device synchronize to one."""
+    wait()
+    t0 = time.perf_counter()
+    with step.errors():
+        for _ in range(steps):
+            step.run()
+    wait()
+    return (time.perf_counter() - t0) / steps
 
 
 @contextlib.contextmanager
@@ -319,6 +461,28 @@ def _memory(step: TrainingStep) -> dict[str, Any]:
                 state += v.numel() * v.element_size()
     size = sum(p.numel() * p.element_size() for _, p in step.params)
     return {"parameter_bytes": int(size), "optimizer_state_bytes": int(state)}
+
+
+def _backward_memory(step: TrainingStep) -> dict[str, Any]:
+    """The memory pass (:func:`queuesgd.profiler_memory.backward_peak`) as provenance entries.
+
+    With gradient accumulation a later micro-step holds every gradient from
+    its start, so its peak is the gradients plus the pass's peak without them.
+    """
+    from queuesgd.profiler_memory import backward_peak
+
+    if step.compiled:
+        return {"transient_note": "not predicted: a torch.compile'd model's graph saves its tensors itself"}
+    m = backward_peak(step)
+    peak = m["peak"]
+    if step.accumulation > 1:
+        peak = max(peak, m["gradients"] + m["peak_without_gradients"])
+    return {
+        "kept_activation_bytes": m["kept"],
+        "transient_bytes": max(peak - m["kept"] - m["gradients"], 0),
+        "backward_peak_bytes": peak,
+        "recomputed_bytes": m["recomputed"],
+    }
 
 
 def _provenance(step: TrainingStep) -> dict[str, Any]:

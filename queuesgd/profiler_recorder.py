@@ -95,7 +95,8 @@ class Recorder:
         self.calls: list[_Frame] = []
         self.ready: dict[str, Any] = {}
         self.samples: dict[str, list[float]] = {"compute": [], "update": [], "wall_detail": []}
-        self.timed_wall = math.nan  # host seconds per step of the timed block, from its first recorded step
+        self.timed_wall = math.nan  # host seconds per recorded timed step, over every timed block
+        self._wall = [0.0, 0]  # host seconds and steps of the recorded timed steps, every block
         self.ready_runs: list[dict[str, float]] = []
         self.fwd_runs: list[dict[str, float]] = []
         self.forward_runs: list[float] = []  # the timed steps' last forward and backward passes
@@ -188,7 +189,9 @@ class Recorder:
         clock.finish()
         if count <= skip:
             return
-        self.timed_wall = (time.perf_counter() - wall0) / (count - skip)
+        self._wall[0] += time.perf_counter() - wall0
+        self._wall[1] += count - skip
+        self.timed_wall = self._wall[0] / self._wall[1]
         for marks, m3 in steps[skip:]:
             m0, m1, m2 = marks[-1]
             self.samples["compute"].append(math.fsum(clock.seconds(a, c) for a, _, c in marks))

@@ -84,9 +84,11 @@ class TrainingStep:
     batch_size: int
     compiled: bool
     run_micro: Callable[[bool], Callable[[], None]] = field(repr=False, default=None)  # type: ignore[assignment]
+    forward: Callable[[bool], Any] = field(repr=False, default=None)  # type: ignore[assignment]
     update: Callable[[], None] = field(repr=False, default=None)  # type: ignore[assignment]
     activations: list[int] = field(default_factory=list)  # CUDA bytes kept by each last forward pass
     label: str = ""  # the model and its batch, as an error names them
+    batch: Any = field(repr=False, default=None)  # the example batch on the device
 
     def run(self) -> None:
         """One whole step, unhooked."""
@@ -195,7 +197,8 @@ def training_step(
     step.label = f"{label} on a batch of {(batch_size, *shape) if shape is not None else 'inputs'}"
     cuda = dev.type == "cuda"
 
-    def run_micro(last: bool) -> Callable[[], None]:
+    def forward(last: bool) -> Any:
+        """One micro-step's forward pass and loss: the (scaled) loss whose ``backward`` is the rest."""
         before = torch.cuda.memory_allocated(dev) if cuda and last else 0
         with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
             out = net(*args, **kwargs)
@@ -203,7 +206,10 @@ def training_step(
         del out
         if cuda and last:  # the allocator's count, read on the host: no wait for the device
             step.activations.append(int(torch.cuda.memory_allocated(dev) - before))
-        return (scaler.scale(value) if scaler is not None else value).backward
+        return scaler.scale(value) if scaler is not None else value
+
+    def run_micro(last: bool) -> Callable[[], None]:
+        return forward(last).backward
 
     def update() -> None:
         if scaler is not None:
@@ -213,7 +219,7 @@ def training_step(
             opt.step()
         opt.zero_grad(set_to_none=True)
 
-    step.run_micro, step.update = run_micro, update
+    step.run_micro, step.update, step.forward, step.batch = run_micro, update, forward, batch
     return step
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "check_optimizer",
     "default_unit_count",
     "optimizer_state_bytes",
+    "profiled_memory",
 ]
 
 #: Bytes of optimizer state per byte of parameters, by optimizer.
@@ -134,17 +135,29 @@ class Memory:
         Bytes of parameters (including any gathered for the layer at work),
         gradients, optimizer state, and activations kept for the backward
         pass (at their peak).
+    transient : float
+        Bytes the backward pass holds for a moment beyond the gradients and
+        kept activations counted above: the gradient flowing into an
+        operation and the one it makes (a language model's logits'
+        gradient), a checkpointed segment's recomputed activations. A
+        profile predicts it from the step's structure
+        (:func:`queuesgd.profiler_memory.backward_peak`, ``transient_bytes``
+        in its provenance; :func:`profiled_memory`); 0 where nothing gives
+        it. Shown only when not 0.
 
     Examples
     --------
     >>> Memory(1e9, 1e9, 2e9, 5e8)
     Memory(parameters=1 GB, gradients=1 GB, optimizer=2 GB, activations=500 MB, total=4.5 GB)
+    >>> Memory(1e9, 1e9, 2e9, 5e8, transient=1e9).total
+    5500000000.0
     """
 
     parameters: float
     gradients: float
     optimizer: float
     activations: float = 0.0
+    transient: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -157,7 +170,7 @@ class Memory:
     @property
     def total(self) -> float:
         """All of it, bytes."""
-        return self.parameters + self.gradients + self.optimizer + self.activations
+        return self.parameters + self.gradients + self.optimizer + self.activations + self.transient
 
     def scaled(self, **factors: float) -> Memory:
         """A copy with some kinds multiplied by a factor (a shard: ``parameters=1 / n``)."""
@@ -174,8 +187,43 @@ class Memory:
         >>> Memory(1.0, 2.0, 3.0).as_dict()
         {'parameters': 1.0, 'gradients': 2.0, 'optimizer': 3.0, 'activations': 0.0, 'total': 6.0}
         """
-        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "total": self.total}
+        kinds = {f.name: getattr(self, f.name) for f in fields(self)}
+        if not self.transient:
+            del kinds["transient"]
+        return {**kinds, "total": self.total}
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{k}={units.format_bytes(v)}" for k, v in self.as_dict().items())
         return f"Memory({parts})"
+
+
+def profiled_memory(workload: Any) -> Memory | None:
+    """One worker's :class:`Memory` from a profile's provenance, the backward pass's transient included.
+
+    Reads what :func:`queuesgd.profile` records: ``parameter_bytes``,
+    ``optimizer_state_bytes``, ``kept_activation_bytes`` and
+    ``transient_bytes`` (predicted from the step's structure, every device),
+    and the workload's gradient bytes. None for a workload without them (a
+    hand-written one, or a profile made before they were recorded).
+
+    Examples
+    --------
+    >>> from queuesgd import Workload
+    >>> w = Workload(0.1, "4MB", provenance={"parameter_bytes": 4e6, "optimizer_state_bytes": 4e6,
+    ...                                      "kept_activation_bytes": 2e6, "transient_bytes": 3e6})
+    >>> profiled_memory(w)
+    Memory(parameters=4 MB, gradients=4 MB, optimizer=4 MB, activations=2 MB, transient=3 MB, total=17 MB)
+    >>> profiled_memory(Workload(0.1, "4MB")) is None
+    True
+    """
+    prov = getattr(workload, "provenance", None) or {}
+    keys = ("parameter_bytes", "optimizer_state_bytes", "kept_activation_bytes", "transient_bytes")
+    if not all(k in prov for k in keys):
+        return None
+    return Memory(
+        parameters=prov["parameter_bytes"],
+        gradients=float(workload.gradient_bytes),
+        optimizer=prov["optimizer_state_bytes"],
+        activations=prov["kept_activation_bytes"],
+        transient=prov["transient_bytes"],
+    )

@@ -1,0 +1,365 @@
+"""The backward pass's memory peak, predicted from the structure of one step (issue 21).
+
+:class:`~queuesgd.Memory`'s sum of parameters, gradients, optimizer state and
+the activations kept after the forward pass misses what the backward pass
+holds for a moment: the gradient flowing into an operation and the one it
+produces (a language model's logits' gradient, vocabulary x tokens floats),
+and with activation checkpointing the recomputed segment's activations. On
+an H100 the peak was 1.46x that sum for a GPT-2-small-style model and 1.81x
+with checkpointing (``validation/fidelity/notes.json``).
+
+:func:`backward_peak` predicts the peak from what one step *is*, never from
+what the allocator reports, by running one forward and backward pass with
+observers and replaying it:
+
+- **kept**: every tensor the forward pass saves for the backward pass
+  (``torch.autograd.graph.saved_tensors_hooks``), counted once per storage,
+  less the parameters, buffers and the batch, which exist before the step;
+- **the backward order**: a pre-hook on every node of the autograd graph
+  records the order the engine runs them, and which saved storages each
+  one unpacks (the storage is freed after the last of them runs);
+- **gradients**: each node's incoming gradient (its pre-hook) and the
+  gradients it produces (its hook), by storage (a view or a pass-through
+  costs nothing). A gradient lives from the node that makes it until the
+  node that takes it has run; at a parameter it becomes ``.grad``;
+- **recomputation**: a module whose forward runs *during* the backward pass
+  is a checkpointed segment; it is run again afterwards under the same
+  counting, and what it saves is held while the node that triggered it runs.
+
+The replay walks the order: at each node, live bytes = kept storages not yet
+freed + gradients waiting at nodes not yet run + the ``.grad`` made so far +
+the node's new gradients (+ a recomputed segment). The peak is the largest.
+Not counted: an operation's scratch inside its backward formula and the
+optimizer's temporaries, and any tensor a model holds outside autograd.
+
+The reference it is tested against is the CPU allocator's own accounting of
+the same step (:func:`cpu_allocator_peak`, ``torch.profiler`` with
+``profile_memory=True``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+from queuesgd.profiler_step import TrainingStep
+
+__all__ = ["backward_peak", "cpu_allocator_peak", "static_bytes"]
+
+
+def _key(t: Any) -> tuple[int, int]:
+    """A tensor's storage: ``(address, bytes)`` (views of one storage are one key)."""
+    s = t.untyped_storage()
+    return int(s.data_ptr()), int(s.nbytes())
+
+
+def _tensors(obj: Any, torch: Any) -> Iterator[Any]:
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _tensors(v, torch)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _tensors(v, torch)
+
+
+def static_bytes(step: TrainingStep) -> dict[str, int]:
+    """Bytes that exist before a step: parameters, buffers, optimizer state and the batch, by storage.
+
+    Examples
+    --------
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> from queuesgd.profiler_step import training_step
+    >>> step = training_step(torch.nn.Linear(8, 4), batch_size=2, input_shape=(8,), inputs=None, loss=None,
+    ...                      autocast=None, accumulation=1, device="cpu", optimizer=None, seed=0)
+    >>> static_bytes(step)      # 36 float32 parameters, a 2 x 8 batch, no momentum buffer before a step
+    {'parameters': 144, 'buffers': 0, 'optimizer_state': 0, 'batch': 64}
+    """
+    torch = step.torch
+    parts = {
+        "parameters": list(step.net.parameters()),
+        "buffers": list(step.net.buffers()),
+        "optimizer_state": [v for per in step.opt.state.values() for v in _tensors(per, torch)],
+        "batch": list(_tensors(step.batch, torch)),
+    }
+    seen: set[int] = set()
+    out = {}
+    for name, ts in parts.items():
+        total = 0
+        for t in ts:
+            k, b = _key(t)
+            if k not in seen and b:
+                seen.add(k)
+                total += b
+        out[name] = total
+    return out
+
+
+def backward_peak(step: TrainingStep) -> dict[str, int]:
+    """Predict one micro-step's memory peak from its structure (see the module); one pass, not timed.
+
+    The step's gradients must be None (``zero_grad(set_to_none=True)``, as
+    after an update); they are set to None again after. Nothing is stepped.
+
+    Returns
+    -------
+    dict
+        Bytes above what exists before the step (:func:`static_bytes`):
+        ``kept`` (saved for the backward pass after the forward one),
+        ``gradients`` (the ``.grad`` the pass makes), ``recomputed`` (the
+        largest checkpointed segment's saved bytes; 0 without one),
+        ``peak`` (the replay's largest live total), ``peak_without_gradients``
+        (the same less the ``.grad`` made by then: with gradient accumulation
+        the gradients exist throughout a later micro-step), ``transient``
+        (``peak - kept - gradients``, at least 0: what the Memory sum lacks),
+        and ``nodes`` (autograd nodes run).
+
+    Examples
+    --------
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> from queuesgd.profiler_step import training_step
+    >>> net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
+    >>> step = training_step(net, batch_size=256, input_shape=(64,), inputs=None, loss=None, autocast=None,
+    ...                      accumulation=1, device="cpu", optimizer=None, seed=0)
+    >>> m = backward_peak(step)
+    >>> m["kept"] == 4 * 256 * (256 + 8)    # the ReLU's output and the model's output (the loss's input)
+    True
+    >>> m["transient"] == m["peak"] - m["kept"] - m["gradients"] > 0  # two 256 x 256 gradients at the ReLU
+    True
+    """
+    torch = step.torch
+    static = {_key(t)[0] for t in (*step.net.parameters(), *step.net.buffers(), *_tensors(step.batch, torch))}
+    saved: dict[int, int] = {}
+    users: dict[int, set[int]] = {}
+    current: list[int | None] = [None]
+
+    def pack(t: Any) -> Any:
+        k, b = _key(t)
+        if k not in static and b:
+            saved[k] = b
+        return t
+
+    def unpack(t: Any) -> Any:
+        k = _key(t)[0]
+        if k in saved and current[0] is not None:
+            users.setdefault(k, set()).add(current[0])
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        loss = step.forward(True)
+    trace = _Trace(torch, step.net, loss, current)
+    try:
+        loss.backward()
+    finally:
+        trace.remove()
+        step.opt.zero_grad(set_to_none=True)
+    del loss
+    recomputed = _recomputed(step, trace.recompute, static)
+    peak, without = _replay(trace, saved, users, recomputed)
+    grads = sum(p.numel() * p.element_size() for _, p in step.params)
+    kept = sum(saved.values())
+    return {
+        "kept": kept,
+        "gradients": int(grads),
+        "recomputed": max(recomputed.values(), default=0),
+        "peak": peak,
+        "peak_without_gradients": without,
+        "transient": max(peak - kept - int(grads), 0),
+        "nodes": len(trace.order),
+    }
+
+
+class _Trace:
+    """Hooks on every node of the graph behind ``loss`` and on every module (recomputation)."""
+
+    def __init__(self, torch: Any, net: Any, loss: Any, current: list[int | None]) -> None:
+        self.order: list[int] = []
+        self.incoming: dict[int, list[tuple[int, int]]] = {}
+        self.produced: dict[int, list[tuple[int, int] | None]] = {}
+        self.nexts: dict[int, list[int | None]] = {}
+        self.leaf: set[int] = set()  # AccumulateGrad: the gradient becomes a parameter's .grad
+        self.recompute: list[tuple[int, Any, Any, Any]] = []  # (node index, module, args, kwargs)
+        self.handles: list[Any] = []
+        depth = [0]
+        seen: set[int] = set()
+        todo = [loss.grad_fn]
+        while todo:
+            node = todo.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            nid = id(node)
+            self.nexts[nid] = [None if n is None else id(n) for n, _ in node.next_functions]
+            if hasattr(node, "variable"):
+                self.leaf.add(nid)
+            self.handles.append(node.register_prehook(self._pre(nid, current)))
+            if nid not in self.leaf:
+                self.handles.append(node.register_hook(self._post(nid)))
+            todo.extend(n for n, _ in node.next_functions)
+
+        def enter(mod: Any, args: Any, kwargs: Any) -> None:
+            if depth[0] == 0:  # a module called inside the backward pass: a checkpointed segment
+                self.recompute.append((len(self.order) - 1, mod, args, kwargs))
+            depth[0] += 1
+
+        def leave(mod: Any, args: Any, kwargs: Any, out: Any) -> None:
+            depth[0] = max(depth[0] - 1, 0)
+
+        for mod in net.modules():
+            self.handles.append(mod.register_forward_pre_hook(enter, with_kwargs=True))
+            self.handles.append(mod.register_forward_hook(leave, with_kwargs=True))
+
+    def _pre(self, nid: int, current: list[int | None]) -> Any:
+        def hook(grad_outputs: Any) -> None:
+            self.order.append(nid)
+            current[0] = nid
+            self.incoming[nid] = [_key(g) for g in grad_outputs if g is not None]
+
+        return hook
+
+    def _post(self, nid: int) -> Any:
+        def hook(grad_inputs: Any, _grad_outputs: Any) -> None:
+            self.produced[nid] = [None if g is None else _key(g) for g in grad_inputs]
+
+        return hook
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+def _recomputed(
+    step: TrainingStep, calls: list[tuple[int, Any, Any, Any]], static: set[int]
+) -> dict[int, int]:
+    """Each checkpointed segment run again under counting hooks: bytes it saves, by the node that ran it."""
+    torch = step.torch
+    out: dict[int, int] = {}
+    for index, mod, args, kwargs in calls:
+        inputs = {_key(t)[0] for t in _tensors((args, kwargs), torch)}
+        got: dict[int, int] = {}
+
+        def pack(t: Any, got: dict[int, int] = got, inputs: set[int] = inputs) -> Any:
+            k, b = _key(t)
+            if k not in static and k not in inputs:
+                got[k] = b
+            return t
+
+        amp = step.amp
+        with (
+            torch.enable_grad(),
+            torch.autocast(step.dev.type, dtype=amp, enabled=amp is not None),
+            torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
+        ):
+            mod(*args, **kwargs)
+        out[index] = out.get(index, 0) + sum(got.values())
+    return out
+
+
+def _replay(
+    trace: _Trace, saved: dict[int, int], users: dict[int, set[int]], recomputed: dict[int, int]
+) -> tuple[int, int]:
+    """The backward pass replayed on storages: ``(peak, peak less the .grad made by then)``."""
+    where = {nid: i for i, nid in enumerate(trace.order)}
+    live: dict[int, list[Any]] = {k: [b, set()] for k, b in saved.items()}  # storage -> [bytes, holders]
+    freed_after: dict[int, list[int]] = {}
+    for k in saved:
+        ran = [where[u] for u in users.get(k, ()) if u in where]
+        live[k][1].add("saved")
+        if ran:  # freed after the last node that reads it; one no node reads stays to the end
+            freed_after.setdefault(max(ran), []).append(k)
+    peak = without = sum(saved.values())
+
+    def drop() -> None:
+        for k in [k for k, v in live.items() if not v[1]]:
+            del live[k]
+
+    grads = 0
+    for i, nid in enumerate(trace.order):
+        buffer = ("buffer", nid)
+        came = trace.incoming.get(nid, [])
+        for k, b in came:  # the gradients it takes, as the engine summed them
+            live.setdefault(k, [b, set()])[1].add(buffer)
+        keys = {k for k, _ in came}
+        for k, v in live.items():
+            if buffer in v[1] and k not in keys:
+                v[1].discard(buffer)
+        drop()
+        made = trace.produced.get(nid, [])
+        for key in made:
+            if key is not None and key[0] not in live:
+                live[key[0]] = [key[1], set()]
+        total = sum(v[0] for v in live.values()) + recomputed.get(i, 0)
+        peak = max(peak, total)
+        without = max(without, total - grads)
+        nexts = trace.nexts.get(nid, [])
+        for j, key in enumerate(made):
+            if key is not None and j < len(nexts) and nexts[j] is not None:
+                live[key[0]][1].add(("buffer", nexts[j]))
+        for k in keys:
+            if nid in trace.leaf and k in live and "grad" not in live[k][1]:
+                live[k][1].add("grad")
+                grads += live[k][0]
+            if k in live:
+                live[k][1].discard(buffer)
+        for k in freed_after.get(i, ()):
+            live[k][1].discard("saved")
+        drop()
+    return int(peak), int(without)
+
+
+def cpu_allocator_peak(step: TrainingStep) -> dict[str, int]:
+    """The CPU allocator's peak over one whole step of ``step``, from ``torch.profiler``'s memory events.
+
+    One step (its micro-steps and the update) runs under
+    ``torch.profiler.profile(activities=[CPU], profile_memory=True)``; the
+    trace's ``[memory]`` events carry the allocator's running total of the
+    bytes allocated since the profiler started. Their largest value is the
+    step's peak above what existed before it; ``static`` adds
+    :func:`static_bytes`. Run a step or two first, so that the optimizer's
+    state exists.
+
+    Returns
+    -------
+    dict
+        ``above_static`` (bytes), ``static`` (bytes), ``peak`` (their sum),
+        ``events`` (allocations and frees seen).
+
+    Examples
+    --------
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> from queuesgd.profiler_step import training_step
+    >>> step = training_step(torch.nn.Linear(64, 64), batch_size=32, input_shape=(64,), inputs=None,
+    ...                      loss=None, autocast=None, accumulation=1, device="cpu", optimizer=None, seed=0)
+    >>> step.run()
+    >>> m = cpu_allocator_peak(step)
+    >>> m["above_static"] >= 4 * 32 * 64       # at least the output, kept for the loss's backward
+    True
+    """
+    torch = step.torch
+    from torch.profiler import ProfilerActivity
+
+    static = sum(static_bytes(step).values())
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step.run()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            events = json.load(f)["traceEvents"]
+    finally:
+        os.unlink(path)
+    totals = [
+        int(e["args"]["Total Allocated"])
+        for e in events
+        if e.get("name") == "[memory]" and int(e["args"].get("Device Type", 0)) == 0
+    ]
+    above = max(totals, default=0)
+    return {"above_static": above, "static": static, "peak": above + static, "events": len(totals)}
