@@ -245,3 +245,24 @@ def test_validate_apriori_runs_a_users_model_end_to_end(tmp_path):
     assert (pooled["rows"], pooled["max_abs_error"]) == (2, max(errs))
     assert pooled["median_abs_error"] == pytest.approx(float(np.median(errs)), rel=1e-15)
     assert json.loads((out / "summary.json").read_text()) == summary
+
+
+def test_targets_are_judged_per_scheme_too():
+    """Pooled over both passes: FSDP |errors| 0.30 and 0.30 (median 30%: NOT met), the pipeline 0.05, 0.10,
+    0.05, 0.10 (median 7.5%, max 10%: met); overall median 10% (met) but max 30% (NOT met)."""
+    from queuesgd.harness.apriori import CampaignResult
+
+    spec = parse_spec(
+        {"name": "t", "models": {"mlp": {"batch_size": 8}}, "rates": ["loopback"], "steps": 30, "warmup": 5,
+         "passes": 2, "discard": {"rule": "none"}, "targets": {"median": 0.1, "max": 0.2},
+         "lines": [{"scheme": "ddp", "models": ["mlp"], "workers": [2]}]}
+    )  # fmt: skip
+    rows = tuple(
+        {"pass": p, "scheme": s, "error": e, "counted": True}
+        for p in (1, 2)
+        for s, e in (("sharded-dp", 0.3), ("pipeline", 0.05), ("pipeline", -0.1))
+    )
+    summary = CampaignResult(spec, rows, ".").summary()
+    assert summary["target_met"] is False
+    assert summary["target_met_by_scheme"] == {"sharded-dp": False, "pipeline": True}
+    assert summary["pooled"]["by_scheme"]["pipeline"]["median_abs_error"] == pytest.approx(0.075)
