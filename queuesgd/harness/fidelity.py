@@ -4,26 +4,41 @@ A profile is only as good as the step it predicts. :func:`check_profile`
 holds :func:`queuesgd.profile` to the reference a user would trust, a plain
 training loop with no hooks (:func:`queuesgd.plain_step_time`), both built
 from the same :class:`FidelityCase` (model, batch, loss, mixed precision,
-accumulation):
+accumulation), by one of two protocols:
 
-1. the plain loop, ``steps`` steps in ``chunks`` timed runs;
-2. the profile;
-3. the plain loop again (the reference is the mean of both loops' chunks,
-   and the difference between the two loops is reported as drift);
+- ``blocks=None`` (passes 1-4): the plain loop, ``steps`` steps in
+  ``chunks`` timed runs; the profile; the plain loop again. The reference
+  is the mean of both loops' chunks, their difference reported as drift;
+  the prediction is ``batch / throughput`` of
+  :class:`~queuesgd.RingAllReduce` on one worker (``predict`` on the
+  profile: compute + update), and the error ``predicted / reference - 1``.
+- ``blocks=k`` (interleaved, from pass 5): one model runs ``k`` short timed
+  blocks of the profile, each between two plain-loop blocks
+  (:func:`queuesgd.profiler.profile_interleaved`), so that the host's slow
+  noise (a host-bound step moved by 15-22% between 20-step chunks on an
+  H100) falls on both alike. The error is the median of the profile's
+  block means over the median of the loop's block means, less 1; the
+  pooled prediction (``predict`` on the profile, every block's steps) is
+  reported beside it (``predict_error``, against the loop blocks' mean), and
+  so are the blocks' spreads and each block against the loop blocks around
+  it (``block_errors``).
 
-then the prediction: ``batch / throughput`` of
-:class:`~queuesgd.RingAllReduce` on one worker (``predict`` on the profile:
-compute + update), and the error ``predicted / reference - 1``. The
-profile's cost is reported per step against the reference (``overhead``:
+The profile's cost is reported per step against the reference (``overhead``:
 the profile's wall time per warm-up or measured step, divided by the plain
-step), and on CUDA its peak memory against :class:`~queuesgd.Memory`'s sum
-of parameters, gradients, optimizer state and the activations the profile
-measured after each forward pass.
+step). Memory: the profile's :class:`~queuesgd.Memory`
+(:func:`~queuesgd.schemes.memory.profiled_memory`: parameters, gradients,
+optimizer state, the activations the forward pass keeps, and the backward
+pass's transient peak, predicted from the step's structure) against the
+measured peak: ``torch.cuda.max_memory_allocated`` on CUDA, the CPU
+allocator's own count of one step on a CPU
+(:func:`queuesgd.profiler_memory.cpu_allocator_peak`). Both peaks include
+the batch and the model's buffers, which Memory does not count.
 """
 
 from __future__ import annotations
 
 import gc
+import inspect
 import statistics
 import time
 from collections.abc import Callable
@@ -32,7 +47,7 @@ from typing import Any
 
 from queuesgd.harness._torch import require_torch
 
-__all__ = ["FidelityCase", "check_profile"]
+__all__ = ["FidelityCase", "check_profile", "cpu_step_peak"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,8 @@ def check_profile(
     repetitions: int = 20,
     steps: int = 30,
     chunks: int = 3,
+    blocks: int | None = None,
+    block_steps: int = 8,
 ) -> dict[str, Any]:
     """Profile ``case`` and compare the predicted one-worker step with a plain loop (see the module).
 
@@ -91,8 +108,17 @@ def check_profile(
         hooks and its one synchronize included, / reference), the
         workload's numbers (``compute_s``, ``update_s``, ``forward_s``,
         ``backward_s``, ``layers``, ``gradient_bytes``, ``batch_size``), its
-        provenance, and on CUDA ``memory_predicted_bytes`` beside
-        ``peak_memory_bytes``.
+        provenance; ``memory_predicted_bytes`` (Memory's total, the
+        transient term included: ``memory_transient_bytes``; without it:
+        ``memory_kept_sum_bytes``) beside ``peak_memory_bytes`` on CUDA
+        (and ``memory_measured_sum_bytes``, the sum with the activations the
+        allocator counted after the forward pass, as passes 1-4 reported)
+        or ``cpu_peak_memory_bytes`` on a CPU. With ``blocks``:
+        ``protocol`` ``"interleaved"``, ``loop_s`` (the loop blocks),
+        ``profile_s`` (the profile's blocks), ``predict_s`` and
+        ``predict_error``, ``block_errors``, ``profile_spread``; ``steps``
+        and ``chunks`` are not used (``block_steps`` is), and ``repetitions
+        // 2`` detailed steps follow the blocks as in :func:`queuesgd.profile`.
 
     Examples
     --------
@@ -104,40 +130,80 @@ def check_profile(
     ['error', 'predicted_s', 'reference_s']
     """
     import queuesgd as q
-    from queuesgd.profiler import plain_step_time, profile
+    from queuesgd.profiler import plain_step_time, profile, profile_interleaved
 
     torch = require_torch()
     timing = {"device": device, "threads": threads}
-    loops = {"steps": steps, "chunks": chunks, "warmup": warmup}
-    _release(torch)
-    before = plain_step_time(case.model, **case.step_arguments(), **timing, **loops)
     _release(torch)
     t0 = time.perf_counter()
-    work = profile(
-        case.model,
-        **case.step_arguments(),
-        **timing,
-        warmup=warmup,
-        repetitions=repetitions,
-        name=case.name,
-    )
+    if blocks is not None:
+        run = profile_interleaved(
+            case.model,
+            **case.step_arguments(),
+            **timing,
+            warmup=warmup,
+            blocks=blocks,
+            block_steps=block_steps,
+            detailed=repetitions // 2,
+            name=case.name,
+        )
+        work, before, after = run.workload, run.loop_s, ()
+    else:
+        loops = {"steps": steps, "chunks": chunks, "warmup": warmup}
+        before = plain_step_time(case.model, **case.step_arguments(), **timing, **loops)
+        _release(torch)
+        t0 = time.perf_counter()
+        work = profile(
+            case.model,
+            **case.step_arguments(),
+            **timing,
+            warmup=warmup,
+            repetitions=repetitions,
+            name=case.name,
+        )
     wall = time.perf_counter() - t0
     _release(torch)
-    after = plain_step_time(case.model, **case.step_arguments(), **timing, **loops)
-    _release(torch)
-    reference = statistics.fmean(before + after)
+    if blocks is None:
+        after = plain_step_time(case.model, **case.step_arguments(), **timing, **loops)
+        _release(torch)
+    loop = [*before, *after]
     one = q.predict(q.RingAllReduce(), work, q.Cluster(1, "100Gbit/s"))
     predicted = work.batch_size / one.throughput
     prov = dict(work.provenance or {})
+    if blocks is None:
+        reference = statistics.fmean(loop)
+        timing_row: dict[str, Any] = {
+            "protocol": "bracket",
+            "predicted_s": predicted,
+            "reference_s": reference,
+            "error": predicted / reference - 1.0,
+            "drift": statistics.fmean(after) / statistics.fmean(before) - 1.0,
+        }
+    else:
+        reference = statistics.median(loop)
+        mine = statistics.median(run.profile_s)
+        timing_row = {
+            "protocol": "interleaved",
+            "predicted_s": mine,
+            "reference_s": reference,
+            "error": mine / reference - 1.0,
+            "predict_s": predicted,
+            "predict_error": predicted / statistics.fmean(loop) - 1.0,
+            "profile_s": list(run.profile_s),
+            "profile_spread": (max(run.profile_s) - min(run.profile_s)) / mine,
+            "block_errors": [
+                p / statistics.fmean(loop[i : i + 2]) - 1.0 for i, p in enumerate(run.profile_s)
+            ],
+            "drift": loop[-1] / loop[0] - 1.0,
+            "blocks": blocks,
+            "block_steps": block_steps,
+        }
     row: dict[str, Any] = {
         "name": case.name,
         "notes": case.notes,
-        "predicted_s": predicted,
-        "reference_s": reference,
-        "error": predicted / reference - 1.0,
-        "loop_s": [*before, *after],
-        "drift": statistics.fmean(after) / statistics.fmean(before) - 1.0,
-        "reference_spread": (max(before + after) - min(before + after)) / reference,
+        **timing_row,
+        "loop_s": loop,
+        "reference_spread": (max(loop) - min(loop)) / reference,
         "compute_cv": statistics.pstdev(work.compute.samples) / work.compute_time,
         "overhead": prov["profile_seconds_per_step"] / reference,
         "profile_wall_s": wall,
@@ -153,16 +219,60 @@ def check_profile(
         "repetitions": repetitions,
         "provenance": prov,
     }
+    row.update(_memory_columns(case, work, device))
+    return row
+
+
+def _memory_columns(case: FidelityCase, work: Any, device: str) -> dict[str, Any]:
+    """Memory's total (transient included) beside the measured peak: CUDA's, or the CPU allocator's."""
+    import queuesgd as q
+    from queuesgd.schemes.memory import profiled_memory
+
+    prov = work.provenance or {}
+    out: dict[str, Any] = {}
+    mem = profiled_memory(work)
+    if mem is not None:
+        out["memory_predicted_bytes"] = mem.total
+        out["memory_transient_bytes"] = mem.transient
+        out["memory_kept_sum_bytes"] = mem.total - mem.transient
     if "peak_memory_bytes" in prov:
-        mem = q.Memory(
+        measured = q.Memory(
             parameters=prov["parameter_bytes"],
             gradients=work.gradient_bytes,
             optimizer=prov["optimizer_state_bytes"],
             activations=prov["activation_bytes"],
         )
-        row["memory_predicted_bytes"] = mem.total
-        row["peak_memory_bytes"] = prov["peak_memory_bytes"]
-    return row
+        out["memory_measured_sum_bytes"] = measured.total
+        out["peak_memory_bytes"] = prov["peak_memory_bytes"]
+        out.setdefault("memory_predicted_bytes", measured.total)  # no structure pass (torch.compile)
+    elif mem is not None and device == "cpu":
+        out["cpu_peak_memory_bytes"] = cpu_step_peak(case)
+    return out
+
+
+def cpu_step_peak(case: FidelityCase, *, warmup: int = 2) -> int:
+    """The CPU allocator's peak over one step of ``case`` (a fresh model, after ``warmup`` steps), bytes.
+
+    Everything the step holds at its peak, the batch and the buffers
+    included (:func:`queuesgd.profiler_memory.cpu_allocator_peak`).
+
+    Examples
+    --------
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> case = FidelityCase("linear", lambda: torch.nn.Linear(16, 16), 8, (16,))
+    >>> cpu_step_peak(case) >= 4 * (16 * 16 + 16) * 3     # parameters, momentum, gradients at least
+    True
+    """
+    from queuesgd.profiler_memory import cpu_allocator_peak
+    from queuesgd.profiler_step import training_step
+
+    args = {"optimizer": None, "seed": 0, "model_args": None, **case.step_arguments(), "device": "cpu"}
+    takes = inspect.signature(training_step).parameters
+    step = training_step(case.model, **{k: v for k, v in args.items() if k in takes})
+    with step.errors():
+        for _ in range(warmup):
+            step.run()
+        return int(cpu_allocator_peak(step)["peak"])
 
 
 def _release(torch: Any) -> None:
