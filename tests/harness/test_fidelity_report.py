@@ -77,3 +77,33 @@ def test_trace_rows_read_the_stored_h100_trace_against_its_plain_step():
     assert row["predicted_s"] == w.compute_time + w.update_time
     assert row["error"] == row["predicted_s"] / meta["step_seconds"] - 1
     assert row["layers"] == meta["parameters"] and row["steps"] == 3  # schedule(active=3)
+
+
+def test_memory_cells_are_the_measured_peaks_over_memorys_total(tmp_path):
+    row = {
+        "name": "lm",
+        "notes": "target",
+        "predicted_s": 0.01,
+        "reference_s": 0.01,
+        "error": 0.0,
+        "overhead": 1.0,
+        "protocol": "interleaved",
+        "memory_predicted_bytes": 4e9,
+        "memory_transient_bytes": 1e9,
+        "peak_memory_bytes": 4.2e9,
+    }
+    old = {**row, "name": "old", "protocol": None, "memory_predicted_bytes": 2e9, "peak_memory_bytes": 2.92e9}
+    del old["memory_transient_bytes"], old["protocol"]
+    cpu = {**row, "name": "cpu", "cpu_peak_memory_bytes": 3.8e9}
+    del cpu["peak_memory_bytes"]
+    doc = {"device": "cuda", "device_name": "H100", "started": "2026-01-01", "rows": [row, old, cpu]}
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    text = "\n".join(fidelity_lines(read_passes(tmp_path)))
+    # 4.2 / 4.0, the transient a quarter of the total; a pass without the term says so (2.92 / 2.0)
+    assert "| lm | target | interleaved | 10.00 | 10.00 | +0.0% | nan% | 1.00x | 1.05 | - | 0.25 |" in text
+    assert (
+        "| old | target | bracket | 10.00 | 10.00 | +0.0% | nan% | 1.00x | 1.46 (no transient term) | - | - |"
+        in text
+    )
+    assert "| cpu | target | interleaved | 10.00 | 10.00 | +0.0% | nan% | 1.00x | - | 0.95 | 0.25 |" in text
+    assert "(no transient term): a pass made before" in text

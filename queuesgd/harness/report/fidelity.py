@@ -5,7 +5,10 @@ device, the commit, every row). :func:`fidelity_lines` turns all passes into
 Markdown: the pooled figures over the rows held to the targets, a table of
 passes, the newest pass on each device row by row, and the GPU traces read
 by :func:`queuesgd.read_trace` against the plain step recorded beside them
-(:func:`trace_rows`).
+(:func:`trace_rows`). Memory: the measured peak (CUDA's ``max_memory_allocated``,
+or the CPU allocator's count of one step) over the profile's
+:class:`~queuesgd.Memory`, whose transient term predicts the backward pass's
+peak from the step's structure (passes made before it show the sum without it).
 """
 
 from __future__ import annotations
@@ -71,6 +74,22 @@ def _ms(x: float) -> str:
     return f"{1e3 * x:.2f}"
 
 
+def _memory_cells(r: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The measured peaks over Memory's total (CUDA's, the CPU allocator's), and the transient's share."""
+    total = r.get("memory_predicted_bytes")
+    if not total:
+        return "-", "-", "-"
+    cuda = cpu = "-"
+    if r.get("peak_memory_bytes"):
+        cuda = f"{r['peak_memory_bytes'] / total:.2f}"
+        if "memory_transient_bytes" not in r:
+            cuda += " (no transient term)"
+    if r.get("cpu_peak_memory_bytes"):
+        cpu = f"{r['cpu_peak_memory_bytes'] / total:.2f}"
+    transient = f"{r['memory_transient_bytes'] / total:.2f}" if "memory_transient_bytes" in r else "-"
+    return cuda, cpu, transient
+
+
 def _held(doc: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
     """Is ``row`` held to the targets? Rows noted 'target' on the device the registration names."""
     return str(doc.get("device", "")).startswith("cuda") and str(row.get("notes", "")).startswith("target")
@@ -118,7 +137,9 @@ def fidelity_lines(
         "Does `queuesgd.profile` predict one worker's step of real models? Each row profiles a model, "
         "predicts its one-worker step (`predict` on the profile: compute + update) and compares it with "
         "a plain loop of the same step, no hooks, timed before and after the profile "
-        "(`validation/run_profile_fidelity.py`). Targets, registered in the script before each pass: "
+        "(`validation/run_profile_fidelity.py`; from pass 5 the profile's timed blocks alternate with "
+        "blocks of the plain loop, *interleaved*, and their medians are compared). "
+        "Targets, registered in the script before each pass: "
         "|error| <= 3% on the GPU rows noted *target*, the profile's wall time per step at most 2x a "
         "plain step.",
     ]
@@ -160,24 +181,30 @@ def fidelity_lines(
             f"### {'Newest full pass' if any(_held(d, r) for r in d['rows']) else 'Pass'} on {device} "
             f"(`{d.get('file', '')}`, torch {d.get('torch', '?')})",
             "",
-            "| model | held | predicted ms | plain loop ms | error | loop spread | overhead "
-            "| peak memory / Memory |",
-            "|---|---|---:|---:|---:|---:|---:|---:|",
+            "| model | held | protocol | predicted ms | plain loop ms | error | loop spread | overhead "
+            "| CUDA peak / Memory | CPU allocator peak / Memory | transient / Memory |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in d["rows"]:
             if "error" not in r:
-                lines.append(f"| {r['name']} | {r.get('notes', '')} | - | - | {r.get('failed', '')} | | | |")
+                lines.append(
+                    f"| {r['name']} | {r.get('notes', '')} | | - | - | {r.get('failed', '')} | | | | | |"
+                )
                 continue
-            memory = (
-                f"{r['peak_memory_bytes'] / r['memory_predicted_bytes']:.2f}"
-                if r.get("memory_predicted_bytes")
-                else "-"
-            )
+            cuda, cpu, transient = _memory_cells(r)
             lines.append(
-                f"| {r['name']} | {r.get('notes', '')} | {_ms(r['predicted_s'])} | {_ms(r['reference_s'])} | "
+                f"| {r['name']} | {r.get('notes', '')} | {r.get('protocol', 'bracket')} | "
+                f"{_ms(r['predicted_s'])} | {_ms(r['reference_s'])} | "
                 f"{_pct(r['error'])} | {100 * r.get('reference_spread', float('nan')):.1f}% | "
-                f"{r['overhead']:.2f}x | {memory} |"
+                f"{r['overhead']:.2f}x | {cuda} | {cpu} | {transient} |"
             )
+        if any(r.get("peak_memory_bytes") and "memory_transient_bytes" not in r for r in d["rows"]):
+            lines += [
+                "",
+                "(no transient term): a pass made before the profile predicted the backward pass's "
+                "transient peak; its Memory is the sum of parameters, gradients, optimizer state and the "
+                "activations the allocator counted after the forward pass.",
+            ]
     if traces:
         lines += [
             "",
