@@ -52,8 +52,16 @@ __all__ = ["backward_peak", "cpu_allocator_peak", "static_bytes"]
 
 
 def _key(t: Any) -> tuple[int, int]:
-    """A tensor's storage: ``(address, bytes)`` (views of one storage are one key)."""
-    s = t.untyped_storage()
+    """A tensor's storage: ``(address, bytes)`` (views of one storage are one key).
+
+    A tensor without one storage (sparse, nested) is its own key, sized by
+    its stored elements (a sparse tensor's values and indices).
+    """
+    try:
+        s = t.untyped_storage()
+    except (NotImplementedError, RuntimeError):
+        parts = (t._values(), t._indices()) if t.is_sparse else ()
+        return id(t), int(sum(p.numel() * p.element_size() for p in parts))
     return int(s.data_ptr()), int(s.nbytes())
 
 

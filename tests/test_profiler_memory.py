@@ -110,3 +110,13 @@ def test_accumulation_holds_every_gradient_through_a_later_micro_step():
     ref = cpu_allocator_peak(step)  # both micro-steps: the second holds the first's gradients throughout
     predicted = ref["static"] + max(m["peak"], m["gradients"] + m["peak_without_gradients"])
     assert predicted == pytest.approx(ref["peak"], rel=TOLERANCE)
+
+
+def test_a_sparse_embeddings_gradient_is_counted_by_its_stored_elements():
+    # nn.Embedding(sparse=True) makes a sparse gradient (no single storage); the batch of ids is static.
+    net = nn.Sequential(nn.Embedding(100, 8, sparse=True), nn.Linear(8, 4))
+    ids = torch.randint(0, 100, (4, 6))
+    w = q.profile(net, batch_size=4, inputs=ids, repetitions=2, warmup=1)
+    # kept: the embedding's output (the Linear's input) and the model's output (the loss's input)
+    assert w.provenance["kept_activation_bytes"] == 4 * (4 * 6 * 8) + 4 * (4 * 6 * 4)
+    assert "transient_note" not in w.provenance
