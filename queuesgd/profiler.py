@@ -26,6 +26,11 @@ On a CUDA device every time is a CUDA event recorded where the work is
 queued, read after one synchronize at the end of the timed block and at the
 end of each detailed step.
 
+One more forward and backward pass, untimed, predicts the step's memory peak
+from its structure (:mod:`queuesgd.profiler_memory`). :func:`profile_interleaved`
+runs the same profile with its timed steps in short blocks between blocks of
+a plain loop, to hold a profile to a host-bound step's loop (issue 21).
+
 The result's layers are the parameters in *backward order* (the order of their
 mean ready times), each with its gradient size (``numel x element size``),
 its backward gap (the mean time from the previous gradient being ready to
@@ -146,8 +151,11 @@ def profile(
         the median optimizer step; ``batch_size``: ``batch_size x
         accumulation`` samples per update; ``provenance``: the device,
         torch version, dtype, date, timing method, accumulation, memory
-        (peak, parameters, gradients, optimizer state, activations; on CUDA),
-        and the profile's own wall time per step.
+        (parameters, optimizer state, and from one more untimed pass the
+        activations kept and the backward pass's transient peak, predicted
+        from the step's structure: :mod:`queuesgd.profiler_memory`; on CUDA
+        also the measured peak and activations), and the profile's own wall
+        time per step.
 
     Examples
     --------
