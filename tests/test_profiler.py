@@ -159,3 +159,25 @@ def test_resnet18s_profile_matches_its_architecture():
     assert {names[0], names[1]} == {"13.weight", "13.bias"}  # Sequential index 13: the Linear
     assert names[-1] == "0.weight"  # the stem convolution, below its batch norm
     assert w.phase_times().forward > 0
+
+
+@pytest.mark.parametrize("field", ["blocks", "block_steps", "detailed"])
+def test_the_interleaved_profile_refuses_an_empty_block_by_name(field):
+    from queuesgd.profiler import profile_interleaved
+
+    with pytest.raises(InvalidParameterError, match=f"^{field}: got 0; accepted: an integer >= 1"):
+        profile_interleaved(nn.Linear(4, 2), batch_size=2, input_shape=(4,), **{field: 0})
+
+
+@pytest.mark.timing
+def test_the_interleaved_profile_times_blocks_of_a_step_of_known_length():
+    # forward sleeps 10 ms, backward 20 ms: every block, the loop's and the profile's, at least 30 ms a step
+    from queuesgd.profiler import profile_interleaved
+
+    run = profile_interleaved(
+        slow(0.01, 0.02), batch_size=2, input_shape=(6,), warmup=1, blocks=2, block_steps=2
+    )
+    assert len(run.loop_s) == 3 and len(run.profile_s) == 2
+    assert min(run.loop_s + run.profile_s) >= 0.03
+    assert max(run.profile_s) / min(run.loop_s) < 1.2  # the same step, timed two ways
+    assert run.workload.provenance["timed_steps"] == 4 and run.workload.provenance["detailed_steps"] == 10
