@@ -150,7 +150,7 @@ def backward_peak(step: TrainingStep) -> dict[str, int]:
         k, b = _key(t)
         if k not in static and b:
             saved[k] = b
-        return t
+        return t.detach()  # the same storage; detached, so an output saved by its own node makes no cycle
 
     def unpack(t: Any) -> Any:
         k = _key(t)[0]
@@ -256,7 +256,7 @@ def _recomputed(
             k, b = _key(t)
             if k not in static and k not in inputs:
                 got[k] = b
-            return t
+            return t.detach()  # held, so no address is reused while the segment runs; no cycle
 
         amp = step.amp
         with (

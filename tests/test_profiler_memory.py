@@ -120,3 +120,23 @@ def test_a_sparse_embeddings_gradient_is_counted_by_its_stored_elements():
     # kept: the embedding's output (the Linear's input) and the model's output (the loss's input)
     assert w.provenance["kept_activation_bytes"] == 4 * (4 * 6 * 8) + 4 * (4 * 6 * 4)
     assert "transient_note" not in w.provenance
+
+
+def test_the_memory_pass_leaves_nothing_behind(tmp_path):
+    # A saved output packed as itself would make a cycle (tensor -> its node -> the tensor) that outlives
+    # the pass, and so would the checkpointed segments run again without a backward pass. The CPU
+    # allocator's running total over the pass returns to zero.
+    import json
+
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    lm = gpt(vocab=512, seq=32, width=32, layers=2, heads=4, checkpoint=True)
+    step = _step(lm, 4, inputs=token_batch(512, 32))
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        m = backward_peak(step)
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
+    assert m["recomputed"] > 0 and max(totals) > 0
+    assert totals[-1] == 0
