@@ -46,6 +46,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from queuesgd.errors import InvalidParameterError
 from queuesgd.profiler_step import TrainingStep
 
 __all__ = ["backward_peak", "cpu_allocator_peak", "static_bytes"]
@@ -141,6 +142,10 @@ def backward_peak(step: TrainingStep) -> dict[str, int]:
     True
     """
     torch = step.torch
+    if any(p.grad is not None for _, p in step.params):
+        raise InvalidParameterError(
+            "step", step.label, "a step between updates: gradients None (zero_grad(set_to_none=True))"
+        )
     static = {_key(t)[0] for t in (*step.net.parameters(), *step.net.buffers(), *_tensors(step.batch, torch))}
     saved: dict[int, int] = {}
     users: dict[int, set[int]] = {}

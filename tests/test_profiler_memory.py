@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 
 import queuesgd as q  # noqa: E402
 from queuesgd.catalog import save_workload  # noqa: E402
+from queuesgd.errors import InvalidParameterError  # noqa: E402
 from queuesgd.harness.zoo import gpt, token_batch  # noqa: E402
 from queuesgd.profiler_memory import backward_peak, cpu_allocator_peak, static_bytes  # noqa: E402
 from queuesgd.profiler_step import training_step  # noqa: E402
@@ -140,3 +141,10 @@ def test_the_memory_pass_leaves_nothing_behind(tmp_path):
     totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
     assert m["recomputed"] > 0 and max(totals) > 0
     assert totals[-1] == 0
+
+
+def test_a_step_holding_gradients_is_refused_by_name():
+    step = _mlp(8, 16, 4)
+    step.run_micro(True)()  # a micro-step without its update: the gradients exist
+    with pytest.raises(InvalidParameterError, match="^step: got .*; accepted: a step between updates"):
+        backward_peak(step)
