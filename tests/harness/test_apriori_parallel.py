@@ -62,7 +62,7 @@ def test_every_stored_parallel_prediction_is_rebuilt_exactly_through_the_table()
     stored = {(p["predicted_at"], p["predicted"]) for p in preds}
     rows = [
         r
-        for path in sorted((VALIDATION / "results").glob("apriori-*.json"))
+        for path in sorted((VALIDATION / "results" / "history").glob("apriori-*.json"))
         for r in read_rows(path)
         if r.get("scheme") in ("fsdp", "pipeline")
     ]
