@@ -90,6 +90,7 @@ _EXPORTS: dict[str, str] = {
     "Comparison": "queuesgd.comparison",
     "profile": "queuesgd.profiler",
     "plain_step_time": "queuesgd.profiler",
+    "profile_interleaved": "queuesgd.profiler",
     "read_trace": "queuesgd.profiler_trace",
     "model_factory": "queuesgd.profiler_factory",
     "inputs_factory": "queuesgd.profiler_factory",

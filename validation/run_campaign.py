@@ -104,8 +104,18 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
         notes=notes,
         plots=plots,
         appendix=appendix,
-        rebuildable=lambda row: inputs_of(row, stored) is not None,
+        rebuildable=lambda row: inputs_of(row, stored) is not None or _names_its_inputs(row),
     )
+
+
+def _names_its_inputs(row: dict) -> bool:
+    """A spec campaign's FSDP or pipeline row whose named input files are all in the repository."""
+    files = row.get("input_files")
+    if not files or not row.get("campaign"):
+        return False
+    root = HERE / "campaigns" / row["campaign"]
+    named = [root / v for k, v in files.items() if k != "profiles" and v is not None]
+    return any((root / "profiles").glob(f"{files['profiles']}.*")) and all(p.exists() for p in named)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -321,9 +321,9 @@ def write_report(
                 lines += [
                     "",
                     f"Inputs committed: {kept} of {len(apriori)} rows have their profile and calibration "
-                    "files in the repository, and `tests/harness/test_rebuild_predictions.py` rebuilds "
-                    "their predictions from them exactly; the others' inputs were overwritten before they "
-                    "were kept.",
+                    "files in the repository, and `tests/harness/test_rebuild_predictions.py` (FSDP and "
+                    "pipeline rows: `tests/harness/test_pipeline_probes.py`) rebuilds their predictions from "
+                    "them exactly; the others' inputs were overwritten before they were kept.",
                 ]
         elif sec.key == "replay":
             lines += [

@@ -193,7 +193,10 @@ def campaign_runs(rows: Iterable[Mapping[str, Any]]) -> list[str]:
 
     Rows sorted by ``started`` form one run while each starts within
     :data:`RUN_GAP_MINUTES` of the previous one and was made by the same
-    code (``commit``; older rows record none).
+    code (``commit``; older rows record none) or, for rows of a spec's
+    campaign, belongs to the same campaign (``campaign``): a campaign is one
+    run even where the checkout's commit moved while it ran, and it lists
+    every commit its rows record.
 
     Examples
     --------
@@ -203,6 +206,10 @@ def campaign_runs(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     >>> campaign_runs(rows)  # doctest: +NORMALIZE_WHITESPACE
     ['2026-11-25 13:20-13:49 (code not recorded)', '2026-11-26 15:55 (commit 1f387f7)',
      '2026-11-26 15:59 (commit 2e00000)']
+    >>> two = [{"started": "2026-11-26T20:36:00+0000", "commit": "aaaaaaa", "campaign": "parallel"},
+    ...        {"started": "2026-11-26T20:40:00+0000", "commit": "bbbbbbb+dirty", "campaign": "parallel"}]
+    >>> campaign_runs(two)
+    ['2026-11-26 20:36-20:40 (campaign parallel; commits aaaaaaa, bbbbbbb+dirty)']
     """
     import datetime as dt
 
@@ -212,24 +219,37 @@ def campaign_runs(rows: Iterable[Mapping[str, Any]]) -> list[str]:
             when = dt.datetime.strptime(str(r.get("started")), "%Y-%m-%dT%H:%M:%S%z")
         except ValueError:
             continue
-        dated.append((when, r.get("commit")))
+        key = ("campaign", r["campaign"]) if r.get("campaign") else ("commit", r.get("commit"))
+        dated.append((when, key, r.get("commit")))
     dated.sort(key=lambda x: x[0])
-    runs: list[list[tuple[Any, Any]]] = []
-    for when, commit in dated:
+    runs: list[list[tuple[Any, Any, Any]]] = []
+    for when, key, commit in dated:
         last = runs[-1][-1] if runs else None
-        if last and commit == last[1] and (when - last[0]).total_seconds() <= 60 * RUN_GAP_MINUTES:
-            runs[-1].append((when, commit))
+        if last and key == last[1] and (when - last[0]).total_seconds() <= 60 * RUN_GAP_MINUTES:
+            runs[-1].append((when, key, commit))
         else:
-            runs.append([(when, commit)])
+            runs.append([(when, key, commit)])
     out = []
     for run in runs:
         first, end = run[0][0], run[-1][0]
         span = first.strftime("%Y-%m-%d %H:%M")
         if end.strftime("%H:%M") != first.strftime("%H:%M"):
             span += "-" + end.strftime("%H:%M" if end.date() == first.date() else "%Y-%m-%d %H:%M")
-        code = f"commit {str(run[0][1])[:7]}" if run[0][1] else "code not recorded"
+        kind, name = run[0][1]
+        if kind == "campaign":
+            commits = list(dict.fromkeys(_short(c) for _, _, c in run if c))
+            said = {0: "code not recorded", 1: f"commit {commits[0]}" if commits else ""}
+            code = f"campaign {name}; " + said.get(len(commits), f"commits {', '.join(commits)}")
+        else:
+            code = f"commit {_short(name)}" if name else "code not recorded"
         out.append(f"{span} ({code})")
     return out
+
+
+def _short(commit: Any) -> str:
+    """A commit as its first 7 hex digits, a ``+dirty`` mark kept."""
+    text = str(commit)
+    return text[:7] + ("+dirty" if text.endswith("+dirty") else "")
 
 
 def last_run(rows: Iterable[Mapping[str, Any]]) -> str | None:
