@@ -318,12 +318,14 @@ def write_report(
             apriori = [r for r in mine if r.get("inputs") == "a-priori"]
             if rebuildable is not None and apriori:
                 kept = sum(bool(rebuildable(r)) for r in apriori)
+                lost = "; the others' inputs were overwritten before they were kept"
+                rest = "" if kept == len(apriori) else lost
                 lines += [
                     "",
                     f"Inputs committed: {kept} of {len(apriori)} rows have their profile and calibration "
                     "files in the repository, and `tests/harness/test_rebuild_predictions.py` (FSDP and "
                     "pipeline rows: `tests/harness/test_pipeline_probes.py`) rebuilds their predictions from "
-                    "them exactly; the others' inputs were overwritten before they were kept.",
+                    f"them exactly{rest}.",
                 ]
         elif sec.key == "replay":
             lines += [
