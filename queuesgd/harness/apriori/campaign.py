@@ -8,20 +8,25 @@ measured shortly before the runs it predicts):
 2. **calibrate** every network its runs use
    (:func:`~queuesgd.harness.apriori.calibrate_network`; shared by the models
    unless the gap is the profiled compute phase, or the all-reduces are timed
-   at every model's buckets, when all models are profiled first);
+   at every model's buckets, when all models are profiled first), again
+   while the discard rule finds the calibration disturbed;
 3. **predict** every configuration from those files alone and **store** the
-   predictions (``predictions-passN.json``, each with the time it was stored)
-   before any of the model's runs;
+   predictions (``predictions-passN.json``, each with the time it was stored,
+   and ``inputs_disturbed``: its inputs still disturbed after their last try,
+   :meth:`~queuesgd.harness.apriori.discard.DiscardRule.measure`) before any
+   of the model's runs;
 4. **run** each configuration live (:func:`~queuesgd.harness.apriori.run_apriori`)
    with its stored prediction; a run the discard rule discards is kept, listed
    and uncounted, and the configuration runs again, up to ``attempts`` times;
 5. optionally measure the one-worker DDP step again (**drift**).
 
 Every row records the campaign, the pass, the attempt, whether it counts and
-why not, the commit of the code and the spec's hash. :class:`CampaignResult`
-reports every pass (per-pass figures) and all passes pooled; targets are
-judged on the pooled figures. Nothing is overwritten: a folder that already
-holds any file the campaign would write is refused unless ``overwrite``.
+why not (:meth:`~queuesgd.harness.apriori.discard.DiscardRule.reason`), the
+inputs it was predicted from that were disturbed, the commit of the code and
+the spec's hash. :class:`CampaignResult` reports every pass (per-pass
+figures) and all passes pooled; targets are judged on the pooled figures.
+Nothing is overwritten: a folder that already holds any file the campaign
+would write is refused unless ``overwrite``.
 """
 
 from __future__ import annotations
@@ -81,12 +86,17 @@ def pass_figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     >>> out = pass_figures(rows)
     >>> [p["max_abs_error"] for p in out["passes"]], out["pooled"]["median_abs_error"]
     ([0.1, 0.3], 0.2)
+    >>> pass_figures([*rows, {"pass": 2, "scheme": "ddp", "error": 0.9, "counted": False,
+    ...                       "discarded": "inputs disturbed"}])["pooled"]["not_counted"]
+    {'inputs disturbed': 1}
     """
 
     def of(mine: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         schemes = dict.fromkeys(r["scheme"] for r in mine)
+        reasons = [str(r.get("discarded") or "failed") for r in mine if not r.get("counted")]
         return {
             **figures(mine),
+            "not_counted": {k: reasons.count(k) for k in sorted(set(reasons))},
             "by_scheme": {s: figures([r for r in mine if r["scheme"] == s]) for s in schemes},
         }
 
@@ -122,7 +132,11 @@ class CampaignResult:
             "spec_hash": self.spec.hash,
             "commits": sorted({str(r.get("commit")) for r in self.rows}),
             "passes_registered": self.spec.passes,
-            "discard": {"rule": self.spec.discard.rule, "attempts": self.spec.discard.attempts},
+            "discard": {
+                "rule": self.spec.discard.rule,
+                "attempts": self.spec.discard.attempts,
+                "inputs": self.spec.discard.inputs,
+            },
             "rows": len(self.rows),
             "discarded": sum(1 for r in self.rows if not r.get("counted")),
             **out,
@@ -141,6 +155,7 @@ class CampaignResult:
         lines = [
             f"campaign {s['campaign']} (spec {s['spec_hash'][:12]}): {s['rows']} rows, "
             f"{s['discarded']} not counted"
+            + "".join(f"; {k}: {v}" for k, v in s["pooled"]["not_counted"].items())
         ]
         for p in [*s["passes"], {"pass": "pooled", **s["pooled"]}]:
             lines.append(
@@ -329,21 +344,23 @@ class Campaign:
         per_model = spec.calibration_gap == "profiled"
         profiles: dict[str, Profile] = {}
         cals: dict[tuple, Calibration] = {}
+        loads: dict[Any, dict[str, Any]] = {}  # each input's measurement record, by label or calibration key
         if spec.calibrate_at_buckets and not per_model:
             # Every model profiled first, then the all-reduces timed at the sizes of all their buckets.
             for label in labels:
-                profiles[label] = self._profile(label, configs, root, tag, say)
-            cals = self._calibrate(configs, None, ddp_calibration_sizes(profiles.values()), root, tag, say)
+                profiles[label] = self._profile(label, configs, root, tag, say, loads)
+            every_bucket = ddp_calibration_sizes(profiles.values())
+            cals = self._calibrate(configs, None, every_bucket, root, tag, say, loads)
         elif not per_model:
-            cals = self._calibrate(configs, None, None, root, tag, say)
+            cals = self._calibrate(configs, None, None, root, tag, say, loads)
         predictions: list[dict[str, Any]] = []
         rows: list[dict[str, Any]] = []
         for label in labels:
             mine = [c for c in configs if c.model == label]
-            prof = profiles.get(label) or self._profile(label, configs, root, tag, say)
+            prof = profiles.get(label) or self._profile(label, configs, root, tag, say, loads)
             if per_model:
                 sizes = ddp_calibration_sizes([prof]) if spec.calibrate_at_buckets else None
-                cals.update(self._calibrate(mine, prof, sizes, root, tag, say))
+                cals.update(self._calibrate(mine, prof, sizes, root, tag, say, loads))
             values = [
                 predict_apriori(
                     c.scheme, prof, self._calibration(cals, c, per_model), c.workers,
@@ -351,6 +368,9 @@ class Campaign:
                 )
                 for c in mine
             ]  # fmt: skip
+            for c, v in zip(mine, values):  # decided with the prediction, before its runs
+                used = [loads[label]] + ([loads[self._key(c, per_model)]] if c.workers > 1 else [])
+                v["inputs_disturbed"] = spec.discard.still_disturbed(used)
             # Stored with the time the file holding them was written: every run of the model starts later.
             stored = _now()
             predictions += [{**self.identity(c, number), **v, "stored": stored} for c, v in zip(mine, values)]
@@ -387,10 +407,8 @@ class Campaign:
         }
 
     def _profile(
-        self, label: str, configs: Sequence[Configuration], root: Path, tag: str, say: Any
+        self, label: str, configs: Sequence[Configuration], root: Path, tag: str, say: Any, loads: dict
     ) -> Profile:
-        from queuesgd.harness.load import CpuMeter, disturbed
-
         spec, model = self.spec, self.spec.models[label]
         mine = [c for c in configs if c.model == label]
         rows = [live_scheme(c.scheme) for c in mine]
@@ -401,24 +419,22 @@ class Campaign:
         )
         copies = sorted({c.workers for c in mine})
         only_ddp = all(r.profile == DDP_STEP for r in rows)
-        for _ in range(spec.discard.attempts):
-            with CpuMeter() as meter:
-                prof = make_profile(
-                    model.model,
-                    batch_size=model.batch_size,
-                    copies=copies,
-                    repetitions=spec.repetitions,
-                    model_options=dict(model.options),
-                    synchronized=steps,
-                    eager=sorted({c.workers for c, r in zip(mine, rows) if r.profile == "eager"}),
-                    device=spec.device,
-                    independent=(1,) if only_ddp else None,
-                    ps=any(r.update_role(c.params) == "ps" for c, r in zip(mine, rows)),
-                )
-            load = meter.result()
-            if spec.discard.rule != "disturbed" or not disturbed(load, spec.discard.limit):
-                break
-            say(f"profile of {label} disturbed by other processes ({load}): again")
+        prof, loads[label] = spec.discard.measure(
+            f"profiles/{label}{tag}.json",
+            lambda: make_profile(
+                model.model,
+                batch_size=model.batch_size,
+                copies=copies,
+                repetitions=spec.repetitions,
+                model_options=dict(model.options),
+                synchronized=steps,
+                eager=sorted({c.workers for c, r in zip(mine, rows) if r.profile == "eager"}),
+                device=spec.device,
+                independent=(1,) if only_ddp else None,
+                ps=any(r.update_role(c.params) == "ps" for c, r in zip(mine, rows)),
+            ),
+            say,
+        )
         prof.save(root / "profiles" / f"{label}{tag}.json")
         say(f"profiled {label} ({model.model}) with copies {copies}")
         return prof
@@ -447,6 +463,7 @@ class Campaign:
         root: Path,
         tag: str,
         say: Any,
+        loads: dict,
     ) -> dict[tuple, Calibration]:
         from queuesgd import units
 
@@ -458,11 +475,15 @@ class Campaign:
             gap = float(np.mean(prof.sync_span[DDP_STEP][n]) if per_model else self.spec.calibration_gap)
             at = {"sizes": sizes} if sizes is not None and kind == "allreduce" else {}
             device = {"device": self.spec.device} if kind == "allreduce" else {}
-            cal = calibrate_network(kind, n, rate, gap=gap, busy=busy, **at, **device)
             where = (
                 "loopback" if rate is None else units.format_bandwidth(rate).replace("/", "").replace(" ", "")
             )
             name = f"{kind}-{where}-n{n}" + (f"-busy{busy}" if busy else "") + (f"-{label}" if label else "")
+            cal, loads[key] = self.spec.discard.measure(
+                f"calibrations/{name}{tag}.json",
+                lambda: calibrate_network(kind, n, rate, gap=gap, busy=busy, **at, **device),  # noqa: B023
+                say,
+            )
             cal.save(root / "calibrations" / f"{name}{tag}.json")
             out[key] = cal
             say(
@@ -523,6 +544,7 @@ class Campaign:
                     "failure": f"{type(exc).__name__}: {exc}", "measured": None,
                     "predicted": pred["predicted"], "error": None,
                 }  # fmt: skip
+            row.setdefault("inputs_disturbed", pred.get("inputs_disturbed", []))
             reason = rule.reason(row)
             row.update(
                 campaign=spec.name,

@@ -26,7 +26,9 @@ Fields (``*``: required)::
                           (DDP: the profiled compute phase of n workers, per model)
     calibrate_at_buckets  all-reduces timed at the sizes of DDP's buckets (default false)
     passes*               how many times the whole campaign runs (every pass is reported)
-    discard*              {"rule": "disturbed" | "none", "attempts": int, "limit": share}
+    discard*              {"rule": "disturbed" | "none", "attempts": int, "limit": share,
+                           "inputs": bool (default false: rows from disturbed inputs still count)}
+                          (:mod:`~queuesgd.harness.apriori.discard`)
     drift                 measure the one-worker DDP step again after each model's runs
     targets               {"median": share, "max": share}: judged on the pooled figures
     probes                pipeline probes: {"runtime": {...}, "exchange": {...}} (apriori_parallel.probes)
@@ -61,6 +63,7 @@ from typing import Any
 
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.apriori.discard import DISCARD_RULES, DiscardRule
 from queuesgd.harness.apriori.profile import DDP_STEP
 
 __all__ = [
@@ -79,11 +82,6 @@ __all__ = [
 
 #: The largest spec file read (a spec is a page of JSON).
 MAX_SPEC_BYTES = 1 << 20
-
-#: How a run is discarded: ``"disturbed"`` (others took more than ``limit`` of the machine during it:
-#: :func:`~queuesgd.harness.load.disturbed`; it is kept, listed and uncounted, and the configuration runs
-#: again up to ``attempts`` times) or ``"none"`` (every run counts).
-DISCARD_RULES = ("disturbed", "none")
 
 #: The rate that means "no emulated link" (gloo over loopback).
 LOOPBACK = "loopback"
@@ -143,36 +141,6 @@ class Line:
     model_params: Mapping[str, Mapping[str, Any]]
     random_delay: Mapping[str, str | None]
     rates: tuple[float | None, ...] | None
-
-
-@dataclass(frozen=True)
-class DiscardRule:
-    """Which runs are not counted, fixed before anything runs (see :data:`DISCARD_RULES`).
-
-    Examples
-    --------
-    >>> rule = DiscardRule("disturbed", attempts=3, limit=0.1)
-    >>> busy, idle = ({"error": 0.05, "load": {"foreign_share": share}} for share in (0.3, 0.01))
-    >>> rule.reason(busy), rule.reason(idle)
-    ('disturbed', None)
-    >>> none = DiscardRule("none")
-    >>> none.reason(busy), none.reason({"failure": "x", "error": None})
-    (None, 'failed')
-    """
-
-    rule: str
-    attempts: int = 1
-    limit: float = 0.10
-
-    def reason(self, row: Mapping[str, Any]) -> str | None:
-        """Why ``row`` is not counted (``"failed"``, ``"disturbed"``), or None where it counts."""
-        from queuesgd.harness.load import disturbed
-
-        if row.get("failure") is not None or row.get("error") is None:
-            return "failed"
-        if self.rule == "disturbed" and disturbed(row.get("load"), self.limit):
-            return "disturbed"
-        return None
 
 
 @dataclass(frozen=True)
@@ -473,7 +441,7 @@ def _discard(value: Any) -> DiscardRule:
         raise InvalidParameterError(
             where, value, f"an object: rule ({' or '.join(DISCARD_RULES)}), attempts, limit"
         )
-    _fields(where, value, {"rule": True, "attempts": False, "limit": False})
+    _fields(where, value, {"rule": True, "attempts": False, "limit": False, "inputs": False})
     rule = _checks.choice(f"{where}.rule", value["rule"], DISCARD_RULES)
     attempts = _int(f"{where}.attempts", value.get("attempts", 1), 1, MAX_ATTEMPTS)
     if rule == "none" and attempts != 1:
@@ -481,7 +449,10 @@ def _discard(value: Any) -> DiscardRule:
             f"{where}.attempts", attempts, "1 with the rule 'none' (every run counts)"
         )
     limit = _share(f"{where}.limit", value.get("limit", 0.10))
-    return DiscardRule(rule, attempts, limit)
+    inputs = _checks.boolean(f"{where}.inputs", value.get("inputs", False))
+    if inputs and rule == "none":
+        raise InvalidParameterError(f"{where}.inputs", True, "false with the rule 'none' (every run counts)")
+    return DiscardRule(rule, attempts, limit, inputs)
 
 
 def _targets(value: Any) -> tuple[float, float] | None:

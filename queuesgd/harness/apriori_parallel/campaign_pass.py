@@ -25,7 +25,10 @@ next starts:
    :func:`run_parallel_apriori`).
 
 Profiles, calibrations and probes that the discard rule finds disturbed are
-measured again (up to its attempts). A model of a parallel line is a harness
+measured again (up to its attempts:
+:meth:`~queuesgd.harness.apriori.discard.DiscardRule.measure`); every stored
+prediction records those of its inputs still disturbed after their last try
+(``inputs_disturbed``), which the rule's ``inputs`` makes uncounted. A model of a parallel line is a harness
 model without options; its ``batch_size`` is the row's live batch (a
 worker's batch for FSDP, a micro-batch for a pipeline).
 """
@@ -62,20 +65,6 @@ def _where(rate: float | None) -> str:
     return "loopback" if rate is None else units.format_bandwidth(rate).replace("/", "").replace(" ", "")
 
 
-def _measured(what: str, fn: Callable[[], Any], rule: Any, say: Callable[[str], None]) -> tuple[Any, dict]:
-    """``fn()`` under a CPU meter, again while the discard rule finds it disturbed (up to its attempts)."""
-    from queuesgd.harness.load import CpuMeter, disturbed
-
-    for attempt in range(rule.attempts):
-        with CpuMeter() as meter:
-            value = fn()
-        load = meter.result()
-        if rule.rule != "disturbed" or not disturbed(load, rule.limit) or attempt == rule.attempts - 1:
-            return value, load
-        say(f"{what} disturbed by other processes ({load['foreign_share']:.0%} of the machine): again")
-    raise AssertionError("unreachable")
-
-
 def parallel_pass(
     campaign: Any,
     number: int,
@@ -100,18 +89,18 @@ def parallel_pass(
 
     # 1. profiles, in runs of their own: each row's profile of each model
     profiles: dict[tuple[str, str], dict] = {}
+    loads: dict[str, dict] = {}  # each input's measurement record (DiscardRule.measure), by its file
     for c in configs:
         key = (c.model, row_of(c).profile)
         if key in profiles:
             continue
         m = spec.models[c.model]
         counts = [d.workers for d in configs if (d.model, row_of(d).profile) == key]
-        profiles[key], _ = _measured(
-            f"profile of {c.model}",
+        profiles[key], loads[f"profiles/{c.model}-{key[1]}{tag}"] = rule.measure(
+            f"profiles/{c.model}-{key[1]}{tag}",
             lambda m=m, c=c, counts=counts: measure_inputs(
                 c.scheme, m.model, batch_size=m.batch_size, workers=counts, repetitions=spec.repetitions
             ),
-            rule,
             say,
         )
         save_inputs(profiles[key], root / "profiles", f"{c.model}-{key[1]}{tag}")
@@ -133,10 +122,9 @@ def parallel_pass(
         if key in cals:
             continue
         kind, rate, ranks = key
-        cals[key], _ = _measured(
-            f"calibration {kind} at {_where(rate)}",
+        cals[key], loads[cal_file(c)] = rule.measure(
+            cal_file(c),
             lambda kind=kind, ranks=ranks, rate=rate: calibrate_parallel(kind, ranks, rate, gap=gap),
-            rule,
             say,
         )
         cals[key].save(root / cal_file(c))
@@ -162,13 +150,14 @@ def parallel_pass(
 
     if pipes:
         run_, sweep = settings["runtime"], settings["exchange"]
-        tiny, _ = _measured("tiny profile", lambda: profile_tiny(run_["repetitions"]), rule, say)
+        tiny, loads[f"probes/tiny{tag}.stages.json"] = rule.measure(
+            f"probes/tiny{tag}.stages.json", lambda: profile_tiny(run_["repetitions"]), say
+        )
         tiny.save(root / "probes" / f"tiny{tag}.stages.json")
         for rate in dict.fromkeys(c.rate for c in pipes):
-            exchanges[rate], _ = _measured(
-                f"exchanges at {_where(rate)}",
+            exchanges[rate], loads[f"probes/exchange-{_where(rate)}{tag}.json"] = rule.measure(
+                f"probes/exchange-{_where(rate)}{tag}.json",
                 lambda rate=rate: calibrate_exchange(rate, sizes=sweep["sizes"], repeats=sweep["repeats"]),
-                rule,
                 say,
             )
             exchanges[rate].save(root / "probes" / f"exchange-{_where(rate)}{tag}.json")
@@ -181,18 +170,17 @@ def parallel_pass(
             if key in runtime:
                 continue
             S, sched, M, rate = key
-            probe, load = _measured(
-                f"runtime probe S={S} {sched} M={M} at {_where(rate)}",
+            probe, loads[probe_file(c)] = rule.measure(
+                probe_file(c),
                 lambda S=S, sched=sched, M=M, rate=rate: probe_runtime(
                     S, sched, M, rate, profile=tiny, steps=run_["steps"], warmup=run_["warmup"],
                     runs=run_["runs"],
                 ),
-                rule,
                 say,
             )  # fmt: skip
             # The probe's link is the row's: its calibration (same kind, rate and ranks), measured above.
             solved = action_overhead(probe, tiny, cals[cal_key(c)])
-            runtime[key] = {**probe, **solved, "load": load}
+            runtime[key] = {**probe, **solved, "load": loads[probe_file(c)]["load"]}
             (root / probe_file(c)).write_text(json.dumps(jsonable(runtime[key]), indent=1) + "\n")
             say(
                 f"runtime probe S={S} {sched} M={M} at {_where(rate)}: step {probe['step'] * 1e3:.3f} ms "
@@ -220,6 +208,9 @@ def parallel_pass(
         inputs = profiles[(c.model, row_of(c).profile)]
         value = predict_parallel(c.scheme, inputs, cals[cal_key(c)], c.workers, c.params, **extra)
         value["input_files"] = files
+        # Decided with the prediction, before its run: the inputs it read that were still disturbed.
+        names = [f"profiles/{files['profiles']}", *(v for k, v in files.items() if k != "profiles")]
+        value["inputs_disturbed"] = rule.still_disturbed(loads[name] for name in names)
         if c in pipes:
             value["probes"] = {
                 k: probe[k] for k in ("step", "model_step_without", "self_consistency", "measured")
