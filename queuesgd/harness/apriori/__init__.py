@@ -39,6 +39,7 @@ Examples
 from queuesgd.harness.apriori.calibration import Calibration, calibrate_network
 from queuesgd.harness.apriori.campaign import Campaign, CampaignResult, figures, pass_figures
 from queuesgd.harness.apriori.ddp_model import ddp_calibration_sizes, ddp_scheme
+from queuesgd.harness.apriori.discard import DiscardRule
 from queuesgd.harness.apriori.inputs import StoredInputs, inputs_of, stored_inputs
 from queuesgd.harness.apriori.predict import (
     SCHEMES,
@@ -59,6 +60,7 @@ __all__ = [
     "Campaign",
     "CampaignResult",
     "CampaignSpec",
+    "DiscardRule",
     "Profile",
     "StoredInputs",
     "calibrate_network",
