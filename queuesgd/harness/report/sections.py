@@ -121,7 +121,9 @@ def section_of(row: Mapping[str, Any]) -> str:
       (marked ``disturbed``, or whose recorded ``load`` shows that other
       processes and other guests of the host took more than a tenth of the
       machine during it, :func:`queuesgd.harness.load.disturbed`; the
-      campaign ran it again): ``"diagnosis"``, never counted.
+      campaign ran it again), and any row its campaign did not count
+      (``counted`` false: failed, disturbed, or predicted from inputs that
+      stayed disturbed): ``"diagnosis"``, never counted.
 
     Examples
     --------
@@ -140,10 +142,13 @@ def section_of(row: Mapping[str, Any]) -> str:
     >>> section_of({"workload": "mlp", "inputs": "a-priori", "emulation": "netns-tbf",
     ...             "load": {"foreign_share": 0.0, "steal": 0.39}})   # the host gave the CPUs away
     'diagnosis'
+    >>> section_of({"workload": "cnn", "inputs": "a-priori", "emulation": "netns-tbf", "counted": False,
+    ...             "discarded": "inputs disturbed"})
+    'diagnosis'
     """
     from queuesgd.harness.load import disturbed
 
-    if row.get("disturbed") or disturbed(row.get("load")):
+    if row.get("disturbed") or disturbed(row.get("load")) or row.get("counted") is False:
         return "diagnosis"
     emulation = row.get("emulation")
     if emulation == "app-shaper":
