@@ -16,6 +16,6 @@ Examples
 
 from queuesgd.dag.graph import Task, TaskGraph
 from queuesgd.dag.maxplus import Schedule, schedule
-from queuesgd.dag.montecarlo import Simulation, simulate
+from queuesgd.dag.montecarlo import Simulation, default_iterations, simulate
 
-__all__ = ["Task", "TaskGraph", "Schedule", "Simulation", "schedule", "simulate"]
+__all__ = ["Task", "TaskGraph", "Schedule", "Simulation", "default_iterations", "schedule", "simulate"]

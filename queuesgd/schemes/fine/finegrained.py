@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks, units
-from queuesgd.dag import TaskGraph, schedule, simulate
+from queuesgd.dag import TaskGraph, default_iterations, schedule, simulate
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.barrier.kofn import compute_laws, mean_compute, time_to_barrier
 from queuesgd.schemes.base import SchemeSolution
@@ -384,7 +384,10 @@ class FineGrained:
         model = self.fine_model(workload, cluster)
         graph = model.graph
         n = cluster.workers
-        iters = self.fine_iterations if iterations is None else _checks.integer("iterations", iterations)
+        if iterations is None:
+            iters = default_iterations(self.fine_iterations, len(graph))
+        else:
+            iters = _checks.integer("iterations", iterations)
         run = run_fine_graph(graph, n, iters, rng)
         details: dict[str, Any] = {"tasks": len(graph), "messages": len(model.buckets), **run.details}
         details["non_overlapped_communication"] = communication_after_backward(
