@@ -43,6 +43,7 @@ __all__ = [
     "OPTIMIZER_STATE",
     "Memory",
     "check_optimizer",
+    "ddp_memory",
     "default_unit_count",
     "optimizer_state_bytes",
     "profiled_memory",
@@ -144,6 +145,10 @@ class Memory:
         (:func:`queuesgd.profiler_memory.backward_peak`, ``transient_bytes``
         in its provenance; :func:`profiled_memory`); 0 where nothing gives
         it. Shown only when not 0.
+    ddp_buckets : float
+        Bytes of PyTorch DDP's flat gradient buckets, a second copy of the
+        gradients that data parallelism adds to a worker
+        (:func:`ddp_memory`). Shown only when not 0.
 
     Examples
     --------
@@ -151,6 +156,8 @@ class Memory:
     Memory(parameters=1 GB, gradients=1 GB, optimizer=2 GB, activations=500 MB, total=4.5 GB)
     >>> Memory(1e9, 1e9, 2e9, 5e8, transient=1e9).total
     5500000000.0
+    >>> Memory(1e9, 1e9, 0, ddp_buckets=1e9)
+    Memory(parameters=1 GB, gradients=1 GB, optimizer=0 B, activations=0 B, ddp_buckets=1 GB, total=3 GB)
     """
 
     parameters: float
@@ -158,6 +165,7 @@ class Memory:
     optimizer: float
     activations: float = 0.0
     transient: float = 0.0
+    ddp_buckets: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -170,7 +178,7 @@ class Memory:
     @property
     def total(self) -> float:
         """All of it, bytes."""
-        return self.parameters + self.gradients + self.optimizer + self.activations + self.transient
+        return sum(getattr(self, f.name) for f in fields(self))
 
     def scaled(self, **factors: float) -> Memory:
         """A copy with some kinds multiplied by a factor (a shard: ``parameters=1 / n``)."""
@@ -188,8 +196,9 @@ class Memory:
         {'parameters': 1.0, 'gradients': 2.0, 'optimizer': 3.0, 'activations': 0.0, 'total': 6.0}
         """
         kinds = {f.name: getattr(self, f.name) for f in fields(self)}
-        if not self.transient:
-            del kinds["transient"]
+        for shown_if_not_zero in ("transient", "ddp_buckets"):
+            if not kinds[shown_if_not_zero]:
+                del kinds[shown_if_not_zero]
         return {**kinds, "total": self.total}
 
     def __repr__(self) -> str:
@@ -227,3 +236,47 @@ def profiled_memory(workload: Any) -> Memory | None:
         activations=prov["kept_activation_bytes"],
         transient=prov["transient_bytes"],
     )
+
+
+def ddp_memory(workload: Any) -> Memory | None:
+    """One data-parallel worker's :class:`Memory` under PyTorch DDP: the profiled step's, plus DDP's buckets.
+
+    What a worker of synchronous all-reduce data parallelism holds is one
+    worker's training step (:func:`profiled_memory`: parameters, gradients,
+    optimizer state, kept activations, the backward pass's transient) and
+    what ``torch.nn.parallel.DistributedDataParallel`` adds to it: its
+    reducer's gradient buckets. The reducer allocates one flat tensor per
+    bucket (``bucket.gradients = at::empty(...)`` in
+    ``torch/csrc/distributed/c10d/reducer.cpp``), together as large as the
+    gradients it reduces (every trainable parameter, a tied one once), and
+    keeps them for its life (rebuilt once, in gradient-ready order, at the
+    second iteration). With the default ``gradient_as_bucket_view=False``
+    each ``.grad`` stays a tensor of its own: the backward pass copies it
+    into its bucket (divided by the world size), the all-reduce runs on the
+    bucket, and the result is copied back. So the default DDP holds the
+    gradients twice: :attr:`Memory.ddp_buckets` is the workload's gradient
+    bytes. (``gradient_as_bucket_view=True`` makes each ``.grad`` a view of
+    its bucket and saves most of that copy, torch's documentation says up to
+    the gradients' size; it is not modeled here.) The buckets do not depend
+    on the number of workers; DDP's other state (a used-parameter map, its
+    buffers' broadcast) is a few bytes per parameter tensor and is not
+    counted. Held against the CPU allocator's peak of a real DDP step
+    (``tests/schemes/test_allreduce_memory.py``).
+
+    None for a workload without the profile's memory keys (see
+    :func:`profiled_memory`).
+
+    Examples
+    --------
+    >>> from queuesgd import Workload
+    >>> w = Workload(0.1, "4MB", provenance={"parameter_bytes": 4e6, "optimizer_state_bytes": 4e6,
+    ...                                      "kept_activation_bytes": 2e6, "transient_bytes": 3e6})
+    >>> ddp_memory(w).ddp_buckets, ddp_memory(w).total       # 17 MB of the step, 4 MB of buckets
+    (4000000.0, 21000000.0)
+    >>> ddp_memory(Workload(0.1, "4MB")) is None
+    True
+    """
+    mem = profiled_memory(workload)
+    if mem is None:
+        return None
+    return replace(mem, ddp_buckets=float(workload.gradient_bytes))

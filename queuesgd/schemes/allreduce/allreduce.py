@@ -6,7 +6,10 @@ tree (reduce then broadcast; Thakur et al. 2005) and a two-level
 hierarchical all-reduce (ring inside each node, ring across nodes, ring
 inside again; Jia et al. 2018). After the all-reduce every worker applies
 the averaged gradient itself, in parallel: ``workload.update_time`` once per
-iteration. See ``docs/schemes/allreduce.md``.
+iteration. Each worker holds what a PyTorch DDP worker holds
+(:func:`~queuesgd.schemes.memory.ddp_memory`: a profiled step's memory and
+DDP's gradient buckets), where the workload comes from a profile. See
+``docs/schemes/allreduce.md``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import hierarchical_allreduce, ring_allreduce, tree_allreduce
 from queuesgd.schemes.fine.fine import FineModel, allreduce_graph, ring_message_costs
 from queuesgd.schemes.fine.finegrained import FineGrained
+from queuesgd.schemes.memory import Memory, ddp_memory
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["HierarchicalAllReduce", "RingAllReduce", "TreeAllReduce"]
@@ -57,6 +61,50 @@ class _AllReduce(FineGrained, BarrierScheme):
         """``(all-reduce of the gradient, one local update)``; ``ps_shards`` is ignored."""
         comm = self._collective(n, workload.gradient_bytes, bandwidth, latency, workload)
         return comm, workload.update_time
+
+    def memory_per_worker(self, workload: Workload, cluster: Cluster) -> Memory | None:
+        """One worker's memory under PyTorch DDP (:func:`~queuesgd.schemes.memory.ddp_memory`), or None.
+
+        A profiled workload (:func:`queuesgd.profile` records its memory)
+        gets the step's :class:`~queuesgd.schemes.memory.Memory` plus DDP's
+        gradient buckets, the same on every worker and for any number of
+        workers; a workload without that record gets None. Every road puts
+        it in its solution's ``details["memory"]``
+        (:attr:`queuesgd.Prediction.memory`).
+
+        Examples
+        --------
+        >>> from queuesgd import Workload, Cluster, predict
+        >>> w = Workload(0.1, "4MB", provenance={"parameter_bytes": 4e6, "optimizer_state_bytes": 4e6,
+        ...                                      "kept_activation_bytes": 2e6, "transient_bytes": 3e6})
+        >>> predict(RingAllReduce(), w, Cluster(4, "1GB/s")).memory.ddp_buckets
+        4000000.0
+        >>> RingAllReduce().memory_per_worker(Workload(0.1, "4MB"), Cluster(4, "1GB/s")) is None
+        True
+        """
+        return ddp_memory(workload)
+
+    def _with_memory(self, sol: SchemeSolution, workload: Workload, cluster: Cluster) -> SchemeSolution:
+        mem = self.memory_per_worker(workload, cluster)
+        return sol if mem is None else replace(sol, details={**sol.details, "memory": mem})
+
+    def _solution(self, workload: Workload, cluster: Cluster, *args: Any, **kwargs: Any) -> SchemeSolution:
+        # closed_form, ctmc and simulate all end here
+        return self._with_memory(super()._solution(workload, cluster, *args, **kwargs), workload, cluster)
+
+    def solve_fine(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The fine-grained task graph (:meth:`FineGrained.solve_fine`), with the memory per worker."""
+        sol = super().solve_fine(workload, cluster, rng=rng, iterations=iterations)
+        return self._with_memory(sol, workload, cluster)
+
+    def solve_coarse(
+        self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
+    ) -> SchemeSolution:
+        """The coarse phase model (:meth:`FineGrained.solve_coarse`), with the memory per worker."""
+        sol = super().solve_coarse(workload, cluster, rng=rng, iterations=iterations)
+        return self._with_memory(sol, workload, cluster)
 
     def _assumptions(self) -> str:
         return (
