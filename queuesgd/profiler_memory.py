@@ -369,10 +369,10 @@ def cpu_allocator_peak(step: TrainingStep) -> dict[str, int]:
             events = json.load(f)["traceEvents"]
     finally:
         os.unlink(path)
-    totals = [
-        int(e["args"]["Total Allocated"])
-        for e in events
-        if e.get("name") == "[memory]" and int(e["args"].get("Device Type", 0)) == 0
-    ]
-    above = max(totals, default=0)
-    return {"above_static": above, "static": static, "peak": above + static, "events": len(totals)}
+    mem = [e for e in events if e.get("name") == "[memory]" and int(e["args"].get("Device Type", 0)) == 0]
+    # The running total is the process's, counted only while a profiler records: memory freed now that an
+    # earlier profiler saw allocated would shift it. The first event's total less its own bytes is where
+    # this step started.
+    zero = int(mem[0]["args"]["Total Allocated"]) - int(mem[0]["args"]["Bytes"]) if mem else 0
+    above = max((int(e["args"]["Total Allocated"]) - zero for e in mem), default=0)
+    return {"above_static": above, "static": static, "peak": above + static, "events": len(mem)}
