@@ -37,7 +37,7 @@ Examples
 """
 
 from queuesgd.harness.apriori.calibration import Calibration, calibrate_network
-from queuesgd.harness.apriori.campaign import Campaign, CampaignResult, figures, pass_figures
+from queuesgd.harness.apriori.campaign import Campaign
 from queuesgd.harness.apriori.ddp_model import ddp_calibration_sizes, ddp_scheme
 from queuesgd.harness.apriori.discard import DiscardRule
 from queuesgd.harness.apriori.inputs import StoredInputs, inputs_of, stored_inputs
@@ -50,6 +50,7 @@ from queuesgd.harness.apriori.predict import (
     straggler_recipe,
 )
 from queuesgd.harness.apriori.profile import STEPS, Profile, make_profile
+from queuesgd.harness.apriori.results import CampaignResult, figures, pass_figures
 from queuesgd.harness.apriori.run import run_apriori, step_phases
 from queuesgd.harness.apriori.spec import CampaignSpec, load_spec, parse_spec
 
