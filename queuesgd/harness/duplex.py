@@ -72,26 +72,42 @@ def duplex_probe(ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float = 
     rank = ctx.rank
     out = torch.zeros(nbytes // 4)
     inbox = torch.zeros(nbytes // 4)
+
+    def part(phase: str) -> None:
+        if rank == 0:
+            work = dist.isend(out, 1)
+            if phase == "both":
+                dist.recv(inbox, 2)
+            work.wait()
+        elif rank == 1:
+            dist.recv(inbox, 0)
+        elif phase == "both":
+            dist.send(out, 0)
+
+    _report_phases(ctx, torch, part, repeats, warmup, gap)
+
+
+def _report_phases(
+    ctx: Any, torch: Any, part: Callable[[str], None], repeats: int, warmup: int, gap: float
+) -> None:
+    """Time ``part("alone")`` then ``part("both")`` on every rank, ``warmup + repeats`` times; rank 0 reports.
+
+    Each phase starts after a barrier and ``gap`` idle seconds (idle links, as between steps) and lasts
+    until the last rank's part ends (the ranks' times all-reduced by their maximum).
+    """
+    dist = torch.distributed
     times: dict[str, list[float]] = {"alone": [], "both": []}
     for r in range(warmup + repeats):
         for phase in ("alone", "both"):
             dist.barrier()
-            time.sleep(gap)  # idle links, as between steps
+            time.sleep(gap)
             t0 = time.perf_counter()
-            if rank == 0:
-                work = dist.isend(out, 1)
-                if phase == "both":
-                    dist.recv(inbox, 2)
-                work.wait()
-            elif rank == 1:
-                dist.recv(inbox, 0)
-            elif phase == "both":
-                dist.send(out, 0)
+            part(phase)
             elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
             dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
             if r >= warmup:
                 times[phase].append(float(elapsed))
-    if rank == 0:
+    if ctx.rank == 0:
         ctx.report(times)
 
 
@@ -129,11 +145,14 @@ def measure_duplex(
     >>> 0.0 < m["duplex"] <= 1.0 and m["both"] > 0
     True
     """
+    return _measure_share(duplex_probe, 3, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout)
+
+
+def _measure_share(probe: Callable[..., None], ranks: int, *args: Any, **launch: Any) -> dict[str, float]:
+    """Run a two-phase probe (``alone``, ``both``) on ``ranks`` ranks: the median times and their share."""
     from queuesgd.harness.launch import run_probe
 
-    size, records = run_probe(
-        duplex_probe, 3, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout
-    )
+    size, records = run_probe(probe, ranks, *args, **launch)
     rec = next(r for r in records if "alone" in r)
     alone, both = float(np.median(rec["alone"])), float(np.median(rec["both"]))
     return {"alone": alone, "both": both, "duplex": duplex_share(alone=alone, both=both), "nbytes": size}
@@ -161,24 +180,16 @@ def exchange_probe(ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float 
     rank, peer = ctx.rank, 1 - ctx.rank
     out = torch.zeros(nbytes // 4)
     inbox = torch.zeros(nbytes // 4)
-    times: dict[str, list[float]] = {"alone": [], "both": []}
-    for r in range(warmup + repeats):
-        for phase in ("alone", "both"):
-            dist.barrier()
-            time.sleep(gap)
-            t0 = time.perf_counter()
-            if phase == "both":
-                ops = [dist.P2POp(dist.isend, out, peer), dist.P2POp(dist.irecv, inbox, peer)]
-            else:
-                ops = [dist.P2POp(dist.isend, out, peer) if rank == 0 else dist.P2POp(dist.irecv, inbox, 0)]
-            for work in dist.batch_isend_irecv(ops):
-                work.wait()
-            elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-            if r >= warmup:
-                times[phase].append(float(elapsed))
-    if rank == 0:
-        ctx.report(times)
+
+    def part(phase: str) -> None:
+        if phase == "both":
+            ops = [dist.P2POp(dist.isend, out, peer), dist.P2POp(dist.irecv, inbox, peer)]
+        else:
+            ops = [dist.P2POp(dist.isend, out, peer) if rank == 0 else dist.P2POp(dist.irecv, inbox, 0)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+
+    _report_phases(ctx, torch, part, repeats, warmup, gap)
 
 
 def measure_exchange(
@@ -211,14 +222,7 @@ def measure_exchange(
     >>> 0.0 < m["duplex"] <= 1.0 and m["both"] > 0
     True
     """
-    from queuesgd.harness.launch import run_probe
-
-    size, records = run_probe(
-        exchange_probe, 2, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout
-    )
-    rec = next(r for r in records if "alone" in r)
-    alone, both = float(np.median(rec["alone"])), float(np.median(rec["both"]))
-    return {"alone": alone, "both": both, "duplex": duplex_share(alone=alone, both=both), "nbytes": size}
+    return _measure_share(exchange_probe, 2, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout)
 
 
 def send_buffer_probe(ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float = 0.05) -> None:
