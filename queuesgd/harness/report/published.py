@@ -19,6 +19,22 @@ def _pct(x: Any) -> str:
     return "-" if x is None else f"{x:.1f}%"
 
 
+def _pooled(summary: Mapping[str, Any], rows: str) -> str:
+    """The pooled figures of a record's ``summary`` against its targets, as one sentence."""
+    pooled, tg = summary["pooled"], summary["targets"]
+    met = (
+        pooled["median_abs_pct"] is not None
+        and pooled["median_abs_pct"] <= tg["median_abs_pct"]
+        and pooled["max_abs_pct"] <= tg["max_abs_pct"]
+    )
+    return (
+        f"Pooled over {pooled['rows']} {rows}: median |error| {_pct(pooled['median_abs_pct'])}, "
+        f"max {_pct(pooled['max_abs_pct'])}, {pooled['within_15']} within 15% "
+        f"(targets: median <= {tg['median_abs_pct']:g}%, every row within {tg['max_abs_pct']:g}%: "
+        f"{'met' if met else 'not met'})."
+    )
+
+
 def published_lines(record: Mapping[str, Any], *, number: int | None = None) -> list[str]:
     """Markdown lines of the section from ``validation/published/published.json``'s record.
 
@@ -33,12 +49,6 @@ def published_lines(record: Mapping[str, Any], *, number: int | None = None) -> 
     '## Published measurements'
     """
     s = record["summary"]
-    pooled, tg = s["pooled"], s["targets"]
-    met = (
-        pooled["median_abs_pct"] is not None
-        and pooled["median_abs_pct"] <= tg["median_abs_pct"]
-        and pooled["max_abs_pct"] <= tg["max_abs_pct"]
-    )
     lines = [
         f"## {number}. Published measurements" if number is not None else "## Published measurements",
         "",
@@ -47,11 +57,7 @@ def published_lines(record: Mapping[str, Any], *, number: int | None = None) -> 
         "recomputed exactly by `tests/test_published.py`). At most one anchor per series, never a fit per "
         "row; the anchor rows are listed but not counted.",
         "",
-        f"Pooled over {pooled['rows']} rows that are not anchors: "
-        f"median |error| {_pct(pooled['median_abs_pct'])}, "
-        f"max {_pct(pooled['max_abs_pct'])}, {pooled['within_15']} within 15% "
-        f"(targets: median <= {tg['median_abs_pct']:g}%, every row within {tg['max_abs_pct']:g}%: "
-        f"{'met' if met else 'not met'}).",
+        _pooled(s, "rows that are not anchors"),
         "",
         "| series | rows | median abs error | max abs error | anchor sets |",
         "|---|---:|---:|---:|---|",
@@ -98,12 +104,6 @@ def heldout_lines(record: Mapping[str, Any]) -> list[str]:
     ('### Held-out rows', 'not met).')
     """
     s = record["summary"]
-    pooled, tg = s["pooled"], s["targets"]
-    met = (
-        pooled["median_abs_pct"] is not None
-        and pooled["median_abs_pct"] <= tg["median_abs_pct"]
-        and pooled["max_abs_pct"] <= tg["max_abs_pct"]
-    )
     lines = [
         "### Held-out rows",
         "",
@@ -114,10 +114,7 @@ def heldout_lines(record: Mapping[str, Any]) -> list[str]:
         "recomputed exactly by `tests/test_published_heldout.py`; "
         "the rules, every row and its inputs' provenance are in `docs/published.md`, \"Held-out rows\".",
         "",
-        f"Pooled over {pooled['rows']} end-to-end rows: median |error| {_pct(pooled['median_abs_pct'])}, "
-        f"max {_pct(pooled['max_abs_pct'])}, {pooled['within_15']} within 15% "
-        f"(targets: median <= {tg['median_abs_pct']:g}%, every row within {tg['max_abs_pct']:g}%: "
-        f"{'met' if met else 'not met'}).",
+        _pooled(s, "end-to-end rows"),
         "",
         "| series | points | median abs error | max abs error | within 15% |",
         "|---|---:|---:|---:|---:|",
