@@ -50,20 +50,23 @@ DEFAULT_BUDGET_SECONDS = 20.0
 MIN_DEFAULT_ITERATIONS = 200
 
 
-def default_iterations(default: int, tasks: int) -> int:
-    """The iterations a scheme simulates when the caller gives none: ``default``, fewer for a large graph.
+def default_iterations(default: int, tasks: int, iterations: int | None = None) -> int:
+    """The iterations a scheme simulates: ``iterations`` where the caller gives it, else ``default``, fewer
+    for a large graph.
 
     At most :data:`DEFAULT_BUDGET_SECONDS` of simulation by :data:`SECONDS_PER_TASK`, and at least
     :data:`MIN_DEFAULT_ITERATIONS`; the batch-means interval of the result says the precision this buys.
-    An explicit ``iterations=`` is never changed.
+    An explicit ``iterations`` is only checked (an integer >= 1), never changed.
 
     Examples
     --------
     >>> default_iterations(10_000, 100), default_iterations(10_000, 137_000)
     (10000, 1216)
-    >>> default_iterations(10_000, 10**7)
-    200
+    >>> default_iterations(10_000, 10**7), default_iterations(10_000, 10**7, iterations=5_000)
+    (200, 5000)
     """
+    if iterations is not None:
+        return _checks.integer("iterations", iterations)
     fit = int(DEFAULT_BUDGET_SECONDS / (SECONDS_PER_TASK * max(int(tasks), 1)))
     return max(MIN_DEFAULT_ITERATIONS, min(int(default), fit))
 

@@ -384,10 +384,7 @@ class FineGrained:
         model = self.fine_model(workload, cluster)
         graph = model.graph
         n = cluster.workers
-        if iterations is None:
-            iters = default_iterations(self.fine_iterations, len(graph))
-        else:
-            iters = _checks.integer("iterations", iterations)
+        iters = default_iterations(self.fine_iterations, len(graph), iterations)
         run = run_fine_graph(graph, n, iters, rng)
         details: dict[str, Any] = {"tasks": len(graph), "messages": len(model.buckets), **run.details}
         details["non_overlapped_communication"] = communication_after_backward(

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from queuesgd import _checks
 from queuesgd.dag import TaskGraph, default_iterations, schedule, simulate
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import NotRepresentable
@@ -106,10 +105,7 @@ def solve_fine(
         details["critical_path"] = sched.critical_path()
         how = "longest path (max-plus) of the deterministic task graph, exact"
     else:
-        if iterations is None:
-            iters = default_iterations(scheme.fine_iterations, len(graph))
-        else:
-            iters = _checks.integer("iterations", iterations)
+        iters = default_iterations(scheme.fine_iterations, len(graph), iterations)
         # The breakdown's shares come from the critical path at the mean durations (one max-plus
         # pass): estimating them per iteration would double the cost of the Monte Carlo.
         sim = simulate(graph, iters, rng, critical_path=False)

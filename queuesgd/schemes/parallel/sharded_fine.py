@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from queuesgd import _checks
 from queuesgd.dag import default_iterations
 from queuesgd.schemes.base import SchemeSolution
 
@@ -36,10 +35,7 @@ def solve_fine(
     model = scheme.fine_model(workload, cluster)
     graph = model.graph
     n = cluster.workers
-    if iterations is None:
-        iters = default_iterations(scheme.fine_iterations, len(graph))
-    else:
-        iters = _checks.integer("iterations", iterations)
+    iters = default_iterations(scheme.fine_iterations, len(graph), iterations)
     run = run_fine_graph(graph, n, iters, rng, unit="steps")
     details: dict[str, Any] = {
         "memory": scheme.memory(workload, cluster),
