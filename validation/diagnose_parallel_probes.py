@@ -12,7 +12,6 @@ prediction of anything.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -20,10 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from queuesgd.harness.apriori.calibration import Calibration  # noqa: E402
-from queuesgd.harness.apriori_parallel.probes import ExchangeCalibration, action_overhead  # noqa: E402
-from queuesgd.harness.apriori_parallel.run import load_inputs, predict_parallel  # noqa: E402
-from queuesgd.harness.pipelining import StageProfile  # noqa: E402
+from queuesgd.harness.apriori_parallel import predict_parallel, stored_parallel_inputs  # noqa: E402
 from queuesgd.harness.report import read_rows  # noqa: E402
 
 ROOT = HERE / "campaigns" / "parallel"
@@ -36,12 +32,8 @@ def main() -> int:
         for r in read_rows(path):
             if not r.get("counted"):
                 continue
-            files = r["input_files"]
-            inputs = load_inputs(ROOT / "profiles", files["profiles"])
-            cal = Calibration.load(ROOT / files["calibration"])
-            probe = json.loads((ROOT / files["runtime"]).read_text())
-            h = action_overhead(probe, StageProfile.load(ROOT / files["tiny"]), cal)["action_overhead"]
-            ex = ExchangeCalibration.load(ROOT / files["exchange"])
+            inputs, cal, probes = stored_parallel_inputs(r, ROOT)
+            h, ex = probes["action_overhead"], probes["exchange"]
             kws = {
                 "stored": {"action_overhead": h, "exchange": ex},
                 "no_duplex": {"action_overhead": h},

@@ -61,6 +61,7 @@ from queuesgd.harness.apriori_parallel.run import (
     run_parallel,
     run_parallel_apriori,
     save_inputs,
+    stored_parallel_inputs,
 )
 
 __all__ = [
@@ -91,4 +92,5 @@ __all__ = [
     "run_parallel",
     "run_parallel_apriori",
     "save_inputs",
+    "stored_parallel_inputs",
 ]

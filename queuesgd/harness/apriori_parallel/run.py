@@ -47,6 +47,7 @@ __all__ = [
     "run_parallel",
     "run_parallel_apriori",
     "save_inputs",
+    "stored_parallel_inputs",
 ]
 
 #: The profiles of the parallel rows (a row's ``profile``): FSDP's (the layers and FSDP's own step),
@@ -168,13 +169,40 @@ def load_inputs(folder: str | os.PathLike[str], model: str) -> dict[str, Any]:
 def rebuild_parallel(record: Mapping[str, Any], folder: str | os.PathLike[str]) -> dict[str, Any]:
     """A stored parallel prediction made again from its stored inputs alone (what it records it read).
 
-    ``record`` is a stored prediction of a campaign's FSDP or pipeline line (or a row made from it): its
-    ``input_files`` name, relative to ``folder``, the profiles' stem, the calibration, and for a
-    pipeline the exchange calibration, the tiny model's stage profile and the runtime probe; the runtime
-    work per pass is solved again from the probe
-    (:func:`~queuesgd.harness.apriori_parallel.action_overhead`), then the row's model predicts. The
-    result must equal the stored prediction to the last bit: the prediction was made from those files
-    alone, and the code that made it still makes it.
+    ``record`` is a stored prediction of a campaign's FSDP or pipeline line (or a row made from it); its
+    inputs are read back by :func:`stored_parallel_inputs`, then the row's model predicts. The result
+    must equal the stored prediction to the last bit: the prediction was made from those files alone,
+    and the code that made it still makes it.
+    """
+    inputs, calibration, extra = stored_parallel_inputs(record, folder)
+    return predict_parallel(
+        record["scheme"], inputs, calibration, record["workers"], record["params"], **extra
+    )
+
+
+def stored_parallel_inputs(
+    record: Mapping[str, Any], folder: str | os.PathLike[str]
+) -> tuple[dict[str, Any], Calibration, dict[str, Any]]:
+    """The inputs a stored parallel prediction records it read: ``(inputs, calibration, probes)``.
+
+    ``record``'s ``input_files`` name, relative to ``folder``, the profiles' stem, the calibration, and
+    for a pipeline the exchange calibration, the tiny model's stage profile and the runtime probe; the
+    runtime work per pass is solved again from the probe
+    (:func:`~queuesgd.harness.apriori_parallel.action_overhead`). ``probes`` holds the keyword arguments
+    :func:`predict_parallel` takes from them (``action_overhead``, ``exchange``; empty for FSDP).
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("torch")
+    >>> from queuesgd.harness.report import read_rows
+    >>> root = Path(__file__).resolve().parents[3] / "validation"
+    >>> rows = root / "results" / "parallel-pipeline-microbatches4-schedule1f1b-stages2-mlp-mb16-pass2.json"
+    >>> if not rows.exists():
+    ...     pytest.skip("the committed campaign is not beside this checkout")
+    >>> row = read_rows(rows)[0]
+    >>> inputs, calibration, probes = stored_parallel_inputs(row, root / "campaigns" / "parallel")
+    >>> sorted(probes), probes["action_overhead"] > 0
+    (['action_overhead', 'exchange'], True)
     """
     import json
 
@@ -193,9 +221,7 @@ def rebuild_parallel(record: Mapping[str, Any], folder: str | os.PathLike[str]) 
         tiny = StageProfile.load(root / files["tiny"])
         h = action_overhead(probe, tiny, calibration)["action_overhead"]
         extra = {"action_overhead": h, "exchange": ExchangeCalibration.load(root / files["exchange"])}
-    return predict_parallel(
-        record["scheme"], inputs, calibration, record["workers"], record["params"], **extra
-    )
+    return inputs, calibration, extra
 
 
 def predict_parallel(
