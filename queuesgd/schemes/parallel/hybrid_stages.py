@@ -74,8 +74,7 @@ class StepTimes:
     def stage_taus(self) -> tuple[float, ...]:
         """Each stage's time of one micro-batch, the head on the last."""
         work = self.compute + self.tp + self.cp + self.ep
-        shares = self.stages or (1.0,) * self.pipeline
-        out = [r * work + self.p2p for r in shares] if self.stages else [self.tau] * self.pipeline
+        out = [r * work + self.p2p for r in self.stages] if self.stages else [self.tau] * self.pipeline
         out[-1] += self.head
         return tuple(out)
 
