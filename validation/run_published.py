@@ -290,21 +290,27 @@ ANCHOR_SETS = {
 }
 
 
+#: Issue 24's targets: the median |error| and every row's, in percent.
+TARGETS = {"median_abs_pct": 5.0, "max_abs_pct": 15.0}
+
+
+def accuracy(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many rows, their median and max ``|error_pct|`` (None without rows), and how many within 15%."""
+    errs = [abs(r["error_pct"]) for r in rows]
+    if not errs:
+        return {"rows": 0, "median_abs_pct": None, "max_abs_pct": None, "within_15": 0}
+    return {"rows": len(errs), "median_abs_pct": statistics.median(errs), "max_abs_pct": max(errs),
+            "within_15": sum(e <= 15.0 for e in errs)}  # fmt: skip
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Pooled and per-series accuracy over the rows that are not anchors (|error| in percent)."""
-
-    def stats(rs: list[dict[str, Any]]) -> dict[str, Any]:
-        errs = [abs(r["error_pct"]) for r in rs if not r["anchor"]]
-        if not errs:
-            return {"rows": 0, "median_abs_pct": None, "max_abs_pct": None, "within_15": 0}
-        return {"rows": len(errs), "median_abs_pct": statistics.median(errs), "max_abs_pct": max(errs),
-                "within_15": sum(e <= 15.0 for e in errs)}  # fmt: skip
-
+    counted = [r for r in rows if not r["anchor"]]
     series = sorted({r["series"] for r in rows}, key=[r["series"] for r in rows].index)
     return {
-        "pooled": stats(rows),
-        "series": {s: stats([r for r in rows if r["series"] == s]) for s in series},
-        "targets": {"median_abs_pct": 5.0, "max_abs_pct": 15.0},
+        "pooled": accuracy(counted),
+        "series": {s: accuracy([r for r in counted if r["series"] == s]) for s in series},
+        "targets": dict(TARGETS),
     }
 
 

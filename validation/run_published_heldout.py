@@ -84,7 +84,6 @@ Rules
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -255,19 +254,11 @@ def predict_layer(x: dict[str, Any], factor: float) -> dict[str, float]:
 
 def summary(points: list[dict[str, Any]]) -> dict[str, Any]:
     """Median and max ``|error|`` (percent) per series, pooled over the end-to-end tier-A/B rows (rule 8)."""
-
-    def stats(rs: list[dict[str, Any]]) -> dict[str, Any]:
-        errs = [abs(r["error_pct"]) for r in rs]
-        if not errs:
-            return {"rows": 0, "median_abs_pct": None, "max_abs_pct": None, "within_15": 0}
-        return {"rows": len(errs), "median_abs_pct": statistics.median(errs), "max_abs_pct": max(errs),
-                "within_15": sum(e <= 15.0 for e in errs)}  # fmt: skip
-
     series = list(dict.fromkeys(r["series"] for r in points))
     return {
-        "pooled": stats([r for r in points if r["series"] in POOLED]),
-        "series": {s: stats([r for r in points if r["series"] == s]) for s in series},
-        "targets": {"median_abs_pct": 5.0, "max_abs_pct": 15.0},
+        "pooled": rp.accuracy([r for r in points if r["series"] in POOLED]),
+        "series": {s: rp.accuracy([r for r in points if r["series"] == s]) for s in series},
+        "targets": dict(rp.TARGETS),
     }
 
 
