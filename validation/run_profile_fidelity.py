@@ -59,6 +59,28 @@ Registered before the run (fixed here, not after seeing results):
   batch and buffers. On a CPU the same column compares the CPU allocator's
   own count of one step (``torch.profiler``, ``profile_memory=True``).
 
+- pass 5 on an NVIDIA H200 (2026-11-26 22:39, commit e5f9b6c, recorded in
+  ``validation/fidelity/h200-pass5.json``): the run was stopped at its 430 s
+  limit after one row. ResNet-50 fp32: error -0.1% (the target held) but the
+  profile's own time 204 s, 87.5x the plain step per step counted, where the
+  steps themselves ran at 1.00x; the next row (ResNet-50 bf16) did not end in
+  the ~210 s left. A diagnosis of the same profile with a tiny protocol
+  (``validation/diagnose_profile_cuda.py``, 3 warm-up steps, 2 blocks of 4)
+  on a second fresh H200 also ran past 190 s. Where the time went was not
+  seen (the script wrote nothing until a row ended). The interleaved
+  protocol makes the profile's warm-up the first work of the process on the
+  device (the bracket protocol of passes 1-4 ran the plain loop first), so a
+  one-time cost of the device (kernels loaded or compiled on first use) is
+  the first suspect, not established;
+- pass 6 (registered here before it runs; nothing else changes): before each
+  row the same model runs ``--device-warmup`` plain steps (default 3) outside
+  the profile and outside both clocks, and their wall time is reported
+  (``device_warmup_s``), so a one-time cost of the device is seen and not
+  charged to the profile; every thread's stack is written to
+  ``DIR/stacks.txt`` every 60 s, so a slow row shows where it is; the
+  ``--budget`` now covers every row, target rows first (a row not started
+  within it is a row "not run"). Targets unchanged.
+
 On CUDA the script also records two ``torch.profiler`` traces for
 ``read_trace`` (``cuda_mlp.json.gz`` for the tests, ``resnet50_bf16.json.gz``
 for the report), each with a sidecar of the plain step's time.
@@ -67,8 +89,10 @@ for the report), each with a sidecar of the plain step's time.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import gzip
 import json
+import math
 import os
 import platform
 import subprocess
@@ -82,6 +106,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from queuesgd.harness.fidelity import FidelityCase, check_profile  # noqa: E402
 from queuesgd.harness.zoo import gpt, token_batch, vit  # noqa: E402
+from queuesgd.profiler import plain_step_time  # noqa: E402
 
 TARGET = 0.03
 OVERHEAD = 2.0
@@ -350,8 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--protocol", choices=("interleaved", "bracket"), default="interleaved")
     ap.add_argument("--blocks", type=int, default=6, help="interleaved: the profile's timed blocks")
     ap.add_argument("--block-steps", type=int, default=8, help="interleaved: steps per block")
+    ap.add_argument("--budget", type=float, default=1e9, help="seconds after which no row is started")
     ap.add_argument(
-        "--budget", type=float, default=1e9, help="seconds after which the extra rows are skipped"
+        "--device-warmup", type=int, default=3, help="plain steps of each row's model before its row"
     )
     args = ap.parse_args(argv)
     import torch
@@ -366,9 +392,19 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     targets = [c for c in cases if c.notes != "extra"]
     extras = [c for c in cases if c.notes == "extra"]
-    for case in targets:
-        rows.append(_row(case, args))
+    stacks = open(args.out / "stacks.txt", "w")  # noqa: SIM115 - open for the whole run
+    faulthandler.dump_traceback_later(60, repeat=True, file=stacks)
+
+    def one(case: FidelityCase) -> None:
+        if time.perf_counter() - t_start > args.budget:
+            print(f"{case.name}: not run (past the {args.budget:.0f} s budget)", flush=True)
+            rows.append({"name": case.name, "notes": case.notes, "failed": "not run: past the time budget"})
+        else:
+            rows.append(_row(case, args))
         (args.out / "fidelity.json").write_text(json.dumps(_document(args, rows, started), indent=1) + "\n")
+
+    for case in targets:
+        one(case)
     if args.traces:
         for name, factory, batch, amp, sched in (
             ("cuda_mlp", _mlp, torch.randn(64, 256), None, True),
@@ -389,19 +425,39 @@ def main(argv: list[str] | None = None) -> int:
             except Exception:
                 traceback.print_exc()
     for case in extras:
-        if time.perf_counter() - t_start > args.budget:
-            print(f"{case.name}: not run (past the {args.budget:.0f} s budget)", flush=True)
-            rows.append({"name": case.name, "notes": case.notes, "failed": "not run: past the time budget"})
-        else:
-            rows.append(_row(case, args))
-        (args.out / "fidelity.json").write_text(json.dumps(_document(args, rows, started), indent=1) + "\n")
+        one(case)
+    faulthandler.cancel_dump_traceback_later()
+    stacks.close()
     return 0
+
+
+def _device_warmup(case: FidelityCase, args: argparse.Namespace) -> float:
+    """Seconds of ``--device-warmup`` plain steps of the case's model, outside the profile and both clocks."""
+    if args.device_warmup <= 0:
+        return 0.0
+    cuda = args.device.startswith("cuda")
+    t0 = time.perf_counter()
+    plain_step_time(
+        case.model,
+        **case.step_arguments(),
+        device=args.device,
+        threads=None if cuda else 1,
+        warmup=args.device_warmup - 1,
+        steps=1,
+        chunks=1,
+    )
+    return time.perf_counter() - t0
 
 
 def _row(case: FidelityCase, args: argparse.Namespace) -> dict:
     cuda = args.device.startswith("cuda")
+    print(f"{time.strftime('%H:%M:%S')} {case.name}: starts", flush=True)
+    warm = math.nan
     t0 = time.perf_counter()
     try:
+        warm = _device_warmup(case, args)
+        print(f"{time.strftime('%H:%M:%S')} {case.name}: device warm-up {warm:.1f} s", flush=True)
+        t0 = time.perf_counter()
         row = check_profile(
             case,
             device=args.device,
@@ -416,6 +472,7 @@ def _row(case: FidelityCase, args: argparse.Namespace) -> dict:
         row = {"name": case.name, "notes": case.notes, "failed": f"{type(exc).__name__}: {exc}"}
         traceback.print_exc()
     row["seconds"] = time.perf_counter() - t0
+    row["device_warmup_s"] = warm
     keys = ("error", "predict_error", "overhead", "step_overhead", "drift", "reference_spread")
     shown = {k: round(row[k], 4) for k in keys if k in row}
     peak = row.get("peak_memory_bytes") or row.get("cpu_peak_memory_bytes")
@@ -463,6 +520,7 @@ def _document(args: argparse.Namespace, rows: list[dict], started: str) -> dict:
             "repetitions": args.repetitions,
             "steps": args.steps,
             "protocol": args.protocol,
+            "device_warmup": args.device_warmup,
             "blocks": args.blocks if args.protocol == "interleaved" else None,
             "block_steps": args.block_steps if args.protocol == "interleaved" else None,
         },
