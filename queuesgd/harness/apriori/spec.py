@@ -25,6 +25,8 @@ Fields (``*``: required)::
     calibration_gap       idle seconds before each timed message (default 0), or "profiled"
                           (DDP: the profiled compute phase of n workers, per model)
     calibrate_at_buckets  all-reduces timed at the sizes of DDP's buckets (default false)
+    sharded_calibration   FSDP lines: "idle-median" (default) or "busy-mean" (per model, each collective
+                          after the model's compute between two; apriori_parallel.SHARDED_MODES)
     passes*               how many times the whole campaign runs (every pass is reported)
     discard*              {"rule": "disturbed" | "none", "attempts": int, "limit": share,
                            "inputs": bool (default false: rows from disturbed inputs still count)}
@@ -103,6 +105,7 @@ _TOP = {
     "repetitions": False,
     "calibration_gap": False,
     "calibrate_at_buckets": False,
+    "sharded_calibration": False,
     "passes": True,
     "discard": True,
     "drift": False,
@@ -191,6 +194,7 @@ class CampaignSpec:
     document: Mapping[str, Any]
     hash: str
     probes: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    sharded_calibration: str = "idle-median"
 
     def configurations(self) -> list[Configuration]:
         """Every configuration, line by line, model by model, worker count by worker count.
@@ -294,6 +298,11 @@ def parse_spec(document: Any) -> CampaignSpec:
             "spec.calibration_gap", units.parse_seconds(gap, "spec.calibration_gap"), allow_zero=True
         )
     at_buckets = _checks.boolean("spec.calibrate_at_buckets", doc.get("calibrate_at_buckets", False))
+    from queuesgd.harness.apriori_parallel.calibration import SHARDED_MODES
+
+    sharded_mode = _checks.choice(
+        "spec.sharded_calibration", doc.get("sharded_calibration", "idle-median"), SHARDED_MODES
+    )
     passes = _int("spec.passes", doc["passes"], 1, MAX_PASSES)
     discard = _discard(doc["discard"])
     drift = _checks.boolean("spec.drift", doc.get("drift", False))
@@ -336,6 +345,7 @@ def parse_spec(document: Any) -> CampaignSpec:
         json.loads(canonical),
         hashlib.sha256(canonical.encode("utf-8")).hexdigest(),
         MappingProxyType(probes),
+        sharded_mode,
     )
 
 

@@ -30,6 +30,7 @@ from queuesgd.harness.provenance import stamp
 
 __all__ = [
     "KINDS",
+    "SHARDED_MODES",
     "ShardedCalibration",
     "batch_p2p_probe",
     "calibrate_parallel",
@@ -39,6 +40,13 @@ __all__ = [
 
 #: Calibrations :func:`calibrate_parallel` makes: FSDP's collectives, and the pipeline's activation link.
 KINDS = ("sharded", "p2p")
+
+#: How a ``"sharded"`` calibration times and reduces its collectives (a campaign spec's
+#: ``"sharded_calibration"``): ``"idle-median"``, each after a barrier (and an idle gap), timed from the
+#: last rank's start, the median per size; ``"busy-mean"``, each after every rank's own synthetic work,
+#: timed by each rank from the end of its work (what a rank waits in a step, its peer's lag included), the
+#: mean per size (a step is a sum of its collectives, and a throughput the reciprocal of a mean step).
+SHARDED_MODES = ("idle-median", "busy-mean")
 
 
 @dataclass(frozen=True)
@@ -50,10 +58,12 @@ class ShardedCalibration(Calibration):
     slower than its all-gather of the same size (on the development
     machine, 7.3 ms against 2.1 ms for 4 MiB on two ranks: its additions
     and its implementation), so ``reduce_extra`` keeps, per full size ``S``
-    (bytes, as a string key), the median reduce-scatter time minus the
+    (bytes, as a string key), the median (``mode`` ``"busy-mean"``: mean)
+    reduce-scatter time minus the
     all-gather fit's time at ``S``, clipped at 0: the model charges it as the
     reduce-scatter's ``n - 1`` additions of ``S / n`` bytes
-    (``Workload.add_cost``; see :meth:`add_cost`).
+    (``Workload.add_cost``; see :meth:`add_cost`). ``mode`` and
+    ``busy_work``: how the collectives were timed (:data:`SHARDED_MODES`).
 
     Examples
     --------
@@ -65,6 +75,8 @@ class ShardedCalibration(Calibration):
     """
 
     reduce_extra: Mapping[str, float] = field(default_factory=dict)
+    mode: str = "idle-median"  # SHARDED_MODES: how the collectives were timed and reduced
+    busy_work: float = 0.0  # "busy-mean": seconds of synthetic work before each collective
 
     def add_cost(self) -> Any:
         """The reduce-scatter's extra time as a per-addition :class:`~queuesgd.workload.CostCurve`."""
@@ -77,7 +89,9 @@ class ShardedCalibration(Calibration):
         return CostCurve([x for x, _ in points], [t for _, t in points])
 
 
-def collective_probe(ctx: Any, sizes: list[int], repeats: int, warmup: int, gap: float = 0.0) -> None:
+def collective_probe(
+    ctx: Any, sizes: list[int], repeats: int, warmup: int, gap: float = 0.0, busy: float = 0.0
+) -> None:
     """In a worker process: time all-gathers and reduce-scatters of each full size; a record per op and size.
 
     The full tensor is ``size`` bytes of float32 (each rank holds ``size / n``
@@ -85,8 +99,11 @@ def collective_probe(ctx: Any, sizes: list[int], repeats: int, warmup: int, gap:
     (``dist.all_gather_single``) and reduce-scatters its flat gradients
     (``dist.reduce_scatter_single``; torch 2.13,
     ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``). Each op
-    runs after a barrier (and ``gap`` idle seconds); records are
-    ``{"op", "size", "t0": [...], "t1": [...]}``.
+    runs after a barrier (and ``gap`` idle seconds); with ``busy > 0`` each
+    rank then first computes products of two 128 x 128 float32 matrices, as
+    many as took ``busy`` seconds on it before the first op (the same work on
+    every rank, as the ranks of a step compute alike), and its ``t0`` is the
+    end of that work. Records are ``{"op", "size", "t0": [...], "t1": [...]}``.
     """
     from queuesgd.harness._torch import require_torch
 
@@ -95,6 +112,7 @@ def collective_probe(ctx: Any, sizes: list[int], repeats: int, warmup: int, gap:
     n = ctx.world_size
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    work = _busy_work(torch, busy)
     for op in ("allgather", "reducescatter"):
         for size in sizes:
             full = torch.ones(size // 4, dtype=torch.float32)
@@ -104,6 +122,7 @@ def collective_probe(ctx: Any, sizes: list[int], repeats: int, warmup: int, gap:
                 dist.barrier()
                 if gap > 0:
                     time.sleep(gap)
+                work()
                 t0 = time.perf_counter()
                 if op == "allgather":
                     gather(full, shard)
@@ -114,6 +133,25 @@ def collective_probe(ctx: Any, sizes: list[int], repeats: int, warmup: int, gap:
                     t0s.append(t0)
                     t1s.append(t1)
             ctx.report({"op": op, "size": size, "t0": t0s, "t1": t1s})
+
+
+def _busy_work(torch: Any, seconds: float) -> Any:
+    """A function that computes for about ``seconds`` (matrix products counted once, here); a no-op at 0."""
+    if seconds <= 0:
+        return lambda: None
+    a, b = torch.rand(128, 128), torch.rand(128, 128)
+    for _ in range(20):  # warm
+        torch.mm(a, b)
+    t0 = time.perf_counter()
+    for _ in range(200):
+        torch.mm(a, b)
+    count = max(1, round(seconds / ((time.perf_counter() - t0) / 200)))
+
+    def work() -> None:
+        for _ in range(count):
+            torch.mm(a, b)
+
+    return work
 
 
 def batch_p2p_probe(ctx: Any, sizes: list[int], repeats: int, warmup: int, gap: float = 0.0) -> None:
@@ -179,25 +217,59 @@ def _spans(records: list[dict], sizes: list[int]) -> tuple[list[float], list[flo
     return nbytes, seconds
 
 
-def _fit_collectives(records: list[dict], sizes: list[int], n: int) -> tuple[Any, dict]:
+def _own_spans(records: list[dict], sizes: list[int]) -> tuple[list[float], list[float]]:
+    """Per size and repeat: the mean over the ranks of each rank's own time, from its ``t0`` to its ``t1``.
+
+    What a rank of a step waits at the collective: the operation, and the
+    lag of a peer that reached it later.
+
+    Examples
+    --------
+    >>> recs = [{"size": 8, "t0": [0.0, 1.0], "t1": [0.5, 1.2]},     # rank 0: 0.5 s, 0.2 s
+    ...         {"size": 8, "t0": [0.2, 1.0], "t1": [0.5, 1.4]}]     # rank 1: 0.3 s, 0.4 s
+    >>> _own_spans(recs, [8])
+    ([8.0, 8.0], [0.4, 0.3])
+    """
+    nbytes: list[float] = []
+    seconds: list[float] = []
+    for size in sorted(set(sizes)):
+        recs = [r for r in records if int(r.get("size", -1)) == size]
+        if not recs:
+            raise InvalidParameterError("records", f"none for {size} bytes", "one record per rank and size")
+        own = np.array([r["t1"] for r in recs], dtype=float) - np.array([r["t0"] for r in recs], dtype=float)
+        nbytes += [float(size)] * own.shape[1]
+        seconds += [round(float(x), 12) for x in own.mean(axis=0)]
+    return nbytes, seconds
+
+
+def _fit_collectives(
+    records: list[dict], sizes: list[int], n: int, mode: str = "idle-median"
+) -> tuple[Any, dict]:
     """The all-gathers' alpha-beta fit, ``t = (n - 1) alpha + (n - 1) / n x S / B``, and the reduce extra.
 
     The line is fitted as point-to-point messages of ``S / n`` bytes taking
     ``t / (n - 1)`` (the same two unknowns; a ring all-gather is ``n - 1``
-    such steps: Thakur, Rabenseifner, Gropp, IJHPCA 2005). The extra is,
-    per size, the reduce-scatters' median time minus the fit's time.
+    such steps: Thakur, Rabenseifner, Gropp, IJHPCA 2005) to each size's
+    median time (``mode`` ``"busy-mean"``: each rank's own times,
+    :func:`_own_spans`, reduced to each size's mean). The extra is, per
+    size, the reduce-scatters' median (mean) time minus the fit's time.
     """
     from queuesgd.harness.calibrate import fit_alpha_beta
 
-    b, t = _spans([r for r in records if r.get("op") == "allgather"], sizes)
+    mean = mode == "busy-mean"
+    spans = _own_spans if mean else _spans
+    reduce = np.mean if mean else np.median
+    b, t = spans([r for r in records if r.get("op") == "allgather"], sizes)
+    if mean:  # one point per size, its mean (fit_alpha_beta reduces each size to its median)
+        b, t = [float(s) for s in sizes], [float(np.mean([y for x, y in zip(b, t) if x == s])) for s in sizes]
     fit = fit_alpha_beta([x / n for x in b], [y / (n - 1) for y in t], kind="p2p")
-    rb, rt = _spans([r for r in records if r.get("op") == "reducescatter"], sizes)
+    rb, rt = spans([r for r in records if r.get("op") == "reducescatter"], sizes)
     extra = {}
     for size in sizes:
-        median = float(np.median([y for x, y in zip(rb, rt) if x == size]))
+        typical = float(reduce([y for x, y in zip(rb, rt) if x == size]))
         wire = 0.0 if math.isinf(fit.bandwidth) else (n - 1) / n * size / fit.bandwidth
         model = (n - 1) * fit.alpha + wire
-        extra[str(int(size))] = max(median - model, 0.0)
+        extra[str(int(size))] = max(typical - model, 0.0)
     return fit, extra
 
 
@@ -210,6 +282,8 @@ def calibrate_parallel(
     repeats: int = 10,
     gap: float = 0.0,
     timeout: float = 300.0,
+    mode: str = "idle-median",
+    busy: float = 0.0,
 ) -> Calibration:
     """Calibrate the network of an FSDP or a pipeline run beforehand, in a run of its own.
 
@@ -230,6 +304,11 @@ def calibrate_parallel(
     sizes, repeats, gap, timeout
         Full tensor (message) sizes in bytes, timed operations per size,
         idle seconds before each, wall-clock limit.
+    mode, busy
+        ``"sharded"`` only: how the collectives are timed and reduced
+        (:data:`SHARDED_MODES`), and with ``"busy-mean"`` the seconds of
+        synthetic work each rank does before each collective (> 0; an FSDP
+        step's compute between two of its collectives).
 
     Returns
     -------
@@ -252,6 +331,12 @@ def calibrate_parallel(
         raise InvalidParameterError("workers", workers, "2 for a point-to-point calibration")
     reps = _checks.integer("repeats", repeats)
     idle = _checks.positive("gap", gap, allow_zero=True)
+    mode = _checks.choice("mode", mode, SHARDED_MODES)
+    work = _checks.positive("busy", busy, allow_zero=True)
+    if (mode == "busy-mean") != (work > 0):
+        raise InvalidParameterError("busy", busy, "seconds > 0 with mode 'busy-mean', and 0 otherwise")
+    if mode != "idle-median" and kind != "sharded":
+        raise InvalidParameterError("mode", mode, "'idle-median' for a 'p2p' calibration")
     limit = _checks.positive("timeout", timeout)
     bw = None if rate is None else _checks.positive("rate", units.parse_bandwidth(rate, "rate"))
     # Whole float32 elements that split evenly over the ranks.
@@ -263,16 +348,17 @@ def calibrate_parallel(
     def go(setup: Any, host: str) -> Any:
         from queuesgd.harness.launch import run_workers
 
-        probe = batch_p2p_probe if kind == "p2p" else collective_probe
-
         def fn(ctx: Any) -> None:
-            probe(ctx, sizes_b, reps, 2, idle)
+            if kind == "p2p":
+                batch_p2p_probe(ctx, sizes_b, reps, 2, idle)
+            else:
+                collective_probe(ctx, sizes_b, reps, 2, idle, work)
 
         records = run_workers(fn, n, timeout=limit, progress_timeout=None, setup=setup, host=host)
         if kind == "p2p":
             nbytes, seconds = _spans(records, sizes_b)
             return calibrate.fit_alpha_beta(nbytes, seconds, kind="p2p"), None
-        return _fit_collectives(records, sizes_b, n)
+        return _fit_collectives(records, sizes_b, n, mode)
 
     from queuesgd.harness.netns import on_network
 
@@ -280,7 +366,17 @@ def calibrate_parallel(
     if kind == "p2p":
         return Calibration(kind, n, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured)
     return ShardedCalibration(
-        kind, n, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured, reduce_extra=extra
+        kind,
+        n,
+        bw,
+        fit.alpha,
+        fit.bandwidth,
+        fit.r2,
+        emulation,
+        measured,
+        reduce_extra=extra,
+        mode=mode,
+        busy_work=work,
     )
 
 

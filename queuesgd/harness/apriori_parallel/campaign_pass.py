@@ -9,7 +9,10 @@ next starts:
 1. **profile** every model as its row asks (:func:`measure_inputs`:
    ``profiles/<label>-<profile>-passN*.json``);
 2. **calibrate** every link (:func:`calibrate_parallel`:
-   ``calibrations/parallel-<kind>-<rate>-nK-passN.json``);
+   ``calibrations/parallel-<kind>-<rate>-nK-passN.json``; with the spec's
+   ``"sharded_calibration": "busy-mean"`` an FSDP line's is made per model,
+   ``parallel-sharded-<label>-...``, each collective after the model's
+   compute between two collectives, :func:`fsdp_busy_work`);
 3. **probe** what a pipeline costs besides its passes and one-way messages
    (``probes/``): the tiny model's stage profile, the link's fused exchanges
    at each rate (:func:`calibrate_exchange`), and the runtime at each
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from queuesgd.harness.apriori_parallel.calibration import calibrate_parallel, calibration_ranks
+from queuesgd.harness.apriori_parallel.predict import fsdp_busy_work
 from queuesgd.harness.apriori_parallel.probes import (
     action_overhead,
     calibrate_exchange,
@@ -56,7 +60,11 @@ from queuesgd.harness.apriori_parallel.run import (
     save_inputs,
 )
 
-__all__ = ["parallel_pass"]
+__all__ = ["BUSY_REPEATS", "parallel_pass"]
+
+#: Timed collectives per op and size of a busy calibration: a mean of times with a heavy tail (on two
+#: cores about one gloo collective in ten waits for the scheduler's 4 ms tick) needs more than a median.
+BUSY_REPEATS = 40
 
 
 def _where(rate: float | None) -> str:
@@ -106,14 +114,18 @@ def parallel_pass(
         save_inputs(profiles[key], root / "profiles", f"{c.model}-{key[1]}{tag}")
         say(f"profiled {c.model} ({m.model}, {key[1]})")
 
-    # 2. calibrations, in runs of their own
-    def cal_key(c: Any) -> tuple[str, float | None, int]:
+    # 2. calibrations, in runs of their own (a busy "sharded" one per model: its work is the model's)
+    busy = spec.sharded_calibration == "busy-mean"
+
+    def cal_key(c: Any) -> tuple[str, float | None, int, str | None]:
         kind = row_of(c).calibration(row_of(c).check_params(c.params, c.workers))
-        return kind, c.rate, calibration_ranks(kind, c.workers)
+        model = c.model if busy and kind == "sharded" else None
+        return kind, c.rate, calibration_ranks(kind, c.workers), model
 
     def cal_file(c: Any) -> str:
-        kind, rate, ranks = cal_key(c)
-        return f"calibrations/parallel-{kind}-{_where(rate)}-n{ranks}{tag}.json"
+        kind, rate, ranks, model = cal_key(c)
+        label = kind if model is None else f"{kind}-{model}"
+        return f"calibrations/parallel-{label}-{_where(rate)}-n{ranks}{tag}.json"
 
     cals: dict[tuple, Any] = {}
     gap = float(spec.calibration_gap)
@@ -121,16 +133,22 @@ def parallel_pass(
         key = cal_key(c)
         if key in cals:
             continue
-        kind, rate, ranks = key
+        kind, rate, ranks, model = key
+        mode, work = "idle-median", 0.0
+        if model is not None:
+            mode, work = "busy-mean", fsdp_busy_work(profiles[(c.model, row_of(c).profile)], ranks)
         cals[key], loads[cal_file(c)] = rule.measure(
             cal_file(c),
-            lambda kind=kind, ranks=ranks, rate=rate: calibrate_parallel(kind, ranks, rate, gap=gap),
+            lambda kind=kind, ranks=ranks, rate=rate, mode=mode, work=work: calibrate_parallel(
+                kind, ranks, rate, gap=gap, mode=mode, busy=work, repeats=BUSY_REPEATS if work else 10
+            ),
             say,
         )
         cals[key].save(root / cal_file(c))
         bw = cals[key].bandwidth
         say(
-            f"calibrated {kind} n={ranks} at {_where(rate)}: alpha {units.format_seconds(cals[key].alpha)}, "
+            f"calibrated {kind}{'' if model is None else f' (busy {work * 1e3:.3f} ms, {model})'} n={ranks} "
+            f"at {_where(rate)}: alpha {units.format_seconds(cals[key].alpha)}, "
             f"B {units.format_bandwidth(bw) if bw < float('inf') else 'unbounded'}"
         )
 

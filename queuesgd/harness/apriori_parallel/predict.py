@@ -98,6 +98,35 @@ def fsdp_unit_counts(workload: Any) -> list[int]:
     return counts
 
 
+def fsdp_busy_work(inputs: Mapping[str, Any], workers: int) -> float:
+    """The compute between two collectives of an FSDP step, from its profile: what a busy calibration does.
+
+    FSDP2 (ZeRO-3) runs three collectives per unit and step (an all-gather
+    before its forward, one before its backward, a reduce-scatter after it):
+    the mean forward + backward of ``workers`` single-rank FSDP copies
+    (``inputs["own"]``, :func:`~queuesgd.harness.apriori_parallel.profile_fsdp`)
+    over three per unit of the layer profile (``inputs["layers"]``,
+    :func:`fsdp_unit_counts`). Read by
+    :func:`~queuesgd.harness.apriori_parallel.calibrate_parallel` with
+    ``mode="busy-mean"``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> from queuesgd.workload import Layer, Workload
+    >>> w = Workload(0.01, None, layers=[Layer("1.weight", 40.0, 1e-4), Layer("0.weight", 64.0, 3e-4)])
+    >>> fsdp_busy_work({"layers": SimpleNamespace(workload=w), "own": {"compute": {"2": [0.006, 0.012]}}}, 2)
+    0.0015
+    """
+    n = _checks.integer("workers", workers)
+    compute = inputs["own"]["compute"]
+    times = compute.get(n, compute.get(str(n)))
+    if not times:
+        raise InvalidParameterError("inputs", f"an FSDP profile without {n} copies", f"{n} in its copies")
+    units = len(fsdp_unit_counts(inputs["layers"].workload))
+    return round(float(np.mean(times)) / (3 * units), 12)
+
+
 def _network(calibration: Calibration | None, kind: str, workers: int | None) -> tuple[float, float]:
     """``(bandwidth, latency)`` from a calibration of ``kind`` (infinite and zero without one)."""
     if calibration is None:
