@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,6 +15,7 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.provenance import stamp
+from queuesgd.harness.records_json import load_fields, save_fields
 
 __all__ = ["Calibration", "calibrate_network"]
 
@@ -87,28 +87,31 @@ class Calibration:
     samples: Sequence[Sequence[float]] = ()
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the calibration as JSON."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        doc["bandwidth"] = None if math.isinf(self.bandwidth) else self.bandwidth
-        path.write_text(json.dumps(doc, indent=1) + "\n")
-        return path
+        """Write the calibration as JSON (an infinite bandwidth as null)."""
+        return save_fields(self, path, {"bandwidth": None if math.isinf(self.bandwidth) else self.bandwidth})
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Calibration:
-        """Read a calibration written by :meth:`save`."""
-        try:
-            doc = json.loads(Path(path).read_text())
-            doc["bandwidth"] = math.inf if doc["bandwidth"] is None else float(doc["bandwidth"])
-            doc["samples"] = tuple((float(b), float(t)) for b, t in doc.get("samples", ()))
-            return cls(**doc)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InvalidParameterError(
-                "calibration",
-                str(path),
-                f"a calibration file written by Calibration.save ({type(exc).__name__})",
-            ) from None
+        """Read a calibration written by :meth:`save` (fields added since take their defaults).
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> c = Calibration("p2p", 2, None, 1e-4, math.inf, 1.0, "none", "then", samples=((1e3, 2e-4),))
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     Calibration.load(c.save(Path(d) / "c.json")) == c
+        True
+        """
+        return load_fields(
+            cls,
+            path,
+            "calibration",
+            "a calibration file written by Calibration.save",
+            {
+                "bandwidth": lambda b: math.inf if b is None else float(b),
+                "samples": lambda s: tuple((float(b), float(t)) for b, t in s),
+            },
+        )
 
 
 def calibrate_network(

@@ -6,7 +6,6 @@ A :class:`Profile` is what :func:`make_profile` measured before any run (see
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from queuesgd import _checks
 from queuesgd.distributions import Empirical
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.provenance import stamp
+from queuesgd.harness.records_json import read_json, write_json
 from queuesgd.workload import Layer, Workload
 
 __all__ = ["DDP_LOCAL_STEP", "DDP_STEP", "PLAIN_STEP", "STEPS", "Profile", "make_profile"]
@@ -176,8 +176,7 @@ class Profile:
             "measured": self.measured,
             "device": self.device,
         }
-        path.write_text(json.dumps(doc, indent=1) + "\n")
-        return path
+        return write_json(path, doc)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Profile:
@@ -185,8 +184,8 @@ class Profile:
         from queuesgd.catalog import load_workload
 
         path = Path(path)
-        try:
-            doc = json.loads(path.read_text())
+
+        def build(doc: dict[str, Any]) -> Profile:
             return cls(
                 doc["model"],
                 int(doc["batch_size"]),
@@ -212,10 +211,8 @@ class Profile:
                 },
                 str(doc.get("device", "cpu")),
             )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InvalidParameterError(
-                "profile", str(path), f"a profile file written by Profile.save ({type(exc).__name__})"
-            ) from None
+
+        return read_json(path, build, "profile", "a profile file written by Profile.save")
 
 
 def _ps_update_times(kind: str, workers: Iterable[int], model_options: Mapping[str, Any]) -> dict[int, float]:

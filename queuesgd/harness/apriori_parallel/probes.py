@@ -40,7 +40,6 @@ Examples
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping
@@ -54,6 +53,7 @@ from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.calibration import Calibration
 from queuesgd.harness.provenance import stamp
+from queuesgd.harness.records_json import load_fields, save_fields
 
 __all__ = [
     "DEFAULT_PROBES",
@@ -160,11 +160,7 @@ class ExchangeCalibration:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the calibration as JSON."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        path.write_text(json.dumps({**doc, "shares": self.shares}, indent=1) + "\n")
-        return path
+        return save_fields(self, path, {"shares": self.shares})
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> ExchangeCalibration:
@@ -178,16 +174,14 @@ class ExchangeCalibration:
         ...     ExchangeCalibration.load(c.save(Path(d) / "x.json")) == c
         True
         """
-        try:
-            doc = json.loads(Path(path).read_text())
-            doc.pop("shares", None)
-            for key in ("sizes", "alone", "both"):
-                doc[key] = tuple(doc[key])
-            return cls(**doc)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InvalidParameterError(
-                "calibration", str(path), f"a file written by ExchangeCalibration.save ({type(exc).__name__})"
-            ) from None
+        return load_fields(
+            cls,
+            path,
+            "calibration",
+            "a file written by ExchangeCalibration.save",
+            dict.fromkeys(("sizes", "alone", "both"), tuple),
+            ignore=("shares",),
+        )
 
 
 def calibrate_exchange(

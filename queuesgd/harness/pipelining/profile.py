@@ -20,7 +20,6 @@ Examples
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -31,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.launch import WorkerContext
 from queuesgd.harness.pipelining.units import balanced_split, check_split, model_units
+from queuesgd.harness.records_json import load_fields, save_fields
 
 __all__ = ["StageProfile", "default_split", "profile_stages"]
 
@@ -91,13 +90,7 @@ class StageProfile:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the stage profile as JSON (``<path>.json``)."""
-        path = Path(path).with_suffix(".json")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        doc = {k: (list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v)
-               for k, v in doc.items()}  # fmt: skip
-        path.write_text(json.dumps(doc, indent=1) + "\n")
-        return path
+        return save_fields(self, Path(path).with_suffix(".json"))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> StageProfile:
@@ -112,16 +105,10 @@ class StageProfile:
         ...     StageProfile.load(p.save(Path(d) / "stages")) == p
         True
         """
-        try:
-            doc = json.loads(Path(path).read_text())
-            tuples = ("units", "forward", "backward", "parameter_bytes", "activation_bytes", "compute")
-            for key in tuples:
-                doc[key] = tuple(doc[key])
-            return cls(**doc)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InvalidParameterError(
-                "profile", str(path), f"a stage profile written by StageProfile.save ({type(exc).__name__})"
-            ) from None
+        tuples = ("units", "forward", "backward", "parameter_bytes", "activation_bytes", "compute")
+        return load_fields(
+            cls, path, "profile", "a stage profile written by StageProfile.save", dict.fromkeys(tuples, tuple)
+        )
 
     def unit_times(self) -> list[float]:
         """Each unit's forward + backward time of one micro-batch (forward order)."""
