@@ -35,13 +35,73 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
 
-__all__ = ["fsdp_units", "fsdp_worker", "run_fsdp"]
+__all__ = ["COLLECTIVES", "collective_seconds", "fsdp_units", "fsdp_worker", "run_fsdp", "timed_collectives"]
+
+#: The ``torch.distributed`` collectives FSDP2 issues (torch 2.13,
+#: ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``), as :func:`timed_collectives` names them.
+COLLECTIVES = {"all_gather_single": "allgather", "reduce_scatter_single": "reducescatter"}
+
+
+@contextlib.contextmanager
+def timed_collectives() -> Iterator[list[tuple[str, float, float]]]:
+    """In a worker process: time every collective FSDP2 issues, on the rank that issues it.
+
+    While the block runs, ``torch.distributed``'s :data:`COLLECTIVES` are
+    wrapped; each call appends ``(kind, start, end)`` (``time.perf_counter``)
+    to the list the block receives. On a CPU FSDP2 waits for each collective
+    where it issues it, so a call's span is what the rank spends in it.
+
+    Examples
+    --------
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> with timed_collectives() as calls:
+    ...     pass
+    >>> calls, torch.distributed.all_gather_single.__name__
+    ([], 'all_gather_single')
+    """
+    import time
+
+    import torch.distributed as dist
+
+    calls: list[tuple[str, float, float]] = []
+    originals = {name: getattr(dist, name) for name in COLLECTIVES}
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                calls.append((COLLECTIVES[name], t0, time.perf_counter()))
+
+        return wrapper
+
+    try:
+        for name, fn in originals.items():
+            setattr(dist, name, timed(name, fn))
+        yield calls
+    finally:
+        for name, fn in originals.items():
+            setattr(dist, name, fn)
+
+
+def collective_seconds(calls: Iterable[Sequence[Any]], start: float, end: float) -> float:
+    """Seconds of the calls of :func:`timed_collectives` that began in ``[start, end)``.
+
+    Examples
+    --------
+    >>> calls = [("allgather", 1.0, 1.5), ("reducescatter", 2.0, 2.25), ("allgather", 3.0, 3.5)]
+    >>> collective_seconds(calls, 1.0, 3.0)     # the first two began in [1, 3)
+    0.75
+    """
+    return float(sum(c[2] - c[1] for c in calls if start <= c[1] < end))
 
 
 def fsdp_units(net: Any) -> list[tuple[str, Any]]:

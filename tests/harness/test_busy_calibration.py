@@ -122,3 +122,16 @@ def test_the_spec_names_the_mode_or_takes_the_idle_median():
     assert parse_spec({**doc, "sharded_calibration": "busy-mean"}).sharded_calibration == "busy-mean"
     with pytest.raises(UnknownNameError, match="spec.sharded_calibration"):
         parse_spec({**doc, "sharded_calibration": "busy"})
+
+
+@pytest.mark.slow
+def test_a_group_profile_takes_out_each_steps_collectives():
+    """FSDP2 (reshard after forward): per unit and step two all-gathers and a reduce-scatter; mlp has 3."""
+    from queuesgd.harness.apriori_parallel import profile_fsdp
+
+    d = profile_fsdp("mlp", batch_size=8, copies=(1, 2), steps=8, warmup=2, group=True,
+                     model_options={"hidden": 16})  # fmt: skip
+    assert d["group"] is True
+    assert d["collective_calls"][2] == [9] * 12  # 2 ranks x 6 measured steps, 3 units x 3 collectives
+    assert d["collective_calls"][1] == [0] * 6  # one rank is a single-rank group: nothing to take out
+    assert all(c > 0 for c in d["collectives"][2]) and all(t > 0 for t in d["compute"][2])

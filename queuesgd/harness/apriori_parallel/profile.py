@@ -23,6 +23,7 @@ def profile_fsdp(
     model_options: Mapping[str, Any] | None = None,
     seed: int = 0,
     timeout: float = 120.0,
+    group: bool = False,
 ) -> dict[str, Any]:
     """FSDP2's step without a network, measured in a separate run: ``k`` single-rank FSDP copies at once.
 
@@ -38,15 +39,28 @@ def profile_fsdp(
     local copies), for ``steps`` steps, the ``k`` copies sharing the cores
     as the ``k`` ranks of the run will.
 
+    ``group=True`` (a spec's ``"fsdp_profile": "group"``): the ``k``
+    processes are instead the ``k`` ranks of one FSDP group on loopback, as
+    the run's ranks are, and each rank's collectives are timed where it
+    issues them (:func:`~queuesgd.harness.fsdp.timed_collectives`) and taken
+    out of its forward + backward: FSDP's own per-step work at the run's
+    group size (a rank of two copies in and out of shards of its gathered
+    and reduced buffers, which a single-rank group does not; on the
+    development machine the rest of a two-rank mlp step was 5.7-6.0 ms
+    against 3.4-3.6 ms for single-rank copies), without the network, which
+    the calibration times. ``k = 1`` is the same either way.
+
     Returns
     -------
     dict
         ``"compute"``: ``k`` -> every forward + backward time measured
-        (after ``warmup`` steps, all copies); ``"update"``: ``k`` -> the
-        median optimizer step; ``"measured"``: when; ``"model"``,
-        ``"batch_size"``.
+        (after ``warmup`` steps, all copies; with ``group`` less the step's
+        collectives); ``"update"``: ``k`` -> the median optimizer step;
+        ``"measured"``: when; ``"model"``, ``"batch_size"``; with ``group``
+        also ``"group": True``, ``"collectives"``: ``k`` -> each step's
+        collectives taken out, and ``"collective_calls"``: their number.
     """
-    from queuesgd.harness.fsdp import fsdp_worker
+    from queuesgd.harness.fsdp import collective_seconds, fsdp_worker, timed_collectives
     from queuesgd.harness.launch import run_workers
     from queuesgd.schemes import ShardedDataParallel
 
@@ -55,30 +69,41 @@ def profile_fsdp(
     measured = stamp()
     compute: dict[int, list[float]] = {}
     update: dict[int, float] = {}
+    taken: dict[int, list[float]] = {}
+    counts: dict[int, list[int]] = {}
     for k in ks:
+        solo = not group or k == 1
 
-        def fn(ctx: Any) -> None:
-            fsdp_worker(
-                ctx,
-                kind,
-                steps,
-                batch_size=batch_size,
-                warmup=warmup,
-                seed=seed,
-                model_options=model_options,
-                solo=True,
-                key=ShardedDataParallel.key,
-            )
+        def fn(ctx: Any, solo: bool = solo) -> None:
+            with timed_collectives() as calls:
+                fsdp_worker(
+                    ctx,
+                    kind,
+                    steps,
+                    batch_size=batch_size,
+                    warmup=warmup,
+                    seed=seed,
+                    model_options=model_options,
+                    solo=solo,
+                    key=ShardedDataParallel.key,
+                )
+            ctx.report({"role": "collectives", "calls": [list(c) for c in calls]})
 
-        recs = [
-            r for r in run_workers(fn, k, timeout=timeout) if r.get("role") == "worker" and not r["warmup"]
-        ]
-        compute[k] = [float(r["t_backward"] - r["t0"]) for r in recs]
+        records = run_workers(fn, k, timeout=timeout)
+        calls = {r["rank"]: r["calls"] for r in records if r.get("role") == "collectives"}
+        recs = [r for r in records if r.get("role") == "worker" and not r["warmup"]]
+        out = [collective_seconds(calls[r["rank"]], r["t0"], r["t_backward"]) if group else 0.0 for r in recs]
+        compute[k] = [float(r["t_backward"] - r["t0"] - c) for r, c in zip(recs, out)]
+        taken[k] = out
+        counts[k] = [sum(1 for c in calls[r["rank"]] if r["t0"] <= c[1] < r["t_backward"]) for r in recs]
         update[k] = float(np.median([r["t_update"] for r in recs]))
-    return {
+    doc: dict[str, Any] = {
         "model": kind,
         "batch_size": int(batch_size),
         "compute": compute,
         "update": update,
         "measured": measured,
     }
+    if group:
+        doc.update(group=True, collectives=taken, collective_calls=counts)
+    return doc
