@@ -27,7 +27,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from queuesgd.errors import InvalidParameterError  # noqa: E402
 from queuesgd.harness.apriori.inputs import inputs_of, stored_inputs  # noqa: E402
+from queuesgd.harness.apriori_parallel.run import stored_input_paths  # noqa: E402
 from queuesgd.harness.report import (  # noqa: E402
     SECTIONS,
     by_section,
@@ -113,9 +115,11 @@ def _names_its_inputs(row: dict) -> bool:
     files = row.get("input_files")
     if not files or not row.get("campaign"):
         return False
-    root = HERE / "campaigns" / row["campaign"]
-    named = [root / v for k, v in files.items() if k != "profiles" and v is not None]
-    return any((root / "profiles").glob(f"{files['profiles']}.*")) and all(p.exists() for p in named)
+    try:
+        paths = stored_input_paths(row, HERE / "campaigns" / row["campaign"])
+    except InvalidParameterError:  # no profile of its stem
+        return False
+    return all(p.exists() for p in paths.values())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -123,11 +123,7 @@ def save_fields(record: Any, path: str | os.PathLike[str], override: Mapping[str
     Examples
     --------
     >>> import tempfile
-    >>> from dataclasses import dataclass
-    >>> @dataclass
-    ... class Link:
-    ...     rate: float
-    ...     name: str
+    >>> Link = dataclasses.make_dataclass("Link", ["rate", "name"])
     >>> with tempfile.TemporaryDirectory() as d:
     ...     path = save_fields(Link(float("inf"), "lo"), Path(d) / "l.json", {"rate": None, "n": 2})
     ...     json.loads(path.read_text())

@@ -47,6 +47,7 @@ __all__ = [
     "run_parallel",
     "run_parallel_apriori",
     "save_inputs",
+    "stored_input_paths",
     "stored_parallel_inputs",
 ]
 
@@ -140,30 +141,35 @@ def load_inputs(folder: str | os.PathLike[str], model: str) -> dict[str, Any]:
     ...     load_inputs(d, "mlp") == {"own": own}           # worker counts come back as integers
     True
     """
-    import json
-
-    from queuesgd.harness.apriori.profile import Profile
-    from queuesgd.harness.pipelining import StageProfile
-
-    out: dict[str, Any] = {}
-    for key, name in _FILES.items():
-        path = Path(folder) / name.format(model=model)
-        if not path.exists():
-            continue
-        if key == "layers":
-            out[key] = Profile.load(path)
-        elif key == "stages":
-            out[key] = StageProfile.load(path)
-        else:
-            doc = json.loads(path.read_text())
-            for field in ("compute", "update"):
-                doc[field] = {int(k): v for k, v in doc.get(field, {}).items()}
-            out[key] = doc
+    out = {key: _read_input(key, path) for key, path in _input_files(folder, model).items()}
     if not out:
         raise InvalidParameterError(
             "folder", os.fspath(folder), f"inputs of {model!r} written by save_inputs"
         )
     return out
+
+
+def _input_files(folder: str | os.PathLike[str], model: str) -> dict[str, Path]:
+    """The files :func:`save_inputs` wrote for ``model`` in ``folder`` that exist, by input."""
+    paths = {key: Path(folder) / name.format(model=model) for key, name in _FILES.items()}
+    return {key: path for key, path in paths.items() if path.exists()}
+
+
+def _read_input(key: str, path: Path) -> Any:
+    """The input ``key`` of :func:`measure_inputs` read back from ``path``."""
+    import json
+
+    from queuesgd.harness.apriori.profile import Profile
+    from queuesgd.harness.pipelining import StageProfile
+
+    if key == "layers":
+        return Profile.load(path)
+    if key == "stages":
+        return StageProfile.load(path)
+    doc = json.loads(path.read_text())
+    for field in ("compute", "update"):
+        doc[field] = {int(k): v for k, v in doc.get(field, {}).items()}
+    return doc
 
 
 def rebuild_parallel(record: Mapping[str, Any], folder: str | os.PathLike[str]) -> dict[str, Any]:
@@ -210,18 +216,50 @@ def stored_parallel_inputs(
     from queuesgd.harness.apriori_parallel.probes import ExchangeCalibration, action_overhead
     from queuesgd.harness.pipelining import StageProfile
 
-    root, files = Path(folder), record["input_files"]
-    inputs = load_inputs(root / "profiles", files["profiles"])
-    cal_path = root / files["calibration"]
-    cal_kind = json.loads(cal_path.read_text()).get("kind")
-    calibration = (ShardedCalibration if cal_kind == "sharded" else Calibration).load(cal_path)
+    paths = stored_input_paths(record, folder)
+    inputs = {key: _read_input(key, path) for key, path in paths.items() if key in _FILES}
+    cal_kind = json.loads(paths["calibration"].read_text()).get("kind")
+    calibration = (ShardedCalibration if cal_kind == "sharded" else Calibration).load(paths["calibration"])
     extra: dict[str, Any] = {}
-    if files.get("runtime") is not None:
-        probe = json.loads((root / files["runtime"]).read_text())
-        tiny = StageProfile.load(root / files["tiny"])
+    if "runtime" in paths:
+        probe = json.loads(paths["runtime"].read_text())
+        tiny = StageProfile.load(paths["tiny"])
         h = action_overhead(probe, tiny, calibration)["action_overhead"]
-        extra = {"action_overhead": h, "exchange": ExchangeCalibration.load(root / files["exchange"])}
+        extra = {"action_overhead": h, "exchange": ExchangeCalibration.load(paths["exchange"])}
     return inputs, calibration, extra
+
+
+def stored_input_paths(record: Mapping[str, Any], folder: str | os.PathLike[str]) -> dict[str, Path]:
+    """The files a stored parallel prediction records it read (its ``input_files``), by input.
+
+    The profiles (``input_files["profiles"]``, a stem in ``folder/profiles``) are the files of
+    :func:`save_inputs` of that stem that exist, keyed as :func:`measure_inputs` keys them
+    (``"layers"``, ``"own"``, ``"stages"``); every other file named (not None) is
+    ``folder / name`` under its own key, whether it exists or not.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``input_files.profiles`` when no profile of that stem exists.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> record = {"input_files": {"profiles": "mlp", "calibration": "calibrations/c.json", "runtime": None}}
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     Path(d, "profiles").mkdir()
+    ...     _ = save_inputs({"own": {"measured": "now"}}, Path(d, "profiles"), "mlp")
+    ...     {k: p.relative_to(d).as_posix() for k, p in stored_input_paths(record, d).items()}
+    {'own': 'profiles/mlp.fsdp.json', 'calibration': 'calibrations/c.json'}
+    """
+    root, files = Path(folder), record["input_files"]
+    paths = _input_files(root / "profiles", files["profiles"])
+    if not paths:
+        raise InvalidParameterError(
+            "input_files.profiles", files["profiles"], f"the stem of profiles in {root / 'profiles'}"
+        )
+    paths.update({key: root / name for key, name in files.items() if key != "profiles" and name is not None})
+    return paths
 
 
 def predict_parallel(
