@@ -135,3 +135,16 @@ def test_a_group_profile_takes_out_each_steps_collectives():
     assert d["collective_calls"][2] == [9] * 12  # 2 ranks x 6 measured steps, 3 units x 3 collectives
     assert d["collective_calls"][1] == [0] * 6  # one rank is a single-rank group: nothing to take out
     assert all(c > 0 for c in d["collectives"][2]) and all(t > 0 for t in d["compute"][2])
+
+
+@pytest.mark.slow
+def test_a_parallel_rows_inputs_are_measured_on_the_model_with_its_sizes():
+    from queuesgd.harness.apriori_parallel.run import measure_inputs
+
+    got = measure_inputs("sharded-dp", "mlp", batch_size=8, workers=[2], repetitions=3,
+                         model_options={"hidden": 16}, fsdp_profile="group")  # fmt: skip
+    # mlp(784 -> 16 -> 16 -> 10): 4 bytes per parameter
+    assert got["layers"].workload.gradient_bytes == 4 * (784 * 16 + 16 + 16 * 16 + 16 + 16 * 10 + 10)
+    assert got["own"]["group"] is True and set(got["own"]["compute"]) == {2}
+    with pytest.raises(UnknownNameError, match="fsdp_profile"):
+        measure_inputs("sharded-dp", "mlp", batch_size=8, workers=[2], fsdp_profile="pairs")

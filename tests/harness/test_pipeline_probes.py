@@ -134,12 +134,15 @@ def test_the_preregistered_parallel_spec():
     configs = spec.configurations()
     assert len(configs) == 20 and sum(c.scheme == "pipeline" for c in configs) == 16
     assert {spec.models[c.model].batch_size for c in configs if c.scheme == "pipeline"} == {16}
-    with pytest.raises(InvalidParameterError, match="spec.lines.1..models.0."):  # options: not for a pipeline
-        from queuesgd.harness.apriori import parse_spec
+    from queuesgd.harness.apriori import parse_spec
 
-        doc = {**spec.document, "models": {**spec.document["models"], "mlp-mb16": {"model": "mlp",
-               "batch_size": 16, "model_options": {"hidden": 8}}}}  # fmt: skip
-        parse_spec(doc)
+    # a harness model's sizes are taken by a parallel line; a named model is not
+    doc = {**spec.document, "models": {**spec.document["models"], "mlp-mb16": {"model": "mlp",
+           "batch_size": 16, "model_options": {"hidden": 8}}}}  # fmt: skip
+    assert dict(parse_spec(doc).models["mlp-mb16"].options) == {"hidden": 8}
+    with pytest.raises(InvalidParameterError, match="spec.lines.1..models.0."):
+        parse_spec({**doc, "models": {**doc["models"], "mlp-mb16": {"model": "tests.nowhere:net",
+                    "batch_size": 16, "input_shape": [8]}}})  # fmt: skip
 
 
 _TINY_CAMPAIGN = {

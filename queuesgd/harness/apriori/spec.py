@@ -27,6 +27,8 @@ Fields (``*``: required)::
     calibrate_at_buckets  all-reduces timed at the sizes of DDP's buckets (default false)
     sharded_calibration   FSDP lines: "idle-median" (default) or "busy-mean" (per model, each collective
                           after the model's compute between two; apriori_parallel.SHARDED_MODES)
+    fsdp_profile          FSDP lines: "solo" (default: FSDP's own step in k single-rank copies) or "group"
+                          (in one group of k ranks on loopback, the collectives taken out; profile_fsdp)
     passes*               how many times the whole campaign runs (every pass is reported)
     discard*              {"rule": "disturbed" | "none", "attempts": int, "limit": share,
                            "inputs": bool (default false: rows from disturbed inputs still count)}
@@ -106,6 +108,7 @@ _TOP = {
     "calibration_gap": False,
     "calibrate_at_buckets": False,
     "sharded_calibration": False,
+    "fsdp_profile": False,
     "passes": True,
     "discard": True,
     "drift": False,
@@ -195,6 +198,7 @@ class CampaignSpec:
     hash: str
     probes: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     sharded_calibration: str = "idle-median"
+    fsdp_profile: str = "solo"
 
     def configurations(self) -> list[Configuration]:
         """Every configuration, line by line, model by model, worker count by worker count.
@@ -303,6 +307,7 @@ def parse_spec(document: Any) -> CampaignSpec:
     sharded_mode = _checks.choice(
         "spec.sharded_calibration", doc.get("sharded_calibration", "idle-median"), SHARDED_MODES
     )
+    fsdp_profile = _checks.choice("spec.fsdp_profile", doc.get("fsdp_profile", "solo"), ("solo", "group"))
     passes = _int("spec.passes", doc["passes"], 1, MAX_PASSES)
     discard = _discard(doc["discard"])
     drift = _checks.boolean("spec.drift", doc.get("drift", False))
@@ -346,6 +351,7 @@ def parse_spec(document: Any) -> CampaignSpec:
         hashlib.sha256(canonical.encode("utf-8")).hexdigest(),
         MappingProxyType(probes),
         sharded_mode,
+        fsdp_profile,
     )
 
 
@@ -497,10 +503,8 @@ def _line(where: str, value: Any, models: Mapping[str, ModelSpec], device: str) 
             raise InvalidParameterError(
                 f"{where}.models[{i}]", label, f"a label of spec.models: {', '.join(models)}"
             )
-        if row.key in parallel and (models[label].options or is_named(models[label].model)):
-            raise InvalidParameterError(
-                f"{where}.models[{i}]", label, f"a harness model without options for {row.key}"
-            )
+        if row.key in parallel and is_named(models[label].model):
+            raise InvalidParameterError(f"{where}.models[{i}]", label, f"a harness model for {row.key}")
     workers = _checks.integers(f"{where}.workers", value["workers"])
     if len(set(workers)) != len(workers) or max(workers) > MAX_WORKERS:
         raise InvalidParameterError(

@@ -32,8 +32,10 @@ measured again (up to its attempts:
 :meth:`~queuesgd.harness.apriori.discard.DiscardRule.measure`); every stored
 prediction records those of its inputs still disturbed after their last try
 (``inputs_disturbed``), which the rule's ``inputs`` makes uncounted. A model of a parallel line is a harness
-model without options; its ``batch_size`` is the row's live batch (a
-worker's batch for FSDP, a micro-batch for a pipeline).
+model, with its sizes (``model_options``) if the spec gives them; its ``batch_size`` is the row's live
+batch (a worker's batch for FSDP, a micro-batch for a pipeline). With the spec's ``"fsdp_profile":
+"group"`` FSDP's own step is profiled in one group of the row's ranks, its collectives taken out
+(:func:`~queuesgd.harness.apriori_parallel.profile_fsdp`).
 """
 
 from __future__ import annotations
@@ -107,8 +109,14 @@ def parallel_pass(
         profiles[key], loads[f"profiles/{c.model}-{key[1]}{tag}"] = rule.measure(
             f"profiles/{c.model}-{key[1]}{tag}",
             lambda m=m, c=c, counts=counts: measure_inputs(
-                c.scheme, m.model, batch_size=m.batch_size, workers=counts, repetitions=spec.repetitions
-            ),
+                c.scheme,
+                m.model,
+                batch_size=m.batch_size,
+                workers=counts,
+                repetitions=spec.repetitions,
+                model_options=m.options,
+                fsdp_profile=spec.fsdp_profile,
+            ),  # fmt: skip
             say,
         )
         save_inputs(profiles[key], root / "profiles", f"{c.model}-{key[1]}{tag}")
@@ -257,7 +265,8 @@ def parallel_pass(
                  layers: Any = layers) -> dict[str, Any]:  # fmt: skip
             def job(setup: Any, host: str) -> list[dict]:
                 return run_parallel(c.scheme, m.model, c.workers, spec.steps, batch_size=m.batch_size,
-                                    params=params, warmup=spec.warmup, setup=setup, host=host)  # fmt: skip
+                                    params=params, warmup=spec.warmup, setup=setup, host=host,
+                                    model_options=m.options)  # fmt: skip
 
             with CpuMeter() as meter:
                 row = run_parallel_apriori(

@@ -76,28 +76,49 @@ def parallel_scheme(scheme: Any) -> LiveScheme:
 
 
 def measure_inputs(
-    scheme: Any, model: str, *, batch_size: int, workers: Iterable[int], repetitions: int = 20
+    scheme: Any,
+    model: str,
+    *,
+    batch_size: int,
+    workers: Iterable[int],
+    repetitions: int = 20,
+    model_options: Mapping[str, Any] | None = None,
+    fsdp_profile: str = "solo",
 ) -> dict[str, Any]:
     """The profile a parallel row's prediction takes, measured now in runs of its own.
 
     ``"sharded"`` (FSDP): ``"layers"``, the layer-wise profile with the bare
     model's lock-step span of ``k`` copies for each worker count ``k``
     (:func:`~queuesgd.harness.apriori.make_profile`), and ``"own"``, FSDP's
-    step of ``k`` single-rank copies without a network
-    (:func:`~queuesgd.harness.apriori_parallel.profile_fsdp`). ``"stages"``
+    step without a network (:func:`~queuesgd.harness.apriori_parallel.profile_fsdp`):
+    of ``k`` single-rank copies (``fsdp_profile="solo"``), or of one group of
+    ``k`` ranks with its collectives taken out (``"group"``). ``"stages"``
     (pipeline): ``"stages"``, one micro-batch of ``batch_size`` samples through each unit
     (:func:`~queuesgd.harness.pipelining.profile_stages`, one process).
+    ``model_options``: the harness model's sizes (:func:`~queuesgd.harness.models.build`).
     """
     row = parallel_scheme(scheme)
+    group = _checks.choice("fsdp_profile", fsdp_profile, ("solo", "group")) == "group"
+    options = dict(model_options or {})
     if row.profile == "stages":
         from queuesgd.harness.pipelining import profile_stages
 
-        return {"stages": profile_stages(model, microbatch=batch_size, repetitions=repetitions)}
+        return {
+            "stages": profile_stages(
+                model, microbatch=batch_size, repetitions=repetitions, model_options=options
+            )
+        }
     copies = sorted({_checks.integer("workers", k) for k in workers})
     layers = make_profile(
-        model, batch_size=batch_size, copies=copies, repetitions=repetitions, synchronized=("plain",)
+        model,
+        batch_size=batch_size,
+        copies=copies,
+        repetitions=repetitions,
+        synchronized=("plain",),
+        model_options=options,
     )
-    return {"layers": layers, "own": profile_fsdp(model, batch_size=batch_size, copies=copies)}
+    own = profile_fsdp(model, batch_size=batch_size, copies=copies, model_options=options, group=group)
+    return {"layers": layers, "own": own}
 
 
 #: File name of each input :func:`measure_inputs` returns, for a model.
@@ -325,18 +346,20 @@ def run_parallel(
     timeout: float = 600.0,
     setup: Callable[[int], None] | None = None,
     host: str = "127.0.0.1",
+    model_options: Mapping[str, Any] | None = None,
 ) -> list[dict]:
     """Run a parallel row live on ``workers`` processes: its loop on the harness model ``model``; the records.
 
     ``batch_size`` is the live model's (a worker's batch for FSDP, a
     micro-batch for a pipeline: the row's loop runs ``microbatches`` of
-    them per step). Through :func:`queuesgd.harness.runners.run`.
+    them per step); ``model_options`` its sizes (:class:`~queuesgd.harness.live.RealModel`'s fields).
+    Through :func:`queuesgd.harness.runners.run`.
     """
     from queuesgd.harness import runners
     from queuesgd.harness.live import RealModel
 
     row = parallel_scheme(scheme)
-    live = RealModel(model, batch_size=batch_size)
+    live = RealModel(model, batch_size=batch_size, **dict(model_options or {}))
     return runners.run(
         row.key, live, workers, steps, params=params, warmup=warmup, timeout=timeout, setup=setup, host=host
     )
