@@ -25,6 +25,7 @@ from queuesgd.harness.apriori_parallel import calibrate_parallel, stored_paralle
 from queuesgd.harness.apriori_parallel.run import predict_parallel  # noqa: E402
 from queuesgd.harness.provenance import stamp  # noqa: E402
 from queuesgd.harness.report import read_rows  # noqa: E402
+from queuesgd.schemes import ShardedDataParallel  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = HERE / "campaigns" / args.campaign
     rows = [
         r
-        for path in sorted((HERE / "results").glob(f"{args.campaign}-sharded-dp-*.json"))
+        for path in sorted((HERE / "results").glob(f"{args.campaign}-{ShardedDataParallel.key}-*.json"))
         for r in read_rows(path)
         if r.get("counted", True) and r.get("error") is not None
     ]
@@ -43,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     out = []
     for r in rows:
         inputs, calibration, probes = stored_parallel_inputs(r, folder)
-        again = predict_parallel("sharded-dp", inputs, idle[r["bandwidth"]], r["workers"], {}, **probes)
+        key, link = ShardedDataParallel.key, idle[r["bandwidth"]]
+        again = predict_parallel(key, inputs, link, r["workers"], {}, **probes)
         out.append(
             {
                 "row": f"{r['workload']} {r['bandwidth'] / 1e6:g} MB/s pass {r['pass']}",

@@ -32,11 +32,12 @@ from queuesgd.harness.fsdp import collective_seconds, fsdp_worker, timed_collect
 from queuesgd.harness.launch import run_workers  # noqa: E402
 from queuesgd.harness.netns import on_network  # noqa: E402
 from queuesgd.harness.provenance import stamp  # noqa: E402
+from queuesgd.schemes import ShardedDataParallel  # noqa: E402
 
 
 def _worker(ctx, model: str, steps: int, warmup: int, batch: int) -> None:  # noqa: ANN001
     with timed_collectives() as calls:
-        fsdp_worker(ctx, model, steps, batch_size=batch, warmup=warmup, seed=0, key="sharded-dp")
+        fsdp_worker(ctx, model, steps, batch_size=batch, warmup=warmup, seed=0, key=ShardedDataParallel.key)
     ctx.report({"role": "calls", "calls": [list(c) for c in calls]})
 
 
