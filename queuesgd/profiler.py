@@ -255,7 +255,9 @@ def profile_interleaved(
     InterleavedProfile
         ``workload`` (as :func:`profile` gives, its compute law pooled over
         every timed block; ``provenance["profile_seconds_per_step"]`` counts
-        the profile's own steps only), ``loop_s`` and ``profile_s``.
+        the profile's own steps only, and ``profile_warmup_seconds``,
+        ``profile_timed_seconds``, ``profile_detailed_seconds`` and
+        ``profile_memory_seconds`` say where that time went), ``loop_s`` and ``profile_s``.
 
     Examples
     --------
@@ -311,14 +313,17 @@ def _run(
         rec = Recorder(torch, step.net, step.params, cuda=cuda, forward_hooks=not step.compiled)
         wait = torch.cuda.synchronize if cuda else (lambda: None)
         own = [0.0]  # the profile's own seconds (not the loop blocks')
+        phases = dict.fromkeys(("warmup", "timed", "detailed", "memory"), 0.0)  # the same, by phase
 
         @contextlib.contextmanager
-        def counted() -> Iterator[None]:
+        def counted(phase: str) -> Iterator[None]:
             t0 = time.perf_counter()
             try:
                 yield
             finally:
-                own[0] += time.perf_counter() - t0
+                spent = time.perf_counter() - t0
+                own[0] += spent
+                phases[phase] += spent
 
         try:
             if cuda:
@@ -326,16 +331,16 @@ def _run(
             args = (step.run_micro, step.update, step.accumulation)
             with step.errors():
                 if loop:
-                    with counted():
+                    with counted("warmup"):
                         rec.timed(*args, warmup, skip=warmup)
                 for count in timed_blocks:
                     if not loop:  # the warm-up runs straight into the timed steps
-                        with counted():
+                        with counted("timed"):
                             rec.timed(*args, warmup + count, skip=warmup)
                         continue
                     loop_s.append(_loop_block(step, loop, wait))
                     first = len(rec.samples["compute"])
-                    with counted():
+                    with counted("timed"):
                         rec.timed(*args, count, skip=0)
                     profile_s.append(
                         statistics.fmean(rec.samples["compute"][first:])
@@ -343,14 +348,14 @@ def _run(
                     )
                 if loop:
                     loop_s.append(_loop_block(step, loop, wait))
-                with counted():
+                with counted("detailed"):
                     for i in range(detailed + (warmup > 0)):  # a first detailed step to warm the hooks up
                         rec.detailed(*args, measure=i > 0 or warmup == 0)
             memory = _memory(step)
             if cuda:
                 memory["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(step.dev))
                 memory["activation_bytes"] = max(step.activations)
-            with counted():
+            with counted("memory"):
                 memory.update(_backward_memory(step))
         finally:
             rec.remove()
@@ -358,6 +363,9 @@ def _run(
     provenance.update(memory)
     ran = warmup + sum(timed_blocks) + detailed + (warmup > 0) + 1  # + the memory pass
     provenance["profile_seconds_per_step"] = own[0] / ran
+    # where that time went, in seconds (the timed steps hold the warm-up when it runs into them)
+    for phase, spent in phases.items():
+        provenance[f"profile_{phase}_seconds"] = spent
     label = name or type(getattr(step.net, "_orig_mod", step.net)).__name__
     work = rec.workload(step.batch_size * step.accumulation, label, provenance)
     return InterleavedProfile(work, tuple(loop_s), tuple(profile_s))

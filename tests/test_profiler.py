@@ -181,3 +181,19 @@ def test_the_interleaved_profile_times_blocks_of_a_step_of_known_length():
     assert min(run.loop_s + run.profile_s) >= 0.03
     assert max(run.profile_s) / min(run.loop_s) < 1.2  # the same step, timed two ways
     assert run.workload.provenance["timed_steps"] == 4 and run.workload.provenance["detailed_steps"] == 10
+
+
+def test_the_profile_says_where_its_own_time_went():
+    # forward sleeps 10 ms, backward 20 ms: each step at least 30 ms, so each phase at least its steps' 30 ms
+    from queuesgd.profiler import profile_interleaved
+
+    run = profile_interleaved(
+        slow(0.01, 0.02), batch_size=2, input_shape=(6,), warmup=2, blocks=2, block_steps=2, detailed=3
+    )
+    prov = run.workload.provenance
+    phases = {k: prov[f"profile_{k}_seconds"] for k in ("warmup", "timed", "detailed", "memory")}
+    assert phases["warmup"] >= 2 * 0.03 and phases["timed"] >= 4 * 0.03
+    assert phases["detailed"] >= 4 * 0.03  # 3 measured + 1 that warms the hooks
+    assert phases["memory"] >= 0.03  # the memory pass runs one forward and backward
+    ran = 2 + 4 + 3 + 1 + 1  # warm-up, timed, detailed (+1), the memory pass
+    assert sum(phases.values()) == pytest.approx(prov["profile_seconds_per_step"] * ran, rel=1e-12)

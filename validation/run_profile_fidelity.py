@@ -79,7 +79,9 @@ Registered before the run (fixed here, not after seeing results):
   charged to the profile; every thread's stack is written to
   ``DIR/stacks.txt`` every 60 s, so a slow row shows where it is; the
   ``--budget`` now covers every row, target rows first (a row not started
-  within it is a row "not run"). Targets unchanged.
+  within it is a row "not run"); each row's log line and provenance say
+  where the profile's own time went (``profile_warmup_seconds``, ...
+  ``profile_memory_seconds``). Targets unchanged.
 
 On CUDA the script also records two ``torch.profiler`` traces for
 ``read_trace`` (``cuda_mlp.json.gz`` for the tests, ``resnet50_bf16.json.gz``
@@ -110,6 +112,7 @@ from queuesgd.profiler import plain_step_time  # noqa: E402
 
 TARGET = 0.03
 OVERHEAD = 2.0
+PHASES = ("warmup", "timed", "detailed", "memory")  # the profile's own time by phase, printed per row
 
 
 def encoder(width: int = 512, layers: int = 6, heads: int = 8) -> object:
@@ -478,7 +481,10 @@ def _row(case: FidelityCase, args: argparse.Namespace) -> dict:
     peak = row.get("peak_memory_bytes") or row.get("cpu_peak_memory_bytes")
     if peak and row.get("memory_predicted_bytes"):
         shown["peak/Memory"] = round(peak / row["memory_predicted_bytes"], 3)
-    print(case.name, json.dumps(shown), f"{row['seconds']:.1f}s", row.get("failed", ""), flush=True)
+    prov = row.get("provenance", {})
+    spent = {k: round(prov[f"profile_{k}_seconds"], 2) for k in PHASES if f"profile_{k}_seconds" in prov}
+    took = f"{row['seconds']:.1f}s"
+    print(case.name, json.dumps(shown), took, spent or "", row.get("failed", ""), flush=True)
     return row
 
 
