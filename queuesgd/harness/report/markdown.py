@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.report.campaigns import campaign_lines
 from queuesgd.harness.report.rows import abs_errors, summary
 from queuesgd.harness.report.sections import (
     SECTIONS,
@@ -211,6 +212,7 @@ def write_report(
     command: str | None = None,
     appendix: Sequence[str] = (),
     rebuildable: Callable[[Mapping[str, Any]], bool] | None = None,
+    campaigns: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Write the accuracy report (Markdown) in the sections of :data:`SECTIONS`.
 
@@ -247,9 +249,16 @@ def write_report(
         ``rebuildable(row)``: whether the row's inputs are stored, so that its
         prediction can be rebuilt from them (each a-priori section then says
         how many of its rows are).
+    campaigns : path-like, optional
+        The folder of preregistered campaigns (one folder per campaign with its
+        ``summary.json``); the a-priori section then judges each campaign on
+        its own pooled figures (:func:`queuesgd.harness.report.campaigns.campaign_lines`)
+        before listing its configurations. By default the ``campaigns`` folder
+        beside ``path``, where there is one.
     """
     groups = by_section(rows)
     plots = dict(plots or {})
+    campaign_folder = Path(path).parent / "campaigns" if campaigns is None else Path(campaigns)
     lines = [
         "# Validation report",
         "",
@@ -332,6 +341,8 @@ def write_report(
                 "",
                 "Not evidence of accuracy: the `difference` column is the model against its own replay.",
             ]
+        if sec.key == "real-apriori" and campaign_folder.is_dir():
+            lines += ["", *campaign_lines(campaign_folder)]
         lines += ["", f"### Every configuration: {sec.title.split(':')[0].lower()}", ""]
         lines += [_markdown_rows(mine, sec.key)]
     if appendix:
