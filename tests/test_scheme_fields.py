@@ -23,6 +23,7 @@ from queuesgd.units import MAX_BYTES, MAX_SECONDS
 REQUIRED = {"StaticCutoff": {"timeout": 0.1}, "Pipeline": {"stages": 2, "microbatches": 4}}
 CONTEXT = {
     ("CompressedAllReduce", "rank"): {"compressor": "powersgd"},
+    ("Pipeline", "link_bucket"): {"p2p": "rendezvous"},
     **{
         (cls.__name__, f): {"fusion": "ddp"}
         for cls in registry.SCHEMES.values()
@@ -63,6 +64,7 @@ SIZES = {
     "activation_bytes",
     "stash_bytes",
     "hidden_bytes",
+    "link_bucket",
 }
 DURATIONS = {
     "fusion_time",

@@ -205,6 +205,12 @@ class Pipeline(Scheme):
         ``(alpha + a/B) / duplex`` (:func:`~.pipeline_graph.rendezvous_tasks`
         marks them); measured beforehand by
         :func:`queuesgd.harness.duplex.measure_exchange`.
+    link_bucket : float or str
+        Bytes of a token bucket on each direction of each link (``tc tbf``'s
+        burst; 0, the default: none). Read with ``p2p="rendezvous"`` on the
+        fine road only: a transfer pays at the rate only the bytes its
+        link's bucket does not hold, the bucket refilling at the rate between
+        transfers (:mod:`~.pipeline_bucket`, a fixpoint over the schedule).
 
     Examples
     --------
@@ -244,6 +250,7 @@ class Pipeline(Scheme):
     p2p: str = "eager"
     action_overhead: Any = 0.0
     duplex: float = 1.0
+    link_bucket: Any = 0.0
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -293,6 +300,12 @@ class Pipeline(Scheme):
                 "p2p='rendezvous' (the fused exchanges it slows are torch's rendezvous batches)",
             )
         set_(self, "duplex", d)
+        bucket = _bytes_value("Pipeline.link_bucket", self.link_bucket)
+        if bucket > 0 and self.p2p != "rendezvous":
+            raise InvalidParameterError(
+                "Pipeline.link_bucket", self.link_bucket, "0 unless p2p='rendezvous' (torch's gloo transfers)"
+            )
+        set_(self, "link_bucket", bucket)
 
     # ---- the model's pieces -----------------------------------------------------------
     def activation_sizes(self) -> tuple[float, ...]:

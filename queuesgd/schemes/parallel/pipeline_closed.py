@@ -171,6 +171,8 @@ def closed_form_blocker(
     """Why the closed form does not apply whatever the bandwidth and latency (None if it may)."""
     if cluster.stragglers is not None:
         return "RandomDelay stragglers are not modeled by the pipeline"
+    if scheme.link_bucket > 0:
+        return "a token-bucket link makes each transfer's cost depend on the schedule (the fine road)"
     if not st.deterministic:
         return (
             f"the compute time is random ({type(workload.compute).__name__}): the makespan is a mean of "

@@ -19,6 +19,7 @@ from queuesgd.distributions import Deterministic
 from queuesgd.errors import NotRepresentable
 from queuesgd.schemes.base import BatchSolution, SchemeSolution
 from queuesgd.schemes.fine.fine import COMMUNICATION
+from queuesgd.schemes.parallel.pipeline_bucket import bucket_durations, with_bucket
 from queuesgd.schemes.parallel.pipeline_closed import closed_form_blocker, condition_blocker
 from queuesgd.schemes.parallel.pipeline_graph import (
     MAX_TASKS,
@@ -98,6 +99,15 @@ def solve_fine(
     graph = build_graph(scheme, workload, cluster, st, st.symmetric)
     details: dict[str, Any] = {"tasks": len(graph)}
     extra: dict[str, Any] = {}
+    if scheme.link_bucket > 0:
+        if not graph.is_deterministic:
+            raise NotRepresentable("a token-bucket link (link_bucket > 0) with random compute times")
+        sizes = scheme.activation_sizes()
+        durations, rounds, done = bucket_durations(
+            graph, sizes, cluster.bandwidth, cluster.latency, scheme.link_bucket
+        )
+        graph = with_bucket(graph, durations)
+        details["bucket_rounds"], details["bucket_fixpoint"] = rounds, done
     if graph.is_deterministic:
         sched = schedule(graph)
         makespan = float(sched.makespan)
@@ -160,6 +170,8 @@ def batch_fine(
     if scheme.duplex < 1.0:
         # The fused exchanges' durations are send / duplex: the rows are solved one by one.
         raise NotRepresentable("duplex < 1: the fine road solves each row")
+    if scheme.link_bucket > 0:
+        raise NotRepresentable("a token-bucket link: the fine road solves each row")
     rate = np.empty(n.shape)
     S = scheme.stages
     for d in np.unique(D).tolist():

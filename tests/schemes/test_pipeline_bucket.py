@@ -1,0 +1,70 @@
+"""Pipeline transfers over token-bucket links (``Pipeline(link_bucket=)``): schedules by hand, and limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from queuesgd import Cluster, Workload, predict
+from queuesgd.dag import TaskGraph, schedule
+from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.schemes import Pipeline
+from queuesgd.schemes.parallel.pipeline_bucket import bucket_durations
+from queuesgd.schemes.parallel.pipeline_graph import rendezvous_tasks
+
+MS = 1e-3
+
+
+def _graph(schedule_name: str, M: int) -> TaskGraph:
+    # two stages: forward 1 ms, backward 2 ms; every transfer 1 ms at the full rate (1,000 B at 1 MB/s)
+    tasks, _ = rendezvous_tasks(0, 2, M, schedule_name, [MS, MS], [2 * MS, 2 * MS], [MS], [[], []])
+    return TaskGraph(tasks)
+
+
+def test_gpipe_by_hand():
+    """GPipe, M = 2, a 600-byte bucket (each transfer 0.4 ms once its 600 tokens are spent).
+
+    Stage 0: F0 [0, 1], F1 [1, 2]; act/0 at 1 (600 tokens) [1, 1.4]; act/1 waits for F1 and for stage 1's
+    post after its F0 (1.4 + 1 = 2.4), finds 600 again (1 ms idle): [2.4, 2.8]. Stage 1: F0 [1.4, 2.4],
+    F1 [2.8, 3.8], B0 [3.8, 5.8], B1 [5.8, 7.8]. Stage 0 waits its forward sends (2.8) and posts grad/0's
+    receive: grad/0 [5.8, 6.2] (the first of its direction: 600 tokens); B0 [6.2, 8.2]; grad/1, issued at
+    7.8, waits for stage 0's post after B0: [8.2, 8.6] (2 ms idle, full); B1 [8.6, 10.6]. The step: 10.6 ms.
+    """
+    g = _graph("gpipe", 2)
+    d, rounds, done = bucket_durations(g, [1000.0], 1e6, 0.0, 600.0)
+    assert done
+    for name in ("r0/act0->1/0", "r0/act0->1/1", "r0/grad1->0/0", "r0/grad1->0/1"):
+        assert d[g.index(name)] == pytest.approx(0.4 * MS, abs=1e-12)
+    assert schedule(g, d).makespan == pytest.approx(10.6 * MS, abs=1e-12)
+
+
+def test_a_bucket_that_holds_every_message_leaves_only_the_latency():
+    """A bucket larger than any message and refilled between them: the same step as messages of 0 bytes."""
+    w = Workload("8ms", "1MB", batch_size=4, update_time="1ms")
+    c = Cluster(2, "100Mbit/s", latency="50us")
+    base = {"stages": 2, "microbatches": 4, "schedule": "1f1b", "p2p": "rendezvous", "optimizer": "sgd"}
+    big = predict(Pipeline(**base, activation_bytes="16kB", link_bucket="1MB"), w, c, method="fine")
+    none = predict(Pipeline(**base, activation_bytes=0.0), w, c, method="fine")
+    assert big.throughput == pytest.approx(none.throughput, rel=1e-12)
+    assert big.details["bucket_fixpoint"] is True
+    # without a bucket every 16 kB pays 1.31 ms at the rate: slower
+    plain = predict(Pipeline(**base, activation_bytes="16kB"), w, c, method="fine")
+    assert plain.throughput < big.throughput
+
+
+def test_a_bucket_of_zero_bytes_changes_nothing():
+    g = _graph("1f1b", 4)
+    d, _, done = bucket_durations(g, [1000.0], 1e6, 0.0, 1e-9)
+    assert done
+    assert d == pytest.approx(g.mean_durations, abs=1e-12)
+
+
+def test_the_bucket_is_refused_where_it_is_not_modelled():
+    with pytest.raises(InvalidParameterError, match="Pipeline.link_bucket"):
+        Pipeline(2, 4, p2p="eager", link_bucket="10kB")
+    with pytest.raises(InvalidParameterError, match="Pipeline.link_bucket"):
+        Pipeline(2, 4, p2p="rendezvous", link_bucket=-1)
+    s = Pipeline(2, 4, p2p="rendezvous", activation_bytes="16kB", link_bucket="10kB")
+    w, c = Workload("8ms", "1MB", batch_size=4), Cluster(2, "100Mbit/s")
+    with pytest.raises(NotRepresentable, match="token-bucket"):
+        predict(s, w, c, method="closed_form")
+    assert predict(s, w, c).details["bucket_fixpoint"] is True  # "auto" takes the fine road
