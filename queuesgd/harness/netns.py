@@ -57,7 +57,7 @@ from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, QueuesgdError
 from queuesgd.units import parse_bandwidth, parse_bytes, parse_seconds
 
-__all__ = ["Namespaces", "NetworkSetupError", "available", "on_network", "remove_stale"]
+__all__ = ["Namespaces", "NetworkSetupError", "available", "on_network", "remove_stale", "tbf_burst"]
 
 _T = TypeVar("_T")
 
@@ -90,6 +90,21 @@ def on_network(world: int, rate: float | str | None, go: Callable[[Any, str], _T
         return go(None, "127.0.0.1"), "none"
     with Namespaces(world, rate=rate) as net:
         return go(net.setup, net.bridge_address), "netns-tbf"
+
+
+def tbf_burst(rate: float | None, mtu: int = 1500) -> int:
+    """The ``tc tbf`` bucket (bytes) :class:`Namespaces` gives a link of ``rate`` bytes/s by default.
+
+    ``max(2 (mtu + 14), rate x 1 ms)``: two frames, or one millisecond of the rate (a message of a few MB
+    sees the rate, not the bucket). ``rate`` None (no shaping): two frames.
+
+    Examples
+    --------
+    >>> tbf_burst(12.5e6), tbf_burst(125e6), tbf_burst(1e6)     # 100 Mbit/s, 1 Gbit/s, 8 Mbit/s
+    (12500, 125000, 3028)
+    """
+    rate_ms = 0 if rate is None else math.ceil(float(rate) * 1e-3)
+    return max(2 * (int(mtu) + _ETH_OVERHEAD), rate_ms)
 
 
 class NetworkSetupError(QueuesgdError, RuntimeError):
@@ -272,8 +287,7 @@ class Namespaces:
         if not 576 <= self.mtu <= 65535:
             raise InvalidParameterError("mtu", mtu, "a number of bytes from 576 to 65535")
         if burst is None:
-            rate_ms = 0 if self.rate is None else math.ceil(self.rate * 1e-3)
-            self.burst = max(2 * (self.mtu + _ETH_OVERHEAD), rate_ms)
+            self.burst = tbf_burst(self.rate, self.mtu)
         else:
             self.burst = int(parse_bytes(burst, "burst"))
             if self.burst < self.mtu + _ETH_OVERHEAD:

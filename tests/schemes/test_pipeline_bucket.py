@@ -68,3 +68,28 @@ def test_the_bucket_is_refused_where_it_is_not_modelled():
     with pytest.raises(NotRepresentable, match="token-bucket"):
         predict(s, w, c, method="closed_form")
     assert predict(s, w, c).details["bucket_fixpoint"] is True  # "auto" takes the fine road
+
+
+def test_the_harness_prediction_and_the_runtime_probe_take_the_bucket():
+    """predict_pipeline(link_bucket=) records the bucket; a bucket that holds every message prices the
+    transfers as 0-byte ones (the same StageProfile with 0 activation bytes, a second road), and the
+    runtime probe's overhead is then solved against that cheaper model (a larger h than without it)."""
+    from queuesgd.harness.apriori import Calibration
+    from queuesgd.harness.apriori_parallel import action_overhead, predict_pipeline
+    from queuesgd.harness.pipelining import StageProfile
+
+    def prof(acts: float) -> StageProfile:
+        return StageProfile("mlp", 4, {}, ("0", "2"), (1e-3, 1e-3), (2e-3, 2e-3), (400.0, 400.0),
+                            (acts, 40.0), (6e-3, 6e-3), 0.0, "then")  # fmt: skip
+
+    link = Calibration("p2p", 2, 12.5e6, 1e-4, 12.5e6, 1.0, "netns-tbf", "before")
+    with_bucket = predict_pipeline(prof(16e3), link, 2, 4, split=[1, 1], link_bucket=1e6)
+    zero_bytes = predict_pipeline(prof(0.0), link, 2, 4, split=[1, 1])
+    assert with_bucket["link_bucket"] == 1e6 and "link_bucket" not in zero_bytes
+    assert with_bucket["iteration_time"] == pytest.approx(zero_bytes["iteration_time"], rel=1e-12)
+    probe = {"stages": 2, "schedule": "1f1b", "microbatches": 4, "split": [1, 1], "step": 0.05}
+    plain = action_overhead(probe, prof(16e3), link)
+    bucket = action_overhead(probe, prof(16e3), link, link_bucket=1e6)
+    assert bucket["model_step_without"] < plain["model_step_without"]
+    assert bucket["action_overhead"] > plain["action_overhead"]
+    assert abs(bucket["self_consistency"]) < 1e-3

@@ -29,6 +29,8 @@ Fields (``*``: required)::
                           after the model's compute between two; apriori_parallel.SHARDED_MODES)
     fsdp_profile          FSDP lines: "solo" (default: FSDP's own step in k single-rank copies) or "group"
                           (in one group of k ranks on loopback, the collectives taken out; profile_fsdp)
+    link_bucket           pipeline lines: true to model the emulated links' token bucket (netns.tbf_burst
+                          of the rate; Pipeline(link_bucket=)); default false
     passes*               how many times the whole campaign runs (every pass is reported)
     discard*              {"rule": "disturbed" | "none", "attempts": int, "limit": share,
                            "inputs": bool (default false: rows from disturbed inputs still count)}
@@ -109,6 +111,7 @@ _TOP = {
     "calibrate_at_buckets": False,
     "sharded_calibration": False,
     "fsdp_profile": False,
+    "link_bucket": False,
     "passes": True,
     "discard": True,
     "drift": False,
@@ -199,6 +202,7 @@ class CampaignSpec:
     probes: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     sharded_calibration: str = "idle-median"
     fsdp_profile: str = "solo"
+    link_bucket: bool = False
 
     def configurations(self) -> list[Configuration]:
         """Every configuration, line by line, model by model, worker count by worker count.
@@ -308,6 +312,7 @@ def parse_spec(document: Any) -> CampaignSpec:
         "spec.sharded_calibration", doc.get("sharded_calibration", "idle-median"), SHARDED_MODES
     )
     fsdp_profile = _checks.choice("spec.fsdp_profile", doc.get("fsdp_profile", "solo"), ("solo", "group"))
+    link_bucket = _checks.boolean("spec.link_bucket", doc.get("link_bucket", False))
     passes = _int("spec.passes", doc["passes"], 1, MAX_PASSES)
     discard = _discard(doc["discard"])
     drift = _checks.boolean("spec.drift", doc.get("drift", False))
@@ -352,6 +357,7 @@ def parse_spec(document: Any) -> CampaignSpec:
         MappingProxyType(probes),
         sharded_mode,
         fsdp_profile,
+        link_bucket,
     )
 
 

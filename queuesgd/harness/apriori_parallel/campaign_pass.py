@@ -61,6 +61,7 @@ from queuesgd.harness.apriori_parallel.run import (
     run_parallel_apriori,
     save_inputs,
 )
+from queuesgd.harness.netns import tbf_burst
 
 __all__ = ["BUSY_REPEATS", "parallel_pass"]
 
@@ -162,6 +163,11 @@ def parallel_pass(
 
     # 3. the pipeline probes: the link's fused exchanges, and the runtime's work per pass
     pipes = [c for c in configs if row_of(c).profile == "stages"]
+
+    def bucket_of(c: Any) -> float:
+        """The emulated link's token bucket (bytes) where the spec models it: netns links only."""
+        return float(tbf_burst(c.rate)) if spec.link_bucket and c.rate is not None else 0.0
+
     settings = spec.probes
     exchanges: dict[float | None, Any] = {}
     runtime: dict[tuple, dict] = {}
@@ -205,7 +211,7 @@ def parallel_pass(
                 say,
             )  # fmt: skip
             # The probe's link is the row's: its calibration (same kind, rate and ranks), measured above.
-            solved = action_overhead(probe, tiny, cals[cal_key(c)])
+            solved = action_overhead(probe, tiny, cals[cal_key(c)], link_bucket=bucket_of(c))
             runtime[key] = {**probe, **solved, "load": loads[probe_file(c)]["load"]}
             (root / probe_file(c)).write_text(json.dumps(jsonable(runtime[key]), indent=1) + "\n")
             say(
@@ -226,6 +232,8 @@ def parallel_pass(
         if c in pipes:
             probe = runtime[probe_key(c)]
             extra = {"action_overhead": probe["action_overhead"], "exchange": exchanges[c.rate]}
+            if bucket_of(c) > 0:
+                extra["link_bucket"] = bucket_of(c)
             files.update(
                 exchange=f"probes/exchange-{_where(c.rate)}{tag}.json",
                 runtime=probe_file(c),

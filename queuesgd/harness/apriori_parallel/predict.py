@@ -259,6 +259,7 @@ def predict_pipeline(
     action_overhead: float = 0.0,
     duplex: float = 1.0,
     exchange: Any = None,
+    link_bucket: float = 0.0,
 ) -> dict[str, Any]:
     """Predict a pipeline-parallel run of the profiled model, from a-priori inputs only.
 
@@ -290,6 +291,10 @@ def predict_pipeline(
     :class:`~queuesgd.harness.apriori_parallel.ExchangeCalibration` of the
     link, instead of ``duplex``) gives the share at the largest activation
     the split sends.
+
+    ``link_bucket`` (bytes): the token bucket of each direction of the
+    link (``Pipeline(link_bucket=)``; the emulated links':
+    :func:`~queuesgd.harness.netns.tbf_burst` of their rate); 0 leaves it out.
 
     Every process is taken to compute on a core of its own: ``details``
     say ``oversubscribed`` when ``replicas x stages`` exceeds the profile's
@@ -344,6 +349,7 @@ def predict_pipeline(
         p2p=p2p,
         action_overhead=action_overhead,
         duplex=duplex,
+        link_bucket=link_bucket,
     )
     work = profile.workload()
     cluster = Cluster(D * S, bandwidth, latency=latency)
@@ -371,4 +377,5 @@ def predict_pipeline(
         profile_measured=profile.measured,
         calibration_measured=None if calibration is None else calibration.measured,
         exchange_measured=None if exchange is None else exchange.measured,
+        **({"link_bucket": scheme.link_bucket} if scheme.link_bucket > 0 else {}),
     )

@@ -326,6 +326,7 @@ def action_overhead(
     *,
     duplex: float = 1.0,
     rtol: float = 1e-4,
+    link_bucket: float = 0.0,
 ) -> dict[str, Any]:
     """The runtime's work per pass ``h`` at which the row's model gives the probe's own step.
 
@@ -334,7 +335,7 @@ def action_overhead(
     :func:`~queuesgd.harness.apriori_parallel.predict_pipeline` of the tiny
     model's ``profile`` on ``calibration`` (the probe's link) at the probe's
     stages, schedule, micro-batches and split, with
-    ``Pipeline(action_overhead=h, duplex=duplex)``. The model's step grows
+    ``Pipeline(action_overhead=h, duplex=duplex, link_bucket=link_bucket)``. The model's step grows
     with ``h`` (every pass lasts ``h`` longer), so the root is unique; where
     the model without any overhead is already as slow as the probe, ``h = 0``.
 
@@ -379,6 +380,7 @@ def action_overhead(
             split=probe.get("split"),
             action_overhead=h,
             duplex=duplex,
+            link_bucket=link_bucket,
         )
         return float(pred["iteration_time"])
 

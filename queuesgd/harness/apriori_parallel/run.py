@@ -245,8 +245,11 @@ def stored_parallel_inputs(
     if "runtime" in paths:
         probe = json.loads(paths["runtime"].read_text())
         tiny = StageProfile.load(paths["tiny"])
-        h = action_overhead(probe, tiny, calibration)["action_overhead"]
+        bucket = float(record.get("link_bucket", 0.0))  # recorded by predictions that took one
+        h = action_overhead(probe, tiny, calibration, link_bucket=bucket)["action_overhead"]
         extra = {"action_overhead": h, "exchange": ExchangeCalibration.load(paths["exchange"])}
+        if bucket > 0:
+            extra["link_bucket"] = bucket
     return inputs, calibration, extra
 
 
@@ -292,6 +295,7 @@ def predict_parallel(
     *,
     action_overhead: float = 0.0,
     exchange: Any = None,
+    link_bucket: float = 0.0,
 ) -> dict[str, Any]:
     """A parallel row's prediction of a run of ``workers`` from :func:`measure_inputs`' inputs alone.
 
@@ -303,7 +307,8 @@ def predict_parallel(
     inputs (:mod:`~queuesgd.harness.apriori_parallel.probes`):
     ``action_overhead`` (seconds per pass) and ``exchange`` (the link's
     :class:`~queuesgd.harness.apriori_parallel.ExchangeCalibration`, or
-    None for full duplex). FSDP takes neither.
+    None for full duplex), and ``link_bucket`` (bytes of the link's token bucket,
+    0: none). FSDP takes none of them.
 
     Examples
     --------
@@ -327,8 +332,14 @@ def predict_parallel(
             replicas=n // checked["stages"],
             action_overhead=action_overhead,
             exchange=exchange,
+            link_bucket=link_bucket,
         )
-    for name, value, none in (("action_overhead", action_overhead, 0.0), ("exchange", exchange, None)):
+    checks = (
+        ("action_overhead", action_overhead, 0.0),
+        ("exchange", exchange, None),
+        ("link_bucket", link_bucket, 0.0),
+    )
+    for name, value, none in checks:
         if value != none:
             raise InvalidParameterError(name, value, f"{none} for {row.key} (a pipeline's probe input)")
     return predict_fsdp(inputs["layers"], calibration, n, fsdp=inputs["own"])

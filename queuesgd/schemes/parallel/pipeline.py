@@ -210,7 +210,8 @@ class Pipeline(Scheme):
         burst; 0, the default: none). Read with ``p2p="rendezvous"`` on the
         fine road only: a transfer pays at the rate only the bytes its
         link's bucket does not hold, the bucket refilling at the rate between
-        transfers (:mod:`~.pipeline_bucket`, a fixpoint over the schedule).
+        transfers (:mod:`~.pipeline_bucket`, a fixpoint over the schedule at
+        the mean durations).
 
     Examples
     --------

@@ -47,7 +47,7 @@ def bucket_durations(
     Parameters
     ----------
     graph : TaskGraph
-        A deterministic pipeline step of ``pipeline_graph(..., p2p="rendezvous")``:
+        A pipeline step of ``pipeline_graph(..., p2p="rendezvous")``, scheduled at its mean durations:
         its transfers are named ``r{r}/act{s}->{s+1}/{m}`` and ``r{r}/grad{s+1}->{s}/{m}``,
         each lasting ``(latency + a / bandwidth) x f`` (``f``: 1, or ``1 / duplex`` in a fused exchange).
     sizes : sequence of float
@@ -114,5 +114,10 @@ def bucket_durations(
 
 
 def with_bucket(graph: TaskGraph, durations: np.ndarray) -> TaskGraph:
-    """The same graph with these durations (in ``graph.names`` order)."""
-    return TaskGraph(replace(t, duration=float(d)) for t, d in zip(graph.tasks, durations))
+    """The same graph with its transfers lasting ``durations`` (``graph.names`` order); other tasks kept.
+
+    With random compute the transfers' costs are those of the schedule at the mean durations (constants:
+    each draw's own gaps would move them a little), and the passes keep their laws.
+    """
+    pairs = zip(graph.tasks, durations)
+    return TaskGraph(replace(t, duration=float(d)) if _TRANSFER.match(t.name) else t for t, d in pairs)
