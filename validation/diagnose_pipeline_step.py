@@ -20,11 +20,9 @@ Writes ``parallel/diagnose_pipeline_step-<model>-<schedule>-M<M>-<where>.json``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -34,42 +32,9 @@ from queuesgd import units  # noqa: E402
 from queuesgd.harness.launch import run_workers  # noqa: E402
 from queuesgd.harness.netns import on_network  # noqa: E402
 from queuesgd.harness.pipelining import pipeline_worker  # noqa: E402
+from queuesgd.harness.pipelining.runtime_profile import PARTS, step_parts, timed_pipeline  # noqa: E402
 from queuesgd.harness.provenance import stamp  # noqa: E402
 from queuesgd.schemes import Pipeline  # noqa: E402
-
-PARTS = ("forward", "backward", "post", "wait")
-
-
-@contextlib.contextmanager
-def _timed(calls: list) -> object:
-    """Wrap the runtime's passes and point-to-point calls; each call appends ``(part, start, end)``."""
-    from torch.distributed.pipelining import schedules, stage
-
-    targets = [
-        (stage._PipelineStageBase, "forward_one_chunk", "forward"),
-        (stage._PipelineStageBase, "backward_one_chunk", "backward"),
-        (schedules, "_batch_p2p", "post"),
-        (schedules, "_wait_batch_p2p", "wait"),
-    ]
-    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in targets]
-
-    def wrap(fn, part):  # noqa: ANN001, ANN202
-        def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                calls.append((part, t0, time.perf_counter()))
-
-        return wrapper
-
-    try:
-        for (owner, name, part), (_, _, fn) in zip(targets, originals):
-            setattr(owner, name, wrap(fn, part))
-        yield calls
-    finally:
-        for owner, name, fn in originals:
-            setattr(owner, name, fn)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,8 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def go(setup, host):  # noqa: ANN001, ANN202
         def fn(ctx):  # noqa: ANN001, ANN202
-            calls: list = []
-            with _timed(calls):
+            with timed_pipeline() as calls:
                 pipeline_worker(ctx, args.model, 2, M, args.steps, schedule=args.schedule,
                                 batch_size=M * args.microbatch, warmup=args.warmup, split=None,
                                 key=Pipeline.key)  # fmt: skip
@@ -103,12 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     calls = {r["rank"]: r["calls"] for r in records if r.get("role") == "calls"}
     per = []
     for s in steps:
-        mine = [c for c in calls[s["rank"]] if s["t0"] <= c[1] < s["t_backward"]]
-        row = {"stage": s["stage"], "step": s["t_backward"] - s["t0"], "update": s["t_update"]}
+        parts = step_parts(s, calls[s["rank"]])
+        row = {"stage": s["stage"], "update": s["t_update"], **parts}
         for part in PARTS:
-            row[part] = sum(c[2] - c[1] for c in mine if c[0] == part)
-            row[f"{part}_count"] = sum(1 for c in mine if c[0] == part)
-        row["rest"] = row["step"] - sum(row[p] for p in PARTS)
+            row[f"{part}_count"] = parts[f"count_{part}"]
         per.append(row)
     summary = {}
     print(f"{args.model} micro-batch {args.microbatch}, {args.schedule} M={M} at {where} ({emulation})")

@@ -93,3 +93,22 @@ def test_the_harness_prediction_and_the_runtime_probe_take_the_bucket():
     assert bucket["model_step_without"] < plain["model_step_without"]
     assert bucket["action_overhead"] > plain["action_overhead"]
     assert abs(bucket["self_consistency"]) < 1e-3
+
+
+@pytest.mark.slow
+def test_the_runtime_profile_times_every_pass_inside_the_step():
+    """Each stage of a 1F1B pipeline of M micro-batches runs M forward and M backward passes a step."""
+    pytest.importorskip("torch")
+    from queuesgd.harness.pipelining.runtime_profile import profile_runtime, runtime_inputs
+
+    got = profile_runtime("mlp", 2, 3, schedule="1f1b", microbatch=4, split=[1, 2], steps=8, warmup=2,
+                          model_options={"hidden": 16})  # fmt: skip
+    assert got["passes"] == [[3, 3], [3, 3]]
+    assert all(x > 0 for x in got["forward"] + got["backward"]) and all(x >= 0 for x in got["overhead"])
+    from queuesgd.harness.pipelining import profile_stages
+
+    prof = profile_stages("mlp", microbatch=4, repetitions=3, model_options={"hidden": 16})
+    scaled, h = runtime_inputs(prof, got)
+    assert scaled.stage_times([1, 2]) == pytest.approx(
+        [got["forward"][s] + got["backward"][s] for s in (0, 1)], rel=1e-12
+    )
