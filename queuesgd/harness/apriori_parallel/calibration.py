@@ -364,7 +364,8 @@ def calibrate_parallel(
 
     (fit, extra), emulation = on_network(n, bw, go)
     if kind == "p2p":
-        return Calibration(kind, n, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured)
+        fitted = (fit.alpha, fit.bandwidth, fit.r2)
+        return Calibration(kind, n, bw, *fitted, emulation, measured, samples=fit.samples)  # sizes' medians
     return ShardedCalibration(
         kind,
         n,
