@@ -44,6 +44,7 @@ __all__ = [
     "calibrate_allreduce",
     "calibrate_p2p",
     "fit_alpha_beta",
+    "fit_hinge",
     "p2p_probe",
 ]
 
@@ -185,6 +186,35 @@ def fit_alpha_beta(
     alpha, bandwidth = _model(kind, n, intercept, slope)
     samples = tuple((float(m), float(t)) for m, t in zip(distinct, medians))
     return AlphaBeta(alpha, bandwidth, samples, r2, kind=kind, world_size=n)
+
+
+def fit_hinge(samples: Sequence[Sequence[float]], bucket: float) -> tuple[float, float]:
+    """``(alpha, B)`` of ``t = alpha + max(0, S - bucket) / B``: a point-to-point link with a token bucket.
+
+    On a ``tc tbf`` link the first ``bucket`` bytes after an idle gap pass at once, so a line through the
+    sizes has intercept ``alpha - bucket / B``, which :func:`fit_alpha_beta` clips at 0: the per-message
+    cost is lost. Here the sizes are first cut by the bucket (the sizes within it are one point, the median
+    of their times), then fitted as :func:`fit_alpha_beta` fits a line (relative least squares, a latency
+    of at least 0). ``samples`` are ``(bytes, seconds)``, e.g. a calibration's per-size medians.
+
+    Examples
+    --------
+    >>> alpha, bw = fit_hinge([(1000, 0.0003), (4000, 0.0003), (104000, 0.0013), (404000, 0.0043)], 4000)
+    >>> round(alpha, 9), round(bw)        # 0.3 ms a message, 100 MB/s beyond the first 4,000 bytes
+    (0.0003, 100000000)
+    """
+    b = _checks.positive("bucket", bucket, allow_zero=True)
+    pts = [(max(float(x) - b, 0.0), float(t)) for x, t in samples]
+    cut = np.array(sorted({x for x, _ in pts}))
+    if cut.size < 2:
+        raise InvalidParameterError(
+            "samples", list(samples), "at least one size beyond the bucket and one other"
+        )
+    medians = np.array([np.median([t for x, t in pts if x == c]) for c in cut])
+    if not np.all(np.isfinite(medians)) or np.any(medians <= 0):
+        raise InvalidParameterError("samples", list(samples), "times in seconds > 0")
+    a, slope = _nonnegative_relative_fit(cut, medians)
+    return float(a), (1.0 / slope if slope > 0 else math.inf)
 
 
 def _nonnegative_relative_fit(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float]:

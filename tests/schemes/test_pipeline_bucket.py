@@ -112,3 +112,24 @@ def test_the_runtime_profile_times_every_pass_inside_the_step():
     assert scaled.stage_times([1, 2]) == pytest.approx(
         [got["forward"][s] + got["backward"][s] for s in (0, 1)], rel=1e-12
     )
+
+
+def test_with_a_bucket_the_calibrations_sizes_are_fitted_as_a_hinge():
+    """A calibration whose medians lie on 0.3 ms + max(0, S - 4000) / 100 MB/s: with the bucket the link is
+    that hinge (fit_hinge, exact on these points); without, the line's clipped fit."""
+    from queuesgd.harness.apriori import Calibration
+    from queuesgd.harness.apriori_parallel import predict_pipeline
+    from queuesgd.harness.calibrate import fit_hinge
+    from queuesgd.harness.pipelining import StageProfile
+
+    samples = ((1000.0, 3e-4), (4000.0, 3e-4), (104000.0, 1.3e-3), (404000.0, 4.3e-3))
+    alpha, bw = fit_hinge(samples, 4000.0)
+    assert alpha == pytest.approx(3e-4, rel=1e-9) and bw == pytest.approx(1e8, rel=1e-9)
+    link = Calibration("p2p", 2, 1e8, 0.0, 1.1e8, 0.99, "netns-tbf", "before", samples=samples)
+    prof = StageProfile("mlp", 4, {}, ("0", "2"), (1e-3, 1e-3), (2e-3, 2e-3), (400.0, 400.0),
+                        (50000.0, 40.0), (6e-3, 6e-3), 0.0, "then")  # fmt: skip
+    got = predict_pipeline(prof, link, 2, 1, schedule="gpipe", split=[1, 1], link_bucket=4000.0)
+    assert got["link_fit"] == "hinge" and got["latency"] == pytest.approx(3e-4, rel=1e-9)
+    # M = 1: F0, act, F1, B1, grad, B0 in a chain; each 50,000-byte transfer finds a full 4,000-byte bucket
+    c = 3e-4 + 46000 / 1e8
+    assert got["iteration_time"] == pytest.approx(2 * (1e-3 + 2e-3) + 2 * c, rel=1e-9)

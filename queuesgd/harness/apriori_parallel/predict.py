@@ -295,6 +295,9 @@ def predict_pipeline(
     ``link_bucket`` (bytes): the token bucket of each direction of the
     link (``Pipeline(link_bucket=)``; the emulated links':
     :func:`~queuesgd.harness.netns.tbf_burst` of their rate); 0 leaves it out.
+    With a bucket, a calibration that kept its sizes' medians (``samples``)
+    is fitted again as ``alpha + max(0, S - b) / B``
+    (:func:`~queuesgd.harness.calibrate.fit_hinge`; ``link_fit`` says which).
 
     Every process is taken to compute on a core of its own: ``details``
     say ``oversubscribed`` when ``replicas x stages`` exceeds the profile's
@@ -340,6 +343,13 @@ def predict_pipeline(
     row = live_scheme(Pipeline.key)
     checked = row.check_params({"stages": S, "microbatches": M, "schedule": schedule, "split": chosen}, D * S)
     bandwidth, latency = _network(calibration, row.calibration(checked), None)
+    link_fit = "line"
+    if link_bucket > 0 and calibration is not None and len(calibration.samples) >= 2:
+        # A bucket's link is not a line: its sizes' medians fitted again as the hinge (fit_hinge).
+        from queuesgd.harness.calibrate import fit_hinge
+
+        latency, bandwidth = fit_hinge(calibration.samples, link_bucket)
+        link_fit = "hinge"
     # The row's model (the run's stages, micro-batches, schedule and split; SGD with momentum; gloo's
     # rendezvous messages), with the activations the profile measured and the messages asked for.
     model, method = row.model(checked)
@@ -377,5 +387,5 @@ def predict_pipeline(
         profile_measured=profile.measured,
         calibration_measured=None if calibration is None else calibration.measured,
         exchange_measured=None if exchange is None else exchange.measured,
-        **({"link_bucket": scheme.link_bucket} if scheme.link_bucket > 0 else {}),
+        **({"link_bucket": scheme.link_bucket, "link_fit": link_fit} if scheme.link_bucket > 0 else {}),
     )
