@@ -30,7 +30,9 @@ Fields (``*``: required)::
     fsdp_profile          FSDP lines: "solo" (default: FSDP's own step in k single-rank copies) or "group"
                           (in one group of k ranks on loopback, the collectives taken out; profile_fsdp)
     link_bucket           pipeline lines: true to model the emulated links' token bucket (netns.tbf_burst
-                          of the rate; Pipeline(link_bucket=)); default false
+                          of the rate, Pipeline(link_bucket=), the p2p link fitted as a hinge); default false
+    pipeline_profile      pipeline lines: "probe" (default: unit profile + the tiny model's runtime probe) or
+                          "runtime" (the stages profiled inside torch's runtime on loopback; runtime_profile)
     passes*               how many times the whole campaign runs (every pass is reported)
     discard*              {"rule": "disturbed" | "none", "attempts": int, "limit": share,
                            "inputs": bool (default false: rows from disturbed inputs still count)}
@@ -112,6 +114,7 @@ _TOP = {
     "sharded_calibration": False,
     "fsdp_profile": False,
     "link_bucket": False,
+    "pipeline_profile": False,
     "passes": True,
     "discard": True,
     "drift": False,
@@ -203,6 +206,7 @@ class CampaignSpec:
     sharded_calibration: str = "idle-median"
     fsdp_profile: str = "solo"
     link_bucket: bool = False
+    pipeline_profile: str = "probe"
 
     def configurations(self) -> list[Configuration]:
         """Every configuration, line by line, model by model, worker count by worker count.
@@ -313,6 +317,9 @@ def parse_spec(document: Any) -> CampaignSpec:
     )
     fsdp_profile = _checks.choice("spec.fsdp_profile", doc.get("fsdp_profile", "solo"), ("solo", "group"))
     link_bucket = _checks.boolean("spec.link_bucket", doc.get("link_bucket", False))
+    pipeline_profile = _checks.choice(
+        "spec.pipeline_profile", doc.get("pipeline_profile", "probe"), ("probe", "runtime")
+    )
     passes = _int("spec.passes", doc["passes"], 1, MAX_PASSES)
     discard = _discard(doc["discard"])
     drift = _checks.boolean("spec.drift", doc.get("drift", False))
@@ -358,6 +365,7 @@ def parse_spec(document: Any) -> CampaignSpec:
         sharded_mode,
         fsdp_profile,
         link_bucket,
+        pipeline_profile,
     )
 
 

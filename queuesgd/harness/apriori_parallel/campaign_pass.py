@@ -62,8 +62,14 @@ from queuesgd.harness.apriori_parallel.run import (
     save_inputs,
 )
 from queuesgd.harness.netns import tbf_burst
+from queuesgd.harness.pipelining import balanced_split
+from queuesgd.harness.pipelining.runtime_profile import profile_runtime, runtime_inputs
 
-__all__ = ["BUSY_REPEATS", "parallel_pass"]
+__all__ = ["BUSY_REPEATS", "HINGE_SIZES", "parallel_pass"]
+
+#: Sizes of a point-to-point calibration that models the link's token bucket (the hinge fit needs sizes
+#: within the bucket and beyond it: 1 KB to 4 MB).
+HINGE_SIZES = (1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20)
 
 #: Timed collectives per op and size of a busy calibration: a mean of times with a heavy tail (on two
 #: cores about one gloo collective in ten waits for the scheduler's 4 ms tick) needs more than a median.
@@ -146,13 +152,15 @@ def parallel_pass(
         mode, work = "idle-median", 0.0
         if model is not None:
             mode, work = "busy-mean", fsdp_busy_work(profiles[(c.model, row_of(c).profile)], ranks)
+        sizes = HINGE_SIZES if spec.link_bucket and kind == "p2p" else (4096, 1 << 20, 4 << 20)
         cals[key], loads[cal_file(c)] = rule.measure(
             cal_file(c),
-            lambda kind=kind, ranks=ranks, rate=rate, mode=mode, work=work: calibrate_parallel(
-                kind, ranks, rate, gap=gap, mode=mode, busy=work, repeats=BUSY_REPEATS if work else 10
+            lambda kind=kind, ranks=ranks, rate=rate, mode=mode, work=work, sizes=sizes: calibrate_parallel(
+                kind, ranks, rate, gap=gap, mode=mode, busy=work, repeats=BUSY_REPEATS if work else 10,
+                sizes=sizes,
             ),
             say,
-        )
+        )  # fmt: skip
         cals[key].save(root / cal_file(c))
         bw = cals[key].bandwidth
         say(
@@ -180,12 +188,24 @@ def parallel_pass(
         S, sched, M, rate = probe_key(c)
         return f"probes/runtime-{sched}-S{S}-M{M}-{_where(rate)}{tag}.json"
 
+    in_runtime = spec.pipeline_profile == "runtime"
+    staged: dict[tuple, dict] = {}  # in-runtime stage profiles, by model and pipeline
+
+    def staged_key(c: Any) -> tuple[str, int, str, int]:
+        S, sched, M, _ = probe_key(c)
+        return c.model, S, sched, M
+
+    def staged_file(c: Any) -> str:
+        model, S, sched, M = staged_key(c)
+        return f"probes/inruntime-{model}-{sched}-S{S}-M{M}{tag}.json"
+
     if pipes:
         run_, sweep = settings["runtime"], settings["exchange"]
-        tiny, loads[f"probes/tiny{tag}.stages.json"] = rule.measure(
-            f"probes/tiny{tag}.stages.json", lambda: profile_tiny(run_["repetitions"]), say
-        )
-        tiny.save(root / "probes" / f"tiny{tag}.stages.json")
+        if not in_runtime:
+            tiny, loads[f"probes/tiny{tag}.stages.json"] = rule.measure(
+                f"probes/tiny{tag}.stages.json", lambda: profile_tiny(run_["repetitions"]), say
+            )
+            tiny.save(root / "probes" / f"tiny{tag}.stages.json")
         for rate in dict.fromkeys(c.rate for c in pipes):
             exchanges[rate], loads[f"probes/exchange-{_where(rate)}{tag}.json"] = rule.measure(
                 f"probes/exchange-{_where(rate)}{tag}.json",
@@ -197,7 +217,27 @@ def parallel_pass(
                 f"exchanges at {_where(rate)}: shares {exchanges[rate].shares} at "
                 f"{exchanges[rate].sizes} bytes"
             )
-        for c in pipes:
+        for c in pipes if in_runtime else ():
+            key = staged_key(c)
+            if key in staged:
+                continue
+            model, S, sched, M = key
+            m = spec.models[model]
+            split = balanced_split(profiles[(model, "stages")]["stages"].unit_times(), S)
+            staged[key], loads[staged_file(c)] = rule.measure(
+                staged_file(c),
+                lambda m=m, S=S, sched=sched, M=M, split=split: profile_runtime(
+                    m.model, S, M, schedule=sched, microbatch=m.batch_size, split=split,
+                    model_options=m.options,
+                ),
+                say,
+            )  # fmt: skip
+            (root / staged_file(c)).write_text(json.dumps(jsonable(staged[key]), indent=1) + "\n")
+            say(
+                f"in-runtime profile of {model} S={S} {sched} M={M}: passes {staged[key]['forward']} / "
+                f"{staged[key]['backward']} s, own work per pass {staged[key]['overhead']} s"
+            )
+        for c in () if in_runtime else pipes:
             key = probe_key(c)
             if key in runtime:
                 continue
@@ -229,23 +269,35 @@ def parallel_pass(
             "calibration": cal_file(c),
         }
         extra: dict[str, Any] = {}
-        if c in pipes:
+        inputs = profiles[(c.model, row_of(c).profile)]
+        if c in pipes and in_runtime:
+            scaled, h = runtime_inputs(inputs["stages"], staged[staged_key(c)])
+            inputs = {**inputs, "stages": scaled}
+            extra = {"action_overhead": h, "exchange": exchanges[c.rate]}
+            files.update(
+                exchange=f"probes/exchange-{_where(c.rate)}{tag}.json", runtime_profile=staged_file(c)
+            )
+        elif c in pipes:
             probe = runtime[probe_key(c)]
             extra = {"action_overhead": probe["action_overhead"], "exchange": exchanges[c.rate]}
-            if bucket_of(c) > 0:
-                extra["link_bucket"] = bucket_of(c)
             files.update(
                 exchange=f"probes/exchange-{_where(c.rate)}{tag}.json",
                 runtime=probe_file(c),
                 tiny=f"probes/tiny{tag}.stages.json",
             )
-        inputs = profiles[(c.model, row_of(c).profile)]
+        if c in pipes and bucket_of(c) > 0:
+            extra["link_bucket"] = bucket_of(c)
         value = predict_parallel(c.scheme, inputs, cals[cal_key(c)], c.workers, c.params, **extra)
         value["input_files"] = files
         # Decided with the prediction, before its run: the inputs it read that were still disturbed.
         names = [f"profiles/{files['profiles']}", *(v for k, v in files.items() if k != "profiles")]
         value["inputs_disturbed"] = rule.still_disturbed(loads[name] for name in names)
-        if c in pipes:
+        if c in pipes and in_runtime:
+            value["probes"] = {
+                "loopback_step": staged[staged_key(c)]["step"],
+                "measured": staged[staged_key(c)]["measured"],
+            }
+        elif c in pipes:
             value["probes"] = {
                 k: probe[k] for k in ("step", "model_step_without", "self_consistency", "measured")
             }

@@ -242,14 +242,20 @@ def stored_parallel_inputs(
     cal_kind = json.loads(paths["calibration"].read_text()).get("kind")
     calibration = (ShardedCalibration if cal_kind == "sharded" else Calibration).load(paths["calibration"])
     extra: dict[str, Any] = {}
-    if "runtime" in paths:
+    bucket = float(record.get("link_bucket", 0.0))  # recorded by predictions that took one
+    if "runtime_profile" in paths:  # the stages profiled inside the runtime, not the tiny model's probe
+        from queuesgd.harness.pipelining.runtime_profile import runtime_inputs
+
+        staged = json.loads(paths["runtime_profile"].read_text())
+        inputs["stages"], h = runtime_inputs(inputs["stages"], staged)
+        extra = {"action_overhead": h, "exchange": ExchangeCalibration.load(paths["exchange"])}
+    elif "runtime" in paths:
         probe = json.loads(paths["runtime"].read_text())
         tiny = StageProfile.load(paths["tiny"])
-        bucket = float(record.get("link_bucket", 0.0))  # recorded by predictions that took one
         h = action_overhead(probe, tiny, calibration, link_bucket=bucket)["action_overhead"]
         extra = {"action_overhead": h, "exchange": ExchangeCalibration.load(paths["exchange"])}
-        if bucket > 0:
-            extra["link_bucket"] = bucket
+    if extra and bucket > 0:
+        extra["link_bucket"] = bucket
     return inputs, calibration, extra
 
 
