@@ -143,6 +143,9 @@ def test_the_preregistered_parallel_spec():
     with pytest.raises(InvalidParameterError, match="spec.lines.1..models.0."):
         parse_spec({**doc, "models": {**doc["models"], "mlp-mb16": {"model": "tests.nowhere:net",
                     "batch_size": 16, "input_shape": [8]}}})  # fmt: skip
+    # the encoder averages over the sequence between its blocks and its head: no pipeline units
+    with pytest.raises(InvalidParameterError, match="cuts into pipeline units"):
+        parse_spec({**doc, "models": {**doc["models"], "mlp-mb16": {"model": "encoder", "batch_size": 16}}})
 
 
 _TINY_CAMPAIGN = {

@@ -499,6 +499,7 @@ def _line(where: str, value: Any, models: Mapping[str, ModelSpec], device: str) 
     from queuesgd.harness.apriori_parallel.run import PROFILES
     from queuesgd.harness.live_schemes import LIVE, live_scheme
     from queuesgd.harness.models import is_named
+    from queuesgd.harness.pipelining.units import SEQUENTIAL_MODELS
     from queuesgd.specs import random_delay
 
     if not isinstance(value, Mapping):
@@ -519,6 +520,9 @@ def _line(where: str, value: Any, models: Mapping[str, ModelSpec], device: str) 
             )
         if row.key in parallel and is_named(models[label].model):
             raise InvalidParameterError(f"{where}.models[{i}]", label, f"a harness model for {row.key}")
+        if row.profile == "stages" and models[label].model not in SEQUENTIAL_MODELS:
+            accepted = f"a model that cuts into pipeline units: {', '.join(SEQUENTIAL_MODELS)}"
+            raise InvalidParameterError(f"{where}.models[{i}]", label, accepted)
     workers = _checks.integers(f"{where}.workers", value["workers"])
     if len(set(workers)) != len(workers) or max(workers) > MAX_WORKERS:
         raise InvalidParameterError(

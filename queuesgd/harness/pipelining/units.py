@@ -21,10 +21,15 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 
-__all__ = ["SCHEDULES", "balanced_split", "check_split", "model_units", "unit_count"]
+__all__ = ["SCHEDULES", "SEQUENTIAL_MODELS", "balanced_split", "check_split", "model_units", "unit_count"]
 
 #: The pipeline schedules the harness runs, by name.
 SCHEDULES = ("1f1b", "gpipe")
+
+
+#: The harness models whose forward pass is their children in order, so that they cut into pipeline units
+#: (the transformer encoder averages over the sequence between its blocks and its head: it does not).
+SEQUENTIAL_MODELS = ("mlp", "cnn", "resnet18s")
 
 
 def model_units(net: Any) -> list[tuple[str, list[Any]]]:
