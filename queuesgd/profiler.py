@@ -312,8 +312,8 @@ def _run(
         cuda = step.dev.type == "cuda"
         rec = Recorder(torch, step.net, step.params, cuda=cuda, forward_hooks=not step.compiled)
         wait = torch.cuda.synchronize if cuda else (lambda: None)
-        own = [0.0]  # the profile's own seconds (not the loop blocks')
-        phases = dict.fromkeys(("warmup", "timed", "detailed", "memory"), 0.0)  # the same, by phase
+        # the profile's own seconds by phase (not the loop blocks')
+        phases = dict.fromkeys(("warmup", "timed", "detailed", "memory"), 0.0)
 
         @contextlib.contextmanager
         def counted(phase: str) -> Iterator[None]:
@@ -321,9 +321,7 @@ def _run(
             try:
                 yield
             finally:
-                spent = time.perf_counter() - t0
-                own[0] += spent
-                phases[phase] += spent
+                phases[phase] += time.perf_counter() - t0
 
         try:
             if cuda:
@@ -362,7 +360,7 @@ def _run(
         provenance = _provenance(step)
     provenance.update(memory)
     ran = warmup + sum(timed_blocks) + detailed + (warmup > 0) + 1  # + the memory pass
-    provenance["profile_seconds_per_step"] = own[0] / ran
+    provenance["profile_seconds_per_step"] = sum(phases.values()) / ran
     # where that time went, in seconds (the timed steps hold the warm-up when it runs into them)
     for phase, spent in phases.items():
         provenance[f"profile_{phase}_seconds"] = spent
