@@ -16,7 +16,7 @@ import pytest
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.harness.apriori import parse_spec
 from queuesgd.harness.apriori_parallel import ShardedCalibration, calibrate_parallel
-from queuesgd.harness.apriori_parallel.calibration import _fit_collectives, _own_spans, _spans
+from queuesgd.harness.apriori_parallel.calibration import _fit_collectives, _spans
 from queuesgd.harness.apriori_parallel.predict import fsdp_busy_work
 
 SIZES = [4096, 1 << 20]
@@ -46,7 +46,7 @@ def _two_ranks() -> list[dict]:
 
 def test_own_spans_are_each_ranks_wait_averaged_over_the_ranks():
     recs = _two_ranks()
-    b, t = _own_spans([r for r in recs if r["op"] == "allgather"], SIZES)
+    b, t = _spans([r for r in recs if r["op"] == "allgather"], SIZES, own=True)
     assert b == [4096.0] * 3 + [float(1 << 20)] * 3
     np.testing.assert_allclose(t, [0.001, 0.005, 0.001, 0.0105, 0.0105, 0.0145], rtol=0, atol=1e-12)
     # the idle mode's span starts at the last rank's start: rank 1's own time here, the lag not counted

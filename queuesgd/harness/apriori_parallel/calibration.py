@@ -197,11 +197,24 @@ def batch_p2p_probe(ctx: Any, sizes: list[int], repeats: int, warmup: int, gap: 
             ctx.report({"size": size, "t0": t0s, "t1": t1s})
 
 
-def _spans(records: list[dict], sizes: list[int]) -> tuple[list[float], list[float]]:
-    """Per size and repeat: the latest end minus the latest start over the ranks (one shared clock).
+def _spans(records: list[dict], sizes: list[int], *, own: bool = False) -> tuple[list[float], list[float]]:
+    """Per size and repeat, one time over the ranks (one shared clock).
 
-    As the harness's all-reduce calibration reads its probes: the operation's
-    time from the moment the last rank joined it.
+    By default the latest end minus the latest start: as the harness's
+    all-reduce calibration reads its probes, the operation's time from the
+    moment the last rank joined it. With ``own``: the mean over the ranks of
+    each rank's own time from its ``t0`` to its ``t1``, what a rank of a step
+    waits at the collective (the operation, and the lag of a peer that reached
+    it later).
+
+    Examples
+    --------
+    >>> recs = [{"size": 8, "t0": [0.0, 1.0], "t1": [0.5, 1.2]},     # rank 0: 0.5 s, 0.2 s
+    ...         {"size": 8, "t0": [0.2, 1.0], "t1": [0.5, 1.4]}]     # rank 1: 0.3 s, 0.4 s
+    >>> _spans(recs, [8], own=True)
+    ([8.0, 8.0], [0.4, 0.3])
+    >>> _spans(recs, [8])                                             # from the last start: 0.3 s, 0.4 s
+    ([8.0, 8.0], [0.3, 0.3999999999999999])
     """
     nbytes: list[float] = []
     seconds: list[float] = []
@@ -211,34 +224,12 @@ def _spans(records: list[dict], sizes: list[int]) -> tuple[list[float], list[flo
             raise InvalidParameterError("records", f"none for {size} bytes", "one record per rank and size")
         starts = np.array([r["t0"] for r in recs], dtype=float)
         ends = np.array([r["t1"] for r in recs], dtype=float)
-        span = ends.max(axis=0) - starts.max(axis=0)
-        nbytes += [float(size)] * span.size
-        seconds += [float(x) for x in span]
-    return nbytes, seconds
-
-
-def _own_spans(records: list[dict], sizes: list[int]) -> tuple[list[float], list[float]]:
-    """Per size and repeat: the mean over the ranks of each rank's own time, from its ``t0`` to its ``t1``.
-
-    What a rank of a step waits at the collective: the operation, and the
-    lag of a peer that reached it later.
-
-    Examples
-    --------
-    >>> recs = [{"size": 8, "t0": [0.0, 1.0], "t1": [0.5, 1.2]},     # rank 0: 0.5 s, 0.2 s
-    ...         {"size": 8, "t0": [0.2, 1.0], "t1": [0.5, 1.4]}]     # rank 1: 0.3 s, 0.4 s
-    >>> _own_spans(recs, [8])
-    ([8.0, 8.0], [0.4, 0.3])
-    """
-    nbytes: list[float] = []
-    seconds: list[float] = []
-    for size in sorted(set(sizes)):
-        recs = [r for r in records if int(r.get("size", -1)) == size]
-        if not recs:
-            raise InvalidParameterError("records", f"none for {size} bytes", "one record per rank and size")
-        own = np.array([r["t1"] for r in recs], dtype=float) - np.array([r["t0"] for r in recs], dtype=float)
-        nbytes += [float(size)] * own.shape[1]
-        seconds += [round(float(x), 12) for x in own.mean(axis=0)]
+        if own:
+            span = [round(float(x), 12) for x in (ends - starts).mean(axis=0)]
+        else:
+            span = [float(x) for x in ends.max(axis=0) - starts.max(axis=0)]
+        nbytes += [float(size)] * len(span)
+        seconds += span
     return nbytes, seconds
 
 
@@ -251,19 +242,18 @@ def _fit_collectives(
     ``t / (n - 1)`` (the same two unknowns; a ring all-gather is ``n - 1``
     such steps: Thakur, Rabenseifner, Gropp, IJHPCA 2005) to each size's
     median time (``mode`` ``"busy-mean"``: each rank's own times,
-    :func:`_own_spans`, reduced to each size's mean). The extra is, per
+    ``_spans(own=True)``, reduced to each size's mean). The extra is, per
     size, the reduce-scatters' median (mean) time minus the fit's time.
     """
     from queuesgd.harness.calibrate import fit_alpha_beta
 
     mean = mode == "busy-mean"
-    spans = _own_spans if mean else _spans
     reduce = np.mean if mean else np.median
-    b, t = spans([r for r in records if r.get("op") == "allgather"], sizes)
+    b, t = _spans([r for r in records if r.get("op") == "allgather"], sizes, own=mean)
     if mean:  # one point per size, its mean (fit_alpha_beta reduces each size to its median)
         b, t = [float(s) for s in sizes], [float(np.mean([y for x, y in zip(b, t) if x == s])) for s in sizes]
     fit = fit_alpha_beta([x / n for x in b], [y / (n - 1) for y in t], kind="p2p")
-    rb, rt = spans([r for r in records if r.get("op") == "reducescatter"], sizes)
+    rb, rt = _spans([r for r in records if r.get("op") == "reducescatter"], sizes, own=mean)
     extra = {}
     for size in sizes:
         typical = float(reduce([y for x, y in zip(rb, rt) if x == size]))
@@ -363,22 +353,10 @@ def calibrate_parallel(
     from queuesgd.harness.netns import on_network
 
     (fit, extra), emulation = on_network(n, bw, go)
+    common = (kind, n, bw, fit.alpha, fit.bandwidth, fit.r2, emulation, measured)
     if kind == "p2p":
-        fitted = (fit.alpha, fit.bandwidth, fit.r2)
-        return Calibration(kind, n, bw, *fitted, emulation, measured, samples=fit.samples)  # sizes' medians
-    return ShardedCalibration(
-        kind,
-        n,
-        bw,
-        fit.alpha,
-        fit.bandwidth,
-        fit.r2,
-        emulation,
-        measured,
-        reduce_extra=extra,
-        mode=mode,
-        busy_work=work,
-    )
+        return Calibration(*common, samples=fit.samples)  # its sizes' medians
+    return ShardedCalibration(*common, reduce_extra=extra, mode=mode, busy_work=work)
 
 
 def calibration_ranks(kind: str, workers: int) -> int:
