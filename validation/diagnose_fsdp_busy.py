@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE.parent))
 from queuesgd.harness.apriori_parallel import calibrate_parallel, stored_parallel_inputs  # noqa: E402
 from queuesgd.harness.apriori_parallel.run import predict_parallel  # noqa: E402
 from queuesgd.harness.provenance import stamp  # noqa: E402
-from queuesgd.harness.report import read_rows  # noqa: E402
+from queuesgd.harness.report import counted_rows  # noqa: E402
 from queuesgd.schemes import ShardedDataParallel  # noqa: E402
 
 
@@ -33,12 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--campaign", default="fsdp-busy-heldout")
     args = ap.parse_args(argv)
     folder = HERE / "campaigns" / args.campaign
-    rows = [
-        r
-        for path in sorted((HERE / "results").glob(f"{args.campaign}-{ShardedDataParallel.key}-*.json"))
-        for r in read_rows(path)
-        if r.get("counted", True) and r.get("error") is not None
-    ]
+    rows = counted_rows(HERE / "results", args.campaign, ShardedDataParallel.key)
     measured = stamp()
     idle = {rate: calibrate_parallel("sharded", 2, rate) for rate in sorted({r["bandwidth"] for r in rows})}
     out = []

@@ -24,7 +24,7 @@ from queuesgd.harness.apriori_parallel import action_overhead, stored_parallel_i
 from queuesgd.harness.apriori_parallel.run import predict_parallel, stored_input_paths  # noqa: E402
 from queuesgd.harness.netns import tbf_burst  # noqa: E402
 from queuesgd.harness.pipelining import StageProfile  # noqa: E402
-from queuesgd.harness.report import read_rows  # noqa: E402
+from queuesgd.harness.report import counted_rows  # noqa: E402
 from queuesgd.schemes import Pipeline  # noqa: E402
 
 
@@ -46,12 +46,7 @@ def main() -> int:
     out = {}
     for campaign in ("parallel", "parallel-heldout"):
         root = HERE / "campaigns" / campaign
-        rows = [
-            r
-            for path in sorted((HERE / "results").glob(f"{campaign}-{Pipeline.key}-*.json"))
-            for r in read_rows(path)
-            if r.get("campaign") == campaign and r.get("counted", True) and r.get("error") is not None
-        ]
+        rows = counted_rows(HERE / "results", campaign, Pipeline.key)
         pairs = []
         for r in rows:
             before, after = again(r, root)

@@ -36,7 +36,7 @@ from queuesgd.harness.apriori_parallel import (  # noqa: E402
 from queuesgd.harness.netns import tbf_burst  # noqa: E402
 from queuesgd.harness.pipelining import balanced_split  # noqa: E402
 from queuesgd.harness.pipelining.runtime_profile import runtime_inputs  # noqa: E402
-from queuesgd.harness.report import read_rows  # noqa: E402
+from queuesgd.harness.report import counted_rows  # noqa: E402
 from queuesgd.schemes import Pipeline  # noqa: E402
 
 SIZES = (1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20)
@@ -65,12 +65,7 @@ def main() -> int:
         print(f"{rate / 1e6:g} MB/s: line alpha {cal.alpha * 1e3:.3f} ms B {cal.bandwidth / 1e6:.1f} MB/s; "
               f"hinge (b {bucket:.0f} B) alpha {alpha * 1e3:.3f} ms B {bw / 1e6:.1f} MB/s; "
               f"samples {[(int(s), round(t * 1e3, 3)) for s, t in cal.samples]}", flush=True)  # fmt: skip
-    rows = [
-        r
-        for path in sorted((HERE / "results").glob(f"{campaign}-{Pipeline.key}-*-pass2.json"))
-        for r in read_rows(path)
-        if r.get("campaign") == campaign and r.get("counted", True) and r.get("error") is not None
-    ]
+    rows = counted_rows(HERE / "results", campaign, Pipeline.key, passes=[2])
     out = []
     for r in rows:
         inputs, _, probes = stored_parallel_inputs(r, root)

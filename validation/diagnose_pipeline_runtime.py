@@ -32,19 +32,14 @@ from queuesgd.harness.netns import tbf_burst  # noqa: E402
 from queuesgd.harness.pipelining import balanced_split  # noqa: E402
 from queuesgd.harness.pipelining.runtime_profile import profile_runtime, runtime_inputs  # noqa: E402
 from queuesgd.harness.provenance import stamp  # noqa: E402
-from queuesgd.harness.report import read_rows  # noqa: E402
+from queuesgd.harness.report import counted_rows  # noqa: E402
 from queuesgd.schemes import Pipeline  # noqa: E402
 
 
 def main() -> int:
     campaign = "parallel"
     root = HERE / "campaigns" / campaign
-    rows = [
-        r
-        for path in sorted((HERE / "results").glob(f"{campaign}-{Pipeline.key}-*-pass2.json"))
-        for r in read_rows(path)
-        if r.get("campaign") == campaign and r.get("counted", True) and r.get("error") is not None
-    ]
+    rows = counted_rows(HERE / "results", campaign, Pipeline.key, passes=[2])
     measured, profiles, out = stamp(), {}, []
     for r in rows:
         inputs, calibration, probes = stored_parallel_inputs(r, root)

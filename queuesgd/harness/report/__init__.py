@@ -23,6 +23,7 @@ Examples
 from queuesgd.harness.report.markdown import write_report
 from queuesgd.harness.report.plots import plot_rows
 from queuesgd.harness.report.rows import (
+    counted_rows,
     format_table,
     jsonable,
     make_folder,
@@ -45,6 +46,7 @@ __all__ = [
     "Section",
     "by_section",
     "campaign_runs",
+    "counted_rows",
     "format_table",
     "jsonable",
     "make_folder",

@@ -167,3 +167,34 @@ def read_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if not isinstance(data, list):
         raise InvalidParameterError("path", os.fspath(path), "a JSON list of validation rows")
     return data
+
+
+def counted_rows(
+    results: str | os.PathLike[str], campaign: str, scheme: str, *, passes: Any = None
+) -> list[dict[str, Any]]:
+    """The counted rows of one scheme in one spec campaign, from ``results/<campaign>-<scheme>-*.json``.
+
+    A row is kept when its own ``campaign`` is ``campaign``, it is not marked ``counted: false`` and it
+    has an ``error``; ``passes`` (an iterable of pass numbers) keeps only those passes.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> rows = [{"campaign": "c", "pass": 1, "error": 0.1}, {"campaign": "c", "pass": 2, "error": -0.2},
+    ...         {"campaign": "c", "pass": 2, "error": 0.5, "counted": False}]
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (Path(d) / "c-ddp-mlp-pass1.json").write_text(json.dumps(rows))
+    ...     every, second = counted_rows(d, "c", "ddp"), counted_rows(d, "c", "ddp", passes=[2])
+    >>> [r["error"] for r in every], [r["error"] for r in second]
+    ([0.1, -0.2], [-0.2])
+    """
+    keep = None if passes is None else {int(x) for x in passes}
+    return [
+        r
+        for path in sorted(Path(results).glob(f"{campaign}-{scheme}-*.json"))
+        for r in read_rows(path)
+        if r.get("campaign") == campaign
+        and r.get("counted", True)
+        and r.get("error") is not None
+        and (keep is None or r.get("pass") in keep)
+    ]
