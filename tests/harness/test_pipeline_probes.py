@@ -203,3 +203,28 @@ def test_committed_campaign_rows_are_rebuilt_exactly(row):
 
     folder = Path(__file__).resolve().parents[2] / "validation" / "campaigns" / row["campaign"]
     assert rebuild_parallel(row, folder)["predicted"] == row["predicted"]
+
+
+@pytest.mark.slow
+def test_a_paired_pipeline_row_is_profiled_and_predicted_right_before_its_own_run(tmp_path):
+    """``"pipeline_profile": "runtime-paired"``: each pipeline row's in-runtime profile (its own file, named
+    for its link) and prediction come after the previous row's run and are stored before its own run
+    starts; a predict-only pass makes none of them; every prediction is rebuilt exactly from its files."""
+    pytest.importorskip("torch")
+    from queuesgd.harness.apriori import Campaign
+    from queuesgd.harness.apriori_parallel import rebuild_parallel
+
+    doc = {**_TINY_CAMPAIGN, "name": "paired", "pipeline_profile": "runtime-paired",
+           "lines": _TINY_CAMPAIGN["lines"][1:]}  # fmt: skip
+    Campaign(doc).run(tmp_path / "none", predict_only=True)
+    assert json.loads((tmp_path / "none" / "predictions.json").read_text()) == []
+    rows = Campaign(doc).run(tmp_path / "run").rows
+    rows = sorted((r for r in rows if r.get("error") is not None), key=lambda r: r["run_started"])
+    assert [r["params"]["schedule"] for r in rows] == ["1f1b", "gpipe"]
+    stored = json.loads((tmp_path / "run" / "predictions.json").read_text())
+    assert len(stored) == 2 and stored[0]["stored"] < rows[0]["run_started"]
+    assert rows[0]["run_started"] < stored[1]["stored"] < rows[1]["run_started"]
+    for p, r in zip(stored, rows):
+        assert p["input_files"]["runtime_profile"] == f"probes/inruntime-mlp-mb8-{p['params']['schedule']}" \
+            "-S2-M2-loopback.json"
+        assert rebuild_parallel(p, tmp_path / "run")["predicted"] == p["predicted"] == r["predicted"]

@@ -31,8 +31,9 @@ Fields (``*``: required)::
                           (in one group of k ranks on loopback, the collectives taken out; profile_fsdp)
     link_bucket           pipeline lines: true to model the emulated links' token bucket (netns.tbf_burst
                           of the rate, Pipeline(link_bucket=), the p2p link fitted as a hinge); default false
-    pipeline_profile      pipeline lines: "probe" (default: unit profile + the tiny model's runtime probe) or
+    pipeline_profile      pipeline lines: "probe" (default: unit profile + the tiny model's runtime probe),
                           "runtime" (the stages profiled inside torch's runtime on loopback; runtime_profile)
+                          or "runtime-paired" (the same, per row, right before its run; campaign_pass)
     passes*               how many times the whole campaign runs (every pass is reported)
     discard*              {"rule": "disturbed" | "none", "attempts": int, "limit": share,
                            "inputs": bool (default false: rows from disturbed inputs still count)}
@@ -318,7 +319,7 @@ def parse_spec(document: Any) -> CampaignSpec:
     fsdp_profile = _checks.choice("spec.fsdp_profile", doc.get("fsdp_profile", "solo"), ("solo", "group"))
     link_bucket = _checks.boolean("spec.link_bucket", doc.get("link_bucket", False))
     pipeline_profile = _checks.choice(
-        "spec.pipeline_profile", doc.get("pipeline_profile", "probe"), ("probe", "runtime")
+        "spec.pipeline_profile", doc.get("pipeline_profile", "probe"), ("probe", "runtime", "runtime-paired")
     )
     passes = _int("spec.passes", doc["passes"], 1, MAX_PASSES)
     discard = _discard(doc["discard"])

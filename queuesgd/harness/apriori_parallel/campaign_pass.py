@@ -36,6 +36,15 @@ model, with its sizes (``model_options``) if the spec gives them; its ``batch_si
 batch (a worker's batch for FSDP, a micro-batch for a pipeline). With the spec's ``"fsdp_profile":
 "group"`` FSDP's own step is profiled in one group of the row's ranks, its collectives taken out
 (:func:`~queuesgd.harness.apriori_parallel.profile_fsdp`).
+
+With ``"pipeline_profile": "runtime-paired"`` a pipeline row's in-runtime
+stage profile (on loopback, ``probes/inruntime-<model>-<schedule>-S-M-<rate>-passN.json``)
+is measured right before that row's run, its prediction made and stored
+(appended to ``predictions-passN.json`` with its own time) and only then the
+run started: on these shared cores the machine's speed drifts by tens of
+percent over tens of seconds while two measurements a few seconds apart
+agree within about 5% (``validation/diagnose_pipeline_spread.py``), so a
+profile taken minutes before its run reads another machine.
 """
 
 from __future__ import annotations
@@ -188,16 +197,40 @@ def parallel_pass(
         S, sched, M, rate = probe_key(c)
         return f"probes/runtime-{sched}-S{S}-M{M}-{_where(rate)}{tag}.json"
 
-    in_runtime = spec.pipeline_profile == "runtime"
-    staged: dict[tuple, dict] = {}  # in-runtime stage profiles, by model and pipeline
+    in_runtime = spec.pipeline_profile in ("runtime", "runtime-paired")
+    paired = spec.pipeline_profile == "runtime-paired"
+    staged: dict[tuple, dict] = {}  # in-runtime stage profiles, by model and pipeline (and rate, paired)
 
-    def staged_key(c: Any) -> tuple[str, int, str, int]:
-        S, sched, M, _ = probe_key(c)
-        return c.model, S, sched, M
+    def staged_key(c: Any) -> tuple:
+        S, sched, M, rate = probe_key(c)
+        return (c.model, S, sched, M, rate) if paired else (c.model, S, sched, M)
 
     def staged_file(c: Any) -> str:
-        model, S, sched, M = staged_key(c)
-        return f"probes/inruntime-{model}-{sched}-S{S}-M{M}{tag}.json"
+        model, S, sched, M = staged_key(c)[:4]
+        where = f"-{_where(c.rate)}" if paired else ""
+        return f"probes/inruntime-{model}-{sched}-S{S}-M{M}{where}{tag}.json"
+
+    def measure_staged(c: Any) -> None:
+        """The in-runtime stage profile of ``c``'s pipeline, on loopback (once per key), written."""
+        key = staged_key(c)
+        if key in staged:
+            return
+        model, S, sched, M = key[:4]
+        m = spec.models[model]
+        split = balanced_split(profiles[(model, "stages")]["stages"].unit_times(), S)
+        staged[key], loads[staged_file(c)] = rule.measure(
+            staged_file(c),
+            lambda m=m, S=S, sched=sched, M=M, split=split: profile_runtime(
+                m.model, S, M, schedule=sched, microbatch=m.batch_size, split=split,
+                model_options=m.options,
+            ),
+            say,
+        )  # fmt: skip
+        (root / staged_file(c)).write_text(json.dumps(jsonable(staged[key]), indent=1) + "\n")
+        say(
+            f"in-runtime profile of {model} S={S} {sched} M={M}: passes {staged[key]['forward']} / "
+            f"{staged[key]['backward']} s, own work per pass {staged[key]['overhead']} s"
+        )
 
     if pipes:
         run_, sweep = settings["runtime"], settings["exchange"]
@@ -217,26 +250,8 @@ def parallel_pass(
                 f"exchanges at {_where(rate)}: shares {exchanges[rate].shares} at "
                 f"{exchanges[rate].sizes} bytes"
             )
-        for c in pipes if in_runtime else ():
-            key = staged_key(c)
-            if key in staged:
-                continue
-            model, S, sched, M = key
-            m = spec.models[model]
-            split = balanced_split(profiles[(model, "stages")]["stages"].unit_times(), S)
-            staged[key], loads[staged_file(c)] = rule.measure(
-                staged_file(c),
-                lambda m=m, S=S, sched=sched, M=M, split=split: profile_runtime(
-                    m.model, S, M, schedule=sched, microbatch=m.batch_size, split=split,
-                    model_options=m.options,
-                ),
-                say,
-            )  # fmt: skip
-            (root / staged_file(c)).write_text(json.dumps(jsonable(staged[key]), indent=1) + "\n")
-            say(
-                f"in-runtime profile of {model} S={S} {sched} M={M}: passes {staged[key]['forward']} / "
-                f"{staged[key]['backward']} s, own work per pass {staged[key]['overhead']} s"
-            )
+        for c in pipes if in_runtime and not paired else ():
+            measure_staged(c)
         for c in () if in_runtime else pipes:
             key = probe_key(c)
             if key in runtime:
@@ -261,9 +276,8 @@ def parallel_pass(
                 f"{solved['self_consistency']:+.1e})"
             )
 
-    # 4. predictions, from those files alone, stored before any run
-    values = []
-    for c in configs:
+    # 4. predictions, from those files alone, stored before any run (a paired pipeline row's: before its own)
+    def predict_one(c: Any) -> dict[str, Any]:
         files: dict[str, Any] = {
             "profiles": f"{c.model}-{row_of(c).profile}{tag}",
             "calibration": cal_file(c),
@@ -301,21 +315,38 @@ def parallel_pass(
             value["probes"] = {
                 k: probe[k] for k in ("step", "model_step_without", "self_consistency", "measured")
             }
-        values.append(value)
-    stored = campaign.now()
+        return value
+
     path = root / f"predictions{tag}.json"
-    kept = json.loads(path.read_text()) if path.exists() else []  # this pass's other lines, written before
-    mine = [{**campaign.identity(c, number), **v, "stored": stored} for c, v in zip(configs, values)]
-    path.write_text(json.dumps(jsonable(kept + mine), indent=1) + "\n")
+
+    def store(pairs: Sequence[tuple[Any, dict[str, Any]]]) -> str:
+        """Append predictions to the pass's file (its other lines' were written before); the time stored."""
+        stored = campaign.now()
+        kept = json.loads(path.read_text()) if path.exists() else []
+        mine = [{**campaign.identity(c, number), **v, "stored": stored} for c, v in pairs]
+        path.write_text(json.dumps(jsonable(kept + mine), indent=1) + "\n")
+        return stored
+
+    later = [c for c in pipes if paired]  # predicted right before their own runs
+    values: dict[int, dict[str, Any]] = {i: predict_one(c) for i, c in enumerate(configs) if c not in later}
+    stored_at = dict.fromkeys(values, store([(configs[i], v) for i, v in values.items()]))
     say(f"{len(values)} predictions of the parallel lines stored before their runs")
     if predict_only:
+        if later:
+            say(f"{len(later)} paired pipeline rows are predicted only right before their runs: none made")
         return []
 
     # 5. live runs with the row's loop, each in network namespaces at its rate
     from queuesgd.harness.netns import on_network
 
     rows: list[dict[str, Any]] = []
-    for c, pred in zip(configs, values):
+    for i, c in enumerate(configs):
+        if c in later:  # its profile now, on loopback; its prediction stored; then its run
+            measure_staged(c)
+            values[i] = predict_one(c)
+            stored_at[i] = store([(c, values[i])])
+            say(f"prediction of {c.stem(spec.name)} at {_where(c.rate)} stored before its run")
+        pred, stored = values[i], stored_at[i]
         m = spec.models[c.model]
         params = {**c.params, **({"split": pred["split"]} if "split" in pred else {})}
         cal = cals[cal_key(c)]

@@ -118,8 +118,14 @@ def profile_runtime(
     steps: int = 30,
     warmup: int = 8,
     timeout: float = 300.0,
+    rate: float | None = None,
 ) -> dict[str, Any]:
     """The real model's pipeline on loopback, timed inside its steps: per stage, passes and own work.
+
+    ``rate`` (bytes/s) runs the same pipeline on an emulated link instead
+    (:func:`~queuesgd.harness.netns.on_network`; needs namespaces): for a
+    diagnosis of how the passes change on that link, never as a prediction's
+    input for a run on it (that would read the run's own configuration).
 
     Returns
     -------
@@ -129,9 +135,10 @@ def profile_runtime(
         ``wait`` (per stage, per step: taken out), ``passes`` (per stage: forward and backward passes
         timed in a step, the median), ``step`` (the median loopback step, for reference only),
         the configuration (``model``, ``stages``, ``microbatches``, ``schedule``, ``microbatch``, ``split``,
-        ``model_options``) and ``measured``.
+        ``model_options``), ``emulation`` (``"none"`` on loopback) and ``measured``.
     """
     from queuesgd.harness.launch import run_workers
+    from queuesgd.harness.netns import on_network
     from queuesgd.harness.pipelining.worker import pipeline_worker
     from queuesgd.schemes import Pipeline
 
@@ -149,7 +156,10 @@ def profile_runtime(
                             split=chosen, key=Pipeline.key, model_options=options)  # fmt: skip
         ctx.report({"role": "calls", "calls": [list(c) for c in calls]})
 
-    records = run_workers(fn, S, timeout=timeout)
+    def go(setup: Any, host: str) -> list[dict]:
+        return run_workers(fn, S, timeout=timeout, setup=setup, host=host)
+
+    records, emulation = on_network(S, rate, go)
     calls = {r["rank"]: r["calls"] for r in records if r.get("role") == "calls"}
     measured_steps = [r for r in records if r.get("role") == "worker" and not r.get("warmup")]
     per_stage: dict[int, list[dict[str, float]]] = {}
@@ -165,7 +175,7 @@ def profile_runtime(
         doc["wait"].append(statistics.fmean(p["wait"] for p in rows))
     doc["step"] = statistics.median(p["step"] for rows in per_stage.values() for p in rows)
     doc.update(model=kind, stages=S, microbatches=M, schedule=schedule, microbatch=mb, split=chosen,
-               model_options=options, measured=measured)  # fmt: skip
+               model_options=options, emulation=emulation, measured=measured)  # fmt: skip
     return doc
 
 
