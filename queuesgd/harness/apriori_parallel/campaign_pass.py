@@ -38,10 +38,11 @@ batch (a worker's batch for FSDP, a micro-batch for a pipeline). With the spec's
 (:func:`~queuesgd.harness.apriori_parallel.profile_fsdp`).
 
 With ``"pipeline_profile": "runtime-paired"`` a pipeline row's in-runtime
-stage profile (on loopback, ``probes/inruntime-<model>-<schedule>-S-M-<rate>-passN.json``)
-is measured right before that row's run, its prediction made and stored
-(appended to ``predictions-passN.json`` with its own time) and only then the
-run started: on these shared cores the machine's speed drifts by tens of
+stage profile (on loopback, the spec's ``probes.runtime`` steps and warm-up;
+``probes/inruntime-<model>-<schedule>-S-M-<rate>-passN.json``) is measured
+right before that row's run, its prediction made and stored (appended to
+``predictions-passN.json`` with its own time) and only then the run
+started: on these shared cores the machine's speed drifts by tens of
 percent over tens of seconds while two measurements a few seconds apart
 agree within about 5% (``validation/diagnose_pipeline_spread.py``), so a
 profile taken minutes before its run reads another machine.
@@ -218,11 +219,13 @@ def parallel_pass(
         model, S, sched, M = key[:4]
         m = spec.models[model]
         split = balanced_split(profiles[(model, "stages")]["stages"].unit_times(), S)
+        # paired: the spec's probes.runtime steps and warm-up (an unpaired profile keeps its defaults)
+        length = {k: settings["runtime"][k] for k in ("steps", "warmup")} if paired else {}
         staged[key], loads[staged_file(c)] = rule.measure(
             staged_file(c),
             lambda m=m, S=S, sched=sched, M=M, split=split: profile_runtime(
                 m.model, S, M, schedule=sched, microbatch=m.batch_size, split=split,
-                model_options=m.options,
+                model_options=m.options, **length,
             ),
             say,
         )  # fmt: skip

@@ -1,0 +1,68 @@
+"""A campaign's pipeline rows run again with the paired protocol, on rows it was diagnosed on: a diagnosis.
+
+    python validation/diagnose_pipeline_paired.py                      # specs/pipeline-runtime-heldout.json
+    python validation/diagnose_pipeline_paired.py --spec validation/specs/parallel.json --passes 2
+
+Not evidence: the configurations are those of a campaign already run and
+read (issue 22, point 5). The spec is run as it stands except for
+``"pipeline_profile": "runtime-paired"`` (each pipeline row profiled in
+torch's runtime on loopback, predicted and its prediction stored right
+before its own run; :mod:`queuesgd.harness.apriori_parallel.campaign_pass`)
+and the number of passes, into a temporary folder. Writes
+``parallel/diagnose_pipeline_paired-<spec>.json``: every row's prediction,
+measurement and error, and the figures per pass and pooled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from queuesgd.harness.apriori import Campaign  # noqa: E402
+from queuesgd.harness.provenance import stamp  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", default=str(HERE / "specs" / "pipeline-runtime-heldout.json"))
+    ap.add_argument("--passes", type=int, default=1)
+    args = ap.parse_args(argv)
+    doc = json.loads(Path(args.spec).read_text())
+    name = doc["name"]
+    doc.update(name=f"{name}-paired-diagnosis", pipeline_profile="runtime-paired", passes=args.passes)
+    doc["lines"] = [line for line in doc["lines"] if line["scheme"] == "pipeline"]
+    started = stamp()
+    with tempfile.TemporaryDirectory() as tmp:
+        result = Campaign(doc).run(tmp, progress=print)
+        summary = result.summary()
+    rows = [
+        {
+            "row": f"{r['model_label']} {r['params']['schedule']} M={r['params']['microbatches']} "
+            f"{r['bandwidth'] / 1e6:g} MB/s",
+            "pass": r["pass"],
+            "counted": r["counted"],
+            "predicted": r["predicted"],
+            "measured": r["measured"],
+            "error": r["error"],
+            "loopback_step": r.get("probes", {}).get("loopback_step"),
+        }
+        for r in result.rows
+    ]
+    for r in rows:
+        err = "failed" if r["error"] is None else f"{r['error']:+.1%}"
+        print(f"  pass {r['pass']} {r['row']}: {err}")
+    out = {"started": started, "spec": args.spec, "passes": args.passes, "rows": rows, "summary": summary}
+    target = HERE / "parallel" / f"diagnose_pipeline_paired-{name}.json"
+    target.write_text(json.dumps(out, indent=1, default=str) + "\n")
+    print(f"wrote {target.relative_to(HERE)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
