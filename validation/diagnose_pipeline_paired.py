@@ -8,7 +8,8 @@ read (issue 22, point 5). The spec is run as it stands except for
 ``"pipeline_profile": "runtime-paired"`` (each pipeline row profiled in
 torch's runtime on loopback, predicted and its prediction stored right
 before its own run; :mod:`queuesgd.harness.apriori_parallel.campaign_pass`)
-and the number of passes, into a temporary folder. Writes
+and the number of passes (and, with ``--at-activations``, the exchange probe
+also at the models' activations), into a temporary folder. Writes
 ``parallel/diagnose_pipeline_paired-<spec>.json``: every row's prediction,
 measurement and error, and the figures per pass and pooled.
 """
@@ -32,11 +33,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spec", default=str(HERE / "specs" / "pipeline-runtime-heldout.json"))
     ap.add_argument("--passes", type=int, default=1)
+    ap.add_argument("--at-activations", action="store_true", help="exchanges also at the models' activations")
     args = ap.parse_args(argv)
     doc = json.loads(Path(args.spec).read_text())
     name = doc["name"]
     doc.update(name=f"{name}-paired-diagnosis", pipeline_profile="runtime-paired", passes=args.passes)
     doc["lines"] = [line for line in doc["lines"] if line["scheme"] == "pipeline"]
+    tail = ""
+    if args.at_activations:
+        probes = doc.setdefault("probes", {})
+        probes["exchange"] = {**probes.get("exchange", {}), "at_activations": True}
+        tail = "-at-activations"
     started = stamp()
     with tempfile.TemporaryDirectory() as tmp:
         result = Campaign(doc).run(tmp, progress=print)
@@ -51,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             "measured": r["measured"],
             "error": r["error"],
             "loopback_step": r.get("probes", {}).get("loopback_step"),
+            "duplex": r.get("duplex"),
         }
         for r in result.rows
     ]
@@ -58,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         err = "failed" if r["error"] is None else f"{r['error']:+.1%}"
         print(f"  pass {r['pass']} {r['row']}: {err}")
     out = {"started": started, "spec": args.spec, "passes": args.passes, "rows": rows, "summary": summary}
-    target = HERE / "parallel" / f"diagnose_pipeline_paired-{name}.json"
+    out["at_activations"] = args.at_activations
+    target = HERE / "parallel" / f"diagnose_pipeline_paired-{name}{tail}.json"
     target.write_text(json.dumps(out, indent=1, default=str) + "\n")
     print(f"wrote {target.relative_to(HERE)}")
     return 0

@@ -228,3 +228,35 @@ def test_a_paired_pipeline_row_is_profiled_and_predicted_right_before_its_own_ru
         assert p["input_files"]["runtime_profile"] == f"probes/inruntime-mlp-mb8-{p['params']['schedule']}" \
             "-S2-M2-loopback.json"
         assert rebuild_parallel(p, tmp_path / "run")["predicted"] == p["predicted"] == r["predicted"]
+
+
+def test_the_exchange_probe_settings_take_the_activations_switch():
+    from queuesgd.harness.apriori_parallel.probes import probe_settings
+
+    assert probe_settings(None)["exchange"]["at_activations"] is False
+    assert probe_settings({"exchange": {"at_activations": True}})["exchange"]["at_activations"] is True
+    with pytest.raises(InvalidParameterError, match="spec.probes.exchange.at_activations"):
+        probe_settings({"exchange": {"at_activations": 2}})
+
+
+@pytest.mark.slow
+def test_an_exchange_probe_at_the_activations_gives_the_rows_share_measured_at_their_own_size(tmp_path):
+    """``probes.exchange.at_activations``: the link's exchanges are also timed at every activation the
+    pipeline rows' models can send; a row's duplex share is then the one measured at its own activation's
+    size (no interpolation), and its prediction is rebuilt exactly from the stored files."""
+    pytest.importorskip("torch")
+    from queuesgd.harness.apriori import Campaign
+    from queuesgd.harness.apriori_parallel import rebuild_parallel
+
+    doc = {**_TINY_CAMPAIGN, "name": "at-activations", "lines": _TINY_CAMPAIGN["lines"][1:2],
+           "probes": {**_TINY_CAMPAIGN["probes"], "exchange": {"sizes": [4096, 65536], "repeats": 3,
+                                                               "at_activations": True}}}  # fmt: skip
+    Campaign(doc).run(tmp_path, predict_only=True)
+    (p,) = json.loads((tmp_path / "predictions.json").read_text())
+    exchange = ExchangeCalibration.load(tmp_path / p["input_files"]["exchange"])
+    units = StageProfile.load(tmp_path / "profiles" / "mlp-mb8-stages.stages.json")
+    sent = {int(a) for a in units.activation_bytes[:-1]}
+    assert sent <= set(exchange.sizes) and set(exchange.sizes) - sent == {4096, 65536}
+    (act,) = p["activation_bytes"]
+    assert p["duplex"] == exchange.shares[exchange.sizes.index(int(act))]
+    assert rebuild_parallel(p, tmp_path)["predicted"] == p["predicted"]

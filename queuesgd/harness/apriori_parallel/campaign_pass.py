@@ -15,7 +15,9 @@ next starts:
    compute between two collectives, :func:`fsdp_busy_work`);
 3. **probe** what a pipeline costs besides its passes and one-way messages
    (``probes/``): the tiny model's stage profile, the link's fused exchanges
-   at each rate (:func:`calibrate_exchange`), and the runtime at each
+   at each rate (:func:`calibrate_exchange`; with the spec's
+   ``probes.exchange.at_activations`` also at every activation the pipeline
+   rows' models can send there), and the runtime at each
    pipeline configuration's stages, schedule, micro-batches and link
    (:func:`probe_runtime`), solved for ``Pipeline(action_overhead=)``
    (:func:`action_overhead`; its residual is a self-consistency check);
@@ -243,9 +245,15 @@ def parallel_pass(
             )
             tiny.save(root / "probes" / f"tiny{tag}.stages.json")
         for rate in dict.fromkeys(c.rate for c in pipes):
+            sizes = set(sweep["sizes"])
+            if sweep["at_activations"]:  # every activation a split of the rows' models can send
+                for c in pipes:
+                    acts = profiles[(c.model, "stages")]["stages"].activation_bytes[:-1]
+                    sizes |= {int(a) for a in acts if a > 0} if c.rate == rate else set()
+            swept = sorted(sizes)
             exchanges[rate], loads[f"probes/exchange-{_where(rate)}{tag}.json"] = rule.measure(
                 f"probes/exchange-{_where(rate)}{tag}.json",
-                lambda rate=rate: calibrate_exchange(rate, sizes=sweep["sizes"], repeats=sweep["repeats"]),
+                lambda rate=rate, s=swept: calibrate_exchange(rate, sizes=s, repeats=sweep["repeats"]),
                 say,
             )
             exchanges[rate].save(root / "probes" / f"exchange-{_where(rate)}{tag}.json")

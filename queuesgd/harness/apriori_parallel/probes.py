@@ -78,7 +78,7 @@ TINY_MICROBATCH = 2
 #: The probes' settings a campaign spec may give (``probes``), and their defaults.
 DEFAULT_PROBES: Mapping[str, Mapping[str, Any]] = {
     "runtime": {"steps": 60, "warmup": 15, "runs": 3, "repetitions": 50},
-    "exchange": {"sizes": (4096, 65536, 262144, 1 << 20), "repeats": 20},
+    "exchange": {"sizes": (4096, 65536, 262144, 1 << 20), "repeats": 20, "at_activations": False},
 }
 
 
@@ -113,6 +113,8 @@ def probe_settings(value: Any, field: str = "spec.probes") -> dict[str, dict[str
     if len(set(sizes)) < 2:
         raise InvalidParameterError(f"{field}.exchange.sizes", sweep["sizes"], "at least two distinct sizes")
     sweep["sizes"] = sorted(set(sizes))
+    # true: the sweep also times the activations the pipeline lines' models can send (every unit's output)
+    sweep["at_activations"] = _checks.boolean(f"{field}.exchange.at_activations", sweep["at_activations"])
     return out
 
 
