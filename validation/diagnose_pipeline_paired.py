@@ -9,7 +9,8 @@ read (issue 22, point 5). The spec is run as it stands except for
 torch's runtime on loopback, predicted and its prediction stored right
 before its own run; :mod:`queuesgd.harness.apriori_parallel.campaign_pass`)
 and the number of passes (and, with ``--at-activations``, the exchange probe
-also at the models' activations), into a temporary folder. Writes
+also at the models' activations; with ``--exchange-statistic`` each size's
+repeats summarised by their median or mean), into a temporary folder. Writes
 ``parallel/diagnose_pipeline_paired-<spec>.json``: every row's prediction,
 measurement and error, and the figures per pass and pooled.
 """
@@ -34,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", default=str(HERE / "specs" / "pipeline-runtime-heldout.json"))
     ap.add_argument("--passes", type=int, default=1)
     ap.add_argument("--at-activations", action="store_true", help="exchanges also at the models' activations")
+    ap.add_argument("--exchange-statistic", choices=("median", "mean"), default=None,
+                    help="summarise each exchange size so (probes.exchange.statistic)")  # fmt: skip
     args = ap.parse_args(argv)
     doc = json.loads(Path(args.spec).read_text())
     name = doc["name"]
@@ -44,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         probes = doc.setdefault("probes", {})
         probes["exchange"] = {**probes.get("exchange", {}), "at_activations": True}
         tail = "-at-activations"
+    if args.exchange_statistic is not None:
+        probes = doc.setdefault("probes", {})
+        probes["exchange"] = {**probes.get("exchange", {}), "statistic": args.exchange_statistic}
+        tail += f"-{args.exchange_statistic}"
     started = stamp()
     with tempfile.TemporaryDirectory() as tmp:
         result = Campaign(doc).run(tmp, progress=print)
@@ -67,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  pass {r['pass']} {r['row']}: {err}")
     out = {"started": started, "spec": args.spec, "passes": args.passes, "rows": rows, "summary": summary}
     out["at_activations"] = args.at_activations
+    out["exchange_statistic"] = args.exchange_statistic
     target = HERE / "parallel" / f"diagnose_pipeline_paired-{name}{tail}.json"
     target.write_text(json.dumps(out, indent=1, default=str) + "\n")
     print(f"wrote {target.relative_to(HERE)}")

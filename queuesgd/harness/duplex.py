@@ -148,13 +148,17 @@ def measure_duplex(
     return _measure_share(duplex_probe, 3, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout)
 
 
-def _measure_share(probe: Callable[..., None], ranks: int, *args: Any, **launch: Any) -> dict[str, float]:
-    """Run a two-phase probe (``alone``, ``both``) on ``ranks`` ranks: the median times and their share."""
+def _measure_share(
+    probe: Callable[..., None], ranks: int, *args: Any, statistic: str = "median", **launch: Any
+) -> dict[str, float]:
+    """Run a two-phase probe (``alone``, ``both``) on ``ranks`` ranks: the times (``statistic`` of the
+    repeats: ``"median"`` or ``"mean"``) and their share."""
     from queuesgd.harness.launch import run_probe
 
+    pick = {"median": np.median, "mean": np.mean}[_checks.choice("statistic", statistic, ("median", "mean"))]
     size, records = run_probe(probe, ranks, *args, **launch)
     rec = next(r for r in records if "alone" in r)
-    alone, both = float(np.median(rec["alone"])), float(np.median(rec["both"]))
+    alone, both = float(pick(rec["alone"])), float(pick(rec["both"]))
     return {"alone": alone, "both": both, "duplex": duplex_share(alone=alone, both=both), "nbytes": size}
 
 
@@ -200,6 +204,7 @@ def measure_exchange(
     setup: Callable[[int], None] | None = None,
     host: str = "127.0.0.1",
     timeout: float = 300.0,
+    statistic: str = "median",
 ) -> dict[str, float]:
     """Measure the share of the rate each direction of a two-rank link keeps in a fused exchange.
 
@@ -210,10 +215,15 @@ def measure_exchange(
     (:func:`duplex_share`, the median times), what
     :class:`~queuesgd.Pipeline`'s ``duplex`` means.
 
+    ``statistic`` ``"mean"`` takes the repeats' mean times instead of their
+    medians: on a shaped link each exchange is either serialized or
+    overlapped, about half and half (``validation/diagnose_exchange_modes.py``),
+    and a run that pays many exchanges pays their mean.
+
     Returns
     -------
     dict
-        ``alone``, ``both`` (median seconds), ``duplex`` and ``nbytes``.
+        ``alone``, ``both`` (seconds: the repeats' ``statistic``), ``duplex`` and ``nbytes``.
 
     Examples
     --------
@@ -222,7 +232,8 @@ def measure_exchange(
     >>> 0.0 < m["duplex"] <= 1.0 and m["both"] > 0
     True
     """
-    return _measure_share(exchange_probe, 2, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout)
+    launch = {"setup": setup, "host": host, "timeout": timeout}
+    return _measure_share(exchange_probe, 2, nbytes, repeats, warmup, statistic=statistic, **launch)
 
 
 def send_buffer_probe(ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float = 0.05) -> None:

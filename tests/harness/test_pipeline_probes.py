@@ -260,3 +260,24 @@ def test_an_exchange_probe_at_the_activations_gives_the_rows_share_measured_at_t
     (act,) = p["activation_bytes"]
     assert p["duplex"] == exchange.shares[exchange.sizes.index(int(act))]
     assert rebuild_parallel(p, tmp_path)["predicted"] == p["predicted"]
+
+
+def test_an_exchange_probe_summarised_by_its_mean_pays_a_bimodal_exchange_as_a_run_does(monkeypatch):
+    """``statistic="mean"``: of 5 exchanges, 3 serialized (2 ms) and 2 overlapped (1.2 ms) against 1 ms alone,
+    the share is 1 / 1.68 (what 5 such exchanges cost a run), where the median reads the serialized mode
+    (0.5); the settings refuse any other statistic and old files (without one) load as medians."""
+    import queuesgd.harness.launch as launch
+    from queuesgd.harness.apriori_parallel.probes import probe_settings
+    from queuesgd.harness.duplex import measure_exchange
+
+    both = [2e-3, 1.2e-3, 2e-3, 1.2e-3, 2e-3]
+    monkeypatch.setattr(launch, "run_probe", lambda *a, **k: (4096, [{"alone": [1e-3] * 5, "both": both}]))
+    assert measure_exchange(4096, 5)["duplex"] == pytest.approx(0.5)
+    assert measure_exchange(4096, 5, statistic="mean")["duplex"] == round(1 / 1.68, 3)  # 3 digits kept
+    with pytest.raises(InvalidParameterError, match="statistic"):
+        measure_exchange(4096, 5, statistic="mode")
+    assert probe_settings({"exchange": {"statistic": "mean"}})["exchange"]["statistic"] == "mean"
+    with pytest.raises(InvalidParameterError, match="spec.probes.exchange.statistic"):
+        probe_settings({"exchange": {"statistic": "max"}})
+    old = ExchangeCalibration(1.25e7, (4096, 65536), (1e-3, 6e-3), (2e-3, 9e-3), "netns-tbf", "then")
+    assert old.statistic == "median"

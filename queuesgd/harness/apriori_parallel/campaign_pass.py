@@ -17,7 +17,8 @@ next starts:
    (``probes/``): the tiny model's stage profile, the link's fused exchanges
    at each rate (:func:`calibrate_exchange`; with the spec's
    ``probes.exchange.at_activations`` also at every activation the pipeline
-   rows' models can send there), and the runtime at each
+   rows' models can send there; with ``probes.exchange.statistic`` ``"mean"``
+   each size's mean times, not medians), and the runtime at each
    pipeline configuration's stages, schedule, micro-batches and link
    (:func:`probe_runtime`), solved for ``Pipeline(action_overhead=)``
    (:func:`action_overhead`; its residual is a self-consistency check);
@@ -253,7 +254,9 @@ def parallel_pass(
             swept = sorted(sizes)
             exchanges[rate], loads[f"probes/exchange-{_where(rate)}{tag}.json"] = rule.measure(
                 f"probes/exchange-{_where(rate)}{tag}.json",
-                lambda rate=rate, s=swept: calibrate_exchange(rate, sizes=s, repeats=sweep["repeats"]),
+                lambda rate=rate, s=swept: calibrate_exchange(
+                    rate, sizes=s, repeats=sweep["repeats"], statistic=sweep["statistic"]
+                ),
                 say,
             )
             exchanges[rate].save(root / "probes" / f"exchange-{_where(rate)}{tag}.json")

@@ -78,7 +78,12 @@ TINY_MICROBATCH = 2
 #: The probes' settings a campaign spec may give (``probes``), and their defaults.
 DEFAULT_PROBES: Mapping[str, Mapping[str, Any]] = {
     "runtime": {"steps": 60, "warmup": 15, "runs": 3, "repetitions": 50},
-    "exchange": {"sizes": (4096, 65536, 262144, 1 << 20), "repeats": 20, "at_activations": False},
+    "exchange": {
+        "sizes": (4096, 65536, 262144, 1 << 20),
+        "repeats": 20,
+        "at_activations": False,
+        "statistic": "median",
+    },
 }
 
 
@@ -115,6 +120,8 @@ def probe_settings(value: Any, field: str = "spec.probes") -> dict[str, dict[str
     sweep["sizes"] = sorted(set(sizes))
     # true: the sweep also times the activations the pipeline lines' models can send (every unit's output)
     sweep["at_activations"] = _checks.boolean(f"{field}.exchange.at_activations", sweep["at_activations"])
+    # "mean": each size's times are the repeats' means (a bimodal exchange's cost), not their medians
+    sweep["statistic"] = _checks.choice(f"{field}.exchange.statistic", sweep["statistic"], ("median", "mean"))
     return out
 
 
@@ -129,10 +136,13 @@ class ExchangeCalibration:
     sizes : tuple of int
         Message sizes, bytes.
     alone, both : tuple of float
-        Median seconds of one message one way, and of two messages in opposite
-        directions posted together (:func:`~queuesgd.harness.duplex.exchange_probe`).
+        Seconds of one message one way, and of two messages in opposite
+        directions posted together (:func:`~queuesgd.harness.duplex.exchange_probe`):
+        the repeats' ``statistic``.
     emulation, measured : str
         How the link was made (``"netns-tbf"`` or ``"none"``), and when.
+    statistic : {"median", "mean"}
+        How each size's repeats were summarised (files written before it was recorded: ``"median"``).
     """
 
     rate: float | None
@@ -141,6 +151,7 @@ class ExchangeCalibration:
     both: tuple[float, ...]
     emulation: str
     measured: str
+    statistic: str = "median"
 
     @property
     def shares(self) -> tuple[float, ...]:
@@ -192,6 +203,7 @@ def calibrate_exchange(
     sizes: Iterable[int] = (4096, 65536, 262144, 1 << 20),
     repeats: int = 10,
     timeout: float = 300.0,
+    statistic: str = "median",
 ) -> ExchangeCalibration:
     """Time fused exchanges against one-way messages on a two-rank link, beforehand (a size sweep).
 
@@ -203,6 +215,8 @@ def calibrate_exchange(
         Message sizes in bytes (at least two distinct).
     repeats, timeout
         Timed repeats of each phase per size; wall-clock limit of each size's run.
+    statistic : {"median", "mean"}
+        Each size's times over its repeats (:func:`~queuesgd.harness.duplex.measure_exchange`).
 
     Returns
     -------
@@ -217,10 +231,12 @@ def calibrate_exchange(
     if len(sizes_b) < 2:
         raise InvalidParameterError("sizes", list(sizes), "at least two distinct sizes in bytes")
     reps = _checks.integer("repeats", repeats)
+    stat = _checks.choice("statistic", statistic, ("median", "mean"))
     measured = stamp()
 
     def go(setup: Any, host: str) -> list[dict[str, float]]:
-        return [measure_exchange(n, reps, setup=setup, host=host, timeout=timeout) for n in sizes_b]
+        kw = {"setup": setup, "host": host, "timeout": timeout, "statistic": stat}
+        return [measure_exchange(n, reps, **kw) for n in sizes_b]
 
     out, emulation = on_network(2, bw, go)
     return ExchangeCalibration(
@@ -230,6 +246,7 @@ def calibrate_exchange(
         tuple(m["both"] for m in out),
         emulation,
         measured,
+        stat,
     )
 
 
