@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="131072,185856")
     ap.add_argument("--sweeps", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--gap", type=float, default=0.01, help="idle seconds before each timed phase")
+    ap.add_argument("--stream", type=int, default=1, help="messages back to back per timed phase")
     args = ap.parse_args(argv)
     rate = units.parse_bandwidth(args.rate, "rate")
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -47,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     for sweep in range(args.sweeps):
         for nbytes in sizes:
             with Namespaces(2, rate=rate) as net:
+                extra = (args.gap, args.stream)
                 _, records = run_probe(exchange_probe, 2, nbytes, args.repeats, 2, setup=net.setup,
-                                       host=net.bridge_address, timeout=120)  # fmt: skip
+                                       host=net.bridge_address, timeout=120, args=extra)  # fmt: skip
             rec = next(r for r in records if "alone" in r)
             alone = statistics.median(rec["alone"])
             shares = [round(min(1.0, alone / b), 3) for b in rec["both"]]
@@ -57,8 +60,10 @@ def main(argv: list[str] | None = None) -> int:
                         "both": rec["both"], "shares": shares})  # fmt: skip
             print(f"sweep {sweep} {nbytes:>8} B: median share {statistics.median(shares):.3f}; "
                   f"{low}/{len(shares)} repeats below 0.65; shares {shares}", flush=True)  # fmt: skip
-    where = args.rate.replace("/", "")
-    doc = {"started": started, "rate": args.rate, "repeats": args.repeats, "runs": out}
+    where = args.rate.replace("/", "") + ("" if args.gap == 0.01 else f"-gap{args.gap:g}")
+    where += "" if args.stream == 1 else f"-stream{args.stream}"
+    doc = {"started": started, "rate": args.rate, "repeats": args.repeats, "gap": args.gap,
+           "stream": args.stream, "runs": out}  # fmt: skip
     (HERE / "parallel" / f"diagnose_exchange_modes-{where}.json").write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote parallel/diagnose_exchange_modes-{where}.json")
     return 0

@@ -10,7 +10,8 @@ torch's runtime on loopback, predicted and its prediction stored right
 before its own run; :mod:`queuesgd.harness.apriori_parallel.campaign_pass`)
 and the number of passes (and, with ``--at-activations``, the exchange probe
 also at the models' activations; with ``--exchange-statistic`` each size's
-repeats summarised by their median or mean), into a temporary folder. Writes
+repeats summarised by their median or mean; with ``--exchange-stream`` k
+messages back to back per repeat), into a temporary folder. Writes
 ``parallel/diagnose_pipeline_paired-<spec>.json``: every row's prediction,
 measurement and error, and the figures per pass and pooled.
 """
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--at-activations", action="store_true", help="exchanges also at the models' activations")
     ap.add_argument("--exchange-statistic", choices=("median", "mean"), default=None,
                     help="summarise each exchange size so (probes.exchange.statistic)")  # fmt: skip
+    ap.add_argument("--exchange-stream", type=int, default=None, help="probes.exchange.stream")
     args = ap.parse_args(argv)
     doc = json.loads(Path(args.spec).read_text())
     name = doc["name"]
@@ -51,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         probes = doc.setdefault("probes", {})
         probes["exchange"] = {**probes.get("exchange", {}), "statistic": args.exchange_statistic}
         tail += f"-{args.exchange_statistic}"
+    if args.exchange_stream is not None:
+        probes = doc.setdefault("probes", {})
+        probes["exchange"] = {**probes.get("exchange", {}), "stream": args.exchange_stream}
+        tail += f"-stream{args.exchange_stream}"
     started = stamp()
     with tempfile.TemporaryDirectory() as tmp:
         result = Campaign(doc).run(tmp, progress=print)
@@ -75,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"started": started, "spec": args.spec, "passes": args.passes, "rows": rows, "summary": summary}
     out["at_activations"] = args.at_activations
     out["exchange_statistic"] = args.exchange_statistic
+    out["exchange_stream"] = args.exchange_stream
     target = HERE / "parallel" / f"diagnose_pipeline_paired-{name}{tail}.json"
     target.write_text(json.dumps(out, indent=1, default=str) + "\n")
     print(f"wrote {target.relative_to(HERE)}")

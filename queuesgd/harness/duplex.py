@@ -88,12 +88,13 @@ def duplex_probe(ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float = 
 
 
 def _report_phases(
-    ctx: Any, torch: Any, part: Callable[[str], None], repeats: int, warmup: int, gap: float
+    ctx: Any, torch: Any, part: Callable[[str], None], repeats: int, warmup: int, gap: float, per: int = 1
 ) -> None:
     """Time ``part("alone")`` then ``part("both")`` on every rank, ``warmup + repeats`` times; rank 0 reports.
 
     Each phase starts after a barrier and ``gap`` idle seconds (idle links, as between steps) and lasts
-    until the last rank's part ends (the ranks' times all-reduced by their maximum).
+    until the last rank's part ends (the ranks' times all-reduced by their maximum), divided by ``per``
+    (the messages a part sends one after another).
     """
     dist = torch.distributed
     times: dict[str, list[float]] = {"alone": [], "both": []}
@@ -106,7 +107,7 @@ def _report_phases(
             elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
             dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
             if r >= warmup:
-                times[phase].append(float(elapsed))
+                times[phase].append(float(elapsed) / per)
     if ctx.rank == 0:
         ctx.report(times)
 
@@ -162,7 +163,9 @@ def _measure_share(
     return {"alone": alone, "both": both, "duplex": duplex_share(alone=alone, both=both), "nbytes": size}
 
 
-def exchange_probe(ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float = 0.01) -> None:
+def exchange_probe(
+    ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float = 0.01, stream: int = 1
+) -> None:
     """In a worker process of two ranks: a message one way alone, then an exchange both ways at once.
 
     The primitive of ``torch.distributed.pipelining``: ``dist.batch_isend_irecv``
@@ -175,7 +178,9 @@ def exchange_probe(ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float 
 
     Rank 0 reports ``{"alone": [...], "both": [...]}``: seconds from the
     common start (after a barrier and ``gap`` idle seconds) to the end of the
-    later rank's part.
+    later rank's part, per message. ``stream`` > 1 times that many of each
+    back to back in one part (the time divided by ``stream``), as a
+    schedule's steady state sends them one after another.
     """
     from queuesgd.harness._torch import require_torch
 
@@ -184,16 +189,18 @@ def exchange_probe(ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float 
     rank, peer = ctx.rank, 1 - ctx.rank
     out = torch.zeros(nbytes // 4)
     inbox = torch.zeros(nbytes // 4)
+    k = _checks.integer("stream", stream)
 
     def part(phase: str) -> None:
-        if phase == "both":
-            ops = [dist.P2POp(dist.isend, out, peer), dist.P2POp(dist.irecv, inbox, peer)]
-        else:
-            ops = [dist.P2POp(dist.isend, out, peer) if rank == 0 else dist.P2POp(dist.irecv, inbox, 0)]
-        for work in dist.batch_isend_irecv(ops):
-            work.wait()
+        for _ in range(k):
+            if phase == "both":
+                ops = [dist.P2POp(dist.isend, out, peer), dist.P2POp(dist.irecv, inbox, peer)]
+            else:
+                ops = [dist.P2POp(dist.isend, out, peer) if rank == 0 else dist.P2POp(dist.irecv, inbox, 0)]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
 
-    _report_phases(ctx, torch, part, repeats, warmup, gap)
+    _report_phases(ctx, torch, part, repeats, warmup, gap, per=k)
 
 
 def measure_exchange(
@@ -205,6 +212,7 @@ def measure_exchange(
     host: str = "127.0.0.1",
     timeout: float = 300.0,
     statistic: str = "median",
+    stream: int = 1,
 ) -> dict[str, float]:
     """Measure the share of the rate each direction of a two-rank link keeps in a fused exchange.
 
@@ -218,7 +226,11 @@ def measure_exchange(
     ``statistic`` ``"mean"`` takes the repeats' mean times instead of their
     medians: on a shaped link each exchange is either serialized or
     overlapped, about half and half (``validation/diagnose_exchange_modes.py``),
-    and a run that pays many exchanges pays their mean.
+    and a run that pays many exchanges pays their mean. ``stream`` > 1 times
+    that many messages (and exchanges) back to back per repeat, as 1F1B's
+    steady state has them: on a shaped link at 100 Mbit/s a stream of 8 is
+    serialized (share 0.52-0.56) in every repeat where single exchanges
+    split between the two modes.
 
     Returns
     -------
@@ -232,7 +244,8 @@ def measure_exchange(
     >>> 0.0 < m["duplex"] <= 1.0 and m["both"] > 0
     True
     """
-    launch = {"setup": setup, "host": host, "timeout": timeout}
+    k = _checks.integer("stream", stream)
+    launch = {"setup": setup, "host": host, "timeout": timeout, "args": (0.01, k)}
     return _measure_share(exchange_probe, 2, nbytes, repeats, warmup, statistic=statistic, **launch)
 
 

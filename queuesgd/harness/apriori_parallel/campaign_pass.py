@@ -18,7 +18,8 @@ next starts:
    at each rate (:func:`calibrate_exchange`; with the spec's
    ``probes.exchange.at_activations`` also at every activation the pipeline
    rows' models can send there; with ``probes.exchange.statistic`` ``"mean"``
-   each size's mean times, not medians), and the runtime at each
+   each size's mean times, not medians; with ``probes.exchange.stream`` k,
+   k messages back to back per repeat), and the runtime at each
    pipeline configuration's stages, schedule, micro-batches and link
    (:func:`probe_runtime`), solved for ``Pipeline(action_overhead=)``
    (:func:`action_overhead`; its residual is a self-consistency check);
@@ -255,7 +256,7 @@ def parallel_pass(
             exchanges[rate], loads[f"probes/exchange-{_where(rate)}{tag}.json"] = rule.measure(
                 f"probes/exchange-{_where(rate)}{tag}.json",
                 lambda rate=rate, s=swept: calibrate_exchange(
-                    rate, sizes=s, repeats=sweep["repeats"], statistic=sweep["statistic"]
+                    rate, sizes=s, **{k: sweep[k] for k in ("repeats", "statistic", "stream")}
                 ),
                 say,
             )

@@ -83,6 +83,7 @@ DEFAULT_PROBES: Mapping[str, Mapping[str, Any]] = {
         "repeats": 20,
         "at_activations": False,
         "statistic": "median",
+        "stream": 1,
     },
 }
 
@@ -122,6 +123,8 @@ def probe_settings(value: Any, field: str = "spec.probes") -> dict[str, dict[str
     sweep["at_activations"] = _checks.boolean(f"{field}.exchange.at_activations", sweep["at_activations"])
     # "mean": each size's times are the repeats' means (a bimodal exchange's cost), not their medians
     sweep["statistic"] = _checks.choice(f"{field}.exchange.statistic", sweep["statistic"], ("median", "mean"))
+    # > 1: that many messages (and exchanges) back to back per repeat, as a schedule's steady state sends them
+    sweep["stream"] = _checks.integer(f"{field}.exchange.stream", sweep["stream"], maximum=1000)
     return out
 
 
@@ -143,6 +146,8 @@ class ExchangeCalibration:
         How the link was made (``"netns-tbf"`` or ``"none"``), and when.
     statistic : {"median", "mean"}
         How each size's repeats were summarised (files written before it was recorded: ``"median"``).
+    stream : int
+        Messages timed back to back per repeat (files written before it was recorded: 1).
     """
 
     rate: float | None
@@ -152,6 +157,7 @@ class ExchangeCalibration:
     emulation: str
     measured: str
     statistic: str = "median"
+    stream: int = 1
 
     @property
     def shares(self) -> tuple[float, ...]:
@@ -204,6 +210,7 @@ def calibrate_exchange(
     repeats: int = 10,
     timeout: float = 300.0,
     statistic: str = "median",
+    stream: int = 1,
 ) -> ExchangeCalibration:
     """Time fused exchanges against one-way messages on a two-rank link, beforehand (a size sweep).
 
@@ -217,6 +224,8 @@ def calibrate_exchange(
         Timed repeats of each phase per size; wall-clock limit of each size's run.
     statistic : {"median", "mean"}
         Each size's times over its repeats (:func:`~queuesgd.harness.duplex.measure_exchange`).
+    stream : int
+        Messages back to back per repeat (:func:`~queuesgd.harness.duplex.measure_exchange`).
 
     Returns
     -------
@@ -232,10 +241,11 @@ def calibrate_exchange(
         raise InvalidParameterError("sizes", list(sizes), "at least two distinct sizes in bytes")
     reps = _checks.integer("repeats", repeats)
     stat = _checks.choice("statistic", statistic, ("median", "mean"))
+    k = _checks.integer("stream", stream, maximum=1000)
     measured = stamp()
 
     def go(setup: Any, host: str) -> list[dict[str, float]]:
-        kw = {"setup": setup, "host": host, "timeout": timeout, "statistic": stat}
+        kw = {"setup": setup, "host": host, "timeout": timeout, "statistic": stat, "stream": k}
         return [measure_exchange(n, reps, **kw) for n in sizes_b]
 
     out, emulation = on_network(2, bw, go)
@@ -247,6 +257,7 @@ def calibrate_exchange(
         emulation,
         measured,
         stat,
+        k,
     )
 
 
