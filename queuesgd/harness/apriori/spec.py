@@ -25,15 +25,8 @@ Fields (``*``: required)::
     calibration_gap       idle seconds before each timed message (default 0), or "profiled"
                           (DDP: the profiled compute phase of n workers, per model)
     calibrate_at_buckets  all-reduces timed at the sizes of DDP's buckets (default false)
-    sharded_calibration   FSDP lines: "idle-median" (default) or "busy-mean" (per model, each collective
-                          after the model's compute between two; apriori_parallel.SHARDED_MODES)
-    fsdp_profile          FSDP lines: "solo" (default: FSDP's own step in k single-rank copies) or "group"
-                          (in one group of k ranks on loopback, the collectives taken out; profile_fsdp)
-    link_bucket           pipeline lines: true to model the emulated links' token bucket (netns.tbf_burst
-                          of the rate, Pipeline(link_bucket=), the p2p link fitted as a hinge); default false
-    pipeline_profile      pipeline lines: "probe" (default: unit profile + the tiny model's runtime probe),
-                          "runtime" (the stages profiled inside torch's runtime on loopback; runtime_profile)
-                          or "runtime-paired" (the same, per row, right before its run; campaign_pass)
+    sharded_calibration, fsdp_profile, link_bucket, pipeline_profile
+                          the FSDP and pipeline lines' inputs (:mod:`~queuesgd.harness.apriori.spec_parallel`)
     passes*               how many times the whole campaign runs (every pass is reported)
     discard*              {"rule": "disturbed" | "none", "attempts": int, "limit": share,
                            "inputs": bool (default false: rows from disturbed inputs still count)}
@@ -74,6 +67,8 @@ from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.discard import DISCARD_RULES, DiscardRule
 from queuesgd.harness.apriori.profile import DDP_STEP
+from queuesgd.harness.apriori.spec_parallel import DEFAULTS as PARALLEL_DEFAULTS
+from queuesgd.harness.apriori.spec_parallel import parallel_settings
 
 __all__ = [
     "DISCARD_RULES",
@@ -112,10 +107,7 @@ _TOP = {
     "repetitions": False,
     "calibration_gap": False,
     "calibrate_at_buckets": False,
-    "sharded_calibration": False,
-    "fsdp_profile": False,
-    "link_bucket": False,
-    "pipeline_profile": False,
+    **dict.fromkeys(PARALLEL_DEFAULTS, False),
     "passes": True,
     "discard": True,
     "drift": False,
@@ -311,16 +303,7 @@ def parse_spec(document: Any) -> CampaignSpec:
             "spec.calibration_gap", units.parse_seconds(gap, "spec.calibration_gap"), allow_zero=True
         )
     at_buckets = _checks.boolean("spec.calibrate_at_buckets", doc.get("calibrate_at_buckets", False))
-    from queuesgd.harness.apriori_parallel.calibration import SHARDED_MODES
-
-    sharded_mode = _checks.choice(
-        "spec.sharded_calibration", doc.get("sharded_calibration", "idle-median"), SHARDED_MODES
-    )
-    fsdp_profile = _checks.choice("spec.fsdp_profile", doc.get("fsdp_profile", "solo"), ("solo", "group"))
-    link_bucket = _checks.boolean("spec.link_bucket", doc.get("link_bucket", False))
-    pipeline_profile = _checks.choice(
-        "spec.pipeline_profile", doc.get("pipeline_profile", "probe"), ("probe", "runtime", "runtime-paired")
-    )
+    parallel = parallel_settings(doc)
     passes = _int("spec.passes", doc["passes"], 1, MAX_PASSES)
     discard = _discard(doc["discard"])
     drift = _checks.boolean("spec.drift", doc.get("drift", False))
@@ -363,10 +346,7 @@ def parse_spec(document: Any) -> CampaignSpec:
         json.loads(canonical),
         hashlib.sha256(canonical.encode("utf-8")).hexdigest(),
         MappingProxyType(probes),
-        sharded_mode,
-        fsdp_profile,
-        link_bucket,
-        pipeline_profile,
+        **parallel,
     )
 
 
