@@ -75,8 +75,18 @@ def test_calibration_round_trip_is_byte_identical(path: Path, tmp_path: Path) ->
 
 @_param(EXCHANGES)
 def test_exchange_round_trip_is_byte_identical(path: Path, tmp_path: Path) -> None:
+    """A stored exchange probe read back and written again: the same file, but for the fields added since it
+    was written (``statistic``, ``stream``), which come with their defaults (how it was measured)."""
     out = ExchangeCalibration.load(path).save(tmp_path / path.name)
-    assert out.read_bytes() == path.read_bytes()
+    old, new = json.loads(path.read_text()), json.loads(out.read_text())
+    added = [k for k in new if k not in old]
+    defaults = {f.name: f.default for f in dataclasses.fields(ExchangeCalibration)}
+    assert {k: new[k] for k in added} == {k: defaults[k] for k in added}
+    assert set(added) <= {"statistic", "stream"}
+    kept = {k: new[k] for k in new if k in old}
+    assert list(kept) == list(old) and (json.dumps(kept, indent=1) + "\n").encode() == path.read_bytes()
+    if not added:
+        assert out.read_bytes() == path.read_bytes()
 
 
 @_param(STAGES)
@@ -113,7 +123,8 @@ def test_helper_writes_fields_in_order_with_overrides(tmp_path: Path) -> None:
     path = save_fields(cal, tmp_path / "sub" / "x.json", {"emulation": "E", "shares": [0.5]})
     text = path.read_text()
     assert text.endswith("}\n") and text.startswith('{\n "rate": null,\n "sizes": [\n  10,\n')
-    assert list(json.loads(text)) == ["rate", "sizes", "alone", "both", "emulation", "measured", "shares"]
+    fields = ["rate", "sizes", "alone", "both", "emulation", "measured", "statistic", "stream"]
+    assert list(json.loads(text)) == [*fields, "shares"]  # the fields in order, then the added key
     assert json.loads(text)["emulation"] == "E"
     back = load_fields(ExchangeCalibration, path, "x", "an X", {"sizes": tuple}, ignore=("shares",))
     assert back.sizes == (10, 20) and back.alone == [1.0, 2.0] and back.emulation == "E"
