@@ -11,7 +11,8 @@ before its own run; :mod:`queuesgd.harness.apriori_parallel.campaign_pass`)
 and the number of passes (and, with ``--at-activations``, the exchange probe
 also at the models' activations; with ``--exchange-statistic`` each size's
 repeats summarised by their median or mean; with ``--exchange-stream`` k
-messages back to back per repeat), into a temporary folder. Writes
+messages back to back per repeat; with ``--profile-link`` the paired
+profiles on an emulated link of that rate), into a temporary folder. Writes
 ``parallel/diagnose_pipeline_paired-<spec>.json``: every row's prediction,
 measurement and error, and the figures per pass and pooled.
 """
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exchange-statistic", choices=("median", "mean"), default=None,
                     help="summarise each exchange size so (probes.exchange.statistic)")  # fmt: skip
     ap.add_argument("--exchange-stream", type=int, default=None, help="probes.exchange.stream")
+    ap.add_argument("--profile-link", default=None, help="probes.runtime.link, e.g. 10Gbit/s")
     args = ap.parse_args(argv)
     doc = json.loads(Path(args.spec).read_text())
     name = doc["name"]
@@ -57,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         probes = doc.setdefault("probes", {})
         probes["exchange"] = {**probes.get("exchange", {}), "stream": args.exchange_stream}
         tail += f"-stream{args.exchange_stream}"
+    if args.profile_link is not None:
+        probes = doc.setdefault("probes", {})
+        probes["runtime"] = {**probes.get("runtime", {}), "link": args.profile_link}
+        tail += f"-profile{args.profile_link.replace('/', '')}"
     started = stamp()
     with tempfile.TemporaryDirectory() as tmp:
         result = Campaign(doc).run(tmp, progress=print)
@@ -82,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     out["at_activations"] = args.at_activations
     out["exchange_statistic"] = args.exchange_statistic
     out["exchange_stream"] = args.exchange_stream
+    out["profile_link"] = args.profile_link
     target = HERE / "parallel" / f"diagnose_pipeline_paired-{name}{tail}.json"
     target.write_text(json.dumps(out, indent=1, default=str) + "\n")
     print(f"wrote {target.relative_to(HERE)}")

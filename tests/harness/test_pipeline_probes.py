@@ -301,3 +301,13 @@ def test_a_streamed_exchange_probe_reports_the_time_per_message():
         probe_settings({"exchange": {"stream": 0}})
     old = ExchangeCalibration(1.25e7, (4096, 65536), (1e-3, 6e-3), (2e-3, 9e-3), "netns-tbf", "then")
     assert old.stream == 1
+
+
+def test_the_runtime_probe_settings_take_the_paired_profiles_link():
+    """``probes.runtime.link``: "loopback" by default, or a rate (the paired profile's own emulated link)."""
+    from queuesgd.harness.apriori_parallel.probes import probe_settings
+
+    assert probe_settings(None)["runtime"]["link"] == "loopback"
+    assert probe_settings({"runtime": {"link": "10Gbit/s"}})["runtime"]["link"] == "10Gbit/s"
+    with pytest.raises(InvalidParameterError, match="spec.probes.runtime.link"):
+        probe_settings({"runtime": {"link": "fast"}})

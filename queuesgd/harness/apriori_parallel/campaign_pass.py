@@ -44,7 +44,9 @@ batch (a worker's batch for FSDP, a micro-batch for a pipeline). With the spec's
 With ``"pipeline_profile": "runtime-paired"`` a pipeline row's in-runtime
 stage profile (on loopback, the spec's ``probes.runtime`` steps and warm-up;
 ``probes/inruntime-<model>-<schedule>-S-M-<rate>-passN.json``) is measured
-right before that row's run, its prediction made and stored (appended to
+right before that row's run (on an emulated link of its own with the spec's
+``probes.runtime.link``, e.g. ``"10Gbit/s"``, which must differ from the
+row's), its prediction made and stored (appended to
 ``predictions-passN.json`` with its own time) and only then the run
 started: on these shared cores the machine's speed drifts by tens of
 percent over tens of seconds while two measurements a few seconds apart
@@ -59,6 +61,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori_parallel.calibration import calibrate_parallel, calibration_ranks
 from queuesgd.harness.apriori_parallel.predict import fsdp_busy_work
 from queuesgd.harness.apriori_parallel.probes import (
@@ -225,6 +228,13 @@ def parallel_pass(
         split = balanced_split(profiles[(model, "stages")]["stages"].unit_times(), S)
         # paired: the spec's probes.runtime steps and warm-up (an unpaired profile keeps its defaults)
         length = {k: settings["runtime"][k] for k in ("steps", "warmup")} if paired else {}
+        link = settings["runtime"]["link"]
+        if paired and link != "loopback":  # the profile's own emulated link (never the row's: see the module)
+            length["rate"] = units.parse_bandwidth(link, "spec.probes.runtime.link")
+            if length["rate"] == c.rate:
+                raise InvalidParameterError(
+                    "spec.probes.runtime.link", link, f"a link other than the row's ({_where(c.rate)})"
+                )
         staged[key], loads[staged_file(c)] = rule.measure(
             staged_file(c),
             lambda m=m, S=S, sched=sched, M=M, split=split: profile_runtime(

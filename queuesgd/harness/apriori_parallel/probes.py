@@ -77,7 +77,7 @@ TINY_MICROBATCH = 2
 
 #: The probes' settings a campaign spec may give (``probes``), and their defaults.
 DEFAULT_PROBES: Mapping[str, Mapping[str, Any]] = {
-    "runtime": {"steps": 60, "warmup": 15, "runs": 3, "repetitions": 50},
+    "runtime": {"steps": 60, "warmup": 15, "runs": 3, "repetitions": 50, "link": "loopback"},
     "exchange": {
         "sizes": (4096, 65536, 262144, 1 << 20),
         "repeats": 20,
@@ -94,7 +94,7 @@ def probe_settings(value: Any, field: str = "spec.probes") -> dict[str, dict[str
     Examples
     --------
     >>> probe_settings({"runtime": {"runs": 5}})["runtime"]
-    {'steps': 60, 'warmup': 15, 'runs': 5, 'repetitions': 50}
+    {'steps': 60, 'warmup': 15, 'runs': 5, 'repetitions': 50, 'link': 'loopback'}
     >>> probe_settings({"exchange": {"sizes": [64]}})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -113,6 +113,12 @@ def probe_settings(value: Any, field: str = "spec.probes") -> dict[str, dict[str
     for key in ("runs", "repetitions"):
         run[key] = _checks.integer(f"{field}.runtime.{key}", run[key], maximum=10_000)
     run["steps"], run["warmup"] = _checks.steps_and_warmup(run["steps"], run["warmup"])
+    # where a paired in-runtime profile runs: "loopback", or an emulated link of its own rate (e.g.
+    # "10Gbit/s": the namespaces' per-packet path, with transfers short enough to leave the passes alone)
+    if run["link"] != "loopback":
+        from queuesgd import units
+
+        units.parse_bandwidth(run["link"], f"{field}.runtime.link")
     sweep = out["exchange"]
     sweep["repeats"] = _checks.integer(f"{field}.exchange.repeats", sweep["repeats"], maximum=10_000)
     sizes = _checks.integers(f"{field}.exchange.sizes", sweep["sizes"], maximum=1 << 30)

@@ -135,7 +135,8 @@ def profile_runtime(
         ``wait`` (per stage, per step: taken out), ``passes`` (per stage: forward and backward passes
         timed in a step, the median), ``step`` (the median loopback step, for reference only),
         the configuration (``model``, ``stages``, ``microbatches``, ``schedule``, ``microbatch``, ``split``,
-        ``model_options``), ``emulation`` (``"none"`` on loopback) and ``measured``.
+        ``model_options``), ``emulation`` (``"none"`` on loopback), ``rate`` (None on loopback) and
+        ``measured``.
     """
     from queuesgd.harness.launch import run_workers
     from queuesgd.harness.netns import on_network
@@ -175,7 +176,7 @@ def profile_runtime(
         doc["wait"].append(statistics.fmean(p["wait"] for p in rows))
     doc["step"] = statistics.median(p["step"] for rows in per_stage.values() for p in rows)
     doc.update(model=kind, stages=S, microbatches=M, schedule=schedule, microbatch=mb, split=chosen,
-               model_options=options, emulation=emulation, measured=measured)  # fmt: skip
+               model_options=options, emulation=emulation, rate=rate, measured=measured)  # fmt: skip
     return doc
 
 
