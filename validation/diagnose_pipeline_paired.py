@@ -29,7 +29,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from queuesgd.harness.apriori import Campaign  # noqa: E402
+from queuesgd.harness.duplex import STATISTICS  # noqa: E402
 from queuesgd.harness.provenance import stamp  # noqa: E402
+from queuesgd.schemes import Pipeline  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", default=str(HERE / "specs" / "pipeline-runtime-heldout.json"))
     ap.add_argument("--passes", type=int, default=1)
     ap.add_argument("--at-activations", action="store_true", help="exchanges also at the models' activations")
-    ap.add_argument("--exchange-statistic", choices=("median", "mean"), default=None,
+    ap.add_argument("--exchange-statistic", choices=tuple(STATISTICS), default=None,
                     help="summarise each exchange size so (probes.exchange.statistic)")  # fmt: skip
     ap.add_argument("--exchange-stream", type=int, default=None, help="probes.exchange.stream")
     ap.add_argument("--profile-link", default=None, help="probes.runtime.link, e.g. 10Gbit/s")
@@ -45,24 +47,22 @@ def main(argv: list[str] | None = None) -> int:
     doc = json.loads(Path(args.spec).read_text())
     name = doc["name"]
     doc.update(name=f"{name}-paired-diagnosis", pipeline_profile="runtime-paired", passes=args.passes)
-    doc["lines"] = [line for line in doc["lines"] if line["scheme"] == "pipeline"]
+    doc["lines"] = [line for line in doc["lines"] if line["scheme"] == Pipeline.key]
+    # (probe, key, value, file-name suffix) of each switch given: the spec's own settings otherwise
+    given = [
+        ("exchange", "at_activations", True, "-at-activations") if args.at_activations else None,
+        ("exchange", "statistic", args.exchange_statistic, f"-{args.exchange_statistic}")
+        if args.exchange_statistic is not None else None,
+        ("exchange", "stream", args.exchange_stream, f"-stream{args.exchange_stream}")
+        if args.exchange_stream is not None else None,
+        ("runtime", "link", args.profile_link, f"-profile{str(args.profile_link).replace('/', '')}")
+        if args.profile_link is not None else None,
+    ]  # fmt: skip
     tail = ""
-    if args.at_activations:
+    for probe, key, value, suffix in (g for g in given if g is not None):
         probes = doc.setdefault("probes", {})
-        probes["exchange"] = {**probes.get("exchange", {}), "at_activations": True}
-        tail = "-at-activations"
-    if args.exchange_statistic is not None:
-        probes = doc.setdefault("probes", {})
-        probes["exchange"] = {**probes.get("exchange", {}), "statistic": args.exchange_statistic}
-        tail += f"-{args.exchange_statistic}"
-    if args.exchange_stream is not None:
-        probes = doc.setdefault("probes", {})
-        probes["exchange"] = {**probes.get("exchange", {}), "stream": args.exchange_stream}
-        tail += f"-stream{args.exchange_stream}"
-    if args.profile_link is not None:
-        probes = doc.setdefault("probes", {})
-        probes["runtime"] = {**probes.get("runtime", {}), "link": args.profile_link}
-        tail += f"-profile{args.profile_link.replace('/', '')}"
+        probes[probe] = {**probes.get(probe, {}), key: value}
+        tail += suffix
     started = stamp()
     with tempfile.TemporaryDirectory() as tmp:
         result = Campaign(doc).run(tmp, progress=print)

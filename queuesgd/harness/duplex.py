@@ -42,6 +42,8 @@ import numpy as np
 from queuesgd import _checks
 
 __all__ = [
+    "EXCHANGE_GAP",
+    "STATISTICS",
     "duplex_probe",
     "duplex_share",
     "exchange_probe",
@@ -50,6 +52,12 @@ __all__ = [
     "measure_send_buffer",
     "send_buffer_probe",
 ]
+
+#: How a probe's repeats are summarised per phase (``statistic``): each name and its function.
+STATISTICS = {"median": np.median, "mean": np.mean}
+
+#: Idle seconds before each timed phase of :func:`exchange_probe` (the links idle, as between steps).
+EXCHANGE_GAP = 0.01
 
 
 def duplex_share(*, alone: float, both: float) -> float:
@@ -156,7 +164,7 @@ def _measure_share(
     repeats: ``"median"`` or ``"mean"``) and their share."""
     from queuesgd.harness.launch import run_probe
 
-    pick = {"median": np.median, "mean": np.mean}[_checks.choice("statistic", statistic, ("median", "mean"))]
+    pick = STATISTICS[_checks.choice("statistic", statistic, tuple(STATISTICS))]
     size, records = run_probe(probe, ranks, *args, **launch)
     rec = next(r for r in records if "alone" in r)
     alone, both = float(pick(rec["alone"])), float(pick(rec["both"]))
@@ -164,7 +172,7 @@ def _measure_share(
 
 
 def exchange_probe(
-    ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float = 0.01, stream: int = 1
+    ctx: Any, nbytes: int, repeats: int, warmup: int, gap: float = EXCHANGE_GAP, stream: int = 1
 ) -> None:
     """In a worker process of two ranks: a message one way alone, then an exchange both ways at once.
 
@@ -245,7 +253,7 @@ def measure_exchange(
     True
     """
     k = _checks.integer("stream", stream)
-    launch = {"setup": setup, "host": host, "timeout": timeout, "args": (0.01, k)}
+    launch = {"setup": setup, "host": host, "timeout": timeout, "args": (EXCHANGE_GAP, k)}
     return _measure_share(exchange_probe, 2, nbytes, repeats, warmup, statistic=statistic, **launch)
 
 

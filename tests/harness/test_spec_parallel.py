@@ -35,3 +35,15 @@ def test_the_parallel_keys_refuse_what_they_do_not_know_naming_the_field():
     for key, bad in (("sharded_calibration", "busy"), ("pipeline_profile", "paired"), ("link_bucket", 2)):
         with pytest.raises(InvalidParameterError, match=f"spec.{key}"):
             parallel_settings({key: bad})
+
+
+def test_a_paired_profile_link_is_refused_where_it_is_a_pipeline_rows_own():
+    """``probes.runtime.link`` at a rate of the spec's pipeline rows is refused when the spec is read (the
+    profile would read its row's own configuration); at another rate, or unpaired, it is accepted."""
+    record = json.loads((VALIDATION / "campaigns" / "pipeline-link-heldout" / "spec.json").read_text())
+    doc = record["spec"]
+    assert parse_spec(doc).probes["runtime"]["link"] == "10Gbit/s"
+    own = {**doc, "probes": {**doc["probes"], "runtime": {**doc["probes"]["runtime"], "link": "100Mbit/s"}}}
+    with pytest.raises(InvalidParameterError, match="spec.probes.runtime.link"):
+        parse_spec(own)
+    assert parse_spec({**own, "pipeline_profile": "runtime"}).pipeline_profile == "runtime"

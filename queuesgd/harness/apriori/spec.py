@@ -68,7 +68,7 @@ from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.discard import DISCARD_RULES, DiscardRule
 from queuesgd.harness.apriori.profile import DDP_STEP
 from queuesgd.harness.apriori.spec_parallel import DEFAULTS as PARALLEL_DEFAULTS
-from queuesgd.harness.apriori.spec_parallel import parallel_settings
+from queuesgd.harness.apriori.spec_parallel import check_profile_link, parallel_settings
 
 __all__ = [
     "DISCARD_RULES",
@@ -327,7 +327,7 @@ def parse_spec(document: Any) -> CampaignSpec:
             "spec.calibrate_at_buckets", True, "false (the sizes of DDP's buckets serve DDP lines only)"
         )
     canonical = canonical_json(doc)
-    return CampaignSpec(
+    spec = CampaignSpec(
         name,
         description,
         device,
@@ -348,6 +348,8 @@ def parse_spec(document: Any) -> CampaignSpec:
         MappingProxyType(probes),
         **parallel,
     )
+    check_profile_link(spec)
+    return spec
 
 
 def _fields(where: str, doc: Mapping[str, Any], known: Mapping[str, bool] | Sequence[str]) -> None:

@@ -25,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queuesgd import _checks
+from queuesgd import _checks, units
+from queuesgd.errors import InvalidParameterError
 
-__all__ = ["DEFAULTS", "PIPELINE_PROFILES", "parallel_settings"]
+__all__ = ["DEFAULTS", "PIPELINE_PROFILES", "check_profile_link", "parallel_settings"]
 
 #: Each key and its default (what a spec that does not name it gets).
 DEFAULTS: Mapping[str, Any] = {
@@ -68,3 +69,36 @@ def parallel_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
             "spec.pipeline_profile", get["pipeline_profile"], PIPELINE_PROFILES
         ),
     }
+
+
+def check_profile_link(spec: Any) -> None:
+    """Refuse a spec whose paired pipeline profiles would run on a pipeline row's own link.
+
+    With ``"pipeline_profile": "runtime-paired"`` and ``probes.runtime.link`` a rate, every pipeline row is
+    profiled on an emulated link of that rate before its run: a profile must never read its row's own
+    configuration, so the rate must differ from every pipeline row's. ``spec`` is a parsed
+    :class:`~queuesgd.harness.apriori.CampaignSpec`.
+
+    Examples
+    --------
+    >>> from queuesgd.harness.apriori import parse_spec
+    >>> doc = {"name": "x", "models": {"mlp": {"batch_size": 16}}, "rates": ["1Gbit/s"], "steps": 30,
+    ...        "warmup": 5, "passes": 1, "discard": {"rule": "none"}, "pipeline_profile": "runtime-paired",
+    ...        "probes": {"runtime": {"link": "1Gbit/s"}},
+    ...        "lines": [{"scheme": "pipeline", "models": ["mlp"], "workers": [2],
+    ...                   "params": {"stages": 2, "microbatches": 2}}]}
+    >>> parse_spec(doc)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: spec.probes.runtime.link: got '1Gbit/s'; accepted: a link other ...
+    """
+    from queuesgd.schemes import Pipeline
+
+    link = spec.probes["runtime"]["link"]
+    if spec.pipeline_profile != "runtime-paired" or link == "loopback":
+        return
+    rate = units.parse_bandwidth(link, "spec.probes.runtime.link")
+    if rate in {c.rate for c in spec.configurations() if c.scheme == Pipeline.key}:
+        raise InvalidParameterError(
+            "spec.probes.runtime.link", link, "a link other than every pipeline row's (its runs' own)"
+        )

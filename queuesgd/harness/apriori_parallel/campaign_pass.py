@@ -61,7 +61,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori_parallel.calibration import calibrate_parallel, calibration_ranks
 from queuesgd.harness.apriori_parallel.predict import fsdp_busy_work
 from queuesgd.harness.apriori_parallel.probes import (
@@ -219,7 +218,9 @@ def parallel_pass(
         return f"probes/inruntime-{model}-{sched}-S{S}-M{M}{where}{tag}.json"
 
     def measure_staged(c: Any) -> None:
-        """The in-runtime stage profile of ``c``'s pipeline, on loopback (once per key), written."""
+        """The in-runtime stage profile of ``c``'s pipeline (once per key), written: on loopback, or paired on
+        the spec's ``probes.runtime.link`` (which :func:`~queuesgd.harness.apriori.parse_spec` keeps apart
+        from every pipeline row's rate)."""
         key = staged_key(c)
         if key in staged:
             return
@@ -231,10 +232,6 @@ def parallel_pass(
         link = settings["runtime"]["link"]
         if paired and link != "loopback":  # the profile's own emulated link (never the row's: see the module)
             length["rate"] = units.parse_bandwidth(link, "spec.probes.runtime.link")
-            if length["rate"] == c.rate:
-                raise InvalidParameterError(
-                    "spec.probes.runtime.link", link, f"a link other than the row's ({_where(c.rate)})"
-                )
         staged[key], loads[staged_file(c)] = rule.measure(
             staged_file(c),
             lambda m=m, S=S, sched=sched, M=M, split=split: profile_runtime(
@@ -259,9 +256,9 @@ def parallel_pass(
         for rate in dict.fromkeys(c.rate for c in pipes):
             sizes = set(sweep["sizes"])
             if sweep["at_activations"]:  # every activation a split of the rows' models can send
-                for c in pipes:
+                for c in (d for d in pipes if d.rate == rate):
                     acts = profiles[(c.model, "stages")]["stages"].activation_bytes[:-1]
-                    sizes |= {int(a) for a in acts if a > 0} if c.rate == rate else set()
+                    sizes |= {int(a) for a in acts if a > 0}
             swept = sorted(sizes)
             exchanges[rate], loads[f"probes/exchange-{_where(rate)}{tag}.json"] = rule.measure(
                 f"probes/exchange-{_where(rate)}{tag}.json",

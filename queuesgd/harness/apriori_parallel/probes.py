@@ -52,6 +52,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.calibration import Calibration
+from queuesgd.harness.duplex import STATISTICS
 from queuesgd.harness.provenance import stamp
 from queuesgd.harness.records_json import load_fields, save_fields
 
@@ -128,7 +129,7 @@ def probe_settings(value: Any, field: str = "spec.probes") -> dict[str, dict[str
     # true: the sweep also times the activations the pipeline lines' models can send (every unit's output)
     sweep["at_activations"] = _checks.boolean(f"{field}.exchange.at_activations", sweep["at_activations"])
     # "mean": each size's times are the repeats' means (a bimodal exchange's cost), not their medians
-    sweep["statistic"] = _checks.choice(f"{field}.exchange.statistic", sweep["statistic"], ("median", "mean"))
+    sweep["statistic"] = _checks.choice(f"{field}.exchange.statistic", sweep["statistic"], tuple(STATISTICS))
     # > 1: that many messages (and exchanges) back to back per repeat, as a schedule's steady state sends them
     sweep["stream"] = _checks.integer(f"{field}.exchange.stream", sweep["stream"], maximum=1000)
     return out
@@ -246,7 +247,7 @@ def calibrate_exchange(
     if len(sizes_b) < 2:
         raise InvalidParameterError("sizes", list(sizes), "at least two distinct sizes in bytes")
     reps = _checks.integer("repeats", repeats)
-    stat = _checks.choice("statistic", statistic, ("median", "mean"))
+    stat = _checks.choice("statistic", statistic, tuple(STATISTICS))
     k = _checks.integer("stream", stream, maximum=1000)
     measured = stamp()
 
