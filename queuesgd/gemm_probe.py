@@ -98,7 +98,7 @@ def probe_gemm(
     max_elements: int = 2**30,
     peak_flops: float | None = None,
 ) -> dict[str, Any]:
-    """Time a layer's products and two memory-bound kernels; the table as a JSON-ready dict.
+    """Time a layer's products and three memory-bound kernels; the table as a JSON-ready dict.
 
     Parameters
     ----------
@@ -107,8 +107,8 @@ def probe_gemm(
         degrees ``t`` (each ``t`` must divide ``h``); every combination is one
         row per product.
     elementwise : sequence of int
-        Element counts of the GeLU and LayerNorm rows (LayerNorm over rows of
-        ``min(1024, numel)`` values).
+        Element counts of the GeLU, LayerNorm and softmax rows (LayerNorm over
+        rows of ``min(1024, numel)`` values, softmax over rows of ``min(2048, numel)``).
     device : str or None
         ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; ``None``: the GPU if there is one.
     dtype : {"bfloat16", "float16", "float32"}
@@ -186,13 +186,16 @@ def probe_gemm(
             width = min(1024, numel)
             y = x[: numel // width * width].view(-1, width)
             ln = torch.nn.LayerNorm(width, device=device, dtype=tdtype)
+            row = min(2048, numel)  # a row of attention scores at s = 2048
+            z = x[: numel // row * row].view(-1, row)
             for op, fn, count in (
                 ("gelu", lambda x=x: torch.nn.functional.gelu(x), numel),
                 ("layernorm", lambda y=y, ln=ln: ln(y), y.numel()),
+                ("softmax", lambda z=z: torch.softmax(z, dim=-1), z.numel()),
             ):
                 s = bench(fn)
                 ew.append({"op": op, "numel": count, "seconds": s, "GBps": 2 * count * itemsize / s / 1e9})
-            del x, y, ln
+            del x, y, z, ln
     name = (
         torch.cuda.get_device_name(device) if device.startswith("cuda") else (platform.processor() or "cpu")
     )

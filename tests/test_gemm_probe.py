@@ -23,7 +23,12 @@ def test_probe_writes_the_shared_format_and_loads(tmp_path):
     r = next(r for r in table["gemm"] if (r["op"], r["h"], r["tp"], r["M"]) == ("proj", 32, 2, 16))
     assert (r["K"], r["N"]) == (16, 32)  # row-parallel: K split
     assert r["tflops"] == pytest.approx(2 * 16 * 16 * 32 / r["seconds"] / 1e12)
-    assert {e["op"] for e in table["elementwise"]} == {"gelu", "layernorm"}
+    assert {e["op"] for e in table["elementwise"]} == {"gelu", "layernorm", "softmax"}
+    assert sorted(k for k, *_ in load_gemm_table(write_gemm_table(tmp_path / "a.json", table)).memory) == [
+        "gelu",
+        "layernorm",
+        "softmax",
+    ]  # the softmax rows are read back as a curve of their own
     path = write_gemm_table(tmp_path / "cpu.json", table)
     t = load_gemm_table(path)  # peak from the file's peak_tflops
     assert t.peak_flops == pytest.approx(1e15) and t.provenance["dtype"] == "float32"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from queuesgd.errors import InvalidParameterError
-from queuesgd.gemm_table import BUILTIN, GemmTable, gemm_table_from_json, load_gemm_table
+from queuesgd.gemm_table import BUILTIN, STAND_INS, GemmTable, gemm_table_from_json, load_gemm_table
 
 SHARED = Path(__file__).resolve().parents[1] / "queuesgd" / "data" / "gemm" / "h100-bf16.json"
 
@@ -64,7 +64,7 @@ def test_memory_rows_interpolate_per_kind():
     mid = ln[2**20] + (ln[2**24] - ln[2**20]) / 4  # log2 bytes 23 is a quarter of the way from 22 to 26
     assert float(t.bandwidth("layernorm", 2**23)) == pytest.approx(mid, rel=1e-12)
     with pytest.raises(InvalidParameterError, match="kind"):
-        t.bandwidth("softmax", 1e6)
+        t.bandwidth("attention", 1e6)
 
 
 def test_json_rows_by_seconds_dtype_and_peak(tmp_path):
@@ -128,3 +128,17 @@ def test_files_are_read_bounded_and_a_peak_is_required(tmp_path):
 def test_construction_and_queries_check_their_arguments(call, field):
     with pytest.raises(InvalidParameterError, match=field):
         call()
+
+
+def test_a_softmax_is_timed_on_its_own_rows_else_on_the_element_wise_curve():
+    # log2-linear interpolation by hand: 2**25 bytes sits halfway (in log2) between 2**20 and 2**30
+    ew = [("gelu", 2**20, 1e11), ("gelu", 2**30, 2e12)]
+    without = GemmTable.constant(0.5, peak_flops=1e15, memory=ew + [("layernorm", 2**20, 5e10)])
+    assert float(without.bandwidth("softmax", 2**25)) == pytest.approx((1e11 + 2e12) / 2, rel=1e-12)
+    assert float(without.bandwidth("layernorm", 2**25)) == 5e10  # one row: clamped, not the stand-in
+    own = GemmTable.constant(
+        0.5, peak_flops=1e15, memory=ew + [("softmax", 2**20, 3e11), ("softmax", 2**30, 9e11)]
+    )
+    assert float(own.bandwidth("softmax", 2**25)) == pytest.approx(6e11, rel=1e-12)
+    assert GemmTable.constant(0.5, peak_flops=1e15).bandwidth("softmax", 2**25) is None  # no curves at all
+    assert STAND_INS == {"softmax": "gelu"}
