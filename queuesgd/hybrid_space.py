@@ -3,9 +3,12 @@
 A :class:`HybridSpace` names the values tried on each axis -- tensor
 parallelism ``t``, pipeline stages ``p``, samples per micro-batch ``b``,
 schedule, virtual stages ``v``, activation recomputation, ZeRO stage,
-sequence parallelism -- or leaves an axis at every value that applies.
-Data parallelism follows: ``d = workers / (t p)``, and ``m = G / (d b)``
-micro-batches per step for a global batch of ``G``.
+sequence parallelism, context parallelism ``c``, expert parallelism ``e``
+(a mixture-of-experts model) -- or leaves an axis at every value that
+applies. Data parallelism follows: ``d = workers / (t c p)``
+(``HybridParallel.replicas``), and ``m = G / (d b)`` micro-batches per step
+for a global batch of ``G`` (the ``c`` ranks of a replica share its
+sequences, each holding ``s / c`` of every one).
 :func:`evaluate_space` lists every configuration
 :class:`~queuesgd.HybridParallel` accepts on the cluster and evaluates them
 all in one NumPy pass (:func:`~queuesgd.schemes.parallel.hybrid_batch.batch_times`),
@@ -17,12 +20,17 @@ Which configurations count (the rules of Megatron-LM and of ``HybridParallel``):
 
 - ``t`` divides the workers and the heads, and on a two-level cluster
   packs into nodes (a divisor or a multiple of ``gpus_per_node``);
-- ``p`` divides the layers and ``workers / t``; ``d`` divides ``G``;
+- ``c`` divides the sequence and ``workers / t`` (the ``c`` ranks are ``t``
+  apart; no packing rule of their own);
+- ``p`` divides the layers and ``workers / (t c)``; ``d`` divides ``G``;
 - ``b`` divides ``G / d`` (every replica the same ``m`` whole micro-batches);
 - 1F1B and GPipe have ``v = 1``; the interleaved schedule needs ``p > 1``,
   ``m`` a multiple of ``p`` and ``p v`` dividing the layers;
+- with ``E`` experts, ``e`` divides ``E`` and ``d`` (the experts split
+  inside the data-parallel group); without experts ``e = 1``;
 - duplicates are left out: sequence parallelism only with ``t > 1``, a ZeRO
-  stage above 0 only with ``d > 1`` (else they change nothing).
+  stage above 0 only with ``d c > 1`` (ZeRO shards over the ``d c`` ranks
+  holding the same parameters; with one it changes nothing).
 
 Examples
 --------
@@ -39,7 +47,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import product
 from types import MappingProxyType
@@ -51,6 +59,7 @@ from queuesgd import _checks
 from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.parallel.hybrid_batch import COLUMNS, batch_times
+from queuesgd.schemes.parallel.hybrid_moe import MAX_CAPACITY_FACTOR
 from queuesgd.schemes.parallel.megatron import RECOMPUTE, SCHEDULES
 
 if TYPE_CHECKING:
@@ -71,6 +80,8 @@ CONFIGURATION: tuple[str, ...] = (
     "sequence_parallel",
     "recompute",
     "zero",
+    "context",
+    "expert_parallel",
 )
 
 
@@ -118,6 +129,28 @@ class HybridSpace:
     keep : int
         How many of the fastest configurations that fit :func:`~queuesgd.plan_parallelism`
         predicts one by one and returns as candidates (default 10).
+    context : tuple of int or None
+        Context-parallel degrees ``c`` (``HybridParallel.context``): each of
+        ``c`` ranks holds ``s / c`` of every sequence, ``d = workers / (t c
+        p)``. ``None``: every divisor of the sequence that divides the
+        workers. Default ``(1,)``, off: context parallelism is for sequences
+        too long for one GPU's activations, and at the usual 2048 tokens it
+        adds K/V collectives to every layer to save activations that
+        recomputation saves too; asking for it (``None`` or the degrees) keeps
+        the space of a dense model at sequence 2048 the size it was. A value
+        that does not divide the model's sequence is refused by
+        :func:`evaluate_space` (``HybridParallel`` refuses it for any cluster).
+    expert_parallel : tuple of int or None
+        Expert-parallel degrees ``e`` with ``experts`` (divisors of ``E`` and
+        of ``d``). ``None`` (the default): every divisor of ``E`` that
+        divides ``d``; a dense model (``experts=None``) has only ``e = 1``.
+    experts : int or None
+        ``E`` experts in every layer's MLP (``HybridParallel.experts``): the
+        model's, the same in every row (not an axis). Default None, dense.
+    capacity_factor : float
+        As ``HybridParallel.capacity_factor`` (default 1.0; only with ``experts``).
+    top_k : int
+        As ``HybridParallel.top_k`` (default 1; only with ``experts``).
 
     Examples
     --------
@@ -127,6 +160,12 @@ class HybridSpace:
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: HybridSpace.zero[0]: got 4; accepted: ZeRO stages 0, 1, 2 or 3
+    >>> HybridSpace(context=None, experts=8).expert_parallel is None   # every c and e that apply
+    True
+    >>> HybridSpace(expert_parallel=(3,), experts=8)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: HybridSpace.expert_parallel[0]: got 3; accepted: a divisor of ...
     """
 
     tensor: tuple[int, ...] | None = None
@@ -138,12 +177,18 @@ class HybridSpace:
     zero: tuple[int, ...] = (0, 1, 2, 3)
     sequence_parallel: tuple[bool, ...] = (False, True)
     keep: int = 10
+    context: tuple[int, ...] | None = (1,)
+    expert_parallel: tuple[int, ...] | None = None
+    experts: int | None = None
+    capacity_factor: float = 1.0
+    top_k: int = 1
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         n = "HybridSpace"
-        for f in ("tensor", "pipeline", "microbatch", "virtual_stages"):
+        for f in ("tensor", "pipeline", "microbatch", "virtual_stages", "context", "expert_parallel"):
             set_(self, f, _axis(f"{n}.{f}", getattr(self, f)))
+        self._check_experts()
         set_(
             self,
             "schedule",
@@ -161,6 +206,38 @@ class HybridSpace:
         else:
             raise InvalidParameterError(f"{n}.sequence_parallel", sp, "a non-empty tuple of True/False")
         set_(self, "keep", _checks.integer(f"{n}.keep", self.keep, minimum=1, maximum=10_000))
+
+    def _check_experts(self) -> None:
+        """The mixture of experts by ``HybridParallel``'s rules (``check_experts``), as ``HybridSpace.*``."""
+        set_ = object.__setattr__
+        n = "HybridSpace"
+        cf = self.capacity_factor
+        if isinstance(cf, (str, bool)):
+            raise InvalidParameterError(f"{n}.capacity_factor", cf, "a number > 0")
+        set_(
+            self, "capacity_factor", _checks.positive(f"{n}.capacity_factor", cf, maximum=MAX_CAPACITY_FACTOR)
+        )
+        set_(self, "top_k", _checks.integer(f"{n}.top_k", self.top_k, maximum=_checks.MAX_COUNT))
+        if self.experts is None:
+            for f, default in (("capacity_factor", 1.0), ("top_k", 1)):
+                if getattr(self, f) != default:
+                    raise InvalidParameterError(
+                        f"{n}.{f}", getattr(self, f), f"{default} without experts= (a dense model)"
+                    )
+            if self.expert_parallel not in (None, (1,)):
+                raise InvalidParameterError(
+                    f"{n}.expert_parallel",
+                    self.expert_parallel,
+                    "None or (1,) without experts= (a dense model)",
+                )
+            return
+        E = _checks.integer(f"{n}.experts", self.experts, maximum=_checks.MAX_COUNT)
+        set_(self, "experts", E)
+        if self.top_k > E:
+            raise InvalidParameterError(f"{n}.top_k", self.top_k, f"at most the {E} experts")
+        for i, e in enumerate(self.expert_parallel or ()):
+            if E % e:
+                raise InvalidParameterError(f"{n}.expert_parallel[{i}]", e, f"a divisor of the {E} experts")
 
 
 def _divisors(x: int) -> list[int]:
@@ -196,30 +273,52 @@ def _enumerate(
     for p in space.pipeline or ():
         if l % p:
             notes.append(f"pipeline {p}: not tried, does not divide the {l} layers")
+    seq = shape.sequence
+    for i, c in enumerate(space.context or ()):
+        if seq % c:
+            raise InvalidParameterError(
+                f"HybridSpace.context[{i}]", c, f"a divisor of the sequence ({seq} tokens)"
+            )
+    contexts = space.context or [c for c in _divisors(seq) if n % c == 0]
+    E = space.experts
+    ep_axis = (space.expert_parallel or _divisors(E)) if E is not None else (1,)
     base: list[tuple[int, ...]] = []
     for t in tensors:
-        for p in space.pipeline or _divisors(l):
-            if l % p or (n // t) % p:
+        for c in contexts:
+            if (n // t) % c:
                 continue
-            d = n // (t * p)
-            if G % d:
-                continue
-            each = G // d
-            for b in space.microbatch or _divisors(each):
-                if each % b:
+            for p in space.pipeline or _divisors(l):
+                if l % p or (n // (t * c)) % p:
                     continue
-                m = each // b
-                for sched in space.schedule:
-                    code = SCHEDULES.index(sched)
-                    if sched != "interleaved":
-                        base.append((t, p, d, b, m, code, 1))
+                d = n // (t * c * p)
+                if G % d:
+                    continue
+                es = [e for e in ep_axis if d % e == 0]
+                each = G // d
+                for b in space.microbatch or _divisors(each):
+                    if each % b:
                         continue
-                    if p == 1 or m % p:
-                        continue
-                    for v in space.virtual_stages or range(2, l // p + 1):
-                        if l % (p * v) == 0:
-                            base.append((t, p, d, b, m, code, v))
-    names = ("tensor", "pipeline", "data", "microbatch", "microbatches", "schedule", "virtual_stages")
+                    m = each // b
+                    for sched in space.schedule:
+                        code = SCHEDULES.index(sched)
+                        if sched != "interleaved":
+                            vs: Iterable[int] = (1,)
+                        elif p == 1 or m % p:
+                            continue
+                        else:
+                            vs = [v for v in space.virtual_stages or range(2, l // p + 1) if l % (p * v) == 0]
+                        base.extend((t, p, d, b, m, code, v, c, e) for v in vs for e in es)
+    names = (
+        "tensor",
+        "pipeline",
+        "data",
+        "microbatch",
+        "microbatches",
+        "schedule",
+        "virtual_stages",
+        "context",
+        "expert_parallel",
+    )
     rows = np.array(base, dtype=np.int64).reshape(-1, len(names))
     inner = np.array(
         [
@@ -233,8 +332,17 @@ def _enumerate(
     for j, name in enumerate(("recompute", "zero", "sequence_parallel")):
         cols[name] = np.tile(inner[:, j], B)
     keep = ((cols["sequence_parallel"] == 0) | (cols["tensor"] > 1)) & (
-        (cols["zero"] == 0) | (cols["data"] > 1)
+        (cols["zero"] == 0) | (cols["data"] * cols["context"] > 1)
     )
+    for axis, given, why in (
+        ("context", space.context, f"t c p dividing the {n} workers and d dividing the global batch {G}"),
+        ("expert_parallel", space.expert_parallel if E is not None else None, "dividing any d"),
+    ):
+        used = set(np.unique(rows[:, names.index(axis)]).tolist())
+        if B:
+            notes.extend(
+                f"{axis} {x}: not tried, no configuration with {why}" for x in given or () if x not in used
+            )
     return {k: v[keep] for k, v in cols.items()}, notes
 
 
@@ -257,6 +365,8 @@ class HybridTable:
         Values given on an axis that never apply, and why.
     compute : ComputeModel or None
         The compute model the rows were timed with (``HybridParallel.compute_model``), if any.
+    experts : tuple or None
+        The model's mixture of experts, ``(E, capacity_factor, top_k)``, or None (dense).
     """
 
     columns: Mapping[str, np.ndarray]
@@ -267,6 +377,7 @@ class HybridTable:
     flops: float
     notes: tuple[str, ...] = ()
     compute: Any = None
+    experts: tuple[int, float, int] | None = None
 
     def __len__(self) -> int:
         return len(self.columns["throughput"])
@@ -295,6 +406,9 @@ class HybridTable:
         from queuesgd.schemes.parallel.hybrid import HybridParallel
 
         r = self.row(i)
+        moe = {}
+        if self.experts is not None:
+            moe = dict(zip(("experts", "capacity_factor", "top_k"), self.experts))
         s = HybridParallel(
             tensor=r["tensor"],
             pipeline=r["pipeline"],
@@ -308,6 +422,9 @@ class HybridTable:
             shape=self.shape,
             optimizer=self.optimizer,
             compute_model=self.compute,
+            context=r["context"],
+            expert_parallel=r["expert_parallel"],
+            **moe,
         )
         return s, self.shape.workload(r["microbatch"], flops=self.flops, compute=self.compute)
 
@@ -367,15 +484,27 @@ def evaluate_space(
     (25, [1, 2, 4, 8, 16])
     >>> sorted(set(int(v) for v in t["virtual_stages"][t["schedule"] == "interleaved"]))  # 2 v divides 24
     [2, 3, 4, 6, 12]
+    >>> t = evaluate_space(GPT3_XL, c, HybridSpace(tensor=(2,), pipeline=(1,), context=None), global_batch=16,
+    ...                    memory_limit=80e9)
+    >>> sorted({(int(k), int(d)) for k, d in zip(t["context"], t["data"])})      # c d = 16 / t
+    [(1, 8), (2, 4), (4, 2), (8, 1)]
     """
     G = _checks.integer("global_batch", global_batch)
-    cols, notes = _enumerate(space, shape, cluster, G)
     if compute is not None and not isinstance(compute, ComputeModel):
         raise InvalidParameterError("compute", compute, "None or a ComputeModel")
+    if compute is not None and space.experts is not None:
+        raise InvalidParameterError(
+            "compute",
+            compute,
+            "None with HybridSpace(experts=...) (HybridParallel: not modelled for experts)",
+        )
+    cols, notes = _enumerate(space, shape, cluster, G)
+    moe = None if space.experts is None else (space.experts, space.capacity_factor, space.top_k)
+    kw = {} if moe is None else dict(zip(("experts", "capacity_factor", "top_k"), moe))
     workloads = {
         int(b): shape.workload(int(b), flops=flops, compute=compute) for b in np.unique(cols["microbatch"])
     }
-    out = batch_times(shape, cluster, workloads, optimizer=optimizer, compute_model=compute, **cols)
+    out = batch_times(shape, cluster, workloads, optimizer=optimizer, compute_model=compute, **cols, **kw)
     named: dict[str, np.ndarray] = {k: cols[k] for k in CONFIGURATION}
     named["schedule"] = np.array(SCHEDULES, dtype=object)[cols["schedule"]]
     named["recompute"] = np.array(RECOMPUTE, dtype=object)[cols["recompute"]]
@@ -393,4 +522,5 @@ def evaluate_space(
         float(flops),
         tuple(notes),
         compute,
+        moe,
     )

@@ -22,8 +22,10 @@ boundary sends).
 With ``space="hybrid"`` (or a :class:`~queuesgd.hybrid_space.HybridSpace`)
 it searches Megatron-LM's whole space instead: tensor x pipeline x data
 parallelism x micro-batch size x schedule and virtual stages x
-recomputation x ZeRO stage x sequence parallelism, each configuration a
-:class:`~queuesgd.HybridParallel` on a (two-level) :class:`~queuesgd.Cluster`,
+recomputation x ZeRO stage x sequence parallelism (x context and expert
+parallelism where asked: ``HybridSpace(context=..., experts=...)``), each
+configuration a :class:`~queuesgd.HybridParallel` on a (two-level)
+:class:`~queuesgd.Cluster`,
 all of them evaluated in one NumPy pass
 (:func:`~queuesgd.hybrid_space.evaluate_space`, equal to ``predict`` row by
 row), the fastest that fit predicted one by one as the candidates, and the
@@ -63,8 +65,9 @@ class Candidate:
     ----------
     strategy : str
         ``"DP"``, ``"FSDP"``, ``"PP"`` or ``"DP x PP"``; in the hybrid
-        space the parallelisms of degree above 1, ``"TP x PP x DP"`` for
-        example (``"single GPU"`` if none), the rest in ``scheme``.
+        space the parallelisms of degree above 1, in the order TP, CP, PP,
+        DP, EP: ``"TP x PP x DP"`` for example (``"single GPU"`` if none),
+        the rest in ``scheme``.
     scheme : Scheme or None
         The scheme predicted (None where it could not be built; ``note`` says why).
     replicas, stages, microbatches : int
@@ -154,7 +157,8 @@ class Plan:
         """One dict per candidate (strategy, D, S, M, samples/s, memory GB, fits, method): for tables.
 
         Candidates of the hybrid space add ``T``, ``b``, ``schedule``, ``v``,
-        ``recompute``, ``zero`` and ``SP`` (their scheme's fields).
+        ``recompute``, ``zero``, ``SP``, ``C`` (context parallelism) and
+        ``EP`` (expert parallelism) (their scheme's fields).
 
         Examples
         --------
@@ -198,6 +202,8 @@ def _hybrid_fields(c: Candidate) -> dict[str, Any]:
         "recompute": s.recompute,
         "zero": s.zero,
         "SP": s.sequence_parallel,
+        "C": s.context,
+        "EP": s.expert_parallel,
     }
 
 
@@ -349,8 +355,8 @@ def plan_parallelism(
     )
 
 
-def _strategy(t: int, p: int, d: int) -> str:
-    parts = [name for name, k in (("TP", t), ("PP", p), ("DP", d)) if k > 1]
+def _strategy(t: int, p: int, d: int, c: int = 1, e: int = 1) -> str:
+    parts = [name for name, k in (("TP", t), ("CP", c), ("PP", p), ("DP", d), ("EP", e)) if k > 1]
     return " x ".join(parts) or "single GPU"
 
 
@@ -391,13 +397,13 @@ def _plan_hybrid(
     for i in table.order()[: space.keep]:
         scheme, workload = table.scheme(i)
         p = predict(scheme, workload, cluster)
-        key = (scheme.schedule, scheme.recompute, scheme.zero)
+        key = (scheme.schedule, scheme.recompute, scheme.zero, scheme.context > 1, scheme.experts is not None)
         if key not in formulas:
             formulas[key] = _formula(scheme)
         d = scheme.replicas(cluster)
         out.append(
             Candidate(
-                _strategy(scheme.tensor, scheme.pipeline, d),
+                _strategy(scheme.tensor, scheme.pipeline, d, scheme.context, scheme.expert_parallel),
                 scheme,
                 d,
                 scheme.pipeline,
