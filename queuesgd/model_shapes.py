@@ -33,6 +33,12 @@ What is exact and what is assumed:
 - **Activations** one micro-batch keeps for the backward pass, per block,
   ``s b h (34 + 5 a s / h)`` bytes (Korthikanti et al., 2022, eq. 2: 16-bit,
   no recomputation); a pipeline boundary sends ``s b h`` values.
+- **Llama-style models** (grouped-query attention ``kv_heads``, a gated MLP
+  of inner size ``ffn_hidden``, no biases, RMSNorm, an untied output layer,
+  rotary positions, no dropout): optional fields, each count above
+  generalized term by term (:attr:`TransformerShape.block_parameters`,
+  :meth:`TransformerShape.activation_terms`); the defaults are GPT's, bit for
+  bit. :data:`LLAMA3_8B`, :data:`LLAMA3_70B`, :data:`LLAMA3_405B`.
 
 Examples
 --------
@@ -51,7 +57,20 @@ from typing import Any
 
 from queuesgd import _checks, units
 
-__all__ = ["GPT3_XL", "MAX_DIMENSION", "MAX_LAYERS", "Operation", "TransformerShape"]
+__all__ = [
+    "GPT3_XL",
+    "LLAMA3_405B",
+    "LLAMA3_70B",
+    "LLAMA3_8B",
+    "MAX_DIMENSION",
+    "MAX_LAYERS",
+    "NORMS",
+    "Operation",
+    "TransformerShape",
+]
+
+#: The normalizations a block may use: LayerNorm (weight and bias, ``2 h``), RMSNorm (a weight, ``h``).
+NORMS: tuple[str, ...] = ("layernorm", "rmsnorm")
 
 #: Most blocks a shape has: its workload holds one :class:`~queuesgd.workload.Layer` per block (the
 #: largest published models have about 100).
@@ -122,28 +141,49 @@ def _memory(name: str, kind: str, elements: float, passes: int, nbytes: int, cor
 
 @dataclass(frozen=True)
 class TransformerShape:
-    """A GPT-style decoder-only transformer, by its published shapes.
+    """A decoder-only transformer, by its published shapes (GPT-2/3 by default; Llama-style by its fields).
 
     Parameters
     ----------
     layers : int
         Transformer blocks ``l``.
     hidden : int
-        Hidden size ``h`` (the MLP's inner size is ``4 h``).
+        Hidden size ``h``.
     heads : int
-        Attention heads ``a`` (``h`` must be a multiple).
+        Attention (query) heads ``a`` (``h`` must be a multiple; ``d = h / a``).
     sequence : int
         Tokens per sequence ``s``.
     vocabulary : int
         Vocabulary size ``V``.
     name : str
         For the workload.
+    kv_heads : int or None
+        Key-value heads ``k`` (grouped-query attention; a divisor of ``heads``); None: ``heads``.
+        K and V are each ``h x k d``.
+    ffn_hidden : int or None
+        The MLP's inner size ``f``; None: ``4 h``.
+    gated : bool
+        A gated MLP (SwiGLU): the first product makes ``2 f`` columns (gate and up), SiLU(gate) x up
+        goes into the second (``f -> h``); else ``h -> f``, GeLU, ``f -> h``.
+    bias : bool
+        The linear layers have biases (GPT: True; Llama: False).
+    norm : {"layernorm", "rmsnorm"}
+        LayerNorm (weight and bias, ``2 h``) or RMSNorm (a weight, ``h``).
+    tied_embeddings : bool
+        The output layer shares the token embedding (GPT); False: its own ``V x h`` matrix.
+    position_embedding : bool
+        A learned position embedding of ``s h`` parameters (GPT); False: rotary, no parameters.
+    dropout : bool
+        Dropout after the softmax and after each block's two sub-layers (GPT); False (Llama):
+        no masks kept, no dropout kernels.
 
     Examples
     --------
     >>> t = TransformerShape(layers=2, hidden=8, heads=2, sequence=4, vocabulary=10)
     >>> t.block_parameters, t.parameters            # 12 x 64 + 13 x 8; 2 x 872 + 80 + 32 + 16
     (872, 1872)
+    >>> LLAMA3_8B.parameters                         # Hugging Face's count of Llama-3.1-8B
+    8030261248
     """
 
     layers: int
@@ -152,51 +192,145 @@ class TransformerShape:
     sequence: int
     vocabulary: int
     name: str = "transformer"
+    kv_heads: int | None = None
+    ffn_hidden: int | None = None
+    gated: bool = False
+    bias: bool = True
+    norm: str = "layernorm"
+    tied_embeddings: bool = True
+    position_embedding: bool = True
+    dropout: bool = True
 
     def __post_init__(self) -> None:
         from queuesgd.errors import InvalidParameterError
 
-        for f in ("layers", "hidden", "heads", "sequence", "vocabulary"):
+        set_ = object.__setattr__
+        for f in ("layers", "hidden", "heads", "sequence", "vocabulary", "kv_heads", "ffn_hidden"):
             field = f"TransformerShape.{f}"
+            if f in ("kv_heads", "ffn_hidden") and getattr(self, f) is None:
+                continue
             value = _checks.integer(field, getattr(self, f))
             most = MAX_LAYERS if f == "layers" else MAX_DIMENSION
             if value > most:
                 why = " (the workload has one layer per block)" if f == "layers" else ""
-                raise InvalidParameterError(field, value, f"an integer from 1 to {most:,}{why}")
-            object.__setattr__(self, f, value)
-        object.__setattr__(self, "name", _checks.name("TransformerShape.name", self.name))
+                none = "None or " if f in ("kv_heads", "ffn_hidden") else ""
+                raise InvalidParameterError(field, value, f"{none}an integer from 1 to {most:,}{why}")
+            set_(self, f, value)
+        set_(self, "name", _checks.name("TransformerShape.name", self.name))
+        for f in ("gated", "bias", "tied_embeddings", "position_embedding", "dropout"):
+            set_(self, f, _checks.boolean(f"TransformerShape.{f}", getattr(self, f)))
+        set_(self, "norm", _checks.choice("TransformerShape.norm", self.norm, NORMS))
         if self.hidden % self.heads:
             raise InvalidParameterError(
                 "TransformerShape.heads", self.heads, f"a divisor of hidden (= {self.hidden})"
             )
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise InvalidParameterError(
+                "TransformerShape.kv_heads", self.kv_heads, f"None or a divisor of heads (= {self.heads})"
+            )
+
+    # ---- the resolved fields ----------------------------------------------------------------
+    @property
+    def kv(self) -> int:
+        """Key-value heads ``k``: ``kv_heads``, or ``heads`` (multi-head attention)."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def kv_hidden(self) -> int:
+        """Columns of K (and of V): ``g = k d = k h / a`` (``h`` without grouped-query attention)."""
+        return self.kv * (self.hidden // self.heads)
+
+    @property
+    def ffn(self) -> int:
+        """The MLP's inner size ``f``: ``ffn_hidden``, or ``4 h``."""
+        return 4 * self.hidden if self.ffn_hidden is None else self.ffn_hidden
+
+    @property
+    def gpt_mlp(self) -> bool:
+        """The MLP is GPT's (``h -> 4h``, GeLU, ``4h -> h``, biases): what mixture-of-experts layers copy."""
+        return not self.gated and self.bias and self.ffn == 4 * self.hidden
+
+    def check_tensor(self, tensor: Any, field: str = "tensor") -> int:
+        """``tensor`` if ``t`` ranks can split a block (Megatron's rules), else an error naming ``field``.
+
+        ``t`` must divide the heads, the key-value heads (Megatron's ``num_query_groups``) and the
+        MLP's inner size.
+
+        Examples
+        --------
+        >>> LLAMA3_8B.check_tensor(8)
+        8
+        >>> LLAMA3_8B.check_tensor(16)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        queuesgd.errors.InvalidParameterError: tensor: ... a divisor of the 8 key-value heads ...
+        """
+        from queuesgd.errors import InvalidParameterError
+
+        t = _checks.integer(field, tensor, maximum=MAX_DIMENSION)
+        if self.heads % t:
+            raise InvalidParameterError(field, tensor, f"a divisor of the {self.heads} heads")
+        if self.kv % t:
+            raise InvalidParameterError(
+                field, tensor, f"a divisor of the {self.kv} key-value heads (Megatron's num_query_groups)"
+            )
+        if self.ffn % t:
+            raise InvalidParameterError(field, tensor, f"a divisor of ffn_hidden (= {self.ffn})")
+        return t
 
     # ---- counts (exact) ---------------------------------------------------------------------
     @property
+    def norm_parameters(self) -> int:
+        """Parameters of one normalization: ``2 h`` (LayerNorm), ``h`` (RMSNorm)."""
+        return (2 if self.norm == "layernorm" else 1) * self.hidden
+
+    @property
     def block_parameters(self) -> int:
-        """Parameters of one block: ``12 h^2 + 13 h``."""
-        h = self.hidden
-        return 12 * h * h + 13 * h
+        """Parameters of one block: ``12 h^2 + 13 h`` for GPT.
+
+        Attention ``2 h^2 + 2 h g`` (Q and the output ``h x h``, K and V ``h x g``; biases ``2 h + 2 g``),
+        MLP ``(3 if gated else 2) h f`` (biases ``(2 f if gated else f) + h``), two norms.
+
+        Examples
+        --------
+        >>> h, g, f = 4096, 1024, 14336          # Llama 3 8B: no biases, two RMSNorm weights
+        >>> LLAMA3_8B.block_parameters == 2 * h * h + 2 * h * g + 3 * h * f + 2 * h
+        True
+        """
+        h, g, f = self.hidden, self.kv_hidden, self.ffn
+        attention = 2 * h * h + 2 * h * g + (2 * h + 2 * g if self.bias else 0)
+        mlp = (3 if self.gated else 2) * h * f + (((2 if self.gated else 1) * f + h) if self.bias else 0)
+        return attention + mlp + 2 * self.norm_parameters
 
     @property
     def embedding_parameters(self) -> int:
-        """Token and position embeddings: ``V h + s h`` (the output layer shares the token embedding)."""
-        return (self.vocabulary + self.sequence) * self.hidden
+        """The first stage's embeddings: token ``V h`` and (if learned) position ``s h``."""
+        return (self.vocabulary + (self.sequence if self.position_embedding else 0)) * self.hidden
+
+    @property
+    def output_parameters(self) -> int:
+        """The last stage's own: the final norm (``2 h`` or ``h``) and, untied, the output matrix ``V h``."""
+        return self.norm_parameters + (0 if self.tied_embeddings else self.vocabulary * self.hidden)
 
     @property
     def parameters(self) -> int:
-        """All parameters: ``l (12 h^2 + 13 h) + V h + s h + 2 h``."""
-        return self.layers * self.block_parameters + self.embedding_parameters + 2 * self.hidden
+        """All parameters: ``l (12 h^2 + 13 h) + V h + s h + 2 h`` for GPT."""
+        return self.layers * self.block_parameters + self.embedding_parameters + self.output_parameters
 
     def block_flops(self, microbatch: int = 1) -> float:
-        """Forward FLOPs of one block for ``microbatch`` sequences: ``24 b s h^2 + 4 b s^2 h``.
+        """Forward FLOPs of one block for ``microbatch`` sequences: ``24 b s h^2 + 4 b s^2 h`` for GPT.
+
+        In general ``2 b s (h (h + 2 g) + h^2 + (2 if gated else 1) h f + f h) + 4 b s^2 h``: the
+        products of :meth:`operations` (the attention core ``4 b s^2 h`` whatever ``g``).
 
         Examples
         --------
         >>> TransformerShape(1, 8, 2, 4, 10).block_flops(1)     # 24 x 4 x 64 + 4 x 16 x 8
         6656.0
         """
-        b, s, h = _microbatch(microbatch), self.sequence, self.hidden
-        return float(24 * b * s * h * h + 4 * b * s * s * h)
+        b, s, h, g, f = _microbatch(microbatch), self.sequence, self.hidden, self.kv_hidden, self.ffn
+        mlp = (3 if self.gated else 2) * h * f
+        return float(2 * b * s * (h * (h + 2 * g) + h * h + mlp) + 4 * b * s * s * h)
 
     def logits_flops(self, microbatch: int = 1) -> float:
         """Forward FLOPs of the output layer (logits): ``2 b s h V``."""
@@ -214,13 +348,32 @@ class TransformerShape:
         """
         return 3.0 * (self.layers * self.block_flops(microbatch) + self.logits_flops(microbatch))
 
-    def activation_bytes(self, microbatch: int = 1) -> float:
-        """Bytes one micro-batch keeps for the backward pass, whole model: ``l s b h (34 + 5 a s / h)``.
+    def activation_terms(self) -> tuple[float, float, float]:
+        """A block's saved activations as ``(R, S, K)``: ``s b h (R + S / t) + K a s^2 b / t`` bytes.
 
-        Korthikanti et al. (2022), eq. 2, 16-bit activations without recomputation.
+        ``R`` bytes per ``s b h`` every tensor-parallel rank keeps whole, ``S`` those split over
+        ``t`` ranks, ``K`` bytes per ``a s^2 b`` of the attention core;
+        :func:`~queuesgd.model_shapes_llama.activation_terms` derives them term by term. GPT's
+        ``(10, 24, 5)`` is Korthikanti et al.'s (2022) eq. 2, ``34 + 5 a s / h`` at ``t = 1``.
+
+        Examples
+        --------
+        >>> GPT3_XL.activation_terms(), LLAMA3_8B.activation_terms()
+        ((10, 24, 5), (8, 26, 2))
+        """
+        from queuesgd.model_shapes_llama import activation_terms
+
+        return activation_terms(self)
+
+    def activation_bytes(self, microbatch: int = 1) -> float:
+        """Bytes one micro-batch keeps for the backward pass, whole model: ``l s b h (34 + 5 a s / h)`` (GPT).
+
+        Korthikanti et al. (2022), eq. 2, 16-bit activations without recomputation; in general
+        ``l s b h (R + S + K a s / h)`` (:meth:`activation_terms`).
         """
         b, s, h, a = _microbatch(microbatch), self.sequence, self.hidden, self.heads
-        return float(self.layers * s * b * h * (34 + 5 * a * s / h))
+        whole, split, core = self.activation_terms()
+        return float(self.layers * s * b * h * (whole + split + core * a * s / h))
 
     def boundary_bytes(self, microbatch: int = 1, dtype_bytes: int = 2) -> float:
         """Bytes a pipeline boundary sends per micro-batch (the hidden states ``s b h``)."""
@@ -230,11 +383,7 @@ class TransformerShape:
     # ---- operations (exact) --------------------------------------------------------------------
     def _split(self, microbatch: int, tensor: int, dtype_bytes: int) -> tuple[int, int, int]:
         b = _microbatch(microbatch)
-        t = _checks.integer("tensor", tensor, maximum=MAX_DIMENSION)
-        if self.heads % t:
-            from queuesgd.errors import InvalidParameterError
-
-            raise InvalidParameterError("tensor", tensor, f"a divisor of the {self.heads} heads")
+        t = self.check_tensor(tensor)
         return b, t, _checks.integer("dtype_bytes", dtype_bytes, maximum=16)
 
     def _context(self, context: int) -> int:
@@ -257,14 +406,18 @@ class TransformerShape:
     ) -> tuple[Operation, ...]:
         """The kernels of one block's forward pass on one of ``tensor`` ranks (Megatron's layout).
 
-        Products, ``M = b s`` tokens: QKV ``(M x h) @ (h x 3h/t)`` and the first MLP product
-        ``(M x h) @ (h x 4h/t)`` split by columns, the projection ``(M x h/t) @ (h/t x h)`` and
-        the second MLP product ``(M x 4h/t) @ (4h/t x h)`` by rows; per head (``b a / t`` of
-        them, ``d = h / a``) the scores ``(s x d) @ (d x s)`` and the context ``(s x s) @ (s x
-        d)``. Together ``(24 b s h^2 + 4 b s^2 h) / t`` FLOPs (:meth:`block_flops` over ``t``).
-        Memory-bound: two layer norms and two dropout-residual adds over ``b s h`` values (``b s
-        h / t`` with sequence parallelism; the adds read two tensors and write one), softmax and
-        dropout over the ``b a s^2 / t`` scores, GeLU over ``4 b s h / t``.
+        Products, ``M = b s`` tokens: QKV ``(M x h) @ (h x (h + 2g)/t)`` (``g = h`` but with
+        grouped-query attention) and the first MLP product ``(M x h) @ (h x f/t)`` (``2f/t``
+        gated) split by columns, the projection ``(M x h/t) @ (h/t x h)`` and the second MLP
+        product ``(M x f/t) @ (f/t x h)`` by rows; per head (``b a / t`` of them, ``d = h / a``)
+        the scores ``(s x d) @ (d x s)`` and the context ``(s x s) @ (s x d)``. Together
+        :meth:`block_flops` over ``t`` (GPT: ``(24 b s h^2 + 4 b s^2 h) / t``). Memory-bound: two
+        norms (LayerNorm or RMSNorm, kind ``"layernorm"``) and two residual adds (with dropout
+        before them when ``dropout``) over ``b s h`` values (``b s h / t`` with sequence
+        parallelism; the adds read two tensors and write one), softmax and (with ``dropout``)
+        dropout over the ``b a s^2 / t`` scores, GeLU over ``b s f / t`` (read, write); gated,
+        SiLU-and-multiply reads the gate and the up halves and writes one: three passes of ``b s
+        f / t`` (kind ``"gelu"``, element-wise).
 
         With ``context`` ranks (context parallelism) each holds ``s / c`` of the sequence's
         tokens: every ``M`` is ``b s / c``, and its queries meet the whole sequence's keys and
@@ -285,28 +438,36 @@ class TransformerShape:
         fc2 4 8 32 1
         >>> sum(o.flops for o in ops) == TransformerShape(1, 8, 2, 4, 10).block_flops(1)
         True
+        >>> [o.n for o in LLAMA3_8B.operations(1, tensor=8) if o.name in ("qkv", "fc1")]   # 6144/8, 28672/8
+        [768, 3584]
         """
         b, t, nb = self._split(microbatch, tensor, dtype_bytes)
-        s, h, a = self.sequence, self.hidden, self.heads
+        s, h, a, g, f = self.sequence, self.hidden, self.heads, self.kv_hidden, self.ffn
         q = self._context(context)  # this rank's tokens of the sequence (its queries)
         tokens, d, heads = b * q, h // a, b * (a // t)
         sp = _checks.boolean("sequence_parallel", sequence_parallel)
         hidden = tokens * h / (t if sp else 1)
         scores = b * a * q * s / t
+        norm, drop = self.norm, "dropout_residual" if self.dropout else "residual"
+        dropout = [_memory("attention_dropout", "gelu", scores, 2, nb, core=True)] if self.dropout else []
+        if self.gated:  # SiLU(gate) x up: read both halves, write one
+            act = _memory("swiglu", "gelu", tokens * f / t, 3, nb)
+        else:
+            act = _memory("gelu", "gelu", tokens * f / t, 2, nb)
         return (
-            _memory("layernorm1", "layernorm", hidden, 2, nb),
-            _gemm("qkv", tokens, 3 * h // t, h, 1, nb),
+            _memory(f"{norm}1", "layernorm", hidden, 2, nb),
+            _gemm("qkv", tokens, (h + 2 * g) // t, h, 1, nb),
             _gemm("scores", q, s, d, heads, nb, core=True),
             _memory("softmax", "layernorm", scores, 2, nb, core=True),
-            _memory("attention_dropout", "gelu", scores, 2, nb, core=True),
+            *dropout,
             _gemm("context", q, d, s, heads, nb, core=True),
             _gemm("proj", tokens, h, h // t, 1, nb),
-            _memory("dropout_residual1", "gelu", hidden, 3, nb),
-            _memory("layernorm2", "layernorm", hidden, 2, nb),
-            _gemm("fc1", tokens, 4 * h // t, h, 1, nb),
-            _memory("gelu", "gelu", 4 * tokens * h / t, 2, nb),
-            _gemm("fc2", tokens, h, 4 * h // t, 1, nb),
-            _memory("dropout_residual2", "gelu", hidden, 3, nb),
+            _memory(f"{drop}1", "gelu", hidden, 3, nb),
+            _memory(f"{norm}2", "layernorm", hidden, 2, nb),
+            _gemm("fc1", tokens, (2 if self.gated else 1) * f // t, h, 1, nb),
+            act,
+            _gemm("fc2", tokens, h, f // t, 1, nb),
+            _memory(f"{drop}2", "gelu", hidden, 3, nb),
         )
 
     def head_operations(
@@ -318,7 +479,7 @@ class TransformerShape:
         dtype_bytes: int = 2,
         context: int = 1,
     ) -> tuple[Operation, ...]:
-        """The output layer's forward kernels on one of ``tensor`` ranks: final layer norm, logits, loss.
+        """The output layer's forward kernels on one of ``tensor`` ranks: final norm, logits, loss.
 
         The logits ``(b s x h) @ (h x V/t)`` (vocabulary-parallel, ``2 b s h V / t`` FLOPs) and
         the cross-entropy's softmax over ``b s V / t`` values. The embedding lookup is not
@@ -335,7 +496,7 @@ class TransformerShape:
         tokens = b * self._context(context)
         vocab = V // t if V % t == 0 else V / t  # Megatron pads V to a multiple of t; the count does not
         return (
-            _memory("final_layernorm", "layernorm", tokens * h / (t if sp else 1), 2, nb),
+            _memory(f"final_{self.norm}", "layernorm", tokens * h / (t if sp else 1), 2, nb),
             _gemm("logits", tokens, vocab, h, 1, nb),  # type: ignore[arg-type]
             _memory("cross_entropy", "layernorm", tokens * vocab, 2, nb),
         )
@@ -383,7 +544,6 @@ class TransformerShape:
         per_parameter = _checks.positive(
             "update_bytes_per_parameter", update_bytes_per_parameter, allow_zero=True
         )
-        h = self.hidden
         if compute is None:
             block_f = self.block_flops(microbatch) / rate
             head_f = self.logits_flops(microbatch) / rate
@@ -393,7 +553,7 @@ class TransformerShape:
 
                 raise InvalidParameterError("compute", compute, "None or a ComputeModel")
             block_f, head_f = compute.forward_times(self, microbatch, dtype_bytes=nbytes)
-        layers = [Layer("final_norm", 2 * h * nbytes, 2 * head_f, forward_time=head_f)]
+        layers = [Layer("final_norm", self.output_parameters * nbytes, 2 * head_f, forward_time=head_f)]
         for i in reversed(range(self.layers)):
             layers.append(
                 Layer(f"block{i}", self.block_parameters * nbytes, 2 * block_f, forward_time=block_f)
@@ -415,3 +575,22 @@ class TransformerShape:
 #: GPT-3 XL, "1.3B" (Brown et al., 2020, Table 2.1): 24 layers, hidden 2048, 16 heads (the table's
 #: d_head 128), context 2048, GPT-2's vocabulary of 50257 tokens.
 GPT3_XL = TransformerShape(layers=24, hidden=2048, heads=16, sequence=2048, vocabulary=50257, name="gpt3-xl")
+
+
+#: Llama 3 / 3.1, 8B (Meta, *The Llama 3 Herd of Models*, 2024, Table 3; the Hugging Face
+#: ``config.json``): 32 layers, hidden 4096, 32 heads and 8 key-value heads, SwiGLU of 14336, RMSNorm,
+#: no biases, untied output layer, rotary positions, no dropout; 8192 tokens, vocabulary 128256.
+LLAMA3_8B = TransformerShape(
+    32, 4096, 32, 8192, 128256, "llama3-8b", kv_heads=8, ffn_hidden=14336, gated=True, bias=False,
+    norm="rmsnorm", tied_embeddings=False, position_embedding=False, dropout=False,
+)  # fmt: skip
+#: Llama 3 70B: 80 layers, hidden 8192, 64 heads (8 key-value), SwiGLU of 28672; otherwise as 8B.
+LLAMA3_70B = TransformerShape(
+    80, 8192, 64, 8192, 128256, "llama3-70b", kv_heads=8, ffn_hidden=28672, gated=True, bias=False,
+    norm="rmsnorm", tied_embeddings=False, position_embedding=False, dropout=False,
+)  # fmt: skip
+#: Llama 3.1 405B: 126 layers, hidden 16384, 128 heads (8 key-value), SwiGLU of 53248; otherwise as 8B.
+LLAMA3_405B = TransformerShape(
+    126, 16384, 128, 8192, 128256, "llama3-405b", kv_heads=8, ffn_hidden=53248, gated=True, bias=False,
+    norm="rmsnorm", tied_embeddings=False, position_embedding=False, dropout=False,
+)  # fmt: skip

@@ -73,8 +73,8 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
 8. **Context parallelism** (``context=c``, Megatron-Core): each of ``c``
    ranks holds ``s / c`` of every sequence (``workers = t c p d``, the
    ranks ``t`` apart). Compute, the TP messages, the pipeline sends and the
-   activations are over ``c``; per layer and micro-batch the keys and
-   values (:func:`~.megatron.kv_bytes`, ``2 A / t``) are all-gathered
+   activations are over ``c``; per layer and micro-batch the keys and values
+   (:func:`~.megatron.kv_bytes`, ``2 A / t``; ``k / a`` of it with ``k`` key-value heads) are all-gathered
    forward, again backward (and in a recomputed forward), and their
    gradients reduce-scattered over the ``c`` ranks, exposed (Megatron-Core
    overlaps its ring with the attention blocks: an upper bound); gradients
@@ -108,6 +108,7 @@ from queuesgd.compute_model import ComputeModel
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError
 from queuesgd.model_shapes import TransformerShape
+from queuesgd.model_shapes_llama import parse_shape_text
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.memory import Memory, check_optimizer
 from queuesgd.schemes.parallel.collectives import collective_time
@@ -132,24 +133,20 @@ __all__ = ["QUANTITIES", "HybridParallel", "parse_shape"]
 
 
 def parse_shape(value: Any) -> TransformerShape | None:
-    """A :class:`TransformerShape`, from itself or ``"layers:hidden:heads:sequence:vocabulary"``.
+    """A :class:`TransformerShape`, from itself or its text (``"l:h:a:s:V"`` and optional Llama keywords).
+
+    The text form: :func:`~queuesgd.model_shapes_llama.parse_shape_text`.
 
     Examples
     --------
     >>> parse_shape("96:12288:96:2048:51200").parameters       # GPT-3 175B
     174615846912
+    >>> parse_shape("32:4096:32:8192:128256:kv=8:ffn=14336:llama").parameters   # Llama 3.1 8B
+    8030261248
     """
     if value is None or isinstance(value, TransformerShape):
         return value
-    accepted = (
-        "a TransformerShape, None, or 'layers:hidden:heads:sequence:vocabulary' (e.g. 96:12288:96:2048:51200)"
-    )
-    if not isinstance(value, str):
-        raise InvalidParameterError("HybridParallel.shape", value, accepted)
-    parts = value.split(":")
-    if len(parts) != 5 or not all(p.strip().isdigit() for p in parts):
-        raise InvalidParameterError("HybridParallel.shape", value, accepted)
-    return TransformerShape(*(int(p) for p in parts), name="transformer")
+    return parse_shape_text(value, "HybridParallel.shape")
 
 
 @dataclass(frozen=True)
@@ -173,7 +170,8 @@ class HybridParallel(Scheme):
     zero : int
         ZeRO stage 0-3 over the data-parallel group.
     shape : TransformerShape, str or None
-        The model's shapes (or ``"l:h:a:s:V"``); see the module docstring.
+        The model's shapes (or ``"l:h:a:s:V"``, with optional Llama keywords: :func:`parse_shape`);
+        see the module docstring.
     layers : int or None
         ``l`` without a shape (default 1).
     hidden_bytes : float or str
@@ -290,10 +288,12 @@ class HybridParallel(Scheme):
                     self.pipeline,
                     f"p x v dividing the {self.shape.layers} layers (v = {self.virtual_stages})",
                 )
-            if self.shape.heads % self.tensor:
+            self.shape.check_tensor(self.tensor, f"{n}.tensor")  # heads, key-value heads, MLP inner size
+            if self.experts is not None and not self.shape.gpt_mlp:
                 raise InvalidParameterError(
-                    f"{n}.tensor", self.tensor, f"a divisor of the {self.shape.heads} heads"
-                )
+                    f"{n}.experts", self.experts, "None for a shape whose MLP is not GPT's (h -> 4h, GeLU, "
+                    "biases): the experts are copies of that MLP",
+                )  # fmt: skip
             if self.shape.sequence % self.context:
                 raise InvalidParameterError(
                     f"{n}.context", self.context, f"a divisor of the sequence ({self.shape.sequence} tokens)"
@@ -413,7 +413,7 @@ class HybridParallel(Scheme):
         cp = ep = 0.0
         if c > 1:  # K/V: all-gather forward, again backward, reduce-scatter of their gradients
             k_cp = math.gcd(c, gpn // t) if t < gpn else 1
-            kv = kv_bytes(A, t)
+            kv = kv_bytes(A, t) * (self.shape.kv / self.shape.heads)  # grouped-query: g = k h / a columns
             gather = coll("allgather", kv, c, k_cp, "cp")
             cp = (
                 self.layer_count

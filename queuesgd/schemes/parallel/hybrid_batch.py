@@ -297,7 +297,7 @@ def batch_times(
     tp = shape.layers / p * (np.where(full, 6, 4) * one)
     # context parallelism: K/V all-gathered forward and backward, their gradients reduce-scattered
     k_cp = np.where(t < gpn, np.gcd(c, np.maximum(gpn // t, 1)), 1)
-    kv = 2.0 * A / t
+    kv = 2.0 * A / t * (shape.kv / shape.heads)  # as kv_bytes: K and V have g = k h / a columns
     cp_ag, _ = batch_collective_time("allgather", kv, cluster, c, k_cp)
     cp_rs, _ = batch_collective_time("reduce_scatter", kv, cluster, c, k_cp)
     cp = np.where(c > 1, shape.layers / p * (np.where(full, 3, 2) * cp_ag + cp_rs), 0.0)
@@ -432,17 +432,18 @@ def _batch_memory(
         block = block - mlp
         experts_here = mlp * (moe[0] // e) * nbytes / t
         local = l / p * mlp * (moe[0] // e) * nbytes / t
-    count = l / p * block + shape.embedding_parameters + np.where(p == 1, 2 * h, 0)
+    count = l / p * block + shape.embedding_parameters + np.where(p == 1, shape.output_parameters, 0)
     P = count * nbytes / t
     layer = block * nbytes / t
     if moe is not None:
         layer = layer + experts_here
     sbh = float(s) * b * h
-    attention = np.where(rc == 2, 0.0, 5 * a * s / (h * t))
+    whole, split, core = shape.activation_terms()  # GPT: Korthikanti's 10, 24, 5
+    attention = np.where(rc == 2, 0.0, core * a * s / (h * t))
     per = np.where(
         rc == 1,
         2 * sbh / np.where(sp, t, 1),
-        np.where(sp, sbh * (34 / t + attention), sbh * (10 + 24 / t + attention)),
+        np.where(sp, sbh * ((whole + split) / t + attention), sbh * (whole + split / t + attention)),
     )
     if moe is not None:
         more = (moe[1] * moe[2] - 1) * sbh * (16 / t + 2 / np.where(sp, t, 1))

@@ -1,12 +1,14 @@
 """Memory per GPU of :class:`~queuesgd.schemes.parallel.hybrid.HybridParallel`: the first pipeline stage's.
 
 Parameters and gradients of its ``l / p`` layers (``stage_layers[0]`` with
-an uneven partition; and the embeddings) over ``t``, ZeRO over the ``d c`` ranks that hold the same shard
+an uneven partition; and the embeddings; with ``p = 1`` the final norm and an
+untied output layer too) over ``t``, ZeRO over the ``d c`` ranks that hold the same shard
 (:func:`~.megatron.hybrid_memory`; ZeRO 3 also holds two gathered layers, or without layers two of the
 equal units :func:`~queuesgd.schemes.memory.default_unit_count` cuts the GPU's parameters into);
 a mixture of experts' local ``E / e`` experts over the ``d c / e`` ranks
-that hold them; activations per :func:`~.megatron.layer_activation_bytes`
-(plus :func:`~.megatron.expert_activation_bytes`) times
+that hold them; activations per :func:`~.megatron.layer_activation_bytes` (with the
+shape's :meth:`~queuesgd.model_shapes.TransformerShape.activation_terms`; plus
+:func:`~.megatron.expert_activation_bytes`) times
 :func:`~.megatron.layers_in_flight`, over ``c``.
 
 Examples
@@ -68,13 +70,14 @@ def first_stage_memory(scheme: HybridParallel, workload: Workload, cluster: Clus
             experts = hybrid_memory(
                 local, local, dc // scheme.expert_parallel, scheme.zero, optimizer=scheme.optimizer
             )
-        count = first * block + s.embedding_parameters + (2 * s.hidden if p == 1 else 0)
+        count = first * block + s.embedding_parameters + (s.output_parameters if p == 1 else 0)
         P = G = count * nbytes / t
         layer = block * nbytes / t
         if experts is not None:
             layer += mlp * (scheme.experts // scheme.expert_parallel) * nbytes / t
         kw = {"tensor": t, "sequence_parallel": scheme.sequence_parallel, "recompute": scheme.recompute}
-        per = layer_activation_bytes(s.sequence, workload.batch_size, s.hidden, s.heads, **kw)
+        terms = s.activation_terms()  # the block's own (GPT: Korthikanti's 10, 24, 5)
+        per = layer_activation_bytes(s.sequence, workload.batch_size, s.hidden, s.heads, terms=terms, **kw)
         if scheme.experts is not None:
             per += expert_activation_bytes(
                 s.sequence,

@@ -164,6 +164,7 @@ def layer_activation_bytes(
     tensor: int = 1,
     sequence_parallel: bool = False,
     recompute: str | None = None,
+    terms: tuple[float, float, float] = (10, 24, 5),
 ) -> float:
     """Bytes one transformer layer keeps for its backward pass, per GPU (16-bit activations).
 
@@ -181,12 +182,20 @@ def layer_activation_bytes(
     full recompute               ``2 s b h`` (the layer's input; ``/t`` with sequence parallelism)
     ===========================  ===============================
 
+    ``terms`` ``(R, S, K)`` are the block's own counts (GPT's ``(10, 24, 5)`` by default;
+    :meth:`~queuesgd.model_shapes.TransformerShape.activation_terms` for grouped-query attention,
+    a gated MLP, no dropout): ``10`` reads ``R``, ``24`` reads ``S``, ``34`` reads ``R + S`` and
+    ``5`` reads ``K`` in every row (sequence parallelism splits the ``R`` part too; selective
+    recomputation drops the ``K`` part).
+
     Examples
     --------
     >>> layer_activation_bytes(2048, 1, 12288, 96)     # GPT-3: 34 + 5 x 96 x 2048 / 12288 = 114
     2868903936.0
     >>> layer_activation_bytes(2048, 1, 12288, 96, tensor=8, sequence_parallel=True) * 8
     2868903936.0
+    >>> layer_activation_bytes(8192, 1, 4096, 32, terms=(8, 26, 2)) / (8192 * 4096)   # Llama 3 8B
+    162.0
     """
     s, b, h, a = (
         _checks.integer(n, v)
@@ -198,10 +207,11 @@ def layer_activation_bytes(
         raise InvalidParameterError("recompute", recompute, "None, 'full' or 'selective'")
     if recompute == "full":
         return 2 * sbh / (t if sequence_parallel else 1)
-    attention = 0.0 if recompute == "selective" else 5 * a * s / (h * t)
+    whole, split, core = terms
+    attention = 0.0 if recompute == "selective" else core * a * s / (h * t)
     if sequence_parallel:
-        return sbh * (34 / t + attention)
-    return sbh * (10 + 24 / t + attention)
+        return sbh * ((whole + split) / t + attention)
+    return sbh * (whole + split / t + attention)
 
 
 def layers_in_flight(
