@@ -103,8 +103,9 @@ class Operation:
         ``qkv``, ``scores``, ``context``, ``proj``, ``fc1``, ``fc2``, ``logits`` (products);
         ``layernorm1``, ``softmax``, ... (memory-bound).
     kind : str
-        ``"gemm"``, or the memory-bound kind: ``"gelu"`` (element-wise) or ``"layernorm"`` (row
-        reductions: layer norm, softmax).
+        ``"gemm"``, or the memory-bound kind: ``"gelu"`` (element-wise), ``"layernorm"`` (norms,
+        and the loss's softmax over the vocabulary) or ``"softmax"`` (the attention's, over rows
+        of scores: Megatron-LM's fused kernel; see :data:`~queuesgd.gemm_table.STAND_INS`).
     flops : float
         Floating-point operations: ``2 batch m n k`` for a product, 0 for memory-bound ops (the
         textbook counts only the products).
@@ -414,8 +415,8 @@ class TransformerShape:
         :meth:`block_flops` over ``t`` (GPT: ``(24 b s h^2 + 4 b s^2 h) / t``). Memory-bound: two
         norms (LayerNorm or RMSNorm, kind ``"layernorm"``) and two residual adds (with dropout
         before them when ``dropout``) over ``b s h`` values (``b s h / t`` with sequence
-        parallelism; the adds read two tensors and write one), softmax and (with ``dropout``)
-        dropout over the ``b a s^2 / t`` scores, GeLU over ``b s f / t`` (read, write); gated,
+        parallelism; the adds read two tensors and write one), softmax (kind ``"softmax"``) and
+        (with ``dropout``) dropout over the ``b a s^2 / t`` scores, GeLU over ``b s f / t`` (read, write); gated,
         SiLU-and-multiply reads the gate and the up halves and writes one: three passes of ``b s
         f / t`` (kind ``"gelu"``, element-wise).
 
@@ -458,7 +459,7 @@ class TransformerShape:
             _memory(f"{norm}1", "layernorm", hidden, 2, nb),
             _gemm("qkv", tokens, (h + 2 * g) // t, h, 1, nb),
             _gemm("scores", q, s, d, heads, nb, core=True),
-            _memory("softmax", "layernorm", scores, 2, nb, core=True),
+            _memory("softmax", "softmax", scores, 2, nb, core=True),
             *dropout,
             _gemm("context", q, d, s, heads, nb, core=True),
             _gemm("proj", tokens, h, h // t, 1, nb),
