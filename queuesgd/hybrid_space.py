@@ -18,8 +18,9 @@ fit.
 
 Which configurations count (the rules of Megatron-LM and of ``HybridParallel``):
 
-- ``t`` divides the workers and the heads, and on a two-level cluster
-  packs into nodes (a divisor or a multiple of ``gpus_per_node``);
+- ``t`` divides the workers, the heads, the key-value heads and the MLP's
+  inner size (``TransformerShape.check_tensor``), and on a two-level
+  cluster packs into nodes (a divisor or a multiple of ``gpus_per_node``);
 - ``c`` divides the sequence and ``workers / t`` (the ``c`` ranks are ``t``
   apart; no packing rule of their own);
 - ``p`` divides the layers and ``workers / (t c)``; ``d`` divides ``G``;
@@ -262,6 +263,10 @@ def _enumerate(
             if n % t
             else f"does not divide the {shape.heads} heads"
             if shape.heads % t
+            else f"does not divide the {shape.kv} key-value heads"
+            if shape.kv % t
+            else f"does not divide ffn_hidden (= {shape.ffn})"
+            if shape.ffn % t
             else f"neither divides nor is a multiple of gpus_per_node (= {gpn})"
             if not packs(t)
             else ""
@@ -497,6 +502,12 @@ def evaluate_space(
             "compute",
             compute,
             "None with HybridSpace(experts=...) (HybridParallel: not modelled for experts)",
+        )
+    if space.experts is not None and not shape.gpt_mlp:
+        raise InvalidParameterError(
+            "HybridSpace.experts",
+            space.experts,
+            "None for a shape whose MLP is not GPT's (HybridParallel: the experts are copies of that MLP)",
         )
     cols, notes = _enumerate(space, shape, cluster, G)
     moe = None if space.experts is None else (space.experts, space.capacity_factor, space.top_k)

@@ -257,3 +257,40 @@ def test_a_context_that_does_not_divide_the_sequence_is_refused(context, field):
 def test_experts_with_a_compute_model_are_refused():
     with pytest.raises(InvalidParameterError, match="^compute"):
         plan_parallelism(GPT3_XL, dgx(64), global_batch=512, space=HybridSpace(experts=8), compute=H100)
+
+
+def test_the_tensor_axis_follows_the_key_value_heads_and_the_mlp_of_llama_shapes():
+    # t must divide the key-value heads and ffn_hidden too (HybridParallel refuses t = 4, 8 here)
+    gqa = TransformerShape(
+        8,
+        256,
+        8,
+        128,
+        1000,
+        kv_heads=2,
+        ffn_hidden=688,
+        gated=True,
+        bias=False,
+        norm="rmsnorm",
+        tied_embeddings=False,
+        position_embedding=False,
+        dropout=False,
+    )
+    odd = TransformerShape(8, 256, 8, 128, 1000, ffn_hidden=690)  # 690 = 2 x 345
+    cluster = dgx(16)
+    for shape, why in ((gqa, "does not divide the 2 key-value heads"), (odd, "does not divide ffn_hidden")):
+        for t in (4, 8):
+            with pytest.raises(InvalidParameterError, match="^HybridParallel.tensor"):
+                HybridParallel(tensor=t, shape=shape)
+        space = HybridSpace(tensor=(1, 2, 4, 8), context=None)
+        table = evaluate_space(shape, cluster, space, global_batch=32, memory_limit=1e12, flops=150e12)
+        assert set(table["tensor"].tolist()) == {1, 2} and set(table["context"].tolist()) == {1, 2, 4, 8, 16}
+        assert any(n.startswith("tensor 4: not tried, " + why) for n in table.notes)
+        assert len(
+            evaluate_space(shape, cluster, HybridSpace(context=None), global_batch=32, memory_limit=1e12)
+        ) == len(table)
+        rng = np.random.default_rng(5)
+        rows = np.flatnonzero(table["context"] > 1)
+        assert_rows_equal_predict(table, cluster, rng.choice(rows, size=60, replace=False))
+    with pytest.raises(InvalidParameterError, match="^HybridSpace.experts"):
+        evaluate_space(gqa, cluster, HybridSpace(experts=4), global_batch=32, memory_limit=1e12)
