@@ -416,9 +416,9 @@ class TransformerShape:
         norms (LayerNorm or RMSNorm, kind ``"layernorm"``) and two residual adds (with dropout
         before them when ``dropout``) over ``b s h`` values (``b s h / t`` with sequence
         parallelism; the adds read two tensors and write one), softmax (kind ``"softmax"``) and
-        (with ``dropout``) dropout over the ``b a s^2 / t`` scores, GeLU over ``b s f / t`` (read, write); gated,
-        SiLU-and-multiply reads the gate and the up halves and writes one: three passes of ``b s
-        f / t`` (kind ``"gelu"``, element-wise).
+        (with ``dropout``) dropout over the ``b a s^2 / t`` scores, GeLU over ``b s f / t``
+        (read, write); gated, SiLU-and-multiply reads the gate and the up halves and writes one:
+        three passes of ``b s f / t`` (kind ``"gelu"``, element-wise).
 
         With ``context`` ranks (context parallelism) each holds ``s / c`` of the sequence's
         tokens: every ``M`` is ``b s / c``, and its queries meet the whole sequence's keys and
