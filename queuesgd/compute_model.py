@@ -16,12 +16,22 @@ on its own:
 - a **memory-bound kernel** (layer norm, softmax, dropout, GeLU, residual
   adds) by ``Q / bandwidth``, the table's achieved bandwidth for its kind
   and size where it has one, else ``memory_bandwidth``;
+- a **fused attention core** (kind ``"flash"``: FlashAttention, a shape with
+  ``attention="flash"``) as a compute-bound kernel by the same roofline, its
+  FLOPs (the scores' and the context's products) at the table's GEMM
+  efficiency at the volume of its *scores* product (``b a / t`` products
+  ``(q x d) @ (d x s)``) -- an assumption, a stand-in: the tables shipped
+  with queuesgd measured plain GEMMs, no fused attention kernel;
 - **backward** as twice the forward, every kernel (a product's two backward
   products have its volume, hence its efficiency; a memory-bound kernel's
   backward reads the saved input and the incoming gradient and writes a
-  gradient: about twice the forward's traffic -- an assumption);
+  gradient: about twice the forward's traffic -- an assumption), but a flash
+  core's: 2.5 times its forward (its backward runs five products against
+  the forward's two, recomputing the scores: FlashAttention-2, Section
+  3.1.2; :data:`~queuesgd.model_shapes_attention.FLASH_BACKWARD`);
 - **recomputation**: ``"full"`` runs every block's forward again,
-  ``"selective"`` the attention core's (scores, softmax, dropout, context);
+  ``"selective"`` the attention core's (scores, softmax, dropout, context;
+  nothing for a flash core, whose backward already recomputes its scores);
   the output layer is not recomputed (Narayanan et al., SC 2021, eq. 3);
 - **stages**: every pipeline stage runs ``l / p`` blocks, the last one the
   output layer too (:meth:`ComputeModel.stage_times`).
@@ -51,6 +61,7 @@ from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
 from queuesgd.gemm_table import GemmTable
 from queuesgd.model_shapes import Operation, TransformerShape
+from queuesgd.model_shapes_attention import FLASH_BACKWARD
 
 __all__ = ["RECOMPUTE", "ComputeModel", "OperationTime"]
 
@@ -70,7 +81,8 @@ class OperationTime:
     bound : str
         ``"compute"`` (the product's efficiency) or ``"memory"`` (its bytes).
     efficiency : float
-        The table's efficiency at the product's shape (nan for memory-bound kernels).
+        The table's efficiency at the product's shape (a flash core: at its scores product's;
+        nan for memory-bound kernels).
     clamped : bool
         The shape (or size) lies outside the table's measured range; its
         efficiency (bandwidth) is the nearest end's.
@@ -172,7 +184,7 @@ class ComputeModel:
                 raise InvalidParameterError(
                     f"operations[{i}]", op, "an Operation (TransformerShape.operations)"
                 )
-            if op.kind == "gemm":
+            if op.kind in ("gemm", "flash"):  # flash: at its scores product's volume (a stand-in)
                 eff = float(self.table.efficiency(op.m, op.n, op.k, op.batch))
                 flops_time = op.flops / (self.table.peak_flops * eff)
                 mem_time = op.bytes / self._bandwidth
@@ -269,9 +281,11 @@ class ComputeModel:
     ) -> tuple[float, float]:
         """One stage's blocks, and the output layer the last stage adds: one micro-batch on one GPU.
 
-        ``(l / p) (3 f + r)`` and ``3 f_head``: ``f`` a block's forward on one
-        of ``t`` ranks, ``r`` its recomputation (``f`` for ``"full"``, the
-        attention core's forward for ``"selective"``), ``f_head`` the output
+        ``(l / p) (f + f_b + r)`` and ``3 f_head``: ``f`` a block's forward on one
+        of ``t`` ranks, ``f_b`` its backward (``2 f``; plus half a flash
+        core's forward), ``r`` its recomputation (``f`` for ``"full"``, the
+        eager attention core's forward for ``"selective"``, 0 for a flash
+        core: :meth:`block_parts`), ``f_head`` the output
         layer's forward (vocabulary-parallel over ``t``), never recomputed
         (Narayanan et al., SC 2021, eq. 3). Every stage runs the blocks; the
         last one also runs the head. The first stage's embedding lookup is
@@ -292,7 +306,7 @@ class ComputeModel:
         if recompute not in RECOMPUTE:
             raise InvalidParameterError("recompute", recompute, "None, 'full' or 'selective'")
         p = _checks.integer("pipeline", pipeline, maximum=_checks.MAX_COUNT)
-        f, core, head = self.block_times(
+        f, bwd, core, head = self.block_parts(
             shape,
             microbatch,
             tensor=tensor,
@@ -301,7 +315,7 @@ class ComputeModel:
             context=context,
         )
         r = {None: 0.0, "full": f, "selective": core}[recompute]
-        return float(shape.layers / p * (3.0 * f + r)), float(3.0 * head)
+        return float(shape.layers / p * (f + bwd + r)), float(3.0 * head)
 
     def block_times(
         self,
@@ -313,12 +327,11 @@ class ComputeModel:
         dtype_bytes: int = 2,
         context: int = 1,
     ) -> tuple[float, float, float]:
-        """Forward seconds of one block, of its attention core, and of the output layer, on one of ``tensor``.
+        """Forward seconds of one block, of its selective recomputation, and of the output layer, on one rank.
 
-        The three sums :meth:`stage_times` combines (``f``, the selective
-        recomputation's ``r`` and the head's forward), for callers that
-        combine them over many pipeline depths and recomputations at once
-        (:func:`~queuesgd.schemes.parallel.hybrid_batch.batch_times`).
+        :meth:`block_parts` without the backward: ``f``, the selective
+        recomputation's ``r`` (the eager attention core's forward; 0 for a
+        flash core) and the head's forward.
 
         Examples
         --------
@@ -330,15 +343,50 @@ class ComputeModel:
         >>> core == 4 * 2048**2 * 1024 / 0.5e15, head == t.logits_flops(1) / 0.5e15   # 4 b s^2 h FLOPs
         (True, True)
         """
+        kw = {"tensor": tensor, "sequence_parallel": sequence_parallel, "dtype_bytes": dtype_bytes}
+        f, _, core, head = self.block_parts(shape, microbatch, context=context, **kw)
+        return f, core, head
+
+    def block_parts(
+        self,
+        shape: TransformerShape,
+        microbatch: int = 1,
+        *,
+        tensor: int = 1,
+        sequence_parallel: bool = False,
+        dtype_bytes: int = 2,
+        context: int = 1,
+    ) -> tuple[float, float, float, float]:
+        """One block's forward and backward seconds, its selective recomputation's, the head's forward.
+
+        On one of ``tensor`` ranks, one micro-batch: the sums :meth:`stage_times`
+        combines, for callers that combine them over many pipeline depths and
+        recomputations at once (:func:`~queuesgd.schemes.parallel.hybrid_batch.batch_times`).
+        The backward is twice the forward, plus ``FLASH_BACKWARD - 2 = 0.5``
+        times a flash core's forward; the selective recomputation is the
+        forward of the attention core's eager kernels (a flash core has none
+        to rerun).
+
+        Examples
+        --------
+        >>> from queuesgd.gemm_table import GemmTable
+        >>> from queuesgd.model_shapes import TransformerShape
+        >>> cm = ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), memory_bandwidth=None)
+        >>> t = TransformerShape(2, 1024, 16, 2048, 51200, attention="flash")
+        >>> f, bwd, core, head = cm.block_parts(t, 1)
+        >>> bwd == 2 * f + 0.5 * (4 * 2048**2 * 1024 / 0.5e15), core     # 2.5 x the flash core's forward
+        (True, 0.0)
+        """
         if not isinstance(shape, TransformerShape):
             raise InvalidParameterError("shape", shape, "a TransformerShape")
         kw = {"tensor": tensor, "sequence_parallel": sequence_parallel, "dtype_bytes": dtype_bytes}
         kw["context"] = context
         block = self.operation_times(shape.operations(microbatch, **kw))
         f = sum(o.seconds for o in block)
-        core = sum(o.seconds for o in block if o.operation.core)
+        flash = sum(o.seconds for o in block if o.operation.kind == "flash")
+        core = sum(o.seconds for o in block if o.operation.core and o.operation.kind != "flash")
         head = sum(o.seconds for o in self.operation_times(shape.head_operations(microbatch, **kw)))
-        return float(f), float(core), float(head)
+        return float(f), float(2.0 * f + (FLASH_BACKWARD - 2.0) * flash), float(core), float(head)
 
     def achieved_flops(self, shape: TransformerShape, microbatch: int = 1, *, tensor: int = 1) -> float:
         """FLOP/s one of ``tensor`` ranks sustains over a block's forward: its FLOPs over its time."""

@@ -39,6 +39,11 @@ What is exact and what is assumed:
   generalized term by term (:attr:`TransformerShape.block_parameters`,
   :meth:`TransformerShape.activation_terms`); the defaults are GPT's, bit for
   bit. :data:`LLAMA3_8B`, :data:`LLAMA3_70B`, :data:`LLAMA3_405B`.
+- **Flash attention** (``attention="flash"``; the Llama 3 presets): the
+  attention core is one fused kernel (:mod:`~queuesgd.model_shapes_attention`)
+  with the same FLOPs; its backward runs 2.5 times its forward (it recomputes
+  the scores), and a block keeps no ``s^2`` activations, only the softmax's
+  log-sum-exp (``4 b a s`` bytes).
 
 Examples
 --------
@@ -56,8 +61,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from queuesgd import _checks, units
+from queuesgd.model_shapes_attention import (
+    ATTENTIONS,
+    Operation,
+    activation_terms,
+    attention_operations,
+    extra_backward_flops,
+    gemm_operation,
+    memory_operation,
+)
 
 __all__ = [
+    "ATTENTIONS",
     "GPT3_XL",
     "LLAMA3_405B",
     "LLAMA3_70B",
@@ -91,53 +106,6 @@ def _microbatch(value: Any) -> int:
 
         raise InvalidParameterError("microbatch", value, f"an integer from 1 to {MAX_BATCH_SIZE:,} (2**53)")
     return b
-
-
-@dataclass(frozen=True)
-class Operation:
-    """One kernel of a forward pass on one tensor-parallel rank: a matrix product or a memory-bound op.
-
-    Attributes
-    ----------
-    name : str
-        ``qkv``, ``scores``, ``context``, ``proj``, ``fc1``, ``fc2``, ``logits`` (products);
-        ``layernorm1``, ``softmax``, ... (memory-bound).
-    kind : str
-        ``"gemm"``, or the memory-bound kind: ``"gelu"`` (element-wise), ``"layernorm"`` (norms,
-        and the loss's softmax over the vocabulary) or ``"softmax"`` (the attention's, over rows
-        of scores: Megatron-LM's fused kernel; see :data:`~queuesgd.gemm_table.STAND_INS`).
-    flops : float
-        Floating-point operations: ``2 batch m n k`` for a product, 0 for memory-bound ops (the
-        textbook counts only the products).
-    bytes : float
-        Bytes moved: a product's operands and result, ``batch (m k + k n + m n) x dtype``; a
-        memory-bound op's reads and writes.
-    m, n, k, batch : int
-        A product's shape, ``batch`` products of ``(m x k) @ (k x n)`` (0 for memory-bound ops).
-    core : bool
-        Part of the attention core (scores, softmax, dropout, context): what selective
-        recomputation runs again (Korthikanti et al., 2022).
-    """
-
-    name: str
-    kind: str
-    flops: float
-    bytes: float
-    m: int = 0
-    n: int = 0
-    k: int = 0
-    batch: int = 1
-    core: bool = False
-
-
-def _gemm(name: str, m: int, n: int, k: int, batch: int, nbytes: int, core: bool = False) -> Operation:
-    traffic = float(batch * (m * k + k * n + m * n) * nbytes)
-    return Operation(name, "gemm", 2.0 * batch * m * n * k, traffic, m, n, k, batch, core)
-
-
-def _memory(name: str, kind: str, elements: float, passes: int, nbytes: int, core: bool = False) -> Operation:
-    """``passes`` tensors of ``elements`` read or written (2: read one, write one)."""
-    return Operation(name, kind, 0.0, float(passes * elements * nbytes), core=core)
 
 
 @dataclass(frozen=True)
@@ -177,6 +145,10 @@ class TransformerShape:
     dropout : bool
         Dropout after the softmax and after each block's two sub-layers (GPT); False (Llama):
         no masks kept, no dropout kernels.
+    attention : {"eager", "flash"}
+        The attention core: Megatron-LM's eager kernels (scores, softmax, dropout, context; the
+        ``s x s`` scores kept), or one fused FlashAttention kernel (the Llama 3 presets; see
+        :mod:`~queuesgd.model_shapes_attention`).
 
     Examples
     --------
@@ -201,6 +173,7 @@ class TransformerShape:
     tied_embeddings: bool = True
     position_embedding: bool = True
     dropout: bool = True
+    attention: str = "eager"
 
     def __post_init__(self) -> None:
         from queuesgd.errors import InvalidParameterError
@@ -221,6 +194,7 @@ class TransformerShape:
         for f in ("gated", "bias", "tied_embeddings", "position_embedding", "dropout"):
             set_(self, f, _checks.boolean(f"TransformerShape.{f}", getattr(self, f)))
         set_(self, "norm", _checks.choice("TransformerShape.norm", self.norm, NORMS))
+        set_(self, "attention", _checks.choice("TransformerShape.attention", self.attention, ATTENTIONS))
         if self.hidden % self.heads:
             raise InvalidParameterError(
                 "TransformerShape.heads", self.heads, f"a divisor of hidden (= {self.hidden})"
@@ -322,7 +296,7 @@ class TransformerShape:
         """Forward FLOPs of one block for ``microbatch`` sequences: ``24 b s h^2 + 4 b s^2 h`` for GPT.
 
         In general ``2 b s (h (h + 2 g) + h^2 + (2 if gated else 1) h f + f h) + 4 b s^2 h``: the
-        products of :meth:`operations` (the attention core ``4 b s^2 h`` whatever ``g``).
+        products of :meth:`operations` (the attention core ``4 b s^2 h`` whatever ``g``, eager or flash).
 
         Examples
         --------
@@ -354,16 +328,15 @@ class TransformerShape:
 
         ``R`` bytes per ``s b h`` every tensor-parallel rank keeps whole, ``S`` those split over
         ``t`` ranks, ``K`` bytes per ``a s^2 b`` of the attention core;
-        :func:`~queuesgd.model_shapes_llama.activation_terms` derives them term by term. GPT's
-        ``(10, 24, 5)`` is Korthikanti et al.'s (2022) eq. 2, ``34 + 5 a s / h`` at ``t = 1``.
+        :func:`~queuesgd.model_shapes_attention.activation_terms` derives them term by term. GPT's
+        ``(10, 24, 5)`` is Korthikanti et al.'s (2022) eq. 2, ``34 + 5 a s / h`` at ``t = 1``; flash
+        attention keeps no ``s^2`` term (``K = 0``) and ``4 a / h`` more in ``S`` (the log-sum-exp).
 
         Examples
         --------
-        >>> GPT3_XL.activation_terms(), LLAMA3_8B.activation_terms()
-        ((10, 24, 5), (8, 26, 2))
+        >>> GPT3_XL.activation_terms(), LLAMA3_8B.activation_terms()    # Llama 3: flash
+        ((10, 24, 5), (8, 26.03125, 0))
         """
-        from queuesgd.model_shapes_llama import activation_terms
-
         return activation_terms(self)
 
     def activation_bytes(self, microbatch: int = 1) -> float:
@@ -418,7 +391,10 @@ class TransformerShape:
         parallelism; the adds read two tensors and write one), softmax (kind ``"softmax"``) and
         (with ``dropout``) dropout over the ``b a s^2 / t`` scores, GeLU over ``b s f / t``
         (read, write); gated, SiLU-and-multiply reads the gate and the up halves and writes one:
-        three passes of ``b s f / t`` (kind ``"gelu"``, element-wise).
+        three passes of ``b s f / t`` (kind ``"gelu"``, element-wise). With ``attention="flash"``
+        scores, softmax, dropout and context are one kernel ``attention`` of kind ``"flash"``
+        with the two products' FLOPs
+        (:func:`~queuesgd.model_shapes_attention.attention_operations`).
 
         With ``context`` ranks (context parallelism) each holds ``s / c`` of the sequence's
         tokens: every ``M`` is ``b s / c``, and its queries meet the whole sequence's keys and
@@ -441,16 +417,17 @@ class TransformerShape:
         True
         >>> [o.n for o in LLAMA3_8B.operations(1, tensor=8) if o.name in ("qkv", "fc1")]   # 6144/8, 28672/8
         [768, 3584]
+        >>> [o.name for o in LLAMA3_8B.operations(1) if o.core]                # flash: one fused kernel
+        ['attention']
         """
         b, t, nb = self._split(microbatch, tensor, dtype_bytes)
-        s, h, a, g, f = self.sequence, self.hidden, self.heads, self.kv_hidden, self.ffn
+        h, g, f = self.hidden, self.kv_hidden, self.ffn
         q = self._context(context)  # this rank's tokens of the sequence (its queries)
-        tokens, d, heads = b * q, h // a, b * (a // t)
+        tokens = b * q
         sp = _checks.boolean("sequence_parallel", sequence_parallel)
         hidden = tokens * h / (t if sp else 1)
-        scores = b * a * q * s / t
         norm, drop = self.norm, "dropout_residual" if self.dropout else "residual"
-        dropout = [_memory("attention_dropout", "gelu", scores, 2, nb, core=True)] if self.dropout else []
+        _gemm, _memory = gemm_operation, memory_operation
         if self.gated:  # SiLU(gate) x up: read both halves, write one
             act = _memory("swiglu", "gelu", tokens * f / t, 3, nb)
         else:
@@ -458,10 +435,7 @@ class TransformerShape:
         return (
             _memory(f"{norm}1", "layernorm", hidden, 2, nb),
             _gemm("qkv", tokens, (h + 2 * g) // t, h, 1, nb),
-            _gemm("scores", q, s, d, heads, nb, core=True),
-            _memory("softmax", "softmax", scores, 2, nb, core=True),
-            *dropout,
-            _gemm("context", q, d, s, heads, nb, core=True),
+            *attention_operations(self, b, q, t, nb),
             _gemm("proj", tokens, h, h // t, 1, nb),
             _memory(f"{drop}1", "gelu", hidden, 3, nb),
             _memory(f"{norm}2", "layernorm", hidden, 2, nb),
@@ -497,9 +471,9 @@ class TransformerShape:
         tokens = b * self._context(context)
         vocab = V // t if V % t == 0 else V / t  # Megatron pads V to a multiple of t; the count does not
         return (
-            _memory(f"final_{self.norm}", "layernorm", tokens * h / (t if sp else 1), 2, nb),
-            _gemm("logits", tokens, vocab, h, 1, nb),  # type: ignore[arg-type]
-            _memory("cross_entropy", "layernorm", tokens * vocab, 2, nb),
+            memory_operation(f"final_{self.norm}", "layernorm", tokens * h / (t if sp else 1), 2, nb),
+            gemm_operation("logits", tokens, vocab, h, 1, nb),  # type: ignore[arg-type]
+            memory_operation("cross_entropy", "layernorm", tokens * vocab, 2, nb),
         )
 
     # ---- the workload --------------------------------------------------------------------------
@@ -519,15 +493,17 @@ class TransformerShape:
         blocks from last to first, then ``embedding``. Each layer's gradient
         is its parameters times ``dtype_bytes``; its forward time its forward
         FLOPs over ``flops`` (a sustained FLOP/s rate, an assumption), its
-        backward time twice that. ``update_time`` is the optimizer step,
+        backward time twice that (with flash attention ``2 b s^2 h`` FLOPs
+        more: the core's backward is 2.5 times its forward). ``update_time`` is the optimizer step,
         memory bound: ``parameters x update_bytes_per_parameter /
         memory_bandwidth``. ``batch_size`` is ``microbatch`` sequences.
 
         With ``compute`` (a :class:`~queuesgd.compute_model.ComputeModel`)
         the forward times are its per-operation times instead (each
         product at its shape's efficiency, memory-bound kernels at their
-        bandwidth; ``flops`` is then not used), backward still twice the
-        forward.
+        bandwidth; ``flops`` is then not used), backward as
+        :meth:`~queuesgd.compute_model.ComputeModel.block_parts` says (twice
+        the forward; a flash core's 2.5 times).
 
         Examples
         --------
@@ -547,18 +523,17 @@ class TransformerShape:
         )
         if compute is None:
             block_f = self.block_flops(microbatch) / rate
+            block_b = 2 * block_f + extra_backward_flops(self, _microbatch(microbatch)) / rate
             head_f = self.logits_flops(microbatch) / rate
         else:
-            if not callable(getattr(compute, "forward_times", None)):
+            if not callable(getattr(compute, "block_parts", None)):
                 from queuesgd.errors import InvalidParameterError
 
                 raise InvalidParameterError("compute", compute, "None or a ComputeModel")
-            block_f, head_f = compute.forward_times(self, microbatch, dtype_bytes=nbytes)
+            block_f, block_b, _, head_f = compute.block_parts(self, microbatch, dtype_bytes=nbytes)
         layers = [Layer("final_norm", self.output_parameters * nbytes, 2 * head_f, forward_time=head_f)]
         for i in reversed(range(self.layers)):
-            layers.append(
-                Layer(f"block{i}", self.block_parameters * nbytes, 2 * block_f, forward_time=block_f)
-            )
+            layers.append(Layer(f"block{i}", self.block_parameters * nbytes, block_b, forward_time=block_f))
         layers.append(Layer("embedding", self.embedding_parameters * nbytes, 0.0, forward_time=0.0))
         params = self.parameters * nbytes
         compute = sum(layer.backward_time + layer.forward_time for layer in layers)
@@ -580,18 +555,19 @@ GPT3_XL = TransformerShape(layers=24, hidden=2048, heads=16, sequence=2048, voca
 
 #: Llama 3 / 3.1, 8B (Meta, *The Llama 3 Herd of Models*, 2024, Table 3; the Hugging Face
 #: ``config.json``): 32 layers, hidden 4096, 32 heads and 8 key-value heads, SwiGLU of 14336, RMSNorm,
-#: no biases, untied output layer, rotary positions, no dropout; 8192 tokens, vocabulary 128256.
+#: no biases, untied output layer, rotary positions, no dropout; 8192 tokens, vocabulary 128256; flash
+#: attention (as Llama 3 is trained: a fused attention kernel, no s x s activations).
 LLAMA3_8B = TransformerShape(
     32, 4096, 32, 8192, 128256, "llama3-8b", kv_heads=8, ffn_hidden=14336, gated=True, bias=False,
-    norm="rmsnorm", tied_embeddings=False, position_embedding=False, dropout=False,
+    norm="rmsnorm", tied_embeddings=False, position_embedding=False, dropout=False, attention="flash",
 )  # fmt: skip
 #: Llama 3 70B: 80 layers, hidden 8192, 64 heads (8 key-value), SwiGLU of 28672; otherwise as 8B.
 LLAMA3_70B = TransformerShape(
     80, 8192, 64, 8192, 128256, "llama3-70b", kv_heads=8, ffn_hidden=28672, gated=True, bias=False,
-    norm="rmsnorm", tied_embeddings=False, position_embedding=False, dropout=False,
+    norm="rmsnorm", tied_embeddings=False, position_embedding=False, dropout=False, attention="flash",
 )  # fmt: skip
 #: Llama 3.1 405B: 126 layers, hidden 16384, 128 heads (8 key-value), SwiGLU of 53248; otherwise as 8B.
 LLAMA3_405B = TransformerShape(
     126, 16384, 128, 8192, 128256, "llama3-405b", kv_heads=8, ffn_hidden=53248, gated=True, bias=False,
-    norm="rmsnorm", tied_embeddings=False, position_embedding=False, dropout=False,
+    norm="rmsnorm", tied_embeddings=False, position_embedding=False, dropout=False, attention="flash",
 )  # fmt: skip

@@ -102,7 +102,10 @@ def test_the_kernels_on_a_rank_sum_to_the_block_flops(t):
     # Megatron's layout with 8 query groups: QKV (M x h) @ (h x (4096 + 2 x 1024)/t), fc1 2 x 14336 / t
     assert (gemms["qkv"].m, gemms["qkv"].n, gemms["qkv"].k) == (M, (4096 + 2048) // t, h)
     assert (gemms["fc1"].n, gemms["fc2"].k) == (2 * 14336 // t, 14336 // t)
-    assert (gemms["scores"].batch, gemms["proj"].k) == (2 * 32 // t, h // t)
+    # the preset trains with flash attention: one fused kernel per rank, 2 x 32 / t heads of (s x d) @ (d x s)
+    (attention,) = [o for o in ops if o.kind == "flash"]
+    assert (attention.m, attention.n, attention.k, attention.batch) == (8192, 8192, 128, 2 * 32 // t)
+    assert gemms["proj"].k == h // t and "scores" not in gemms and "context" not in gemms
     assert sum(o.flops for o in ops) == pytest.approx(LLAMA3_8B.block_flops(2) / t, rel=1e-15)
     memory = {o.name: o for o in ops if o.kind != "gemm"}
     # no dropout kernels; SiLU-and-multiply reads gate and up and writes one: 3 x M f / t x 2 bytes
@@ -162,8 +165,11 @@ def test_layer_activation_bytes_keeps_table_2_for_gpt(t, sp, rc):
 @pytest.mark.parametrize("t", [1, 2, 8])
 @pytest.mark.parametrize("sp", [False, True])
 @pytest.mark.parametrize("rc", [None, "selective", "full"])
-def test_llama_activations_tensor_by_tensor(t, sp, rc):
-    shape, b = LLAMA3_8B, 2
+@pytest.mark.parametrize("attention", ["flash", "eager"])
+def test_llama_activations_tensor_by_tensor(t, sp, rc, attention):
+    from dataclasses import replace
+
+    shape, b = replace(LLAMA3_8B, attention=attention), 2  # the preset: flash (as Llama 3 trains)
     s, h, a, g, f = 8192, 4096, 32, 1024, 14336
     sb = s * b
     # 16-bit tensors the backward pass needs, no dropout (Korthikanti's Section 4.1 list, Llama's block):
@@ -176,7 +182,11 @@ def test_llama_activations_tensor_by_tensor(t, sp, rc):
         + 2 * sb * 2 * f  # gate and up (SiLU-and-multiply's input)
         + 2 * sb * f  # fc2's input
     )
-    core = 2 * a * s * s * b  # the softmax output (the context product's input)
+    if attention == "flash":  # no s x s tensor; the fp32 log-sum-exp per head and query, split over t
+        split += 4 * a * s * b
+        core = 0
+    else:
+        core = 2 * a * s * s * b  # the softmax output (the context product's input)
     if rc == "full":
         expected = 2 * sb * h / (t if sp else 1)
     else:

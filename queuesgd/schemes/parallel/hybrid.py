@@ -24,7 +24,8 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    lookup is not counted. Recomputation adds the blocks' forward
    (``"full"``; the output layer is not recomputed, eq. 3) or the attention
    cores' forward (``"selective"``: ``4 b s^2 h`` FLOPs per layer, their
-   share of the model's FLOPs times ``C``). Compute is taken at its mean,
+   share of the model's FLOPs times ``C``; none with flash attention:
+   :func:`~.megatron.selective_share`). Compute is taken at its mean,
    paced by the slowest GPU (``1 / min(speeds)``). With ``compute_model=``
    (a :class:`~queuesgd.compute_model.ComputeModel`, and a shape) it follows
    the shape instead: each kernel of a layer split ``t`` ways at its own
@@ -123,6 +124,7 @@ from queuesgd.schemes.parallel.megatron import (
     bubble_fraction,
     head_share,
     kv_bytes,
+    selective_share,
 )
 
 if TYPE_CHECKING:
@@ -361,10 +363,8 @@ class HybridParallel(Scheme):
         """Extra compute of one micro-batch, as a share of ``C`` (the blocks'; the head is not recomputed)."""
         if self.recompute == "full":
             return forward * (1.0 - head) if self.experts is None else forward * (1.0 - head + experts)
-        if self.recompute == "selective":
-            s = self.shape
-            b = workload.batch_size
-            return s.layers * 4.0 * b * s.sequence**2 * s.hidden / s.iteration_flops(b)
+        if self.recompute == "selective":  # the eager attention cores' forward; none with flash
+            return selective_share(self.shape, workload.batch_size)
         return 0.0
 
     def times(self, workload: Workload, cluster: Cluster) -> StepTimes:

@@ -45,7 +45,12 @@ from queuesgd.schemes.costs import (
 from queuesgd.schemes.memory import check_optimizer
 from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share
-from queuesgd.schemes.parallel.megatron import expert_mlp_parameters, head_share, pipeline_time
+from queuesgd.schemes.parallel.megatron import (
+    expert_mlp_parameters,
+    head_share,
+    pipeline_time,
+    selective_share,
+)
 
 if TYPE_CHECKING:
     from queuesgd.compute_model import ComputeModel
@@ -261,12 +266,7 @@ def batch_times(
         f, bwd = w.forward_time, w.backward_time
         fwd.append(f / (f + bwd) if f is not None and bwd and f + bwd > 0 else 1.0 / 3.0)
     forward = np.array(fwd)[which]
-    sel = np.array(
-        [
-            shape.layers * 4.0 * int(x) * shape.sequence**2 * shape.hidden / shape.iteration_flops(int(x))
-            for x in sizes
-        ]
-    )[which]
+    sel = np.array([selective_share(shape, int(x)) for x in sizes])[which]  # 0 with flash attention
     A = np.array([shape.boundary_bytes(int(x)) for x in sizes])[which]
     H = np.array([head_share(shape, int(x)) for x in sizes])[which]
     xs = np.array(
@@ -358,21 +358,22 @@ def _shaped_compute(
     rc: np.ndarray,
     c: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``ComputeModel.stage_times`` per row: the kernels timed once per ``(b, t, SP)``, then arrays.
+    """``ComputeModel.stage_times`` per row: the kernels timed once per ``(b, t, SP, c)``, then arrays.
 
-    ``(l / p) (3 f + r)`` and ``3 f_head`` in the scalar method's order of operations: equal bit for bit.
+    ``(l / p) (f + f_b + r)`` and ``3 f_head`` in the scalar method's order of operations: equal bit
+    for bit (``f_b`` the backward: twice the forward, 2.5 times for a flash core).
     """
     keys = np.stack([b, t, sp.astype(np.int64), c], axis=1)
     unique, which = np.unique(keys, axis=0, return_inverse=True)
     sums = np.array(
         [
-            model.block_times(shape, int(bb), tensor=int(tt), sequence_parallel=bool(ss), context=int(cc))
+            model.block_parts(shape, int(bb), tensor=int(tt), sequence_parallel=bool(ss), context=int(cc))
             for bb, tt, ss, cc in unique
         ]
-    ).reshape(-1, 3)
-    f, core, head = (sums[:, j][which.ravel()] for j in range(3))
+    ).reshape(-1, 4)
+    f, bwd, core, head = (sums[:, j][which.ravel()] for j in range(4))
     r = np.where(rc == 1, f, np.where(rc == 2, core, 0.0))
-    return shape.layers / p * (3.0 * f + r), 3.0 * head
+    return shape.layers / p * (f + bwd + r), 3.0 * head
 
 
 def _expert_bytes(shape: TransformerShape, workload: Workload) -> float:

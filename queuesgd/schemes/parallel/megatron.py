@@ -10,7 +10,9 @@ Plain formulas, cited where they come from, used by
 - :func:`stage_pipeline_time` -- the same for any stage times (uneven
   partitions): ``sum_i tau_i + (m - 1) max_i tau_i`` for GPipe and 1F1B.
 - :func:`head_share` -- the output layer's share of a micro-batch's FLOPs
-  (the work the last pipeline stage adds).
+  (the work the last pipeline stage adds); :func:`selective_share` -- the
+  attention cores' forward, what selective recomputation adds (none for
+  flash attention).
 - :func:`layer_activation_bytes` -- the activations one transformer layer
   keeps for its backward pass (Korthikanti et al., 2022, Table 2).
 - :func:`layers_in_flight` -- how many layers' activations the first
@@ -38,6 +40,7 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
+from queuesgd.model_shapes_attention import step_flops
 from queuesgd.schemes.memory import Memory
 from queuesgd.schemes.parallel.sharded import sharded_memory
 
@@ -54,6 +57,7 @@ __all__ = [
     "layer_activation_bytes",
     "layers_in_flight",
     "pipeline_time",
+    "selective_share",
     "stage_pipeline_time",
 ]
 
@@ -139,7 +143,9 @@ def stage_pipeline_time(stages: Any, microbatches: Any) -> Any:
 def head_share(shape: Any, microbatch: int = 1) -> float:
     """The output layer's share of one micro-batch's forward + backward FLOPs: ``3 (2 b s h V) / F``.
 
-    ``F`` the model's FLOPs (:meth:`~queuesgd.model_shapes.TransformerShape.iteration_flops`);
+    ``F`` the model's FLOPs (:meth:`~queuesgd.model_shapes.TransformerShape.iteration_flops`;
+    with flash attention plus the backward's recomputed scores,
+    :func:`~queuesgd.model_shapes_attention.step_flops`, as the workload's compute time counts them);
     the last pipeline stage runs this share of a micro-batch's compute
     ``C`` besides its blocks (the logits ``2 b s h V`` FLOPs forward,
     twice that backward; the final layer norm and the loss are not FLOPs
@@ -152,7 +158,28 @@ def head_share(shape: Any, microbatch: int = 1) -> float:
     >>> round(head_share(s, 1) * (1 + 12 * 128 * 25600 * (1 + 2048 / (6 * 25600)) / 51200), 12)
     1.0
     """
-    return 3.0 * shape.logits_flops(microbatch) / shape.iteration_flops(microbatch)
+    return 3.0 * shape.logits_flops(microbatch) / step_flops(shape, microbatch)
+
+
+def selective_share(shape: Any, microbatch: int = 1) -> float:
+    """What selective recomputation adds to a micro-batch's compute, as a share of it: ``l 4 b s^2 h / F``.
+
+    The attention cores' forward (their two products; ``F`` as in :func:`head_share`), for eager
+    attention; 0 for flash attention, whose backward recomputes the scores already (its cost is in
+    ``F``) and which keeps nothing of size ``s^2`` to drop.
+
+    Examples
+    --------
+    >>> from queuesgd.model_shapes import GPT3_XL, LLAMA3_8B
+    >>> selective_share(GPT3_XL, 1) == 24 * 4 * 2048**2 * 2048 / GPT3_XL.iteration_flops(1)
+    True
+    >>> selective_share(LLAMA3_8B, 1)                                   # flash
+    0.0
+    """
+    if shape.attention == "flash":
+        return 0.0
+    s, b = shape, microbatch
+    return s.layers * 4.0 * b * s.sequence**2 * s.hidden / s.iteration_flops(b)
 
 
 def layer_activation_bytes(
@@ -186,7 +213,8 @@ def layer_activation_bytes(
     :meth:`~queuesgd.model_shapes.TransformerShape.activation_terms` for grouped-query attention,
     a gated MLP, no dropout): ``10`` reads ``R``, ``24`` reads ``S``, ``34`` reads ``R + S`` and
     ``5`` reads ``K`` in every row (sequence parallelism splits the ``R`` part too; selective
-    recomputation drops the ``K`` part).
+    recomputation drops the ``K`` part). Flash attention keeps no ``s^2`` part (``K = 0``, and its
+    softmax statistics in ``S``): selective recomputation then keeps what no recomputation keeps.
 
     Examples
     --------
