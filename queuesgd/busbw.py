@@ -6,15 +6,13 @@ bandwidth* ``algbw = S / t`` and the *bus bandwidth* ``busbw = algbw x F``,
 where the bus factor ``F`` (:func:`bus_factor`) makes the number comparable
 with the hardware's link speed whatever ``g`` and the operation:
 
-======================  ===============  ==========================================
-operation               ``F``            why
-======================  ===============  ==========================================
-all-reduce              ``2 (g-1) / g``  each rank sends and receives ``2 (g-1)/g S``
-reduce-scatter          ``(g-1) / g``    ``S`` is the whole (input) buffer
-all-gather              ``(g-1) / g``    ``S`` is the whole (output) buffer
-all-to-all              ``(g-1) / g``    each rank keeps ``S / g`` of its own
-broadcast               ``1``            the root's ``S`` crosses every link once
-======================  ===============  ==========================================
+| operation | ``F`` | why |
+|---|---|---|
+| all-reduce | ``2 (g-1) / g`` | each rank sends and receives ``2 (g-1)/g S`` |
+| reduce-scatter | ``(g-1) / g`` | ``S`` is the whole (input) buffer |
+| all-gather | ``(g-1) / g`` | ``S`` is the whole (output) buffer |
+| all-to-all | ``(g-1) / g`` | each rank keeps ``S / g`` of its own |
+| broadcast | ``1`` | the root's ``S`` crosses every link once |
 
 A :class:`BusBandwidth` table turns the measurement back into a time:
 ``t = F S / busbw(S)``, with ``busbw`` interpolated linearly in
@@ -25,6 +23,8 @@ alpha-beta model does not have. :class:`CollectiveTables` holds tables for
 groups inside one node and across nodes, optionally for several group
 sizes; a :class:`~queuesgd.Cluster` carries one (``collectives=``) and
 :func:`~queuesgd.schemes.parallel.collectives.collective_time` uses it.
+:func:`read_nccl_tests` reads a table from nccl-tests' own output;
+:mod:`queuesgd.busbw_probe` measures one on the machine at hand.
 
 Examples
 --------
@@ -37,6 +37,7 @@ Examples
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +47,15 @@ import numpy as np
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
 
-__all__ = ["LEVELS", "OPERATIONS", "BusBandwidth", "CollectiveTables", "bus_factor"]
+__all__ = [
+    "LEVELS",
+    "NCCL_TESTS",
+    "OPERATIONS",
+    "BusBandwidth",
+    "CollectiveTables",
+    "bus_factor",
+    "read_nccl_tests",
+]
 
 #: The collectives modelled, by the names :func:`bus_factor` and the collective functions take.
 OPERATIONS: tuple[str, ...] = ("allreduce", "reduce_scatter", "allgather", "alltoall", "broadcast")
@@ -54,6 +63,18 @@ OPERATIONS: tuple[str, ...] = ("allreduce", "reduce_scatter", "allgather", "allt
 LEVELS: tuple[str, ...] = ("intra", "inter")
 #: Most rows a table holds (nccl-tests sweeps sizes by factors of 2: about 40 rows from 8 B to 8 GB).
 MAX_ROWS = 10_000
+#: nccl-tests' programs of the operations modelled, to the names of :data:`OPERATIONS`.
+NCCL_TESTS: dict[str, str] = {
+    "all_reduce_perf": "allreduce",
+    "reduce_scatter_perf": "reduce_scatter",
+    "all_gather_perf": "allgather",
+    "alltoall_perf": "alltoall",
+    "broadcast_perf": "broadcast",
+}
+#: nccl-tests' other programs: output that names one of them is refused (no operation modelled matches).
+_OTHER_TESTS = ("reduce_perf", "sendrecv_perf", "scatter_perf", "gather_perf", "hypercube_perf")
+#: Longest text :func:`read_nccl_tests` reads, in characters (a full sweep with NCCL_DEBUG=INFO is ~1 MB).
+MAX_NCCL_TESTS_CHARS = 16 * 2**20
 
 
 def bus_factor(operation: str, ranks: Any) -> Any:
@@ -225,3 +246,152 @@ class CollectiveTables:
             return abs(np.log2(r) - np.log2(g)), -r
 
         return min(found, key=distance)
+
+
+_NCCL_ACCEPTED = (
+    "the output of one nccl-tests run (e.g. all_reduce_perf -b 8 -e 8G -f 2 -g 8): its header "
+    "'# nThread 1 nGpus 8 ...', and its table '#  size  count  type  redop  root  time  algbw  busbw  "
+    "#wrong ...' with at least one row, on at least 2 ranks"
+)
+
+
+def _named_operation(text: str, operation: str | None) -> str | None:
+    """The operation ``text`` is the output of (by the program it names), checked against ``operation``."""
+    found = set(re.findall(r"\b(" + "|".join(list(NCCL_TESTS) + list(_OTHER_TESTS)) + r")\b", text))
+    if len(found) > 1:
+        raise InvalidParameterError("text", f"it names {', '.join(sorted(found))}", _NCCL_ACCEPTED)
+    if not found:
+        return operation
+    (program,) = found
+    if program not in NCCL_TESTS:
+        raise InvalidParameterError(
+            "text", f"{program}'s output", f"{_NCCL_ACCEPTED}, of one of {', '.join(NCCL_TESTS)}"
+        )
+    if operation is not None and NCCL_TESTS[program] != operation:
+        raise InvalidParameterError(
+            "operation", operation, f"{NCCL_TESTS[program]!r} (the text is {program}'s)"
+        )
+    return NCCL_TESTS[program]
+
+
+def _number(line: int, token: str) -> float:
+    try:
+        value = float(token)
+    except ValueError:
+        value = float("nan")
+    if not np.isfinite(value) or value < 0:
+        raise InvalidParameterError("text", f"line {line}: {token!r}", f"{_NCCL_ACCEPTED} (numbers >= 0)")
+    return value
+
+
+def read_nccl_tests(text: str, *, operation: str | None = None) -> BusBandwidth:
+    """A :class:`BusBandwidth` table from the printed output of one nccl-tests run.
+
+    Reads, for each message size, the **out-of-place** ``busbw`` column
+    (GB/s of 1e9 bytes; the in-place columns are ignored), and the group
+    size from the header: the number of ``#  Rank N ...`` lines under ``#
+    Using devices`` (every rank of every process), or ``nThread x nGpus``
+    where there are none. Columns are found by their names in the table's
+    header line (``size``, ``time``, ``busbw``, ``#wrong``), so older
+    layouts (without ``root``, with ``error``) read too; lines that are not
+    rows of the table (NCCL's ``INFO`` lines, the launcher's) are skipped.
+
+    Rows printed with ``busbw`` 0.00 (below nccl-tests' resolution of 0.01
+    GB/s: small messages) are derived from their out-of-place time,
+    ``F(g) size / time``, where the operation is known (``operation``, or
+    the program the text names, e.g. ``all_reduce_perf``); otherwise they
+    are left out.
+
+    Parameters
+    ----------
+    text : str
+        nccl-tests' output: ``all_reduce_perf -b 8 -e 8G -f 2 -g 8``'s, say.
+    operation : str or None
+        One of :data:`OPERATIONS`; checked against the program the text
+        names, if it names one.
+
+    Returns
+    -------
+    BusBandwidth
+        With ``ranks`` the run's group size.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``text`` without the header or the table, with two runs, a run on
+        one rank, sizes not increasing, a row with wrong results (``#wrong``
+        above 0), or a program other than those of :data:`NCCL_TESTS`;
+        ``operation`` other than the one the text names.
+
+    Examples
+    --------
+    >>> log = "\\n".join([
+    ...     "# nThread 1 nGpus 2 minBytes 1024 maxBytes 2048 step: 2(factor) warmup iters: 5 iters: 20",
+    ...     "#  size  count  type  redop  root  time  algbw  busbw #wrong  time  algbw  busbw #wrong",
+    ...     "#   (B) (elements)                (us) (GB/s) (GB/s)          (us) (GB/s) (GB/s)",
+    ...     "   1024    256  float  sum  -1   20.00   0.05   0.05   0   19.0  0.05  0.05  0",
+    ...     "   2048    512  float  sum  -1   25.00   0.08   0.08   0   24.0  0.09  0.09  0",
+    ... ])
+    >>> t = read_nccl_tests(log)
+    >>> t.ranks, t.sizes, t.busbws
+    (2, (1024.0, 2048.0), (50000000.0, 80000000.0))
+    """
+    if not isinstance(text, str):
+        raise InvalidParameterError("text", type(text).__name__, f"a str: {_NCCL_ACCEPTED}")
+    if len(text) > MAX_NCCL_TESTS_CHARS:
+        raise InvalidParameterError(
+            "text",
+            f"{len(text):,} characters",
+            f"{_NCCL_ACCEPTED}, at most {MAX_NCCL_TESTS_CHARS:,} characters",
+        )
+    op = None if operation is None else _checks.choice("operation", operation, OPERATIONS)
+    op = _named_operation(text, op)
+    lines = text.splitlines()
+    heads = [re.match(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b", ln.strip()) for ln in lines]
+    found = [m for m in heads if m]
+    tables = [i for i, ln in enumerate(lines) if _columns(ln)[:1] == ["size"] and "busbw" in _columns(ln)]
+    if len(found) != 1 or len(tables) != 1:
+        what = f"{len(found)} '# nThread N nGpus N' headers and {len(tables)} tables"
+        raise InvalidParameterError("text", what, f"{_NCCL_ACCEPTED} (one of each)")
+    ranks = {int(m.group(1)) for ln in lines if (m := re.match(r"#\s*Rank\s+(\d+)\b", ln.strip()))}
+    g = len(ranks) if ranks else int(found[0].group(1)) * int(found[0].group(2))
+    if g < 2:
+        raise InvalidParameterError(
+            "text", f"a run on {g} rank", f"{_NCCL_ACCEPTED} (no bus to measure on one)"
+        )
+    cols = _columns(lines[tables[0]])
+    at_time, at_bus = cols.index("time"), cols.index("busbw")
+    at_wrong = cols.index("#wrong") if "#wrong" in cols else None
+    scale = 1e-3 if "(ms)" in " ".join(lines[tables[0] + 1 : tables[0] + 2]) else 1e-6
+    rows: list[tuple[float, float]] = []
+    for n, line in enumerate(lines[tables[0] + 1 :], start=tables[0] + 2):
+        tokens = line.split()
+        if len(tokens) != len(cols) or not tokens[0].isdigit():
+            continue  # a units line, a summary, NCCL's or the launcher's lines
+        size, seconds = _number(n, tokens[0]), _number(n, tokens[at_time]) * scale
+        if at_wrong is not None and tokens[at_wrong] not in ("0", "N/A"):
+            raise InvalidParameterError(
+                "text", f"line {n}: #wrong {tokens[at_wrong]}", f"{_NCCL_ACCEPTED} (all 0)"
+            )
+        if rows and size <= rows[-1][0]:
+            raise InvalidParameterError(
+                "text", f"line {n}: size {tokens[0]}", f"{_NCCL_ACCEPTED} (sizes rising)"
+            )
+        bw = _number(n, tokens[at_bus]) * 1e9
+        if bw == 0 and op is not None and seconds > 0:
+            bw = bus_factor(op, g) * size / seconds  # printed 0.00: below the column's resolution
+        if bw > 0 and size > 0:
+            rows.append((size, bw))
+        if len(rows) > MAX_ROWS:
+            raise InvalidParameterError("text", f"more than {MAX_ROWS:,} rows", _NCCL_ACCEPTED)
+    if not rows:
+        raise InvalidParameterError("text", "no row with a bus bandwidth above 0", _NCCL_ACCEPTED)
+    return BusBandwidth(rows, ranks=g)
+
+
+def _columns(line: str) -> list[str]:
+    """The names of a table header line (``#  size  count ...``), or [] for any other line."""
+    stripped = line.strip()
+    if not stripped.startswith("#"):
+        return []
+    return stripped[1:].split()
