@@ -277,3 +277,12 @@ def test_gpt_stays_korthikantis_count_bit_for_bit():
     assert GPT3_XL.activation_bytes(2) == float(l * s * 2 * h * (34 + 5 * a * s / h))
     # flash GPT: the scores' mask and dropout's output go with the softmax output; 4 a / h comes in
     assert replace(GPT3_XL, attention="flash").activation_terms() == (10, 24 + 4 * 16 / 2048, 0)
+
+
+def test_the_experts_share_of_a_flash_shape_is_of_what_its_micro_batch_computes():
+    from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share
+
+    s = TransformerShape(2, 64, 4, 32, 100, attention="flash")
+    l, b, n, h = 2, 1, 32, 64
+    step = s.iteration_flops(1) + l * 2 * b * n * n * h  # + each block's rerun scores in the backward
+    assert expert_compute_share(s, 1, 1.0, 2) == pytest.approx((2 - 1) * 3 * l * 16 * b * n * h * h / step)

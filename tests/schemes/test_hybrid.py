@@ -176,6 +176,28 @@ def test_formula_equals_predict_where_the_ring_is_chosen():
         assert float(x) == pytest.approx(p.throughput, rel=1e-12)
 
 
+def test_formula_of_a_flash_shape_recomputes_its_own_forward_share():
+    # Flash attention's backward reruns the scores, so the forward is less than a third of a micro-batch:
+    # full recomputation adds (C - C_h) x F_fwd / F_step, the share predict reads off the layered workload.
+    gpt = TransformerShape(8, 4096, 32, 2048, 51200, attention="flash")
+    w = gpt.workload(1, flops=150e12)
+    fwd = gpt.iteration_flops(1) / 3
+    step = fwd * 3 + 8 * 2 * 2048**2 * 4096  # + per block the backward's rerun scores, 2 b s^2 h
+    assert w.forward_time / (w.forward_time + w.backward_time) == pytest.approx(fwd / step, rel=1e-12)
+    s = q.HybridParallel(tensor=8, pipeline=2, microbatches=4, shape=gpt, recompute="full", zero=1)
+    c = dgx(64)
+    p = q.predict(s, w, c)
+    assert set(p.details["algorithms"].values()) == {"ring"}
+    f = q.derive(s, "deterministic")
+    values = dict(
+        t=8, p=2, d=4, M=4, m=1, l=8, C=w.compute_time, C_h=3 * 2 * 2048 * 4096 * 51200 / 150e12,
+        A=gpt.boundary_bytes(1), B_intra=B_I, alpha_intra=A_I, B=B_R, alpha=A_E, G=w.gradient_bytes,
+        u=w.update_time,
+    )  # fmt: skip
+    x = f.evaluate(**{k: v for k, v in values.items() if k in f.free_names})
+    assert float(x) == pytest.approx(p.throughput, rel=1e-12)
+
+
 def test_derive_gives_the_interleaved_bubble_and_tp_per_layer():
     import sympy
 

@@ -20,10 +20,11 @@ Examples
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from queuesgd import _checks
 from queuesgd.errors import NotRepresentable
+from queuesgd.model_shapes_attention import step_flops
 from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
 from queuesgd.schemes.parallel.megatron import bubble_fraction, pipeline_time
 
@@ -35,6 +36,19 @@ __all__ = ["QUANTITIES", "hybrid_formula"]
 
 #: What ``formula(quantity=...)`` gives.
 QUANTITIES: tuple[str, ...] = ("throughput", "bubble", "tp_communication")
+
+
+def _forward_share(scheme: HybridParallel) -> Any:
+    """The forward's share of a micro-batch's compute: 1/3, less with flash attention.
+
+    Flash attention's backward reruns the scores (:func:`~queuesgd.model_shapes_attention.step_flops`);
+    ``predict`` takes the same share from the workload's forward and backward times.
+    """
+    import sympy
+
+    if scheme.shape is None or scheme.shape.attention != "flash":
+        return sympy.Rational(1, 3)
+    return sympy.Float(scheme.shape.iteration_flops(1) / 3 / step_flops(scheme.shape, 1))
 
 
 def hybrid_formula(
@@ -107,7 +121,7 @@ def hybrid_formula(
     else:
         head = sy["C_h"] if scheme.shape is not None else 0  # without a shape the stages are equal
         blocks = sy["C"] - head
-        extra = {None: 0, "full": blocks / 3, "selective": sy["C_a"]}[scheme.recompute]
+        extra = {None: 0, "full": blocks * _forward_share(scheme), "selective": sy["C_a"]}[scheme.recompute]
         regather = 0 if scheme.sequence_parallel else ring_allgather(t, A, Bi, ai)
         send = 2 * v * (a + A / (t * B) + regather) * sympy.Min(p - 1, 1)
         tau = (blocks + extra) / (t * p) + l / p * per_layer + send

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
+from queuesgd.model_shapes_attention import step_flops
 from queuesgd.schemes.parallel.megatron import expert_mlp_parameters
 
 if TYPE_CHECKING:
@@ -107,7 +108,9 @@ def expert_compute_share(
 ) -> float:
     """``(capacity_factor top_k - 1) x 3 l 16 b s h^2 / F``: :func:`expert_share` from the shape alone.
 
-    ``F`` is the dense model's forward and backward FLOPs (:meth:`~.TransformerShape.iteration_flops`).
+    ``F`` is the dense model's forward and backward FLOPs as a micro-batch's compute counts them
+    (:func:`~queuesgd.model_shapes_attention.step_flops`: :meth:`~.TransformerShape.iteration_flops`, plus
+    with flash attention the backward's rerun scores).
 
     Examples
     --------
@@ -117,7 +120,7 @@ def expert_compute_share(
     0.0
     """
     s, b = shape, microbatch
-    mlp = s.layers * 3.0 * 16.0 * b * s.sequence * s.hidden**2 / s.iteration_flops(b)
+    mlp = s.layers * 3.0 * 16.0 * b * s.sequence * s.hidden**2 / step_flops(s, b)
     return (capacity_factor * top_k - 1.0) * mlp
 
 
