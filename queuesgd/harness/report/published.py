@@ -20,18 +20,20 @@ def _pct(x: Any) -> str:
 
 
 def _pooled(summary: Mapping[str, Any], rows: str) -> str:
-    """The pooled figures of a record's ``summary`` against its targets, as one sentence."""
+    """The pooled figures of a record's ``summary`` against its targets (each judged), as one sentence."""
     pooled, tg = summary["pooled"], summary["targets"]
-    met = (
-        pooled["median_abs_pct"] is not None
-        and pooled["median_abs_pct"] <= tg["median_abs_pct"]
-        and pooled["max_abs_pct"] <= tg["max_abs_pct"]
-    )
+    median = pooled["median_abs_pct"] is not None and pooled["median_abs_pct"] <= tg["median_abs_pct"]
+    most = pooled["max_abs_pct"] is not None and pooled["max_abs_pct"] <= tg["max_abs_pct"]
+    verdict = {
+        (True, True): "both met",
+        (True, False): "the median met, the max not",
+        (False, True): "the max met, the median not",
+        (False, False): "not met",
+    }[(median, most)]
     return (
         f"Pooled over {pooled['rows']} {rows}: median |error| {_pct(pooled['median_abs_pct'])}, "
         f"max {_pct(pooled['max_abs_pct'])}, {pooled['within_15']} within 15% "
-        f"(targets: median <= {tg['median_abs_pct']:g}%, every row within {tg['max_abs_pct']:g}%: "
-        f"{'met' if met else 'not met'})."
+        f"(targets: median <= {tg['median_abs_pct']:g}%, every row within {tg['max_abs_pct']:g}%: {verdict})."
     )
 
 
