@@ -389,9 +389,11 @@ def calibrate_allreduce(
     >>> from queuesgd.harness.shaping import Shaper
     >>> shaper = Shaper(bandwidth="400Mbit/s", latency="2ms")  # 50 MB/s: far slower than loopback
     >>> fit = calibrate_allreduce(2, sizes=(4096, 1 << 20), repeats=3, shaper=shaper)
-    >>> # Loose bounds (a bits-for-bytes slip is 8x): a doctest cannot wait out a busy machine; the
-    >>> # 10% bounds are in tests/harness/test_calibrate.py, retried when the machine was starved.
-    >>> 0.5 < fit.alpha / 0.002 < 2.5, 0.5 < fit.bandwidth / 50e6 < 2
+    >>> # Loose bounds (a bits-for-bytes slip is 8x, a ms-for-s one 1000x): a doctest cannot wait out a
+    >>> # busy machine, and a gloo collective here can wait a 4 ms scheduler tick (alpha once came out
+    >>> # above 2.5x in a full run); the 10% bounds are in tests/harness/test_calibrate.py, retried when
+    >>> # the machine was starved.
+    >>> 0.25 < fit.alpha / 0.002 < 5, 0.5 < fit.bandwidth / 50e6 < 2
     (True, True)
     """
     n = _checks.integer("world_size", world_size, minimum=2)
