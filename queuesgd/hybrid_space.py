@@ -29,7 +29,7 @@ Which configurations count (the rules of Megatron-LM and of ``HybridParallel``):
   ``m`` a multiple of ``p`` and ``p v`` dividing the layers;
 - with ``E`` experts, ``e`` divides ``E`` and ``d`` (the experts split
   inside the data-parallel group); without experts ``e = 1``;
-- duplicates are left out: sequence parallelism only with ``t > 1``, a ZeRO
+- duplicates are left out: sequence parallelism and ``tp_overlap`` only with ``t > 1``, a ZeRO
   stage above 0 only with ``d c > 1`` (ZeRO shards over the ``d c`` ranks
   holding the same parameters; with one it changes nothing).
 
@@ -83,6 +83,7 @@ CONFIGURATION: tuple[str, ...] = (
     "zero",
     "context",
     "expert_parallel",
+    "tp_overlap",
 )
 
 
@@ -152,6 +153,10 @@ class HybridSpace:
         As ``HybridParallel.capacity_factor`` (default 1.0; only with ``experts``).
     top_k : int
         As ``HybridParallel.top_k`` (default 1; only with ``experts``).
+    tp_overlap : tuple of bool
+        ``HybridParallel.tp_overlap``: the backward's TP collectives behind the weight gradients.
+        Default ``(False,)``, off (as the published predictions); ``(False, True)`` tries both
+        (not with ``experts``).
 
     Examples
     --------
@@ -183,6 +188,7 @@ class HybridSpace:
     experts: int | None = None
     capacity_factor: float = 1.0
     top_k: int = 1
+    tp_overlap: tuple[bool, ...] = (False,)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -206,6 +212,14 @@ class HybridSpace:
             set_(self, "sequence_parallel", tuple(dict.fromkeys(bool(x) for x in sp)))
         else:
             raise InvalidParameterError(f"{n}.sequence_parallel", sp, "a non-empty tuple of True/False")
+        ov = self.tp_overlap
+        if not (isinstance(ov, (tuple, list)) and ov and all(isinstance(x, (bool, np.bool_)) for x in ov)):
+            raise InvalidParameterError(f"{n}.tp_overlap", ov, "a non-empty tuple of True/False")
+        set_(self, "tp_overlap", tuple(dict.fromkeys(bool(x) for x in ov)))
+        if self.experts is not None and True in self.tp_overlap:
+            raise InvalidParameterError(
+                f"{n}.tp_overlap", ov, "(False,) with experts= (HybridParallel's rule)"
+            )
         set_(self, "keep", _checks.integer(f"{n}.keep", self.keep, minimum=1, maximum=10_000))
 
     def _check_experts(self) -> None:
@@ -327,16 +341,18 @@ def _enumerate(
     rows = np.array(base, dtype=np.int64).reshape(-1, len(names))
     inner = np.array(
         [
-            (RECOMPUTE.index(rc), z, int(sp))
-            for rc, z, sp in product(space.recompute, space.zero, space.sequence_parallel)
+            (RECOMPUTE.index(rc), z, int(sp), int(ov))
+            for rc, z, sp, ov in product(
+                space.recompute, space.zero, space.sequence_parallel, space.tp_overlap
+            )
         ],
         dtype=np.int64,
     )
     B, K = rows.shape[0], inner.shape[0]
     cols = {name: np.repeat(rows[:, j], K) for j, name in enumerate(names)}
-    for j, name in enumerate(("recompute", "zero", "sequence_parallel")):
+    for j, name in enumerate(("recompute", "zero", "sequence_parallel", "tp_overlap")):
         cols[name] = np.tile(inner[:, j], B)
-    keep = ((cols["sequence_parallel"] == 0) | (cols["tensor"] > 1)) & (
+    keep = ((cols["sequence_parallel"] + cols["tp_overlap"] == 0) | (cols["tensor"] > 1)) & (
         (cols["zero"] == 0) | (cols["data"] * cols["context"] > 1)
     )
     for axis, given, why in (
@@ -429,6 +445,7 @@ class HybridTable:
             compute_model=self.compute,
             context=r["context"],
             expert_parallel=r["expert_parallel"],
+            tp_overlap=r["tp_overlap"],
             **moe,
         )
         return s, self.shape.workload(r["microbatch"], flops=self.flops, compute=self.compute)
@@ -520,6 +537,7 @@ def evaluate_space(
     named["schedule"] = np.array(SCHEDULES, dtype=object)[cols["schedule"]]
     named["recompute"] = np.array(RECOMPUTE, dtype=object)[cols["recompute"]]
     named["sequence_parallel"] = cols["sequence_parallel"].astype(bool)
+    named["tp_overlap"] = cols["tp_overlap"].astype(bool)
     named.update({k: out[k] for k in COLUMNS})
     named["fits"] = out["memory"] <= memory_limit
     for v in named.values():

@@ -75,7 +75,7 @@ DURATIONS = {
     "decompress_time",
     "action_overhead",
 }
-FLAGS = {"overlap", "prefetch", "sequence_parallel"}
+FLAGS = {"overlap", "prefetch", "sequence_parallel", "tp_overlap"}
 FRACTIONS = {"density", "overlap_efficiency", "duplex"}
 NAMES = {
     "service",
@@ -144,6 +144,7 @@ ACCEPTED = {
     ("CompressedAllReduce", "compress_time"): [("1ns", 1e-9), (MAX_SECONDS, MAX_SECONDS)],
     ("ShardedDataParallel", "activation_bytes"): [("1MB", 1e6), (MAX_BYTES, MAX_BYTES), (2.5, 2.5)],
     ("ShardedDataParallel", "optimizer"): [(6, 6), ("sgd", "sgd")],
+    ("HybridParallel", "tp_overlap"): [(0, False), ("off", False), (np.False_, False)],
 }
 
 

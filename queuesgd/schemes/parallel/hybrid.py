@@ -38,6 +38,8 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    (2 more with full recomputation), not overlapped; with sequence
    parallelism each is a reduce-scatter plus an all-gather of ``A``
    (Korthikanti, Section 4.2.2). The group is packed inside a node.
+   ``tp_overlap=True`` (off by default) hides the backward's two behind the
+   weight gradients of QKV and fc1, exposed ``max(0, x - w)`` (:mod:`~.hybrid_overlap`).
 4. **Pipeline.** Per micro-batch each GPU sends its activation and receives
    a gradient ``v`` times (once per model chunk), blocking, ``A / t`` bytes
    each (Megatron's scatter/gather, Section 4.1), to the next stage ``t d``
@@ -116,6 +118,7 @@ from queuesgd.schemes.parallel.collectives import collective_time
 from queuesgd.schemes.parallel.hybrid_formula import QUANTITIES, hybrid_formula
 from queuesgd.schemes.parallel.hybrid_memory import first_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
+from queuesgd.schemes.parallel.hybrid_overlap import check_tp_overlap, exposed_per_layer, wgrad_times
 from queuesgd.schemes.parallel.hybrid_stages import StepTimes, stage_layer_counts, stage_shares
 from queuesgd.schemes.parallel.megatron import (
     RECOMPUTE,
@@ -196,6 +199,9 @@ class HybridParallel(Scheme):
         Experts each token goes to (default 1: Switch; 2: GShard).
     stage_layers : sequence of int or None
         An uneven partition: ``p`` layer counts summing to ``l`` (GPipe and 1F1B; :mod:`~.hybrid_stages`).
+    tp_overlap : bool
+        The backward's TP collectives overlapped with the weight-gradient GEMMs of QKV and fc1 (Megatron's
+        async all-reduce; default False; needs ``shape``): :mod:`~.hybrid_overlap`.
 
     Examples
     --------
@@ -230,6 +236,7 @@ class HybridParallel(Scheme):
     capacity_factor: float = 1.0
     top_k: int = 1
     stage_layers: tuple[int, ...] | None = None
+    tp_overlap: bool = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -265,6 +272,8 @@ class HybridParallel(Scheme):
                 f"{n}.compute_model", self.compute_model, "None without shape= (its kernels come from it)"
             )
         check_experts(self)
+        set_(self, "tp_overlap", _checks.boolean(f"{n}.tp_overlap", self.tp_overlap))
+        check_tp_overlap(self)
         kw = {"pipeline": self.pipeline, "layers": self.layer_count, "schedule": self.schedule}
         set_(self, "stage_layers", stage_layer_counts(f"{n}.stage_layers", self.stage_layers, **kw))
         if self.schedule != "interleaved" and self.virtual_stages != 1:
@@ -368,7 +377,11 @@ class HybridParallel(Scheme):
         return 0.0
 
     def times(self, workload: Workload, cluster: Cluster) -> StepTimes:
-        """Every part of one step in seconds (see the module docstring)."""
+        """Every part of one step in seconds (see the module docstring); ``tp`` the exposed TP time."""
+        return self._times(workload, cluster)[0]
+
+    def _times(self, workload: Workload, cluster: Cluster) -> tuple[StepTimes, float]:
+        """:meth:`times`, and the TP collectives of one micro-batch whether exposed or not."""
         t, p, m, v = self.tensor, self.pipeline, self.microbatches, self.virtual_stages
         c, e = self.context, self.expert_parallel
         d = self.replicas(cluster)
@@ -404,12 +417,17 @@ class HybridParallel(Scheme):
 
         k_tp = min(t, gpn)
         if self.sequence_parallel:
-            one = coll("reduce_scatter", Ac, t, k_tp, "tp") + coll("allgather", Ac, t, k_tp, "tp_ag")
+            rs = coll("reduce_scatter", Ac, t, k_tp, "tp")
+            one = rs + coll("allgather", Ac, t, k_tp, "tp_ag")
         else:
-            one = coll("allreduce", Ac, t, k_tp, "tp")
+            one = rs = coll("allreduce", Ac, t, k_tp, "tp")
         full = self.recompute == "full"
         per_layer = (6 if full else 4) * one
-        tp = self.layer_count / p * per_layer
+        tp = exposed = self.layer_count / p * per_layer
+        if self.tp_overlap:  # the backward's all-reduce (reduce-scatter) behind QKV's and fc1's weight grads
+            kw = {"tensor": t, "sequence_parallel": self.sequence_parallel, "context": c, "compute": C}
+            w = wgrad_times(self.shape, workload.batch_size, **kw, model=self.compute_model, stretch=stretch)
+            exposed = self.layer_count / p * exposed_per_layer(one, rs, one - rs, *w, full, max)
         cp = ep = 0.0
         if c > 1:  # K/V: all-gather forward, again backward, reduce-scatter of their gradients
             k_cp = math.gcd(c, gpn // t) if t < gpn else 1
@@ -466,7 +484,8 @@ class HybridParallel(Scheme):
             update = workload.update_time * shard / workload.parameter_bytes
         else:
             update = workload.update_time / (t * p * (dc if self.zero else 1))
-        return StepTimes(compute, tp, p2p, dp, update, p, m, v, algorithms, cp, ep, head, stage_shares(self))
+        shares = stage_shares(self)
+        return StepTimes(compute, exposed, p2p, dp, update, p, m, v, algorithms, cp, ep, head, shares), tp
 
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:
         """Bytes per GPU of the first stage (item 7; :func:`~.hybrid_memory.first_stage_memory`).
@@ -495,7 +514,7 @@ class HybridParallel(Scheme):
         unless ``stage_layers`` makes another slower): its compute, its
         communication, its idle time ``(p - 1) tau / v`` (``sum tau_i - max tau_i``).
         """
-        tm = self.times(workload, cluster)
+        tm, tp = self._times(workload, cluster)
         m = self.microbatches
         breakdown = tm.breakdown()
         exact = isinstance(workload.compute, Deterministic) and len(set(cluster.speed_factors.tolist())) == 1
@@ -509,6 +528,7 @@ class HybridParallel(Scheme):
             + (", the last stage also runs the output layer" if tm.head else "")
             + (f", uneven stages {self.stage_layers} (slowest: {tm.slowest})" if tm.stages else "")
             + (", compute by kernel from the GEMM table" if self.compute_model is not None else "")
+            + (", the backward's TP collectives behind the weight gradients" if self.tp_overlap else "")
             + ", collectives "
             + ", ".join(f"{k} {a}" for k, a in tm.algorithms.items())
             + (
@@ -528,7 +548,8 @@ class HybridParallel(Scheme):
             details={
                 "memory": self.memory(workload, cluster),
                 "bubble": bubble_fraction(self.pipeline, m, self.virtual_stages),
-                "tp_per_microbatch": tm.tp,
+                "tp_per_microbatch": tp,
+                "tp_exposed_per_microbatch": tm.tp,
                 "p2p_per_microbatch": tm.p2p,
                 "cp_per_microbatch": tm.cp,
                 "ep_per_microbatch": tm.ep,

@@ -45,6 +45,7 @@ from queuesgd.schemes.costs import (
 from queuesgd.schemes.memory import check_optimizer
 from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share
+from queuesgd.schemes.parallel.hybrid_overlap import exposed_per_layer, wgrad_times
 from queuesgd.schemes.parallel.megatron import (
     expert_mlp_parameters,
     head_share,
@@ -68,6 +69,7 @@ COLUMNS: tuple[str, ...] = (
     "bubble",
     "compute",
     "tp",
+    "tp_exposed",
     "p2p",
     "cp",
     "ep",
@@ -174,6 +176,7 @@ def batch_times(
     experts: int | None = None,
     capacity_factor: float = 1.0,
     top_k: int = 1,
+    tp_overlap: Any = False,
 ) -> dict[str, np.ndarray]:
     """HybridParallel's closed form and memory per GPU for every row: arrays named as :data:`COLUMNS`.
 
@@ -208,12 +211,16 @@ def batch_times(
         ``c`` and ``e`` (``HybridParallel.context``, ``.expert_parallel``; default 1).
     experts, capacity_factor, top_k
         The model's mixture of experts, as ``HybridParallel``'s (default None: dense).
+    tp_overlap : array of bool
+        ``HybridParallel.tp_overlap`` (default False): the backward's TP collectives behind the
+        weight gradients of QKV and fc1 (:mod:`~.hybrid_overlap`; not with ``experts``).
 
     Returns
     -------
     dict of str to ndarray
         ``throughput`` (samples/s), ``step`` (s), ``bubble`` (fraction),
-        ``compute``/``tp``/``p2p`` (one micro-batch on one GPU, s), ``head``
+        ``compute``/``tp``/``p2p`` (one micro-batch on one GPU, s; ``tp`` all the TP
+        collectives, ``tp_exposed`` those not hidden, what the step counts), ``head``
         (the output layer the last stage adds to each micro-batch, s), ``dp``
         and ``update`` (one step, s), and the first stage's memory per GPU
         (bytes): ``parameters``, ``gradients``, ``optimizer``,
@@ -249,6 +256,7 @@ def batch_times(
     z = _column("zero", zero, n)
     c = _column("context", context, n)
     e = _column("expert_parallel", expert_parallel, n)
+    ov = _column("tp_overlap", tp_overlap, n, bool)
     moe = experts is not None
     opt = check_optimizer("optimizer", optimizer)
     sizes, which = np.unique(b, return_inverse=True)
@@ -295,6 +303,11 @@ def batch_times(
     ag, _ = batch_collective_time("allgather", Ac, cluster, t, k_tp)
     one = np.where(sp, rs + ag, ar)
     tp = shape.layers / p * (np.where(full, 6, 4) * one)
+    tp_exposed = tp
+    if ov.any():  # the backward's all-reduce (SP: reduce-scatter) behind QKV's and fc1's weight gradients
+        w_qkv, w_fc1 = _batch_wgrad(compute_model, shape, b, t, sp, c, C, stretch)
+        hidden = exposed_per_layer(one, np.where(sp, rs, ar), np.where(sp, ag, 0.0), w_qkv, w_fc1, full)
+        tp_exposed = np.where(ov, shape.layers / p * hidden, tp)
     # context parallelism: K/V all-gathered forward and backward, their gradients reduce-scattered
     k_cp = np.where(t < gpn, np.gcd(c, np.maximum(gpn // t, 1)), 1)
     kv = 2.0 * A / t * (shape.kv / shape.heads)  # as kv_bytes: K and V have g = k h / a columns
@@ -328,7 +341,7 @@ def batch_times(
         update = update_time * shard / param_bytes
     else:
         update = update_time / (t * p * np.where(z > 0, dc, 1))
-    tau = compute + tp + p2p + cp + ep
+    tau = compute + tp_exposed + p2p + cp + ep
     step = pipeline_time(tau, head, p, m, v) + dp + update
     moe_args = (experts, capacity_factor, top_k) if moe else None
     memory = _batch_memory(shape, param_bytes, t, p, dc, b, m, sched, v, sp, rc, z, opt, c, e, moe_args)
@@ -338,6 +351,7 @@ def batch_times(
         "bubble": (p - 1) / (v * m),
         "compute": compute,
         "tp": tp,
+        "tp_exposed": tp_exposed,
         "p2p": p2p,
         "cp": cp,
         "ep": ep,
@@ -374,6 +388,37 @@ def _shaped_compute(
     f, bwd, core, head = (sums[:, j][which.ravel()] for j in range(4))
     r = np.where(rc == 1, f, np.where(rc == 2, core, 0.0))
     return shape.layers / p * (f + bwd + r), 3.0 * head
+
+
+def _batch_wgrad(
+    model: ComputeModel | None,
+    shape: TransformerShape,
+    b: np.ndarray,
+    t: np.ndarray,
+    sp: np.ndarray,
+    c: np.ndarray,
+    C: np.ndarray,
+    stretch: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~.hybrid_overlap.wgrad_times` per row, computed once per ``(b, t, SP, c)`` (and ``C``)."""
+    keys = np.stack([b, t, sp.astype(np.int64), c], axis=1)
+    unique, first, which = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    out = np.array(
+        [
+            wgrad_times(
+                shape,
+                int(bb),
+                tensor=int(tt),
+                sequence_parallel=bool(ss),
+                context=int(cc),
+                compute=float(C[i]),
+                model=model,
+                stretch=stretch,
+            )
+            for (bb, tt, ss, cc), i in zip(unique, first)
+        ]
+    ).reshape(-1, 2)
+    return out[:, 0][which.ravel()], out[:, 1][which.ravel()]
 
 
 def _expert_bytes(shape: TransformerShape, workload: Workload) -> float:

@@ -9,7 +9,10 @@ last stage also runs the output layer (``C_h``) and paces the pipeline,
 ``M (tau + C_h / t) + (p - 1) tau / v`` (Narayanan et al., SC 2021;
 Korthikanti et al., 2022; :func:`~.megatron.pipeline_time`). Context and
 expert parallelism are not in it (their collectives' placement depends on
-the cluster's nodes): the scheme's closed form has them, ``formula`` says so.
+the cluster's nodes): the scheme's closed form has them, ``formula`` says so. With ``tp_overlap``
+the backward's two TP collectives of a layer are ``Max(0, x - W_qkv)`` and
+``Max(0, x - W_fc1)`` (``x`` the all-reduce, the reduce-scatter with sequence
+parallelism, whose all-gathers stay exposed; :mod:`~.hybrid_overlap`).
 
 Examples
 --------
@@ -26,6 +29,7 @@ from queuesgd import _checks
 from queuesgd.errors import NotRepresentable
 from queuesgd.model_shapes_attention import step_flops
 from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
+from queuesgd.schemes.parallel.hybrid_overlap import exposed_per_layer
 from queuesgd.schemes.parallel.megatron import bubble_fraction, pipeline_time
 
 if TYPE_CHECKING:
@@ -87,13 +91,19 @@ def hybrid_formula(
     pos = {"positive": True}
     ints = {k: sympy.Symbol(k, integer=True, **pos) for k in ("t", "p", "d", "M", "v", "m", "l")}
     reals = {k: sympy.Symbol(k, **pos) for k in ("C", "B_intra", "B", "G")}
-    nonneg = {k: sympy.Symbol(k, nonnegative=True) for k in ("A", "alpha_intra", "alpha", "u", "C_a", "C_h")}
+    names = ("A", "alpha_intra", "alpha", "u", "C_a", "C_h", "W_qkv", "W_fc1")
+    nonneg = {k: sympy.Symbol(k, nonnegative=True) for k in names}
     sy = {**ints, **reals, **nonneg}
     t, p, d, M, m, l = (sy[k] for k in ("t", "p", "d", "M", "m", "l"))
     v = sy["v"] if scheme.schedule == "interleaved" else 1
     A, Bi, ai, B, a, G = (sy[k] for k in ("A", "B_intra", "alpha_intra", "B", "alpha", "G"))
     one = ring_allreduce(t, A, Bi, ai)  # = reduce-scatter + all-gather with sequence parallelism
     per_layer = (6 if scheme.recompute == "full" else 4) * one
+    if scheme.tp_overlap:  # the backward's all-reduce (SP: reduce-scatter) behind the weight gradients
+        sp = scheme.sequence_parallel
+        x, rest = (ring_reduce_scatter(t, A, Bi, ai), ring_allgather(t, A, Bi, ai)) if sp else (one, 0)
+        w = (sy["W_qkv"], sy["W_fc1"])
+        per_layer = exposed_per_layer(one, x, rest, *w, scheme.recompute == "full", maximum=sympy.Max)
     meaning = {
         "t": "tensor-parallel ranks",
         "p": "pipeline stages",
@@ -113,6 +123,8 @@ def hybrid_formula(
         "alpha": "one-way latency between nodes, s",
         "G": "gradient bytes of the whole model (dense: = parameter bytes)",
         "u": "optimizer step of the whole model, s",
+        "W_qkv": "weight-gradient product of QKV, one layer and micro-batch, one of t ranks, s (tp_overlap)",
+        "W_fc1": "weight-gradient product of fc1, one layer and micro-batch, one of t ranks, s (tp_overlap)",
     }
     if quantity == "bubble":
         expr, name = bubble_fraction(p, M, v), "pipeline bubble fraction"
