@@ -397,7 +397,15 @@ def _plan_hybrid(
     for i in table.order()[: space.keep]:
         scheme, workload = table.scheme(i)
         p = predict(scheme, workload, cluster)
-        key = (scheme.schedule, scheme.recompute, scheme.zero, scheme.context > 1, scheme.experts is not None)
+        key = (  # every field the formula's expression depends on (the shape is the plan's)
+            scheme.schedule,
+            scheme.recompute,
+            scheme.zero,
+            scheme.sequence_parallel,
+            scheme.tp_overlap,
+            scheme.context > 1,
+            scheme.experts is not None,
+        )
         if key not in formulas:
             formulas[key] = _formula(scheme)
         d = scheme.replicas(cluster)

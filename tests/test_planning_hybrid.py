@@ -318,3 +318,18 @@ def test_the_hybrid_plan_takes_a_compute_model():
         assert "GEMM table" in predict(cand.scheme, w, c).reason
     with pytest.raises(InvalidParameterError, match="^compute"):
         plan_parallelism(GPT3_XL, c, global_batch=512, space=space, compute="h100-bf16")
+
+
+def test_each_candidate_shows_its_own_formula():
+    # The plan derives one formula per kind of candidate; sequence parallelism (no all-gather after a
+    # send) and the backward's TP overlap change the expression, so each candidate's must be its own.
+    from queuesgd.planning import _formula
+
+    c = Cluster(16, "200Gbit/s", "5us", gpus_per_node=8, node_bandwidth="300GB/s", rails=8)
+    space = HybridSpace(tensor=(8,), pipeline=(2,), sequence_parallel=(False, True), tp_overlap=(False, True),
+                        schedule=("1f1b",), zero=(0,), recompute=(None,), keep=40)  # fmt: skip
+    plan = plan_parallelism(GPT3_XL, c, global_batch=16, space=space, flops=150e12)
+    kinds = {(x.scheme.sequence_parallel, x.scheme.tp_overlap) for x in plan.candidates}
+    assert len(kinds) == 4
+    for x in plan.candidates:
+        assert x.formula == _formula(x.scheme)
