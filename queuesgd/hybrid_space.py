@@ -31,7 +31,9 @@ Which configurations count (the rules of Megatron-LM and of ``HybridParallel``):
   inside the data-parallel group); without experts ``e = 1``;
 - duplicates are left out: sequence parallelism and ``tp_overlap`` only with ``t > 1``, a ZeRO
   stage above 0 only with ``d c > 1`` (ZeRO shards over the ``d c`` ranks
-  holding the same parameters; with one it changes nothing).
+  holding the same parameters; with one it changes nothing), and for a
+  shape with flash attention selective recomputation when None is tried
+  too (it reruns nothing there: the same configurations, said in a note).
 
 Examples
 --------
@@ -355,6 +357,9 @@ def _enumerate(
     keep = ((cols["sequence_parallel"] + cols["tp_overlap"] == 0) | (cols["tensor"] > 1)) & (
         (cols["zero"] == 0) | (cols["data"] * cols["context"] > 1)
     )
+    if shape.attention == "flash" and None in space.recompute and "selective" in space.recompute:
+        keep &= cols["recompute"] != RECOMPUTE.index("selective")  # reruns nothing: the rows of None
+        notes.append("recompute 'selective': left out, with flash attention it is the same as None")
     for axis, given, why in (
         ("context", space.context, f"t c p dividing the {n} workers and d dividing the global batch {G}"),
         ("expert_parallel", space.expert_parallel if E is not None else None, "dividing any d"),

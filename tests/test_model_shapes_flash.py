@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from queuesgd import Cluster, HybridParallel, predict
@@ -199,17 +200,22 @@ def assert_row_equals_predict(table, cluster, i) -> None:
 @pytest.mark.parametrize("compute", [None, H100], ids=["flops", "h100-kernels"])
 def test_a_flash_shape_evaluates_as_predict_row_by_row(compute):
     cluster = dgx(8)
-    space = HybridSpace(tensor=(1, 2), pipeline=(1, 2), schedule=("1f1b", "gpipe", "interleaved"))
-    table = evaluate_space(
-        SMALL, cluster, space, global_batch=16, memory_limit=80e9, flops=150e12, compute=compute
-    )
-    rows = [table.row(i) for i in range(len(table))]
-    assert {r["tensor"] for r in rows} == {1, 2} and {r["pipeline"] for r in rows} == {1, 2}
-    assert {r["recompute"] for r in rows} == {None, "selective", "full"}
-    assert {r["zero"] for r in rows} == {0, 1, 2, 3}
-    assert {r["sequence_parallel"] for r in rows} == {False, True}
-    for i in range(len(table)):
-        assert_row_equals_predict(table, cluster, i)
+    kw = {"tensor": (1, 2), "pipeline": (1, 2), "schedule": ("1f1b", "gpipe", "interleaved")}
+    # selective is left out beside None for flash (a duplicate); asked for alone it is evaluated too
+    for space, recomputes in (
+        (HybridSpace(**kw), {None, "full"}),
+        (HybridSpace(recompute=("selective",), **kw), {"selective"}),
+    ):
+        table = evaluate_space(
+            SMALL, cluster, space, global_batch=16, memory_limit=80e9, flops=150e12, compute=compute
+        )
+        rows = [table.row(i) for i in range(len(table))]
+        assert {r["tensor"] for r in rows} == {1, 2} and {r["pipeline"] for r in rows} == {1, 2}
+        assert {r["recompute"] for r in rows} == recomputes
+        assert {r["zero"] for r in rows} == {0, 1, 2, 3}
+        assert {r["sequence_parallel"] for r in rows} == {False, True}
+        for i in range(len(table)):
+            assert_row_equals_predict(table, cluster, i)
 
 
 # ---- memory --------------------------------------------------------------------------------------------
@@ -286,3 +292,16 @@ def test_the_experts_share_of_a_flash_shape_is_of_what_its_micro_batch_computes(
     l, b, n, h = 2, 1, 32, 64
     step = s.iteration_flops(1) + l * 2 * b * n * n * h  # + each block's rerun scores in the backward
     assert expert_compute_share(s, 1, 1.0, 2) == pytest.approx((2 - 1) * 3 * l * 16 * b * n * h * h / step)
+
+
+def test_the_planner_leaves_out_selective_recomputation_of_a_flash_shape_as_a_duplicate():
+    flash = TransformerShape(4, 512, 8, 256, 1000, attention="flash")
+    c = Cluster(8, "200Gbit/s", "5us", gpus_per_node=8, node_bandwidth="300GB/s")
+    kw = {"global_batch": 16, "memory_limit": 80e9, "flops": 1e14}
+    every = evaluate_space(flash, c, HybridSpace(), **kw)
+    assert "selective" not in set(every["recompute"]) and any("'selective'" in n for n in every.notes)
+    sel = evaluate_space(flash, c, HybridSpace(recompute=("selective",)), **kw)
+    none = evaluate_space(flash, c, HybridSpace(recompute=(None,)), **kw)
+    assert len(sel) == len(none) > 0  # asked for alone, it is kept: the same configurations, the same times
+    assert np.array_equal(sel["throughput"], none["throughput"])
+    assert len(every) == len(none) + len(evaluate_space(flash, c, HybridSpace(recompute=("full",)), **kw))
