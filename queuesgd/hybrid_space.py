@@ -4,7 +4,7 @@ A :class:`HybridSpace` names the values tried on each axis -- tensor
 parallelism ``t``, pipeline stages ``p``, samples per micro-batch ``b``,
 schedule, virtual stages ``v``, activation recomputation, ZeRO stage,
 sequence parallelism, context parallelism ``c``, expert parallelism ``e``
-(a mixture-of-experts model) -- or leaves an axis at every value that
+(a mixture-of-experts model), the stages' layout -- or leaves an axis at every value that
 applies. Data parallelism follows: ``d = workers / (t c p)``
 (``HybridParallel.replicas``), and ``m = G / (d b)`` micro-batches per step
 for a global batch of ``G`` (the ``c`` ranks of a replica share its
@@ -23,7 +23,11 @@ Which configurations count (the rules of Megatron-LM and of ``HybridParallel``):
   cluster packs into nodes (a divisor or a multiple of ``gpus_per_node``);
 - ``c`` divides the sequence and ``workers / t`` (the ``c`` ranks are ``t``
   apart; no packing rule of their own);
-- ``p`` divides the layers and ``workers / (t c)``; ``d`` divides ``G``;
+- ``p`` divides ``workers / (t c)``, and the layers (layout ``"even"``) or,
+  layout ``"head-slots"`` (1F1B and GPipe, ``p > 1``), ``n = (l + 2) / p``
+  is whole and ``n >= 2``: the stages hold ``n - 1, n, ..., n, n - 1``
+  layers (``HybridParallel(stage_layers=...)``); a ``p`` that does not
+  divide the layers appears only with it; ``d`` divides ``G``;
 - ``b`` divides ``G / d`` (every replica the same ``m`` whole micro-batches);
 - 1F1B and GPipe have ``v = 1``; the interleaved schedule needs ``p > 1``,
   ``m`` a multiple of ``p`` and ``p v`` dividing the layers;
@@ -33,7 +37,8 @@ Which configurations count (the rules of Megatron-LM and of ``HybridParallel``):
   stage above 0 only with ``d c > 1`` (ZeRO shards over the ``d c`` ranks
   holding the same parameters; with one it changes nothing), and for a
   shape with flash attention selective recomputation when None is tried
-  too (it reruns nothing there: the same configurations, said in a note).
+  too (it reruns nothing there: the same configurations, said in a note), and
+  head-slots with ``p = 2`` when ``"even"`` is tried too (it is the even split).
 
 Examples
 --------
@@ -62,6 +67,7 @@ from queuesgd import _checks
 from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.parallel.hybrid_batch import COLUMNS, batch_times
+from queuesgd.schemes.parallel.hybrid_layout import LAYOUTS, head_slot_layers, head_slots_applies
 from queuesgd.schemes.parallel.hybrid_moe import MAX_CAPACITY_FACTOR
 from queuesgd.schemes.parallel.megatron import RECOMPUTE, SCHEDULES
 
@@ -86,6 +92,7 @@ CONFIGURATION: tuple[str, ...] = (
     "context",
     "expert_parallel",
     "tp_overlap",
+    "layout",
 )
 
 
@@ -159,6 +166,10 @@ class HybridSpace:
         ``HybridParallel.tp_overlap``: the backward's TP collectives behind the weight gradients.
         Default ``(False,)``, off (as the published predictions); ``(False, True)`` tries both
         (not with ``experts``).
+    layout : tuple of str
+        How the stages split the layers: ``"even"`` (``l / p`` each) and/or ``"head-slots"``
+        (the embedding and the output layer each take a layer's slot: ``n - 1, n, ..., n, n - 1``,
+        ``n = (l + 2) / p``; :mod:`~queuesgd.schemes.parallel.hybrid_layout`). Default ``("even",)``.
 
     Examples
     --------
@@ -191,6 +202,7 @@ class HybridSpace:
     capacity_factor: float = 1.0
     top_k: int = 1
     tp_overlap: tuple[bool, ...] = (False,)
+    layout: tuple[str, ...] = ("even",)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -222,6 +234,7 @@ class HybridSpace:
             raise InvalidParameterError(
                 f"{n}.tp_overlap", ov, "(False,) with experts= (HybridParallel's rule)"
             )
+        set_(self, "layout", _choices(f"{n}.layout", self.layout, LAYOUTS, "'even' or 'head-slots'"))
         set_(self, "keep", _checks.integer(f"{n}.keep", self.keep, minimum=1, maximum=10_000))
 
     def _check_experts(self) -> None:
@@ -291,9 +304,16 @@ def _enumerate(
             tensors.append(t)
         elif space.tensor is not None:
             notes.append(f"tensor {t}: not tried, {why}")
+    even, heads = "even" in space.layout, "head-slots" in space.layout
+
+    def layouts(p: int) -> tuple[int, ...]:  # the layouts of 1F1B and GPipe at p (interleaved: even only)
+        e = even and l % p == 0
+        return (0,) * e + (1,) * (heads and head_slots_applies(l, p) and not (e and p == 2))
+
     for p in space.pipeline or ():
-        if l % p:
-            notes.append(f"pipeline {p}: not tried, does not divide the {l} layers")
+        if not layouts(p):
+            why = f"does not divide the {l} layers" if even else "is not a head-slots depth"
+            notes.append(f"pipeline {p}: not tried, {why}" + (" nor a head-slots depth" * (even and heads)))
     seq = shape.sequence
     for i, c in enumerate(space.context or ()):
         if seq % c:
@@ -308,8 +328,8 @@ def _enumerate(
         for c in contexts:
             if (n // t) % c:
                 continue
-            for p in space.pipeline or _divisors(l):
-                if l % p or (n // (t * c)) % p:
+            for p in space.pipeline or sorted(set(_divisors(l)) | set(_divisors(l + 2) if heads else ())):
+                if not layouts(p) or (n // (t * c)) % p:
                     continue
                 d = n // (t * c * p)
                 if G % d:
@@ -321,14 +341,15 @@ def _enumerate(
                         continue
                     m = each // b
                     for sched in space.schedule:
-                        code = SCHEDULES.index(sched)
+                        code, ks = SCHEDULES.index(sched), layouts(p)
                         if sched != "interleaved":
                             vs: Iterable[int] = (1,)
-                        elif p == 1 or m % p:
+                        elif p == 1 or m % p or 0 not in ks:
                             continue
                         else:
                             vs = [v for v in space.virtual_stages or range(2, l // p + 1) if l % (p * v) == 0]
-                        base.extend((t, p, d, b, m, code, v, c, e) for v in vs for e in es)
+                            ks = (0,)
+                        base.extend((t, p, d, b, m, code, v, c, e, k) for v in vs for e in es for k in ks)
     names = (
         "tensor",
         "pipeline",
@@ -339,6 +360,7 @@ def _enumerate(
         "virtual_stages",
         "context",
         "expert_parallel",
+        "layout",
     )
     rows = np.array(base, dtype=np.int64).reshape(-1, len(names))
     inner = np.array(
@@ -369,6 +391,8 @@ def _enumerate(
             notes.extend(
                 f"{axis} {x}: not tried, no configuration with {why}" for x in given or () if x not in used
             )
+    if B and heads and not (rows[:, -1] == 1).any():
+        notes.append("layout 'head-slots': not tried, no p > 2 (GPipe, 1F1B) with (l + 2) / p whole applies")
     return {k: v[keep] for k, v in cols.items()}, notes
 
 
@@ -379,7 +403,7 @@ class HybridTable:
     Attributes
     ----------
     columns : mapping of str to ndarray
-        :data:`CONFIGURATION` (``schedule`` and ``recompute`` as names, None
+        :data:`CONFIGURATION` (``schedule``, ``recompute`` and ``layout`` as names, None
         for no recomputation), then the predictions of
         :data:`~queuesgd.schemes.parallel.hybrid_batch.COLUMNS` (``throughput`` in
         samples/s, ``memory`` bytes per GPU, ...) and ``fits`` (``memory <= memory_limit``).
@@ -431,7 +455,7 @@ class HybridTable:
         """Row ``i`` as ``(HybridParallel, Workload)``: what ``predict`` takes with :attr:`cluster`."""
         from queuesgd.schemes.parallel.hybrid import HybridParallel
 
-        r = self.row(i)
+        r, l = self.row(i), self.shape.layers
         moe = {}
         if self.experts is not None:
             moe = dict(zip(("experts", "capacity_factor", "top_k"), self.experts))
@@ -451,6 +475,7 @@ class HybridTable:
             context=r["context"],
             expert_parallel=r["expert_parallel"],
             tp_overlap=r["tp_overlap"],
+            stage_layers=None if r["layout"] == "even" else head_slot_layers(l, r["pipeline"]),
             **moe,
         )
         return s, self.shape.workload(r["microbatch"], flops=self.flops, compute=self.compute)
@@ -543,6 +568,7 @@ def evaluate_space(
     named["recompute"] = np.array(RECOMPUTE, dtype=object)[cols["recompute"]]
     named["sequence_parallel"] = cols["sequence_parallel"].astype(bool)
     named["tp_overlap"] = cols["tp_overlap"].astype(bool)
+    named["layout"] = np.array(LAYOUTS, dtype=object)[cols["layout"]]
     named.update({k: out[k] for k in COLUMNS})
     named["fits"] = out["memory"] <= memory_limit
     for v in named.values():

@@ -157,8 +157,9 @@ class Plan:
         """One dict per candidate (strategy, D, S, M, samples/s, memory GB, fits, method): for tables.
 
         Candidates of the hybrid space add ``T``, ``b``, ``schedule``, ``v``,
-        ``recompute``, ``zero``, ``SP``, ``C`` (context parallelism) and
-        ``EP`` (expert parallelism) (their scheme's fields).
+        ``recompute``, ``zero``, ``SP``, ``C`` (context parallelism),
+        ``EP`` (expert parallelism) (their scheme's fields) and ``layout``
+        (``"even"``, or ``"head-slots"`` where ``stage_layers`` is set).
 
         Examples
         --------
@@ -204,6 +205,7 @@ def _hybrid_fields(c: Candidate) -> dict[str, Any]:
         "SP": s.sequence_parallel,
         "C": s.context,
         "EP": s.expert_parallel,
+        "layout": "even" if s.stage_layers is None else "head-slots",
     }
 
 
@@ -405,6 +407,7 @@ def _plan_hybrid(
             scheme.tp_overlap,
             scheme.context > 1,
             scheme.experts is not None,
+            scheme.stage_layers is not None and len(set(scheme.stage_layers)) > 1,  # uneven: no formula
         )
         if key not in formulas:
             formulas[key] = _formula(scheme)

@@ -44,6 +44,7 @@ from queuesgd.schemes.costs import (
 )
 from queuesgd.schemes.memory import check_optimizer
 from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
+from queuesgd.schemes.parallel.hybrid_layout import head_slots_first, head_slots_step
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share
 from queuesgd.schemes.parallel.hybrid_overlap import exposed_per_layer, wgrad_times
 from queuesgd.schemes.parallel.megatron import (
@@ -177,6 +178,7 @@ def batch_times(
     capacity_factor: float = 1.0,
     top_k: int = 1,
     tp_overlap: Any = False,
+    layout: Any = 0,
 ) -> dict[str, np.ndarray]:
     """HybridParallel's closed form and memory per GPU for every row: arrays named as :data:`COLUMNS`.
 
@@ -214,6 +216,11 @@ def batch_times(
     tp_overlap : array of bool
         ``HybridParallel.tp_overlap`` (default False): the backward's TP collectives behind the
         weight gradients of QKV and fc1 (:mod:`~.hybrid_overlap`; not with ``experts``).
+    layout : array of int
+        Index into :data:`~.hybrid_layout.LAYOUTS` (default 0, ``"even"``); ``1``, head-slots:
+        ``HybridParallel(stage_layers=head_slot_layers(l, p))``, the step over its three kinds of
+        stage (:func:`~.hybrid_layout.head_slots_step`), the first stage's memory with its ``n - 1``
+        layers, the data-parallel part unchanged (GPipe and 1F1B; with ``p = 2`` the even split).
 
     Returns
     -------
@@ -257,6 +264,7 @@ def batch_times(
     c = _column("context", context, n)
     e = _column("expert_parallel", expert_parallel, n)
     ov = _column("tp_overlap", tp_overlap, n, bool)
+    hs = _column("layout", layout, n) == 1
     moe = experts is not None
     opt = check_optimizer("optimizer", optimizer)
     sizes, which = np.unique(b, return_inverse=True)
@@ -343,8 +351,15 @@ def batch_times(
         update = update_time / (t * p * np.where(z > 0, dc, 1))
     tau = compute + tp_exposed + p2p + cp + ep
     step = pipeline_time(tau, head, p, m, v) + dp + update
+    uneven = hs & (p > 2)  # with p = 2 the head-slots split is the even one (HybridParallel's too)
+    if uneven.any():
+        work = compute + tp_exposed + cp + ep
+        step = np.where(uneven, head_slots_step(shape.layers, p, m, work, p2p, head) + dp + update, step)
     moe_args = (experts, capacity_factor, top_k) if moe else None
-    memory = _batch_memory(shape, param_bytes, t, p, dc, b, m, sched, v, sp, rc, z, opt, c, e, moe_args)
+    first = head_slots_first(shape.layers, p, hs)  # the first stage's layers
+    memory = _batch_memory(
+        shape, param_bytes, t, p, dc, b, m, sched, v, sp, rc, z, opt, c, e, moe_args, first
+    )
     return {
         "throughput": d * m * b / step,
         "step": step,
@@ -468,8 +483,9 @@ def _batch_memory(
     c: np.ndarray,
     e: np.ndarray,
     moe: tuple[int, float, int] | None,
+    first: np.ndarray,
 ) -> dict[str, np.ndarray]:
-    """``HybridParallel.memory`` on arrays (first stage; Korthikanti's activations, ZeRO's split)."""
+    """``HybridParallel.memory`` on arrays (first stage of ``first`` layers; Korthikanti's activations)."""
     s, h, a, l = shape.sequence, shape.hidden, shape.heads, shape.layers
     nbytes = param_bytes / shape.parameters
     block = shape.block_parameters
@@ -477,8 +493,8 @@ def _batch_memory(
         mlp = expert_mlp_parameters(h)
         block = block - mlp
         experts_here = mlp * (moe[0] // e) * nbytes / t
-        local = l / p * mlp * (moe[0] // e) * nbytes / t
-    count = l / p * block + shape.embedding_parameters + np.where(p == 1, shape.output_parameters, 0)
+        local = first * mlp * (moe[0] // e) * nbytes / t
+    count = first * block + shape.embedding_parameters + np.where(p == 1, shape.output_parameters, 0)
     P = count * nbytes / t
     layer = block * nbytes / t
     if moe is not None:
@@ -494,7 +510,7 @@ def _batch_memory(
     if moe is not None:
         more = (moe[1] * moe[2] - 1) * sbh * (16 / t + 2 / np.where(sp, t, 1))
         per = per + np.where(rc == 1, 0.0, more)
-    per_stage = l / p
+    per_stage = first  # whole numbers: layers_in_flight's (first p) / p exactly
     flight = np.where(
         sched == 1,
         m * per_stage,

@@ -1,0 +1,95 @@
+"""How the hybrid planner's space partitions the layers over the pipeline stages: its ``layout`` axis.
+
+``"even"``: ``l / p`` layers on every stage (``p`` divides the layers).
+``"head-slots"``: the embedding and the output layer each take one layer's
+slot, as BLOOM-176B (70 layers on 12 stages as 5, 6 x 10, 5) and Llama 3
+405B (126 on 16 as 7, 8 x 14, 7) ran: with ``n = (l + 2) / p`` whole, the
+first and the last stage hold ``n - 1`` layers, the others ``n``
+(``HybridParallel(stage_layers=...)``; GPipe and 1F1B only, ``p > 1``,
+``n >= 2``). With ``p = 2`` it is the even split.
+
+:func:`head_slots_step` is :func:`~.megatron.stage_pipeline_time` of those
+stages on arrays: three kinds of stage (first, middle, last), so the sum and
+the maximum are closed forms.
+
+Examples
+--------
+>>> head_slot_layers(70, 12), head_slot_layers(10, 4), head_slot_layers(10, 12)
+((5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5), (2, 3, 3, 2), None)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["LAYOUTS", "head_slot_layers", "head_slots_applies", "head_slots_first", "head_slots_step"]
+
+#: The values of ``HybridSpace.layout``, by code (the ``layout`` column of ``batch_times``).
+LAYOUTS: tuple[str, ...] = ("even", "head-slots")
+
+
+def head_slots_applies(layers: int, pipeline: int) -> bool:
+    """Whether ``p`` stages can hold ``layers`` as ``n - 1, n, ..., n, n - 1`` (``p > 1``, ``n >= 2``).
+
+    Examples
+    --------
+    >>> [p for p in range(1, 13) if head_slots_applies(10, p)]       # (10 + 2) / p whole, at least 2
+    [2, 3, 4, 6]
+    """
+    return pipeline > 1 and (layers + 2) % pipeline == 0 and (layers + 2) // pipeline >= 2
+
+
+def head_slot_layers(layers: int, pipeline: int) -> tuple[int, ...] | None:
+    """The stages' layers ``(n - 1, n, ..., n, n - 1)``, ``n = (l + 2) / p``; None where it does not apply.
+
+    Examples
+    --------
+    >>> head_slot_layers(126, 16)
+    (7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7)
+    """
+    if not head_slots_applies(layers, pipeline):
+        return None
+    n = (layers + 2) // pipeline
+    return (n - 1,) + (n,) * (pipeline - 2) + (n - 1,)
+
+
+def head_slots_first(layers: int, pipeline: Any, head_slots: Any) -> np.ndarray:
+    """The first stage's layers per row: ``n - 1`` for head-slots rows, else ``l / p``.
+
+    Examples
+    --------
+    >>> head_slots_first(10, np.array([2, 3, 5]), np.array([False, True, False])).tolist()
+    [5.0, 3.0, 2.0]
+    """
+    p = np.asarray(pipeline, dtype=np.int64)
+    return np.where(head_slots, (layers + 2) // p - 1.0, layers / p)
+
+
+def head_slots_step(
+    layers: int, pipeline: Any, microbatches: Any, work: Any, p2p: Any, head: Any
+) -> np.ndarray:
+    """``sum tau_i + (m - 1) max tau_i`` of the head-slots stages, per row (``p > 2``).
+
+    ``work`` is one micro-batch's compute and collectives on a stage of ``l / p``
+    layers; stage ``i`` takes ``tau_i = (n_i p / l) work + p2p``, the last
+    stage ``head`` more (as ``HybridParallel``'s ``StepTimes.stage_taus``).
+
+    Examples
+    --------
+    >>> from queuesgd.schemes.parallel.megatron import stage_pipeline_time
+    >>> w = 10 / 4                                   # 10 layers as 2, 3, 3, 2: 10.9 + 7 x 3.1
+    >>> taus = [2 / 2.5 * w + 0.1, 3 / 2.5 * w + 0.1, 3 / 2.5 * w + 0.1, 2 / 2.5 * w + 0.1 + 0.5]
+    >>> float(head_slots_step(10, [4], [8], [w], [0.1], [0.5])[0]), stage_pipeline_time(taus, 8)
+    (32.6, 32.6)
+    """
+    p = np.asarray(pipeline, dtype=np.int64)
+    m = np.asarray(microbatches, dtype=np.int64)
+    n = (layers + 2) // p
+    mean = layers / p
+    end = (n - 1) / mean * work + p2p
+    mid = n / mean * work + p2p
+    last = end + head
+    total = end + (p - 2) * mid + last
+    return total + (m - 1) * np.maximum(np.maximum(end, mid), last)
