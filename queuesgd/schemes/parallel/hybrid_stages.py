@@ -16,8 +16,9 @@ slowest, an upper bound under 1F1B when an earlier one is (``details
 schedule is refused (its uneven form is not derived here). The first stage's
 memory counts its own ``n_1`` layers; the data-parallel collectives and the
 update stay those of the model's average shard ``1 / (t p)`` (the shards
-differ by the layers moved; not modelled). ``formula()`` and the
-vectorized planner have no uneven partitions.
+differ by the layers moved; not modelled). ``formula()`` has no uneven
+partitions; the vectorized planner has one layout, ``"head-slots"`` (the
+embedding and the head each a layer's slot: ``HybridSpace(layout=)``).
 
 Examples
 --------
