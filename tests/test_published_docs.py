@@ -1,0 +1,68 @@
+"""docs/published.md is written by hand: its tables must say what the stored records hold, row by row.
+
+The records (``validation/published/published.json`` and ``heldout.json``) are recomputed exactly by
+tests/test_published.py and tests/test_published_heldout.py; this test keeps the page from drifting
+from them after a model change regenerates them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = (ROOT / "docs" / "published.md").read_text()
+PUBLISHED = json.loads((ROOT / "validation" / "published" / "published.json").read_text())
+HELDOUT = json.loads((ROOT / "validation" / "published" / "heldout.json").read_text())
+
+
+def table(header: str) -> list[list[str]]:
+    """The cells of the table that starts with ``header`` (the first such table on the page)."""
+    lines = PAGE[PAGE.index(header) :].splitlines()[2:]
+    rows = []
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def number(cell: str) -> float:
+    return float(cell.replace("%", "").replace("**", "").split()[0])
+
+
+def test_the_sc21_and_horovod_table_is_the_stored_record():
+    rows = table("| series | row | measured | predicted | error |")
+    assert len(rows) == len(PUBLISHED["rows"])
+    for cells, r in zip(rows, PUBLISHED["rows"]):
+        assert cells[0] == r["series"] and cells[1].startswith(r["name"])
+        assert number(cells[3]) == pytest.approx(r["predicted"], rel=5e-4)  # printed to 4 digits
+        assert number(cells[4]) == pytest.approx(r["error_pct"], abs=0.051)
+
+
+def test_the_held_out_tables_are_the_stored_record():
+    rows = table("| series | row | tier | measured | predicted | error |")
+    assert len(rows) == len(HELDOUT["points"])
+    for cells, p in zip(rows, HELDOUT["points"]):
+        assert cells[0] == p["series"] and cells[2] == p["tier"]
+        assert number(cells[3]) == pytest.approx(p["measured"], rel=1e-9)
+        assert number(cells[4]) == pytest.approx(p["predicted"], rel=5e-4)
+        assert number(cells[5]) == pytest.approx(p["error_pct"], abs=0.051)
+    summary = table("| series | points | median \\|error\\| | max \\|error\\| | within 15% |")
+    series = HELDOUT["summary"]["series"]
+    assert [c[0] for c in summary[:-1]] == list(series)
+    for cells, s in zip(summary, [*series.values(), HELDOUT["summary"]["pooled"]]):
+        assert int(cells[1]) == s["rows"] and int(cells[4]) == s["within_15"]
+        assert number(cells[2]) == pytest.approx(s["median_abs_pct"], abs=0.051)
+        assert number(cells[3]) == pytest.approx(s["max_abs_pct"], abs=0.051)
+
+
+def test_the_pooled_sentences_are_the_stored_summaries():
+    text = " ".join(PAGE.split())  # the page's line breaks fall anywhere in a sentence
+    p = PUBLISHED["summary"]["pooled"]
+    m, x, n = p["median_abs_pct"], p["max_abs_pct"], p["within_15"]
+    assert f"median |error| {m:.1f}%, max {x:.1f}%, {n} within 15%" in text
+    h = HELDOUT["summary"]["pooled"]
+    assert f"is **{h['median_abs_pct']:.1f}%** and the max **{h['max_abs_pct']:.1f}%**" in text
