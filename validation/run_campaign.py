@@ -39,7 +39,7 @@ from queuesgd.harness.report import (  # noqa: E402
     write_rows,
 )
 from queuesgd.harness.report.fidelity import fidelity_lines, read_passes, trace_rows  # noqa: E402
-from queuesgd.harness.report.published import heldout_lines, published_lines  # noqa: E402
+from queuesgd.harness.report.published import heldout_lines, published_lines, torchtitan_lines  # noqa: E402
 
 
 def _machine() -> str:
@@ -98,6 +98,9 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
     heldout = HERE / "published" / "heldout.json"
     if heldout.exists():
         appendix = [*appendix, *heldout_lines(json.loads(heldout.read_text()))]
+    titan = HERE / "published" / "torchtitan.json"
+    if titan.exists():
+        appendix = [*appendix, *torchtitan_lines(json.loads(titan.read_text()))]
     return write_report(
         rows,
         out / "REPORT.md",

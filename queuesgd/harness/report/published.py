@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["heldout_lines", "published_lines"]
+__all__ = ["heldout_lines", "published_lines", "torchtitan_lines"]
 
 
 def _pct(x: Any) -> str:
@@ -133,3 +133,36 @@ def heldout_lines(record: Mapping[str, Any]) -> list[str]:
         lines += ["", "Held-out misfits and their causes (the model was not changed for them):", ""]
         lines += [f"- **{k}**: {v}" for k, v in record["misfits"].items()]
     return lines + [""]
+
+
+def torchtitan_lines(record: Mapping[str, Any]) -> list[str]:
+    """Markdown lines of ``validation/published/torchtitan.json``: torchtitan's rows predicted a priori.
+
+    Examples
+    --------
+    >>> rec = {"source": "src", "rules": "rules", "factor": 0.93, "summary": {"rows": 1,
+    ...        "median_abs_pct": 8.0, "max_abs_pct": 8.0}, "rows": [{"model": "m", "local_batch": 2,
+    ...        "recompute": None, "measured_wps": 100, "predicted_wps": 92.0, "error_pct": -8.0}]}
+    >>> torchtitan_lines(rec)[-2]
+    '| m | 2 | none | 100 | 92 | -8.0% |'
+    """
+    s = record["summary"]
+    lines = [
+        "### torchtitan's FSDP rows on 64 A100s (a priori, preregistered)",
+        "",
+        f"{record['source']}; rules {record['rules']}; SC'21 Table 1's anchor factor {record['factor']:.4g}, "
+        "nothing solved for: `validation/run_published_torchtitan.py`, recomputed exactly by "
+        "`tests/test_published_torchtitan.py`. Not pooled with the held-out rows (another stack, an "
+        f"assumed machine). {s['rows']} rows: median |error| {_pct(s['median_abs_pct'])}, "
+        f"max {_pct(s['max_abs_pct'])} (targets: median <= 5%, every row within 15%).",
+        "",
+        "| model | local batch | checkpointing | measured tokens/s/GPU | predicted | error |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    for r in record["rows"]:
+        lines.append(
+            f"| {r['model']} | {r['local_batch']} | {r['recompute'] or 'none'} | {r['measured_wps']:g} | "
+            f"{r['predicted_wps']:.4g} | {r['error_pct']:+.1f}% |"
+        )
+    return lines + [""]
+
