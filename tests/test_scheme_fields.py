@@ -75,7 +75,7 @@ DURATIONS = {
     "decompress_time",
     "action_overhead",
 }
-FLAGS = {"overlap", "prefetch", "sequence_parallel", "tp_overlap"}
+FLAGS = {"overlap", "prefetch", "sequence_parallel", "tp_overlap", "zero_overlap"}
 FRACTIONS = {"density", "overlap_efficiency", "duplex"}
 NAMES = {
     "service",
@@ -145,6 +145,7 @@ ACCEPTED = {
     ("ShardedDataParallel", "activation_bytes"): [("1MB", 1e6), (MAX_BYTES, MAX_BYTES), (2.5, 2.5)],
     ("ShardedDataParallel", "optimizer"): [(6, 6), ("sgd", "sgd")],
     ("HybridParallel", "tp_overlap"): [(0, False), ("off", False), (np.False_, False)],
+    ("HybridParallel", "zero_overlap"): [(0, False), ("off", False), (np.False_, False)],
 }
 
 

@@ -61,9 +61,9 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    a node; every GPU's group uses the rails at once): ZeRO 0 all-reduces
    the shard's gradients ``G/(t p)``; ZeRO 1 and 2 reduce-scatter them and
    all-gather the updated parameters (Megatron's distributed optimizer);
-   ZeRO 3 gathers the parameters before each micro-batch's forward and
-   backward and reduce-scatters its gradients (FSDP/DeepSpeed stage 3,
-   no overlap). The update is ``u / (t p)``, ``u / (t p d)`` with ZeRO.
+   ZeRO 3 gathers the parameters before each micro-batch's forward and backward and
+   reduce-scatters its gradients (FSDP/DeepSpeed stage 3, no overlap; ``zero_overlap=True``:
+   prefetched, :mod:`~.hybrid_zero`). The update is ``u / (t p)``, ``u / (t p d)`` with ZeRO.
 6. **Collectives** by :func:`~queuesgd.schemes.parallel.collectives.collective_time`:
    NCCL's choice among ring, tree and hierarchical, or the cluster's measured
    bus bandwidth.
@@ -120,6 +120,7 @@ from queuesgd.schemes.parallel.hybrid_memory import first_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
 from queuesgd.schemes.parallel.hybrid_overlap import check_tp_overlap, exposed_per_layer, wgrad_times
 from queuesgd.schemes.parallel.hybrid_stages import StepTimes, stage_layer_counts, stage_shares
+from queuesgd.schemes.parallel.hybrid_zero import check_zero_overlap, exposed_per_microbatch
 from queuesgd.schemes.parallel.megatron import (
     RECOMPUTE,
     SCHEDULES,
@@ -202,6 +203,9 @@ class HybridParallel(Scheme):
     tp_overlap : bool
         The backward's TP collectives overlapped with the weight-gradient GEMMs of QKV and fc1 (Megatron's
         async all-reduce; default False; needs ``shape``): :mod:`~.hybrid_overlap`.
+    zero_overlap : bool
+        ZeRO-3's collectives prefetched behind the stage's compute (FSDP/DeepSpeed; default False; needs
+        ``zero=3``): :mod:`~.hybrid_zero`.
 
     Examples
     --------
@@ -237,6 +241,7 @@ class HybridParallel(Scheme):
     top_k: int = 1
     stage_layers: tuple[int, ...] | None = None
     tp_overlap: bool = False
+    zero_overlap: bool = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -274,6 +279,7 @@ class HybridParallel(Scheme):
         check_experts(self)
         set_(self, "tp_overlap", _checks.boolean(f"{n}.tp_overlap", self.tp_overlap))
         check_tp_overlap(self)
+        check_zero_overlap(self)
         kw = {"pipeline": self.pipeline, "layers": self.layer_count, "schedule": self.schedule}
         set_(self, "stage_layers", stage_layer_counts(f"{n}.stage_layers", self.stage_layers, **kw))
         if self.schedule != "interleaved" and self.virtual_stages != 1:
@@ -380,8 +386,8 @@ class HybridParallel(Scheme):
         """Every part of one step in seconds (see the module docstring); ``tp`` the exposed TP time."""
         return self._times(workload, cluster)[0]
 
-    def _times(self, workload: Workload, cluster: Cluster) -> tuple[StepTimes, float]:
-        """:meth:`times`, and the TP collectives of one micro-batch whether exposed or not."""
+    def _times(self, workload: Workload, cluster: Cluster) -> tuple[StepTimes, float, float]:
+        """:meth:`times`, and the TP collectives of one micro-batch and the step's DP, exposed or not."""
         t, p, m, v = self.tensor, self.pipeline, self.microbatches, self.virtual_stages
         c, e = self.context, self.expert_parallel
         d = self.replicas(cluster)
@@ -438,9 +444,7 @@ class HybridParallel(Scheme):
                 / p
                 * ((3 if full else 2) * gather + coll("reduce_scatter", kv, c, k_cp, "cp_rs"))
             )
-        if (
-            self.experts is not None
-        ):  # dispatch and combine, forward and backward (and the recomputed forward)
+        if self.experts is not None:  # dispatch and combine, forward, backward (and a recomputed forward)
             k_ep = math.gcd(e, gpn // (t * c)) if t * c < gpn else 1
             size = alltoall_bytes(
                 A,
@@ -466,14 +470,15 @@ class HybridParallel(Scheme):
         G = (workload.gradient_bytes - X) / (t * p) if X else workload.gradient_bytes / (t * p)
         P = (workload.parameter_bytes - X) / (t * p) if X else workload.parameter_bytes / (t * p)
 
+        gathers: list[float] = []  # ZeRO-3's one gather of each shard (zero_overlap)
+
         def data_parallel(G: float, P: float, ranks: int, k: int, tag: str) -> float:
             if self.zero == 0:
                 return coll("allreduce", G, ranks, k, tag)
             if self.zero in (1, 2):
                 return coll("reduce_scatter", G, ranks, k, tag) + coll("allgather", P, ranks, k, tag + "_ag")
-            return m * (
-                2 * coll("allgather", P, ranks, k, tag + "_ag") + coll("reduce_scatter", G, ranks, k, tag)
-            )
+            gathers.append(coll("allgather", P, ranks, k, tag + "_ag"))
+            return m * (2 * gathers[-1] + coll("reduce_scatter", G, ranks, k, tag))
 
         dp = data_parallel(G, P, dc, k_dp, "dp")
         if X:  # the local experts' states over the expert-data-parallel group: the d c / e ranks with them
@@ -485,7 +490,11 @@ class HybridParallel(Scheme):
         else:
             update = workload.update_time / (t * p * (dc if self.zero else 1))
         shares = stage_shares(self)
-        return StepTimes(compute, exposed, p2p, dp, update, p, m, v, algorithms, cp, ep, head, shares), tp
+        dp_all = dp
+        if self.zero_overlap:  # prefetched behind the stage's compute, the first layer's gather exposed
+            dp = m * exposed_per_microbatch(dp / m, sum(gathers), compute, self.layer_count / p)
+        steps = StepTimes(compute, exposed, p2p, dp, update, p, m, v, algorithms, cp, ep, head, shares)
+        return steps, tp, dp_all
 
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:
         """Bytes per GPU of the first stage (item 7; :func:`~.hybrid_memory.first_stage_memory`).
@@ -514,7 +523,7 @@ class HybridParallel(Scheme):
         unless ``stage_layers`` makes another slower): its compute, its
         communication, its idle time ``(p - 1) tau / v`` (``sum tau_i - max tau_i``).
         """
-        tm, tp = self._times(workload, cluster)
+        tm, tp, dp = self._times(workload, cluster)
         m = self.microbatches
         breakdown = tm.breakdown()
         exact = isinstance(workload.compute, Deterministic) and len(set(cluster.speed_factors.tolist())) == 1
@@ -529,6 +538,7 @@ class HybridParallel(Scheme):
             + (f", uneven stages {self.stage_layers} (slowest: {tm.slowest})" if tm.stages else "")
             + (", compute by kernel from the GEMM table" if self.compute_model is not None else "")
             + (", the backward's TP collectives behind the weight gradients" if self.tp_overlap else "")
+            + (", ZeRO-3's collectives prefetched behind the compute" if self.zero_overlap else "")
             + ", collectives "
             + ", ".join(f"{k} {a}" for k, a in tm.algorithms.items())
             + (
@@ -556,7 +566,8 @@ class HybridParallel(Scheme):
                 "head_per_microbatch": tm.head,
                 "stage_times": tm.stage_taus,
                 "slowest_stage": tm.slowest,
-                "dp_per_step": tm.dp,
+                "dp_per_step": dp,
+                "dp_exposed_per_step": tm.dp,
                 "algorithms": dict(tm.algorithms),
             },
             bottleneck=max(breakdown, key=lambda key: breakdown[key]),

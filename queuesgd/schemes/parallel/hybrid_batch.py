@@ -47,6 +47,7 @@ from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
 from queuesgd.schemes.parallel.hybrid_layout import head_slots_first, head_slots_step
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share
 from queuesgd.schemes.parallel.hybrid_overlap import exposed_per_layer, wgrad_times
+from queuesgd.schemes.parallel.hybrid_zero import exposed_per_microbatch
 from queuesgd.schemes.parallel.megatron import (
     expert_mlp_parameters,
     head_share,
@@ -179,6 +180,7 @@ def batch_times(
     top_k: int = 1,
     tp_overlap: Any = False,
     layout: Any = 0,
+    zero_overlap: Any = False,
 ) -> dict[str, np.ndarray]:
     """HybridParallel's closed form and memory per GPU for every row: arrays named as :data:`COLUMNS`.
 
@@ -221,6 +223,9 @@ def batch_times(
         ``HybridParallel(stage_layers=head_slot_layers(l, p))``, the step over its three kinds of
         stage (:func:`~.hybrid_layout.head_slots_step`), the first stage's memory with its ``n - 1``
         layers, the data-parallel part unchanged (GPipe and 1F1B; with ``p = 2`` the even split).
+    zero_overlap : array of bool
+        ``HybridParallel.zero_overlap`` (default False; rows with ``zero=3`` only): ZeRO-3's collectives
+        prefetched behind the stage's compute (:mod:`~.hybrid_zero`).
 
     Returns
     -------
@@ -229,7 +234,8 @@ def batch_times(
         ``compute``/``tp``/``p2p`` (one micro-batch on one GPU, s; ``tp`` all the TP
         collectives, ``tp_exposed`` those not hidden, what the step counts), ``head``
         (the output layer the last stage adds to each micro-batch, s), ``dp``
-        and ``update`` (one step, s), and the first stage's memory per GPU
+        and ``update`` (one step, s; ``dp`` all the data-parallel collectives, and, besides
+        :data:`COLUMNS`, ``dp_exposed`` those the step counts), and the first stage's memory per GPU
         (bytes): ``parameters``, ``gradients``, ``optimizer``,
         ``activations`` and ``memory`` (their total); ``cp`` and ``ep``
         (context- and expert-parallel collectives of one micro-batch, s).
@@ -265,6 +271,7 @@ def batch_times(
     e = _column("expert_parallel", expert_parallel, n)
     ov = _column("tp_overlap", tp_overlap, n, bool)
     hs = _column("layout", layout, n) == 1
+    zo = _column("zero_overlap", zero_overlap, n, bool)
     moe = experts is not None
     opt = check_optimizer("optimizer", optimizer)
     sizes, which = np.unique(b, return_inverse=True)
@@ -349,12 +356,21 @@ def batch_times(
         update = update_time * shard / param_bytes
     else:
         update = update_time / (t * p * np.where(z > 0, dc, 1))
+    dp_exposed = dp
+    if zo.any():  # ZeRO-3 prefetched behind the stage's compute, the first layer's gather exposed
+        gather, _ = batch_collective_time("allgather", P, cluster, dc, k_dp)
+        if moe:
+            gather = gather + batch_collective_time("allgather", Px, cluster, dc // e, k_x)[0]
+        hidden = m * exposed_per_microbatch(dp / m, gather, compute, shape.layers / p)
+        dp_exposed = np.where(zo & (z == 3), hidden, dp)
     tau = compute + tp_exposed + p2p + cp + ep
-    step = pipeline_time(tau, head, p, m, v) + dp + update
+    step = pipeline_time(tau, head, p, m, v) + dp_exposed + update
     uneven = hs & (p > 2)  # with p = 2 the head-slots split is the even one (HybridParallel's too)
     if uneven.any():
         work = compute + tp_exposed + cp + ep
-        step = np.where(uneven, head_slots_step(shape.layers, p, m, work, p2p, head) + dp + update, step)
+        step = np.where(
+            uneven, head_slots_step(shape.layers, p, m, work, p2p, head) + dp_exposed + update, step
+        )
     moe_args = (experts, capacity_factor, top_k) if moe else None
     first = head_slots_first(shape.layers, p, hs)  # the first stage's layers
     memory = _batch_memory(
@@ -373,6 +389,7 @@ def batch_times(
         "head": head,
         "dp": dp,
         "update": update,
+        "dp_exposed": dp_exposed,
         **memory,
     }
 

@@ -12,7 +12,8 @@ expert parallelism are not in it (their collectives' placement depends on
 the cluster's nodes): the scheme's closed form has them, ``formula`` says so. With ``tp_overlap``
 the backward's two TP collectives of a layer are ``Max(0, x - W_qkv)`` and
 ``Max(0, x - W_fc1)`` (``x`` the all-reduce, the reduce-scatter with sequence
-parallelism, whose all-gathers stay exposed; :mod:`~.hybrid_overlap`).
+parallelism, whose all-gathers stay exposed; :mod:`~.hybrid_overlap`). ``zero_overlap``
+(:mod:`~.hybrid_zero`) is not in the throughput: ``formula`` raises NotRepresentable.
 
 Examples
 --------
@@ -82,6 +83,11 @@ def hybrid_formula(
         raise NotRepresentable(
             "HybridParallel's formula has no context or expert parallelism (context=1, experts=None); "
             "predict has them"
+        )
+    if scheme.zero_overlap and quantity == "throughput":
+        raise NotRepresentable(
+            "HybridParallel's formula has ZeRO-3's collectives exposed only (zero_overlap=False); predict "
+            "has their overlap with compute (max(Z - C, 0) + a layer's gather; hybrid_zero), not derived here"
         )
     if scheme.stage_layers is not None and len(set(scheme.stage_layers)) > 1:
         raise NotRepresentable(
