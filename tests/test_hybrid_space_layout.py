@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hybrid_rows import assert_rows_equal_predict as every_column_equals_predict
+from hybrid_rows import dgx
 
-from queuesgd import Cluster, predict
+from queuesgd import Cluster
 from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
 from queuesgd.gemm_table import GemmTable, load_gemm_table
@@ -29,16 +31,6 @@ FLAT = ComputeModel(GemmTable.constant(0.6, peak_flops=989e12), memory_bandwidth
 ALL = ("1f1b", "gpipe", "interleaved")
 BOTH = ("even", "head-slots")
 STAGES = {3: (3, 4, 3), 4: (2, 3, 3, 2), 6: (1, 2, 2, 2, 2, 1)}
-
-
-def dgx(workers: int) -> Cluster:
-    return Cluster(
-        workers, "200Gbit/s", "5us", gpus_per_node=8, node_bandwidth="300GB/s", node_latency="2us", rails=8
-    )
-
-
-def rel(a: float, b: float) -> float:
-    return abs(a - b) / max(abs(a), abs(b), 1e-300)
 
 
 def small(layout, **kw) -> list[tuple]:
@@ -90,26 +82,10 @@ def test_the_stage_layers_of_head_slot_rows_and_the_pipeline_notes():
 
 # ---- every head-slots row equals predict ----------------------------------------------------------------
 def assert_rows_equal_predict(table, cluster, rows) -> None:
+    rows = list(rows)
     assert len(rows) > 0
-    for i in rows:
-        scheme, workload = table.scheme(int(i))
+    for scheme, _ in every_column_equals_predict(table, cluster, rows):
         assert scheme.stage_layers == STAGES[scheme.pipeline]
-        p = predict(scheme, workload, cluster)
-        pairs = {
-            "throughput": p.throughput,
-            "step": p.iteration_time,
-            "tp_exposed": p.details["tp_exposed_per_microbatch"],
-            "p2p": p.details["p2p_per_microbatch"],
-            "head": p.details["head_per_microbatch"],
-            "dp": p.details["dp_per_step"],
-            "update": p.breakdown["update"],
-            "memory": p.memory.total,
-            "parameters": p.memory.parameters,
-            "activations": p.memory.activations,
-            "optimizer": p.memory.optimizer,
-        }
-        for name, value in pairs.items():
-            assert rel(value, float(table[name][i])) <= 1e-12, (name, table.row(int(i)), value)
 
 
 @pytest.mark.parametrize("compute", [None, FLAT, H100], ids=["flops", "constant-table", "h100-table"])

@@ -14,8 +14,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hybrid_rows import assert_rows_equal_predict, dgx
 
-from queuesgd import Cluster, HybridParallel, predict
+from queuesgd import Cluster, HybridParallel
 from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
 from queuesgd.gemm_table import GemmTable, load_gemm_table
@@ -41,16 +42,6 @@ WIDE = TransformerShape(
     4, 1024, 16, 2048, 32000, "wide-flash", kv_heads=8, ffn_hidden=2816, attention="flash", **LLAMA
 )
 H100 = ComputeModel(load_gemm_table("h100-bf16"), memory_bandwidth="3.35TB/s")
-
-
-def rel(a: float, b: float) -> float:
-    return abs(a - b) / max(abs(a), abs(b), 1e-300)
-
-
-def dgx(workers: int) -> Cluster:
-    return Cluster(
-        workers, "200Gbit/s", "5us", gpus_per_node=8, node_bandwidth="300GB/s", node_latency="2us", rails=8
-    )
 
 
 # ---- the field and its text form -----------------------------------------------------------------------
@@ -176,27 +167,6 @@ def test_without_a_compute_model_selective_recomputation_adds_nothing_to_flash()
 
 
 # ---- the planner equals predict ------------------------------------------------------------------------
-def assert_row_equals_predict(table, cluster, i) -> None:
-    scheme, workload = table.scheme(int(i))
-    p = predict(scheme, workload, cluster)
-    pairs = {
-        "throughput": p.throughput,
-        "step": p.iteration_time,
-        "tp": p.details["tp_per_microbatch"],
-        "p2p": p.details["p2p_per_microbatch"],
-        "head": p.details["head_per_microbatch"],
-        "dp": p.details["dp_per_step"],
-        "update": p.breakdown["update"],
-        "memory": p.memory.total,
-        "parameters": p.memory.parameters,
-        "gradients": p.memory.gradients,
-        "optimizer": p.memory.optimizer,
-        "activations": p.memory.activations,
-    }
-    for name, value in pairs.items():
-        assert rel(value, float(table[name][i])) <= 1e-12, (name, table.row(int(i)), value)
-
-
 @pytest.mark.parametrize("compute", [None, H100], ids=["flops", "h100-kernels"])
 def test_a_flash_shape_evaluates_as_predict_row_by_row(compute):
     cluster = dgx(8)
@@ -214,8 +184,7 @@ def test_a_flash_shape_evaluates_as_predict_row_by_row(compute):
         assert {r["recompute"] for r in rows} == recomputes
         assert {r["zero"] for r in rows} == {0, 1, 2, 3}
         assert {r["sequence_parallel"] for r in rows} == {False, True}
-        for i in range(len(table)):
-            assert_row_equals_predict(table, cluster, i)
+        assert_rows_equal_predict(table, cluster, range(len(table)))
 
 
 # ---- memory --------------------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ tensor), and ``predict`` of each ``HybridParallel`` against the planner's array 
 from __future__ import annotations
 
 import pytest
+from hybrid_rows import assert_rows_equal_predict, dgx, rel
 
-from queuesgd import Cluster, HybridParallel, predict
+from queuesgd import HybridParallel, predict
 from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
 from queuesgd.gemm_table import load_gemm_table
@@ -31,10 +32,6 @@ LLAMA = {
 #: A small Llama-like model: 4 layers, hidden 512, 8 heads of 64, 2 key-value heads, SwiGLU of 1376.
 SMALL = TransformerShape(4, 512, 8, 1024, 32000, "small-llama", kv_heads=2, ffn_hidden=1376, **LLAMA)
 H100 = ComputeModel(load_gemm_table("h100-bf16"), memory_bandwidth="3.35TB/s")
-
-
-def rel(a: float, b: float) -> float:
-    return abs(a - b) / max(abs(a), abs(b), 1e-300)
 
 
 # ---- parameter counts against the published ones ------------------------------------------------------
@@ -263,33 +260,6 @@ def test_the_workload_puts_the_untied_output_layer_with_the_final_norm():
     assert w.gradient_bytes == 2 * 8_030_261_248
 
 
-def dgx(workers: int) -> Cluster:
-    return Cluster(
-        workers, "200Gbit/s", "5us", gpus_per_node=8, node_bandwidth="300GB/s", node_latency="2us", rails=8
-    )
-
-
-def assert_row_equals_predict(table, cluster, i) -> None:
-    scheme, workload = table.scheme(int(i))
-    p = predict(scheme, workload, cluster)
-    pairs = {
-        "throughput": p.throughput,
-        "step": p.iteration_time,
-        "tp": p.details["tp_per_microbatch"],
-        "p2p": p.details["p2p_per_microbatch"],
-        "head": p.details["head_per_microbatch"],
-        "dp": p.details["dp_per_step"],
-        "update": p.breakdown["update"],
-        "memory": p.memory.total,
-        "parameters": p.memory.parameters,
-        "gradients": p.memory.gradients,
-        "optimizer": p.memory.optimizer,
-        "activations": p.memory.activations,
-    }
-    for name, value in pairs.items():
-        assert rel(value, float(table[name][i])) <= 1e-12, (name, table.row(int(i)), value)
-
-
 @pytest.mark.parametrize("compute", [None, H100], ids=["flops", "h100-kernels"])
 def test_a_llama_shape_evaluates_as_predict_row_by_row(compute):
     cluster = dgx(8)
@@ -303,8 +273,7 @@ def test_a_llama_shape_evaluates_as_predict_row_by_row(compute):
     assert {r["recompute"] for r in rows} == {None, "selective", "full"}
     assert {r["zero"] for r in rows} == {0, 1, 2, 3}
     assert {r["sequence_parallel"] for r in rows} == {False, True}
-    for i in range(len(table)):
-        assert_row_equals_predict(table, cluster, i)
+    assert_rows_equal_predict(table, cluster, range(len(table)))
 
 
 def test_context_parallel_sends_the_grouped_keys_and_values():

@@ -13,6 +13,8 @@ from itertools import product
 
 import numpy as np
 import pytest
+from hybrid_rows import assert_rows_equal_predict as every_column_equals_predict
+from hybrid_rows import rel
 
 from queuesgd import Cluster, HybridParallel, predict
 from queuesgd.busbw import BusBandwidth, CollectiveTables
@@ -52,31 +54,9 @@ TABLES = CollectiveTables(
 )
 
 
-def rel(a: float, b: float) -> float:
-    return abs(a - b) / max(abs(a), abs(b), 1e-300)
-
-
 def assert_rows_equal_predict(table, cluster, rows) -> None:
-    for i in rows:
-        scheme, workload = table.scheme(int(i))
-        p = predict(scheme, workload, cluster)
-        pairs = {
-            "throughput": p.throughput,
-            "step": p.iteration_time,
-            "bubble": p.details["bubble"],
-            "tp": p.details["tp_per_microbatch"],
-            "p2p": p.details["p2p_per_microbatch"],
-            "head": p.details["head_per_microbatch"],
-            "dp": p.details["dp_per_step"],
-            "update": p.breakdown["update"],
-            "memory": p.memory.total,
-            "parameters": p.memory.parameters,
-            "gradients": p.memory.gradients,
-            "optimizer": p.memory.optimizer,
-            "activations": p.memory.activations,
-        }
-        for name, value in pairs.items():
-            assert rel(value, float(table[name][i])) <= 1e-12, (name, table.row(int(i)), value)
+    rows = list(rows)
+    for i, (scheme, p) in zip(rows, every_column_equals_predict(table, cluster, rows)):
         last = scheme.microbatches * (float(table["compute"][i]) + float(table["head"][i]))  # the last stage
         assert rel(p.breakdown["compute"], last) <= 1e-12
 
