@@ -350,18 +350,8 @@ def _enumerate(
                             vs = [v for v in space.virtual_stages or range(2, l // p + 1) if l % (p * v) == 0]
                             ks = (0,)
                         base.extend((t, p, d, b, m, code, v, c, e, k) for v in vs for e in es for k in ks)
-    names = (
-        "tensor",
-        "pipeline",
-        "data",
-        "microbatch",
-        "microbatches",
-        "schedule",
-        "virtual_stages",
-        "context",
-        "expert_parallel",
-        "layout",
-    )
+    inner_names = ("recompute", "zero", "sequence_parallel", "tp_overlap")  # every row takes each of these
+    names = tuple(c for c in CONFIGURATION if c not in inner_names)  # base's order: t p d b m sched v c e k
     rows = np.array(base, dtype=np.int64).reshape(-1, len(names))
     inner = np.array(
         [
@@ -374,7 +364,7 @@ def _enumerate(
     )
     B, K = rows.shape[0], inner.shape[0]
     cols = {name: np.repeat(rows[:, j], K) for j, name in enumerate(names)}
-    for j, name in enumerate(("recompute", "zero", "sequence_parallel", "tp_overlap")):
+    for j, name in enumerate(inner_names):
         cols[name] = np.tile(inner[:, j], B)
     keep = ((cols["sequence_parallel"] + cols["tp_overlap"] == 0) | (cols["tensor"] > 1)) & (
         (cols["zero"] == 0) | (cols["data"] * cols["context"] > 1)
@@ -391,7 +381,7 @@ def _enumerate(
             notes.extend(
                 f"{axis} {x}: not tried, no configuration with {why}" for x in given or () if x not in used
             )
-    if B and heads and not (rows[:, -1] == 1).any():
+    if B and heads and not (rows[:, names.index("layout")] == 1).any():
         notes.append("layout 'head-slots': not tried, no p > 2 (GPipe, 1F1B) with (l + 2) / p whole applies")
     return {k: v[keep] for k, v in cols.items()}, notes
 
