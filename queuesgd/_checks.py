@@ -542,3 +542,32 @@ def json_record(field: str, value: Any) -> dict[str, Any]:
             raise InvalidParameterError(f"{field}[{key!r}]", v, accepted)
         out[key] = list(v) if isinstance(v, (list, tuple)) else v
     return out
+
+
+def write_probe_table(path: Any, table: Any, *, rows: str, probe: str) -> Path:
+    """Write a probe's table (a dict whose ``rows`` key holds a list) as JSON at ``path`` (``.json``).
+
+    The path is checked as :func:`output_file` checks it; a table without its
+    rows is refused naming ``table``. The writers of :mod:`queuesgd.gemm_probe`
+    and :mod:`queuesgd.busbw_probe` both go through here.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> write_probe_table(tempfile.mkdtemp() + "/t.json", {"gemm": []}, rows="gemm", probe="probe_gemm").name
+    't.json'
+    >>> write_probe_table(tempfile.mkdtemp() + "/t.json", {}, rows="rows", probe="probe_busbw")
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: table: got 'dict'; accepted: a table from probe_busbw (a dict ...
+    """
+    import json
+
+    out = output_file("path", path, suffix=".json")
+    if not isinstance(table, dict) or not isinstance(table.get(rows), list):
+        accepted = f"a table from {probe} (a dict with {rows!r})"
+        raise InvalidParameterError("table", type(table).__name__, accepted)
+    out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+    return out
+

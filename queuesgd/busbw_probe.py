@@ -419,13 +419,7 @@ def write_busbw_table(path: str | Path, table: dict[str, Any]) -> Path:
     >>> load_busbw_table(p, "allreduce").busbws
     (500000000.0,)
     """
-    out = _checks.output_file("path", path, suffix=".json")
-    if not isinstance(table, dict) or not isinstance(table.get("rows"), list):
-        raise InvalidParameterError(
-            "table", type(table).__name__, "a table from probe_busbw (a dict with 'rows')"
-        )
-    out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
-    return out
+    return _checks.write_probe_table(path, table, rows="rows", probe="probe_busbw")
 
 
 def load_busbw_table(source: str | Path | Mapping[str, Any], operation: str) -> BusBandwidth:

@@ -30,7 +30,6 @@ Examples
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from collections.abc import Callable, Sequence
@@ -229,13 +228,7 @@ def write_gemm_table(path: str | Path, table: dict[str, Any]) -> Path:
     >>> len(load_gemm_table(p, peak_flops=1e15).volumes) >= 1
     True
     """
-    out = _checks.output_file("path", path, suffix=".json")
-    if not isinstance(table, dict) or not isinstance(table.get("gemm"), list):
-        raise InvalidParameterError(
-            "table", type(table).__name__, "a table from probe_gemm (a dict with 'gemm')"
-        )
-    out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
-    return out
+    return _checks.write_probe_table(path, table, rows="gemm", probe="probe_gemm")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
