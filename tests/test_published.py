@@ -9,21 +9,18 @@ the stored accuracy figures must equal those recomputed from the stored rows.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from validation_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 STORED = ROOT / "validation" / "published"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("run_published", ROOT / "validation" / "run_published.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("run_published")
 
 
 @pytest.fixture(scope="module")

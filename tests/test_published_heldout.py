@@ -9,25 +9,18 @@ stored rows.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from validation_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 STORED = ROOT / "validation" / "published"
 
 
 def _script():
-    sys.path.insert(0, str(ROOT / "validation"))
-    spec = importlib.util.spec_from_file_location(
-        "run_published_heldout", ROOT / "validation" / "run_published_heldout.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("run_published_heldout")
 
 
 @pytest.fixture(scope="module")

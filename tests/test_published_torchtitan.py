@@ -8,13 +8,12 @@ recomputed from the stored rows.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
+from validation_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 STORED = json.loads((ROOT / "validation" / "published" / "torchtitan.json").read_text())
@@ -22,13 +21,7 @@ STORED = json.loads((ROOT / "validation" / "published" / "torchtitan.json").read
 
 @pytest.fixture(scope="module")
 def run():
-    sys.path.insert(0, str(ROOT / "validation"))
-    spec = importlib.util.spec_from_file_location(
-        "run_published_torchtitan", ROOT / "validation" / "run_published_torchtitan.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("run_published_torchtitan")
 
 
 def test_the_shapes_have_the_published_parameter_counts(run):
