@@ -277,7 +277,6 @@ class HybridParallel(Scheme):
                 f"{n}.compute_model", self.compute_model, "None without shape= (its kernels come from it)"
             )
         check_experts(self)
-        set_(self, "tp_overlap", _checks.boolean(f"{n}.tp_overlap", self.tp_overlap))
         check_tp_overlap(self)
         check_zero_overlap(self)
         kw = {"pipeline": self.pipeline, "layers": self.layer_count, "schedule": self.schedule}

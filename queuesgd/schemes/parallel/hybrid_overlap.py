@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.model_shapes_attention import step_flops
 
@@ -38,7 +39,7 @@ __all__ = ["check_tp_overlap", "exposed_per_layer", "wgrad_times"]
 
 
 def check_tp_overlap(scheme: HybridParallel) -> None:
-    """Refuse ``tp_overlap=True`` without a shape (no product to overlap with is known) or with experts.
+    """Validate ``tp_overlap`` (a boolean); True is refused without a shape or with experts.
 
     Examples
     --------
@@ -48,6 +49,8 @@ def check_tp_overlap(scheme: HybridParallel) -> None:
     ...
     queuesgd.errors.InvalidParameterError: HybridParallel.tp_overlap: got True; accepted: False without ...
     """
+    name = "HybridParallel.tp_overlap"
+    object.__setattr__(scheme, "tp_overlap", _checks.boolean(name, scheme.tp_overlap))
     if not scheme.tp_overlap:
         return
     if scheme.shape is None:
