@@ -29,7 +29,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -394,6 +394,18 @@ def batch_times(
     }
 
 
+def _per_split(
+    b: np.ndarray, t: np.ndarray, sp: np.ndarray, c: np.ndarray, fn: Callable[..., Any]
+) -> np.ndarray:
+    """``fn(b, t, sp, c, i)`` once per distinct ``(b, t, SP, c)`` (``i`` its first row), one row per row."""
+    keys = np.stack([b, t, sp.astype(np.int64), c], axis=1)
+    unique, first, which = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    out = np.array(
+        [fn(int(bb), int(tt), bool(ss), int(cc), int(i)) for (bb, tt, ss, cc), i in zip(unique, first)]
+    )
+    return out.reshape(len(unique), -1)[which.ravel()]
+
+
 def _shaped_compute(
     model: ComputeModel,
     shape: TransformerShape,
@@ -409,15 +421,11 @@ def _shaped_compute(
     ``(l / p) (f + f_b + r)`` and ``3 f_head`` in the scalar method's order of operations: equal bit
     for bit (``f_b`` the backward: twice the forward, 2.5 times for a flash core).
     """
-    keys = np.stack([b, t, sp.astype(np.int64), c], axis=1)
-    unique, which = np.unique(keys, axis=0, return_inverse=True)
-    sums = np.array(
-        [
-            model.block_parts(shape, int(bb), tensor=int(tt), sequence_parallel=bool(ss), context=int(cc))
-            for bb, tt, ss, cc in unique
-        ]
-    ).reshape(-1, 4)
-    f, bwd, core, head = (sums[:, j][which.ravel()] for j in range(4))
+    sums = _per_split(
+        b, t, sp, c,
+        lambda bb, tt, ss, cc, _: model.block_parts(shape, bb, tensor=tt, sequence_parallel=ss, context=cc),
+    )  # fmt: skip
+    f, bwd, core, head = sums.T
     r = np.where(rc == 1, f, np.where(rc == 2, core, 0.0))
     return shape.layers / p * (f + bwd + r), 3.0 * head
 
@@ -433,24 +441,14 @@ def _batch_wgrad(
     stretch: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~.hybrid_overlap.wgrad_times` per row, computed once per ``(b, t, SP, c)`` (and ``C``)."""
-    keys = np.stack([b, t, sp.astype(np.int64), c], axis=1)
-    unique, first, which = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    out = np.array(
-        [
-            wgrad_times(
-                shape,
-                int(bb),
-                tensor=int(tt),
-                sequence_parallel=bool(ss),
-                context=int(cc),
-                compute=float(C[i]),
-                model=model,
-                stretch=stretch,
-            )
-            for (bb, tt, ss, cc), i in zip(unique, first)
-        ]
-    ).reshape(-1, 2)
-    return out[:, 0][which.ravel()], out[:, 1][which.ravel()]
+    kw = {"model": model, "stretch": stretch}
+    out = _per_split(
+        b, t, sp, c,
+        lambda bb, tt, ss, cc, i: wgrad_times(
+            shape, bb, tensor=tt, sequence_parallel=ss, context=cc, compute=float(C[i]), **kw
+        ),
+    )  # fmt: skip
+    return out[:, 0], out[:, 1]
 
 
 def _expert_bytes(shape: TransformerShape, workload: Workload) -> float:
