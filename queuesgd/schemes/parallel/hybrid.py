@@ -436,7 +436,7 @@ class HybridParallel(Scheme):
         cp = ep = 0.0
         if c > 1:  # K/V: all-gather forward, again backward, reduce-scatter of their gradients
             k_cp = math.gcd(c, gpn // t) if t < gpn else 1
-            kv = kv_bytes(A, t) * (self.shape.kv / self.shape.heads)  # grouped-query: g = k h / a columns
+            kv = kv_bytes(A, t, self.shape.kv / self.shape.heads)  # grouped-query: g = k h / a columns
             gather = coll("allgather", kv, c, k_cp, "cp")
             cp = (
                 self.layer_count

@@ -51,6 +51,7 @@ from queuesgd.schemes.parallel.hybrid_zero import exposed_per_microbatch
 from queuesgd.schemes.parallel.megatron import (
     expert_mlp_parameters,
     head_share,
+    kv_bytes,
     pipeline_time,
     selective_share,
 )
@@ -325,7 +326,7 @@ def batch_times(
         tp_exposed = np.where(ov, shape.layers / p * hidden, tp)
     # context parallelism: K/V all-gathered forward and backward, their gradients reduce-scattered
     k_cp = np.where(t < gpn, np.gcd(c, np.maximum(gpn // t, 1)), 1)
-    kv = 2.0 * A / t * (shape.kv / shape.heads)  # as kv_bytes: K and V have g = k h / a columns
+    kv = kv_bytes(A, t, shape.kv / shape.heads)  # K and V have g = k h / a columns
     cp_ag, _ = batch_collective_time("allgather", kv, cluster, c, k_cp)
     cp_rs, _ = batch_collective_time("reduce_scatter", kv, cluster, c, k_cp)
     cp = np.where(c > 1, shape.layers / p * (np.where(full, 3, 2) * cp_ag + cp_rs), 0.0)

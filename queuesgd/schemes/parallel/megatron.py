@@ -300,8 +300,11 @@ def hybrid_memory(
     )
 
 
-def kv_bytes(boundary_bytes: float, tensor: int = 1) -> float:
+def kv_bytes(boundary_bytes: Any, tensor: Any = 1, share: float = 1.0) -> Any:
     """Bytes of one layer's keys and values for the whole sequence on one tensor-parallel rank: ``2 A / t``.
+
+    ``share``: the key-value heads over the heads, ``k / a`` (grouped-query attention: K and V have
+    ``g = k h / a`` columns); 1 for multi-head attention. Works on arrays.
 
     ``A = b s h`` x 2 bytes (the layer's hidden states); K and V are each
     ``b s h / t`` values on a rank of ``t``. Context parallelism (``c``
@@ -319,8 +322,10 @@ def kv_bytes(boundary_bytes: float, tensor: int = 1) -> float:
     --------
     >>> kv_bytes(2048 * 12288 * 2.0, tensor=8) / 1e6         # GPT-3 175B, TP 8: 2 x 2048 x 1536 x 2 bytes
     12.582912
+    >>> kv_bytes(2048 * 8192 * 2.0, tensor=8, share=8 / 64) / 1e6   # Llama 3 70B: 8 of 64 heads
+    1.048576
     """
-    return 2.0 * boundary_bytes / tensor
+    return 2.0 * boundary_bytes / tensor * share
 
 
 def expert_mlp_parameters(hidden: int) -> int:
