@@ -57,7 +57,9 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from queuesgd import _checks, units
@@ -77,6 +79,7 @@ __all__ = [
     "LLAMA3_405B",
     "LLAMA3_70B",
     "LLAMA3_8B",
+    "LLAMA_STYLE",
     "MAX_DIMENSION",
     "MAX_LAYERS",
     "NORMS",
@@ -553,21 +556,32 @@ class TransformerShape:
 GPT3_XL = TransformerShape(layers=24, hidden=2048, heads=16, sequence=2048, vocabulary=50257, name="gpt3-xl")
 
 
+#: The fields that make a shape Llama-style (the presets below; the text form's ``:llama``): SwiGLU,
+#: RMSNorm, no biases, an untied output layer, rotary positions, no dropout, flash attention.
+LLAMA_STYLE: Mapping[str, Any] = MappingProxyType(
+    {
+        "gated": True,
+        "bias": False,
+        "norm": "rmsnorm",
+        "tied_embeddings": False,
+        "position_embedding": False,
+        "dropout": False,
+        "attention": "flash",
+    }
+)
+
 #: Llama 3 / 3.1, 8B (Meta, *The Llama 3 Herd of Models*, 2024, Table 3; the Hugging Face
 #: ``config.json``): 32 layers, hidden 4096, 32 heads and 8 key-value heads, SwiGLU of 14336, RMSNorm,
 #: no biases, untied output layer, rotary positions, no dropout; 8192 tokens, vocabulary 128256; flash
 #: attention (as Llama 3 is trained: a fused attention kernel, no s x s activations).
 LLAMA3_8B = TransformerShape(
-    32, 4096, 32, 8192, 128256, "llama3-8b", kv_heads=8, ffn_hidden=14336, gated=True, bias=False,
-    norm="rmsnorm", tied_embeddings=False, position_embedding=False, dropout=False, attention="flash",
-)  # fmt: skip
+    32, 4096, 32, 8192, 128256, "llama3-8b", kv_heads=8, ffn_hidden=14336, **LLAMA_STYLE
+)
 #: Llama 3 70B: 80 layers, hidden 8192, 64 heads (8 key-value), SwiGLU of 28672; otherwise as 8B.
 LLAMA3_70B = TransformerShape(
-    80, 8192, 64, 8192, 128256, "llama3-70b", kv_heads=8, ffn_hidden=28672, gated=True, bias=False,
-    norm="rmsnorm", tied_embeddings=False, position_embedding=False, dropout=False, attention="flash",
-)  # fmt: skip
+    80, 8192, 64, 8192, 128256, "llama3-70b", kv_heads=8, ffn_hidden=28672, **LLAMA_STYLE
+)
 #: Llama 3.1 405B: 126 layers, hidden 16384, 128 heads (8 key-value), SwiGLU of 53248; otherwise as 8B.
 LLAMA3_405B = TransformerShape(
-    126, 16384, 128, 8192, 128256, "llama3-405b", kv_heads=8, ffn_hidden=53248, gated=True, bias=False,
-    norm="rmsnorm", tied_embeddings=False, position_embedding=False, dropout=False, attention="flash",
-)  # fmt: skip
+    126, 16384, 128, 8192, 128256, "llama3-405b", kv_heads=8, ffn_hidden=53248, **LLAMA_STYLE
+)

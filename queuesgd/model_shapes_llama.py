@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from queuesgd.errors import InvalidParameterError
+from queuesgd.model_shapes import LLAMA_STYLE
 from queuesgd.model_shapes_attention import activation_terms
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ _FLAGS: dict[str, tuple[tuple[str, Any], ...]] = {
     "nodropout": (("dropout", False),),
     "flash": (("attention", "flash"),),
 }
-_FLAGS["llama"] = tuple(pair for pairs in _FLAGS.values() for pair in pairs)
+_FLAGS["llama"] = tuple(LLAMA_STYLE.items())  # the presets' fields, the seven flags together
 _NUMBERS = {"kv": "kv_heads", "ffn": "ffn_hidden"}
 
 

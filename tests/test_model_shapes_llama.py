@@ -15,7 +15,7 @@ from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
 from queuesgd.gemm_table import load_gemm_table
 from queuesgd.hybrid_space import HybridSpace, evaluate_space
-from queuesgd.model_shapes import GPT3_XL, LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, TransformerShape
+from queuesgd.model_shapes import GPT3_XL, LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, LLAMA_STYLE, TransformerShape
 from queuesgd.model_shapes_llama import parse_shape_text
 from queuesgd.schemes.parallel.collectives import collective_time
 from queuesgd.schemes.parallel.hybrid_batch import batch_times
@@ -299,3 +299,12 @@ def test_context_parallel_sends_the_grouped_keys_and_values():
     rs = collective_time("reduce_scatter", kv, cluster, 2, per_node=2).seconds
     gqa = HybridParallel(2, 2, 2, 4, shape=SMALL, context=2)
     assert rel(predict(gqa, w[2], cluster).details["cp_per_microbatch"], 4 / 2 * (2 * ag + rs)) <= 1e-12
+
+
+def test_the_text_forms_llama_is_its_seven_flags_and_the_presets_fields():
+    flags = parse_shape_text("4:512:8:1024:32000:gated:rmsnorm:nobias:untied:rope:nodropout:flash")
+    assert flags == parse_shape_text("4:512:8:1024:32000:llama")
+    expected = {"gated": True, "bias": False, "norm": "rmsnorm", "tied_embeddings": False,
+                "position_embedding": False, "dropout": False, "attention": "flash"}  # fmt: skip
+    assert dict(LLAMA_STYLE) == expected
+    assert all(getattr(flags, k) == v and getattr(LLAMA3_8B, k) == v for k, v in expected.items())

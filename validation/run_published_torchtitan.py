@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE))
 
 import run_published as rp  # noqa: E402
 
-from queuesgd.model_shapes import LLAMA3_70B, TransformerShape  # noqa: E402
+from queuesgd.model_shapes import LLAMA3_70B, LLAMA_STYLE, TransformerShape  # noqa: E402
 
 OUT = HERE / "published" / "torchtitan.json"
 GPUS = 64
@@ -31,15 +31,13 @@ SOURCE = (
     "pytorch/torchtitan docs/performance.md at 041336434916bdc0f88c1f89fda176fd3c2092e4: FSDP2 on 64 A100 "
     "(80GB); WPS per GPU"
 )
-LLAMA = {
-    "gated": True, "bias": False, "norm": "rmsnorm", "tied_embeddings": False,
-    "position_embedding": False, "dropout": False, "attention": "flash",
-}  # fmt: skip
 SHAPES = {
     "llama3-70b": LLAMA3_70B,
-    "llama2-13b": TransformerShape(40, 5120, 40, 4096, 32000, name="llama2-13b", ffn_hidden=13824, **LLAMA),
+    "llama2-13b": TransformerShape(
+        40, 5120, 40, 4096, 32000, name="llama2-13b", ffn_hidden=13824, **LLAMA_STYLE
+    ),
     "llama2-70b": TransformerShape(
-        80, 8192, 64, 4096, 32000, name="llama2-70b", kv_heads=8, ffn_hidden=28672, **LLAMA
+        80, 8192, 64, 4096, 32000, name="llama2-70b", kv_heads=8, ffn_hidden=28672, **LLAMA_STYLE
     ),
 }
 #: (model, local batch, activation checkpointing, measured WPS per GPU, the quoted row)
