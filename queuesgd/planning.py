@@ -43,7 +43,7 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from queuesgd import _checks, units
@@ -207,6 +207,10 @@ def _hybrid_fields(c: Candidate) -> dict[str, Any]:
         "EP": s.expert_parallel,
         "layout": "even" if s.stage_layers is None else "head-slots",
     }
+
+
+#: HybridParallel's fields that its formula keeps as symbols: candidates differing only in them share it.
+_FORMULA_SYMBOLS = frozenset({"tensor", "pipeline", "data", "microbatches", "virtual_stages"})
 
 
 def _formula(scheme: Any) -> str:
@@ -399,16 +403,8 @@ def _plan_hybrid(
     for i in table.order()[: space.keep]:
         scheme, workload = table.scheme(i)
         p = predict(scheme, workload, cluster)
-        key = (  # every field the formula's expression depends on (the shape is the plan's)
-            scheme.schedule,
-            scheme.recompute,
-            scheme.zero,
-            scheme.sequence_parallel,
-            scheme.tp_overlap,
-            scheme.context > 1,
-            scheme.experts is not None,
-            scheme.stage_layers is not None and len(set(scheme.stage_layers)) > 1,  # uneven: no formula
-        )
+        # every field but those the formula keeps as symbols (its t, p, d, M, v) decides its expression
+        key = tuple(getattr(scheme, f.name) for f in fields(scheme) if f.name not in _FORMULA_SYMBOLS)
         if key not in formulas:
             formulas[key] = _formula(scheme)
         d = scheme.replicas(cluster)
