@@ -21,26 +21,14 @@ from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
 from queuesgd.gemm_table import GemmTable, load_gemm_table
 from queuesgd.hybrid_space import HybridSpace, evaluate_space
-from queuesgd.model_shapes import GPT3_XL, LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, TransformerShape
+from queuesgd.model_shapes import GPT3_XL, LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, LLAMA_STYLE, TransformerShape
 from queuesgd.model_shapes_llama import parse_shape_text
 from queuesgd.schemes.parallel.megatron import layer_activation_bytes
 
-LLAMA = {
-    "gated": True,
-    "bias": False,
-    "norm": "rmsnorm",
-    "tied_embeddings": False,
-    "position_embedding": False,
-    "dropout": False,
-}
 #: A small Llama-like model with flash attention: 4 layers, hidden 512, 8 heads of 64, 2 key-value heads.
-SMALL = TransformerShape(
-    4, 512, 8, 1024, 32000, "small-flash", kv_heads=2, ffn_hidden=1376, attention="flash", **LLAMA
-)
+SMALL = TransformerShape(4, 512, 8, 1024, 32000, "small-flash", kv_heads=2, ffn_hidden=1376, **LLAMA_STYLE)
 #: One that t = 8 splits: 16 heads of 64, 8 key-value heads, SwiGLU of 2816 (= 8 x 352).
-WIDE = TransformerShape(
-    4, 1024, 16, 2048, 32000, "wide-flash", kv_heads=8, ffn_hidden=2816, attention="flash", **LLAMA
-)
+WIDE = TransformerShape(4, 1024, 16, 2048, 32000, "wide-flash", kv_heads=8, ffn_hidden=2816, **LLAMA_STYLE)
 H100 = ComputeModel(load_gemm_table("h100-bf16"), memory_bandwidth="3.35TB/s")
 
 

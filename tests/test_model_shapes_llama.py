@@ -21,14 +21,7 @@ from queuesgd.schemes.parallel.collectives import collective_time
 from queuesgd.schemes.parallel.hybrid_batch import batch_times
 from queuesgd.schemes.parallel.megatron import SCHEDULES, layer_activation_bytes
 
-LLAMA = {
-    "gated": True,
-    "bias": False,
-    "norm": "rmsnorm",
-    "tied_embeddings": False,
-    "position_embedding": False,
-    "dropout": False,
-}
+LLAMA = {**LLAMA_STYLE, "attention": "eager"}  # the eager layout: its kernels and s^2 activations
 #: A small Llama-like model: 4 layers, hidden 512, 8 heads of 64, 2 key-value heads, SwiGLU of 1376.
 SMALL = TransformerShape(4, 512, 8, 1024, 32000, "small-llama", kv_heads=2, ffn_hidden=1376, **LLAMA)
 H100 = ComputeModel(load_gemm_table("h100-bf16"), memory_bandwidth="3.35TB/s")
