@@ -62,8 +62,10 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    the shard's gradients ``G/(t p)``; ZeRO 1 and 2 reduce-scatter them and
    all-gather the updated parameters (Megatron's distributed optimizer);
    ZeRO 3 gathers the parameters before each micro-batch's forward and backward and
-   reduce-scatters its gradients (FSDP/DeepSpeed stage 3, no overlap; ``zero_overlap=True``:
-   prefetched, :mod:`~.hybrid_zero`). The update is ``u / (t p)``, ``u / (t p d)`` with ZeRO.
+   reduce-scatters its gradients (FSDP/DeepSpeed stage 3, no overlap). ``zero_overlap=True``
+   overlaps them with the stage's compute (ZeRO 0-2: the gradient collective behind the last
+   micro-batch's backward, the gather behind the next step's first forward; ZeRO 3: prefetched;
+   :mod:`~.hybrid_zero`). The update is ``u / (t p)``, ``u / (t p d)`` with ZeRO.
 6. **Collectives** by :func:`~queuesgd.schemes.parallel.collectives.collective_time`:
    NCCL's choice among ring, tree and hierarchical, or the cluster's measured
    bus bandwidth.
@@ -119,8 +121,9 @@ from queuesgd.schemes.parallel.hybrid_formula import QUANTITIES, hybrid_formula
 from queuesgd.schemes.parallel.hybrid_memory import first_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
 from queuesgd.schemes.parallel.hybrid_overlap import check_tp_overlap, exposed_per_layer, wgrad_times
+from queuesgd.schemes.parallel.hybrid_reason import closed_form_reason
 from queuesgd.schemes.parallel.hybrid_stages import StepTimes, stage_layer_counts, stage_shares
-from queuesgd.schemes.parallel.hybrid_zero import check_zero_overlap, exposed_per_microbatch
+from queuesgd.schemes.parallel.hybrid_zero import check_zero_overlap, exposed_per_step
 from queuesgd.schemes.parallel.megatron import (
     RECOMPUTE,
     SCHEDULES,
@@ -204,8 +207,10 @@ class HybridParallel(Scheme):
         The backward's TP collectives overlapped with the weight-gradient GEMMs of QKV and fc1 (Megatron's
         async all-reduce; default False; needs ``shape``): :mod:`~.hybrid_overlap`.
     zero_overlap : bool
-        ZeRO-3's collectives prefetched behind the stage's compute (FSDP/DeepSpeed; default False; needs
-        ``zero=3``): :mod:`~.hybrid_zero`.
+        The data-parallel collectives overlapped with the stage's compute (default False; any ZeRO stage):
+        ZeRO 0-2's gradient collective behind the last micro-batch's backward and ZeRO 1-2's gather behind
+        the next step's first forward (DDP buckets, Megatron-Core's ``--overlap-grad-reduce`` and
+        ``--overlap-param-gather``), ZeRO-3's prefetched (FSDP/DeepSpeed): :mod:`~.hybrid_zero`.
 
     Examples
     --------
@@ -469,13 +474,17 @@ class HybridParallel(Scheme):
         G = (workload.gradient_bytes - X) / (t * p) if X else workload.gradient_bytes / (t * p)
         P = (workload.parameter_bytes - X) / (t * p) if X else workload.parameter_bytes / (t * p)
 
-        gathers: list[float] = []  # ZeRO-3's one gather of each shard (zero_overlap)
+        reduces: list[float] = []  # each group's gradient collective and one gather (zero_overlap)
+        gathers: list[float] = []
 
         def data_parallel(G: float, P: float, ranks: int, k: int, tag: str) -> float:
             if self.zero == 0:
-                return coll("allreduce", G, ranks, k, tag)
+                reduces.append(coll("allreduce", G, ranks, k, tag))
+                return reduces[-1]
             if self.zero in (1, 2):
-                return coll("reduce_scatter", G, ranks, k, tag) + coll("allgather", P, ranks, k, tag + "_ag")
+                reduces.append(coll("reduce_scatter", G, ranks, k, tag))
+                gathers.append(coll("allgather", P, ranks, k, tag + "_ag"))
+                return reduces[-1] + gathers[-1]
             gathers.append(coll("allgather", P, ranks, k, tag + "_ag"))
             return m * (2 * gathers[-1] + coll("reduce_scatter", G, ranks, k, tag))
 
@@ -490,8 +499,14 @@ class HybridParallel(Scheme):
             update = workload.update_time / (t * p * (dc if self.zero else 1))
         shares = stage_shares(self)
         dp_all = dp
-        if self.zero_overlap:  # prefetched behind the stage's compute, the first layer's gather exposed
-            dp = m * exposed_per_microbatch(dp / m, sum(gathers), compute, self.layer_count / p)
+        if self.zero_overlap:  # behind the stage's compute, one layer's share exposed (hybrid_zero)
+            n = self.layer_count / p
+            if self.compute_model is None:
+                fwd = C * (1.0 - hs + xs) * forward / (t * p * c)
+            else:  # a block's forward from the compute model (its backward twice it, more with flash)
+                kw = {"tensor": t, "sequence_parallel": self.sequence_parallel, "context": c}
+                fwd = stretch * (n * self.compute_model.block_parts(self.shape, workload.batch_size, **kw)[0])
+            dp = exposed_per_step(self.zero, m, dp, sum(reduces), sum(gathers), compute, fwd, n)
         steps = StepTimes(compute, exposed, p2p, dp, update, p, m, v, algorithms, cp, ep, head, shares)
         return steps, tp, dp_all
 
@@ -526,27 +541,7 @@ class HybridParallel(Scheme):
         m = self.microbatches
         breakdown = tm.breakdown()
         exact = isinstance(workload.compute, Deterministic) and len(set(cluster.speed_factors.tolist())) == 1
-        reason = (
-            f"closed form (Megatron-LM, Narayanan et al. SC'21): t={self.tensor} p={self.pipeline} "
-            f"d={self.replicas(cluster)} m={m} {self.schedule}"
-            + (f" c={self.context}" if self.context > 1 else "")
-            + (f" E={self.experts} e={self.expert_parallel}" if self.experts is not None else "")
-            + (f" v={self.virtual_stages}" if self.schedule == "interleaved" else "")
-            + f", bubble (p-1)/(v m) = {bubble_fraction(self.pipeline, m, self.virtual_stages):.4g}"
-            + (", the last stage also runs the output layer" if tm.head else "")
-            + (f", uneven stages {self.stage_layers} (slowest: {tm.slowest})" if tm.stages else "")
-            + (", compute by kernel from the GEMM table" if self.compute_model is not None else "")
-            + (", the backward's TP collectives behind the weight gradients" if self.tp_overlap else "")
-            + (", ZeRO-3's collectives prefetched behind the compute" if self.zero_overlap else "")
-            + ", collectives "
-            + ", ".join(f"{k} {a}" for k, a in tm.algorithms.items())
-            + (
-                ""
-                if exact
-                else "; compute at its mean, paced by the slowest GPU (random or unequal times "
-                "make the real step longer)"
-            )
-        )
+        reason = closed_form_reason(self, tm, cluster, exact=exact)
         return SchemeSolution(
             iteration_rate=1.0 / tm.step,
             gradients_per_update=float(self.replicas(cluster) * m),

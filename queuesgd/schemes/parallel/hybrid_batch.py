@@ -47,7 +47,7 @@ from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
 from queuesgd.schemes.parallel.hybrid_layout import head_slots_first, head_slots_step
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share
 from queuesgd.schemes.parallel.hybrid_overlap import exposed_per_layer, wgrad_times
-from queuesgd.schemes.parallel.hybrid_zero import exposed_per_microbatch
+from queuesgd.schemes.parallel.hybrid_zero import exposed_per_step
 from queuesgd.schemes.parallel.megatron import (
     expert_mlp_parameters,
     head_share,
@@ -225,8 +225,8 @@ def batch_times(
         stage (:func:`~.hybrid_layout.head_slots_step`), the first stage's memory with its ``n - 1``
         layers, the data-parallel part unchanged (GPipe and 1F1B; with ``p = 2`` the even split).
     zero_overlap : array of bool
-        ``HybridParallel.zero_overlap`` (default False; rows with ``zero=3`` only): ZeRO-3's collectives
-        prefetched behind the stage's compute (:mod:`~.hybrid_zero`).
+        ``HybridParallel.zero_overlap`` (default False; any ZeRO stage): the data-parallel collectives
+        overlapped with the stage's compute (:mod:`~.hybrid_zero`).
 
     Returns
     -------
@@ -307,9 +307,10 @@ def batch_times(
         share = np.where(full, rerun, np.where(selective, sel, 0.0))
         compute = C * (1.0 - H + xs + share) / (t * p * c)
         head = C * H / (t * c)
+        fwd = C * (1.0 - H + xs) * forward / (t * p * c)  # the blocks' forward (zero_overlap)
     else:
-        compute, head = _shaped_compute(compute_model, shape, b, t, p, sp, rc, c)
-        compute, head = stretch * compute, stretch * head
+        compute, head, fwd = _shaped_compute(compute_model, shape, b, t, p, sp, rc, c)
+        compute, head, fwd = stretch * compute, stretch * head, stretch * fwd
     gpn = cluster.per_node
     # tensor parallelism: packed in a node
     k_tp = np.minimum(t, gpn)
@@ -358,12 +359,16 @@ def batch_times(
     else:
         update = update_time / (t * p * np.where(z > 0, dc, 1))
     dp_exposed = dp
-    if zo.any():  # ZeRO-3 prefetched behind the stage's compute, the first layer's gather exposed
-        gather, _ = batch_collective_time("allgather", P, cluster, dc, k_dp)
-        if moe:
-            gather = gather + batch_collective_time("allgather", Px, cluster, dc // e, k_x)[0]
-        hidden = m * exposed_per_microbatch(dp / m, gather, compute, shape.layers / p)
-        dp_exposed = np.where(zo & (z == 3), hidden, dp)
+    if zo.any():  # behind the stage's compute, one layer's share exposed (hybrid_zero)
+        groups = [(G, P, dc, k_dp)] + ([(Px, Px, dc // e, k_x)] if moe else [])
+        reduce, gather = np.zeros(n), np.zeros(n)
+        for g_bytes, p_bytes, ranks, k in groups:  # the dense shards, then the local experts'
+            ar, _ = batch_collective_time("allreduce", g_bytes, cluster, ranks, k)
+            rs_, _ = batch_collective_time("reduce_scatter", g_bytes, cluster, ranks, k)
+            ag_, _ = batch_collective_time("allgather", p_bytes, cluster, ranks, k)
+            reduce, gather = reduce + np.where(z == 0, ar, rs_), gather + np.where(z == 0, 0.0, ag_)
+        hidden = exposed_per_step(z, m, dp, reduce, gather, compute, fwd, shape.layers / p)
+        dp_exposed = np.where(zo, hidden, dp)
     tau = compute + tp_exposed + p2p + cp + ep
     step = pipeline_time(tau, head, p, m, v) + dp_exposed + update
     uneven = hs & (p > 2)  # with p = 2 the head-slots split is the even one (HybridParallel's too)
@@ -416,11 +421,12 @@ def _shaped_compute(
     sp: np.ndarray,
     rc: np.ndarray,
     c: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``ComputeModel.stage_times`` per row: the kernels timed once per ``(b, t, SP, c)``, then arrays.
 
     ``(l / p) (f + f_b + r)`` and ``3 f_head`` in the scalar method's order of operations: equal bit
-    for bit (``f_b`` the backward: twice the forward, 2.5 times for a flash core).
+    for bit (``f_b`` the backward: twice the forward, 2.5 times for a flash core); and the blocks'
+    forward ``(l / p) f`` (``zero_overlap``).
     """
     sums = _per_split(
         b, t, sp, c,
@@ -428,7 +434,7 @@ def _shaped_compute(
     )  # fmt: skip
     f, bwd, core, head = sums.T
     r = np.where(rc == 1, f, np.where(rc == 2, core, 0.0))
-    return shape.layers / p * (f + bwd + r), 3.0 * head
+    return shape.layers / p * (f + bwd + r), 3.0 * head, shape.layers / p * f
 
 
 def _batch_wgrad(

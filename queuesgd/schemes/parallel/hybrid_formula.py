@@ -13,7 +13,7 @@ the cluster's nodes): the scheme's closed form has them, ``formula`` says so. Wi
 the backward's two TP collectives of a layer are ``Max(0, x - W_qkv)`` and
 ``Max(0, x - W_fc1)`` (``x`` the all-reduce, the reduce-scatter with sequence
 parallelism, whose all-gathers stay exposed; :mod:`~.hybrid_overlap`). ``zero_overlap``
-(:mod:`~.hybrid_zero`) is not in the throughput: ``formula`` raises NotRepresentable.
+(:mod:`~.hybrid_zero`, any ZeRO stage) is not in the throughput: ``formula`` raises NotRepresentable.
 
 Examples
 --------
@@ -86,8 +86,9 @@ def hybrid_formula(
         )
     if scheme.zero_overlap and quantity == "throughput":
         raise NotRepresentable(
-            "HybridParallel's formula has ZeRO-3's collectives exposed only (zero_overlap=False); predict "
-            "has their overlap with compute (max(Z - C, 0) + a layer's gather; hybrid_zero), not derived here"
+            "HybridParallel's formula has the data-parallel collectives exposed only (zero_overlap=False); "
+            "predict has their overlap with the stage's compute (min(max(X - K, 0) + X / n, X) per "
+            "collective, K the compute it hides behind; hybrid_zero), not derived here"
         )
     if scheme.stage_layers is not None and len(set(scheme.stage_layers)) > 1:
         raise NotRepresentable(

@@ -1,0 +1,69 @@
+"""HybridParallel's ``reason``: the one line a closed-form prediction says about how it was computed.
+
+:func:`closed_form_reason` names the configuration (``t p d m``, the
+schedule, context and expert parallelism, ``v``), the bubble, what changes
+the model (the head on the last stage, uneven stages, a compute model, the
+overlaps), NCCL's algorithm of each collective and whether the compute was
+taken at its mean.
+
+Examples
+--------
+>>> from queuesgd import Cluster, Workload
+>>> from queuesgd.schemes.parallel.hybrid import HybridParallel
+>>> s, c = HybridParallel(pipeline=2, microbatches=4), Cluster(2, "1GB/s")
+>>> closed_form_reason(s, s.times(Workload(1.0, "1MB"), c), c, exact=True)[:73]
+"closed form (Megatron-LM, Narayanan et al. SC'21): t=1 p=2 d=1 m=4 1f1b, "
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queuesgd.schemes.parallel.megatron import bubble_fraction
+
+if TYPE_CHECKING:
+    from queuesgd.schemes.parallel.hybrid import HybridParallel
+    from queuesgd.schemes.parallel.hybrid_stages import StepTimes
+    from queuesgd.workload import Cluster
+
+__all__ = ["closed_form_reason"]
+
+
+def closed_form_reason(scheme: HybridParallel, tm: StepTimes, cluster: Cluster, *, exact: bool) -> str:
+    """The ``reason`` of :meth:`~queuesgd.schemes.parallel.hybrid.HybridParallel.solve_closed_form`.
+
+    ``tm`` the step's parts (:meth:`~queuesgd.schemes.parallel.hybrid.HybridParallel.times`),
+    ``exact`` whether the compute is deterministic and the GPUs equal (else the
+    line says the compute was taken at its mean, paced by the slowest GPU).
+
+    Examples
+    --------
+    >>> from queuesgd import Cluster, Workload
+    >>> from queuesgd.schemes.parallel.hybrid import HybridParallel
+    >>> s, c = HybridParallel(zero=3, zero_overlap=True), Cluster(2, "1GB/s")
+    >>> "data-parallel collectives overlapped" in closed_form_reason(s, s.times(Workload(1.0, "1MB"), c), c,
+    ...                                                          exact=False)
+    True
+    """
+    s, m = scheme, scheme.microbatches
+    return (
+        f"closed form (Megatron-LM, Narayanan et al. SC'21): t={s.tensor} p={s.pipeline} "
+        f"d={s.replicas(cluster)} m={m} {s.schedule}"
+        + (f" c={s.context}" if s.context > 1 else "")
+        + (f" E={s.experts} e={s.expert_parallel}" if s.experts is not None else "")
+        + (f" v={s.virtual_stages}" if s.schedule == "interleaved" else "")
+        + f", bubble (p-1)/(v m) = {bubble_fraction(s.pipeline, m, s.virtual_stages):.4g}"
+        + (", the last stage also runs the output layer" if tm.head else "")
+        + (f", uneven stages {s.stage_layers} (slowest: {tm.slowest})" if tm.stages else "")
+        + (", compute by kernel from the GEMM table" if s.compute_model is not None else "")
+        + (", the backward's TP collectives behind the weight gradients" if s.tp_overlap else "")
+        + (", the data-parallel collectives overlapped with the compute" if s.zero_overlap else "")
+        + ", collectives "
+        + ", ".join(f"{k} {a}" for k, a in tm.algorithms.items())
+        + (
+            ""
+            if exact
+            else "; compute at its mean, paced by the slowest GPU (random or unequal times "
+            "make the real step longer)"
+        )
+    )
