@@ -39,7 +39,12 @@ from queuesgd.harness.report import (  # noqa: E402
     write_rows,
 )
 from queuesgd.harness.report.fidelity import fidelity_lines, read_passes, trace_rows  # noqa: E402
-from queuesgd.harness.report.published import heldout_lines, published_lines, torchtitan_lines  # noqa: E402
+from queuesgd.harness.report.published import (  # noqa: E402
+    h100_lines,
+    heldout_lines,
+    published_lines,
+    torchtitan_lines,
+)
 
 
 def _machine() -> str:
@@ -101,6 +106,9 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
     titan = HERE / "published" / "torchtitan.json"
     if titan.exists():
         appendix = [*appendix, *torchtitan_lines(json.loads(titan.read_text()))]
+    h100 = HERE / "published" / "h100.json"
+    if h100.exists():
+        appendix = [*appendix, *h100_lines(json.loads(h100.read_text()))]
     return write_report(
         rows,
         out / "REPORT.md",
