@@ -33,6 +33,7 @@ Which configurations count (the rules of Megatron-LM and of ``HybridParallel``):
   ``m`` a multiple of ``p`` and ``p v`` dividing the layers;
 - with ``E`` experts, ``e`` divides ``E`` and ``d`` (the experts split
   inside the data-parallel group); without experts ``e = 1``;
+- ``tp_overlap="all"`` only with sequence parallelism (HybridParallel's rule);
 - duplicates are left out: sequence parallelism and ``tp_overlap`` only with ``t > 1``, a ZeRO
   stage above 0 only with ``d c > 1`` (ZeRO shards over the ``d c`` ranks
   holding the same parameters; with one it changes nothing), and for a
@@ -69,6 +70,7 @@ from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.parallel.hybrid_batch import COLUMNS, batch_times
 from queuesgd.schemes.parallel.hybrid_layout import LAYOUTS, head_slot_layers, head_slots_applies
 from queuesgd.schemes.parallel.hybrid_moe import MAX_CAPACITY_FACTOR
+from queuesgd.schemes.parallel.hybrid_overlap import TP_OVERLAP, tp_overlap_value
 from queuesgd.schemes.parallel.megatron import RECOMPUTE, SCHEDULES
 
 if TYPE_CHECKING:
@@ -94,6 +96,11 @@ CONFIGURATION: tuple[str, ...] = (
     "tp_overlap",
     "layout",
 )
+
+
+def _bool_or(x: Any, names: tuple[str, ...]) -> bool:
+    """Whether ``x`` is a boolean or one of ``names`` (any case)."""
+    return isinstance(x, (bool, np.bool_)) or (isinstance(x, str) and x.lower() in names)
 
 
 def _axis(field: str, value: Any) -> tuple[int, ...] | None:
@@ -162,10 +169,11 @@ class HybridSpace:
         As ``HybridParallel.capacity_factor`` (default 1.0; only with ``experts``).
     top_k : int
         As ``HybridParallel.top_k`` (default 1; only with ``experts``).
-    tp_overlap : tuple of bool
-        ``HybridParallel.tp_overlap``: the backward's TP collectives behind the weight gradients.
-        Default ``(False,)``, off (as the published predictions); ``(False, True)`` tries both
-        (not with ``experts``).
+    tp_overlap : tuple of bool or "backward" or "all"
+        ``HybridParallel.tp_overlap``: True (``"backward"``), the backward's TP collectives behind the
+        weight gradients; ``"all"``, every TP collective pipelined with its GEMM (sequence-parallel
+        rows only). Default ``(False,)``, off (as the published predictions); ``(False, True, "all")``
+        tries all three (not with ``experts``). The table's column holds False, True or ``"all"``.
     layout : tuple of str
         How the stages split the layers: ``"even"`` (``l / p`` each) and/or ``"head-slots"``
         (the embedding and the output layer each take a layer's slot: ``n - 1, n, ..., n, n - 1``,
@@ -201,7 +209,7 @@ class HybridSpace:
     experts: int | None = None
     capacity_factor: float = 1.0
     top_k: int = 1
-    tp_overlap: tuple[bool, ...] = (False,)
+    tp_overlap: tuple[bool | str, ...] = (False,)
     layout: tuple[str, ...] = ("even",)
 
     def __post_init__(self) -> None:
@@ -227,10 +235,11 @@ class HybridSpace:
         else:
             raise InvalidParameterError(f"{n}.sequence_parallel", sp, "a non-empty tuple of True/False")
         ov = self.tp_overlap
-        if not (isinstance(ov, (tuple, list)) and ov and all(isinstance(x, (bool, np.bool_)) for x in ov)):
-            raise InvalidParameterError(f"{n}.tp_overlap", ov, "a non-empty tuple of True/False")
-        set_(self, "tp_overlap", tuple(dict.fromkeys(bool(x) for x in ov)))
-        if self.experts is not None and True in self.tp_overlap:
+        named = ("backward", "all")
+        if not (isinstance(ov, (tuple, list)) and ov and all(_bool_or(x, named) for x in ov)):
+            raise InvalidParameterError(f"{n}.tp_overlap", ov, "a non-empty tuple of True, False, 'all'")
+        set_(self, "tp_overlap", tuple(dict.fromkeys(tp_overlap_value(x, f"{n}.tp_overlap") for x in ov)))
+        if self.experts is not None and any(self.tp_overlap):
             raise InvalidParameterError(
                 f"{n}.tp_overlap", ov, "(False,) with experts= (HybridParallel's rule)"
             )
@@ -355,7 +364,7 @@ def _enumerate(
     rows = np.array(base, dtype=np.int64).reshape(-1, len(names))
     inner = np.array(
         [
-            (RECOMPUTE.index(rc), z, int(sp), int(ov))
+            (RECOMPUTE.index(rc), z, int(sp), TP_OVERLAP.index(ov))
             for rc, z, sp, ov in product(
                 space.recompute, space.zero, space.sequence_parallel, space.tp_overlap
             )
@@ -369,6 +378,7 @@ def _enumerate(
     keep = ((cols["sequence_parallel"] + cols["tp_overlap"] == 0) | (cols["tensor"] > 1)) & (
         (cols["zero"] == 0) | (cols["data"] * cols["context"] > 1)
     )
+    keep &= (cols["tp_overlap"] != 2) | (cols["sequence_parallel"] == 1)  # "all" needs SP
     if shape.attention == "flash" and None in space.recompute and "selective" in space.recompute:
         keep &= cols["recompute"] != RECOMPUTE.index("selective")  # reruns nothing: the rows of None
         notes.append("recompute 'selective': left out, with flash attention it is the same as None")
@@ -557,7 +567,7 @@ def evaluate_space(
     named["schedule"] = np.array(SCHEDULES, dtype=object)[cols["schedule"]]
     named["recompute"] = np.array(RECOMPUTE, dtype=object)[cols["recompute"]]
     named["sequence_parallel"] = cols["sequence_parallel"].astype(bool)
-    named["tp_overlap"] = cols["tp_overlap"].astype(bool)
+    named["tp_overlap"] = np.array(TP_OVERLAP, dtype=object)[cols["tp_overlap"]]
     named["layout"] = np.array(LAYOUTS, dtype=object)[cols["layout"]]
     named.update({k: out[k] for k in COLUMNS})
     named["fits"] = out["memory"] <= memory_limit

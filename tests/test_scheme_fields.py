@@ -24,6 +24,7 @@ REQUIRED = {"StaticCutoff": {"timeout": 0.1}, "Pipeline": {"stages": 2, "microba
 CONTEXT = {
     ("CompressedAllReduce", "rank"): {"compressor": "powersgd"},
     ("Pipeline", "link_bucket"): {"p2p": "rendezvous"},
+    ("HybridParallel", "tp_overlap"): {"shape": "2:64:4:32:100", "tensor": 2, "sequence_parallel": True},
     **{
         (cls.__name__, f): {"fusion": "ddp"}
         for cls in registry.SCHEMES.values()
@@ -75,7 +76,7 @@ DURATIONS = {
     "decompress_time",
     "action_overhead",
 }
-FLAGS = {"overlap", "prefetch", "sequence_parallel", "tp_overlap", "zero_overlap"}
+FLAGS = {"overlap", "prefetch", "sequence_parallel", "tp_overlap", "zero_overlap"}  # tp_overlap: or "all"
 FRACTIONS = {"density", "overlap_efficiency", "duplex"}
 NAMES = {
     "service",
@@ -144,7 +145,13 @@ ACCEPTED = {
     ("CompressedAllReduce", "compress_time"): [("1ns", 1e-9), (MAX_SECONDS, MAX_SECONDS)],
     ("ShardedDataParallel", "activation_bytes"): [("1MB", 1e6), (MAX_BYTES, MAX_BYTES), (2.5, 2.5)],
     ("ShardedDataParallel", "optimizer"): [(6, 6), ("sgd", "sgd")],
-    ("HybridParallel", "tp_overlap"): [(0, False), ("off", False), (np.False_, False)],
+    ("HybridParallel", "tp_overlap"): [
+        (0, False),
+        ("off", False),
+        (np.False_, False),
+        ("backward", True),  # a synonym of True
+        ("ALL", "all"),  # Transformer Engine's overlap of every TP collective (needs sequence_parallel)
+    ],
     ("HybridParallel", "zero_overlap"): [(0, False), ("off", False), (np.False_, False)],
 }
 

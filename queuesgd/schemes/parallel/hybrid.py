@@ -39,7 +39,8 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    parallelism each is a reduce-scatter plus an all-gather of ``A``
    (Korthikanti, Section 4.2.2). The group is packed inside a node.
    ``tp_overlap=True`` (off by default) hides the backward's two behind the
-   weight gradients of QKV and fc1, exposed ``max(0, x - w)`` (:mod:`~.hybrid_overlap`).
+   weight gradients of QKV and fc1, exposed ``max(0, x - w)``; ``"all"`` pipelines
+   each with its GEMM in ``t`` chunks (Transformer Engine; :mod:`~.hybrid_overlap`).
 4. **Pipeline.** Per micro-batch each GPU sends its activation and receives
    a gradient ``v`` times (once per model chunk), blocking, ``A / t`` bytes
    each (Megatron's scatter/gather, Section 4.1), to the next stage ``t d``
@@ -120,7 +121,7 @@ from queuesgd.schemes.parallel.collectives import collective_time
 from queuesgd.schemes.parallel.hybrid_formula import QUANTITIES, hybrid_formula
 from queuesgd.schemes.parallel.hybrid_memory import first_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
-from queuesgd.schemes.parallel.hybrid_overlap import check_tp_overlap, exposed_per_layer, wgrad_times
+from queuesgd.schemes.parallel.hybrid_overlap import check_tp_overlap, scheme_exposed_per_layer
 from queuesgd.schemes.parallel.hybrid_reason import closed_form_reason
 from queuesgd.schemes.parallel.hybrid_stages import StepTimes, stage_layer_counts, stage_shares
 from queuesgd.schemes.parallel.hybrid_zero import check_zero_overlap, exposed_per_step
@@ -203,9 +204,11 @@ class HybridParallel(Scheme):
         Experts each token goes to (default 1: Switch; 2: GShard).
     stage_layers : sequence of int or None
         An uneven partition: ``p`` layer counts summing to ``l`` (GPipe and 1F1B; :mod:`~.hybrid_stages`).
-    tp_overlap : bool
-        The backward's TP collectives overlapped with the weight-gradient GEMMs of QKV and fc1 (Megatron's
-        async all-reduce; default False; needs ``shape``): :mod:`~.hybrid_overlap`.
+    tp_overlap : bool or "backward" or "all"
+        True (or ``"backward"``): the backward's TP collectives overlapped with the weight-gradient GEMMs
+        of QKV and fc1 (Megatron's async all-reduce); ``"all"``: every TP collective pipelined with its
+        GEMM in ``t`` chunks (Transformer Engine, ``--tp-comm-overlap``; needs ``sequence_parallel``).
+        Default False; needs ``shape``: :mod:`~.hybrid_overlap`.
     zero_overlap : bool
         The data-parallel collectives overlapped with the stage's compute (default False; any ZeRO stage):
         ZeRO 0-2's gradient collective behind the last micro-batch's backward and ZeRO 1-2's gather behind
@@ -245,7 +248,7 @@ class HybridParallel(Scheme):
     capacity_factor: float = 1.0
     top_k: int = 1
     stage_layers: tuple[int, ...] | None = None
-    tp_overlap: bool = False
+    tp_overlap: bool | str = False
     zero_overlap: bool = False
 
     def __post_init__(self) -> None:
@@ -426,18 +429,19 @@ class HybridParallel(Scheme):
             return ct.seconds
 
         k_tp = min(t, gpn)
+        ag = 0.0  # the all-gather of sequence parallelism
         if self.sequence_parallel:
             rs = coll("reduce_scatter", Ac, t, k_tp, "tp")
-            one = rs + coll("allgather", Ac, t, k_tp, "tp_ag")
+            ag = coll("allgather", Ac, t, k_tp, "tp_ag")
+            one = rs + ag
         else:
             one = rs = coll("allreduce", Ac, t, k_tp, "tp")
         full = self.recompute == "full"
         per_layer = (6 if full else 4) * one
         tp = exposed = self.layer_count / p * per_layer
-        if self.tp_overlap:  # the backward's all-reduce (reduce-scatter) behind QKV's and fc1's weight grads
-            kw = {"tensor": t, "sequence_parallel": self.sequence_parallel, "context": c, "compute": C}
-            w = wgrad_times(self.shape, workload.batch_size, **kw, model=self.compute_model, stretch=stretch)
-            exposed = self.layer_count / p * exposed_per_layer(one, rs, one - rs, *w, full, max)
+        if self.tp_overlap:  # behind the weight gradients (True) or pipelined with every GEMM ("all")
+            hidden = scheme_exposed_per_layer(self, workload.batch_size, one, rs, ag, C, stretch)
+            exposed = self.layer_count / p * hidden
         cp = ep = 0.0
         if c > 1:  # K/V: all-gather forward, again backward, reduce-scatter of their gradients
             k_cp = math.gcd(c, gpn // t) if t < gpn else 1

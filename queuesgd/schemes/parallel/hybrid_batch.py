@@ -46,7 +46,12 @@ from queuesgd.schemes.memory import check_optimizer
 from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
 from queuesgd.schemes.parallel.hybrid_layout import head_slots_first, head_slots_step
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share
-from queuesgd.schemes.parallel.hybrid_overlap import exposed_per_layer, wgrad_times
+from queuesgd.schemes.parallel.hybrid_overlap import (
+    ALL_GEMMS,
+    exposed_all_per_layer,
+    exposed_per_layer,
+    gemm_times,
+)
 from queuesgd.schemes.parallel.hybrid_zero import exposed_per_step
 from queuesgd.schemes.parallel.megatron import (
     expert_mlp_parameters,
@@ -216,9 +221,11 @@ def batch_times(
         ``c`` and ``e`` (``HybridParallel.context``, ``.expert_parallel``; default 1).
     experts, capacity_factor, top_k
         The model's mixture of experts, as ``HybridParallel``'s (default None: dense).
-    tp_overlap : array of bool
-        ``HybridParallel.tp_overlap`` (default False): the backward's TP collectives behind the
-        weight gradients of QKV and fc1 (:mod:`~.hybrid_overlap`; not with ``experts``).
+    tp_overlap : array of int
+        ``HybridParallel.tp_overlap`` (default False) as an index into :data:`~.hybrid_overlap.TP_OVERLAP`
+        (booleans read as 0 and 1): 1, the backward's TP collectives behind the weight gradients of QKV
+        and fc1; 2 (``"all"``, sequence-parallel rows only), every TP collective pipelined with its GEMM
+        (:mod:`~.hybrid_overlap`; neither with ``experts``).
     layout : array of int
         Index into :data:`~.hybrid_layout.LAYOUTS` (default 0, ``"even"``); ``1``, head-slots:
         ``HybridParallel(stage_layers=head_slot_layers(l, p))``, the step over its three kinds of
@@ -270,7 +277,7 @@ def batch_times(
     z = _column("zero", zero, n)
     c = _column("context", context, n)
     e = _column("expert_parallel", expert_parallel, n)
-    ov = _column("tp_overlap", tp_overlap, n, bool)
+    ov = _column("tp_overlap", tp_overlap, n)  # 0 False, 1 True, 2 "all" (TP_OVERLAP's order)
     hs = _column("layout", layout, n) == 1
     zo = _column("zero_overlap", zero_overlap, n, bool)
     moe = experts is not None
@@ -321,10 +328,14 @@ def batch_times(
     one = np.where(sp, rs + ag, ar)
     tp = shape.layers / p * (np.where(full, 6, 4) * one)
     tp_exposed = tp
-    if ov.any():  # the backward's all-reduce (SP: reduce-scatter) behind QKV's and fc1's weight gradients
-        w_qkv, w_fc1 = _batch_wgrad(compute_model, shape, b, t, sp, c, C, stretch)
+    if (ov == 1).any():  # the backward's all-reduce (SP: reduce-scatter) behind QKV's and fc1's weight grads
+        w_qkv, w_fc1 = _batch_gemms(("qkv", "fc1"), compute_model, shape, b, t, sp, c, C, stretch)
         hidden = exposed_per_layer(one, np.where(sp, rs, ar), np.where(sp, ag, 0.0), w_qkv, w_fc1, full)
-        tp_exposed = np.where(ov, shape.layers / p * hidden, tp)
+        tp_exposed = np.where(ov == 1, shape.layers / p * hidden, tp_exposed)
+    if (ov == 2).any():  # every TP collective pipelined with its GEMM in t chunks (Transformer Engine)
+        gemms = _batch_gemms(ALL_GEMMS, compute_model, shape, b, t, sp, c, C, stretch)
+        hidden = exposed_all_per_layer(ag, rs, *gemms, t, full)
+        tp_exposed = np.where(ov == 2, shape.layers / p * hidden, tp_exposed)
     # context parallelism: K/V all-gathered forward and backward, their gradients reduce-scattered
     k_cp = np.where(t < gpn, np.gcd(c, np.maximum(gpn // t, 1)), 1)
     kv = kv_bytes(A, t, shape.kv / shape.heads)  # K and V have g = k h / a columns
@@ -437,7 +448,8 @@ def _shaped_compute(
     return shape.layers / p * (f + bwd + r), 3.0 * head, shape.layers / p * f
 
 
-def _batch_wgrad(
+def _batch_gemms(
+    names: tuple[str, ...],
     model: ComputeModel | None,
     shape: TransformerShape,
     b: np.ndarray,
@@ -446,16 +458,16 @@ def _batch_wgrad(
     c: np.ndarray,
     C: np.ndarray,
     stretch: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`~.hybrid_overlap.wgrad_times` per row, computed once per ``(b, t, SP, c)`` (and ``C``)."""
+) -> tuple[np.ndarray, ...]:
+    """:func:`~.hybrid_overlap.gemm_times` of ``names`` per row, once per ``(b, t, SP, c)`` (and ``C``)."""
     kw = {"model": model, "stretch": stretch}
     out = _per_split(
         b, t, sp, c,
-        lambda bb, tt, ss, cc, i: wgrad_times(
-            shape, bb, tensor=tt, sequence_parallel=ss, context=cc, compute=float(C[i]), **kw
+        lambda bb, tt, ss, cc, i: gemm_times(
+            shape, bb, names, tensor=tt, sequence_parallel=ss, context=cc, compute=float(C[i]), **kw
         ),
     )  # fmt: skip
-    return out[:, 0], out[:, 1]
+    return tuple(out[:, j] for j in range(len(names)))
 
 
 def _expert_bytes(shape: TransformerShape, workload: Workload) -> float:

@@ -12,7 +12,10 @@ expert parallelism are not in it (their collectives' placement depends on
 the cluster's nodes): the scheme's closed form has them, ``formula`` says so. With ``tp_overlap``
 the backward's two TP collectives of a layer are ``Max(0, x - W_qkv)`` and
 ``Max(0, x - W_fc1)`` (``x`` the all-reduce, the reduce-scatter with sequence
-parallelism, whose all-gathers stay exposed; :mod:`~.hybrid_overlap`). ``zero_overlap``
+parallelism, whose all-gathers stay exposed; :mod:`~.hybrid_overlap`); with ``tp_overlap="all"``
+each of a layer's four collectives ``x`` pipelined with its GEMM ``W`` (``W_qkv``, ``W_proj``,
+``W_fc1``, ``W_fc2``) in ``t`` chunks, ``Max(0, x - W) + Min(x, W) / t``, two sets (three with full
+recomputation). ``zero_overlap``
 (:mod:`~.hybrid_zero`, any ZeRO stage) is not in the throughput: ``formula`` raises NotRepresentable.
 
 Examples
@@ -30,7 +33,7 @@ from queuesgd import _checks
 from queuesgd.errors import NotRepresentable
 from queuesgd.model_shapes_attention import step_flops
 from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
-from queuesgd.schemes.parallel.hybrid_overlap import exposed_per_layer
+from queuesgd.schemes.parallel.hybrid_overlap import exposed_all_per_layer, exposed_per_layer
 from queuesgd.schemes.parallel.megatron import bubble_fraction, pipeline_time
 
 if TYPE_CHECKING:
@@ -98,7 +101,7 @@ def hybrid_formula(
     pos = {"positive": True}
     ints = {k: sympy.Symbol(k, integer=True, **pos) for k in ("t", "p", "d", "M", "v", "m", "l")}
     reals = {k: sympy.Symbol(k, **pos) for k in ("C", "B_intra", "B", "G")}
-    names = ("A", "alpha_intra", "alpha", "u", "C_a", "C_h", "W_qkv", "W_fc1")
+    names = ("A", "alpha_intra", "alpha", "u", "C_a", "C_h", "W_qkv", "W_fc1", "W_proj", "W_fc2")
     nonneg = {k: sympy.Symbol(k, nonnegative=True) for k in names}
     sy = {**ints, **reals, **nonneg}
     t, p, d, M, m, l = (sy[k] for k in ("t", "p", "d", "M", "m", "l"))
@@ -106,11 +109,16 @@ def hybrid_formula(
     A, Bi, ai, B, a, G = (sy[k] for k in ("A", "B_intra", "alpha_intra", "B", "alpha", "G"))
     one = ring_allreduce(t, A, Bi, ai)  # = reduce-scatter + all-gather with sequence parallelism
     per_layer = (6 if scheme.recompute == "full" else 4) * one
-    if scheme.tp_overlap:  # the backward's all-reduce (SP: reduce-scatter) behind the weight gradients
+    full = scheme.recompute == "full"
+    if scheme.tp_overlap is True:  # the backward's all-reduce (SP: reduce-scatter) behind the wgrads
         sp = scheme.sequence_parallel
         x, rest = (ring_reduce_scatter(t, A, Bi, ai), ring_allgather(t, A, Bi, ai)) if sp else (one, 0)
         w = (sy["W_qkv"], sy["W_fc1"])
-        per_layer = exposed_per_layer(one, x, rest, *w, scheme.recompute == "full", maximum=sympy.Max)
+        per_layer = exposed_per_layer(one, x, rest, *w, full, maximum=sympy.Max)
+    elif scheme.tp_overlap == "all":  # every collective pipelined with its GEMM in t chunks (SP)
+        g = (sy["W_qkv"], sy["W_proj"], sy["W_fc1"], sy["W_fc2"])
+        ag, rs = ring_allgather(t, A, Bi, ai), ring_reduce_scatter(t, A, Bi, ai)
+        per_layer = exposed_all_per_layer(ag, rs, *g, t, full, maximum=sympy.Max, minimum=sympy.Min)
     meaning = {
         "t": "tensor-parallel ranks",
         "p": "pipeline stages",
@@ -132,7 +140,12 @@ def hybrid_formula(
         "u": "optimizer step of the whole model, s",
         "W_qkv": "weight-gradient product of QKV, one layer and micro-batch, one of t ranks, s (tp_overlap)",
         "W_fc1": "weight-gradient product of fc1, one layer and micro-batch, one of t ranks, s (tp_overlap)",
+        "W_proj": "the attention projection's product, one layer and micro-batch, one of t ranks, s",
+        "W_fc2": "fc2's product, one layer and micro-batch, one of t ranks, s",
     }
+    if scheme.tp_overlap == "all":  # the forward products (the backward's data-gradient ones: their volumes)
+        for k, what in (("W_qkv", "QKV's product"), ("W_fc1", "fc1's product")):
+            meaning[k] = f"{what}, one layer and micro-batch, one of t ranks, s"
     if quantity == "bubble":
         expr, name = bubble_fraction(p, M, v), "pipeline bubble fraction"
     elif quantity == "tp_communication":

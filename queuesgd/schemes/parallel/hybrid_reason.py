@@ -56,7 +56,8 @@ def closed_form_reason(scheme: HybridParallel, tm: StepTimes, cluster: Cluster, 
         + (", the last stage also runs the output layer" if tm.head else "")
         + (f", uneven stages {s.stage_layers} (slowest: {tm.slowest})" if tm.stages else "")
         + (", compute by kernel from the GEMM table" if s.compute_model is not None else "")
-        + (", the backward's TP collectives behind the weight gradients" if s.tp_overlap else "")
+        + (", the backward's TP collectives behind the weight gradients" if s.tp_overlap is True else "")
+        + (", every TP collective pipelined with its GEMM" if s.tp_overlap == "all" else "")
         + (", the data-parallel collectives overlapped with the compute" if s.zero_overlap else "")
         + ", collectives "
         + ", ".join(f"{k} {a}" for k, a in tm.algorithms.items())
