@@ -55,7 +55,8 @@ from typing import Any
 
 from queuesgd import _checks, units
 from queuesgd.busbw import OPERATIONS, BusBandwidth, bus_factor
-from queuesgd.errors import InvalidParameterError, MissingDependencyError, QueuesgdError
+from queuesgd.cli.args import Parser, run_command
+from queuesgd.errors import InvalidParameterError, MissingDependencyError
 
 __all__ = [
     "BACKENDS",
@@ -473,20 +474,9 @@ def load_busbw_table(source: str | Path | Mapping[str, Any], operation: str) -> 
     return BusBandwidth(pairs, ranks=g)
 
 
-class _UsageError(Exception):
-    """A command line argparse refuses (printed on one line by :func:`main`)."""
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """An argument parser that raises its errors instead of printing the usage and exiting."""
-
-    def error(self, message: str) -> Any:
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``python -m queuesgd.busbw_probe`` (every flag is in docs/cli.md)."""
-    ap = _OneLineParser(prog="python -m queuesgd.busbw_probe", description=__doc__.split("\n")[0])
+    ap = Parser(prog="python -m queuesgd.busbw_probe", description=__doc__.split("\n")[0])
     ap.add_argument("out", help="the table's JSON file (a name ending in .json)")
     ap.add_argument("--operations", nargs="+", default=["allreduce", "allgather", "reduce_scatter"])
     ap.add_argument(
@@ -509,20 +499,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     >>> main(["t.txt", "--ranks", "2"])   # on stderr: ...: error: out: got 't.txt'; accepted: a file name ...
     2
     """
-    try:
-        a = build_parser().parse_args(argv)
-        out = _checks.output_file("out", a.out, suffix=".json")
-        sizes = DEFAULT_SIZES
-        if a.sizes is not None:
-            sizes = tuple(units.parse_bytes(s, f"--sizes[{i}]") for i, s in enumerate(a.sizes))
-        table = probe_busbw(
-            operations=a.operations, sizes=sizes, ranks=a.ranks, backend=a.backend, device=a.device,
-            warmup=a.warmup, repeats=a.repeats, budget=a.budget,
-        )  # fmt: skip
-        write_busbw_table(out, table)
-    except (QueuesgdError, _UsageError) as err:
-        print(f"python -m queuesgd.busbw_probe: error: {err}", file=sys.stderr)
-        return 2
+    return run_command(build_parser(), argv, _run_command)
+
+
+def _run_command(a: argparse.Namespace) -> int:
+    """Check the file and the sizes, measure, write the table and print one line."""
+    out = _checks.output_file("out", a.out, suffix=".json")
+    sizes = DEFAULT_SIZES
+    if a.sizes is not None:
+        sizes = tuple(units.parse_bytes(s, f"--sizes[{i}]") for i, s in enumerate(a.sizes))
+    table = probe_busbw(
+        operations=a.operations, sizes=sizes, ranks=a.ranks, backend=a.backend, device=a.device,
+        warmup=a.warmup, repeats=a.repeats, budget=a.budget,
+    )  # fmt: skip
+    write_busbw_table(out, table)
     best = max(table["rows"], key=lambda r: r["busbw_GBps"], default=None)
     peak = "no rows" if best is None else f"best busbw {best['busbw_GBps']:.3g} GB/s ({best['operation']}, "
     peak += "" if best is None else f"{best['size']:,} B)"

@@ -30,6 +30,7 @@ Examples
 
 from __future__ import annotations
 
+import argparse
 import platform
 import time
 from collections.abc import Callable, Sequence
@@ -37,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from queuesgd import _checks
+from queuesgd.cli.args import Parser, run_command
 from queuesgd.errors import InvalidParameterError, MissingDependencyError
 
-__all__ = ["DTYPES", "MAX_DIMENSION", "probe_gemm", "write_gemm_table"]
+__all__ = ["DTYPES", "MAX_DIMENSION", "build_parser", "main", "probe_gemm", "write_gemm_table"]
 
 #: Data types the probe takes, by their PyTorch names.
 DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32")
@@ -231,30 +233,45 @@ def write_gemm_table(path: str | Path, table: dict[str, Any]) -> Path:
     return _checks.write_probe_table(path, table, rows="gemm", probe="probe_gemm")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m queuesgd.gemm_probe OUT.json [--hidden 1024 4096] [--budget 300] ...``."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m queuesgd.gemm_probe", description=__doc__.split("\n")[0])
-    ap.add_argument("out")
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m queuesgd.gemm_probe`` (every flag is in docs/cli.md)."""
+    ap = Parser(prog="python -m queuesgd.gemm_probe", description=__doc__.split("\n")[0])
+    ap.add_argument("out", help="the table's JSON file (a name ending in .json)")
     ap.add_argument("--hidden", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 12288])
     ap.add_argument("--tokens", type=int, nargs="+", default=[512, 2048, 8192])
     ap.add_argument("--tensor", type=int, nargs="+", default=[1, 2, 4, 8])
-    ap.add_argument("--device", default=None)
+    ap.add_argument("--device", default=None, help="cpu, cuda or cuda:N; default: the GPU if there is one")
     ap.add_argument("--dtype", default="bfloat16", choices=DTYPES)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--budget", type=float, default=300.0)
     ap.add_argument("--peak-tflops", type=float, default=None)
-    a = ap.parse_args(argv)
-    _checks.output_file("out", a.out, suffix=".json")
-    peak = None if a.peak_tflops is None else a.peak_tflops * 1e12
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m queuesgd.gemm_probe OUT.json [--hidden 1024 4096] ...``: 0, or 2 and one error line.
+
+    Examples
+    --------
+    >>> main(["t.txt"])   # on stderr: ...: error: out: got 't.txt'; accepted: a file name ending in .json ...
+    2
+    """
+    return run_command(build_parser(), argv, _run)
+
+
+def _run(a: argparse.Namespace) -> int:
+    """Check the file and ``--peak-tflops``, measure, write the table and print one line."""
+    out = _checks.output_file("out", a.out, suffix=".json")
+    peak = None
+    if a.peak_tflops is not None:  # checked as given: its TFLOP/s, not the FLOP/s probe_gemm is passed
+        peak = _checks.positive("--peak-tflops", a.peak_tflops, maximum=1e9) * 1e12
     table = probe_gemm(
         hidden=a.hidden, tokens=a.tokens, tensor=a.tensor, device=a.device, dtype=a.dtype,
         repeats=a.repeats, budget=a.budget, peak_flops=peak,
     )  # fmt: skip
-    write_gemm_table(a.out, table)
+    write_gemm_table(out, table)
     best = max((r["tflops"] for r in table["gemm"]), default=float("nan"))
-    print(f"{table['device']}: {len(table['gemm'])} products, best {best:.1f} TFLOP/s -> {a.out}")
+    print(f"{table['device']}: {len(table['gemm'])} products, best {best:.1f} TFLOP/s -> {out}")
     return 0
 
 

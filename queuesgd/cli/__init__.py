@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from queuesgd.cli.args import PLOT_SUFFIXES, notes, split_list
+from queuesgd.cli.args import PLOT_SUFFIXES, notes, run_command, split_list
 from queuesgd.cli.catalog import run_catalog
 from queuesgd.cli.compare import run_compare
 from queuesgd.cli.parser import build_parser
@@ -20,13 +20,12 @@ from queuesgd.cli.predict import run_derive, run_predict, run_whatif
 from queuesgd.cli.profile import run_profile
 from queuesgd.cli.scheme_args import scheme_flag
 from queuesgd.cli.validate import PROCESSES_PER_CORE, run_validate
-from queuesgd.errors import QueuesgdError
 
 __all__ = ["PLOT_SUFFIXES", "PROCESSES_PER_CORE", "main", "scheme_flag", "split_list"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``queuesgd`` command.
+    """Entry point of the ``queuesgd`` command: its status, or 2 and one line on stderr for a user error.
 
     Examples
     --------
@@ -34,16 +33,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     [...
     True
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        status = _run(args)
-    except (QueuesgdError, ValueError, TypeError) as err:
-        if not isinstance(err, QueuesgdError):
-            raise
-        msg = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"queuesgd: error: {msg}", file=sys.stderr)
-        return 2
+    return run_command(build_parser(), argv, _run_with_notes)
+
+
+def _run_with_notes(args: argparse.Namespace) -> int:
+    """Run the subcommand, then print its notes on stderr (none when it fails)."""
+    status = _run(args)
     for note in notes(args):
         print(f"queuesgd: {note}", file=sys.stderr)
     return status

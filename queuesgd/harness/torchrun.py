@@ -36,11 +36,17 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd.errors import InvalidParameterError, QueuesgdError
+from queuesgd import _checks
+from queuesgd.cli.args import Parser, run_command
+from queuesgd.errors import InvalidParameterError
 
-__all__ = ["calibration_fit", "compare_folder", "main"]
+__all__ = ["build_parser", "calibration_fit", "compare_folder", "main"]
 
 _SIZES_MIN = 8192
+#: What torchrun sets in every rank's environment, and ``init_process_group("gloo")`` reads.
+_TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+#: The fields of rank 0's ``meta`` record that ``--compare`` reads.
+_META = ("scheme", "workers", "steps", "batch", "gradient_bytes", "params", "seed")
 
 
 class _JsonLines:
@@ -57,12 +63,11 @@ class _JsonLines:
         self._fh.close()
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m queuesgd.harness.torchrun`` (every flag is in docs/cli.md)."""
     from queuesgd.harness.live_schemes.allreduce import RING
 
-    p = argparse.ArgumentParser(
-        prog="python -m queuesgd.harness.torchrun", description=__doc__.splitlines()[0]
-    )
+    p = Parser(prog="python -m queuesgd.harness.torchrun", description=__doc__.splitlines()[0])
     p.add_argument("--compare", metavar="DIR", help="compare the records in DIR instead of running")
     p.add_argument("--scheme", default=RING.key)
     p.add_argument("--steps", type=int, default=200)
@@ -90,20 +95,22 @@ def _run(args: argparse.Namespace) -> int:
     from queuesgd.harness.live import EmulatedCompute, RealModel
     from queuesgd.harness.live_schemes import live_scheme
 
-    torch = require_torch()
-    dist = torch.distributed
     key = live_key(args.scheme, "--scheme")
     row = live_scheme(key)
     mean = units.parse_seconds(args.compute, "--compute")
     law = parse_straggler(args.straggler, mean, "--straggler")
     random_delay = specs.random_delay(args.random_delay) if args.random_delay else None
     nbytes = int(units.parse_bytes(args.gradient_bytes, "--gradient-bytes"))
+    _check_counts(args)
     if args.workload == "emulated":
         rd = None if random_delay is None else (random_delay.count, random_delay.delay)
         live: Any = EmulatedCompute(law, nbytes, batch_size=args.batch_size, random_delay=rd)
     else:
         live = RealModel(kind=args.workload, batch_size=args.batch_size)
         nbytes = live.gradient_bytes
+    _check_environment(args.out)
+    torch = require_torch()
+    dist = torch.distributed
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -111,7 +118,6 @@ def _run(args: argparse.Namespace) -> int:
     params = row.check_params(specs.parse_params(args.param), n)
     warmup = max(5, args.steps // 10) if args.warmup is None else args.warmup
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     sink = _JsonLines(out / f"rank{rank}.jsonl")
     ctx = WorkerContext(rank, world, deadline=math.inf, epoch=time.perf_counter(), sink=sink)
     try:
@@ -144,6 +150,33 @@ def _run(args: argparse.Namespace) -> int:
         gc.collect()
         dist.destroy_process_group()
     return 0
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    """Refuse a count out of its bounds, naming its flag (before anything is started)."""
+    _checks.integer("--steps", args.steps, maximum=_checks.MAX_COUNT)
+    if args.warmup is not None:
+        _checks.integer("--warmup", args.warmup, minimum=0, maximum=_checks.MAX_COUNT)
+    _checks.integer("--batch-size", args.batch_size, maximum=_checks.MAX_COUNT)
+    _checks.integer("--repeats", args.repeats, maximum=10_000)
+    _checks.integer("--seed", args.seed, minimum=0, maximum=2**32 - 1)
+
+
+def _check_environment(out: str) -> None:
+    """Refuse a rank started outside torchrun, or an ``--out`` that cannot be made, before the group joins."""
+    missing = [name for name in _TORCHRUN_ENV if not os.environ.get(name)]
+    if missing:
+        raise InvalidParameterError(
+            missing[0],
+            None,
+            f"the environment torchrun gives each rank ({', '.join(_TORCHRUN_ENV)}): run this module "
+            "under torchrun, or give --compare DIR",
+        )
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        accepted = f"a directory that can be written ({err.strerror})"
+        raise InvalidParameterError("--out", out, accepted) from None
 
 
 def calibration_fit(records: Sequence[Mapping[str, Any]], kind: str, world_size: int) -> Any:
@@ -184,14 +217,14 @@ def compare_folder(folder: str | os.PathLike[str]) -> dict[str, Any]:
     files = sorted(Path(folder).glob("rank*.jsonl"))
     if not files:
         raise InvalidParameterError("--compare", os.fspath(folder), "a folder with rank<r>.jsonl files")
-    records: list[dict[str, Any]] = []
-    for path in files:
-        with path.open(encoding="utf-8") as fh:
-            records += [json.loads(line) for line in fh if line.strip()]
+    records = _read_records(files)
     meta = next((r["meta"] for r in records if "meta" in r), None)
     if meta is None:
         raise InvalidParameterError("--compare", os.fspath(folder), "the records of rank 0 (rank0.jsonl)")
-    key, n = meta["scheme"], int(meta["workers"])
+    if not isinstance(meta, dict) or not set(_META) <= set(meta):
+        accepted = f"rank 0's meta record with {', '.join(_META)}"
+        raise InvalidParameterError("--compare", os.fspath(folder), accepted)
+    key, n = meta["scheme"], _checks.integer("meta.workers", meta["workers"], maximum=_checks.MAX_COUNT)
     allreduce = live_scheme(key).layout == "allreduce"
     calib = [r for r in records if "size" in r]
     fit = None
@@ -216,19 +249,41 @@ def compare_folder(folder: str | os.PathLike[str]) -> dict[str, Any]:
     return row
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: run this rank's part (under torchrun), or ``--compare DIR``."""
-    args = _parser().parse_args(argv)
-    try:
-        if args.compare:
-            from queuesgd.harness.report import format_table
+def _read_records(files: Sequence[Path]) -> list[dict[str, Any]]:
+    """Every record of the ``rank<r>.jsonl`` files: one JSON object per line, each line checked."""
+    records: list[dict[str, Any]] = []
+    accepted = "JSON-lines records as python -m queuesgd.harness.torchrun writes them (one object a line)"
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            why = err.strerror if isinstance(err, OSError) else "not UTF-8"
+            raise InvalidParameterError("--compare", os.fspath(path), f"{accepted} ({why})") from None
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InvalidParameterError("--compare", f"{path}:{i}", f"{accepted} ({err.msg})") from None
+            if not isinstance(rec, dict):
+                raise InvalidParameterError("--compare", f"{path}:{i}", accepted)
+            records.append(rec)
+    return records
 
-            print(format_table([compare_folder(args.compare)]))
-            return 0
-        return _run(args)
-    except QueuesgdError as err:
-        print(f"queuesgd: error: {str(err).splitlines()[0]}", file=sys.stderr)
-        return 2
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: run this rank's part (under torchrun), or ``--compare DIR``; 2 and one line on errors."""
+    return run_command(build_parser(), argv, _main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.compare:
+        from queuesgd.harness.report import format_table
+
+        print(format_table([compare_folder(args.compare)]))
+        return 0
+    return _run(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

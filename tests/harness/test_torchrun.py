@@ -85,4 +85,5 @@ def test_random_delay_is_k_delay_here_too(argv, field, capsys):
     # Refused before any process group is joined: one line showing the accepted K:DELAY form.
     assert main(argv) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith(f"queuesgd: error: {field}: got 'delay:1:50ms'") and "K:DELAY" in line
+    assert line.startswith(f"python -m queuesgd.harness.torchrun: error: {field}: got 'delay:1:50ms'")
+    assert "K:DELAY" in line
