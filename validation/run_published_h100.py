@@ -150,7 +150,7 @@ def mcore_row(row: tuple) -> dict[str, Any]:
     spread = [r["tflops"] for _, r in fitting] or [result["tflops"]]
     without = mcore_predict(row, chosen, overlap=False)["tflops"]
     return {
-        "size": size, "tensor": t, "pipeline": p, "data": d, "gpus": gpus, "batch": batch,
+        "size": size, "tp": t, "pp": p, "dp": d, "gpus": gpus, "batch": batch,
         "measured_tflops": measured, "chosen": chosen, "memory_gb": result["memory_gb"], "none_fit": flagged,
         "candidates": len(scored), "fitting": len(fitting),
         "predicted_tflops": result["tflops"], "error_pct": 100 * (result["tflops"] / measured - 1),
@@ -202,7 +202,7 @@ def main() -> int:
     OUT.write_text(json.dumps(record, indent=1) + "\n")
     for r in record["megatron-core-weak"]["rows"]:
         c = r["chosen"]
-        print(f"{r['size']:>5} t={r['tensor']} p={r['pipeline']} b={c['microbatch']} v={c['virtual_stages']} "
+        print(f"{r['size']:>5} t={r['tp']} p={r['pp']} b={c['microbatch']} v={c['virtual_stages']} "
               f"rc={c['recompute']!s:<9} {r['memory_gb']:5.1f} GB  measured {r['measured_tflops']:6.1f} "
               f"predicted {r['predicted_tflops']:6.1f}  {r['error_pct']:+6.1f}%  (without overlaps "
               f"{r['without_overlaps_pct']:+6.1f}%, fitting {r['fitting_range_pct'][0]:+.1f}.."

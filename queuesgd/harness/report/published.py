@@ -179,7 +179,7 @@ def h100_lines(record: Mapping[str, Any]) -> list[str]:
     Examples
     --------
     >>> acc = {"rows": 1, "median_abs_pct": 4.0, "max_abs_pct": 4.0, "within_15": 1}
-    >>> row = {"size": "1.7B", "tensor": 1, "pipeline": 1, "data": 48, "gpus": 48, "batch": 192,
+    >>> row = {"size": "1.7B", "tp": 1, "pp": 1, "dp": 48, "gpus": 48, "batch": 192,
     ...        "chosen": {"microbatch": 1, "virtual_stages": 1, "recompute": None}, "memory_gb": 30.0,
     ...        "none_fit": False, "measured_tflops": 400.0, "predicted_tflops": 416.0, "error_pct": 4.0,
     ...        "fitting_range_pct": [-10.0, 4.0], "without_overlaps_pct": -30.0}
@@ -220,7 +220,7 @@ def h100_lines(record: Mapping[str, Any]) -> list[str]:
         lo, hi = r["fitting_range_pct"]
         flag = " (none fits: least memory)" if r["none_fit"] else ""
         lines.append(
-            f"| {r['size']} | {r['tensor']}/{r['pipeline']}/{r['data']} | {r['gpus']} | {r['batch']} | "
+            f"| {r['size']} | {r['tp']}/{r['pp']}/{r['dp']} | {r['gpus']} | {r['batch']} | "
             f"{c['microbatch']} / {c['virtual_stages']} / {c['recompute'] or 'none'}{flag} | "
             f"{r['memory_gb']:.1f} | {r['measured_tflops']:g} | {r['predicted_tflops']:.4g} | "
             f"{r['error_pct']:+.1f}% | {lo:+.1f}..{hi:+.1f}% | {r['without_overlaps_pct']:+.1f}% |"
