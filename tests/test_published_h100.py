@@ -75,3 +75,12 @@ def test_the_summaries_are_the_stored_rows():
         assert (s["rows"], s["median_abs_pct"], s["max_abs_pct"]) == expected
     without = [abs(r["without_overlaps_pct"]) for r in STORED["megatron-core-weak"]["rows"]]
     assert STORED["megatron-core-weak"]["without_overlaps"]["max_abs_pct"] == max(without)
+
+
+def test_the_stored_diagnosis_is_recomputed_exactly():
+    diagnose = load_script("diagnose_published_h100")
+    stored = json.loads((ROOT / "validation" / "published" / "h100-diagnosis.json").read_text())
+    assert json.loads(json.dumps(diagnose.build())) == stored
+    # the anchored variants' anchor row is predicted at its measured value by construction
+    for name in ("fixed+anchor", "fixed+anchor, no overlaps"):
+        assert stored["variants"][name]["rows"][0]["error_pct"] == pytest.approx(0.0, abs=1e-6)

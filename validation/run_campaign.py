@@ -108,7 +108,9 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
         appendix = [*appendix, *torchtitan_lines(json.loads(titan.read_text()))]
     h100 = HERE / "published" / "h100.json"
     if h100.exists():
-        appendix = [*appendix, *h100_lines(json.loads(h100.read_text()))]
+        diag = HERE / "published" / "h100-diagnosis.json"
+        diagnosis = json.loads(diag.read_text()) if diag.exists() else None
+        appendix = [*appendix, *h100_lines(json.loads(h100.read_text()), diagnosis)]
     return write_report(
         rows,
         out / "REPORT.md",

@@ -173,8 +173,10 @@ def _judged(s: Mapping[str, Any], targets: Mapping[str, Any]) -> str:
     return _pooled({"pooled": s, "targets": targets}, "rows").split(": ", 1)[1]
 
 
-def h100_lines(record: Mapping[str, Any]) -> list[str]:
+def h100_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | None = None) -> list[str]:
     """Markdown lines of ``validation/published/h100.json``: H100 rows with every overlap, a priori.
+
+    ``diagnosis`` (``h100-diagnosis.json``, written after the run) adds one labelled paragraph.
 
     Examples
     --------
@@ -239,4 +241,12 @@ def h100_lines(record: Mapping[str, Any]) -> list[str]:
             f"| {r['row']} | {r['tp_overlap']} | {r['measured_tps']:g} | {r['predicted_tps']:.4g} | "
             f"{r['error_pct']:+.1f}% |"
         )
+    if diagnosis is not None:
+        parts = [
+            f"{name} (GEMM factor {v['factor']:.3g}): median {_pct(v['summary']['median_abs_pct'])}, "
+            f"max {_pct(v['summary']['max_abs_pct'])} over {v['summary']['rows']} rows"
+            for name, v in diagnosis["variants"].items()
+        ]
+        lines += ["", "*Diagnosis, after the run, not evidence* (`validation/diagnose_published_h100.py`): "
+                  + diagnosis["note"].replace("\n", " ") + " " + "; ".join(parts) + "."]  # fmt: skip
     return lines + [""]
