@@ -88,7 +88,8 @@ def summary(rows: list[dict[str, Any]], skip_anchor: bool) -> dict[str, float]:
 
 
 def build() -> dict[str, Any]:
-    record: dict[str, Any] = {"note": __doc__.split("\n\n", 2)[1].strip(), "variants": {}}
+    note = " ".join(__doc__.split("\n\n")[2].split())  # the paragraph that says what this is
+    record: dict[str, Any] = {"note": note, "variants": {}}
     fixed = variant(1.0, True)
     record["variants"]["fixed"] = {"factor": 1.0, "rows": fixed, "summary": summary(fixed, False)}
     for name, overlap in (("fixed+anchor", True), ("fixed+anchor, no overlaps", False)):
