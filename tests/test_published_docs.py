@@ -66,3 +66,22 @@ def test_the_pooled_sentences_are_the_stored_summaries():
     assert f"median |error| {m:.1f}%, max {x:.1f}%, {n} within 15%" in text
     h = HELDOUT["summary"]["pooled"]
     assert f"is **{h['median_abs_pct']:.1f}%** and the max **{h['max_abs_pct']:.1f}%**" in text
+
+
+def test_the_h100_tables_are_the_stored_record():
+    h100 = json.loads((ROOT / "validation" / "published" / "h100.json").read_text())
+    rows = table("| size | t/p/d | GPUs | batch | chosen b / v / recompute |")
+    assert len(rows) == len(h100["megatron-core-weak"]["rows"])
+    for cells, r in zip(rows, h100["megatron-core-weak"]["rows"]):
+        c = r["chosen"]
+        assert cells[0] == r["size"] and cells[1] == f"{r['tp']}/{r['pp']}/{r['dp']}"
+        assert cells[4] == f"{c['microbatch']} / {c['virtual_stages']} / {c['recompute'] or 'none'}"
+        assert number(cells[6]) == pytest.approx(r["predicted_tflops"], abs=0.05)
+        assert number(cells[7]) == pytest.approx(r["error_pct"], abs=0.05)
+        assert number(cells[8]) == pytest.approx(r["without_overlaps_pct"], abs=0.05)
+    titan = table("| row | measured tokens/s/GPU | predicted | error |")
+    for cells, r in zip(titan, h100["torchtitan-asynctp"]["rows"], strict=True):
+        assert cells[0] == r["row"] and number(cells[2]) == pytest.approx(r["predicted_tps"], abs=0.05)
+        assert number(cells[3]) == pytest.approx(r["error_pct"], abs=0.05)
+    s = h100["megatron-core-weak"]["summary"]
+    assert f"median\n{s['median_abs_pct']:.1f}%, max {s['max_abs_pct']:.1f}%" in PAGE
