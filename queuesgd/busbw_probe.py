@@ -55,7 +55,7 @@ from typing import Any
 
 from queuesgd import _checks, units
 from queuesgd.busbw import OPERATIONS, BusBandwidth, bus_factor
-from queuesgd.cli.args import Parser, run_command
+from queuesgd.command_line import Parser, run_command
 from queuesgd.errors import InvalidParameterError, MissingDependencyError
 
 __all__ = [

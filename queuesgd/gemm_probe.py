@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from queuesgd import _checks
-from queuesgd.cli.args import Parser, run_command
+from queuesgd.command_line import Parser, run_command
 from queuesgd.errors import InvalidParameterError, MissingDependencyError
 
 __all__ = ["DTYPES", "MAX_DIMENSION", "build_parser", "main", "probe_gemm", "write_gemm_table"]

@@ -2,7 +2,7 @@
 
 The entry points: the ``queuesgd`` console script (``python -m queuesgd``) and the modules run with
 ``python -m``: ``queuesgd.gemm_probe``, ``queuesgd.busbw_probe`` and ``queuesgd.harness.torchrun``.
-All go through :func:`queuesgd.cli.args.run_command`. Each case is refused before anything is
+All go through :func:`queuesgd.command_line.run_command`. Each case is refused before anything is
 measured or started (no probe runs, no process group is joined), so every call takes milliseconds;
 one case per module also runs in a process of its own, as a user would.
 """

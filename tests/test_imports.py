@@ -233,6 +233,20 @@ def test_formalisms_never_import_upward() -> None:
     assert not bad, "layering (DESIGN.md) broken:\n" + "\n".join(bad)
 
 
+def test_only_the_entry_points_import_the_cli() -> None:
+    """``queuesgd.cli`` is the top layer: the library and the harness never import it (its shared
+    parser and error handling live below, in ``queuesgd.command_line``)."""
+    allowed = ("queuesgd.cli", "queuesgd.__main__")
+    bad = sorted(
+        f"{m}:{line} imports {t}"
+        for m, imp in IMPORTS.items()
+        if not any(m == a or m.startswith(a + ".") for a in allowed)
+        for t, line in imp.edges
+        if t == "queuesgd.cli" or t.startswith("queuesgd.cli.")
+    )
+    assert not bad, "layering (docs/design.md) broken:\n" + "\n".join(bad)
+
+
 #: Family subpackages of ``queuesgd.schemes`` and the family-to-family edges
 #: documented in ``queuesgd/schemes/__init__.py`` (a scheme that truly builds on
 #: another family). Every other scheme module imports only the shared modules

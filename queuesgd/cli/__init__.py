@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from queuesgd.cli.args import PLOT_SUFFIXES, notes, run_command, split_list
+from queuesgd.cli.args import PLOT_SUFFIXES, notes, split_list
 from queuesgd.cli.catalog import run_catalog
 from queuesgd.cli.compare import run_compare
 from queuesgd.cli.parser import build_parser
@@ -20,6 +20,7 @@ from queuesgd.cli.predict import run_derive, run_predict, run_whatif
 from queuesgd.cli.profile import run_profile
 from queuesgd.cli.scheme_args import scheme_flag
 from queuesgd.cli.validate import PROCESSES_PER_CORE, run_validate
+from queuesgd.command_line import run_command
 
 __all__ = ["PLOT_SUFFIXES", "PROCESSES_PER_CORE", "main", "scheme_flag", "split_list"]
 

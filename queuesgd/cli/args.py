@@ -1,117 +1,18 @@
-"""Argument helpers shared by the subcommands: the parser class, lists, units, plots and notes.
+"""Argument helpers shared by the subcommands: lists, units, plots and notes.
 
-:class:`Parser` and :func:`run_command` are also the command lines of the
-modules run with ``python -m`` (``queuesgd.gemm_probe``,
-``queuesgd.busbw_probe``, ``queuesgd.harness.torchrun``): every user error,
-one line on stderr and status 2.
+The parser class and the error handling every entry point shares
+(:class:`~queuesgd.command_line.Parser`, :func:`~queuesgd.command_line.run_command`)
+live in :mod:`queuesgd.command_line`.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
-from queuesgd.errors import InvalidParameterError, QueuesgdError
+from queuesgd.errors import InvalidParameterError
 from queuesgd.specs import NUMBER as _NUMBER
-
-
-class HelpFormatter(argparse.HelpFormatter):
-    """Help that shows each option's default (none for flags and options without one)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default = action.default
-        if default is None or default is False or default is argparse.SUPPRESS or default == []:
-            return text
-        if action.option_strings and "%(default)" not in text:
-            text += " (default: %(default)s)"
-        return text
-
-
-#: An argument that is a value, not an option, though it starts with "-": a negative number, with or
-#: without a unit or list (``-1``, ``-1ms``, ``-1e3``, ``-.5``, ``-1,2``, ``-inf``). argparse's own
-#: pattern (``-1``, ``-.5``) left ``--latency -1ms`` as "expected one argument"; no option of ours
-#: starts with a digit, so each of these reaches the option's own validation.
-NEGATIVE_VALUE = re.compile(r"^-(\.?\d|inf|nan)", re.IGNORECASE)
-
-
-class Parser(argparse.ArgumentParser):
-    """The parser of every (sub)command: defaults in the help, one-line errors, negative values.
-
-    Examples
-    --------
-    >>> p = Parser(prog="x")
-    >>> _ = p.add_argument("--latency")
-    >>> p.parse_args(["--latency", "-1ms"]).latency
-    '-1ms'
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", HelpFormatter)
-        super().__init__(*args, **kwargs)
-        self._negative_number_matcher = NEGATIVE_VALUE
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def run_command(
-    parser: argparse.ArgumentParser, argv: Sequence[str] | None, run: Callable[[argparse.Namespace], int]
-) -> int:
-    """Parse ``argv`` and run the command: its status, or 2 and one line on stderr for a user error.
-
-    A usage error is the one line :meth:`Parser.error` prints (``PROG: error: argument --x: ...``); a
-    :class:`~queuesgd.errors.QueuesgdError` raised by ``run`` is printed as ``PROG: error: `` and its
-    message's first line (which names the field and what it accepts). ``--help`` and ``--version``
-    return 0 after printing. Anything else is a bug and keeps its traceback.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser, a :class:`Parser` (its ``prog`` starts the error line).
-    argv : sequence of str or None
-        The arguments; ``None``: ``sys.argv[1:]``.
-    run : callable
-        Runs the command on the parsed arguments and returns its exit status.
-
-    Returns
-    -------
-    int
-        ``run``'s status, 0 after ``--help``, or 2 after a user error.
-
-    Examples
-    --------
-    >>> p = Parser(prog="demo")
-    >>> _ = p.add_argument("--n", type=int, default=1)
-    >>> def run(args):
-    ...     if args.n < 1:
-    ...         raise InvalidParameterError("--n", args.n, "an integer >= 1")
-    ...     return 0
-    >>> run_command(p, ["--n", "2"], run)
-    0
-    >>> import contextlib, io
-    >>> err = io.StringIO()
-    >>> with contextlib.redirect_stderr(err):
-    ...     statuses = [run_command(p, argv, run) for argv in (["--n", "-1"], ["--n", "x"])]
-    >>> statuses
-    [2, 2]
-    >>> print(err.getvalue(), end="")
-    demo: error: --n: got -1; accepted: an integer >= 1
-    demo: error: argument --n: invalid int value: 'x'
-    """
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as stop:  # --help or --version (0), or the one line of Parser.error (2)
-        return stop.code if isinstance(stop.code, int) else 2
-    try:
-        return run(args)
-    except QueuesgdError as err:
-        line = next((s.strip() for s in str(err).splitlines() if s.strip()), type(err).__name__)
-        print(f"{parser.prog}: error: {line}", file=sys.stderr)
-        return 2
 
 
 class Renamed(argparse.Action):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from queuesgd.cli.args import Parser
 from queuesgd.cli.compare import add_compare_arguments
 from queuesgd.cli.scheme_args import add_common, add_derive
 from queuesgd.cli.validate import PROCESSES_PER_CORE
+from queuesgd.command_line import Parser
 from queuesgd.specs import RANDOM_DELAY
 
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.cli.args import Parser, run_command
+from queuesgd.command_line import Parser, run_command
 from queuesgd.errors import InvalidParameterError
 
 __all__ = ["build_parser", "calibration_fit", "compare_folder", "main"]
