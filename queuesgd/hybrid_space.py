@@ -4,8 +4,9 @@ A :class:`HybridSpace` names the values tried on each axis -- tensor
 parallelism ``t``, pipeline stages ``p``, samples per micro-batch ``b``,
 schedule, virtual stages ``v``, activation recomputation, ZeRO stage,
 sequence parallelism, context parallelism ``c``, expert parallelism ``e``
-(a mixture-of-experts model), the stages' layout -- or leaves an axis at every value that
-applies. Data parallelism follows: ``d = workers / (t c p)``
+(a mixture-of-experts model), the stages' layout, the TP and the
+data-parallel overlap -- or leaves an axis at every value that applies.
+Data parallelism follows: ``d = workers / (t c p)``
 (``HybridParallel.replicas``), and ``m = G / (d b)`` micro-batches per step
 for a global batch of ``G`` (the ``c`` ranks of a replica share its
 sequences, each holding ``s / c`` of every one).
@@ -35,8 +36,9 @@ Which configurations count (the rules of Megatron-LM and of ``HybridParallel``):
   inside the data-parallel group); without experts ``e = 1``;
 - ``tp_overlap="all"`` only with sequence parallelism (HybridParallel's rule);
 - duplicates are left out: sequence parallelism and ``tp_overlap`` only with ``t > 1``, a ZeRO
-  stage above 0 only with ``d c > 1`` (ZeRO shards over the ``d c`` ranks
-  holding the same parameters; with one it changes nothing), and for a
+  stage above 0 and ``zero_overlap=True`` only with ``d c > 1`` (ZeRO shards over the ``d c`` ranks
+  holding the same parameters, and they alone run data-parallel collectives to overlap; with one
+  rank neither changes anything), and for a
   shape with flash attention selective recomputation when None is tried
   too (it reruns nothing there: the same configurations, said in a note), and
   head-slots with ``p = 2`` when ``"even"`` is tried too (it is the even split).
@@ -67,9 +69,9 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
+from queuesgd.hybrid_space_checks import axis, bool_or, boolean_axis, check_experts, choices, divisors
 from queuesgd.schemes.parallel.hybrid_batch import COLUMNS, batch_times
 from queuesgd.schemes.parallel.hybrid_layout import LAYOUTS, head_slot_layers, head_slots_applies
-from queuesgd.schemes.parallel.hybrid_moe import MAX_CAPACITY_FACTOR
 from queuesgd.schemes.parallel.hybrid_overlap import TP_OVERLAP, tp_overlap_value
 from queuesgd.schemes.parallel.megatron import RECOMPUTE, SCHEDULES
 
@@ -95,32 +97,8 @@ CONFIGURATION: tuple[str, ...] = (
     "expert_parallel",
     "tp_overlap",
     "layout",
+    "zero_overlap",
 )
-
-
-def _bool_or(x: Any, names: tuple[str, ...]) -> bool:
-    """Whether ``x`` is a boolean or one of ``names`` (any case)."""
-    return isinstance(x, (bool, np.bool_)) or (isinstance(x, str) and x.lower() in names)
-
-
-def _axis(field: str, value: Any) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    return tuple(dict.fromkeys(_checks.integers(field, value, maximum=_checks.MAX_COUNT)))
-
-
-def _choices(field: str, value: Any, accepted: tuple[Any, ...], describe: str) -> tuple[Any, ...]:
-    if isinstance(value, (str, bytes)) or value is None or not isinstance(value, (tuple, list)) or not value:
-        raise InvalidParameterError(field, value, f"a non-empty tuple of {describe}")
-    out = []
-    for i, v in enumerate(value):
-        v = None if isinstance(v, str) and v.lower() == "none" and None in accepted else v
-        if isinstance(v, str):
-            v = v.lower()
-        if isinstance(v, bool) and accepted == (0, 1, 2, 3) or v not in accepted:
-            raise InvalidParameterError(f"{field}[{i}]", value[i], describe)
-        out.append(v)
-    return tuple(dict.fromkeys(out))
 
 
 @dataclass(frozen=True)
@@ -178,6 +156,12 @@ class HybridSpace:
         How the stages split the layers: ``"even"`` (``l / p`` each) and/or ``"head-slots"``
         (the embedding and the output layer each take a layer's slot: ``n - 1, n, ..., n, n - 1``,
         ``n = (l + 2) / p``; :mod:`~queuesgd.schemes.parallel.hybrid_layout`). Default ``("even",)``.
+    zero_overlap : tuple of bool
+        ``HybridParallel.zero_overlap``: True, the data-parallel collectives overlapped with the
+        stage's compute (DDP's buckets, Megatron-Core's ``--overlap-grad-reduce`` and
+        ``--overlap-param-gather``, FSDP's prefetch; every ZeRO stage). Default ``(False,)``, off
+        (as the published predictions); ``(False, True)`` tries both (True only where ``d c > 1``:
+        with one data-parallel rank there is nothing to overlap). The table's column holds booleans.
 
     Examples
     --------
@@ -211,77 +195,38 @@ class HybridSpace:
     top_k: int = 1
     tp_overlap: tuple[bool | str, ...] = (False,)
     layout: tuple[str, ...] = ("even",)
+    zero_overlap: tuple[bool, ...] = (False,)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         n = "HybridSpace"
         for f in ("tensor", "pipeline", "microbatch", "virtual_stages", "context", "expert_parallel"):
-            set_(self, f, _axis(f"{n}.{f}", getattr(self, f)))
-        self._check_experts()
+            set_(self, f, axis(f"{n}.{f}", getattr(self, f)))
+        check_experts(self)
         set_(
             self,
             "schedule",
-            _choices(f"{n}.schedule", self.schedule, SCHEDULES, "'1f1b', 'gpipe', 'interleaved'"),
+            choices(f"{n}.schedule", self.schedule, SCHEDULES, "'1f1b', 'gpipe', 'interleaved'"),
         )
         set_(
             self,
             "recompute",
-            _choices(f"{n}.recompute", self.recompute, RECOMPUTE, "None, 'full' or 'selective'"),
+            choices(f"{n}.recompute", self.recompute, RECOMPUTE, "None, 'full' or 'selective'"),
         )
-        set_(self, "zero", _choices(f"{n}.zero", self.zero, (0, 1, 2, 3), "ZeRO stages 0, 1, 2 or 3"))
-        sp = self.sequence_parallel
-        if isinstance(sp, (tuple, list)) and sp and all(isinstance(x, (bool, np.bool_)) for x in sp):
-            set_(self, "sequence_parallel", tuple(dict.fromkeys(bool(x) for x in sp)))
-        else:
-            raise InvalidParameterError(f"{n}.sequence_parallel", sp, "a non-empty tuple of True/False")
+        set_(self, "zero", choices(f"{n}.zero", self.zero, (0, 1, 2, 3), "ZeRO stages 0, 1, 2 or 3"))
+        set_(self, "sequence_parallel", boolean_axis(f"{n}.sequence_parallel", self.sequence_parallel))
+        set_(self, "zero_overlap", boolean_axis(f"{n}.zero_overlap", self.zero_overlap))
         ov = self.tp_overlap
         named = ("backward", "all")
-        if not (isinstance(ov, (tuple, list)) and ov and all(_bool_or(x, named) for x in ov)):
+        if not (isinstance(ov, (tuple, list)) and ov and all(bool_or(x, named) for x in ov)):
             raise InvalidParameterError(f"{n}.tp_overlap", ov, "a non-empty tuple of True, False, 'all'")
         set_(self, "tp_overlap", tuple(dict.fromkeys(tp_overlap_value(x, f"{n}.tp_overlap") for x in ov)))
         if self.experts is not None and any(self.tp_overlap):
             raise InvalidParameterError(
                 f"{n}.tp_overlap", ov, "(False,) with experts= (HybridParallel's rule)"
             )
-        set_(self, "layout", _choices(f"{n}.layout", self.layout, LAYOUTS, "'even' or 'head-slots'"))
+        set_(self, "layout", choices(f"{n}.layout", self.layout, LAYOUTS, "'even' or 'head-slots'"))
         set_(self, "keep", _checks.integer(f"{n}.keep", self.keep, minimum=1, maximum=10_000))
-
-    def _check_experts(self) -> None:
-        """The mixture of experts by ``HybridParallel``'s rules (``check_experts``), as ``HybridSpace.*``."""
-        set_ = object.__setattr__
-        n = "HybridSpace"
-        cf = self.capacity_factor
-        if isinstance(cf, (str, bool)):
-            raise InvalidParameterError(f"{n}.capacity_factor", cf, "a number > 0")
-        set_(
-            self, "capacity_factor", _checks.positive(f"{n}.capacity_factor", cf, maximum=MAX_CAPACITY_FACTOR)
-        )
-        set_(self, "top_k", _checks.integer(f"{n}.top_k", self.top_k, maximum=_checks.MAX_COUNT))
-        if self.experts is None:
-            for f, default in (("capacity_factor", 1.0), ("top_k", 1)):
-                if getattr(self, f) != default:
-                    raise InvalidParameterError(
-                        f"{n}.{f}", getattr(self, f), f"{default} without experts= (a dense model)"
-                    )
-            if self.expert_parallel not in (None, (1,)):
-                raise InvalidParameterError(
-                    f"{n}.expert_parallel",
-                    self.expert_parallel,
-                    "None or (1,) without experts= (a dense model)",
-                )
-            return
-        E = _checks.integer(f"{n}.experts", self.experts, maximum=_checks.MAX_COUNT)
-        set_(self, "experts", E)
-        if self.top_k > E:
-            raise InvalidParameterError(f"{n}.top_k", self.top_k, f"at most the {E} experts")
-        for i, e in enumerate(self.expert_parallel or ()):
-            if E % e:
-                raise InvalidParameterError(f"{n}.expert_parallel[{i}]", e, f"a divisor of the {E} experts")
-
-
-def _divisors(x: int) -> list[int]:
-    small = [i for i in range(1, int(x**0.5) + 1) if x % i == 0]
-    return sorted(set(small) | {x // i for i in small})
 
 
 def _enumerate(
@@ -295,7 +240,7 @@ def _enumerate(
         return not cluster.two_level or (gpn % t == 0 if t <= gpn else t % gpn == 0)
 
     tensors = []
-    for t in space.tensor or _divisors(n):
+    for t in space.tensor or divisors(n):
         why = (
             f"does not divide the {n} workers"
             if n % t
@@ -329,15 +274,15 @@ def _enumerate(
             raise InvalidParameterError(
                 f"HybridSpace.context[{i}]", c, f"a divisor of the sequence ({seq} tokens)"
             )
-    contexts = space.context or [c for c in _divisors(seq) if n % c == 0]
+    contexts = space.context or [c for c in divisors(seq) if n % c == 0]
     E = space.experts
-    ep_axis = (space.expert_parallel or _divisors(E)) if E is not None else (1,)
+    ep_axis = (space.expert_parallel or divisors(E)) if E is not None else (1,)
     base: list[tuple[int, ...]] = []
     for t in tensors:
         for c in contexts:
             if (n // t) % c:
                 continue
-            for p in space.pipeline or sorted(set(_divisors(l)) | set(_divisors(l + 2) if heads else ())):
+            for p in space.pipeline or sorted(set(divisors(l)) | set(divisors(l + 2) if heads else ())):
                 if not layouts(p) or (n // (t * c)) % p:
                     continue
                 d = n // (t * c * p)
@@ -345,7 +290,7 @@ def _enumerate(
                     continue
                 es = [e for e in ep_axis if d % e == 0]
                 each = G // d
-                for b in space.microbatch or _divisors(each):
+                for b in space.microbatch or divisors(each):
                     if each % b:
                         continue
                     m = each // b
@@ -359,14 +304,15 @@ def _enumerate(
                             vs = [v for v in space.virtual_stages or range(2, l // p + 1) if l % (p * v) == 0]
                             ks = (0,)
                         base.extend((t, p, d, b, m, code, v, c, e, k) for v in vs for e in es for k in ks)
-    inner_names = ("recompute", "zero", "sequence_parallel", "tp_overlap")  # every row takes each of these
+    # every row takes each of these
+    inner_names = ("recompute", "zero", "sequence_parallel", "tp_overlap", "zero_overlap")
     names = tuple(c for c in CONFIGURATION if c not in inner_names)  # base's order: t p d b m sched v c e k
     rows = np.array(base, dtype=np.int64).reshape(-1, len(names))
     inner = np.array(
         [
-            (RECOMPUTE.index(rc), z, int(sp), TP_OVERLAP.index(ov))
-            for rc, z, sp, ov in product(
-                space.recompute, space.zero, space.sequence_parallel, space.tp_overlap
+            (RECOMPUTE.index(rc), z, int(sp), TP_OVERLAP.index(ov), int(zo))
+            for rc, z, sp, ov, zo in product(
+                space.recompute, space.zero, space.sequence_parallel, space.tp_overlap, space.zero_overlap
             )
         ],
         dtype=np.int64,
@@ -376,20 +322,20 @@ def _enumerate(
     for j, name in enumerate(inner_names):
         cols[name] = np.tile(inner[:, j], B)
     keep = ((cols["sequence_parallel"] + cols["tp_overlap"] == 0) | (cols["tensor"] > 1)) & (
-        (cols["zero"] == 0) | (cols["data"] * cols["context"] > 1)
+        (cols["zero"] + cols["zero_overlap"] == 0) | (cols["data"] * cols["context"] > 1)
     )
     keep &= (cols["tp_overlap"] != 2) | (cols["sequence_parallel"] == 1)  # "all" needs SP
     if shape.attention == "flash" and None in space.recompute and "selective" in space.recompute:
         keep &= cols["recompute"] != RECOMPUTE.index("selective")  # reruns nothing: the rows of None
         notes.append("recompute 'selective': left out, with flash attention it is the same as None")
-    for axis, given, why in (
+    for ax, given, why in (
         ("context", space.context, f"t c p dividing the {n} workers and d dividing the global batch {G}"),
         ("expert_parallel", space.expert_parallel if E is not None else None, "dividing any d"),
     ):
-        used = set(np.unique(rows[:, names.index(axis)]).tolist())
+        used = set(np.unique(rows[:, names.index(ax)]).tolist())
         if B:
             notes.extend(
-                f"{axis} {x}: not tried, no configuration with {why}" for x in given or () if x not in used
+                f"{ax} {x}: not tried, no configuration with {why}" for x in given or () if x not in used
             )
     if B and heads and not (rows[:, names.index("layout")] == 1).any():
         notes.append("layout 'head-slots': not tried, no p > 2 (GPipe, 1F1B) with (l + 2) / p whole applies")
@@ -475,6 +421,7 @@ class HybridTable:
             context=r["context"],
             expert_parallel=r["expert_parallel"],
             tp_overlap=r["tp_overlap"],
+            zero_overlap=r["zero_overlap"],
             stage_layers=None if r["layout"] == "even" else head_slot_layers(l, r["pipeline"]),
             **moe,
         )
@@ -569,6 +516,7 @@ def evaluate_space(
     named["sequence_parallel"] = cols["sequence_parallel"].astype(bool)
     named["tp_overlap"] = np.array(TP_OVERLAP, dtype=object)[cols["tp_overlap"]]
     named["layout"] = np.array(LAYOUTS, dtype=object)[cols["layout"]]
+    named["zero_overlap"] = cols["zero_overlap"].astype(bool)
     named.update({k: out[k] for k in COLUMNS})
     named["fits"] = out["memory"] <= memory_limit
     for v in named.values():

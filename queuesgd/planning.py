@@ -428,6 +428,12 @@ def _plan_hybrid(
     notes.append(
         f"{len(table):,} configurations evaluated, {fits:,} fit in {units.format_bytes(cap)} per GPU"
     )
+    overlapped = sum(bool(c.scheme.zero_overlap) for c in out)
+    if overlapped:  # HybridParallel's formula has no zero_overlap: derive raised, _formula said so
+        notes.append(
+            f"{overlapped} of the {len(out)} candidates overlap the data-parallel collectives "
+            "(zero_overlap=True): no closed formula (their formula says why), predict's numbers"
+        )
     if not len(table):
         notes.append("no configuration applies: see the rules in queuesgd.hybrid_space")
     elif not fits:

@@ -1,0 +1,98 @@
+"""Validation of :class:`~queuesgd.hybrid_space.HybridSpace`'s axes, each refused as ``HybridSpace.<axis>``.
+
+The helpers :class:`~queuesgd.hybrid_space.HybridSpace` uses to read the
+values tried on each axis (a tuple of integers, of named choices, of
+booleans) and to check its mixture of experts by ``HybridParallel``'s rules.
+
+Examples
+--------
+>>> boolean_axis("HybridSpace.zero_overlap", [True, False, True])
+(True, False)
+>>> boolean_axis("HybridSpace.zero_overlap", ("yes",))  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+queuesgd.errors.InvalidParameterError: HybridSpace.zero_overlap: got ('yes',); accepted: a non-empty tuple ...
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from queuesgd import _checks
+from queuesgd.errors import InvalidParameterError
+from queuesgd.schemes.parallel.hybrid_moe import MAX_CAPACITY_FACTOR
+
+__all__ = ["axis", "bool_or", "boolean_axis", "check_experts", "choices", "divisors"]
+
+
+def bool_or(x: Any, names: tuple[str, ...]) -> bool:
+    """Whether ``x`` is a boolean or one of ``names`` (any case)."""
+    return isinstance(x, (bool, np.bool_)) or (isinstance(x, str) and x.lower() in names)
+
+
+def axis(field: str, value: Any) -> tuple[int, ...] | None:
+    """An axis of positive integers without repeats, or None (every value that applies)."""
+    if value is None:
+        return None
+    return tuple(dict.fromkeys(_checks.integers(field, value, maximum=_checks.MAX_COUNT)))
+
+
+def choices(field: str, value: Any, accepted: tuple[Any, ...], describe: str) -> tuple[Any, ...]:
+    """A non-empty tuple of ``accepted`` values (strings any case, ``"none"`` for None), no repeats."""
+    if isinstance(value, (str, bytes)) or value is None or not isinstance(value, (tuple, list)) or not value:
+        raise InvalidParameterError(field, value, f"a non-empty tuple of {describe}")
+    out = []
+    for i, v in enumerate(value):
+        v = None if isinstance(v, str) and v.lower() == "none" and None in accepted else v
+        if isinstance(v, str):
+            v = v.lower()
+        if isinstance(v, bool) and accepted == (0, 1, 2, 3) or v not in accepted:
+            raise InvalidParameterError(f"{field}[{i}]", value[i], describe)
+        out.append(v)
+    return tuple(dict.fromkeys(out))
+
+
+def boolean_axis(field: str, value: Any) -> tuple[bool, ...]:
+    """A non-empty tuple (or list) of True/False, without repeats."""
+    if isinstance(value, (tuple, list)) and value and all(isinstance(x, (bool, np.bool_)) for x in value):
+        return tuple(dict.fromkeys(bool(x) for x in value))
+    raise InvalidParameterError(field, value, "a non-empty tuple of True/False")
+
+
+def divisors(x: int) -> list[int]:
+    """The divisors of ``x``, ascending."""
+    small = [i for i in range(1, int(x**0.5) + 1) if x % i == 0]
+    return sorted(set(small) | {x // i for i in small})
+
+
+def check_experts(space: Any) -> None:
+    """The experts of ``space`` by ``HybridParallel``'s rules (``check_experts``), as ``HybridSpace.*``."""
+    set_ = object.__setattr__
+    n = "HybridSpace"
+    cf = space.capacity_factor
+    if isinstance(cf, (str, bool)):
+        raise InvalidParameterError(f"{n}.capacity_factor", cf, "a number > 0")
+    set_(space, "capacity_factor", _checks.positive(f"{n}.capacity_factor", cf, maximum=MAX_CAPACITY_FACTOR))
+    set_(space, "top_k", _checks.integer(f"{n}.top_k", space.top_k, maximum=_checks.MAX_COUNT))
+    if space.experts is None:
+        for f, default in (("capacity_factor", 1.0), ("top_k", 1)):
+            if getattr(space, f) != default:
+                raise InvalidParameterError(
+                    f"{n}.{f}", getattr(space, f), f"{default} without experts= (a dense model)"
+                )
+        if space.expert_parallel not in (None, (1,)):
+            raise InvalidParameterError(
+                f"{n}.expert_parallel",
+                space.expert_parallel,
+                "None or (1,) without experts= (a dense model)",
+            )
+        return
+    E = _checks.integer(f"{n}.experts", space.experts, maximum=_checks.MAX_COUNT)
+    set_(space, "experts", E)
+    if space.top_k > E:
+        raise InvalidParameterError(f"{n}.top_k", space.top_k, f"at most the {E} experts")
+    for i, e in enumerate(space.expert_parallel or ()):
+        if E % e:
+            raise InvalidParameterError(f"{n}.expert_parallel[{i}]", e, f"a divisor of the {E} experts")
