@@ -44,7 +44,9 @@ imported only when :func:`profile` runs.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
+import math
 import os
 import platform
 import statistics
@@ -59,7 +61,25 @@ from queuesgd.harness import require_torch
 from queuesgd.profiler_step import TrainingStep, check_steps, resolve_model, training_step
 from queuesgd.workload import Workload
 
-__all__ = ["InterleavedProfile", "plain_step_time", "profile", "profile_interleaved", "resolve_model"]
+__all__ = [
+    "PHASES",
+    "STEP_PHASES",
+    "InterleavedProfile",
+    "plain_step_time",
+    "profile",
+    "profile_interleaved",
+    "resolve_model",
+]
+
+#: The phases of a profile in the order they run; ``provenance["profile_<phase>_seconds"]`` is each one's
+#: wall time (``provenance["profile_phases"]`` lists them). ``setup``: the model built and moved, its
+#: optimizer and batch, the hooks prepared; ``warmup``: the unmeasured steps; ``loop``: the plain-loop
+#: blocks of :func:`profile_interleaved` (0 for :func:`profile`); ``timed``: the timed steps;
+#: ``detailed``: the steps with hooks; ``stats``: the parameter and optimizer-state bytes (and CUDA's
+#: peak) read; ``memory``: the memory pass; ``result``: hooks removed, provenance and layers assembled.
+PHASES = ("setup", "warmup", "loop", "timed", "detailed", "stats", "memory", "result")
+#: The phases that run the profile's own steps: their sum per step run is ``profile_seconds_per_step``.
+STEP_PHASES = ("warmup", "timed", "detailed", "memory")
 
 
 def profile(
@@ -154,8 +174,13 @@ def profile(
         (parameters, optimizer state, and from one more untimed pass the
         activations kept and the backward pass's transient peak, predicted
         from the step's structure: :mod:`queuesgd.profiler_memory`; on CUDA
-        also the measured peak and activations), and the profile's own wall
-        time per step.
+        also the measured peak and activations), the profile's own wall
+        time per step, and where the call's time went: ``profile_<phase>_seconds``
+        for each of :data:`PHASES` (``profile_phases`` lists them in order;
+        on CUDA each phase ends at a synchronize except the warm-up that runs
+        into the timed steps and the memory pass, timed on the host),
+        ``profile_wall_seconds`` (the whole call) and ``profile_warmup_step_seconds``
+        (each unmeasured step on the host clock: a first use of the device shows there).
 
     Examples
     --------
@@ -255,9 +280,9 @@ def profile_interleaved(
     InterleavedProfile
         ``workload`` (as :func:`profile` gives, its compute law pooled over
         every timed block; ``provenance["profile_seconds_per_step"]`` counts
-        the profile's own steps only, and ``profile_warmup_seconds``,
-        ``profile_timed_seconds``, ``profile_detailed_seconds`` and
-        ``profile_memory_seconds`` say where that time went), ``loop_s`` and ``profile_s``.
+        the profile's own steps only: :data:`STEP_PHASES`; ``profile_<phase>_seconds``
+        for each of :data:`PHASES`, the loop blocks included, say where the call's time went),
+        ``loop_s`` and ``profile_s``.
 
     Examples
     --------
@@ -299,30 +324,38 @@ def _run(
     loop: int = 0,
 ) -> InterleavedProfile:
     """The profile: warm-up, timed blocks (each after a plain loop block of ``loop`` steps when
-    ``loop > 0``, and one more loop block after the last), detailed steps, the memory pass."""
+    ``loop > 0``, and one more loop block after the last), detailed steps, the memory pass.
+
+    Each of :data:`PHASES` is timed on the host clock at its boundaries only (on CUDA: one
+    synchronize after the setup; the other boundaries already wait for the device, but for the
+    warm-up that runs into the timed steps and the memory pass), never per step or module.
+    """
     from queuesgd.profiler_recorder import Recorder
 
+    began = time.perf_counter()
     torch = require_torch()
     if name is not None:
         _checks.name("name", name)
     loop_s: list[float] = []
     profile_s: list[float] = []
+    # the profile's wall seconds by phase, in the order they run (PHASES); STEP_PHASES are its own steps'
+    phases = dict.fromkeys(PHASES, 0.0)
+
+    @contextlib.contextmanager
+    def counted(phase: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            phases[phase] += time.perf_counter() - t0
+
     with _threads(torch, threads):
-        step = training_step(model, **step_args)
-        cuda = step.dev.type == "cuda"
-        rec = Recorder(torch, step.net, step.params, cuda=cuda, forward_hooks=not step.compiled)
-        wait = torch.cuda.synchronize if cuda else (lambda: None)
-        # the profile's own seconds by phase (not the loop blocks')
-        phases = dict.fromkeys(("warmup", "timed", "detailed", "memory"), 0.0)
-
-        @contextlib.contextmanager
-        def counted(phase: str) -> Iterator[None]:
-            t0 = time.perf_counter()
-            try:
-                yield
-            finally:
-                phases[phase] += time.perf_counter() - t0
-
+        with counted("setup"):
+            step = training_step(model, **step_args)
+            cuda = step.dev.type == "cuda"
+            rec = Recorder(torch, step.net, step.params, cuda=cuda, forward_hooks=not step.compiled)
+            wait = torch.cuda.synchronize if cuda else (lambda: None)
+            wait()  # the model and batch on the device before the warm-up starts (one synchronize, on CUDA)
         try:
             if cuda:
                 torch.cuda.reset_peak_memory_stats(step.dev)
@@ -331,12 +364,17 @@ def _run(
                 if loop:
                     with counted("warmup"):
                         rec.timed(*args, warmup, skip=warmup)
+                warm_steps = list(rec.skipped_seconds)
                 for count in timed_blocks:
-                    if not loop:  # the warm-up runs straight into the timed steps
+                    if not loop:  # the warm-up runs straight into the timed steps: its host time moves over
                         with counted("timed"):
                             rec.timed(*args, warmup + count, skip=warmup)
+                        warm_steps = list(rec.skipped_seconds)
+                        phases["timed"] -= math.fsum(warm_steps)
+                        phases["warmup"] += math.fsum(warm_steps)
                         continue
-                    loop_s.append(_loop_block(step, loop, wait))
+                    with counted("loop"):
+                        loop_s.append(_loop_block(step, loop, wait))
                     first = len(rec.samples["compute"])
                     with counted("timed"):
                         rec.timed(*args, count, skip=0)
@@ -345,27 +383,35 @@ def _run(
                         + statistics.median(rec.samples["update"][first:])
                     )
                 if loop:
-                    loop_s.append(_loop_block(step, loop, wait))
+                    with counted("loop"):
+                        loop_s.append(_loop_block(step, loop, wait))
                 with counted("detailed"):
                     for i in range(detailed + (warmup > 0)):  # a first detailed step to warm the hooks up
                         rec.detailed(*args, measure=i > 0 or warmup == 0)
-            memory = _memory(step)
-            if cuda:
-                memory["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(step.dev))
-                memory["activation_bytes"] = max(step.activations)
+            with counted("stats"):
+                memory = _memory(step)
+                if cuda:
+                    memory["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(step.dev))
+                    memory["activation_bytes"] = max(step.activations)
             with counted("memory"):
                 memory.update(_backward_memory(step))
         finally:
+            t0 = time.perf_counter()
             rec.remove()
-        provenance = _provenance(step)
-    provenance.update(memory)
-    ran = warmup + sum(timed_blocks) + detailed + (warmup > 0) + 1  # + the memory pass
-    provenance["profile_seconds_per_step"] = sum(phases.values()) / ran
-    # where that time went, in seconds (the timed steps hold the warm-up when it runs into them)
-    for phase, spent in phases.items():
-        provenance[f"profile_{phase}_seconds"] = spent
-    label = name or type(getattr(step.net, "_orig_mod", step.net)).__name__
-    work = rec.workload(step.batch_size * step.accumulation, label, provenance)
+            phases["result"] += time.perf_counter() - t0
+        with counted("result"):
+            provenance = _provenance(step)
+    with counted("result"):
+        provenance.update(memory)
+        ran = warmup + sum(timed_blocks) + detailed + (warmup > 0) + 1  # + the memory pass
+        provenance["profile_seconds_per_step"] = math.fsum(phases[p] for p in STEP_PHASES) / ran
+        label = name or type(getattr(step.net, "_orig_mod", step.net)).__name__
+        work = rec.workload(step.batch_size * step.accumulation, label, provenance)
+    # where the profile's time went, in seconds (see PHASES), and the whole call's
+    spent = {f"profile_{phase}_seconds": seconds for phase, seconds in phases.items()}
+    spent["profile_wall_seconds"] = time.perf_counter() - began
+    spent["profile_warmup_step_seconds"] = warm_steps
+    work = dataclasses.replace(work, provenance={**work.provenance, "profile_phases": list(PHASES), **spent})
     return InterleavedProfile(work, tuple(loop_s), tuple(profile_s))
 
 
@@ -514,7 +560,7 @@ def _provenance(step: TrainingStep) -> dict[str, Any]:
     else:
         where = f"CPU ({platform.machine() or 'unknown'}, {torch.get_num_threads()} thread(s))"
         timing = "host clock (time.perf_counter)"
-    return {
+    out = {
         "device": where,
         "torch": str(torch.__version__),
         "parameter_dtype": ",".join(dtypes),
@@ -526,3 +572,8 @@ def _provenance(step: TrainingStep) -> dict[str, Any]:
         "compiled": step.compiled,
         "forward_times": "none (compiled model)" if step.compiled else "exclusive per parameter owner",
     }
+    if step.dev.type == "cuda":  # a first use of cuDNN (plans built per shape and dtype) costs the warm-up
+        version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        out["cudnn"] = None if version is None else str(version)
+        out["cudnn_benchmark"] = bool(torch.backends.cudnn.benchmark)
+    return out

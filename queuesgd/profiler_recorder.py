@@ -97,6 +97,7 @@ class Recorder:
         self.samples: dict[str, list[float]] = {"compute": [], "update": [], "wall_detail": []}
         self.timed_wall = math.nan  # host seconds per recorded timed step, over every timed block
         self._wall = [0.0, 0]  # host seconds and steps of the recorded timed steps, every block
+        self.skipped_seconds: list[float] = []  # host seconds of each unrecorded step of the last timed()
         self.ready_runs: list[dict[str, float]] = []
         self.fwd_runs: list[dict[str, float]] = []
         self.forward_runs: list[float] = []  # the timed steps' last forward and backward passes
@@ -173,9 +174,12 @@ class Recorder:
         """
         clock = self.clock
         steps = []
+        starts = []  # host clock at each unrecorded step's start (a phase diagnostic: no wait)
         wall0 = 0.0
         for i in range(count):
-            if i == skip:
+            if i < skip:
+                starts.append(time.perf_counter())
+            elif i == skip:
                 wall0 = time.perf_counter()
             marks = []
             for j in range(accumulation):
@@ -186,12 +190,16 @@ class Recorder:
                 marks.append((m0, m1, clock.mark()))
             update()
             steps.append((marks, clock.mark()))
+        last = time.perf_counter() if count <= skip else wall0  # the last unrecorded step's end, on the host
         clock.finish()
+        if count > skip:
+            self._wall[0] += time.perf_counter() - wall0
+            self._wall[1] += count - skip
+            self.timed_wall = self._wall[0] / self._wall[1]
+        ends = [*starts[1:], last][: len(starts)]
+        self.skipped_seconds = [b - a for a, b in zip(starts, ends, strict=True)]
         if count <= skip:
             return
-        self._wall[0] += time.perf_counter() - wall0
-        self._wall[1] += count - skip
-        self.timed_wall = self._wall[0] / self._wall[1]
         for marks, m3 in steps[skip:]:
             m0, m1, m2 = marks[-1]
             self.samples["compute"].append(math.fsum(clock.seconds(a, c) for a, _, c in marks))

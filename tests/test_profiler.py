@@ -197,3 +197,48 @@ def test_the_profile_says_where_its_own_time_went():
     assert phases["memory"] >= 0.03  # the memory pass runs one forward and backward
     ran = 2 + 4 + 3 + 1 + 1  # warm-up, timed, detailed (+1), the memory pass
     assert sum(phases.values()) == pytest.approx(prov["profile_seconds_per_step"] * ran, rel=1e-12)
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_the_phases_account_for_the_whole_call(interleaved):
+    # each phase's wall time, in order, none negative; together at least 80% of the call timed around it
+    import time
+
+    from queuesgd.profiler import PHASES, STEP_PHASES, profile_interleaved
+
+    def run() -> q.Workload:
+        if interleaved:
+            return profile_interleaved(
+                _mlp(), batch_size=4, input_shape=(8,), warmup=3, blocks=2, block_steps=3, detailed=2
+            ).workload
+        return profile(_mlp(), batch_size=4, input_shape=(8,), warmup=3, repetitions=6)
+
+    run()  # the first call imports what the profile needs
+    t0 = time.perf_counter()
+    w = run()
+    wall = time.perf_counter() - t0
+    prov = w.provenance
+    assert prov["profile_phases"] == list(PHASES)
+    spent = {p: prov[f"profile_{p}_seconds"] for p in prov["profile_phases"]}
+    assert all(s >= 0 for s in spent.values())
+    assert all(spent[p] > 0 for p in ("setup", "warmup", "timed", "detailed", "memory", "result"))
+    assert (spent["loop"] > 0) == interleaved  # the plain-loop blocks are the interleaved profile's only
+    assert sum(spent.values()) <= prov["profile_wall_seconds"] <= wall
+    assert sum(spent.values()) >= 0.8 * wall
+    # the warm-up's steps one by one, on the host clock; they are the warm-up phase (with its one wait)
+    steps = prov["profile_warmup_step_seconds"]
+    assert len(steps) == 3 and all(s > 0 for s in steps)
+    assert sum(steps) <= spent["warmup"] + 1e-12
+    ran = 3 + (6 if interleaved else 3) + (2 if interleaved else 3) + 1 + 1
+    per_step = sum(spent[p] for p in STEP_PHASES) / ran
+    assert per_step == pytest.approx(prov["profile_seconds_per_step"], rel=1e-9)
+
+
+def test_the_warm_up_that_runs_into_the_timed_steps_is_its_own_phase():
+    # forward sleeps 10 ms, backward 20 ms: 2 warm-up steps, then 2 timed ones, each at least 30 ms
+    w = profile(slow(0.01, 0.02), batch_size=2, input_shape=(6,), warmup=2, repetitions=4)
+    prov = w.provenance
+    assert len(prov["profile_warmup_step_seconds"]) == 2
+    assert prov["profile_warmup_seconds"] >= 2 * 0.03 and prov["profile_timed_seconds"] >= 2 * 0.03
+    assert prov["profile_warmup_seconds"] == pytest.approx(sum(prov["profile_warmup_step_seconds"]))

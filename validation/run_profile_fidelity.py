@@ -113,6 +113,11 @@ from queuesgd.profiler import plain_step_time  # noqa: E402
 TARGET = 0.03
 OVERHEAD = 2.0
 PHASES = ("warmup", "timed", "detailed", "memory")  # the profile's own time by phase, printed per row
+# Recording only (issue 21; no measurement, case, setting or target of the registered protocol changes):
+# each row also carries the profile's wall seconds by phase, in the order they ran (``profile_phase_s``,
+# from its provenance's ``profile_phases``: setup, warm-up, loop blocks, timed, detailed, ... result),
+# its own whole-call wall time (``profile_call_s``) and each warm-up step's host seconds
+# (``warmup_step_s``) beside ``profile_wall_s``, so a row says where a long profile's time went.
 
 
 def encoder(width: int = 512, layers: int = 6, heads: int = 8) -> object:
@@ -482,10 +487,28 @@ def _row(case: FidelityCase, args: argparse.Namespace) -> dict:
     if peak and row.get("memory_predicted_bytes"):
         shown["peak/Memory"] = round(peak / row["memory_predicted_bytes"], 3)
     prov = row.get("provenance", {})
-    spent = {k: round(prov[f"profile_{k}_seconds"], 2) for k in PHASES if f"profile_{k}_seconds" in prov}
+    row.update(_phase_columns(prov))  # recording only: copied from the provenance, nothing measured anew
+    spent = {k: round(v, 2) for k, v in row.get("profile_phase_s", {}).items()}
+    if not spent:
+        spent = {k: round(prov[f"profile_{k}_seconds"], 2) for k in PHASES if f"profile_{k}_seconds" in prov}
     took = f"{row['seconds']:.1f}s"
     print(case.name, json.dumps(shown), took, spent or "", row.get("failed", ""), flush=True)
     return row
+
+
+def _phase_columns(prov: dict) -> dict:
+    """The profile's seconds by phase, in order, and its whole call's, copied from its provenance."""
+    phases = prov.get("profile_phases") or []
+    out: dict = {}
+    if phases:
+        out["profile_phase_s"] = {p: prov[f"profile_{p}_seconds"] for p in phases}
+    for key, column in (
+        ("profile_wall_seconds", "profile_call_s"),
+        ("profile_warmup_step_seconds", "warmup_step_s"),
+    ):
+        if key in prov:
+            out[column] = prov[key]
+    return out
 
 
 def _torchvision(name: str):
