@@ -25,13 +25,16 @@ Which configurations count (the rules of Megatron-LM and of ``HybridParallel``):
 - ``c`` divides the sequence and ``workers / t`` (the ``c`` ranks are ``t``
   apart; no packing rule of their own);
 - ``p`` divides ``workers / (t c)``, and the layers (layout ``"even"``) or,
-  layout ``"head-slots"`` (1F1B and GPipe, ``p > 1``), ``n = (l + 2) / p``
+  layout ``"head-slots"`` (``p > 1``), ``n = (l + 2) / p``
   is whole and ``n >= 2``: the stages hold ``n - 1, n, ..., n, n - 1``
   layers (``HybridParallel(stage_layers=...)``); a ``p`` that does not
   divide the layers appears only with it; ``d`` divides ``G``;
 - ``b`` divides ``G / d`` (every replica the same ``m`` whole micro-batches);
 - 1F1B and GPipe have ``v = 1``; the interleaved schedule needs ``p > 1``,
-  ``m`` a multiple of ``p`` and ``p v`` dividing the layers;
+  ``m`` a multiple of ``p`` and ``p v`` dividing the layers (``"even"``) or,
+  ``"head-slots"``, ``v`` dividing ``n`` with ``n / v >= 2`` (the first
+  stage's first chunk and the last stage's last hold ``n / v - 1`` layers,
+  the others ``n / v``: :mod:`~queuesgd.schemes.parallel.hybrid_stages`);
 - with ``E`` experts, ``e`` divides ``E`` and ``d`` (the experts split
   inside the data-parallel group); without experts ``e = 1``;
 - ``tp_overlap="all"`` only with sequence parallelism (HybridParallel's rule);
@@ -41,7 +44,8 @@ Which configurations count (the rules of Megatron-LM and of ``HybridParallel``):
   rank neither changes anything), and for a
   shape with flash attention selective recomputation when None is tried
   too (it reruns nothing there: the same configurations, said in a note), and
-  head-slots with ``p = 2`` when ``"even"`` is tried too (it is the even split).
+  head-slots with ``p = 2`` when ``"even"`` is tried too (for 1F1B and GPipe it is the even split;
+  interleaved, its chunks are not the even ones, and it is kept).
 
 Examples
 --------
@@ -71,7 +75,12 @@ from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
 from queuesgd.hybrid_space_checks import axis, bool_or, boolean_axis, check_experts, choices, divisors
 from queuesgd.schemes.parallel.hybrid_batch import COLUMNS, batch_times
-from queuesgd.schemes.parallel.hybrid_layout import LAYOUTS, head_slot_layers, head_slots_applies
+from queuesgd.schemes.parallel.hybrid_layout import (
+    LAYOUTS,
+    head_slot_layers,
+    head_slots_applies,
+    head_slots_interleaved,
+)
 from queuesgd.schemes.parallel.hybrid_overlap import TP_OVERLAP, tp_overlap_value
 from queuesgd.schemes.parallel.megatron import RECOMPUTE, SCHEDULES
 
@@ -260,9 +269,14 @@ def _enumerate(
             notes.append(f"tensor {t}: not tried, {why}")
     even, heads = "even" in space.layout, "head-slots" in space.layout
 
-    def layouts(p: int) -> tuple[int, ...]:  # the layouts of 1F1B and GPipe at p (interleaved: even only)
+    def layouts(p: int) -> tuple[int, ...]:  # the layouts of 1F1B and GPipe at p (interleaved: below)
         e = even and l % p == 0
         return (0,) * e + (1,) * (heads and head_slots_applies(l, p) and not (e and p == 2))
+
+    def interleaved_layouts(p: int) -> list[tuple[int, int]]:  # (v, layout): even, then head-slots chunks
+        vs = space.virtual_stages or range(2, (l + 2) // p + 1)
+        out = [(v, 0) for v in vs if even and v <= l // p and l % (p * v) == 0]
+        return out + [(v, 1) for v in vs if heads and head_slots_interleaved(l, p, v)]
 
     for p in space.pipeline or ():
         if not layouts(p):
@@ -297,13 +311,12 @@ def _enumerate(
                     for sched in space.schedule:
                         code, ks = SCHEDULES.index(sched), layouts(p)
                         if sched != "interleaved":
-                            vs: Iterable[int] = (1,)
-                        elif p == 1 or m % p or 0 not in ks:
+                            vk: Iterable[tuple[int, int]] = [(1, k) for k in ks]
+                        elif p == 1 or m % p:
                             continue
                         else:
-                            vs = [v for v in space.virtual_stages or range(2, l // p + 1) if l % (p * v) == 0]
-                            ks = (0,)
-                        base.extend((t, p, d, b, m, code, v, c, e, k) for v in vs for e in es for k in ks)
+                            vk = interleaved_layouts(p)
+                        base.extend((t, p, d, b, m, code, v, c, e, k) for v, k in vk for e in es)
     # every row takes each of these
     inner_names = ("recompute", "zero", "sequence_parallel", "tp_overlap", "zero_overlap")
     names = tuple(c for c in CONFIGURATION if c not in inner_names)  # base's order: t p d b m sched v c e k

@@ -299,6 +299,6 @@ def test_stage_layers_refuses_what_it_cannot_represent():
             q.HybridParallel(pipeline=4, microbatches=8, shape=GPT22, stage_layers=bad)
     with pytest.raises(q.errors.InvalidParameterError, match="interleaved"):
         q.HybridParallel(pipeline=2, microbatches=8, shape=GPT22, stage_layers=(10, 12),
-                         schedule="interleaved")  # fmt: skip
+                         schedule="interleaved", virtual_stages=4)  # fmt: skip
     with pytest.raises(q.errors.NotRepresentable, match="equal stages"):
         q.HybridParallel(pipeline=4, microbatches=8, shape=GPT22, stage_layers=(5, 6, 6, 5)).formula()

@@ -55,8 +55,8 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    slowest GPU's whole work plus ``(p - 1)/v`` of the other stages' chunks
    (Sections 2.2.1-2.2.2; ``v = 1`` for GPipe and 1F1B); equal stages give
    ``(m + (p - 1)/v) tau``, the bubble ``(p - 1)/(v m)`` of ``m tau``.
-   ``stage_layers=`` gives the stages unequal layer counts (GPipe, 1F1B;
-   :mod:`~.hybrid_stages`): ``sum_i tau_i + (m - 1) max_i tau_i``.
+   ``stage_layers=`` gives the stages unequal layer counts (:mod:`~.hybrid_stages`):
+   ``sum_i tau_i + (m - 1) max_i tau_i``; interleaved, a bound over the chunks.
 5. **Data parallelism** after the pipeline flush, exposed, over the ``d``
    ranks holding the same shard (``k`` per node when ``t`` packs fewer than
    a node; every GPU's group uses the rails at once): ZeRO 0 all-reduces
@@ -106,7 +106,7 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from queuesgd import _checks
@@ -123,7 +123,7 @@ from queuesgd.schemes.parallel.hybrid_memory import first_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
 from queuesgd.schemes.parallel.hybrid_overlap import check_tp_overlap, scheme_exposed_per_layer
 from queuesgd.schemes.parallel.hybrid_reason import closed_form_reason
-from queuesgd.schemes.parallel.hybrid_stages import StepTimes, stage_layer_counts, stage_shares
+from queuesgd.schemes.parallel.hybrid_stages import StepTimes, stage_chunks, stage_layer_counts, stage_shares
 from queuesgd.schemes.parallel.hybrid_zero import check_zero_overlap, exposed_per_step
 from queuesgd.schemes.parallel.megatron import (
     RECOMPUTE,
@@ -203,7 +203,7 @@ class HybridParallel(Scheme):
     top_k : int
         Experts each token goes to (default 1: Switch; 2: GShard).
     stage_layers : sequence of int or None
-        An uneven partition: ``p`` layer counts summing to ``l`` (GPipe and 1F1B; :mod:`~.hybrid_stages`).
+        Uneven stages: ``p`` layer counts summing to ``l`` (interleaved: in chunks; :mod:`~.hybrid_stages`).
     tp_overlap : bool or "backward" or "all"
         True (or ``"backward"``): the backward's TP collectives overlapped with the weight-gradient GEMMs
         of QKV and fc1 (Megatron's async all-reduce); ``"all"``: every TP collective pipelined with its
@@ -288,6 +288,7 @@ class HybridParallel(Scheme):
         check_tp_overlap(self)
         check_zero_overlap(self)
         kw = {"pipeline": self.pipeline, "layers": self.layer_count, "schedule": self.schedule}
+        kw["virtual"] = self.virtual_stages
         set_(self, "stage_layers", stage_layer_counts(f"{n}.stage_layers", self.stage_layers, **kw))
         if self.schedule != "interleaved" and self.virtual_stages != 1:
             raise InvalidParameterError(
@@ -512,6 +513,7 @@ class HybridParallel(Scheme):
                 fwd = stretch * (n * self.compute_model.block_parts(self.shape, workload.batch_size, **kw)[0])
             dp = exposed_per_step(self.zero, m, dp, sum(reduces), sum(gathers), compute, fwd, n)
         steps = StepTimes(compute, exposed, p2p, dp, update, p, m, v, algorithms, cp, ep, head, shares)
+        steps = replace(steps, chunks=stage_chunks(self))
         return steps, tp, dp_all
 
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:

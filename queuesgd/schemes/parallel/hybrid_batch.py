@@ -44,7 +44,11 @@ from queuesgd.schemes.costs import (
 )
 from queuesgd.schemes.memory import check_optimizer
 from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
-from queuesgd.schemes.parallel.hybrid_layout import head_slots_first, head_slots_step
+from queuesgd.schemes.parallel.hybrid_layout import (
+    head_slots_first,
+    head_slots_interleaved_step,
+    head_slots_step,
+)
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share
 from queuesgd.schemes.parallel.hybrid_overlap import (
     ALL_GEMMS,
@@ -382,12 +386,13 @@ def batch_times(
         dp_exposed = np.where(zo, hidden, dp)
     tau = compute + tp_exposed + p2p + cp + ep
     step = pipeline_time(tau, head, p, m, v) + dp_exposed + update
-    uneven = hs & (p > 2)  # with p = 2 the head-slots split is the even one (HybridParallel's too)
-    if uneven.any():
+    uneven = hs & (p > 2) & (sched != 2)  # with p = 2 the head-slots split is the even one (1F1B, GPipe)
+    chunked = hs & (sched == 2)  # interleaved: the end chunks one layer fewer, at p = 2 too
+    if uneven.any() or chunked.any():
         work = compute + tp_exposed + cp + ep
-        step = np.where(
-            uneven, head_slots_step(shape.layers, p, m, work, p2p, head) + dp_exposed + update, step
-        )
+        pipe = np.where(chunked, head_slots_interleaved_step(shape.layers, p, m, v, work, p2p, head), 0.0)
+        pipe = np.where(uneven, head_slots_step(shape.layers, p, m, work, p2p, head), pipe)
+        step = np.where(uneven | chunked, pipe + dp_exposed + update, step)
     moe_args = (experts, capacity_factor, top_k) if moe else None
     first = head_slots_first(shape.layers, p, hs)  # the first stage's layers
     memory = _batch_memory(
@@ -520,7 +525,7 @@ def _batch_memory(
     first: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """``HybridParallel.memory`` on arrays (first stage of ``first`` layers; Korthikanti's activations)."""
-    s, h, a, l = shape.sequence, shape.hidden, shape.heads, shape.layers
+    s, h, a = shape.sequence, shape.hidden, shape.heads
     nbytes = param_bytes / shape.parameters
     block = shape.block_parameters
     if moe is not None:
@@ -544,11 +549,11 @@ def _batch_memory(
     if moe is not None:
         more = (moe[1] * moe[2] - 1) * sbh * (16 / t + 2 / np.where(sp, t, 1))
         per = per + np.where(rc == 1, 0.0, more)
-    per_stage = first  # whole numbers: layers_in_flight's (first p) / p exactly
+    per_stage = first  # whole numbers: layers_in_flight's (first p) / p exactly; even: first p = l
     flight = np.where(
         sched == 1,
         m * per_stage,
-        np.where(sched == 2, l * (1 + (p - 1) / (p * v)), np.minimum(p, m) * per_stage),
+        np.where(sched == 2, first * p * (1 + (p - 1) / (p * v)), np.minimum(p, m) * per_stage),
     )
     act = per * flight / c
     gathered = np.where((z == 3) & (dc > 1), 2 * layer, 0.0)

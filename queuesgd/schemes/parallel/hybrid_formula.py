@@ -34,6 +34,7 @@ from queuesgd.errors import NotRepresentable
 from queuesgd.model_shapes_attention import step_flops
 from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
 from queuesgd.schemes.parallel.hybrid_overlap import exposed_all_per_layer, exposed_per_layer
+from queuesgd.schemes.parallel.hybrid_stages import stage_shares
 from queuesgd.schemes.parallel.megatron import bubble_fraction, pipeline_time
 
 if TYPE_CHECKING:
@@ -93,10 +94,10 @@ def hybrid_formula(
             "predict has their overlap with the stage's compute (min(max(X - K, 0) + X / n, X) per "
             "collective, K the compute it hides behind; hybrid_zero), not derived here"
         )
-    if scheme.stage_layers is not None and len(set(scheme.stage_layers)) > 1:
+    if stage_shares(scheme) is not None:
         raise NotRepresentable(
-            "HybridParallel's formula has equal stages only (stage_layers=None or equal counts); "
-            "predict has uneven partitions"
+            "HybridParallel's formula has equal stages only (stage_layers=None or equal counts, "
+            "interleaved: equal chunks); predict has uneven partitions"
         )
     pos = {"positive": True}
     ints = {k: sympy.Symbol(k, integer=True, **pos) for k in ("t", "p", "d", "M", "v", "m", "l")}

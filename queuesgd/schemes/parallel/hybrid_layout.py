@@ -5,12 +5,17 @@
 slot, as BLOOM-176B (70 layers on 12 stages as 5, 6 x 10, 5) and Llama 3
 405B (126 on 16 as 7, 8 x 14, 7) ran: with ``n = (l + 2) / p`` whole, the
 first and the last stage hold ``n - 1`` layers, the others ``n``
-(``HybridParallel(stage_layers=...)``; GPipe and 1F1B only, ``p > 1``,
-``n >= 2``). With ``p = 2`` it is the even split.
+(``HybridParallel(stage_layers=...)``, ``p > 1``, ``n >= 2``). With ``p =
+2`` it is the even split for GPipe and 1F1B. Under the interleaved schedule
+(:func:`head_slots_interleaved`: ``v`` divides ``n``, ``n / v >= 2``) each
+stage's ``v`` chunks hold ``n / v`` layers but the first stage's first and
+the last stage's last, ``n / v - 1`` (:func:`~.hybrid_stages.chunk_layers`):
+at ``p = 2`` too, a layout the even split is not.
 
 :func:`head_slots_step` is :func:`~.megatron.stage_pipeline_time` of those
 stages on arrays: three kinds of stage (first, middle, last), so the sum and
-the maximum are closed forms.
+the maximum are closed forms; :func:`head_slots_interleaved_step` is
+:func:`~.hybrid_stages.interleaved_chunk_time` of their chunks.
 
 Examples
 --------
@@ -24,7 +29,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LAYOUTS", "head_slot_layers", "head_slots_applies", "head_slots_first", "head_slots_step"]
+__all__ = [
+    "LAYOUTS",
+    "head_slot_layers",
+    "head_slots_applies",
+    "head_slots_first",
+    "head_slots_interleaved",
+    "head_slots_interleaved_step",
+    "head_slots_step",
+]
 
 #: The values of ``HybridSpace.layout``, by code (the ``layout`` column of ``batch_times``).
 LAYOUTS: tuple[str, ...] = ("even", "head-slots")
@@ -93,3 +106,48 @@ def head_slots_step(
     last = end + head
     total = end + (p - 2) * mid + last
     return total + (m - 1) * np.maximum(np.maximum(end, mid), last)
+
+
+def head_slots_interleaved(layers: int, pipeline: int, virtual: int) -> bool:
+    """Whether the head-slots stages split into ``v`` chunks under the interleaved schedule.
+
+    ``n = (l + 2) / p`` whole, ``v`` dividing ``n``, ``n / v >= 2`` (the end chunks keep a layer).
+
+    Examples
+    --------
+    >>> [(p, v) for p in (2, 3, 4, 6) for v in (2, 3) if head_slots_interleaved(10, p, v)]
+    [(2, 2), (2, 3), (3, 2)]
+    """
+    if not head_slots_applies(layers, pipeline) or virtual < 1:
+        return False
+    n = (layers + 2) // pipeline
+    return n % virtual == 0 and n // virtual >= 2
+
+
+def head_slots_interleaved_step(
+    layers: int, pipeline: Any, microbatches: Any, virtual: Any, work: Any, p2p: Any, head: Any
+) -> np.ndarray:
+    """:func:`~.hybrid_stages.interleaved_chunk_time` of the head-slots chunks, per row (``p >= 2``).
+
+    A chunk of ``k = n / v`` layers takes ``c = (k p / l) work + p2p / v``, the
+    first stage's first ``c - w`` (``w = (p / l) work``, one layer), the last
+    stage's last ``c - w + head``: ``m (v c + max(0, head - w)) + (p - 1) c -
+    w - max(0, w - head)`` (``HybridParallel``'s ``StepTimes.chunk_times``).
+
+    Examples
+    --------
+    >>> from queuesgd.schemes.parallel.hybrid_stages import interleaved_chunk_time
+    >>> chunks = [[3.1, 4.1], [4.1, 4.1], [4.1, 4.1], [4.1, 3.6]]   # 30 layers: 3 + 4, 4 + 4, 4 + 4, 4 + 3
+    >>> got = head_slots_interleaved_step(30, [4], [8], [2], [7.5], [0.2], [0.5])[0]   # one layer 1 s
+    >>> round(float(got), 9), round(interleaved_chunk_time(chunks, 8), 9)   # 8 x 8.2 + 3 x 4.1 - 1 - 0.5
+    (76.4, 76.4)
+    """
+    p = np.asarray(pipeline, dtype=np.int64)
+    m = np.asarray(microbatches, dtype=np.int64)
+    v = np.asarray(virtual, dtype=np.int64)
+    n = (layers + 2) // p
+    mean = layers / p
+    c = (n // v) / mean * work + p2p / v
+    short = (n // v - 1) / mean * work + p2p / v
+    last = short + head
+    return m * (v * c + np.maximum(0.0, last - c)) + (p - 1) * c - (c - short) - np.maximum(0.0, c - last)
