@@ -351,8 +351,15 @@ def _enumerate(
                 f"{ax} {x}: not tried, no configuration with {why}" for x in given or () if x not in used
             )
     if B and heads and not (rows[:, names.index("layout")] == 1).any():
-        notes.append("layout 'head-slots': not tried, no p > 2 (GPipe, 1F1B) with (l + 2) / p whole applies")
+        notes.append(HEAD_SLOTS_NONE)
     return {k: v[keep] for k, v in cols.items()}, notes
+
+
+#: The note when no head-slots row applies (the depths ``hybrid_layout`` accepts).
+HEAD_SLOTS_NONE = (
+    "layout 'head-slots': not tried, no depth applies (GPipe, 1F1B: p > 2 with (l + 2) / p whole; "
+    "interleaved: v dividing n = (l + 2) / p with n / v >= 2)"
+)
 
 
 @dataclass(frozen=True)

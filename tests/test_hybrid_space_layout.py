@@ -80,7 +80,8 @@ def test_the_stage_layers_of_head_slot_rows_and_the_pipeline_notes():
     space = HybridSpace(tensor=(1,), pipeline=(5,), layout=BOTH)
     none = evaluate_space(EAGER, Cluster(60, "10Gbit/s"), space, global_batch=60, memory_limit=1e12)
     assert none.notes == (
-        "layout 'head-slots': not tried, no p > 2 (GPipe, 1F1B) with (l + 2) / p whole applies",
+        "layout 'head-slots': not tried, no depth applies (GPipe, 1F1B: p > 2 with (l + 2) / p whole; "
+        "interleaved: v dividing n = (l + 2) / p with n / v >= 2)",
     )
 
 
