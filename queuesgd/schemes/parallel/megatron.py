@@ -89,11 +89,14 @@ def pipeline_time(stage: Any, last: Any, pipeline: Any, microbatches: Any, virtu
     the last ``tau + last`` (it also runs the output layer). For GPipe and
     1F1B with stage times ``tau_i`` the step is ``sum_i tau_i + (m - 1) max_i
     tau_i`` (every stage's fill and drain, then ``m - 1`` micro-batches at the
-    slowest); for the interleaved schedule (each GPU ``v`` chunks of
-    ``tau_i / v``, the head in the last GPU's last chunk) ``m max_i tau_i +
-    (sum_i tau_i - max_i tau_i) / v``: the slowest GPU's whole work, plus the
-    other stages' chunks that precede its first forward and follow its last
-    backward. With the last stage the slowest both are
+    slowest). For the interleaved schedule (each GPU ``v`` chunks of
+    ``tau / v``, the head in the last GPU's last chunk) this function's case
+    is exact; with unequal stages the tempting ``m max_i tau_i + (sum_i tau_i
+    - max_i tau_i) / v`` is neither exact nor a bound against Megatron's
+    order (``tests/schemes/test_hybrid_interleaved_stages.py`` has a
+    counterexample; unequal chunks are timed by
+    :func:`~.hybrid_stages.interleaved_chunk_time`). With the last stage the
+    slowest, both schedules give
 
         ``m (tau + last) + (p - 1) tau / v``,
 
