@@ -2,7 +2,8 @@
 
 Every column the vectorized evaluation and ``predict`` both report is compared, relative to 1e-12
 (tests/test_planning_hybrid.py, test_hybrid_space_cp_ep.py, test_hybrid_space_layout.py,
-test_model_shapes_llama.py, test_model_shapes_flash.py).
+test_model_shapes_llama.py, test_model_shapes_flash.py). Also the DGX cluster and the constant-rate GEMM
+model the hybrid scheme's hand computations use (tests/schemes/test_hybrid*.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from queuesgd import Cluster, predict
+from queuesgd.compute_model import ComputeModel
+from queuesgd.gemm_table import GemmTable
 
 #: A table's column, and where ``predict``'s result holds the same number.
 PREDICTED: dict[str, Callable[[Any], float]] = {
@@ -37,11 +40,18 @@ def rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-300)
 
 
+#: NVLink per GPU and its latency; one 200 Gbit/s rail and its latency (the hand computations' inputs).
+B_I, A_I, B_R, A_E = 300e9, 2e-6, 25e9, 5e-6
+
+
 def dgx(workers: int) -> Cluster:
     """DGX nodes: 8 GPUs, 300 GB/s NVLink per direction (2 us), 8 rails of 200 Gbit/s (5 us)."""
-    return Cluster(
-        workers, "200Gbit/s", "5us", gpus_per_node=8, node_bandwidth="300GB/s", node_latency="2us", rails=8
-    )
+    return Cluster(workers, B_R, A_E, gpus_per_node=8, node_bandwidth=B_I, node_latency=A_I, rails=8)
+
+
+def gemm_model(rate: float) -> ComputeModel:
+    """Every product at ``rate`` FLOP/s (efficiency 0.5 of ``2 rate``), memory-bound kernels free."""
+    return ComputeModel(GemmTable.constant(0.5, peak_flops=2 * rate), None)
 
 
 def assert_rows_equal_predict(table: Any, cluster: Cluster, rows: Iterable[Any]) -> list[tuple[Any, Any]]:

@@ -13,12 +13,7 @@ from queuesgd.schemes.parallel.megatron import (
     layer_activation_bytes,
     layers_in_flight,
 )
-
-B_I, A_I, B_R, A_E = 300e9, 2e-6, 25e9, 5e-6  # NVLink per GPU; one 200 Gbit/s rail
-
-
-def dgx(workers: int) -> q.Cluster:
-    return q.Cluster(workers, B_R, A_E, gpus_per_node=8, node_bandwidth=B_I, node_latency=A_I, rails=8)
+from tests.hybrid_rows import A_E, A_I, B_I, B_R, dgx
 
 
 def ring(n, S, B, a):

@@ -19,15 +19,11 @@ from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.gemm_table import GemmTable
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes.parallel.hybrid_batch import batch_times
+from tests.hybrid_rows import A_E, A_I, B_I, B_R, dgx
 
-B_I, A_I, B_R, A_E = 300e9, 2e-6, 25e9, 5e-6  # NVLink per GPU; one 200 Gbit/s rail
 S = TransformerShape(layers=8, hidden=1024, heads=16, sequence=2048, vocabulary=51200, name="s")
 L, H, SEQ, HEADS = 8, 1024, 2048, 16
 A = SEQ * H * 2.0  # b s h x 2 bytes, b = 1
-
-
-def dgx(workers: int) -> q.Cluster:
-    return q.Cluster(workers, B_R, A_E, gpus_per_node=8, node_bandwidth=B_I, node_latency=A_I, rails=8)
 
 
 def ring_half(n, size, bw, lat):  # reduce-scatter or all-gather of a whole buffer `size` over n ranks

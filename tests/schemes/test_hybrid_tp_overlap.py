@@ -10,25 +10,14 @@ import numpy as np
 import pytest
 
 import queuesgd as q
-from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
-from queuesgd.gemm_table import GemmTable
 from queuesgd.hybrid_space import HybridSpace, evaluate_space
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes.parallel.collectives import collective_time
+from tests.hybrid_rows import A_E, A_I, B_I, B_R, dgx, gemm_model
 
-B_I, A_I, B_R, A_E = 300e9, 2e-6, 25e9, 5e-6  # NVLink per GPU; one 200 Gbit/s rail
 SHAPE = TransformerShape(4, 1024, 16, 2048, 51200)  # l, h, a, s, V
 L, H, S = 4, 1024, 2048
-
-
-def dgx(workers: int) -> q.Cluster:
-    return q.Cluster(workers, B_R, A_E, gpus_per_node=8, node_bandwidth=B_I, node_latency=A_I, rails=8)
-
-
-def gemm_model(rate: float) -> ComputeModel:
-    """Every product at ``rate`` FLOP/s (efficiency 0.5 of ``2 rate``), memory-bound kernels free."""
-    return ComputeModel(GemmTable.constant(0.5, peak_flops=2 * rate), None)
 
 
 def wgrads(b: int, t: int, rate: float) -> tuple[float, float]:

@@ -16,14 +16,10 @@ from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.gemm_table import GemmTable
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes.parallel.hybrid_batch import batch_times
+from tests.hybrid_rows import A_E, B_R, dgx, gemm_model
 
-B_I, A_I, B_R, A_E = 300e9, 2e-6, 25e9, 5e-6  # NVLink per GPU; one 200 Gbit/s rail
 SHAPE = TransformerShape(4, 1024, 16, 2048, 51200)  # l, h, a, s, V
 L = 4
-
-
-def dgx(workers: int) -> q.Cluster:
-    return q.Cluster(workers, B_R, A_E, gpus_per_node=8, node_bandwidth=B_I, node_latency=A_I, rails=8)
 
 
 def half_ring(n: int, S: float) -> float:
@@ -59,7 +55,7 @@ def test_exposed_by_hand_in_both_regimes(rate, pipeline, longer, model):
     c = dgx(64)
     t, p, m = 8, pipeline, 4
     d = 64 // (t * p)
-    cm = ComputeModel(GemmTable.constant(0.5, peak_flops=2 * rate), None) if model else None
+    cm = gemm_model(rate) if model else None
     w = SHAPE.workload(1, flops=rate, compute=cm)
     kw = dict(tensor=t, pipeline=p, microbatches=m, zero=3, shape=SHAPE, compute_model=cm)
     on = q.predict(q.HybridParallel(**kw, zero_overlap=True), w, c)
@@ -186,7 +182,7 @@ def test_zero_0_1_2_exposed_by_hand_in_both_regimes(zero, rate, pipeline, longer
     c = dgx(64)
     t, p, m = 8, pipeline, 4
     d = 64 // (t * p)
-    cm = ComputeModel(GemmTable.constant(0.5, peak_flops=2 * rate), None) if model else None
+    cm = gemm_model(rate) if model else None
     w = SHAPE.workload(1, flops=rate, compute=cm)
     kw = dict(tensor=t, pipeline=p, microbatches=m, zero=zero, shape=SHAPE, compute_model=cm)
     on = q.predict(q.HybridParallel(**kw, recompute=recompute, zero_overlap=True), w, c)
