@@ -17,7 +17,6 @@ predicted fast by 19.5-39.3%. It predicts the same 9 rows again under variants t
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,32 +28,7 @@ sys.path.insert(0, str(HERE))
 import run_published_h100 as h  # noqa: E402
 from scipy.optimize import brentq  # noqa: E402
 
-from queuesgd import HybridParallel, predict  # noqa: E402
-from queuesgd.compute_model import ComputeModel  # noqa: E402
-from queuesgd.gemm_table import GemmTable, load_gemm_table  # noqa: E402
-
 OUT = HERE / "published" / "h100-diagnosis.json"
-
-
-def scaled(factor: float) -> ComputeModel:
-    """The H100 table with every GEMM efficiency times ``factor`` (capped at 1)."""
-    t = load_gemm_table("h100-bf16")
-    table = GemmTable(t.volumes, tuple(min(1.0, e * factor) for e in t.efficiencies), t.peak_flops, t.memory,
-                      {**dict(t.provenance), "factor": factor})  # fmt: skip
-    return ComputeModel(table, h.HBM3)
-
-
-def tflops(row: tuple, b: int, v: int, recompute: Any, factor: float, overlap: bool) -> tuple[float, float]:
-    _, heads, hidden, layers, t, p, d, gpus, batch, _ = row
-    shape = h.mcore_shape(layers, hidden, heads)
-    scheme = HybridParallel(
-        shape=shape, compute_model=scaled(factor), tensor=t, pipeline=p, zero=1, zero_overlap=overlap,
-        sequence_parallel=t > 1, tp_overlap=("all" if t > 1 else False) if overlap else False,
-        microbatches=batch // (d * b), schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
-        recompute=recompute,
-    )  # fmt: skip
-    pred = predict(scheme, h.fp32_gradients(shape.workload(b, memory_bandwidth=h.HBM3)), h.dgx_h100(gpus))
-    return pred.throughput * h.megatron_flops(layers, hidden) / gpus / 1e12, pred.details["memory"].total
 
 
 def fixed_config(row: tuple, factor: float, overlap: bool) -> dict[str, Any]:
@@ -63,10 +37,12 @@ def fixed_config(row: tuple, factor: float, overlap: bool) -> dict[str, Any]:
     m, per = batch // d, layers // p
     v = next((x for x in range(2, per + 1) if per % x == 0), 1) if p > 1 and m % p == 0 else 1
     for rc in h.RECOMPUTE:
-        tf, mem = tflops(row, 1, v, rc, factor, overlap)
-        if mem <= h.MEMORY_LIMIT:
+        config = {"microbatch": 1, "microbatches": m, "virtual_stages": v, "recompute": rc,
+                  "schedule": "interleaved" if v > 1 else "1f1b"}  # fmt: skip
+        result = h.mcore_predict(row, config, overlap, factor)
+        if result["memory_gb"] * 1e9 <= h.MEMORY_LIMIT:
             break
-    return {"microbatch": 1, "virtual_stages": v, "recompute": rc, "tflops": tf, "memory_gb": mem / 1e9}
+    return {"microbatch": 1, "virtual_stages": v, "recompute": rc, **result}
 
 
 def variant(factor: float, overlap: bool) -> list[dict[str, Any]]:
@@ -82,20 +58,15 @@ def anchor(overlap: bool) -> float:
     return float(brentq(lambda k: fixed_config(row, k, overlap)["tflops"] - row[-1], 0.3, 1.5, xtol=1e-12))
 
 
-def summary(rows: list[dict[str, Any]], skip_anchor: bool) -> dict[str, float]:
-    errs = [abs(r["error_pct"]) for r in (rows[1:] if skip_anchor else rows)]
-    return {"rows": len(errs), "median_abs_pct": statistics.median(errs), "max_abs_pct": max(errs)}
-
-
 def build() -> dict[str, Any]:
     note = " ".join(__doc__.split("\n\n")[2].split())  # the paragraph that says what this is
     record: dict[str, Any] = {"note": note, "variants": {}}
     fixed = variant(1.0, True)
-    record["variants"]["fixed"] = {"factor": 1.0, "rows": fixed, "summary": summary(fixed, False)}
+    record["variants"]["fixed"] = {"factor": 1.0, "rows": fixed, "summary": h.rp.accuracy(fixed)}
     for name, overlap in (("fixed+anchor", True), ("fixed+anchor, no overlaps", False)):
         k = anchor(overlap)
         rows = variant(k, overlap)
-        record["variants"][name] = {"factor": k, "rows": rows, "summary": summary(rows, True)}
+        record["variants"][name] = {"factor": k, "rows": rows, "summary": h.rp.accuracy(rows[1:])}
     return record
 
 

@@ -19,11 +19,10 @@ def _pct(x: Any) -> str:
     return "-" if x is None else f"{x:.1f}%"
 
 
-def _pooled(summary: Mapping[str, Any], rows: str) -> str:
-    """The pooled figures of a record's ``summary`` against its targets (each judged), as one sentence."""
-    pooled, tg = summary["pooled"], summary["targets"]
-    median = pooled["median_abs_pct"] is not None and pooled["median_abs_pct"] <= tg["median_abs_pct"]
-    most = pooled["max_abs_pct"] is not None and pooled["max_abs_pct"] <= tg["max_abs_pct"]
+def _judged(acc: Mapping[str, Any], tg: Mapping[str, Any]) -> str:
+    """One accuracy's figures against the targets, each judged: ``median |error| x%, max y%, ... .``"""
+    median = acc["median_abs_pct"] is not None and acc["median_abs_pct"] <= tg["median_abs_pct"]
+    most = acc["max_abs_pct"] is not None and acc["max_abs_pct"] <= tg["max_abs_pct"]
     verdict = {
         (True, True): "both met",
         (True, False): "the median met, the max not",
@@ -31,10 +30,16 @@ def _pooled(summary: Mapping[str, Any], rows: str) -> str:
         (False, False): "not met",
     }[(median, most)]
     return (
-        f"Pooled over {pooled['rows']} {rows}: median |error| {_pct(pooled['median_abs_pct'])}, "
-        f"max {_pct(pooled['max_abs_pct'])}, {pooled['within_15']} within 15% "
+        f"median |error| {_pct(acc['median_abs_pct'])}, max {_pct(acc['max_abs_pct'])}, "
+        f"{acc['within_15']} within 15% "
         f"(targets: median <= {tg['median_abs_pct']:g}%, every row within {tg['max_abs_pct']:g}%: {verdict})."
     )
+
+
+def _pooled(summary: Mapping[str, Any], rows: str) -> str:
+    """The pooled figures of a record's ``summary`` against its targets (each judged), as one sentence."""
+    pooled = summary["pooled"]
+    return f"Pooled over {pooled['rows']} {rows}: " + _judged(pooled, summary["targets"])
 
 
 def published_lines(record: Mapping[str, Any], *, number: int | None = None) -> list[str]:
@@ -168,11 +173,6 @@ def torchtitan_lines(record: Mapping[str, Any]) -> list[str]:
 
 
 
-def _judged(s: Mapping[str, Any], targets: Mapping[str, Any]) -> str:
-    """``median x%, max y%, n within 15% (targets ...: verdict)`` of one ``accuracy`` summary."""
-    return _pooled({"pooled": s, "targets": targets}, "rows").split(": ", 1)[1]
-
-
 def h100_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | None = None) -> list[str]:
     """Markdown lines of ``validation/published/h100.json``: H100 rows with every overlap, a priori.
 
@@ -248,5 +248,5 @@ def h100_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | None = 
             for name, v in diagnosis["variants"].items()
         ]
         lines += ["", "*Diagnosis, after the run, not evidence* (`validation/diagnose_published_h100.py`): "
-                  + diagnosis["note"].replace("\n", " ") + " " + "; ".join(parts) + "."]  # fmt: skip
+                  + diagnosis["note"] + " " + "; ".join(parts) + "."]  # fmt: skip
     return lines + [""]
