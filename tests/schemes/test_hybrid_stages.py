@@ -21,6 +21,7 @@ from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes.parallel.megatron import pipeline_time, stage_pipeline_time
 from queuesgd.schemes.parallel.pipeline_graph import StageSplit, pipeline_graph
 from tests.hybrid_rows import A_E, A_I, B_I, B_R, dgx
+from tests.pipeline_schedule_sim import makespan
 
 
 def graph_makespan(forward, backward, microbatches: int, sched: str) -> float:
@@ -32,55 +33,6 @@ def graph_makespan(forward, backward, microbatches: int, sched: str) -> float:
                        send_costs=[0.0] * (S - 1), gather_costs=None, collective_costs=[0.0] * S,
                        update_costs=[0.0] * S, replicas=1)  # fmt: skip
     return run_graph(g).makespan
-
-
-def megatron_order(p: int, v: int, m: int, rank: int) -> list[tuple[str, int, int]]:
-    """``(kind, chunk, micro-batch)`` in the order GPU ``rank`` runs them (Megatron's interleaved 1F1B)."""
-    total = m * v
-    warm = total if m == p else min((p - rank - 1) * 2 + (v - 1) * p, total)
-    steps = [("F", k) for k in range(warm)]
-    for k in range(total - warm):
-        steps += [("F", k + warm), ("B", k)]
-    steps += [("B", k) for k in range(total - warm, total)]
-    count = {"F": [0] * v, "B": [0] * v}
-    order = []
-    for kind, k in steps:
-        c = (k % (p * v)) // p
-        c = c if kind == "F" else v - 1 - c
-        order.append((kind, c, count[kind][c]))
-        count[kind][c] += 1
-    return order
-
-
-def interleaved_makespan(p: int, v: int, m: int, forward, backward) -> float:
-    """Megatron's interleaved 1F1B on ``p`` GPUs of ``v`` chunks, ``forward[r][c]`` seconds, free sends.
-
-    GPU ``r`` holds virtual stages ``c p + r``; a forward of virtual stage ``s``
-    waits for that of ``s - 1``, a backward for that of ``s + 1`` and its own
-    forward. Each GPU runs its passes in Megatron's static order, each as soon
-    as the GPU and the inputs are ready.
-    """
-    orders = [megatron_order(p, v, m, r) for r in range(p)]
-    done: dict[tuple[str, int, int], float] = {}
-    at, free = [0] * p, [0.0] * p
-    moved = True
-    while moved:
-        moved = False
-        for r in range(p):
-            while at[r] < len(orders[r]):
-                kind, c, j = orders[r][at[r]]
-                s = c * p + r
-                deps = [("F", s - 1, j)] if kind == "F" and s > 0 else []
-                if kind == "B":
-                    deps = [("F", s, j)] + ([("B", s + 1, j)] if s < p * v - 1 else [])
-                if any(d not in done for d in deps):
-                    break
-                start = max([free[r]] + [done[d] for d in deps])
-                free[r] = done[(kind, s, j)] = start + (forward if kind == "F" else backward)[r][c]
-                at[r] += 1
-                moved = True
-    assert at == [len(o) for o in orders], "the order deadlocked"
-    return max(free)
 
 
 # ---- the closed form against the task graph and the interleaved simulation ------------------------
@@ -109,12 +61,12 @@ def test_interleaved_equals_a_simulation_of_megatrons_order(p, v, m):
         hf, hb = rng.uniform(0.0, 2.0, 2)
         fwd = [[f / v] * v for _ in range(p)]
         bwd = [[b / v] * v for _ in range(p)]
-        equal = interleaved_makespan(p, v, m, fwd, bwd)
+        equal = makespan(fwd, bwd, m)
         assert pipeline_time(f + b, 0.0, p, m, v) == pytest.approx(equal, rel=1e-9)
         assert (m + (p - 1) / v) * (f + b) == pytest.approx(equal, rel=1e-9)  # Megatron, Section 2.2.2
         fwd[p - 1][v - 1] += hf  # the head: in the last GPU's last chunk (the model's last layers)
         bwd[p - 1][v - 1] += hb
-        got = interleaved_makespan(p, v, m, fwd, bwd)
+        got = makespan(fwd, bwd, m)
         assert pipeline_time(f + b, hf + hb, p, m, v) == pytest.approx(got, rel=1e-9)
 
 
@@ -165,7 +117,7 @@ def test_the_step_equals_the_task_graph_of_its_own_stage_times():
     bwd = [[tm.tau / 3] * 2 for _ in range(4)]
     fwd[3][1] += tm.head / 3
     bwd[3][1] += 2 * tm.head / 3
-    want = interleaved_makespan(4, 2, 8, fwd, bwd) + tm.dp + tm.update
+    want = makespan(fwd, bwd, 8) + tm.dp + tm.update
     assert q.predict(s, w, c).iteration_time == pytest.approx(want, rel=1e-9)
 
 
