@@ -42,6 +42,7 @@ from queuesgd.harness.report.fidelity import fidelity_lines, read_passes, trace_
 from queuesgd.harness.report.published import (  # noqa: E402
     h100_lines,
     heldout_lines,
+    llmfoundry_lines,
     published_lines,
     torchtitan_lines,
 )
@@ -111,6 +112,11 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
         diag = HERE / "published" / "h100-diagnosis.json"
         diagnosis = json.loads(diag.read_text()) if diag.exists() else None
         appendix = [*appendix, *h100_lines(json.loads(h100.read_text()), diagnosis)]
+    foundry = HERE / "published" / "llmfoundry.json"
+    if foundry.exists():
+        diag = HERE / "published" / "llmfoundry-diagnosis.json"
+        diagnosis = json.loads(diag.read_text()) if diag.exists() else None
+        appendix = [*appendix, *llmfoundry_lines(json.loads(foundry.read_text()), diagnosis)]
     return write_report(
         rows,
         out / "REPORT.md",
