@@ -85,3 +85,16 @@ def test_the_summaries_are_the_stored_rows():
     unanchored = [abs(r["unanchored_pct"]) for r in STORED["h100"]["rows"]]
     assert STORED["h100"]["unanchored"]["median_abs_pct"] == statistics.median(unanchored)
     assert STORED["h100"]["summary"]["rows"] == 69
+
+
+def test_the_stored_diagnosis_is_recomputed_exactly():
+    diag = load_script("diagnose_published_llmfoundry")
+    stored = json.loads((ROOT / "validation" / "published" / "llmfoundry-diagnosis.json").read_text())
+    assert json.loads(json.dumps(diag.build())) == stored
+    run = load_script("run_published_llmfoundry")
+    # an implied factor makes its row exact; the anchor's is the series' factor
+    row = next(r for r in run.read_tables() if r["model"] == "70b" and r["gpus"] == 512)
+    f = next(r["implied_factor"] for r in stored["rows"] if r["model"] == "70b" and r["gpus"] == 512)
+    assert run.predict_row(row, f)["tps"] == pytest.approx(row["tps"], rel=1e-5)
+    anchor = next(r for r in stored["rows"] if (r["table"], r["model"], r["seq"], r["gpus"]) == run.ANCHOR)
+    assert anchor["implied_factor"] == pytest.approx(STORED["h100"]["factor"], abs=1e-5)
