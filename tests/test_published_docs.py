@@ -85,3 +85,25 @@ def test_the_h100_tables_are_the_stored_record():
         assert number(cells[3]) == pytest.approx(r["error_pct"], abs=0.05)
     s = h100["megatron-core-weak"]["summary"]
     assert f"median\n{s['median_abs_pct']:.1f}%, max {s['max_abs_pct']:.1f}%" in PAGE
+
+
+def test_the_llmfoundry_summary_is_the_stored_record():
+    foundry = json.loads((ROOT / "validation" / "published" / "llmfoundry.json").read_text())
+    h, a = foundry["h100"], foundry["a100"]
+    expected = [h["summary"], h["unanchored"], h["without_overlap"], a["summary"], a["without_overlap"]]
+    rows = table("| series | rows | median \\|error\\| | max \\|error\\| | within 15% |")
+    assert len(rows) == len(expected)
+    for cells, s in zip(rows, expected, strict=True):
+        assert int(cells[1]) == s["rows"] and int(cells[4]) == s["within_15"]
+        assert number(cells[2]) == pytest.approx(s["median_abs_pct"], abs=0.05)
+        assert number(cells[3]) == pytest.approx(s["max_abs_pct"], abs=0.05)
+    assert f"factor {h['factor']:.4f}" in rows[0][0]
+    split = table("| split | group | H100, one anchor | H100, unanchored | A100 |")
+    for cells in split:
+        sources = (h["breakdown"], h["unanchored_breakdown"], a["breakdown"])
+        for cell, src in zip(cells[2:], sources, strict=True):
+            acc = src[cells[0]][cells[1]]
+            n, rest = cell.split(": ")
+            median, most = (number(x) for x in rest.split(" / "))
+            assert int(n) == acc["rows"]
+            assert (median, most) == pytest.approx((acc["median_abs_pct"], acc["max_abs_pct"]), abs=0.05)
