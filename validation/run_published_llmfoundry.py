@@ -107,7 +107,7 @@ def cluster(row: dict[str, Any]) -> Cluster:
 
 
 def predict_row(row: dict[str, Any], factor: float, overlap: bool = True) -> dict[str, Any]:
-    """Rule 2: the row's predicted tokens per second over all GPUs and memory per GPU."""
+    """Rule 2: the row's predicted tokens per second over all GPUs, memory per GPU (and collective ratio)."""
     shape = mpt_shape(row["model"], row["seq"])
     model = compute_model(row, factor)
     scheme = HybridParallel(
@@ -119,7 +119,9 @@ def predict_row(row: dict[str, Any], factor: float, overlap: bool = True) -> dic
     if row["mp_mode"] == "DEFAULT":
         w = h100.fp32_gradients(w)
     p = predict(scheme, w, cluster(row))
-    return {"tps": p.throughput * row["seq"], "memory_gb": p.details["memory"].total / 1e9}
+    d = p.details  # the collectives of a step over its compute: the diagnosis's collective ratio
+    ratio = d["dp_per_step"] / (p.iteration_time - d["dp_exposed_per_step"])
+    return {"tps": p.throughput * row["seq"], "memory_gb": d["memory"].total / 1e9, "collective_ratio": ratio}
 
 
 def is_anchor(row: dict[str, Any]) -> bool:
