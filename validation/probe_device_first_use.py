@@ -37,7 +37,15 @@ kind) and ``script_s``. Past ``--budget`` seconds from the script's start
 no entry starts (``stopped`` and ``not_run`` say so). Every 60 s every
 thread's stack goes to stderr (``faulthandler.dump_traceback_later``, as
 ``run_profile_fidelity.py`` does inline, to its ``stacks.txt``), so a hang
-shows where it is.
+shows where it is, and once more when a time limit's SIGTERM ends the run.
+
+Which kind of first use it is, where the JSON can tell: ``arch_list`` (the
+GPU code the torch build carries) beside ``capability`` (no ``sm_XY`` of the
+device's: torch's kernels are PTX compiled on first use), and the driver's
+JIT cache (``jit_cache``, ``jit_cache_bytes_start``, ``jit_cache_bytes_now``):
+a cache that grows during the run means PTX was compiled for this GPU, which
+a second process finds cached; first uses that stay slow with no growth are
+paid in the process (cuDNN's plans, runtime-compiled kernels, module loading).
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ import faulthandler
 import json
 import os
 import platform
+import signal
 import sys
 import time
 from pathlib import Path
@@ -64,7 +73,13 @@ from queuesgd.errors import InvalidParameterError  # noqa: E402
 #: torchvision's ResNet-50: (planes, bottlenecks, stride of the stage's first block) per stage.
 STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
 EXPANSION = 4  # a bottleneck's output channels per plane
-ENVIRONMENT = ("CUDA_MODULE_LOADING", "CUDA_LAUNCH_BLOCKING", "TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT")
+#: Recorded with the run: how kernels load, the driver's JIT cache (PTX compiled on first use), cuDNN's
+#: plan cache and logging, TF32.
+ENVIRONMENT = (
+    "CUDA_MODULE_LOADING", "CUDA_LAUNCH_BLOCKING", "TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT",
+    "CUDA_CACHE_DISABLE", "CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE", "CUDA_FORCE_PTX_JIT",
+    "CUDNN_LOGLEVEL_DBG", "NVIDIA_TF32_OVERRIDE",
+)  # fmt: skip
 WATCHDOG_S = 60
 
 
@@ -254,10 +269,16 @@ def probe(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         },
         "environment": {k: os.environ.get(k) for k in ENVIRONMENT},
         "import_torch_s": import_s,
+        "jit_cache": str(_jit_cache()),
+        "jit_cache_bytes_start": _jit_cache_bytes(),
     }
     doc.update(_context(torch, args.device))
     doc["device"] = torch.cuda.get_device_name(0) if cuda else (platform.processor() or platform.machine())
     doc["cudnn_version"] = torch.backends.cudnn.version() if cuda else None
+    doc["torch_cuda"] = torch.version.cuda
+    # the GPU code the build carries: without this capability's sm_XY, kernels are PTX compiled on first use
+    doc["arch_list"] = list(torch.cuda.get_arch_list()) if cuda else []
+    doc["capability"] = list(torch.cuda.get_device_capability(0)) if cuda else None
     doc["conv_layers"] = len(resnet50_convolutions(args.image))
     doc["conv_configurations"] = len(distinct_convolutions(args.image))
     entries = _entries(args.batch, args.image, args.limit)
@@ -291,9 +312,30 @@ def _finish(doc: dict[str, Any], out: Path) -> dict[str, Any]:
         "entries_timed": len(timed),
         "entries_failed": len(doc["rows"]) - len(timed),
     }
+    doc["jit_cache_bytes_now"] = _jit_cache_bytes()  # grown since the start: PTX was compiled for this GPU
     doc["script_s"] = time.perf_counter() - T0
     out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return doc
+
+
+def _jit_cache() -> Path:
+    """The driver's cache of PTX compiled for this GPU: ``$CUDA_CACHE_PATH``, else ``~/.nv/ComputeCache``."""
+    return Path(os.environ.get("CUDA_CACHE_PATH") or Path.home() / ".nv" / "ComputeCache")
+
+
+def _jit_cache_bytes() -> int | None:
+    """Bytes in the driver's JIT cache now (None where there is none)."""
+    root = _jit_cache()
+    if not root.is_dir():
+        return None
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(folder, name))
+            except OSError:
+                pass
+    return total
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -352,10 +394,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.limit is not None:
         args.limit = _checks.integer("--limit", args.limit, minimum=0, maximum=1000)
     faulthandler.dump_traceback_later(WATCHDOG_S, repeat=True, file=_stderr())
+    # killed by a time limit (timeout's SIGTERM): every thread's stack first, then the default action
+    faulthandler.register(signal.SIGTERM, file=_stderr(), all_threads=True, chain=True)
     try:
         doc = probe(args, out)
     finally:
         faulthandler.cancel_dump_traceback_later()
+        faulthandler.unregister(signal.SIGTERM)
     print(summary(doc), flush=True)
     return 0
 

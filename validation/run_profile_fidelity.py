@@ -82,6 +82,21 @@ Registered before the run (fixed here, not after seeing results):
   within it is a row "not run"); each row's log line and provenance say
   where the profile's own time went (``profile_warmup_seconds``, ...
   ``profile_memory_seconds``). Targets unchanged.
+  Amended before pass 6 ran (2026-11-27; recording only, no measurement,
+  case, setting or target of the profile or the loop changes): the device
+  warm-up's steps are timed one by one, each step's forward, backward and
+  update ending at a device synchronize (``device_warmup_steps``; the model
+  built and moved: ``device_warmup_setup_s``; the CUDA context is made and
+  timed before the first row: ``environment["context_s"]``), each printed
+  and saved as it ends;
+  ``DIR/fidelity.json`` is written at the start, as each row starts and as
+  each warm-up step ends (``running``: the row under way), so a run killed
+  inside a row keeps what it saw; a time limit's SIGTERM writes every
+  thread's stack to ``stacks.txt`` before the run ends; the document records
+  what a first use of the device depends on (``environment``: torch's CUDA
+  and cuDNN versions, the build's arch list and the device's capability, the
+  CUDA and cuDNN environment variables, the driver's JIT cache and its bytes
+  at the start, ``jit_cache_bytes_after`` each row and ``jit_cache_bytes_now``).
 
 On CUDA the script also records two ``torch.profiler`` traces for
 ``read_trace`` (``cuda_mlp.json.gz`` for the tests, ``resnet50_bf16.json.gz``
@@ -92,15 +107,19 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import functools
 import gzip
+import inspect
 import json
 import math
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -108,7 +127,6 @@ sys.path.insert(0, str(HERE.parent))
 
 from queuesgd.harness.fidelity import FidelityCase, check_profile  # noqa: E402
 from queuesgd.harness.zoo import gpt, token_batch, vit  # noqa: E402
-from queuesgd.profiler import plain_step_time  # noqa: E402
 
 TARGET = 0.03
 OVERHEAD = 2.0
@@ -359,6 +377,7 @@ def _mlp() -> object:
     return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
 
 
+@functools.cache
 def _commit() -> str | None:
     """The checkout's commit (``QUEUESGD_COMMIT`` where the copy run has no ``.git``)."""
     if os.environ.get("QUEUESGD_COMMIT"):
@@ -402,14 +421,35 @@ def main(argv: list[str] | None = None) -> int:
     extras = [c for c in cases if c.notes == "extra"]
     stacks = open(args.out / "stacks.txt", "w")  # noqa: SIM115 - open for the whole run
     faulthandler.dump_traceback_later(60, repeat=True, file=stacks)
+    # killed by a time limit (timeout's SIGTERM): every thread's stack first, then the default action
+    faulthandler.register(signal.SIGTERM, file=stacks, all_threads=True, chain=True)
+    environment = _environment(torch, cuda)
+    running: dict = {}
+
+    def save() -> None:
+        """``fidelity.json`` as it stands: the rows done and the one running (a killed run keeps both)."""
+        doc = _document(args, rows, started)
+        doc["environment"] = environment
+        doc["running"] = dict(running) or None
+        doc["jit_cache_bytes_now"] = _jit_cache_bytes()
+        (args.out / "fidelity.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+    def progress(entries: dict) -> None:
+        running.update(entries)
+        save()
+
+    save()
 
     def one(case: FidelityCase) -> None:
         if time.perf_counter() - t_start > args.budget:
             print(f"{case.name}: not run (past the {args.budget:.0f} s budget)", flush=True)
             rows.append({"name": case.name, "notes": case.notes, "failed": "not run: past the time budget"})
         else:
-            rows.append(_row(case, args))
-        (args.out / "fidelity.json").write_text(json.dumps(_document(args, rows, started), indent=1) + "\n")
+            running.clear()
+            progress({"name": case.name, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            rows.append(_row(case, args, progress))
+            running.clear()
+        save()
 
     for case in targets:
         one(case)
@@ -435,36 +475,83 @@ def main(argv: list[str] | None = None) -> int:
     for case in extras:
         one(case)
     faulthandler.cancel_dump_traceback_later()
+    faulthandler.unregister(signal.SIGTERM)
     stacks.close()
     return 0
 
 
-def _device_warmup(case: FidelityCase, args: argparse.Namespace) -> float:
-    """Seconds of ``--device-warmup`` plain steps of the case's model, outside the profile and both clocks."""
+def _device_warmup(
+    case: FidelityCase, args: argparse.Namespace, progress: Callable[[dict], None], out: dict
+) -> None:
+    """``--device-warmup`` plain steps of the case's model, outside the profile and both clocks, one by one.
+
+    The model is built and moved as the profile builds it (``setup_s``; the CUDA context is made before
+    the first row: ``environment["context_s"]``); then each step's forward, backward and update end at
+    a device synchronize, so a first use of the device shows in the step and the pass that pays it.
+    Each step is printed and saved (``progress``) as it ends: a run killed inside a long first step
+    still says how far it got.
+
+    Fills ``out`` as it goes (a step that raises leaves the steps before it): ``device_warmup_s`` (all
+    of it: the setup and the steps), ``device_warmup_setup_s`` and ``device_warmup_steps`` (per step:
+    ``forward_s``, ``backward_s``, ``update_s``, ``step_s``).
+    """
+    out.update(device_warmup_s=0.0, device_warmup_setup_s=0.0, device_warmup_steps=[])
     if args.device_warmup <= 0:
-        return 0.0
-    cuda = args.device.startswith("cuda")
-    t0 = time.perf_counter()
-    plain_step_time(
-        case.model,
-        **case.step_arguments(),
-        device=args.device,
-        threads=None if cuda else 1,
-        warmup=args.device_warmup - 1,
-        steps=1,
-        chunks=1,
-    )
-    return time.perf_counter() - t0
+        return
+    import torch
 
+    from queuesgd.profiler_step import training_step
 
-def _row(case: FidelityCase, args: argparse.Namespace) -> dict:
     cuda = args.device.startswith("cuda")
-    print(f"{time.strftime('%H:%M:%S')} {case.name}: starts", flush=True)
-    warm = math.nan
+    wait = torch.cuda.synchronize if cuda else (lambda: None)
+    threads = torch.get_num_threads()
+    if not cuda:  # as the profile runs on a CPU (threads=1)
+        torch.set_num_threads(1)
     t0 = time.perf_counter()
     try:
-        warm = _device_warmup(case, args)
+        given = {"optimizer": None, "seed": 0, **case.step_arguments(), "device": args.device}
+        takes = inspect.signature(training_step).parameters
+        step = training_step(case.model, **{k: v for k, v in given.items() if k in takes})
+        wait()
+        out["device_warmup_setup_s"] = time.perf_counter() - t0
+        with step.errors():
+            for i in range(args.device_warmup):
+                parts = {"forward_s": 0.0, "backward_s": 0.0}
+                wait()
+                begin = mark = time.perf_counter()
+                for j in range(step.accumulation):
+                    backward = step.run_micro(j == step.accumulation - 1)
+                    wait()
+                    parts["forward_s"] += time.perf_counter() - mark
+                    mark = time.perf_counter()
+                    backward()
+                    wait()
+                    parts["backward_s"] += time.perf_counter() - mark
+                    mark = time.perf_counter()
+                step.update()
+                wait()
+                parts["update_s"] = time.perf_counter() - mark
+                parts["step_s"] = time.perf_counter() - begin
+                out["device_warmup_steps"].append(parts)
+                shown = ", ".join(f"{k} {v:.3f}" for k, v in parts.items())
+                when = time.strftime("%H:%M:%S")
+                print(f"{when} {case.name}: device warm-up step {i + 1}: {shown}", flush=True)
+                progress({**out, "device_warmup_s": time.perf_counter() - t0})
+    finally:
+        torch.set_num_threads(threads)
+        out["device_warmup_s"] = time.perf_counter() - t0
+
+
+def _row(case: FidelityCase, args: argparse.Namespace, progress: Callable[[dict], None]) -> dict:
+    cuda = args.device.startswith("cuda")
+    print(f"{time.strftime('%H:%M:%S')} {case.name}: starts", flush=True)
+    warmed: dict = {"device_warmup_s": math.nan}
+    t0 = time.perf_counter()
+    try:
+        _device_warmup(case, args, progress, warmed)
+        warm = warmed["device_warmup_s"]
         print(f"{time.strftime('%H:%M:%S')} {case.name}: device warm-up {warm:.1f} s", flush=True)
+        progress({**warmed, "profile_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         t0 = time.perf_counter()
         row = check_profile(
             case,
@@ -480,7 +567,8 @@ def _row(case: FidelityCase, args: argparse.Namespace) -> dict:
         row = {"name": case.name, "notes": case.notes, "failed": f"{type(exc).__name__}: {exc}"}
         traceback.print_exc()
     row["seconds"] = time.perf_counter() - t0
-    row["device_warmup_s"] = warm
+    row.update(warmed)
+    row["jit_cache_bytes_after"] = _jit_cache_bytes()
     keys = ("error", "predict_error", "overhead", "step_overhead", "drift", "reference_spread")
     shown = {k: round(row[k], 4) for k in keys if k in row}
     peak = row.get("peak_memory_bytes") or row.get("cpu_peak_memory_bytes")
@@ -508,6 +596,58 @@ def _phase_columns(prov: dict) -> dict:
     ):
         if key in prov:
             out[column] = prov[key]
+    return out
+
+
+#: Environment variables that change how a first use of the device goes (module loading, the driver's JIT
+#: cache, cuDNN's plan cache and logging, TF32), recorded with the run.
+ENVIRONMENT = (
+    "CUDA_MODULE_LOADING", "CUDA_CACHE_DISABLE", "CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE",
+    "CUDA_FORCE_PTX_JIT", "CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES",
+    "TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT", "TORCH_CUDNN_V8_API_DISABLED", "CUDNN_LOGLEVEL_DBG",
+    "NVIDIA_TF32_OVERRIDE", "CUBLAS_WORKSPACE_CONFIG",
+)  # fmt: skip
+
+
+def _jit_cache() -> Path:
+    """The driver's cache of PTX compiled for this GPU: ``$CUDA_CACHE_PATH``, else ``~/.nv/ComputeCache``."""
+    return Path(os.environ.get("CUDA_CACHE_PATH") or Path.home() / ".nv" / "ComputeCache")
+
+
+def _jit_cache_bytes() -> int | None:
+    """Bytes in the driver's JIT cache now (None where there is none): it grows when PTX is compiled."""
+    root = _jit_cache()
+    if not root.is_dir():
+        return None
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(folder, name))
+            except OSError:
+                pass
+    return total
+
+
+def _environment(torch: object, cuda: bool) -> dict:
+    """What a first use of the device depends on: versions, the build's GPU code, the environment."""
+    out: dict = {
+        "python": platform.python_version(),
+        "torch_cuda": torch.version.cuda,
+        "variables": {k: os.environ.get(k) for k in ENVIRONMENT},
+        "jit_cache": str(_jit_cache()),
+        "jit_cache_bytes_start": _jit_cache_bytes(),
+    }
+    if cuda:  # the CUDA context first, timed (the first CUDA work of the process), then what it serves
+        t0 = time.perf_counter()
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
+        out["context_s"] = time.perf_counter() - t0
+        out["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        out["cudnn_benchmark"] = bool(torch.backends.cudnn.benchmark)
+        # the GPU code the build carries: no sm_XY of this device's capability means PTX compiled at first use
+        out["arch_list"] = list(torch.cuda.get_arch_list())
+        out["capability"] = list(torch.cuda.get_device_capability())
     return out
 
 
