@@ -8,16 +8,15 @@ by row) and a brute-force enumeration of every configuration that ``HybridParall
 from __future__ import annotations
 
 import re
-from itertools import product
 
 import numpy as np
 import pytest
+from hybrid_rows import accepted_configurations, dgx
 from hybrid_rows import assert_rows_equal_predict as every_column_equals_predict
-from hybrid_rows import dgx
 
 from queuesgd import Cluster, HybridParallel, predict
 from queuesgd.compute_model import ComputeModel
-from queuesgd.errors import InvalidParameterError, QueuesgdError
+from queuesgd.errors import InvalidParameterError
 from queuesgd.gemm_table import load_gemm_table
 from queuesgd.hybrid_space import CONFIGURATION, HybridSpace, evaluate_space
 from queuesgd.model_shapes import GPT3_XL, TransformerShape
@@ -77,61 +76,22 @@ def test_sampled_rows_with_context_or_experts_equal_predict(shape, cluster, batc
     assert np.all(table["tensor"] * c * table["pipeline"] * table["data"] == cluster.workers)
 
 
-def _brute_force(shape: TransformerShape, cluster: Cluster, G: int, experts: int | None) -> set[tuple]:
-    """Every configuration HybridParallel accepts, with G = d m b, less SP at t = 1 and ZeRO with d c = 1."""
-    n = cluster.workers
-    moe = {} if experts is None else {"experts": experts, "capacity_factor": 1.5, "top_k": 2}
-    w = {b: shape.workload(b) for b in range(1, G + 1)}
-    want = set()
-    for t, c, p, b, sched, v in product(
-        range(1, n + 1), range(1, n + 1), range(1, 9), range(1, G + 1), ALL, range(1, 9)
-    ):
-        if n % (t * c * p) or (sched == "interleaved") != (v > 1):
-            continue
-        d = n // (t * c * p)
-        if G % (d * b) or (sched == "interleaved" and p == 1):
-            continue
-        for rc, z, sp, e in product((None, "full", "selective"), range(4), (False, True), range(1, 9)):
-            if (sp and t == 1) or (z and d * c == 1) or (experts is None and e > 1):
-                continue
-            try:
-                s = HybridParallel(
-                    tensor=t,
-                    pipeline=p,
-                    microbatches=G // (d * b),
-                    schedule=sched,
-                    virtual_stages=v,
-                    sequence_parallel=sp,
-                    recompute=rc,
-                    zero=z,
-                    shape=shape,
-                    context=c,
-                    expert_parallel=e,
-                    **moe,
-                )
-                s.check(w[b], cluster)
-            except QueuesgdError:
-                continue
-            want.add((t, p, b, sched, v, rc, z, sp, c, e))
-    return want
-
-
 @pytest.mark.parametrize("experts", [None, 4], ids=["dense", "moe-4"])
 def test_the_space_with_context_is_every_configuration_hybrid_parallel_accepts(experts):
     cluster, G = dgx(16), 32
-    space = HybridSpace(
-        schedule=ALL,
-        context=None,
-        experts=experts,
-        **({"top_k": 2, "capacity_factor": 1.5} if experts else {}),
-    )
+    moe = {"top_k": 2, "capacity_factor": 1.5} if experts else {}
+    space = HybridSpace(schedule=ALL, context=None, experts=experts, **moe)
     table = evaluate_space(SEQ24, cluster, space, global_batch=G, memory_limit=1e12)
     assert set(CONFIGURATION) <= set(table.columns)
     names = ("tensor", "pipeline", "microbatch", "schedule", "virtual_stages", "recompute", "zero")
     names += ("sequence_parallel", "context", "expert_parallel")
     got = {tuple(table.row(i)[k] for k in names) for i in range(len(table))}
     assert len(got) == len(table)  # no duplicates
-    want = _brute_force(SEQ24, cluster, G, experts)
+    # every configuration HybridParallel and its check accept, with G = d m b, less SP at t = 1 and
+    # ZeRO with d c = 1
+    want = accepted_configurations(
+        SEQ24, cluster, G, names, schedules=ALL, context=range(1, cluster.workers + 1), experts=experts, **moe
+    )
     assert got == want
     # c = 16 divides the workers, not the 24-token sequence; c = 3 the sequence, not the workers
     assert {w[8] for w in want} == {1, 2, 4, 8} == set(table["context"].tolist())

@@ -8,14 +8,13 @@ own ``HybridParallel(zero_overlap=...)`` (tests/hybrid_rows.py).
 from __future__ import annotations
 
 import re
-from itertools import product
 
 import numpy as np
 import pytest
-from hybrid_rows import assert_rows_equal_predict, dgx, rel
+from hybrid_rows import accepted_configurations, assert_rows_equal_predict, dgx, rel
 
-from queuesgd import HybridParallel, predict
-from queuesgd.errors import InvalidParameterError, QueuesgdError
+from queuesgd import predict
+from queuesgd.errors import InvalidParameterError
 from queuesgd.hybrid_space import HybridSpace, evaluate_space
 from queuesgd.model_shapes import GPT3_XL, TransformerShape
 from queuesgd.planning import plan_parallelism
@@ -37,40 +36,16 @@ KEYS = (
 
 def brute_force(workers: int, G: int, zero_overlap: tuple[bool, ...]) -> set[tuple]:
     """Every configuration of :data:`KEYS` that HybridParallel accepts, less the documented duplicates."""
-    cluster, out = dgx(workers), set()
-    for t, c, p in product(range(1, workers + 1), (1, 2), range(1, SMALL.layers + 1)):
-        if workers % (t * c * p):
-            continue
-        d = workers // (t * c * p)
-        for b in range(1, G + 1):
-            if G % (d * b):
-                continue
-            w = SMALL.workload(b)
-            scheds = [("1f1b", 1)] + [("interleaved", v) for v in range(2, 9)]
-            for (sched, v), rc, z, sp, zo in product(
-                scheds, (None, "full"), range(4), (False, True), zero_overlap
-            ):
-                if (sp and t == 1) or ((z or zo) and d * c == 1) or (sched == "interleaved" and p == 1):
-                    continue  # the duplicates HybridSpace leaves out; no pipeline to interleave
-                try:
-                    s = HybridParallel(
-                        tensor=t,
-                        pipeline=p,
-                        microbatches=G // (d * b),
-                        schedule=sched,
-                        virtual_stages=v,
-                        sequence_parallel=sp,
-                        recompute=rc,
-                        zero=z,
-                        shape=SMALL,
-                        context=c,
-                        zero_overlap=zo,
-                    )
-                    s.check(w, cluster)
-                except QueuesgdError:
-                    continue
-                out.add((t, c, p, b, sched, v, rc, z, sp, zo))
-    return out
+    return accepted_configurations(
+        SMALL,
+        dgx(workers),
+        G,
+        KEYS,
+        schedules=("1f1b", "interleaved"),
+        recompute=(None, "full"),
+        context=(1, 2),
+        zero_overlap=zero_overlap,
+    )
 
 
 def space(zero_overlap: tuple[bool, ...]) -> HybridSpace:

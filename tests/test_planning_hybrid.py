@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import math
 import re
-from itertools import product
 
 import numpy as np
 import pytest
+from hybrid_rows import accepted_configurations, rel
 from hybrid_rows import assert_rows_equal_predict as every_column_equals_predict
-from hybrid_rows import rel
 
-from queuesgd import Cluster, HybridParallel, predict
+from queuesgd import Cluster, predict
 from queuesgd.busbw import BusBandwidth, CollectiveTables
 from queuesgd.compute_model import ComputeModel
-from queuesgd.errors import InvalidParameterError, QueuesgdError
+from queuesgd.errors import InvalidParameterError
 from queuesgd.gemm_table import GemmTable, load_gemm_table
 from queuesgd.hybrid_space import HybridSpace, evaluate_space
 from queuesgd.model_shapes import GPT3_XL, TransformerShape
@@ -111,58 +110,11 @@ def test_the_space_is_every_configuration_hybrid_parallel_accepts():
     cluster, G = dgx(16), 32
     space = HybridSpace(schedule=("1f1b", "gpipe", "interleaved"))
     table = evaluate_space(SMALL, cluster, space, global_batch=G, memory_limit=1e12)
-    got = {
-        tuple(
-            table.row(i)[k]
-            for k in (
-                "tensor",
-                "pipeline",
-                "microbatch",
-                "schedule",
-                "virtual_stages",
-                "recompute",
-                "zero",
-                "sequence_parallel",
-            )
-        )
-        for i in range(len(table))
-    }
+    names = ("tensor", "pipeline", "microbatch", "schedule", "virtual_stages", "recompute", "zero")
+    names += ("sequence_parallel",)
+    got = {tuple(table.row(i)[k] for k in names) for i in range(len(table))}
     assert len(got) == len(table)  # no duplicates
-    want = set()
-    w = {b: SMALL.workload(b) for b in range(1, G + 1)}
-    for t, p, b, sched, v, rc, z, sp in product(
-        range(1, 17),
-        range(1, 9),
-        range(1, G + 1),
-        ("1f1b", "gpipe", "interleaved"),
-        range(1, 9),
-        (None, "full", "selective"),
-        range(4),
-        (False, True),
-    ):
-        if 16 % (t * p) or G % (16 // (t * p) * b) or (sched == "interleaved") != (v > 1):
-            continue
-        d = 16 // (t * p)
-        if (sp and t == 1) or (z and d == 1):
-            continue  # the same configuration as without SP / ZeRO
-        if sched == "interleaved" and p == 1:
-            continue  # chunks of one stage: no pipeline to interleave
-        try:
-            s = HybridParallel(
-                tensor=t,
-                pipeline=p,
-                microbatches=G // (d * b),
-                schedule=sched,
-                virtual_stages=v,
-                sequence_parallel=sp,
-                recompute=rc,
-                zero=z,
-                shape=SMALL,
-            )
-            s.check(w[b], cluster)
-        except QueuesgdError:
-            continue
-        want.add((t, p, b, sched, v, rc, z, sp))
+    want = accepted_configurations(SMALL, cluster, G, names, schedules=("1f1b", "gpipe", "interleaved"))
     assert got == want
 
 
