@@ -107,3 +107,26 @@ def test_the_llmfoundry_summary_is_the_stored_record():
             median, most = (number(x) for x in rest.split(" / "))
             assert int(n) == acc["rows"]
             assert (median, most) == pytest.approx((acc["median_abs_pct"], acc["max_abs_pct"]), abs=0.05)
+
+
+def test_the_glance_table_is_every_stored_summary():
+    stored = {
+        name: json.loads((ROOT / "validation" / "published" / f"{name}.json").read_text())
+        for name in ("torchtitan", "h100", "llmfoundry")
+    }
+    summaries = [
+        PUBLISHED["summary"]["pooled"],
+        HELDOUT["summary"]["pooled"],
+        stored["torchtitan"]["summary"],
+        stored["h100"]["megatron-core-weak"]["summary"],
+        stored["h100"]["torchtitan-asynctp"]["summary"],
+        stored["llmfoundry"]["h100"]["summary"],
+        stored["llmfoundry"]["a100"]["summary"],
+    ]
+    rows = table("| test | GPUs | rows | anchor | median \\|error\\| | max \\|error\\| |")
+    assert len(rows) == len(summaries)
+    for cells, s in zip(rows, summaries, strict=True):
+        assert int(cells[2]) == s["rows"]
+        assert number(cells[4]) == pytest.approx(s["median_abs_pct"], abs=0.05)
+        assert number(cells[5]) == pytest.approx(s["max_abs_pct"], abs=0.05)
+        assert s["median_abs_pct"] > 5.0 or s["max_abs_pct"] > 15.0  # "no series below meets both"
