@@ -150,6 +150,8 @@ def probe_block(
     True
     """
     torch = _torch()
+    from torch.utils.checkpoint import checkpoint
+
     if not isinstance(shape, TransformerShape):
         raise InvalidParameterError("shape", shape, "a TransformerShape")
     if shape.gated or shape.norm != "layernorm" or not shape.bias or shape.dropout or shape.kv != shape.heads:
@@ -181,9 +183,11 @@ def probe_block(
             return y
 
         def step(x: Any = x, recompute: bool = False) -> None:
+            blocks.zero_grad(set_to_none=True)  # each step writes its gradients (no accumulation's adds)
+            x.grad = None
             y = x
             for blk in blocks:
-                y = torch.utils.checkpoint.checkpoint(blk, y, use_reentrant=False) if recompute else blk(y)
+                y = checkpoint(blk, y, use_reentrant=False) if recompute else blk(y)
             y.float().sum().backward()
 
         row: dict[str, Any] = {"microbatch": b, "forward": None, "step": None, "recompute_step": None}
@@ -194,7 +198,6 @@ def probe_block(
                 break
             row[key] = _timed(torch, device, fn, warmup, repeats) / layers
         rows.append(row)
-        blocks.zero_grad(set_to_none=True)
     return {
         "device": torch.cuda.get_device_name(device) if device.startswith("cuda")
         else platform.processor() or "cpu",
