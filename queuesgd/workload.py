@@ -475,10 +475,48 @@ class Workload:
         r = float(ratio)
         if not (math.isfinite(r) and r >= 1):
             raise InvalidParameterError("compression", ratio, accepted)
+        return self._with_gradients(lambda b: b / r)
+
+    def gradients_scaled(self, factor: float) -> Workload:
+        """A copy whose gradients on the wire are ``factor`` times the size: another reduction dtype.
+
+        ``gradient_bytes`` and every layer's are multiplied by ``factor``;
+        the rest is kept. ``2`` reduces the gradients of a bf16 model in fp32
+        (Megatron's default for bf16; FSDP's ``reduce_dtype=torch.float32``,
+        Composer's ``DEFAULT`` mixed precision), ``0.5`` an fp32 model's in
+        bf16. Parameters (``parameter_bytes``, what ZeRO gathers) stay as
+        they are.
+
+        Parameters
+        ----------
+        factor : float
+            A finite number > 0, at most 1e6.
+
+        Examples
+        --------
+        >>> w = Workload(0.1, "100MB", layers=[Layer("a", 6e7, 0), Layer("b", 4e7, 0)])
+        >>> f = w.gradients_scaled(2)
+        >>> f.gradient_bytes, [layer.gradient_bytes for layer in f.layers], f.parameter_bytes
+        (200000000.0, [120000000.0, 80000000.0], 100000000.0)
+        >>> w.gradients_scaled(0)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        queuesgd.errors.InvalidParameterError: gradients_scaled: got 0; accepted: ...
+        """
+        accepted = "a finite number > 0, at most 1e6 (2: bf16 gradients reduced in fp32)"
+        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
+            raise InvalidParameterError("gradients_scaled", factor, accepted)
+        f = float(factor)
+        if not (math.isfinite(f) and 0 < f <= 1e6):
+            raise InvalidParameterError("gradients_scaled", factor, accepted)
+        return self._with_gradients(lambda b: b * f)
+
+    def _with_gradients(self, size: Any) -> Workload:
+        """A copy with ``size(bytes)`` as ``gradient_bytes`` and every layer's."""
         layers = self.layers
         if layers is not None:
-            layers = tuple(dataclasses.replace(x, gradient_bytes=x.gradient_bytes / r) for x in layers)
-        return dataclasses.replace(self, gradient_bytes=self.gradient_bytes / r, layers=layers)
+            layers = tuple(dataclasses.replace(x, gradient_bytes=size(x.gradient_bytes)) for x in layers)
+        return dataclasses.replace(self, gradient_bytes=size(self.gradient_bytes), layers=layers)
 
 
 def _compute(field_name: str, value: Any) -> Distribution:

@@ -305,6 +305,28 @@ def test_compressed_rejects_bad_ratios(ratio):
     assert info.value.field == "compression"
 
 
+def test_gradients_scaled_doubles_what_a_ring_sends_and_nothing_else():
+    from queuesgd import RingAllReduce, predict
+
+    layers = [Layer("a", 600, "1ms", "2ms"), Layer("b", 400, 0, "1ms")]
+    w = Workload(0.5, None, parameter_bytes=1000, update_time="3ms", layers=layers, name="m")
+    f = w.gradients_scaled(2)
+    assert (f.gradient_bytes, [x.gradient_bytes for x in f.layers]) == (2000.0, [1200.0, 800.0])
+    assert (f.parameter_bytes, f.compute, f.update_time, f.name) == (1000.0, w.compute, 3e-3, "m")
+    # the closed form of a ring all-reduce of 4 ranks, 2 (n - 1) / n S / B with alpha 0, on 2000 bytes
+    c = Cluster(4, "1MB/s", 0)
+    comm = predict(RingAllReduce(), f, c, "closed_form").iteration_time - f.compute_time - f.update_time
+    assert comm == pytest.approx(2 * 3 / 4 * 2000 / 1e6, rel=1e-9)
+    assert w.gradients_scaled(0.5) == w.compressed(2)
+
+
+@pytest.mark.parametrize("factor", [0, -2, float("inf"), float("nan"), True, "2", None, 2e6])
+def test_gradients_scaled_rejects_bad_factors(factor):
+    with pytest.raises(InvalidParameterError) as info:
+        Workload(0.1, 1000).gradients_scaled(factor)
+    assert info.value.field == "gradients_scaled"
+
+
 def test_forward_time_needs_every_layer():
     full = Workload(0.1, None, layers=[Layer("a", 4, 0, "2ms"), Layer("b", 4, 0, "3.5ms")])
     assert full.forward_time == pytest.approx(5.5e-3, rel=1e-12)

@@ -17,7 +17,6 @@ Two series, no anchor in either: the shipped H100 GEMM table is used as measured
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -91,10 +90,7 @@ def h100_compute(memory_bandwidth: float = HBM3, factor: float = 1.0) -> Compute
 
 def fp32_gradients(w: Workload) -> Workload:
     """``w`` with its gradients (and every layer's) in 4 bytes per parameter, its parameters in 2."""
-    layers = w.layers
-    if layers is not None:
-        layers = tuple(dataclasses.replace(x, gradient_bytes=2 * x.gradient_bytes) for x in layers)
-    return dataclasses.replace(w, gradient_bytes=2 * w.gradient_bytes, layers=layers)
+    return w.gradients_scaled(2)
 
 
 def mcore_shape(layers: int, hidden: int, heads: int) -> TransformerShape:
