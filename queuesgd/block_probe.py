@@ -48,12 +48,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from queuesgd import _checks
-from queuesgd.command_line import Parser, run_command
+from queuesgd.command_line import Parser, device_arguments, run_command
 from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError, MissingDependencyError
 from queuesgd.model_shapes import TransformerShape
 
-__all__ = ["build_parser", "compare_block", "main", "probe_block"]
+__all__ = ["build_parser", "compare_block", "main", "mean_seconds", "probe_block"]
 
 #: Data types the probe takes, by their PyTorch names.
 DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32")
@@ -90,8 +90,15 @@ def _blocks(torch: Any, shape: TransformerShape, layers: int, device: str, dtype
     return nn.ModuleList([Block() for _ in range(layers)]).to(device=device, dtype=dtype)
 
 
-def _timed(torch: Any, device: str, fn: Callable[[], Any], warmup: int, repeats: int) -> float:
-    """Mean seconds of ``fn`` over ``repeats`` calls after ``warmup``, one synchronization each side."""
+def mean_seconds(torch: Any, device: str, fn: Callable[[], Any], warmup: int, repeats: int) -> float:
+    """Mean seconds of ``fn`` over ``repeats`` calls after ``warmup``, one synchronization each side.
+
+    Examples
+    --------
+    >>> import torch
+    >>> mean_seconds(torch, "cpu", lambda: torch.ones(4).sum(), 1, 3) > 0
+    True
+    """
 
     def sync() -> None:
         if device.startswith("cuda"):
@@ -196,7 +203,7 @@ def probe_block(
             if time.perf_counter() >= stop:
                 truncated = True
                 break
-            row[key] = _timed(torch, device, fn, warmup, repeats) / layers
+            row[key] = mean_seconds(torch, device, fn, warmup, repeats) / layers
         rows.append(row)
     return {
         "device": torch.cuda.get_device_name(device) if device.startswith("cuda")
@@ -251,11 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--heads", type=int, required=True)
     ap.add_argument("--sequence", type=int, required=True)
     ap.add_argument("--microbatch", type=int, nargs="+", default=[1])
-    ap.add_argument("--device", default=None, help="cpu, cuda or cuda:N; default: the GPU if there is one")
-    ap.add_argument("--dtype", default="bfloat16", choices=DTYPES)
+    device_arguments(ap, DTYPES, repeats=10, budget=120.0)
     ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--budget", type=float, default=120.0)
     ap.add_argument("--table", default=None, help="a GEMM table to compare with (load_gemm_table's name)")
     ap.add_argument("--memory-bandwidth", default=None, help="with --table: the device's memory bandwidth")
     return ap

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from queuesgd.errors import QueuesgdError
 
-__all__ = ["NEGATIVE_VALUE", "HelpFormatter", "Parser", "run_command"]
+__all__ = ["NEGATIVE_VALUE", "HelpFormatter", "Parser", "device_arguments", "run_command"]
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -115,3 +115,23 @@ def run_command(
         line = next((s.strip() for s in str(err).splitlines() if s.strip()), type(err).__name__)
         print(f"{parser.prog}: error: {line}", file=sys.stderr)
         return 2
+
+
+def device_arguments(
+    ap: argparse.ArgumentParser, dtypes: tuple[str, ...], *, repeats: int, budget: float
+) -> argparse.ArgumentParser:
+    """Add the device probes' shared flags: ``--device``, ``--dtype``, ``--repeats``, ``--budget``.
+
+    Examples
+    --------
+    >>> ap = device_arguments(Parser(prog="p"), ("bfloat16", "float32"), repeats=5, budget=60.0)
+    >>> a = ap.parse_args(["--dtype", "float32"])
+    >>> a.device, a.dtype, a.repeats, a.budget
+    (None, 'float32', 5, 60.0)
+    """
+    ap.add_argument("--device", default=None, help="cpu, cuda or cuda:N; default: the GPU if there is one")
+    ap.add_argument("--dtype", default=dtypes[0], choices=dtypes)
+    ap.add_argument("--repeats", type=int, default=repeats)
+    ap.add_argument("--budget", type=float, default=budget)
+    return ap
+

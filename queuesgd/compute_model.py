@@ -18,10 +18,12 @@ on its own:
   and size where it has one, else ``memory_bandwidth``;
 - a **fused attention core** (kind ``"flash"``: FlashAttention, a shape with
   ``attention="flash"``) as a compute-bound kernel by the same roofline, its
-  FLOPs (the scores' and the context's products) at the table's GEMM
-  efficiency at the volume of its *scores* product (``b a / t`` products
-  ``(q x d) @ (d x s)``) -- an assumption, a stand-in: the tables shipped
-  with queuesgd measured plain GEMMs, no fused attention kernel;
+  FLOPs (the scores' and the context's products) at the table's measured
+  fused-attention efficiency (its ``flash`` rows, :mod:`queuesgd.flash_probe`)
+  at the volume of its *scores* product (``b a / t`` products ``(q x d) @
+  (d x s)``); a table without such rows gives its GEMM efficiency at that
+  volume instead -- an assumption, a stand-in: the tables shipped with
+  queuesgd measured plain GEMMs, no fused attention kernel;
 - **backward** as twice the forward, every kernel (a product's two backward
   products have its volume, hence its efficiency; a memory-bound kernel's
   backward reads the saved input and the incoming gradient and writes a
@@ -81,8 +83,8 @@ class OperationTime:
     bound : str
         ``"compute"`` (the product's efficiency) or ``"memory"`` (its bytes).
     efficiency : float
-        The table's efficiency at the product's shape (a flash core: at its scores product's;
-        nan for memory-bound kernels).
+        The table's efficiency at the product's shape (a flash core: its flash rows' at its scores
+        product's volume, else the GEMM curve's there; nan for memory-bound kernels).
     clamped : bool
         The shape (or size) lies outside the table's measured range; its
         efficiency (bandwidth) is the nearest end's.
@@ -184,11 +186,14 @@ class ComputeModel:
                 raise InvalidParameterError(
                     f"operations[{i}]", op, "an Operation (TransformerShape.operations)"
                 )
-            if op.kind in ("gemm", "flash"):  # flash: at its scores product's volume (a stand-in)
-                eff = float(self.table.efficiency(op.m, op.n, op.k, op.batch))
+            if op.kind in ("gemm", "flash"):  # flash: its measured rows, else its scores product's GEMM
+                flash = op.kind == "flash"
+                efficiency = self.table.flash_efficiency if flash else self.table.efficiency
+                eff = float(efficiency(op.m, op.n, op.k, op.batch))
                 flops_time = op.flops / (self.table.peak_flops * eff)
                 mem_time = op.bytes / self._bandwidth
-                clamped = bool(self.table.outside(op.m, op.n, op.k, op.batch))
+                outside = self.table.flash_outside if flash else self.table.outside
+                clamped = bool(outside(op.m, op.n, op.k, op.batch))
                 bound = "compute" if flops_time >= mem_time else "memory"
                 out.append(OperationTime(op, max(flops_time, mem_time), bound, eff, clamped))
             else:

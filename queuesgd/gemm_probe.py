@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from queuesgd import _checks
-from queuesgd.command_line import Parser, run_command
+from queuesgd.command_line import Parser, device_arguments, run_command
 from queuesgd.errors import InvalidParameterError, MissingDependencyError
 
 __all__ = ["DTYPES", "MAX_DIMENSION", "build_parser", "main", "probe_gemm", "write_gemm_table"]
@@ -464,10 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--hidden", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 12288])
     ap.add_argument("--tokens", type=int, nargs="+", default=[512, 2048, 8192])
     ap.add_argument("--tensor", type=int, nargs="+", default=[1, 2, 4, 8])
-    ap.add_argument("--device", default=None, help="cpu, cuda or cuda:N; default: the GPU if there is one")
-    ap.add_argument("--dtype", default="bfloat16", choices=DTYPES)
-    ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--budget", type=float, default=300.0)
+    device_arguments(ap, DTYPES, repeats=20, budget=300.0)
     ap.add_argument("--peak-tflops", type=float, default=None)
     ap.add_argument("--sustain", type=float, default=0.0, help="seconds of heat soak before the table")
     ap.add_argument("--window", type=float, default=0.0, help="seconds each entry is timed over at least")

@@ -150,6 +150,11 @@ class GemmTable:
         (read + written) and the achieved bandwidth.
     provenance : dict
         Where the table came from (device, software, date, how), as read.
+    flash : (log2 volumes, efficiencies)
+        Measured fused-attention kernels (FlashAttention), by their scores
+        product's volume ``log2(batch q s d)``, efficiency counting the
+        whole ``q x s`` square's ``4 batch q s d`` FLOPs; empty where none
+        was measured (a flash core is then timed as its scores product).
 
     Examples
     --------
@@ -165,6 +170,7 @@ class GemmTable:
     peak_flops: float
     memory: tuple[tuple[str, tuple[float, ...], tuple[float, ...]], ...] = ()
     provenance: dict[str, Any] = field(default_factory=dict, compare=False)
+    flash: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "peak_flops", _checks.positive("GemmTable.peak_flops", self.peak_flops))
@@ -176,6 +182,12 @@ class GemmTable:
             _checks.positive(f"GemmTable.efficiencies[{i}]", e, maximum=1.0)
         if list(self.volumes) != sorted(set(self.volumes)):
             raise InvalidParameterError("GemmTable.volumes", self.volumes, "increasing log2 volumes")
+        fv, fe = self.flash
+        if len(fv) != len(fe) or list(fv) != sorted(set(fv)):
+            accepted = "(increasing log2 volumes, efficiencies)"
+            raise InvalidParameterError("GemmTable.flash", self.flash, accepted)
+        for i, e in enumerate(fe):
+            _checks.positive(f"GemmTable.flash efficiencies[{i}]", e, maximum=1.0)
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -187,11 +199,14 @@ class GemmTable:
         memory: Iterable[Sequence[Any]] = (),
         provenance: Mapping[str, Any] | None = None,
         rates: bool = False,
+        flash: Iterable[Sequence[Any]] = (),
     ) -> GemmTable:
         """A table from ``(m, n, k, efficiency)`` rows (``(m, n, k, FLOP/s)`` with ``rates=True``).
 
         ``memory`` rows are ``(kind, bytes, bytes/s)`` with ``kind`` one of
-        :data:`MEMORY_KINDS`. A rate above ``peak_flops`` is refused: the
+        :data:`MEMORY_KINDS`. ``flash`` rows are ``(batch, q, s, d,
+        efficiency)`` (FLOP/s with ``rates=True``) of fused-attention kernels
+        over ``batch`` heads. A rate above ``peak_flops`` is refused: the
         peak is then wrong.
 
         Examples
@@ -201,31 +216,13 @@ class GemmTable:
         (0.25,)
         """
         peak = _checks.positive("peak_flops", peak_flops)
-        if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
-            raise InvalidParameterError("rows", rows, "a sequence of (m, n, k, efficiency) rows")
-        vol: list[float] = []
-        eff: list[float] = []
-        for i, row in enumerate(rows):
-            if i == MAX_ROWS:
-                raise InvalidParameterError("rows", f"more than {MAX_ROWS:,} rows", f"at most {MAX_ROWS:,}")
-            if isinstance(row, (str, bytes)) or not isinstance(row, Sequence) or len(row) != 4:
-                raise InvalidParameterError(f"rows[{i}]", row, "an (m, n, k, efficiency) row")
-            m, n, k = (_number(f"rows[{i}].{d}", row[j]) for j, d in enumerate("mnk"))
-            if rates:
-                rate = _checks.positive(f"rows[{i}].flops", row[3])
-                if rate > peak:
-                    raise InvalidParameterError(
-                        "peak_flops", peak, f"at least the measured rate {rate:.4g} FLOP/s of rows[{i}]"
-                    )
-                e = rate / peak
-            else:
-                e = _checks.positive(f"rows[{i}].efficiency", row[3], maximum=1.0)
-            vol.append(math.log2(m * n * k))
-            eff.append(e)
+        vol, eff = _rated_rows(rows, "rows", ("m", "n", "k"), peak, rates)
         if not vol:
             raise InvalidParameterError("rows", rows, "at least one (m, n, k, efficiency) row")
         volumes, efficiencies = _merged(np.array(vol), np.array(eff))
-        return cls(volumes, efficiencies, peak, _memory_curves(memory), dict(provenance or {}))
+        fvol, feff = _rated_rows(flash, "flash", ("batch", "q", "s", "d"), peak, rates)
+        curve = _merged(np.array(fvol), np.array(feff)) if fvol else ((), ())
+        return cls(volumes, efficiencies, peak, _memory_curves(memory), dict(provenance or {}), curve)
 
     @classmethod
     def constant(
@@ -261,6 +258,38 @@ class GemmTable:
         if len(self.volumes) == 1:
             return np.zeros(v.shape, dtype=bool) if v.ndim else np.False_
         return (v < self.volumes[0]) | (v > self.volumes[-1])
+
+    def flash_efficiency(self, m: Any, n: Any, k: Any, batch: Any = 1) -> Any:
+        """A fused-attention kernel's efficiency at its scores product ``batch`` x ``(m x k) @ (k x n)``.
+
+        From the measured ``flash`` rows (linear in ``log2(batch m n k)``,
+        clamped) where the table has them, else the GEMM curve at that volume
+        (the stand-in).
+
+        Examples
+        --------
+        >>> t = GemmTable.from_rows([(64, 64, 64, 0.8)], peak_flops=1e15,
+        ...                         flash=[(16, 1024, 1024, 128, 0.3), (16, 4096, 4096, 128, 0.5)])
+        >>> float(t.flash_efficiency(2048, 2048, 128, 16)), float(t.efficiency(2048, 2048, 128, 16))
+        (0.4, 0.8)
+        """
+        fv, fe = self.flash
+        if not fv:
+            return self.efficiency(m, n, k, batch)
+        v = _log2_volume(m, n, k, batch)
+        if len(fv) == 1:
+            return np.full(v.shape, fe[0]) if v.ndim else np.float64(fe[0])
+        return np.interp(v, fv, fe)
+
+    def flash_outside(self, m: Any, n: Any, k: Any, batch: Any = 1) -> Any:
+        """Whether a fused-attention kernel's volume lies outside its measured rows (or the GEMM curve's)."""
+        fv, _ = self.flash
+        if not fv:
+            return self.outside(m, n, k, batch)
+        v = _log2_volume(m, n, k, batch)
+        if len(fv) == 1:
+            return np.zeros(v.shape, dtype=bool) if v.ndim else np.False_
+        return (v < fv[0]) | (v > fv[-1])
 
     def bandwidth(self, kind: str, nbytes: Any) -> Any:
         """Achieved bandwidth (bytes/s) of a ``kind`` memory-bound op moving ``nbytes``, or None.
@@ -308,6 +337,36 @@ def _memory_curves(
     return tuple((kind, *_merged(np.array(xs), np.array(ys))) for kind, (xs, ys) in sorted(by_kind.items()))
 
 
+def _rated_rows(
+    rows: Iterable[Sequence[Any]], field_name: str, dims: tuple[str, ...], peak: float, rates: bool
+) -> tuple[list[float], list[float]]:
+    """``(log2 volumes, efficiencies)`` of rows ``(*dims, efficiency)`` (FLOP/s with ``rates``)."""
+    what = f"({', '.join(dims)}, efficiency)"
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+        raise InvalidParameterError(field_name, rows, f"a sequence of {what} rows")
+    vol: list[float] = []
+    eff: list[float] = []
+    for i, row in enumerate(rows):
+        name = f"{field_name}[{i}]"
+        if i == MAX_ROWS:
+            raise InvalidParameterError(field_name, f"more than {MAX_ROWS:,} rows", f"at most {MAX_ROWS:,}")
+        if isinstance(row, (str, bytes)) or not isinstance(row, Sequence) or len(row) != len(dims) + 1:
+            raise InvalidParameterError(name, row, f"a {what} row")
+        size = math.prod(_number(f"{name}.{d}", row[j]) for j, d in enumerate(dims))
+        if rates:
+            rate = _checks.positive(f"{name}.flops", row[-1])
+            if rate > peak:
+                raise InvalidParameterError(
+                    "peak_flops", peak, f"at least the measured rate {rate:.4g} FLOP/s of {name}"
+                )
+            e = rate / peak
+        else:
+            e = _checks.positive(f"{name}.efficiency", row[-1], maximum=1.0)
+        vol.append(math.log2(size))
+        eff.append(e)
+    return vol, eff
+
+
 def gemm_table_from_json(
     data: Mapping[str, Any], *, peak_flops: float | None = None, where: str = "table"
 ) -> GemmTable:
@@ -318,8 +377,11 @@ def gemm_table_from_json(
     ``elementwise`` row ``op`` (:data:`MEMORY_KINDS`), ``numel`` and
     ``GBps`` (or ``seconds``), bytes read + written being ``2 numel x``
     the ``dtype``'s bytes (the writer's convention; 2 where ``dtype`` is
-    missing or unknown). ``peak_flops`` defaults to
-    the table's ``peak_tflops``.
+    missing or unknown); each ``flash`` row (optional, a fused-attention
+    kernel: :func:`queuesgd.flash_probe.probe_flash`) ``batch``, ``heads``,
+    ``sequence``, ``head_dim`` and ``tflops`` (or ``seconds``, the rate then
+    ``4 batch heads sequence^2 head_dim / seconds``, the whole square's
+    FLOPs). ``peak_flops`` defaults to the table's ``peak_tflops``.
 
     Examples
     --------
@@ -365,9 +427,23 @@ def gemm_table_from_json(
         else:
             bw = nbytes / _checks.positive(f"{name}.seconds", r.get("seconds"))
         memory.append((r["op"], nbytes, bw))
+    flash = []
+    for i, r in enumerate(data.get("flash") or ()):
+        name = f"{where}.flash[{i}]"
+        if not isinstance(r, Mapping) or not all(x in r for x in ("batch", "heads", "sequence", "head_dim")):
+            raise InvalidParameterError(name, r, "an object with batch, heads, sequence, head_dim, tflops")
+        bh = _number(f"{name}.batch", r["batch"]) * _number(f"{name}.heads", r["heads"])
+        sq, d = _number(f"{name}.sequence", r["sequence"]), _number(f"{name}.head_dim", r["head_dim"])
+        if "tflops" in r:
+            rate = _checks.positive(f"{name}.tflops", r["tflops"]) * 1e12
+        else:
+            rate = 4 * bh * sq * sq * d / _checks.positive(f"{name}.seconds", r.get("seconds"))
+        flash.append((bh, sq, sq, d, rate))
     keep = ("device", "torch", "date", "dtype", "how", "source", "peak_tflops", "truncated")
     provenance = _checks.json_record(f"{where} provenance", {k: data[k] for k in keep if k in data})
-    return GemmTable.from_rows(rows, peak_flops=peak, memory=memory, provenance=provenance, rates=True)
+    return GemmTable.from_rows(
+        rows, peak_flops=peak, memory=memory, provenance=provenance, rates=True, flash=flash
+    )
 
 
 def load_gemm_table(source: str | Path, *, peak_flops: float | None = None) -> GemmTable:

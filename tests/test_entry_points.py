@@ -1,8 +1,8 @@
 """Every command-line entry point refuses bad input the same way: one line on stderr, status 2.
 
 The entry points: the ``queuesgd`` console script (``python -m queuesgd``) and the modules run with
-``python -m``: ``queuesgd.gemm_probe``, ``queuesgd.block_probe``, ``queuesgd.busbw_probe`` and
-``queuesgd.harness.torchrun``.
+``python -m``: ``queuesgd.gemm_probe``, ``queuesgd.block_probe``, ``queuesgd.flash_probe``,
+``queuesgd.busbw_probe`` and ``queuesgd.harness.torchrun``.
 All go through :func:`queuesgd.command_line.run_command`. Each case is refused before anything is
 measured or started (no probe runs, no process group is joined), so every call takes milliseconds;
 one case per module also runs in a process of its own, as a user would.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from queuesgd import block_probe, busbw_probe, cli, gemm_probe
+from queuesgd import block_probe, busbw_probe, cli, flash_probe, gemm_probe
 from queuesgd.harness import torchrun
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +30,7 @@ NEEDS_TORCH = pytest.mark.skipif(not HAS_TORCH, reason="checked after PyTorch is
 GEMM = "python -m queuesgd.gemm_probe"
 BUSBW = "python -m queuesgd.busbw_probe"
 BLOCK = "python -m queuesgd.block_probe"
+FLASH = "python -m queuesgd.flash_probe"
 TORCHRUN = "python -m queuesgd.harness.torchrun"
 #: What torchrun sets in each rank's environment.
 TORCHRUN_ENV = {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
@@ -199,6 +200,7 @@ def test_help_still_exits_0(capsys):
         ("queuesgd.gemm_probe", ["t.json", *TINY, "--device", "gpu"], "device"),
         ("queuesgd.gemm_probe", ["t.json", "--hidden", "-8"], "hidden[0]"),
         ("queuesgd.busbw_probe", ["t.json", "--ranks", "-2"], "ranks"),
+        ("queuesgd.flash_probe", ["t.json", "--sequence", "16", "--device", "gpu"], "device"),
         ("queuesgd.block_probe", ["t.json", "--hidden", "8", "--heads", "2", "--sequence", "4",
                                   "--device", "gpu", "--budget", "1"], "device"),  # fmt: skip
         ("queuesgd.harness.torchrun", ["--compare", "missing"], "--compare"),
@@ -231,6 +233,7 @@ def test_python_m_refuses_bad_input_in_one_line(module, argv, field, tmp_path):
     [
         (gemm_probe.build_parser, "## Measuring GEMM tables: `python -m queuesgd.gemm_probe`"),
         (block_probe.build_parser, "## Checking the compute model on a device: `" + BLOCK + "`"),
+        (flash_probe.build_parser, "## Measuring fused attention: `" + FLASH + "`"),
         (torchrun.build_parser, "## Under torchrun: `python -m queuesgd.harness.torchrun`"),
     ],
 )
