@@ -49,9 +49,9 @@ def rel(a: float, b: float) -> float:
 B_I, A_I, B_R, A_E = 300e9, 2e-6, 25e9, 5e-6
 
 
-def dgx(workers: int) -> Cluster:
-    """DGX nodes: 8 GPUs, 300 GB/s NVLink per direction (2 us), 8 rails of 200 Gbit/s (5 us)."""
-    return Cluster(workers, B_R, A_E, gpus_per_node=8, node_bandwidth=B_I, node_latency=A_I, rails=8)
+def dgx(workers: int, **kw: Any) -> Cluster:
+    """DGX nodes: 8 GPUs, 300 GB/s NVLink per direction (2 us), 8 rails of 200 Gbit/s (5 us); ``kw`` more."""
+    return Cluster(workers, B_R, A_E, gpus_per_node=8, node_bandwidth=B_I, node_latency=A_I, rails=8, **kw)
 
 
 def gemm_model(rate: float) -> ComputeModel:

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from hybrid_rows import accepted_configurations, rel
+from hybrid_rows import accepted_configurations, dgx, rel
 from hybrid_rows import assert_rows_equal_predict as every_column_equals_predict
 
 from queuesgd import Cluster, predict
@@ -29,19 +29,6 @@ from queuesgd.schemes.parallel.hybrid_batch import ALGORITHM_NAMES, batch_collec
 #: Megatron-LM SC'21, Table 1, last row: 1T parameters.
 T1 = TransformerShape(layers=128, hidden=25600, heads=160, sequence=2048, vocabulary=51200, name="1t")
 SMALL = TransformerShape(layers=8, hidden=256, heads=8, sequence=128, vocabulary=1000, name="small")
-
-
-def dgx(workers: int, **kw) -> Cluster:
-    return Cluster(
-        workers,
-        "200Gbit/s",
-        "5us",
-        gpus_per_node=8,
-        node_bandwidth="300GB/s",
-        node_latency="2us",
-        rails=8,
-        **kw,
-    )
 
 
 TABLES = CollectiveTables(
