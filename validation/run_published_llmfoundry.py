@@ -57,7 +57,7 @@ COLUMNS = ("model", "seq", "gpus", "gpu", "mfu", "hfu", "model_tflop", "microbat
            "activation_checkpointing", "cpu_offload", "num_params")  # fmt: skip
 
 
-def read_tables(path: Path = TABLES) -> list[dict[str, Any]]:
+def read_tables(path: Path = TABLES, columns: tuple[str, ...] = COLUMNS) -> list[dict[str, Any]]:
     """Every row of the stored tables, in order, with its table's title and the row's text."""
     rows: list[dict[str, Any]] = []
     table = None
@@ -68,7 +68,7 @@ def read_tables(path: Path = TABLES) -> list[dict[str, Any]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if not line.startswith("|") or not cells[0][:1].isdigit():
             continue
-        row: dict[str, Any] = dict(zip(COLUMNS, cells, strict=True))
+        row: dict[str, Any] = dict(zip(columns, cells, strict=True))
         for k in ("seq", "gpus", "microbatch", "grad_accum", "global_batch", "tps", "num_params"):
             row[k] = int(row[k])
         row["activation_checkpointing"] = row["activation_checkpointing"] == "True"
