@@ -112,7 +112,7 @@ def test_the_llmfoundry_summary_is_the_stored_record():
 def test_the_glance_table_is_every_stored_summary():
     stored = {
         name: json.loads((ROOT / "validation" / "published" / f"{name}.json").read_text())
-        for name in ("torchtitan", "h100", "llmfoundry")
+        for name in ("torchtitan", "h100", "llmfoundry", "llmfoundry-h100old")
     }
     summaries = [
         PUBLISHED["summary"]["pooled"],
@@ -122,6 +122,7 @@ def test_the_glance_table_is_every_stored_summary():
         stored["h100"]["torchtitan-asynctp"]["summary"],
         stored["llmfoundry"]["h100"]["summary"],
         stored["llmfoundry"]["a100"]["summary"],
+        stored["llmfoundry-h100old"]["summary"],
     ]
     rows = table("| test | GPUs | rows | anchor | median \\|error\\| | max \\|error\\| |")
     assert len(rows) == len(summaries)
@@ -130,3 +131,13 @@ def test_the_glance_table_is_every_stored_summary():
         assert number(cells[4]) == pytest.approx(s["median_abs_pct"], abs=0.05)
         assert number(cells[5]) == pytest.approx(s["max_abs_pct"], abs=0.05)
         assert s["median_abs_pct"] > 5.0 or s["max_abs_pct"] > 15.0  # "no series below meets both"
+
+
+def test_the_exploratory_h100_table_is_the_stored_record():
+    old = json.loads((ROOT / "validation" / "published" / "llmfoundry-h100old.json").read_text())
+    rows = table("| configurations | rows | median \\|error\\| | max \\|error\\| | within 15% |")
+    for cells, s in zip(rows, (old["summary"], old["repeated"], old["unanchored"]), strict=True):
+        assert int(cells[1]) == s["rows"] and int(cells[4]) == s["within_15"]
+        assert number(cells[2]) == pytest.approx(s["median_abs_pct"], abs=0.05)
+        assert number(cells[3]) == pytest.approx(s["max_abs_pct"], abs=0.05)
+

@@ -42,6 +42,7 @@ from queuesgd.harness.report.fidelity import fidelity_lines, read_passes, trace_
 from queuesgd.harness.report.published import (  # noqa: E402
     h100_lines,
     heldout_lines,
+    llmfoundry_h100old_lines,
     llmfoundry_lines,
     published_lines,
     torchtitan_lines,
@@ -117,6 +118,9 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
         diag = HERE / "published" / "llmfoundry-diagnosis.json"
         diagnosis = json.loads(diag.read_text()) if diag.exists() else None
         appendix = [*appendix, *llmfoundry_lines(json.loads(foundry.read_text()), diagnosis)]
+    old = HERE / "published" / "llmfoundry-h100old.json"
+    if old.exists():
+        appendix = [*appendix, *llmfoundry_h100old_lines(json.loads(old.read_text()))]
     return write_report(
         rows,
         out / "REPORT.md",

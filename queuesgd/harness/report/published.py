@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["h100_lines", "heldout_lines", "llmfoundry_lines", "published_lines", "torchtitan_lines"]
+__all__ = [
+    "h100_lines",
+    "heldout_lines",
+    "llmfoundry_h100old_lines",
+    "llmfoundry_lines",
+    "published_lines",
+    "torchtitan_lines",
+]
 
 
 def _pct(x: Any) -> str:
@@ -333,5 +340,46 @@ def llmfoundry_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | N
     if diagnosis is not None:
         lines += ["", "*Diagnosis, after the run, not evidence* "
                   "(`validation/diagnose_published_llmfoundry.py`): " + diagnosis["note"]]  # fmt: skip
+    return lines + [""]
+
+
+def llmfoundry_h100old_lines(record: Mapping[str, Any]) -> list[str]:
+    """Markdown lines of ``validation/published/llmfoundry-h100old.json``: exploratory H100 runs, a priori.
+
+    Examples
+    --------
+    >>> acc = {"rows": 1, "median_abs_pct": 4.0, "max_abs_pct": 4.0, "within_15": 1}
+    >>> row = {"new": True, "model": "7b", "seq": 2048, "microbatch": 32, "grad_accum": 2,
+    ...        "activation_checkpointing": True, "runs_tps": [99, 100, 101], "measured_tps": 100,
+    ...        "predicted_tps": 104.0, "error_pct": 4.0, "unanchored_pct": 30.0, "spread_pct": 2.0}
+    >>> rec = {"source": "s", "rules": "r", "targets": {"median_abs_pct": 5.0, "max_abs_pct": 15.0},
+    ...        "factor": 0.6, "rows": [row], "summary": acc, "repeated": acc, "unanchored": acc}
+    >>> llmfoundry_h100old_lines(rec)[-2]
+    '| new | 7b | 2048 | 32 x 2 | full | 100 | 2.0% | 104 | +4.0% | +30.0% |'
+    """
+    tg = record["targets"]
+    lines = [
+        "### LLM Foundry's exploratory H100 runs, the anchor frozen (a priori, preregistered, tier C)",
+        "",
+        f"{record['source']}. Rules: {record['rules']} (committed before any row was predicted). 22 "
+        "configurations on 8 H100s, three runs each (the measured value their median), predicted with the "
+        f"H100 factor of the section above ({record['factor']:.4g}), nothing solved from these rows "
+        "(`validation/run_published_llmfoundry_h100old.py`, recomputed by "
+        "`tests/test_published_llmfoundry_h100old.py`). **The 11 configurations the README's tables do not "
+        f"have (the headline):** {_judged(record['summary'], tg)} The 11 the README also has: "
+        f"{_judged(record['repeated'], tg)} Unanchored, the new ones: {_judged(record['unanchored'], tg)}",
+        "",
+        "| configuration | model | sequence | b x accumulation | checkpointing | measured tokens/s | "
+        "spread of 3 runs | predicted | error | unanchored |",
+        "|---|---|---:|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in record["rows"]:
+        ckpt = "full" if r["activation_checkpointing"] else "none"
+        lines.append(
+            f"| {'new' if r['new'] else 'repeated'} | {r['model']} | {r['seq']} | "
+            f"{r['microbatch']} x {r['grad_accum']} | {ckpt} | "
+            f"{r['measured_tps']:.0f} | {r['spread_pct']:.1f}% | {r['predicted_tps']:.0f} | "
+            f"{r['error_pct']:+.1f}% | {r['unanchored_pct']:+.1f}% |"
+        )
     return lines + [""]
 
