@@ -7,7 +7,8 @@
   :mod:`queuesgd.model_shapes_attention` (which the shape imports) and is
   re-exported here.
 - :func:`parse_shape_text` -- ``"l:h:a:s:V"`` with optional keywords for the
-  Llama fields, as ``HybridParallel(shape=...)`` and ``--shape`` take it.
+  Llama fields, as ``HybridParallel(shape=...)`` and ``--shape`` take it;
+  :func:`parse_shape` -- a shape, or None, from itself or that text.
 
 Examples
 --------
@@ -26,7 +27,7 @@ from queuesgd.model_shapes_attention import activation_terms
 if TYPE_CHECKING:
     from queuesgd.model_shapes import TransformerShape
 
-__all__ = ["SHAPE_TEXT", "activation_terms", "parse_shape_text"]
+__all__ = ["SHAPE_TEXT", "activation_terms", "parse_shape", "parse_shape_text"]
 
 #: The text form of a shape, as error messages state it.
 SHAPE_TEXT = (
@@ -87,3 +88,23 @@ def parse_shape_text(text: str, field: str = "shape", name: str = "transformer")
         else:
             raise InvalidParameterError(field, text, f"{accepted}; not {part!r}")
     return TransformerShape(*(int(p) for p in parts[:5]), name=name, **keywords)
+
+
+def parse_shape(value: Any, field: str = "HybridParallel.shape") -> TransformerShape | None:
+    """A :class:`TransformerShape`, from itself or its text (``"l:h:a:s:V"`` and optional Llama keywords).
+
+    ``None`` stays ``None``; the text form is :func:`parse_shape_text`'s.
+
+    Examples
+    --------
+    >>> parse_shape("96:12288:96:2048:51200").parameters       # GPT-3 175B
+    174615846912
+    >>> parse_shape("32:4096:32:8192:128256:kv=8:ffn=14336:llama").parameters   # Llama 3.1 8B
+    8030261248
+    """
+    from queuesgd.model_shapes import TransformerShape
+
+    if value is None or isinstance(value, TransformerShape):
+        return value
+    return parse_shape_text(value, field)
+

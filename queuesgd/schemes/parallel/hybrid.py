@@ -114,7 +114,7 @@ from queuesgd.compute_model import ComputeModel
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError
 from queuesgd.model_shapes import TransformerShape
-from queuesgd.model_shapes_llama import parse_shape_text
+from queuesgd.model_shapes_llama import parse_shape
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.memory import Memory, check_optimizer
 from queuesgd.schemes.parallel.collectives import collective_time
@@ -140,23 +140,6 @@ if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload
 
 __all__ = ["QUANTITIES", "HybridParallel", "parse_shape"]
-
-
-def parse_shape(value: Any) -> TransformerShape | None:
-    """A :class:`TransformerShape`, from itself or its text (``"l:h:a:s:V"`` and optional Llama keywords).
-
-    The text form: :func:`~queuesgd.model_shapes_llama.parse_shape_text`.
-
-    Examples
-    --------
-    >>> parse_shape("96:12288:96:2048:51200").parameters       # GPT-3 175B
-    174615846912
-    >>> parse_shape("32:4096:32:8192:128256:kv=8:ffn=14336:llama").parameters   # Llama 3.1 8B
-    8030261248
-    """
-    if value is None or isinstance(value, TransformerShape):
-        return value
-    return parse_shape_text(value, "HybridParallel.shape")
 
 
 @dataclass(frozen=True)
@@ -209,11 +192,13 @@ class HybridParallel(Scheme):
         of QKV and fc1 (Megatron's async all-reduce); ``"all"``: every TP collective pipelined with its
         GEMM in ``t`` chunks (Transformer Engine, ``--tp-comm-overlap``; needs ``sequence_parallel``).
         Default False; needs ``shape``: :mod:`~.hybrid_overlap`.
-    zero_overlap : bool
+    zero_overlap : bool or "post"
         The data-parallel collectives overlapped with the stage's compute (default False; any ZeRO stage):
         ZeRO 0-2's gradient collective behind the last micro-batch's backward and ZeRO 1-2's gather behind
         the next step's first forward (DDP buckets, Megatron-Core's ``--overlap-grad-reduce`` and
         ``--overlap-param-gather``), ZeRO-3's prefetched (FSDP/DeepSpeed): :mod:`~.hybrid_zero`.
+        ``"post"``: ZeRO 3 under FSDP's ``BACKWARD_POST``, the forward's gathers prefetched and the
+        backward's collectives exposed (an upper bound; ZeRO 0-2 read it as True).
 
     Examples
     --------
@@ -249,7 +234,7 @@ class HybridParallel(Scheme):
     top_k: int = 1
     stage_layers: tuple[int, ...] | None = None
     tp_overlap: bool | str = False
-    zero_overlap: bool = False
+    zero_overlap: bool | str = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -511,7 +496,8 @@ class HybridParallel(Scheme):
             else:  # a block's forward from the compute model (its backward twice it, more with flash)
                 kw = {"tensor": t, "sequence_parallel": self.sequence_parallel, "context": c}
                 fwd = stretch * (n * self.compute_model.block_parts(self.shape, workload.batch_size, **kw)[0])
-            dp = exposed_per_step(self.zero, m, dp, sum(reduces), sum(gathers), compute, fwd, n)
+            post = self.zero_overlap == "post"
+            dp = exposed_per_step(self.zero, m, dp, sum(reduces), sum(gathers), compute, fwd, n, post=post)
         steps = StepTimes(compute, exposed, p2p, dp, update, p, m, v, algorithms, cp, ep, head, shares)
         steps = replace(steps, chunks=stage_chunks(self))
         return steps, tp, dp_all

@@ -283,6 +283,9 @@ def batch_times(
     e = _column("expert_parallel", expert_parallel, n)
     ov = _column("tp_overlap", tp_overlap, n)  # 0 False, 1 True, 2 "all" (TP_OVERLAP's order)
     hs = _column("layout", layout, n) == 1
+    if any(isinstance(v, str) for v in np.ravel(np.asarray(zero_overlap, dtype=object))):  # not bool("post")
+        accepted = "booleans (no 'post' here: predict HybridParallel(zero_overlap='post') row by row)"
+        raise InvalidParameterError("zero_overlap", zero_overlap, accepted)
     zo = _column("zero_overlap", zero_overlap, n, bool)
     moe = experts is not None
     opt = check_optimizer("optimizer", optimizer)

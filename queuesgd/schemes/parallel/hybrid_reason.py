@@ -58,7 +58,9 @@ def closed_form_reason(scheme: HybridParallel, tm: StepTimes, cluster: Cluster, 
         + (", compute by kernel from the GEMM table" if s.compute_model is not None else "")
         + (", the backward's TP collectives behind the weight gradients" if s.tp_overlap is True else "")
         + (", every TP collective pipelined with its GEMM" if s.tp_overlap == "all" else "")
-        + (", the data-parallel collectives overlapped with the compute" if s.zero_overlap else "")
+        + {False: "", True: ", the data-parallel collectives overlapped with the compute",
+           "post": ", the forward's gathers overlapped with the compute, the backward's exposed (FSDP "
+           "BACKWARD_POST)"}[s.zero_overlap]  # fmt: skip
         + ", collectives "
         + ", ".join(f"{k} {a}" for k, a in tm.algorithms.items())
         + (

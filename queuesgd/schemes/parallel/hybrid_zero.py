@@ -55,6 +55,21 @@ is; its latency share is ``Z``'s). With experts ``g`` and ``r`` (and, for
 ZeRO 0-2, ``R`` and ``Gth``) include the local experts' collectives. The step
 counts ``m`` times this.
 
+**ZeRO 3 with FSDP's ``BACKWARD_POST``** (``zero_overlap="post"``; ZeRO 0-2 read
+it as ``True``). PyTorch FSDP (version 1) with ``backward_prefetch=BACKWARD_POST``
+-- MosaicML Composer's default -- issues the next unit's all-gather in the
+current unit's post-backward hook, after that unit's gradient reduce-scatter,
+and both run on one NCCL communicator, in order: the next unit's backward
+waits for both. The forward's gathers are prefetched as above. One
+micro-batch then exposes the forward's bound for its gather and, in the
+backward, the reduce-scatter and the backward's gather whole::
+
+    exposed = min(max(g - F, 0) + g / n, g) + (Z - g),     Z - g = g + r
+
+``F`` the micro-batch's forward. It bounds the exposure from above (full
+serialization in the backward, none of it hidden by the host running
+ahead), as ``True`` bounds it from below.
+
 Two regimes everywhere: collectives shorter than the compute expose only
 one layer's share; longer, the collectives pace the compute and ``X - K + x1``
 shows (never more than ``X``, the collectives without overlap: where the
@@ -68,7 +83,7 @@ takes the last layer's reduce-scatter of a micro-batch as hidden behind the
 next micro-batch (the step's last one too: one layer's reduce-scatter per
 step not counted). With ZeRO 0-2 the pipeline's cool-down (the other
 stages' last backwards) is not used either: the bound is the stage's own.
-Only a non-boolean is refused. ``formula()`` raises
+Anything but a boolean or ``"post"`` is refused. ``formula()`` raises
 :class:`~queuesgd.errors.NotRepresentable` for the throughput with it on.
 
 Examples
@@ -79,6 +94,8 @@ Examples
 1.25
 >>> exposed_per_step(1, 4, 0.0, 2.0, 1.0, 6.0, 2.0, 4)  # ZeRO 1: (2 - 4 -> 0) + 2/4, then 1 - 2 -> 0, + 1/4
 0.75
+>>> exposed_per_step(3, 2, 8.0, 0.0, 1.0, 9.0, 3.0, 4, post=True)  # 2 x ((1 - 3 -> 0) + 1/4 + (4 - 1))
+6.5
 """
 
 from __future__ import annotations
@@ -86,6 +103,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from queuesgd import _checks
+from queuesgd.errors import InvalidParameterError
 
 if TYPE_CHECKING:
     from queuesgd.schemes.parallel.hybrid import HybridParallel
@@ -94,20 +112,29 @@ __all__ = ["check_zero_overlap", "exposed_per_microbatch", "exposed_per_step"]
 
 
 def check_zero_overlap(scheme: HybridParallel) -> None:
-    """Validate ``zero_overlap``: a boolean (every ZeRO stage takes it).
+    """Validate ``zero_overlap``: a boolean (every ZeRO stage takes it) or ``"post"`` (FSDP's BACKWARD_POST).
 
     Examples
     --------
     >>> from queuesgd.schemes.parallel.hybrid import HybridParallel
     >>> HybridParallel(zero=1, zero_overlap="on").zero_overlap
     True
+    >>> HybridParallel(zero=3, zero_overlap="POST").zero_overlap
+    'post'
     >>> HybridParallel(zero_overlap=2)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    queuesgd.errors.InvalidParameterError: HybridParallel.zero_overlap: got 2; accepted: true or false ...
+    queuesgd.errors.InvalidParameterError: HybridParallel.zero_overlap: got 2; accepted: true, false ...
     """
-    name = "HybridParallel.zero_overlap"
-    object.__setattr__(scheme, "zero_overlap", _checks.boolean(name, scheme.zero_overlap))
+    name, value = "HybridParallel.zero_overlap", scheme.zero_overlap
+    if isinstance(value, str) and value.strip().lower() == "post":
+        object.__setattr__(scheme, "zero_overlap", "post")
+        return
+    try:
+        object.__setattr__(scheme, "zero_overlap", _checks.boolean(name, value))
+    except InvalidParameterError:
+        accepted = "true, false or 'post' (ZeRO 3 under FSDP's BACKWARD_POST: its backward exposed)"
+        raise InvalidParameterError(name, value, accepted) from None
 
 
 def exposed_per_microbatch(total: Any, gather: Any, compute: Any, layers: Any) -> Any:
@@ -139,6 +166,8 @@ def exposed_per_step(
     compute: Any,
     forward: Any,
     layers: Any,
+    *,
+    post: bool = False,
 ) -> Any:
     """Exposed data-parallel seconds of one step with ``zero_overlap`` (the module docstring's bounds).
 
@@ -149,8 +178,9 @@ def exposed_per_step(
     for ZeRO 0), ``compute`` one micro-batch's compute on the stage, ``forward``
     its forward ``F`` (the backward ``B = compute - forward``), ``layers`` ``n``.
     ZeRO 0-2: ``exposed_R + exposed_G``; ZeRO 3: ``m`` times
-    :func:`exposed_per_microbatch` of ``total / m``. Floats or NumPy arrays
-    (``zero`` then an array of stages).
+    :func:`exposed_per_microbatch` of ``total / m`` (with ``post``, FSDP's
+    BACKWARD_POST: ``m`` times the forward's gather bound plus ``total / m -
+    gather``). Floats or NumPy arrays (``zero`` then an array of stages).
 
     Examples
     --------
@@ -164,9 +194,10 @@ def exposed_per_step(
     once = exposed_per_microbatch(reduce, reduce, compute - forward, layers) + exposed_per_microbatch(
         gather, gather, forward, layers
     )
+    if post:  # the forward's gather behind the forward; the backward's collectives exposed whole
+        per = exposed_per_microbatch(gather, gather, forward, layers) + (total / microbatches - gather)
+    else:
+        per = exposed_per_microbatch(total / microbatches, gather, compute, layers)
     if np.ndim(zero) == 0:
-        if zero == 3:
-            return microbatches * exposed_per_microbatch(total / microbatches, gather, compute, layers)
-        return once
-    three = microbatches * exposed_per_microbatch(total / microbatches, gather, compute, layers)
-    return np.where(np.asarray(zero) == 3, three, once)
+        return microbatches * per if zero == 3 else once
+    return np.where(np.asarray(zero) == 3, microbatches * per, once)
