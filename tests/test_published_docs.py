@@ -112,7 +112,7 @@ def test_the_llmfoundry_summary_is_the_stored_record():
 def test_the_glance_table_is_every_stored_summary():
     stored = {
         name: json.loads((ROOT / "validation" / "published" / f"{name}.json").read_text())
-        for name in ("torchtitan", "h100", "llmfoundry", "llmfoundry-h100old")
+        for name in ("torchtitan", "h100", "llmfoundry", "llmfoundry-h100old", "microbatch")
     }
     summaries = [
         PUBLISHED["summary"]["pooled"],
@@ -123,6 +123,8 @@ def test_the_glance_table_is_every_stored_summary():
         stored["llmfoundry"]["h100"]["summary"],
         stored["llmfoundry"]["a100"]["summary"],
         stored["llmfoundry-h100old"]["summary"],
+        stored["microbatch"]["accuracy"]["hidden"]["all"],
+        stored["microbatch"]["accuracy"]["post"]["all"],
     ]
     rows = table("| test | GPUs | rows | anchor | median \\|error\\| | max \\|error\\| |")
     assert len(rows) == len(summaries)
@@ -140,4 +142,21 @@ def test_the_exploratory_h100_table_is_the_stored_record():
         assert int(cells[1]) == s["rows"] and int(cells[4]) == s["within_15"]
         assert number(cells[2]) == pytest.approx(s["median_abs_pct"], abs=0.05)
         assert number(cells[3]) == pytest.approx(s["max_abs_pct"], abs=0.05)
+
+
+def test_the_microbatch_tables_are_the_stored_record():
+    mb = json.loads((ROOT / "validation" / "published" / "microbatch.json").read_text())
+    rows = table("| prediction | all 31: median / max | M: median / max | T: median / max |")
+    assert [r[0] for r in rows] == ["hidden", "serial", "post"]
+    for cells in rows:
+        for cell, part in zip(cells[1:], ("all", "M", "T"), strict=True):
+            acc = mb["accuracy"][cells[0]][part]
+            median, most = (number(x) for x in cell.split(" / "))
+            assert (median, most) == pytest.approx((acc["median_abs_pct"], acc["max_abs_pct"]), abs=0.05)
+    ratios = table("| model | micro-batch | measured | hidden | serial | post |")
+    for cells, x in zip(ratios, mb["ratios"], strict=True):
+        assert (cells[0], int(cells[1])) == (x["model"], x["microbatch"])
+        for cell, key in zip(cells[2:], ("measured", "hidden", "serial", "post"), strict=True):
+            assert float(cell) == pytest.approx(x[key], abs=5e-4)
+    assert mb["post_explains_the_micro_batch_better"] is True
 

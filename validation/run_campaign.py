@@ -44,6 +44,7 @@ from queuesgd.harness.report.published import (  # noqa: E402
     heldout_lines,
     llmfoundry_h100old_lines,
     llmfoundry_lines,
+    microbatch_lines,
     published_lines,
     torchtitan_lines,
 )
@@ -121,6 +122,9 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
     old = HERE / "published" / "llmfoundry-h100old.json"
     if old.exists():
         appendix = [*appendix, *llmfoundry_h100old_lines(json.loads(old.read_text()))]
+    mb = HERE / "published" / "microbatch.json"
+    if mb.exists():
+        appendix = [*appendix, *microbatch_lines(json.loads(mb.read_text()))]
     return write_report(
         rows,
         out / "REPORT.md",

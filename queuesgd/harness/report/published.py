@@ -17,6 +17,7 @@ __all__ = [
     "heldout_lines",
     "llmfoundry_h100old_lines",
     "llmfoundry_lines",
+    "microbatch_lines",
     "published_lines",
     "torchtitan_lines",
 ]
@@ -380,6 +381,67 @@ def llmfoundry_h100old_lines(record: Mapping[str, Any]) -> list[str]:
             f"{r['microbatch']} x {r['grad_accum']} | {ckpt} | "
             f"{r['measured_tps']:.0f} | {r['spread_pct']:.1f}% | {r['predicted_tps']:.0f} | "
             f"{r['error_pct']:+.1f}% | {r['unanchored_pct']:+.1f}% |"
+        )
+    return lines + [""]
+
+
+def microbatch_lines(record: Mapping[str, Any]) -> list[str]:
+    """Markdown lines of ``validation/published/microbatch.json``: FSDP's backward prefetch, a priori.
+
+    Examples
+    --------
+    >>> acc = {"rows": 1, "median_abs_pct": 4.0, "max_abs_pct": 4.0, "within_15": 1}
+    >>> row = {"set": "M", "model": "7b", "seq": 2048, "gpu": "a100_80gb", "microbatch": 2, "grad_accum": 2,
+    ...        "mp_mode": "DEFAULT", "activation_checkpointing": False, "image": None, "measured_tps": 100,
+    ...        "hidden_pct": 4.0, "serial_pct": -9.0, "post_pct": -2.0}
+    >>> ratio = {"model": "7b", "microbatch": 2, "measured": 1.2, "hidden": 1.04, "serial": 1.18,
+    ...          "post": 1.15}
+    >>> rec = {"source": "s", "rules": "r", "targets": {"median_abs_pct": 5.0, "max_abs_pct": 15.0},
+    ...        "factor": 0.93, "rows": [row], "ratios": [ratio], "post_explains_the_micro_batch_better": True,
+    ...        "accuracy": {n: {"all": acc, "M": acc, "T": acc} for n in ("hidden", "serial", "post")}}
+    >>> microbatch_lines(rec)[-2]
+    '| M | 7b | 2048 | a100_80gb | 2 x 2 | DEFAULT | none | - | 100 | +4.0% | -9.0% | -2.0% |'
+    """
+    tg, acc = record["targets"], record["accuracy"]
+    won = "met" if record["post_explains_the_micro_batch_better"] else "not met"
+    lines = [
+        "### FSDP's backward prefetch and the micro-batch (a priori, preregistered, tier C)",
+        "",
+        f"{record['source']}. Rules: {record['rules']} (committed before the variant was built and before "
+        "any row was predicted). Each row three ways, with SC'21's factor "
+        f"({record['factor']:.4g}), nothing solved: *hidden* (`zero_overlap=True`), *serial* (`False`) and "
+        "*post* (`zero_overlap=\"post\"`, FSDP's `BACKWARD_POST`: the backward's collectives exposed, an "
+        "upper bound) (`validation/run_published_microbatch.py`, recomputed by "
+        "`tests/test_published_microbatch.py`).",
+        "",
+    ]
+    for name in ("hidden", "serial", "post"):
+        lines.append(f"- **{name}**, all 31 rows: {_judged(acc[name]['all'], tg)} The micro-batch sweep (M): "
+                     f"{_judged(acc[name]['M'], tg)} The checkpointed set (T): {_judged(acc[name]['T'], tg)}")
+    lines += [
+        "",
+        f"Rule 5 (post's ratios closer than hidden's on all four): **{won}**.",
+        "",
+        "| model | micro-batch over 1 | measured | hidden | serial | post |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for x in record["ratios"]:
+        lines.append(f"| {x['model']} | {x['microbatch']} | {x['measured']:.3f} | {x['hidden']:.3f} | "
+                     f"{x['serial']:.3f} | {x['post']:.3f} |")
+    lines += [
+        "",
+        "| set | model | sequence | GPU | b x accumulation | mixed precision | checkpointing | image | "
+        "measured tokens/s | hidden | serial | post |",
+        "|---|---|---:|---|---|---|---|---|---:|---:|---:|---:|",
+    ]
+    for r in record["rows"]:
+        ckpt = "full" if r["activation_checkpointing"] else "none"
+        image = r["image"].split(":")[-1].split("-")[0] if r["image"] else "-"
+        lines.append(
+            f"| {r['set']} | {r['model']} | {r['seq']} | {r['gpu']} | "
+            f"{r['microbatch']} x {r['grad_accum']} | {r['mp_mode']} | {ckpt} | {image} | "
+            f"{r['measured_tps']:.0f} | {r['hidden_pct']:+.1f}% | {r['serial_pct']:+.1f}% | "
+            f"{r['post_pct']:+.1f}% |"
         )
     return lines + [""]
 
