@@ -53,11 +53,15 @@ def shapes(small: bool) -> list[tuple[str, TransformerShape, tuple[int, ...]]]:
     return out
 
 
-def run(device: str, budget: float, small: bool, repeats: int) -> dict[str, Any]:
-    """Every shape of rule 1 timed and compared (rule 2), within ``budget`` seconds in all."""
+def run(device: str, budget: float, small: bool, repeats: int, save: Path | None = None) -> dict[str, Any]:
+    """Every shape of rule 1 timed and compared (rule 2), within ``budget`` seconds in all.
+
+    With ``save``, the record so far is written there after each shape (a run cut off keeps them).
+    """
     model = ComputeModel(load_gemm_table("h100-bf16"), HBM3)
     stop = time.monotonic() + budget
-    out = []
+    out: list[dict[str, Any]] = []
+    head = {"rules": RULES, "device": device, "small": small, "table": "h100-bf16", "memory_bandwidth": HBM3}
     for name, shape, mbs in shapes(small):
         left = stop - time.monotonic()
         if left <= 0:
@@ -67,8 +71,9 @@ def run(device: str, budget: float, small: bool, repeats: int) -> dict[str, Any]
         rec = probe_block(shape, mbs, device=device, dtype=dtype, repeats=repeats, budget=left)
         out.append({"model": name, "sequence": shape.sequence, "hidden": shape.hidden, "record": rec,
                     "comparison": compare_block(rec, model, shape)})  # fmt: skip
-    return {"rules": RULES, "device": device, "small": small, "table": "h100-bf16", "memory_bandwidth": HBM3,
-            "rows": out}  # fmt: skip
+        if save is not None:
+            save.write_text(json.dumps({**head, "rows": out, "complete": False}, indent=1) + "\n")
+    return {**head, "rows": out, "complete": True}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--small", action="store_true", help="the shapes scaled down (a CPU test of the script)")
     a = ap.parse_args(argv)
-    record = run(a.device, a.budget, a.small, a.repeats)
+    record = run(a.device, a.budget, a.small, a.repeats, save=Path(a.out))
     Path(a.out).write_text(json.dumps(record, indent=1) + "\n")
     for row in record["rows"]:
         for c in row.get("comparison", []):
