@@ -53,3 +53,14 @@ def test_the_summaries_and_ratios_are_the_stored_rows():
         assert x["post"] == hi["post_tps"] / lo["post_tps"]
     wins = all(abs(x["post_error_pct"]) < abs(x["hidden_error_pct"]) for x in STORED["ratios"])
     assert STORED["post_explains_the_micro_batch_better"] is wins
+
+
+def test_the_stored_diagnosis_is_recomputed_and_its_line_fits_the_rows():
+    diag = load_script("diagnose_published_microbatch")
+    stored = json.loads((ROOT / "validation" / "published" / "microbatch-diagnosis.json").read_text())
+    assert json.loads(json.dumps(diag.build())) == stored
+    fit = stored["fit"]
+    for r in fit["rows"]:  # the least-squares line passes within 1% of every step of the sweep
+        assert r["fitted_s"] == pytest.approx(r["step_s"], rel=0.01)
+    # the bytes one GPU moves for two bf16 gathers and an fp32 reduce-scatter of MPT-7B over 8 ranks
+    assert stored["model_collectives"]["bytes"] == pytest.approx(7 / 8 * (2 * 2 + 4) * 6658859008, rel=1e-12)

@@ -124,7 +124,9 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
         appendix = [*appendix, *llmfoundry_h100old_lines(json.loads(old.read_text()))]
     mb = HERE / "published" / "microbatch.json"
     if mb.exists():
-        appendix = [*appendix, *microbatch_lines(json.loads(mb.read_text()))]
+        diag = HERE / "published" / "microbatch-diagnosis.json"
+        diagnosis = json.loads(diag.read_text()) if diag.exists() else None
+        appendix = [*appendix, *microbatch_lines(json.loads(mb.read_text()), diagnosis)]
     return write_report(
         rows,
         out / "REPORT.md",

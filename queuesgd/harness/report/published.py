@@ -385,8 +385,10 @@ def llmfoundry_h100old_lines(record: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def microbatch_lines(record: Mapping[str, Any]) -> list[str]:
+def microbatch_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | None = None) -> list[str]:
     """Markdown lines of ``validation/published/microbatch.json``: FSDP's backward prefetch, a priori.
+
+    ``diagnosis`` (``microbatch-diagnosis.json``, written after the run) adds one labelled paragraph.
 
     Examples
     --------
@@ -443,5 +445,8 @@ def microbatch_lines(record: Mapping[str, Any]) -> list[str]:
             f"{r['measured_tps']:.0f} | {r['hidden_pct']:+.1f}% | {r['serial_pct']:+.1f}% | "
             f"{r['post_pct']:+.1f}% |"
         )
+    if diagnosis is not None:
+        lines += ["", "*Diagnosis, after the run, not evidence* "
+                  "(`validation/diagnose_published_microbatch.py`): " + diagnosis["note"]]  # fmt: skip
     return lines + [""]
 
