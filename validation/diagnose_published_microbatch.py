@@ -81,8 +81,9 @@ def build() -> dict[str, Any]:
         "on). The slope is the compute: measured, 6 N FLOPs per token at",
         f"{flops / c / rows[0]['gpus'] / 1e12:.0f} TFLOP/s per GPU; the model's compute over the same rows",
         f"{slope * 1e6:.2f} us per token ({flops / slope / rows[0]['gpus'] / 1e12:.0f} TFLOP/s),",
-        f"{100 * (slope / c - 1):.0f}% slower -- the direction of the checkpointed rows' miss, whose micro-batches are large. A reading",
-        "after the run, on 4 rows; not measured: the A100's NVLink all-gather bus bandwidth.",
+        f"{100 * (slope / c - 1):.0f}% slower -- the direction of the checkpointed rows' miss, whose",
+        "micro-batches are large. A reading after the run, on 4 rows; not measured: the A100's NVLink",
+        "all-gather bus bandwidth.",
     ])
     return {"fit": {"intercept_s": a, "per_token_s": c, "per_microbatch_s": per_mb,
                     "rows": [{"microbatch": r["microbatch"], "step_s": float(s), "fitted_s": float(f)}
