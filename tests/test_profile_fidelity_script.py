@@ -104,4 +104,4 @@ def test_the_jit_cache_is_counted_in_bytes(script, tmp_path, monkeypatch):
     (tmp_path / "a" / "x.bin").write_bytes(b"0" * 1000)
     (tmp_path / "y.bin").write_bytes(b"0" * 24)
     monkeypatch.setenv("CUDA_CACHE_PATH", str(tmp_path))
-    assert script._jit_cache_bytes() == 1024
+    assert script.jit_cache_bytes() == 1024

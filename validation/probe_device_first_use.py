@@ -35,9 +35,9 @@ what it measured) holds the device, torch and cuDNN versions, the settings,
 ``second_s``), ``totals`` (the sum of ``first_s - second_s``: all, and by
 kind) and ``script_s``. Past ``--budget`` seconds from the script's start
 no entry starts (``stopped`` and ``not_run`` say so). Every 60 s every
-thread's stack goes to stderr (``faulthandler.dump_traceback_later``, as
-``run_profile_fidelity.py`` does inline, to its ``stacks.txt``), so a hang
-shows where it is, and once more when a time limit's SIGTERM ends the run.
+thread's stack goes to stderr (``device_first_use.stack_dumps``, which
+``run_profile_fidelity.py`` points at its ``stacks.txt``), so a hang shows
+where it is, and once more when a time limit's SIGTERM ends the run.
 
 Which kind of first use it is, where the JSON can tell: ``arch_list`` (the
 GPU code the torch build carries) beside ``capability`` (no ``sm_XY`` of the
@@ -51,11 +51,9 @@ paid in the process (cuDNN's plans, runtime-compiled kernels, module loading).
 from __future__ import annotations
 
 import argparse
-import faulthandler
 import json
 import os
 import platform
-import signal
 import sys
 import time
 from pathlib import Path
@@ -63,8 +61,11 @@ from typing import Any
 
 T0 = time.perf_counter()  # the script's start: ``script_s`` counts from here
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))
+for _path in (HERE.parent, HERE):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from device_first_use import jit_cache, jit_cache_bytes, stack_dumps  # noqa: E402
 
 from queuesgd import _checks  # noqa: E402
 from queuesgd.command_line import Parser, run_command  # noqa: E402
@@ -269,8 +270,8 @@ def probe(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         },
         "environment": {k: os.environ.get(k) for k in ENVIRONMENT},
         "import_torch_s": import_s,
-        "jit_cache": str(_jit_cache()),
-        "jit_cache_bytes_start": _jit_cache_bytes(),
+        "jit_cache": str(jit_cache()),
+        "jit_cache_bytes_start": jit_cache_bytes(),
     }
     doc.update(_context(torch, args.device))
     doc["device"] = torch.cuda.get_device_name(0) if cuda else (platform.processor() or platform.machine())
@@ -312,30 +313,10 @@ def _finish(doc: dict[str, Any], out: Path) -> dict[str, Any]:
         "entries_timed": len(timed),
         "entries_failed": len(doc["rows"]) - len(timed),
     }
-    doc["jit_cache_bytes_now"] = _jit_cache_bytes()  # grown since the start: PTX was compiled for this GPU
+    doc["jit_cache_bytes_now"] = jit_cache_bytes()  # grown since the start: PTX was compiled for this GPU
     doc["script_s"] = time.perf_counter() - T0
     out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return doc
-
-
-def _jit_cache() -> Path:
-    """The driver's cache of PTX compiled for this GPU: ``$CUDA_CACHE_PATH``, else ``~/.nv/ComputeCache``."""
-    return Path(os.environ.get("CUDA_CACHE_PATH") or Path.home() / ".nv" / "ComputeCache")
-
-
-def _jit_cache_bytes() -> int | None:
-    """Bytes in the driver's JIT cache now (None where there is none)."""
-    root = _jit_cache()
-    if not root.is_dir():
-        return None
-    total = 0
-    for folder, _, files in os.walk(root):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(folder, name))
-            except OSError:
-                pass
-    return total
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -393,14 +374,8 @@ def _run(args: argparse.Namespace) -> int:
     args.budget = _checks.positive("--budget", args.budget, maximum=86_400.0)
     if args.limit is not None:
         args.limit = _checks.integer("--limit", args.limit, minimum=0, maximum=1000)
-    faulthandler.dump_traceback_later(WATCHDOG_S, repeat=True, file=_stderr())
-    # killed by a time limit (timeout's SIGTERM): every thread's stack first, then the default action
-    faulthandler.register(signal.SIGTERM, file=_stderr(), all_threads=True, chain=True)
-    try:
+    with stack_dumps(_stderr(), WATCHDOG_S):
         doc = probe(args, out)
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-        faulthandler.unregister(signal.SIGTERM)
     print(summary(doc), flush=True)
     return 0
 

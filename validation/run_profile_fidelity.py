@@ -106,7 +106,6 @@ for the report), each with a sidecar of the plain step's time.
 from __future__ import annotations
 
 import argparse
-import faulthandler
 import functools
 import gzip
 import inspect
@@ -114,7 +113,6 @@ import json
 import math
 import os
 import platform
-import signal
 import subprocess
 import sys
 import time
@@ -124,6 +122,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from device_first_use import jit_cache, jit_cache_bytes, stack_dumps  # noqa: E402
 
 from queuesgd.harness.fidelity import FidelityCase, check_profile  # noqa: E402
 from queuesgd.harness.zoo import gpt, token_batch, vit  # noqa: E402
@@ -414,70 +415,12 @@ def main(argv: list[str] | None = None) -> int:
     cases = gpu_cases() if cuda else cpu_cases()
     if args.only:
         cases = [c for c in cases if c.name in args.only]
-    rows = []
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t_start = time.perf_counter()
     targets = [c for c in cases if c.notes != "extra"]
     extras = [c for c in cases if c.notes == "extra"]
-    stacks = open(args.out / "stacks.txt", "w")  # noqa: SIM115 - open for the whole run
-    faulthandler.dump_traceback_later(60, repeat=True, file=stacks)
-    # killed by a time limit (timeout's SIGTERM): every thread's stack first, then the default action
-    faulthandler.register(signal.SIGTERM, file=stacks, all_threads=True, chain=True)
-    environment = _environment(torch, cuda)
-    running: dict = {}
-
-    def save() -> None:
-        """``fidelity.json`` as it stands: the rows done and the one running (a killed run keeps both)."""
-        doc = _document(args, rows, started)
-        doc["environment"] = environment
-        doc["running"] = dict(running) or None
-        doc["jit_cache_bytes_now"] = _jit_cache_bytes()
-        (args.out / "fidelity.json").write_text(json.dumps(doc, indent=1) + "\n")
-
-    def progress(entries: dict) -> None:
-        running.update(entries)
-        save()
-
-    save()
-
-    def one(case: FidelityCase) -> None:
-        if time.perf_counter() - t_start > args.budget:
-            print(f"{case.name}: not run (past the {args.budget:.0f} s budget)", flush=True)
-            rows.append({"name": case.name, "notes": case.notes, "failed": "not run: past the time budget"})
-        else:
-            running.clear()
-            progress({"name": case.name, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-            rows.append(_row(case, args, progress))
-            running.clear()
-        save()
-
-    for case in targets:
-        one(case)
-    if args.traces:
-        for name, factory, batch, amp, sched in (
-            ("cuda_mlp", _mlp, torch.randn(64, 256), None, True),
-            ("resnet50_bf16", _torchvision("resnet50"), torch.randn(64, 3, 224, 224), torch.bfloat16, True),
-            (
-                "resnet50_fp32_unscheduled",
-                _torchvision("resnet50"),
-                torch.randn(64, 3, 224, 224),
-                None,
-                False,
-            ),
-        ):
-            try:
-                meta = record_trace(
-                    name, factory, batch, args.out, autocast=amp, scheduled=sched, device=args.device
-                )
-                print(name, meta, flush=True)
-            except Exception:
-                traceback.print_exc()
-    for case in extras:
-        one(case)
-    faulthandler.cancel_dump_traceback_later()
-    faulthandler.unregister(signal.SIGTERM)
-    stacks.close()
-    return 0
+    with open(args.out / "stacks.txt", "w") as stacks, stack_dumps(stacks, 60):
+        return _run_rows(args, torch, cuda, targets, extras, started, t_start)
 
 
 def _device_warmup(
@@ -568,7 +511,7 @@ def _row(case: FidelityCase, args: argparse.Namespace, progress: Callable[[dict]
         traceback.print_exc()
     row["seconds"] = time.perf_counter() - t0
     row.update(warmed)
-    row["jit_cache_bytes_after"] = _jit_cache_bytes()
+    row["jit_cache_bytes_after"] = jit_cache_bytes()
     keys = ("error", "predict_error", "overhead", "step_overhead", "drift", "reference_spread")
     shown = {k: round(row[k], 4) for k in keys if k in row}
     peak = row.get("peak_memory_bytes") or row.get("cpu_peak_memory_bytes")
@@ -609,34 +552,14 @@ ENVIRONMENT = (
 )  # fmt: skip
 
 
-def _jit_cache() -> Path:
-    """The driver's cache of PTX compiled for this GPU: ``$CUDA_CACHE_PATH``, else ``~/.nv/ComputeCache``."""
-    return Path(os.environ.get("CUDA_CACHE_PATH") or Path.home() / ".nv" / "ComputeCache")
-
-
-def _jit_cache_bytes() -> int | None:
-    """Bytes in the driver's JIT cache now (None where there is none): it grows when PTX is compiled."""
-    root = _jit_cache()
-    if not root.is_dir():
-        return None
-    total = 0
-    for folder, _, files in os.walk(root):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(folder, name))
-            except OSError:
-                pass
-    return total
-
-
 def _environment(torch: object, cuda: bool) -> dict:
     """What a first use of the device depends on: versions, the build's GPU code, the environment."""
     out: dict = {
         "python": platform.python_version(),
         "torch_cuda": torch.version.cuda,
         "variables": {k: os.environ.get(k) for k in ENVIRONMENT},
-        "jit_cache": str(_jit_cache()),
-        "jit_cache_bytes_start": _jit_cache_bytes(),
+        "jit_cache": str(jit_cache()),
+        "jit_cache_bytes_start": jit_cache_bytes(),
     }
     if cuda:  # the CUDA context first, timed (the first CUDA work of the process), then what it serves
         t0 = time.perf_counter()
@@ -695,6 +618,64 @@ def _document(args: argparse.Namespace, rows: list[dict], started: str) -> dict:
         },
         "rows": rows,
     }
+
+
+def _run_rows(args: argparse.Namespace, torch: object, cuda: bool, targets: list, extras: list, started: str,
+              t_start: float) -> int:  # fmt: skip
+    """Every case of the run (the targets, the traces, the extras), ``fidelity.json`` saved as it goes."""
+    rows: list = []
+    environment = _environment(torch, cuda)
+    running: dict = {}
+
+    def save() -> None:
+        """``fidelity.json`` as it stands: the rows done and the one running (a killed run keeps both)."""
+        doc = _document(args, rows, started)
+        doc["environment"] = environment
+        doc["running"] = dict(running) or None
+        doc["jit_cache_bytes_now"] = jit_cache_bytes()
+        (args.out / "fidelity.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+    def progress(entries: dict) -> None:
+        running.update(entries)
+        save()
+
+    save()
+
+    def one(case: FidelityCase) -> None:
+        if time.perf_counter() - t_start > args.budget:
+            print(f"{case.name}: not run (past the {args.budget:.0f} s budget)", flush=True)
+            rows.append({"name": case.name, "notes": case.notes, "failed": "not run: past the time budget"})
+        else:
+            running.clear()
+            progress({"name": case.name, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            rows.append(_row(case, args, progress))
+            running.clear()
+        save()
+
+    for case in targets:
+        one(case)
+    if args.traces:
+        for name, factory, batch, amp, sched in (
+            ("cuda_mlp", _mlp, torch.randn(64, 256), None, True),
+            ("resnet50_bf16", _torchvision("resnet50"), torch.randn(64, 3, 224, 224), torch.bfloat16, True),
+            (
+                "resnet50_fp32_unscheduled",
+                _torchvision("resnet50"),
+                torch.randn(64, 3, 224, 224),
+                None,
+                False,
+            ),
+        ):
+            try:
+                meta = record_trace(
+                    name, factory, batch, args.out, autocast=amp, scheduled=sched, device=args.device
+                )
+                print(name, meta, flush=True)
+            except Exception:
+                traceback.print_exc()
+    for case in extras:
+        one(case)
+    return 0
 
 
 if __name__ == "__main__":
