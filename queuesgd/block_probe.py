@@ -50,21 +50,14 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.command_line import Parser, device_arguments, run_command
 from queuesgd.compute_model import ComputeModel
-from queuesgd.errors import InvalidParameterError, MissingDependencyError
+from queuesgd.errors import InvalidParameterError
+from queuesgd.harness import check_device, require_torch
 from queuesgd.model_shapes import TransformerShape
 
 __all__ = ["build_parser", "compare_block", "main", "mean_seconds", "probe_block"]
 
 #: Data types the probe takes, by their PyTorch names.
 DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32")
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise MissingDependencyError("torch", "validation") from None
-    return torch
 
 
 def _blocks(torch: Any, shape: TransformerShape, layers: int, device: str, dtype: Any) -> Any:
@@ -156,7 +149,7 @@ def probe_block(
     >>> probe_block(s, (1,), device="cpu", dtype="float32", repeats=1, warmup=0, budget=0.0)["truncated"]
     True
     """
-    torch = _torch()
+    torch = require_torch()
     from torch.utils.checkpoint import checkpoint
 
     if not isinstance(shape, TransformerShape):
@@ -172,9 +165,7 @@ def probe_block(
     warmup = _checks.integer("warmup", warmup, minimum=0, maximum=10_000)
     repeats = _checks.integer("repeats", repeats, minimum=1, maximum=10_000)
     budget = _checks.positive("budget", budget, allow_zero=True, maximum=86_400.0)
-    device = _checks.device("device", device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InvalidParameterError("device", device, "'cpu' (this machine has no CUDA device)")
+    device = str(check_device(device or ("cuda" if torch.cuda.is_available() else "cpu")))
     dt = getattr(torch, dtype)
     blocks = _blocks(torch, shape, layers, device, dt)
     stop = time.perf_counter() + budget

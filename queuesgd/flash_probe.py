@@ -47,17 +47,10 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.block_probe import DTYPES, mean_seconds
 from queuesgd.command_line import Parser, device_arguments, run_command
-from queuesgd.errors import InvalidParameterError, MissingDependencyError
+from queuesgd.errors import InvalidParameterError
+from queuesgd.harness import check_device, require_torch
 
 __all__ = ["build_parser", "main", "probe_flash"]
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise MissingDependencyError("torch", "validation") from None
-    return torch
 
 
 def probe_flash(
@@ -105,7 +98,7 @@ def probe_flash(
     >>> probe_flash((16,), heads=1, head_dim=4, device="cpu", dtype="float32", budget=0.0)["flash"]
     []
     """
-    torch = _torch()
+    torch = require_torch()
     seqs = [_checks.integer("sequences", s, maximum=2**20) for s in sequences]
     heads = _checks.integer("heads", heads, maximum=4096)
     head_dim = _checks.integer("head_dim", head_dim, maximum=1024)
@@ -116,9 +109,7 @@ def probe_flash(
     warmup = _checks.integer("warmup", warmup, minimum=0, maximum=10_000)
     repeats = _checks.integer("repeats", repeats, maximum=10_000)
     budget = _checks.positive("budget", budget, allow_zero=True, maximum=86_400.0)
-    device = _checks.device("device", device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InvalidParameterError("device", device, "'cpu' (this machine has no CUDA device)")
+    device = str(check_device(device or ("cuda" if torch.cuda.is_available() else "cpu")))
     dt_ = getattr(torch, dtype)
     attend = torch.nn.functional.scaled_dot_product_attention
     stop = time.perf_counter() + budget

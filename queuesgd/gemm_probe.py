@@ -59,7 +59,8 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.command_line import Parser, device_arguments, run_command
-from queuesgd.errors import InvalidParameterError, MissingDependencyError
+from queuesgd.errors import InvalidParameterError
+from queuesgd.harness import check_device, require_torch
 
 __all__ = ["DTYPES", "MAX_DIMENSION", "build_parser", "main", "probe_gemm", "write_gemm_table"]
 
@@ -67,14 +68,6 @@ __all__ = ["DTYPES", "MAX_DIMENSION", "build_parser", "main", "probe_gemm", "wri
 DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32")
 #: Largest hidden size or token count the probe takes.
 MAX_DIMENSION = 2**17
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise MissingDependencyError("torch", "validation") from None
-    return torch
 
 
 #: Longest round of the heat soak between two synchronizations (its trace's resolution), in seconds.
@@ -308,12 +301,8 @@ def probe_gemm(
     soak = _checks.positive("sustain", sustain, allow_zero=True, maximum=86_400.0)
     win = _checks.positive("window", window, allow_zero=True, maximum=3_600.0)
     sustained = soak > 0 or win > 0
-    torch = _torch()
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = _checks.device("device", device)
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InvalidParameterError("device", device, "'cpu' (this machine has no CUDA device)")
+    torch = require_torch()
+    device = str(check_device(device or ("cuda" if torch.cuda.is_available() else "cpu")))
     tdtype = getattr(torch, dtype)
     itemsize = torch.tensor([], dtype=tdtype).element_size()
     bench = _timer(torch, device, warm, reps, win)
