@@ -24,36 +24,23 @@ sys.path.insert(0, str(HERE))
 
 import run_published_microbatch as mb  # noqa: E402
 
-from queuesgd import HybridParallel, predict  # noqa: E402
-
 OUT = HERE / "published" / "microbatch-diagnosis.json"
 
 
 def collectives(row: dict[str, Any], factor: float) -> dict[str, float]:
     """The model's ZeRO-3 collectives of one micro-batch (seconds) and their bytes on one GPU's link."""
-    lf = mb.lf
-    shape = lf.mpt_shape(row["model"], row["seq"])
-    scheme = HybridParallel(shape=shape, compute_model=lf.compute_model(row, factor), tensor=1, pipeline=1,
-                            zero=3, microbatches=row["grad_accum"])  # fmt: skip
-    w = shape.workload(row["microbatch"], memory_bandwidth=lf.GPUS[row["gpu"]][1])
-    w = w.gradients_scaled(2) if row["mp_mode"] == "DEFAULT" else w
-    p = predict(scheme, w, lf.cluster(row))
+    p = mb.lf.predict_row(row, factor, overlap=False)
     n = row["gpus"]
-    moved = (n - 1) / n * (2 * w.parameter_bytes + w.gradient_bytes)  # two gathers and a reduce-scatter
-    return {"seconds": p.details["dp_per_step"] / row["grad_accum"], "bytes": moved}
+    moved = (n - 1) / n * (2 * p["parameter_bytes"] + p["gradient_bytes"])  # two gathers, a reduce-scatter
+    return {"seconds": p["dp_s"] / row["grad_accum"], "bytes": moved}
 
 
 def model_slope(rows: list[dict[str, Any]], factor: float) -> float:
     """The model's seconds per token of compute over the sweep: its step less its collectives, fitted."""
-    lf = mb.lf
     points = []
     for r in rows:
-        shape = lf.mpt_shape(r["model"], r["seq"])
-        scheme = HybridParallel(shape=shape, compute_model=lf.compute_model(r, factor), tensor=1, pipeline=1,
-                                zero=3, microbatches=r["grad_accum"])  # fmt: skip
-        w = shape.workload(r["microbatch"], memory_bandwidth=lf.GPUS[r["gpu"]][1]).gradients_scaled(2)
-        p = predict(scheme, w, lf.cluster(r))
-        points.append((r["global_batch"] * r["seq"], p.iteration_time - p.details["dp_per_step"]))
+        p = mb.lf.predict_row(r, factor, overlap=False)
+        points.append((r["global_batch"] * r["seq"], p["step_s"] - p["dp_s"]))
     x, y = np.array(points).T
     return float(np.polyfit(x, y, 1)[0])
 

@@ -107,7 +107,11 @@ def cluster(row: dict[str, Any]) -> Cluster:
 
 
 def predict_row(row: dict[str, Any], factor: float, overlap: bool = True) -> dict[str, Any]:
-    """Rule 2: the row's predicted tokens per second over all GPUs, memory per GPU (and collective ratio)."""
+    """Rule 2: the row's predicted tokens per second over all GPUs and memory per GPU.
+
+    Also, for the diagnoses: the step's and its data-parallel collectives' seconds, their ratio to the
+    compute (``collective_ratio``), and the workload's parameter and gradient bytes.
+    """
     shape = mpt_shape(row["model"], row["seq"])
     model = compute_model(row, factor)
     scheme = HybridParallel(
@@ -121,7 +125,9 @@ def predict_row(row: dict[str, Any], factor: float, overlap: bool = True) -> dic
     p = predict(scheme, w, cluster(row))
     d = p.details  # the collectives of a step over its compute: the diagnosis's collective ratio
     ratio = d["dp_per_step"] / (p.iteration_time - d["dp_exposed_per_step"])
-    return {"tps": p.throughput * row["seq"], "memory_gb": d["memory"].total / 1e9, "collective_ratio": ratio}
+    return {"tps": p.throughput * row["seq"], "memory_gb": d["memory"].total / 1e9, "collective_ratio": ratio,
+            "step_s": p.iteration_time, "dp_s": d["dp_per_step"], "parameter_bytes": w.parameter_bytes,
+            "gradient_bytes": w.gradient_bytes}  # fmt: skip
 
 
 def is_anchor(row: dict[str, Any]) -> bool:
