@@ -57,8 +57,13 @@ COLUMNS = ("model", "seq", "gpus", "gpu", "mfu", "hfu", "model_tflop", "microbat
            "activation_checkpointing", "cpu_offload", "num_params")  # fmt: skip
 
 
-def read_tables(path: Path = TABLES, columns: tuple[str, ...] = COLUMNS) -> list[dict[str, Any]]:
-    """Every row of the stored tables, in order, with its table's title and the row's text."""
+def read_tables(
+    path: Path = TABLES, columns: tuple[str, ...] | dict[str, tuple[str, ...]] = COLUMNS
+) -> list[dict[str, Any]]:
+    """Every row of the stored tables, in order, with its table's title and the row's text.
+
+    ``columns`` names the cells, or, by table title, each table's (tables of different columns).
+    """
     rows: list[dict[str, Any]] = []
     table = None
     for line in path.read_text().splitlines():
@@ -68,7 +73,8 @@ def read_tables(path: Path = TABLES, columns: tuple[str, ...] = COLUMNS) -> list
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if not line.startswith("|") or not cells[0][:1].isdigit():
             continue
-        row: dict[str, Any] = dict(zip(columns, cells, strict=True))
+        names = columns[table] if isinstance(columns, dict) else columns
+        row: dict[str, Any] = dict(zip(names, cells, strict=True))
         for k in ("seq", "gpus", "microbatch", "grad_accum", "global_batch", "tps", "num_params"):
             row[k] = int(row[k])
         row["activation_checkpointing"] = row["activation_checkpointing"] == "True"

@@ -43,20 +43,7 @@ RATIOS = [("7b", 2), ("7b", 4), ("7b", 6), ("13b", 2)]
 
 def read_rows(path: Path = ROWS) -> list[dict[str, Any]]:
     """Every stored row with its set (M or T), parsed by its section's columns."""
-    rows, section = [], None
-    for line in path.read_text().splitlines():
-        if line.startswith("## "):
-            section = line[3:].strip()
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not line.startswith("|") or not cells[0][:1].isdigit():
-            continue
-        row: dict[str, Any] = dict(zip(COLUMNS[section], cells, strict=True))
-        for k in ("seq", "gpus", "microbatch", "grad_accum", "global_batch", "tps", "num_params"):
-            row[k] = int(row[k])
-        row["activation_checkpointing"] = row["activation_checkpointing"] == "True"
-        rows.append({"set": SETS[section], "table": section, **row})
-    return rows
+    return [{"set": SETS[r["table"]], **r} for r in lf.read_tables(path, COLUMNS)]
 
 
 def build() -> dict[str, Any]:
