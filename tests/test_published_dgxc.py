@@ -107,3 +107,14 @@ def test_the_summaries_are_the_stored_rows():
     for r in STORED["rows"]:
         assert r["measured_tps"] == pytest.approx(r["gbs"] * r["sequence"] / r["step_s"], rel=1e-12)
         assert r["over_memory"] == (r["memory_gb"] > 80)
+
+
+def test_the_diagnosis_is_recomputed_and_its_implied_factors_reproduce_their_rows():
+    diag = load_script("diagnose_published_dgxc")
+    stored = json.loads((ROOT / "validation" / "published" / "dgxc-diagnosis.json").read_text())
+    assert json.loads(json.dumps(diag.build())) == stored
+    # the anchor's implied factor is the preregistered one, to brentq's tolerance
+    (anchor,) = [r for r in stored["rows"] if (r["model"], r["gpus"]) == ("llama3.1-8b", 8)]
+    assert anchor["implied_factor"] == pytest.approx(STORED["factor"], abs=1e-5)
+    for r in stored["rows"]:
+        assert r["gemm"] + r["flash"] + r["memory_bound"] == pytest.approx(1.0, abs=1e-12)
