@@ -40,6 +40,7 @@ from queuesgd.harness.report import (  # noqa: E402
 )
 from queuesgd.harness.report.fidelity import fidelity_lines, read_passes, trace_rows  # noqa: E402
 from queuesgd.harness.report.published import (  # noqa: E402
+    dgxc_lines,
     h100_lines,
     heldout_lines,
     llmfoundry_h100old_lines,
@@ -127,6 +128,11 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
         diag = HERE / "published" / "microbatch-diagnosis.json"
         diagnosis = json.loads(diag.read_text()) if diag.exists() else None
         appendix = [*appendix, *microbatch_lines(json.loads(mb.read_text()), diagnosis)]
+    dgxc = HERE / "published" / "dgxc.json"
+    if dgxc.exists():
+        diag = HERE / "published" / "dgxc-diagnosis.json"
+        diagnosis = json.loads(diag.read_text()) if diag.exists() else None
+        appendix = [*appendix, *dgxc_lines(json.loads(dgxc.read_text()), diagnosis)]
     return write_report(
         rows,
         out / "REPORT.md",

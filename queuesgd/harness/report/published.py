@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "dgxc_lines",
     "h100_lines",
     "heldout_lines",
     "llmfoundry_h100old_lines",
@@ -450,3 +451,69 @@ def microbatch_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | N
                   "(`validation/diagnose_published_microbatch.py`): " + diagnosis["note"]]  # fmt: skip
     return lines + [""]
 
+
+
+def dgxc_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | None = None) -> list[str]:
+    """Markdown lines of ``validation/published/dgxc.json``: NVIDIA's DGX Cloud benchmarks, one anchor.
+
+    ``diagnosis`` (``dgxc-diagnosis.json``, written after the run) adds each model's implied factor and
+    the share of its block in matrix products, labelled as a diagnosis.
+
+    Examples
+    --------
+    >>> acc = {"rows": 1, "median_abs_pct": 4.0, "max_abs_pct": 4.0, "within_15": 1}
+    >>> row = {"model": "m", "gpus": 16, "layers": 2, "tensor": 1, "pipeline": 1, "context": 2,
+    ...        "virtual_stages": 1, "anchor": False, "step_s": 1.0, "predicted_step_s": 0.96,
+    ...        "error_pct": 4.2, "unanchored_pct": 6.0, "memory_gb": 50.0, "over_memory": False}
+    >>> rec = {"source": "s", "rules": "r", "targets": {"median_abs_pct": 5.0, "max_abs_pct": 15.0},
+    ...        "anchor": {"model": "m", "gpus": 8}, "factor": 0.98, "rows": [row], "summary": acc,
+    ...        "unanchored": acc, "by_model": {"m": acc},
+    ...        "scaling": {"m": {"from_gpus": 8, "to_gpus": 16, "measured_tps": 0.99, "predicted_tps": 1.0}}}
+    >>> dgxc_lines(rec)[-2]
+    '| m | 16 | 2 | 1 / 1 / 2 / 1 | 1.00 | 0.96 | +4.2% | +6.0% | 50.0 |'
+    """
+    tg, anchor = record["targets"], record["anchor"]
+    lines = [
+        "### NVIDIA's DGX Cloud benchmarks: NeMo on H100, BF16 (a priori, preregistered)",
+        "",
+        f"{record['source']}. Rules: {record['rules']} (committed before any row was predicted). Every "
+        "BF16 column of the six tables, each row with its recipe's own parallelism (t / p / c / v), "
+        "overlaps and recomputation, on DGX H100 nodes; the shipped H100 GEMM table times one factor "
+        f"({record['factor']:.4g}) solved on {anchor['model']} on {anchor['gpus']} GPUs, which is listed, "
+        "not counted (`validation/run_published_dgxc.py`, recomputed by `tests/test_published_dgxc.py`). "
+        f"**With the anchor:** {_judged(record['summary'], tg)} Unanchored (factor 1): "
+        f"{_judged(record['unanchored'], tg)}",
+        "",
+        "| model | rows | median \\|error\\| | max \\|error\\| | per-GPU throughput, largest over smallest "
+        "column: measured / predicted |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for model, acc in record["by_model"].items():
+        sc = record["scaling"][model]
+        span = f"{sc['from_gpus']}-{sc['to_gpus']} GPUs"
+        ratio = f"{sc['measured_tps']:.3f} / {sc['predicted_tps']:.3f} ({span})"
+        lines.append(f"| {model} | {acc['rows']} | {_pct(acc['median_abs_pct'])} | "
+                     f"{_pct(acc['max_abs_pct'])} | {ratio} |")  # fmt: skip
+    if diagnosis is not None:
+        parts = ", ".join(f"{m} {s['implied_factor_median']:.3f} ({s['gemm']:.0%} GEMM)"
+                          for m, s in diagnosis["by_model"].items())  # fmt: skip
+        rho = diagnosis["spearman_gemm_share_vs_implied_factor"]
+        lines += ["", "*Diagnosis, after the run, not evidence* (`validation/diagnose_published_dgxc.py`): "
+                  f"each model's implied GEMM factor (median) and the share of its block's forward in matrix "
+                  f"products: {parts}; Spearman's rho between the two over the {rho['rows']} full-depth rows "
+                  f"{rho['rho']:.2f}."]  # fmt: skip
+    lines += [
+        "",
+        "| model | GPUs | layers | t / p / c / v | measured s | predicted s | error | unanchored | "
+        "memory GB |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in record["rows"]:
+        name = r["model"] + (" (anchor)" if r["anchor"] else "")
+        memory = f"{r['memory_gb']:.1f}" + (" (over 80)" if r["over_memory"] else "")
+        lines.append(
+            f"| {name} | {r['gpus']} | {r['layers']} | {r['tensor']} / {r['pipeline']} / {r['context']} / "
+            f"{r['virtual_stages']} | {r['step_s']:.2f} | {r['predicted_step_s']:.2f} | "
+            f"{r['error_pct']:+.1f}% | {r['unanchored_pct']:+.1f}% | {memory} |"
+        )
+    return lines + [""]
