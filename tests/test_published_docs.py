@@ -112,7 +112,7 @@ def test_the_llmfoundry_summary_is_the_stored_record():
 def test_the_glance_table_is_every_stored_summary():
     stored = {
         name: json.loads((ROOT / "validation" / "published" / f"{name}.json").read_text())
-        for name in ("torchtitan", "h100", "llmfoundry", "llmfoundry-h100old", "microbatch")
+        for name in ("torchtitan", "h100", "llmfoundry", "llmfoundry-h100old", "microbatch", "dgxc")
     }
     summaries = [
         PUBLISHED["summary"]["pooled"],
@@ -125,6 +125,7 @@ def test_the_glance_table_is_every_stored_summary():
         stored["llmfoundry-h100old"]["summary"],
         stored["microbatch"]["accuracy"]["hidden"]["all"],
         stored["microbatch"]["accuracy"]["post"]["all"],
+        stored["dgxc"]["summary"],
     ]
     rows = table("| test | GPUs | rows | anchor | median \\|error\\| | max \\|error\\| |")
     assert len(rows) == len(summaries)
@@ -160,3 +161,26 @@ def test_the_microbatch_tables_are_the_stored_record():
             assert float(cell) == pytest.approx(x[key], abs=5e-4)
     assert mb["post_explains_the_micro_batch_better"] is True
 
+
+
+def test_the_dgxc_tables_are_the_stored_record():
+    dgxc = json.loads((ROOT / "validation" / "published" / "dgxc.json").read_text())
+    diag = json.loads((ROOT / "validation" / "published" / "dgxc-diagnosis.json").read_text())
+    rows = table("| model | GPUs | layers | t / p / c / v | measured s | predicted s | error | unanchored |")
+    assert len(rows) == len(dgxc["rows"]) == 35
+    for cells, r in zip(rows, dgxc["rows"], strict=True):
+        assert cells[0] == r["model"] + (" (anchor)" if r["anchor"] else "")
+        assert (int(cells[1]), int(cells[2])) == (r["gpus"], r["layers"])
+        assert float(cells[4]) == r["step_s"]
+        assert float(cells[5]) == pytest.approx(r["predicted_step_s"], abs=0.005)
+        assert number(cells[6]) == pytest.approx(r["error_pct"], abs=0.051)
+        assert number(cells[7]) == pytest.approx(r["unanchored_pct"], abs=0.051)
+    per_model = table("| model | rows | median \\|error\\| | max \\|error\\| | implied factor |")
+    assert [c[0] for c in per_model] == list(dgxc["by_model"])
+    for cells in per_model:
+        acc, d = dgxc["by_model"][cells[0]], diag["by_model"][cells[0]]
+        assert int(cells[1]) == acc["rows"]
+        assert number(cells[2]) == pytest.approx(acc["median_abs_pct"], abs=0.051)
+        assert number(cells[3]) == pytest.approx(acc["max_abs_pct"], abs=0.051)
+        assert float(cells[4]) == pytest.approx(d["implied_factor_median"], abs=5e-4)
+    assert f"The factor is {dgxc['factor']:.4f}." in PAGE
