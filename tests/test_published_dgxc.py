@@ -118,3 +118,36 @@ def test_the_diagnosis_is_recomputed_and_its_implied_factors_reproduce_their_row
     assert anchor["implied_factor"] == pytest.approx(STORED["factor"], abs=1e-5)
     for r in stored["rows"]:
         assert r["gemm"] + r["flash"] + r["memory_bound"] == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.fixture(scope="module")
+def gpu_run():
+    return load_script("run_published_dgxc_gpu")
+
+
+def test_the_prepared_gpu_rerun_reproduces_the_first_run_with_the_shipped_table(gpu_run):
+    # fed the shipped table itself, the dgxc-gpu preregistration's predictions are the first run's, row by row
+    record = gpu_run.build(ROOT / "queuesgd" / "data" / "gemm" / "h100-bf16.json")
+    assert record["headline"] == "A'" and record["flash_rows"] == 0
+    assert record["factor"] == pytest.approx(STORED["factor"], abs=1e-12)
+    for r in record["rows"]:
+        assert r["unanchored_pct"] == pytest.approx(r["first_run_unanchored_pct"], abs=1e-9)
+        assert r["anchored_pct"] == pytest.approx(r["first_run_pct"], abs=1e-9)
+    assert record["anchored"] == pytest.approx(STORED["summary"])
+
+
+def test_an_h200_table_keeps_the_h100_memory_rows_and_the_flash_rows_unscaled(gpu_run, run, tmp_path):
+    data = json.loads((ROOT / "queuesgd" / "data" / "gemm" / "h100-bf16.json").read_text())
+    data["device"] = "NVIDIA H200"
+    for r in data["elementwise"]:
+        r["GBps"] = 2 * r["GBps"]  # an HBM3e twice as fast: not to be used
+    data["flash"] = [{"batch": 1, "heads": 32, "sequence": 4096, "head_dim": 128, "tflops": 400.0}]
+    path = tmp_path / "h200.json"
+    path.write_text(json.dumps(data))
+    table = gpu_run.measured_table(path)
+    shipped = gpu_run.load_gemm_table("h100-bf16")
+    assert table.memory == shipped.memory and len(table.flash[0]) == 1
+    scaled = run.h100.h100_compute(factor=0.5, table=table).table
+    assert scaled.flash == table.flash  # measured attention is not scaled by the GEMM factor
+    assert scaled.efficiencies == tuple(min(1.0, e * 0.5) for e in table.efficiencies)
+    assert gpu_run.build(path)["headline"] == "A"

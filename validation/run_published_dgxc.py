@@ -29,6 +29,7 @@ import run_published_h100 as h100  # noqa: E402
 from scipy.optimize import brentq  # noqa: E402
 
 from queuesgd import HybridParallel, predict  # noqa: E402
+from queuesgd.gemm_table import GemmTable  # noqa: E402
 from queuesgd.model_shapes import LLAMA_STYLE, TransformerShape  # noqa: E402
 
 OUT = HERE / "published" / "dgxc.json"
@@ -120,24 +121,27 @@ def shape_of(row: dict[str, Any]) -> TransformerShape:
     return TransformerShape(row["layers"], hidden, heads, seq, vocab, kv_heads=kv, ffn_hidden=ffn, **style)
 
 
-def scheme_of(row: dict[str, Any], factor: float) -> HybridParallel:
-    """Rule 3: the recipe's parallelism, overlaps and recomputation, at the GEMM factor ``factor``."""
+def scheme_of(row: dict[str, Any], factor: float, table: GemmTable | None = None) -> HybridParallel:
+    """Rule 3: the recipe's parallelism, overlaps and recomputation, at the GEMM factor ``factor``.
+
+    ``table``: a measured GEMM table in the shipped H100 table's place (PREREG-2026-11-27-dgxc-gpu.md).
+    """
     t, p, c, v = row["tensor"], row["pipeline"], row["context"], row["virtual_stages"]
     d = row["gpus"] // (t * p * c)
     return HybridParallel(
-        shape=shape_of(row), compute_model=h100.h100_compute(factor=factor), tensor=t, pipeline=p,
-        context=c, data=d, microbatches=row["gbs"] // (row["microbatch"] * d),
+        shape=shape_of(row), compute_model=h100.h100_compute(factor=factor, table=table), tensor=t,
+        pipeline=p, context=c, data=d, microbatches=row["gbs"] // (row["microbatch"] * d),
         schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
         sequence_parallel=row["sequence_parallel"], recompute=row["recompute"], zero=1, zero_overlap=True,
         tp_overlap="all" if t > 1 else False,
     )  # fmt: skip
 
 
-def predict_row(row: dict[str, Any], factor: float) -> dict[str, Any]:
+def predict_row(row: dict[str, Any], factor: float, table: GemmTable | None = None) -> dict[str, Any]:
     """Tokens per second, memory per GPU and the step's breakdown of one row (rules 1 and 7)."""
     shape = shape_of(row)
     w = shape.workload(row["microbatch"], memory_bandwidth=h100.HBM3)
-    pred = predict(scheme_of(row, factor), w, h100.dgx_h100(row["gpus"]))
+    pred = predict(scheme_of(row, factor, table), w, h100.dgx_h100(row["gpus"]))
     tps = pred.throughput * row["sequence"]
     return {"tps": tps, "step_s": row["gbs"] * row["sequence"] / tps,
             "memory_gb": pred.details["memory"].total / 1e9, "breakdown_s": dict(pred.breakdown)}  # fmt: skip
@@ -151,10 +155,10 @@ def is_anchor(row: dict[str, Any]) -> bool:
     return (row["model"], row["gpus"]) == ANCHOR
 
 
-def anchor_factor(rows: list[dict[str, Any]]) -> float:
+def anchor_factor(rows: list[dict[str, Any]], table: GemmTable | None = None) -> float:
     """Rule 5: the GEMM factor that predicts the anchor row (Llama 3.1 8B on 8 GPUs) exactly."""
     (row,) = [r for r in rows if is_anchor(r)]
-    return float(brentq(lambda f: predict_row(row, f)["tps"] / measured_tps(row) - 1.0, 0.2, 1.5,
+    return float(brentq(lambda f: predict_row(row, f, table)["tps"] / measured_tps(row) - 1.0, 0.2, 1.5,
                         xtol=1e-14, rtol=1e-14, maxiter=200))  # fmt: skip
 
 

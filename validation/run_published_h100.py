@@ -17,6 +17,7 @@ Two series, no anchor in either: the shipped H100 GEMM table is used as measured
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -74,17 +75,20 @@ def dgx_h100(gpus: int) -> Cluster:
                    rails=8)  # fmt: skip
 
 
-def h100_compute(memory_bandwidth: float = HBM3, factor: float = 1.0) -> ComputeModel:
-    """The shipped H100 table as measured (rule 5: ``factor`` 1, no anchor).
+def h100_compute(
+    memory_bandwidth: float = HBM3, factor: float = 1.0, table: GemmTable | None = None
+) -> ComputeModel:
+    """The shipped H100 table as measured (rule 5: ``factor`` 1, no anchor), or ``table`` in its place.
 
     Another ``factor`` multiplies every GEMM efficiency (capped at 1): the diagnosis's anchored variants
-    (``validation/diagnose_published_h100.py``), never the preregistered rows.
+    (``validation/diagnose_published_h100.py``), never the preregistered rows. A table's flash rows, where
+    it has them, are measured attention and keep their efficiencies.
     """
-    table = load_gemm_table("h100-bf16")
+    table = load_gemm_table("h100-bf16") if table is None else table
     if factor != 1.0:
         scaled = tuple(min(1.0, e * factor) for e in table.efficiencies)
         meta = {**dict(table.provenance), "factor": factor}
-        table = GemmTable(table.volumes, scaled, table.peak_flops, table.memory, meta)
+        table = dataclasses.replace(table, efficiencies=scaled, provenance=meta)
     return ComputeModel(table, memory_bandwidth)
 
 
