@@ -43,6 +43,9 @@ MEMORY_LIMIT = 80e9
 ANCHOR = ("llama3.1-8b", 8)
 #: rule 2's tokenizer vocabularies, padded by Megatron to a multiple of 128 x t
 TOKENIZER = {"gpt3-175b": 50257, "llama3.1": 128256, "nemotron4": 256000}
+#: Nemotron-4: squared ReLU (not gated), layernorm1p, no biases, rotary, untied, no dropout (rule 2)
+NEMOTRON_STYLE = {"gated": False, "bias": False, "norm": "layernorm", "tied_embeddings": False,
+                  "position_embedding": False, "dropout": False, "attention": "flash"}  # fmt: skip
 #: rule 2's shapes (layers, hidden, heads, sequence, kv heads, ffn) and styles; rule 3's (t, p, c, v, MBS),
 #: sequence parallelism and recomputation, by the table's title
 RECIPES: dict[str, dict[str, Any]] = {
@@ -60,14 +63,11 @@ RECIPES: dict[str, dict[str, Any]] = {
         "style": LLAMA_STYLE, "parallel": (8, 9, 2, 7, 1), "sp": True, "recompute": None},
     "Nemotron4 15b 24.11 BF16": {
         "model": "nemotron4-15b", "tokenizer": "nemotron4", "shape": (32, 6144, 48, 4096, 8, 24576),
-        "style": None, "parallel": (4, 1, 1, 1, 4), "sp": True, "recompute": None},
+        "style": NEMOTRON_STYLE, "parallel": (4, 1, 1, 1, 4), "sp": True, "recompute": None},
     "Nemotron4 340b 24.11 BF16": {
         "model": "nemotron4-340b", "tokenizer": "nemotron4", "shape": (96, 18432, 96, 4096, 8, 73728),
-        "style": None, "parallel": (8, 8, 1, 12, 1), "sp": True, "recompute": "selective"},
+        "style": NEMOTRON_STYLE, "parallel": (8, 8, 1, 12, 1), "sp": True, "recompute": "selective"},
 }  # fmt: skip
-#: Nemotron-4: squared ReLU (not gated), layernorm1p, no biases, rotary, untied, no dropout (rule 2)
-NEMOTRON_STYLE = {"gated": False, "bias": False, "norm": "layernorm", "tied_embeddings": False,
-                  "position_embedding": False, "dropout": False, "attention": "flash"}  # fmt: skip
 STEP = "Training step time (seconds per step)"
 
 
@@ -117,8 +117,8 @@ def shape_of(row: dict[str, Any]) -> TransformerShape:
     recipe = next(r for r in RECIPES.values() if r["model"] == row["model"])
     _, hidden, heads, seq, kv, ffn = recipe["shape"]
     vocab = padded_vocabulary(TOKENIZER[recipe["tokenizer"]], row["tensor"])
-    style = NEMOTRON_STYLE if row["model"].startswith("nemotron") else recipe["style"]
-    return TransformerShape(row["layers"], hidden, heads, seq, vocab, kv_heads=kv, ffn_hidden=ffn, **style)
+    return TransformerShape(row["layers"], hidden, heads, seq, vocab, kv_heads=kv, ffn_hidden=ffn,
+                            **recipe["style"])  # fmt: skip
 
 
 def scheme_of(row: dict[str, Any], factor: float, table: GemmTable | None = None) -> HybridParallel:
