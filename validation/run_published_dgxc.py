@@ -187,6 +187,7 @@ def build() -> dict[str, Any]:
             "unanchored_pct": 100 * (bare["tps"] / tps - 1), "memory_gb": pred["memory_gb"],
             "over_memory": pred["memory_gb"] * 1e9 > MEMORY_LIMIT, "breakdown_s": pred["breakdown_s"],
             "parameters": shape_of(row).parameters,
+            "layout": f"{row['tensor']} / {row['pipeline']} / {row['context']} / {row['virtual_stages']}",
         })  # fmt: skip
     counted = [r for r in out if not r["anchor"]]
     models = list(dict.fromkeys(r["model"] for r in out))

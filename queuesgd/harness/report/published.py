@@ -462,8 +462,8 @@ def dgxc_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | None = 
     Examples
     --------
     >>> acc = {"rows": 1, "median_abs_pct": 4.0, "max_abs_pct": 4.0, "within_15": 1}
-    >>> row = {"model": "m", "gpus": 16, "layers": 2, "tensor": 1, "pipeline": 1, "context": 2,
-    ...        "virtual_stages": 1, "anchor": False, "step_s": 1.0, "predicted_step_s": 0.96,
+    >>> row = {"model": "m", "gpus": 16, "layers": 2, "layout": "1 / 1 / 2 / 1", "anchor": False,
+    ...        "step_s": 1.0, "predicted_step_s": 0.96,
     ...        "error_pct": 4.2, "unanchored_pct": 6.0, "memory_gb": 50.0, "over_memory": False}
     >>> rec = {"source": "s", "rules": "r", "targets": {"median_abs_pct": 5.0, "max_abs_pct": 15.0},
     ...        "anchor": {"model": "m", "gpus": 8}, "factor": 0.98, "rows": [row], "summary": acc,
@@ -512,8 +512,8 @@ def dgxc_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | None = 
         name = r["model"] + (" (anchor)" if r["anchor"] else "")
         memory = f"{r['memory_gb']:.1f}" + (" (over 80)" if r["over_memory"] else "")
         lines.append(
-            f"| {name} | {r['gpus']} | {r['layers']} | {r['tensor']} / {r['pipeline']} / {r['context']} / "
-            f"{r['virtual_stages']} | {r['step_s']:.2f} | {r['predicted_step_s']:.2f} | "
+            f"| {name} | {r['gpus']} | {r['layers']} | {r['layout']} | {r['step_s']:.2f} | "
+            f"{r['predicted_step_s']:.2f} | "
             f"{r['error_pct']:+.1f}% | {r['unanchored_pct']:+.1f}% | {memory} |"
         )
     return lines + [""]
