@@ -37,7 +37,8 @@ TABLES = HERE / "published" / "dgxc-tables.md"
 RULES = "validation/published/PREREG-2026-11-27-dgxc.md"
 SOURCE = (
     "NVIDIA/dgxc-benchmarking at 35a9aecc8d5b17d99d80f52f38c75ade0dbab7ae (v24.11.1): the BF16 tables of "
-    "nemo_megatron/README_175b.md, llama3.1/README_{8b,70b,405b}.md and nemotron/README_{15b,340b}.md"
+    "nemo_megatron/README_175b.md, llama3.1/README_8b.md, README_70b.md and README_405b.md, and "
+    "nemotron/README_15b.md and README_340b.md"
 )
 MEMORY_LIMIT = 80e9
 ANCHOR = ("llama3.1-8b", 8)
