@@ -517,12 +517,6 @@ def evaluate_space(
             compute,
             "None with HybridSpace(experts=...) (HybridParallel: not modelled for experts)",
         )
-    if space.experts is not None and not shape.gpt_mlp:
-        raise InvalidParameterError(
-            "HybridSpace.experts",
-            space.experts,
-            "None for a shape whose MLP is not GPT's (HybridParallel: the experts are copies of that MLP)",
-        )
     cols, notes = _enumerate(space, shape, cluster, G)
     moe = None if space.experts is None else (space.experts, space.capacity_factor, space.top_k)
     kw = {} if moe is None else dict(zip(("experts", "capacity_factor", "top_k"), moe))

@@ -224,9 +224,47 @@ class TransformerShape:
         return 4 * self.hidden if self.ffn_hidden is None else self.ffn_hidden
 
     @property
-    def gpt_mlp(self) -> bool:
-        """The MLP is GPT's (``h -> 4h``, GeLU, ``4h -> h``, biases): what mixture-of-experts layers copy."""
-        return not self.gated and self.bias and self.ffn == 4 * self.hidden
+    def mlp_parameters(self) -> int:
+        """Parameters of one block's MLP (each expert of a mixture-of-experts layer is a copy of it).
+
+        ``(3 if gated else 2) h f`` weights, and with biases ``(2 f if gated else f) + h``: ``8 h^2 + 5 h``
+        for GPT's ``h -> 4h -> h``.
+
+        Examples
+        --------
+        >>> h = GPT3_XL.hidden
+        >>> GPT3_XL.mlp_parameters == 8 * h * h + 5 * h, LLAMA3_8B.mlp_parameters == 3 * 4096 * 14336
+        (True, True)
+        """
+        h, f = self.hidden, self.ffn
+        return (3 if self.gated else 2) * h * f + (((2 if self.gated else 1) * f + h) if self.bias else 0)
+
+    def mlp_flops(self, microbatch: int = 1) -> float:
+        """Forward FLOPs of one block's MLP: ``2 b s (3 if gated else 2) h f`` (``16 b s h^2`` for GPT).
+
+        Examples
+        --------
+        >>> GPT3_XL.mlp_flops(1) == 16 * GPT3_XL.sequence * GPT3_XL.hidden**2
+        True
+        """
+        b, s = _microbatch(microbatch), self.sequence
+        return float(2 * b * s * (3 if self.gated else 2) * self.hidden * self.ffn)
+
+    @property
+    def mlp_activation_split(self) -> float:
+        """The MLP's saved activations split over ``t`` ranks, per ``s b h``: ``(6 if gated else 4) f / h``.
+
+        The activation's input (``f``, or ``2 f`` gated) and the second product's input (``f``), 2 bytes
+        each (Korthikanti et al. 2022, Section 4.1): 16 for GPT. The first product's input (``2``) is kept
+        whole, as every block's (:meth:`activation_terms`).
+
+        Examples
+        --------
+        >>> GPT3_XL.mlp_activation_split, LLAMA3_8B.mlp_activation_split        # 6 x 14336 / 4096
+        (16, 21)
+        """
+        split = (6 if self.gated else 4) * self.ffn
+        return split // self.hidden if split % self.hidden == 0 else split / self.hidden
 
     def check_tensor(self, tensor: Any, field: str = "tensor") -> int:
         """``tensor`` if ``t`` ranks can split a block (Megatron's rules), else an error naming ``field``.
@@ -275,10 +313,9 @@ class TransformerShape:
         >>> LLAMA3_8B.block_parameters == 2 * h * h + 2 * h * g + 3 * h * f + 2 * h
         True
         """
-        h, g, f = self.hidden, self.kv_hidden, self.ffn
+        h, g = self.hidden, self.kv_hidden
         attention = 2 * h * h + 2 * h * g + (2 * h + 2 * g if self.bias else 0)
-        mlp = (3 if self.gated else 2) * h * f + (((2 if self.gated else 1) * f + h) if self.bias else 0)
-        return attention + mlp + 2 * self.norm_parameters
+        return attention + self.mlp_parameters + 2 * self.norm_parameters
 
     @property
     def embedding_parameters(self) -> int:
@@ -306,9 +343,8 @@ class TransformerShape:
         >>> TransformerShape(1, 8, 2, 4, 10).block_flops(1)     # 24 x 4 x 64 + 4 x 16 x 8
         6656.0
         """
-        b, s, h, g, f = _microbatch(microbatch), self.sequence, self.hidden, self.kv_hidden, self.ffn
-        mlp = (3 if self.gated else 2) * h * f
-        return float(2 * b * s * (h * (h + 2 * g) + h * h + mlp) + 4 * b * s * s * h)
+        b, s, h, g = _microbatch(microbatch), self.sequence, self.hidden, self.kv_hidden
+        return float(2 * b * s * (h * (h + 2 * g) + h * h) + self.mlp_flops(b) + 4 * b * s * s * h)
 
     def logits_flops(self, microbatch: int = 1) -> float:
         """Forward FLOPs of the output layer (logits): ``2 b s h V``."""

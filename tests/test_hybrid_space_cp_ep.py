@@ -228,5 +228,9 @@ def test_the_tensor_axis_follows_the_key_value_heads_and_the_mlp_of_llama_shapes
         rng = np.random.default_rng(5)
         rows = np.flatnonzero(table["context"] > 1)
         assert_rows_equal_predict(table, cluster, rng.choice(rows, size=60, replace=False))
-    with pytest.raises(InvalidParameterError, match="^HybridSpace.experts"):
-        evaluate_space(gqa, cluster, HybridSpace(experts=4), global_batch=32, memory_limit=1e12)
+    # experts copy the shape's own (gated) MLP: the space's rows are predict's, row by row
+    moe = evaluate_space(gqa, cluster, HybridSpace(experts=4, context=None), global_batch=32,
+                         memory_limit=1e12, flops=150e12)  # fmt: skip
+    assert len(moe) and set(moe["expert_parallel"].tolist()) > {1}
+    rng = np.random.default_rng(6)
+    assert_rows_equal_predict(moe, cluster, rng.choice(len(moe), size=min(40, len(moe)), replace=False))

@@ -299,11 +299,6 @@ class HybridParallel(Scheme):
                     f"p x v dividing the {self.shape.layers} layers (v = {self.virtual_stages})",
                 )
             self.shape.check_tensor(self.tensor, f"{n}.tensor")  # heads, key-value heads, MLP inner size
-            if self.experts is not None and not self.shape.gpt_mlp:
-                raise InvalidParameterError(
-                    f"{n}.experts", self.experts, "None for a shape whose MLP is not GPT's (h -> 4h, GeLU, "
-                    "biases): the experts are copies of that MLP",
-                )  # fmt: skip
             if self.shape.sequence % self.context:
                 raise InvalidParameterError(
                     f"{n}.context", self.context, f"a divisor of the sequence ({self.shape.sequence} tokens)"

@@ -49,7 +49,7 @@ from queuesgd.schemes.parallel.hybrid_layout import (
     head_slots_interleaved_step,
     head_slots_step,
 )
-from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share
+from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share, mlp_bytes
 from queuesgd.schemes.parallel.hybrid_overlap import (
     ALL_GEMMS,
     exposed_all_per_layer,
@@ -58,7 +58,6 @@ from queuesgd.schemes.parallel.hybrid_overlap import (
 )
 from queuesgd.schemes.parallel.hybrid_zero import exposed_per_step
 from queuesgd.schemes.parallel.megatron import (
-    expert_mlp_parameters,
     head_share,
     kv_bytes,
     pipeline_time,
@@ -311,7 +310,7 @@ def batch_times(
         [expert_compute_share(shape, int(x), capacity_factor, top_k) if moe else 0.0 for x in sizes]
     )
     xs = xs[which]
-    X = np.array([_expert_bytes(shape, w) if moe else 0.0 for w in ws])[which]
+    X = np.array([mlp_bytes(shape, w) if moe else 0.0 for w in ws])[which]
     param_bytes = np.array([w.parameter_bytes for w in ws])[which]
     grad_bytes = np.array([w.gradient_bytes for w in ws])[which]
     update_time = np.array([w.update_time for w in ws])[which]
@@ -478,11 +477,6 @@ def _batch_gemms(
     return tuple(out[:, j] for j in range(len(names)))
 
 
-def _expert_bytes(shape: TransformerShape, workload: Workload) -> float:
-    """The dense model's MLP bytes, as :func:`~.hybrid_moe.expert_bytes`."""
-    return shape.layers * expert_mlp_parameters(shape.hidden) * workload.parameter_bytes / shape.parameters
-
-
 def _batch_data_parallel(
     cluster: Cluster,
     G: np.ndarray,
@@ -532,7 +526,7 @@ def _batch_memory(
     nbytes = param_bytes / shape.parameters
     block = shape.block_parameters
     if moe is not None:
-        mlp = expert_mlp_parameters(h)
+        mlp = shape.mlp_parameters
         block = block - mlp
         experts_here = mlp * (moe[0] // e) * nbytes / t
         local = first * mlp * (moe[0] // e) * nbytes / t
@@ -550,7 +544,7 @@ def _batch_memory(
         np.where(sp, sbh * ((whole + split) / t + attention), sbh * (whole + split / t + attention)),
     )
     if moe is not None:
-        more = (moe[1] * moe[2] - 1) * sbh * (16 / t + 2 / np.where(sp, t, 1))
+        more = (moe[1] * moe[2] - 1) * sbh * (shape.mlp_activation_split / t + 2 / np.where(sp, t, 1))
         per = per + np.where(rc == 1, 0.0, more)
     per_stage = first  # whole numbers: layers_in_flight's (first p) / p exactly; even: first p = l
     flight = np.where(

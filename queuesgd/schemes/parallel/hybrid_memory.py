@@ -31,7 +31,6 @@ from queuesgd.schemes.memory import Memory, default_unit_count
 from queuesgd.schemes.parallel.hybrid_stages import first_stage_layers
 from queuesgd.schemes.parallel.megatron import (
     expert_activation_bytes,
-    expert_mlp_parameters,
     hybrid_memory,
     layer_activation_bytes,
     layers_in_flight,
@@ -64,7 +63,7 @@ def first_stage_memory(scheme: HybridParallel, workload: Workload, cluster: Clus
         nbytes = workload.parameter_bytes / s.parameters  # bytes per parameter, as the workload holds them
         block = s.block_parameters
         if scheme.experts is not None:  # the dense part here; the local experts' below
-            mlp = expert_mlp_parameters(s.hidden)
+            mlp = s.mlp_parameters
             block = block - mlp
             local = first * mlp * (scheme.experts // scheme.expert_parallel) * nbytes / t
             experts = hybrid_memory(
@@ -85,6 +84,7 @@ def first_stage_memory(scheme: HybridParallel, workload: Workload, cluster: Clus
                 s.hidden,
                 capacity_factor=scheme.capacity_factor,
                 top_k=scheme.top_k,
+                mlp_split=s.mlp_activation_split,
                 **kw,
             )
         total = first * p if uneven else s.layers  # layers_in_flight reads the first stage's as total / p

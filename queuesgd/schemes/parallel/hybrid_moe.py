@@ -8,7 +8,11 @@ Fedus et al., *Switch Transformer*, 2021), the experts split over ``e``
 expert-parallel ranks of the data-parallel group (Rajbhandari et al.,
 *DeepSpeed-MoE*, 2022). The formulas themselves are in
 :mod:`queuesgd.schemes.parallel.megatron` (:func:`~.megatron.alltoall_bytes`,
-:func:`~.megatron.expert_mlp_parameters`, :func:`~.megatron.expert_activation_bytes`).
+:func:`~.megatron.expert_activation_bytes`) and the shape's own MLP
+(:attr:`~queuesgd.model_shapes.TransformerShape.mlp_parameters`,
+:meth:`~queuesgd.model_shapes.TransformerShape.mlp_flops`): each expert is a
+copy of the block's MLP, GPT's ``h -> 4h -> h`` or a gated one of any inner
+size (Mixtral, Grok-1, DeepSeek).
 
 Examples
 --------
@@ -29,14 +33,20 @@ from typing import TYPE_CHECKING
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.model_shapes_attention import step_flops
-from queuesgd.schemes.parallel.megatron import expert_mlp_parameters
 
 if TYPE_CHECKING:
     from queuesgd.model_shapes import TransformerShape
     from queuesgd.schemes.parallel.hybrid import HybridParallel
     from queuesgd.workload import Workload
 
-__all__ = ["MAX_CAPACITY_FACTOR", "check_experts", "expert_bytes", "expert_compute_share", "expert_share"]
+__all__ = [
+    "MAX_CAPACITY_FACTOR",
+    "check_experts",
+    "expert_bytes",
+    "expert_compute_share",
+    "expert_share",
+    "mlp_bytes",
+]
 
 #: Most a capacity factor may be (GShard and Switch use 1 to 2; ``E / k`` already keeps every token).
 MAX_CAPACITY_FACTOR = 1000.0
@@ -86,8 +96,8 @@ def expert_share(scheme: HybridParallel, workload: Workload) -> float:
     """Extra compute of the experts, a share of ``C``: ``(capacity_factor top_k - 1)`` x the MLPs' share.
 
     Each token's MLP runs in ``top_k`` experts on buffers padded to the
-    capacity: ``capacity_factor x top_k`` times the dense MLP's ``16 b s
-    h^2`` forward FLOPs per layer (3x with the backward).
+    capacity: ``capacity_factor x top_k`` times the dense MLP's forward
+    FLOPs per layer (``16 b s h^2`` for GPT; 3x with the backward).
 
     Examples
     --------
@@ -106,7 +116,9 @@ def expert_share(scheme: HybridParallel, workload: Workload) -> float:
 def expert_compute_share(
     shape: TransformerShape, microbatch: int, capacity_factor: float, top_k: int
 ) -> float:
-    """``(capacity_factor top_k - 1) x 3 l 16 b s h^2 / F``: :func:`expert_share` from the shape alone.
+    """``(capacity_factor top_k - 1) x 3 l M / F``: :func:`expert_share` from the shape alone.
+
+    ``M`` is one block's MLP forward FLOPs (:meth:`~.TransformerShape.mlp_flops`: ``16 b s h^2`` for GPT).
 
     ``F`` is the dense model's forward and backward FLOPs as a micro-batch's compute counts them
     (:func:`~queuesgd.model_shapes_attention.step_flops`: :meth:`~.TransformerShape.iteration_flops`, plus
@@ -120,16 +132,30 @@ def expert_compute_share(
     0.0
     """
     s, b = shape, microbatch
-    mlp = s.layers * 3.0 * 16.0 * b * s.sequence * s.hidden**2 / step_flops(s, b)
+    mlp = s.layers * 3.0 * s.mlp_flops(b) / step_flops(s, b)
     return (capacity_factor * top_k - 1.0) * mlp
 
 
 def expert_bytes(scheme: HybridParallel, workload: Workload) -> float:
-    """Bytes of the dense model's MLPs (``l (8 h^2 + 5 h)`` parameters), which experts replace; 0 if dense.
+    """Bytes of the dense model's MLPs (``l`` x the shape's MLP; GPT ``8 h^2 + 5 h``), which experts replace.
+
+    0 if dense.
 
     See the module docstring's example.
     """
     if scheme.experts is None:
         return 0.0
-    s = scheme.shape
-    return s.layers * expert_mlp_parameters(s.hidden) * workload.parameter_bytes / s.parameters
+    return mlp_bytes(scheme.shape, workload)
+
+
+def mlp_bytes(shape: TransformerShape, workload: Workload) -> float:
+    """Bytes of the shape's ``l`` MLPs as ``workload`` holds its parameters: ``l M_p x bytes / parameter``.
+
+    Examples
+    --------
+    >>> from queuesgd.model_shapes import LLAMA3_8B
+    >>> w = LLAMA3_8B.workload(1)
+    >>> mlp_bytes(LLAMA3_8B, w) == 32 * 3 * 4096 * 14336 * 2                  # l x 3 h f x 2 bytes
+    True
+    """
+    return shape.layers * shape.mlp_parameters * workload.parameter_bytes / shape.parameters

@@ -386,15 +386,19 @@ def expert_activation_bytes(
     recompute: str | None = None,
     capacity_factor: float = 1.0,
     top_k: int = 1,
+    mlp_split: float = 16.0,
 ) -> float:
     """Activation bytes a mixture-of-experts layer keeps beyond those of :func:`layer_activation_bytes`.
 
     The experts' MLP keeps Korthikanti's MLP activations (Section 4.1: its
-    first product's input ``2 s b h``, its second product's input and the
-    GeLU's input ``8 s b h`` each) for ``capacity_factor x top_k`` times the
-    tokens: ``(capacity_factor top_k - 1) s b h (16/t + 2/t')`` more, ``t' =
-    t`` with sequence parallelism (else the input is whole on every rank).
-    Full recomputation keeps only the layer's input: nothing more.
+    first product's input ``2 s b h`` and, split over ``t`` ranks,
+    ``mlp_split s b h``: the activation's and the second product's inputs,
+    ``16`` for GPT's GeLU MLP of ``4 h``, ``(6 if gated else 4) f / h`` in
+    general, :attr:`~queuesgd.model_shapes.TransformerShape.mlp_activation_split`)
+    for ``capacity_factor x top_k`` times the tokens: ``(capacity_factor top_k
+    - 1) s b h (mlp_split/t + 2/t')`` more, ``t' = t`` with sequence
+    parallelism (else the input is whole on every rank). Full recomputation
+    keeps only the layer's input: nothing more.
 
     Examples
     --------
@@ -404,4 +408,5 @@ def expert_activation_bytes(
     if recompute == "full":
         return 0.0
     sbh = float(sequence) * microbatch * hidden
-    return (capacity_factor * top_k - 1) * sbh * (16 / tensor + 2 / (tensor if sequence_parallel else 1))
+    whole = 2 / (tensor if sequence_parallel else 1)
+    return (capacity_factor * top_k - 1) * sbh * (mlp_split / tensor + whole)
