@@ -54,6 +54,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -283,8 +284,11 @@ class ComputeModel:
         recompute: str | None = None,
         dtype_bytes: int = 2,
         context: int = 1,
+        experts: tuple[int, int, float, int] | None = None,
     ) -> tuple[float, float]:
         """One stage's blocks, and the output layer the last stage adds: one micro-batch on one GPU.
+
+        ``experts``: every block's MLP a mixture of experts (:meth:`block_parts`).
 
         ``(l / p) (f + f_b + r)`` and ``3 f_head``: ``f`` a block's forward on one
         of ``t`` ranks, ``f_b`` its backward (``2 f``; plus half a flash
@@ -318,6 +322,7 @@ class ComputeModel:
             sequence_parallel=sequence_parallel,
             dtype_bytes=dtype_bytes,
             context=context,
+            experts=experts,
         )
         r = {None: 0.0, "full": f, "selective": core}[recompute]
         return float(shape.layers / p * (f + bwd + r)), float(3.0 * head)
@@ -361,6 +366,7 @@ class ComputeModel:
         sequence_parallel: bool = False,
         dtype_bytes: int = 2,
         context: int = 1,
+        experts: tuple[int, int, float, int] | None = None,
     ) -> tuple[float, float, float, float]:
         """One block's forward and backward seconds, its selective recomputation's, the head's forward.
 
@@ -371,6 +377,17 @@ class ComputeModel:
         times a flash core's forward; the selective recomputation is the
         forward of the attention core's eager kernels (a flash core has none
         to rerun).
+
+        ``experts = (E, e, capacity_factor, top_k)``: the block's MLP is a
+        mixture of ``E`` experts over ``e`` expert-parallel ranks. Each of the
+        ``T = b s / c`` tokens of a rank goes to ``top_k`` experts, each expert
+        taking at most ``ceil(capacity_factor x top_k x T / E)`` of them from each
+        rank (Megatron-Core's capacity, padded to it), so each of the ``E / e``
+        local experts runs the MLP's kernels
+        (:meth:`~queuesgd.model_shapes.TransformerShape.mlp_operations`) on ``e``
+        such buffers, one expert after the other, each at its own GEMM
+        efficiency (smaller products than the dense MLP's); the all-to-alls
+        are communication, not timed here.
 
         Examples
         --------
@@ -388,10 +405,24 @@ class ComputeModel:
         kw["context"] = context
         block = self.operation_times(shape.operations(microbatch, **kw))
         f = sum(o.seconds for o in block)
+        if experts is not None:
+            f += self._experts_extra(shape, microbatch, experts, tensor, context, dtype_bytes)
         flash = sum(o.seconds for o in block if o.operation.kind == "flash")
         core = sum(o.seconds for o in block if o.operation.core and o.operation.kind != "flash")
         head = sum(o.seconds for o in self.operation_times(shape.head_operations(microbatch, **kw)))
         return float(f), float(2.0 * f + (FLASH_BACKWARD - 2.0) * flash), float(core), float(head)
+
+    def _experts_extra(
+        self, shape: TransformerShape, microbatch: int, experts: tuple[int, int, float, int], tensor: int,
+        context: int, dtype_bytes: int,
+    ) -> float:
+        """The local experts' MLP kernels less the dense MLP's: what :meth:`block_parts` adds for them."""
+        n, e, cf, k = experts
+        tokens = microbatch * shape.sequence // context  # the rank's tokens, whole over t (dispatcher)
+        rows = e * math.ceil(cf * k * tokens / n)
+        local = self.operation_times(shape.mlp_operations(rows, tensor=tensor, dtype_bytes=dtype_bytes))
+        dense = self.operation_times(shape.mlp_operations(tokens, tensor=tensor, dtype_bytes=dtype_bytes))
+        return n // e * sum(o.seconds for o in local) - sum(o.seconds for o in dense)
 
     def achieved_flops(self, shape: TransformerShape, microbatch: int = 1, *, tensor: int = 1) -> float:
         """FLOP/s one of ``tensor`` ranks sustains over a block's forward: its FLOPs over its time."""

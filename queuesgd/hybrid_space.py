@@ -515,7 +515,8 @@ def evaluate_space(
         raise InvalidParameterError(
             "compute",
             compute,
-            "None with HybridSpace(experts=...) (HybridParallel: not modelled for experts)",
+            "None with HybridSpace(experts=...) (the space does not time experts with a compute model; "
+            "HybridParallel(experts=..., compute_model=...) does, one configuration at a time)",
         )
     cols, notes = _enumerate(space, shape, cluster, G)
     moe = None if space.experts is None else (space.experts, space.capacity_factor, space.top_k)

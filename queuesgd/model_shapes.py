@@ -460,17 +460,13 @@ class TransformerShape:
         ['attention']
         """
         b, t, nb = self._split(microbatch, tensor, dtype_bytes)
-        h, g, f = self.hidden, self.kv_hidden, self.ffn
+        h, g = self.hidden, self.kv_hidden
         q = self._context(context)  # this rank's tokens of the sequence (its queries)
         tokens = b * q
         sp = _checks.boolean("sequence_parallel", sequence_parallel)
         hidden = tokens * h / (t if sp else 1)
         norm, drop = self.norm, "dropout_residual" if self.dropout else "residual"
         _gemm, _memory = gemm_operation, memory_operation
-        if self.gated:  # SiLU(gate) x up: read both halves, write one
-            act = _memory("swiglu", "gelu", tokens * f / t, 3, nb)
-        else:
-            act = _memory("gelu", "gelu", tokens * f / t, 2, nb)
         return (
             _memory(f"{norm}1", "layernorm", hidden, 2, nb),
             _gemm("qkv", tokens, (h + 2 * g) // t, h, 1, nb),
@@ -478,10 +474,34 @@ class TransformerShape:
             _gemm("proj", tokens, h, h // t, 1, nb),
             _memory(f"{drop}1", "gelu", hidden, 3, nb),
             _memory(f"{norm}2", "layernorm", hidden, 2, nb),
-            _gemm("fc1", tokens, (2 if self.gated else 1) * f // t, h, 1, nb),
-            act,
-            _gemm("fc2", tokens, h, f // t, 1, nb),
+            *self.mlp_operations(tokens, tensor=t, dtype_bytes=nb),
             _memory(f"{drop}2", "gelu", hidden, 3, nb),
+        )
+
+    def mlp_operations(self, rows: int, *, tensor: int = 1, dtype_bytes: int = 2) -> tuple[Operation, ...]:
+        """The MLP's kernels on ``rows`` tokens, on one of ``tensor`` ranks: a part of :meth:`operations`.
+
+        ``fc1`` ``(rows x h) @ (h x f/t)`` (``2f/t`` gated), the activation over ``rows f / t``
+        values (GeLU reads and writes; gated, SiLU-and-multiply reads two halves and writes one),
+        ``fc2`` ``(rows x f/t) @ (f/t x h)``. A mixture-of-experts layer runs these once per local
+        expert, on the rows routed to it (:meth:`~queuesgd.compute_model.ComputeModel.block_parts`).
+
+        Examples
+        --------
+        >>> [(o.name, o.m, o.n, o.k) for o in LLAMA3_8B.mlp_operations(512, tensor=2) if o.kind == "gemm"]
+        [('fc1', 512, 14336, 4096), ('fc2', 512, 4096, 7168)]
+        """
+        _, t, nb = self._split(1, tensor, dtype_bytes)
+        rows = _checks.integer("rows", rows, maximum=2**62)
+        h, f = self.hidden, self.ffn
+        if self.gated:  # SiLU(gate) x up: read both halves, write one
+            act = memory_operation("swiglu", "gelu", rows * f / t, 3, nb)
+        else:
+            act = memory_operation("gelu", "gelu", rows * f / t, 2, nb)
+        return (
+            gemm_operation("fc1", rows, (2 if self.gated else 1) * f // t, h, 1, nb),
+            act,
+            gemm_operation("fc2", rows, h, f // t, 1, nb),
         )
 
     def head_operations(

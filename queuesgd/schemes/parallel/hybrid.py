@@ -398,6 +398,7 @@ class HybridParallel(Scheme):
                 sequence_parallel=self.sequence_parallel,
                 recompute=self.recompute,
                 context=c,
+                experts=None if self.experts is None else (self.experts, e, self.capacity_factor, self.top_k),
             )
             compute, head = stretch * compute, stretch * head
         A = self.message_bytes(workload)

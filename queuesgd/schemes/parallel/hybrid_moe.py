@@ -86,10 +86,6 @@ def check_experts(scheme: HybridParallel) -> None:
         raise InvalidParameterError(f"{n}.top_k", scheme.top_k, f"at most the {E} experts")
     if scheme.shape is None:
         raise InvalidParameterError(f"{n}.experts", E, "None without shape= (the experts' MLP comes from it)")
-    if scheme.compute_model is not None:
-        raise InvalidParameterError(
-            f"{n}.compute_model", scheme.compute_model, "None with experts= (not modelled for experts yet)"
-        )
 
 
 def expert_share(scheme: HybridParallel, workload: Workload) -> float:

@@ -137,10 +137,6 @@ def check_tp_overlap(scheme: HybridParallel) -> None:
         raise InvalidParameterError(
             name, value, "False without shape= (the products the collectives hide behind come from it)"
         )
-    if scheme.experts is not None:
-        raise InvalidParameterError(
-            name, value, "False with experts= (the experts' products are not modelled)"
-        )
     if value == "all" and not scheme.sequence_parallel:
         raise InvalidParameterError(
             name, value, "False or True without sequence_parallel=True (Transformer Engine's overlap "
@@ -314,6 +310,10 @@ def scheme_exposed_per_layer(
     ``one`` the TP collective unit (the all-reduce; reduce-scatter ``rs`` + all-gather ``ag``
     with sequence parallelism), ``compute`` and ``stretch`` as :func:`gemm_times` takes them.
     True: :func:`exposed_per_layer`; ``"all"``: :func:`exposed_all_per_layer` with ``t`` chunks.
+    With experts the MLP's TP collectives hide behind nothing (its products are taken as 0 s):
+    Megatron-Core's token dispatcher gathers the tokens over the TP group and scatters them back
+    with plain collectives, outside the linear layers whose products the overlap uses; the
+    attention's collectives overlap as without experts.
 
     Examples
     --------
@@ -325,8 +325,10 @@ def scheme_exposed_per_layer(
     kw: dict[str, Any] = {"tensor": scheme.tensor, "sequence_parallel": scheme.sequence_parallel}
     kw.update(context=scheme.context, compute=compute, model=scheme.compute_model, stretch=stretch)
     full = scheme.recompute == "full"
+    moe = scheme.experts is not None  # the MLP's products hide no collective (the dispatcher's)
     if scheme.tp_overlap == "all":
-        g = gemm_times(scheme.shape, microbatch, ALL_GEMMS, **kw)
-        return exposed_all_per_layer(ag, rs, *g, scheme.tensor, full, max, min)
-    w = wgrad_times(scheme.shape, microbatch, **kw)
-    return exposed_per_layer(one, rs, one - rs, *w, full, max)
+        g_qkv, g_proj, g_fc1, g_fc2 = gemm_times(scheme.shape, microbatch, ALL_GEMMS, **kw)
+        g_fc1, g_fc2 = (0.0, 0.0) if moe else (g_fc1, g_fc2)
+        return exposed_all_per_layer(ag, rs, g_qkv, g_proj, g_fc1, g_fc2, scheme.tensor, full, max, min)
+    w_qkv, w_fc1 = wgrad_times(scheme.shape, microbatch, **kw)
+    return exposed_per_layer(one, rs, one - rs, w_qkv, 0.0 if moe else w_fc1, full, max)
