@@ -41,6 +41,7 @@ from queuesgd.harness.report import (  # noqa: E402
 from queuesgd.harness.report.fidelity import fidelity_lines, read_passes, trace_rows  # noqa: E402
 from queuesgd.harness.report.published import (  # noqa: E402
     dgxc_lines,
+    grok_lines,
     h100_lines,
     heldout_lines,
     llmfoundry_h100old_lines,
@@ -133,6 +134,9 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
         diag = HERE / "published" / "dgxc-diagnosis.json"
         diagnosis = json.loads(diag.read_text()) if diag.exists() else None
         appendix = [*appendix, *dgxc_lines(json.loads(dgxc.read_text()), diagnosis)]
+    grok = HERE / "published" / "grok.json"
+    if grok.exists():
+        appendix = [*appendix, *grok_lines(json.loads(grok.read_text()))]
     return write_report(
         rows,
         out / "REPORT.md",

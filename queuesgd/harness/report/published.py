@@ -14,6 +14,7 @@ from typing import Any
 
 __all__ = [
     "dgxc_lines",
+    "grok_lines",
     "h100_lines",
     "heldout_lines",
     "llmfoundry_h100old_lines",
@@ -515,5 +516,42 @@ def dgxc_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | None = 
             f"| {name} | {r['gpus']} | {r['layers']} | {r['layout']} | {r['step_s']:.2f} | "
             f"{r['predicted_step_s']:.2f} | "
             f"{r['error_pct']:+.1f}% | {r['unanchored_pct']:+.1f}% | {memory} |"
+        )
+    return lines + [""]
+
+
+def grok_lines(record: Mapping[str, Any]) -> list[str]:
+    """Markdown lines of ``validation/published/grok.json``: Grok-1, a mixture of experts, a priori.
+
+    Examples
+    --------
+    >>> acc = {"rows": 1, "median_abs_pct": 4.0, "max_abs_pct": 4.0, "within_15": 1}
+    >>> row = {"gpus": 8, "layers": 2, "sequence": 4096, "expert_parallel": 2, "step_s": 1.0,
+    ...        "predicted_step_s": 0.96, "error_pct": 4.2, "unanchored_pct": 6.0, "memory_gb": 24.7}
+    >>> rec = {"source": "s", "rules": "r", "targets": {"median_abs_pct": 5.0, "max_abs_pct": 15.0},
+    ...        "factor": 0.98, "rows": [row], "summary": acc, "unanchored": acc}
+    >>> grok_lines(rec)[-2]
+    '| 8 | 2 | 4096 | 2 | 1.00 | 0.96 | +4.2% | +6.0% | 24.7 |'
+    """
+    tg = record["targets"]
+    lines = [
+        "### Grok-1 314B, a mixture of experts, on H100s (a priori, preregistered)",
+        "",
+        f"{record['source']}. Rules: {record['rules']} (committed before any row was predicted). Every BF16 "
+        "column, 8 gated experts per layer, top-2 at capacity 1, each row's tensor, pipeline, context and "
+        "expert parallelism as the recipe's configuration table gives them; the GEMM factor of the DGX Cloud "
+        f"test above, frozen ({record['factor']:.4g}): no anchor (`validation/run_published_grok.py`, "
+        f"recomputed by `tests/test_published_grok.py`). {_judged(record['summary'], tg)} Unanchored: "
+        f"{_judged(record['unanchored'], tg)}",
+        "",
+        "| GPUs | layers | sequence | expert-parallel | measured s | predicted s | error | unanchored | "
+        "memory GB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in record["rows"]:
+        lines.append(
+            f"| {r['gpus']} | {r['layers']} | {r['sequence']} | {r['expert_parallel']} | {r['step_s']:.2f} | "
+            f"{r['predicted_step_s']:.2f} | {r['error_pct']:+.1f}% | {r['unanchored_pct']:+.1f}% | "
+            f"{r['memory_gb']:.1f} |"
         )
     return lines + [""]
