@@ -112,7 +112,7 @@ def test_the_llmfoundry_summary_is_the_stored_record():
 def test_the_glance_table_is_every_stored_summary():
     stored = {
         name: json.loads((ROOT / "validation" / "published" / f"{name}.json").read_text())
-        for name in ("torchtitan", "h100", "llmfoundry", "llmfoundry-h100old", "microbatch", "dgxc")
+        for name in ("torchtitan", "h100", "llmfoundry", "llmfoundry-h100old", "microbatch", "dgxc", "grok")
     }
     summaries = [
         PUBLISHED["summary"]["pooled"],
@@ -126,6 +126,7 @@ def test_the_glance_table_is_every_stored_summary():
         stored["microbatch"]["accuracy"]["hidden"]["all"],
         stored["microbatch"]["accuracy"]["post"]["all"],
         stored["dgxc"]["summary"],
+        stored["grok"]["summary"],
     ]
     rows = table("| test | GPUs | rows | anchor | median \\|error\\| | max \\|error\\| |")
     assert len(rows) == len(summaries)
@@ -184,3 +185,15 @@ def test_the_dgxc_tables_are_the_stored_record():
         assert number(cells[3]) == pytest.approx(acc["max_abs_pct"], abs=0.051)
         assert float(cells[4]) == pytest.approx(d["implied_factor_median"], abs=5e-4)
     assert f"The factor is {dgxc['factor']:.4f}." in PAGE
+
+
+def test_the_grok_table_is_the_stored_record():
+    grok = json.loads((ROOT / "validation" / "published" / "grok.json").read_text())
+    rows = table("| GPUs | layers | sequence | t / p / c / e / v | measured s | predicted s |")
+    assert len(rows) == len(grok["rows"]) == 9
+    for cells, r in zip(rows, grok["rows"], strict=True):
+        assert (int(cells[0]), int(cells[1]), int(cells[2])) == (r["gpus"], r["layers"], r["sequence"])
+        assert float(cells[4]) == r["step_s"]
+        assert float(cells[5]) == pytest.approx(r["predicted_step_s"], abs=0.005)
+        assert number(cells[6]) == pytest.approx(r["error_pct"], abs=0.051)
+        assert number(cells[7]) == pytest.approx(r["unanchored_pct"], abs=0.051)
