@@ -51,6 +51,20 @@ from queuesgd.harness.report.published import (  # noqa: E402
     torchtitan_lines,
 )
 
+#: The report's published sections, in order: the record's name under published/, its renderer, and
+#: whether a ``<name>-diagnosis.json`` beside it is rendered too (each written only where it exists).
+PUBLISHED_SECTIONS = (
+    ("published", published_lines, False),
+    ("heldout", heldout_lines, False),
+    ("torchtitan", torchtitan_lines, False),
+    ("h100", h100_lines, True),
+    ("llmfoundry", llmfoundry_lines, True),
+    ("llmfoundry-h100old", llmfoundry_h100old_lines, False),
+    ("microbatch", microbatch_lines, True),
+    ("dgxc", dgxc_lines, True),
+    ("grok", grok_lines, False),
+)
+
 
 def _machine() -> str:
     import torch
@@ -102,41 +116,17 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
             trace_rows(fidelity / "traces"),
             notes=json.loads(said.read_text()) if said.exists() else (),
         )
-    published = HERE / "published" / "published.json"
-    if published.exists():
-        appendix = [*appendix, "", *published_lines(json.loads(published.read_text()))]
-    heldout = HERE / "published" / "heldout.json"
-    if heldout.exists():
-        appendix = [*appendix, *heldout_lines(json.loads(heldout.read_text()))]
-    titan = HERE / "published" / "torchtitan.json"
-    if titan.exists():
-        appendix = [*appendix, *torchtitan_lines(json.loads(titan.read_text()))]
-    h100 = HERE / "published" / "h100.json"
-    if h100.exists():
-        diag = HERE / "published" / "h100-diagnosis.json"
-        diagnosis = json.loads(diag.read_text()) if diag.exists() else None
-        appendix = [*appendix, *h100_lines(json.loads(h100.read_text()), diagnosis)]
-    foundry = HERE / "published" / "llmfoundry.json"
-    if foundry.exists():
-        diag = HERE / "published" / "llmfoundry-diagnosis.json"
-        diagnosis = json.loads(diag.read_text()) if diag.exists() else None
-        appendix = [*appendix, *llmfoundry_lines(json.loads(foundry.read_text()), diagnosis)]
-    old = HERE / "published" / "llmfoundry-h100old.json"
-    if old.exists():
-        appendix = [*appendix, *llmfoundry_h100old_lines(json.loads(old.read_text()))]
-    mb = HERE / "published" / "microbatch.json"
-    if mb.exists():
-        diag = HERE / "published" / "microbatch-diagnosis.json"
-        diagnosis = json.loads(diag.read_text()) if diag.exists() else None
-        appendix = [*appendix, *microbatch_lines(json.loads(mb.read_text()), diagnosis)]
-    dgxc = HERE / "published" / "dgxc.json"
-    if dgxc.exists():
-        diag = HERE / "published" / "dgxc-diagnosis.json"
-        diagnosis = json.loads(diag.read_text()) if diag.exists() else None
-        appendix = [*appendix, *dgxc_lines(json.loads(dgxc.read_text()), diagnosis)]
-    grok = HERE / "published" / "grok.json"
-    if grok.exists():
-        appendix = [*appendix, *grok_lines(json.loads(grok.read_text()))]
+    for name, render, with_diagnosis in PUBLISHED_SECTIONS:
+        record = HERE / "published" / f"{name}.json"
+        if not record.exists():
+            continue
+        lead = [""] if name == "published" else []
+        if with_diagnosis:
+            diag = HERE / "published" / f"{name}-diagnosis.json"
+            diagnosis = json.loads(diag.read_text()) if diag.exists() else None
+            appendix = [*appendix, *lead, *render(json.loads(record.read_text()), diagnosis)]
+        else:
+            appendix = [*appendix, *lead, *render(json.loads(record.read_text()))]
     return write_report(
         rows,
         out / "REPORT.md",
