@@ -204,14 +204,6 @@ def test_the_vectorized_path_equals_predict_with_context_and_experts(cluster):
         ({"shape": S, "experts": 4, "capacity_factor": 0}, "capacity_factor"),
         ({"shape": S, "experts": 4, "capacity_factor": "1.5"}, "capacity_factor"),
         ({"shape": S, "context": 3}, "context"),
-        (
-            {
-                "shape": S,
-                "experts": 4,
-                "compute_model": ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), None),
-            },
-            "compute_model",
-        ),
     ],
 )
 def test_bad_combinations_name_the_field(kwargs, field):
