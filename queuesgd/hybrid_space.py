@@ -160,7 +160,8 @@ class HybridSpace:
         ``HybridParallel.tp_overlap``: True (``"backward"``), the backward's TP collectives behind the
         weight gradients; ``"all"``, every TP collective pipelined with its GEMM (sequence-parallel
         rows only). Default ``(False,)``, off (as the published predictions); ``(False, True, "all")``
-        tries all three (not with ``experts``). The table's column holds False, True or ``"all"``.
+        tries all three (with ``experts`` the MLP's collectives stay exposed, as in HybridParallel).
+        The table's column holds False, True or ``"all"``.
     layout : tuple of str
         How the stages split the layers: ``"even"`` (``l / p`` each) and/or ``"head-slots"``
         (the embedding and the output layer each take a layer's slot: ``n - 1, n, ..., n, n - 1``,
@@ -230,10 +231,6 @@ class HybridSpace:
         if not (isinstance(ov, (tuple, list)) and ov and all(bool_or(x, named) for x in ov)):
             raise InvalidParameterError(f"{n}.tp_overlap", ov, "a non-empty tuple of True, False, 'all'")
         set_(self, "tp_overlap", tuple(dict.fromkeys(tp_overlap_value(x, f"{n}.tp_overlap") for x in ov)))
-        if self.experts is not None and any(self.tp_overlap):
-            raise InvalidParameterError(
-                f"{n}.tp_overlap", ov, "(False,) with experts= (HybridParallel's rule)"
-            )
         set_(self, "layout", choices(f"{n}.layout", self.layout, LAYOUTS, "'even' or 'head-slots'"))
         set_(self, "keep", _checks.integer(f"{n}.keep", self.keep, minimum=1, maximum=10_000))
 
@@ -511,13 +508,6 @@ def evaluate_space(
     G = _checks.integer("global_batch", global_batch)
     if compute is not None and not isinstance(compute, ComputeModel):
         raise InvalidParameterError("compute", compute, "None or a ComputeModel")
-    if compute is not None and space.experts is not None:
-        raise InvalidParameterError(
-            "compute",
-            compute,
-            "None with HybridSpace(experts=...) (the space does not time experts with a compute model; "
-            "HybridParallel(experts=..., compute_model=...) does, one configuration at a time)",
-        )
     cols, notes = _enumerate(space, shape, cluster, G)
     moe = None if space.experts is None else (space.experts, space.capacity_factor, space.top_k)
     kw = {} if moe is None else dict(zip(("experts", "capacity_factor", "top_k"), moe))

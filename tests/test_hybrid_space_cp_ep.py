@@ -190,9 +190,11 @@ def test_a_context_that_does_not_divide_the_sequence_is_refused(context, field):
         HybridParallel(shape=GPT3_XL, context=context[-1])
 
 
-def test_experts_with_a_compute_model_are_refused():
-    with pytest.raises(InvalidParameterError, match="^compute"):
-        plan_parallelism(GPT3_XL, dgx(64), global_batch=512, space=HybridSpace(experts=8), compute=H100)
+def test_experts_with_a_compute_model_are_planned_as_predict_times_them():
+    space = HybridSpace(experts=8, context=(1,), pipeline=(1, 2), recompute=(None,))
+    plan = plan_parallelism(GPT3_XL, dgx(64), global_batch=512, space=space, compute=H100)
+    assert len(plan.table) and set(plan.table["expert_parallel"].tolist()) > {1}
+    every_column_equals_predict(plan.table, dgx(64), range(min(20, len(plan.table))))
 
 
 def test_the_tensor_axis_follows_the_key_value_heads_and_the_mlp_of_llama_shapes():

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from hybrid_rows import assert_rows_equal_predict, dgx
 
 from queuesgd import Cluster, HybridParallel
 from queuesgd.compute_model import ComputeModel
 from queuesgd.gemm_table import GemmTable, load_gemm_table
+from queuesgd.hybrid_space import HybridSpace, evaluate_space
 from queuesgd.model_shapes import GPT3_XL, LLAMA_STYLE, TransformerShape
 from queuesgd.model_shapes_attention import step_flops
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share, mlp_bytes
@@ -139,3 +142,15 @@ def test_the_mlps_tp_collectives_stay_exposed_with_experts():
                    model=cm, stretch=1.0)  # fmt: skip
     mlp = pipelined_exposed(ag, g[2], 4) + pipelined_exposed(rs, g[3], 4)
     assert got_moe == pytest.approx(got_dense - 2 * mlp + 2 * (ag + rs), rel=1e-12)
+
+
+def test_the_space_with_experts_and_a_compute_model_is_predict_row_by_row():
+    # the vectorized space times the experts with the compute model and exposes the MLP's TP collectives,
+    # as HybridParallel does: every column of a sample of rows equals predict's
+    cm = ComputeModel(load_gemm_table("h100-bf16"), memory_bandwidth="3.35TB/s")
+    space = HybridSpace(tensor=(1, 2, 4), pipeline=(1, 2), context=(1,), tp_overlap=(False, True, "all"),
+                        experts=8, top_k=2, capacity_factor=1.25)  # fmt: skip
+    table = evaluate_space(MIXTRAL, dgx(16), space, global_batch=32, memory_limit=1e12, compute=cm)
+    assert set(table["expert_parallel"].tolist()) > {1} and set(table["tp_overlap"].tolist()) > {False}
+    rng = np.random.default_rng(7)
+    assert_rows_equal_predict(table, dgx(16), rng.choice(len(table), size=min(60, len(table)), replace=False))

@@ -322,7 +322,8 @@ def batch_times(
         head = C * H / (t * c)
         fwd = C * (1.0 - H + xs) * forward / (t * p * c)  # the blocks' forward (zero_overlap)
     else:
-        compute, head, fwd = _shaped_compute(compute_model, shape, b, t, p, sp, rc, c)
+        mix = (experts, capacity_factor, top_k) if moe else None
+        compute, head, fwd = _shaped_compute(compute_model, shape, b, t, p, sp, rc, c, e, mix)
         compute, head, fwd = stretch * compute, stretch * head, stretch * fwd
     gpn = cluster.per_node
     # tensor parallelism: packed in a node
@@ -336,10 +337,13 @@ def batch_times(
     tp_exposed = tp
     if (ov == 1).any():  # the backward's all-reduce (SP: reduce-scatter) behind QKV's and fc1's weight grads
         w_qkv, w_fc1 = _batch_gemms(("qkv", "fc1"), compute_model, shape, b, t, sp, c, C, stretch)
+        w_fc1 = 0.0 * w_fc1 if moe else w_fc1  # the MLP's collectives (the dispatcher's) hide behind none
         hidden = exposed_per_layer(one, np.where(sp, rs, ar), np.where(sp, ag, 0.0), w_qkv, w_fc1, full)
         tp_exposed = np.where(ov == 1, shape.layers / p * hidden, tp_exposed)
     if (ov == 2).any():  # every TP collective pipelined with its GEMM in t chunks (Transformer Engine)
         gemms = _batch_gemms(ALL_GEMMS, compute_model, shape, b, t, sp, c, C, stretch)
+        if moe:  # as HybridParallel: the MLP's products hide no collective
+            gemms = (*gemms[:2], 0.0 * gemms[2], 0.0 * gemms[3])
         hidden = exposed_all_per_layer(ag, rs, *gemms, t, full)
         tp_exposed = np.where(ov == 2, shape.layers / p * hidden, tp_exposed)
     # context parallelism: K/V all-gathered forward and backward, their gradients reduce-scattered
@@ -419,14 +423,16 @@ def batch_times(
 
 
 def _per_split(
-    b: np.ndarray, t: np.ndarray, sp: np.ndarray, c: np.ndarray, fn: Callable[..., Any]
+    b: np.ndarray, t: np.ndarray, sp: np.ndarray, c: np.ndarray, fn: Callable[..., Any],
+    e: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``fn(b, t, sp, c, i)`` once per distinct ``(b, t, SP, c)`` (``i`` its first row), one row per row."""
-    keys = np.stack([b, t, sp.astype(np.int64), c], axis=1)
+    """``fn(b, t, sp, c, i)`` once per distinct ``(b, t, SP, c)``, and ``e`` where given, one row per row.
+
+    ``i`` is the first row of each distinct key.
+    """
+    keys = np.stack([b, t, sp.astype(np.int64), c] + ([] if e is None else [e]), axis=1)
     unique, first, which = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    out = np.array(
-        [fn(int(bb), int(tt), bool(ss), int(cc), int(i)) for (bb, tt, ss, cc), i in zip(unique, first)]
-    )
+    out = np.array([fn(int(k[0]), int(k[1]), bool(k[2]), int(k[3]), int(i)) for k, i in zip(unique, first)])
     return out.reshape(len(unique), -1)[which.ravel()]
 
 
@@ -439,17 +445,24 @@ def _shaped_compute(
     sp: np.ndarray,
     rc: np.ndarray,
     c: np.ndarray,
+    e: np.ndarray | None = None,
+    experts: tuple[int, float, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``ComputeModel.stage_times`` per row: the kernels timed once per ``(b, t, SP, c)``, then arrays.
+
+    ``experts = (E, capacity_factor, top_k)`` (with ``e`` the rows' expert-parallel degrees): the
+    blocks' MLP is a mixture of experts, timed once per ``(b, t, SP, c, e)``
+    (:meth:`~queuesgd.compute_model.ComputeModel.block_parts`).
 
     ``(l / p) (f + f_b + r)`` and ``3 f_head`` in the scalar method's order of operations: equal bit
     for bit (``f_b`` the backward: twice the forward, 2.5 times for a flash core); and the blocks'
     forward ``(l / p) f`` (``zero_overlap``).
     """
-    sums = _per_split(
-        b, t, sp, c,
-        lambda bb, tt, ss, cc, _: model.block_parts(shape, bb, tensor=tt, sequence_parallel=ss, context=cc),
-    )  # fmt: skip
+    def parts(bb: int, tt: int, ss: bool, cc: int, i: int) -> tuple[float, float, float, float]:
+        mix = None if experts is None or e is None else (experts[0], int(e[i]), experts[1], experts[2])
+        return model.block_parts(shape, bb, tensor=tt, sequence_parallel=ss, context=cc, experts=mix)
+
+    sums = _per_split(b, t, sp, c, parts, None if experts is None else e)
     f, bwd, core, head = sums.T
     r = np.where(rc == 1, f, np.where(rc == 2, core, 0.0))
     return shape.layers / p * (f + bwd + r), 3.0 * head, shape.layers / p * f
