@@ -398,6 +398,9 @@ class ComputeModel:
         >>> f, bwd, core, head = cm.block_parts(t, 1)
         >>> bwd == 2 * f + 0.5 * (4 * 2048**2 * 1024 / 0.5e15), core     # 2.5 x the flash core's forward
         (True, 0.0)
+        >>> moe = cm.block_parts(t, 1, experts=(8, 2, 1.0, 2))[0]         # 8 experts on 2 ranks, top-2
+        >>> round((moe - f) / (2 * 2 * 2048 * 1024 * 4096 / 0.5e15), 12)  # one more MLP's products
+        1.0
         """
         if not isinstance(shape, TransformerShape):
             raise InvalidParameterError("shape", shape, "a TransformerShape")
