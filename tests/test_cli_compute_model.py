@@ -17,10 +17,11 @@ import queuesgd as q
 from queuesgd.cli import main
 from queuesgd.compute_model import ComputeModel
 from queuesgd.gemm_table import load_gemm_table
+from queuesgd.model_shapes_llama import parse_shape
 from queuesgd.schemes.parallel.hybrid import HybridParallel
 
 SHAPE = "24:1024:16:2048:51200"  # GPT-3 Medium's shape: h = 1024, where GEMM efficiency falls with t
-HYBRID = ["--scheme", "hybrid", "--shape", SHAPE, "--workload", "resnet50", "--bandwidth", "100Gbit/s"]
+HYBRID = ["--scheme", "hybrid", "--shape", SHAPE, "--bandwidth", "100Gbit/s"]  # the shape's own workload
 
 
 def cli(*argv: str) -> tuple[int, str, list[str]]:
@@ -32,7 +33,7 @@ def cli(*argv: str) -> tuple[int, str, list[str]]:
 
 def api(tensor: int, workers: int, compute_model: ComputeModel | None) -> float:
     scheme = HybridParallel(tensor=tensor, shape=SHAPE, compute_model=compute_model)
-    return q.predict(scheme, "resnet50", q.Cluster(workers, "100Gbit/s")).throughput
+    return q.predict(scheme, parse_shape(SHAPE).workload(1), q.Cluster(workers, "100Gbit/s")).throughput
 
 
 def test_predict_with_a_shipped_table_equals_the_python_api():
@@ -107,3 +108,19 @@ def test_bad_combinations_are_one_line(tmp_path):
         assert status == 2 and len(err) == 1, err
         assert err[0].startswith("queuesgd: error: --compute-model: got ") and says in err[0], err[0]
         assert "ComputeModel(" not in err[0]  # the text given, not the object's repr
+
+
+def test_a_shapes_workload_is_its_own_or_a_catalog_workload_of_its_size():
+    # without --workload the shape's own workload (micro-batch 1), said in the title
+    status, out, _ = cli("predict", *HYBRID, "--tensor", "2", "--workers", "8", "--json")
+    assert status == 0 and json.loads(out)[0]["throughput"] == api(2, 8, None)
+    status, out, _ = cli("predict", *HYBRID, "--tensor", "2", "--workers", "8")
+    assert "the shape's own, micro-batch 1" in out.splitlines()[0]
+    # a catalog workload of another model (resnet50: 102 MB over the shape's 357M parameters) is refused
+    status, _, err = cli("predict", *HYBRID, "--workload", "resnet50", "--tensor", "2", "--workers", "8")
+    assert status == 2 and len(err) == 1 and err[0].startswith("queuesgd: error: --workload: got 'resnet50'")
+    assert "0.286 bytes per parameter" in err[0]
+    # a sweep over several shapes needs --workload (each shape has its own)
+    status, _, err = cli("sweep", "--scheme", "hybrid", "--shape", f"{SHAPE},4:1024:16:2048:51200",
+                         "--workers", "8")  # fmt: skip
+    assert status == 2 and err[0].startswith("queuesgd: error: --shape:")

@@ -128,7 +128,9 @@ def scheme_names() -> str:
 def add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
     p.add_argument("--scheme", default="async-ps", help=f"coordination scheme: {scheme_names()}")
     p.add_argument(
-        "--workload", default="resnet50", help="catalog workload name (see `queuesgd catalog list`)"
+        "--workload",
+        help="catalog workload name (see `queuesgd catalog list`); default resnet50, or with --shape the "
+        "shape's own workload at micro-batch 1",
     )
     p.add_argument("--workers", default="1,2,4,8,16,32,64", help="comma-separated worker counts")
     p.add_argument(
@@ -263,7 +265,10 @@ def setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dict
     from queuesgd.workload import Cluster
 
     scheme, params = scheme_from_args(args, args.scheme, lists=lists)
-    workload = load_workload(args.workload)
+    workload = shape_workload(args, params.get("shape", []))
+    if workload is None:
+        args.workload = args.workload or "resnet50"
+        workload = load_workload(args.workload)
     if args.compute:
         workload = dataclasses.replace(workload, compute=compute_law(args.compute, workload.compute_time))
     stragglers = random_delay(args.random_delay) if args.random_delay else None
@@ -276,6 +281,44 @@ def setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dict
         stragglers=stragglers,
     )
     return scheme, workload, cluster, params
+
+
+#: Bytes per parameter a workload may hold for a ``--shape`` (fp8 to fp64): outside, it is another model's.
+BYTES_PER_PARAMETER = (0.5, 8.0)
+
+
+def shape_workload(args: argparse.Namespace, shapes: list[Any]) -> Any:
+    """The workload of a ``--shape``: its own at micro-batch 1 without ``--workload``, else None.
+
+    With ``--workload`` the catalog's workload is checked against each shape: its parameter bytes must
+    be 0.5 to 8 per parameter of the shape (a workload of another model would scale the scheme's
+    parameter, gradient and activation bytes by nonsense). Several shapes (a sweep) need ``--workload``.
+    """
+    from queuesgd.catalog import load_workload
+    from queuesgd.model_shapes_llama import parse_shape
+
+    parsed = [parse_shape(s) for s in shapes]
+    if not parsed:
+        return None
+    if args.workload is None:
+        if len(parsed) > 1:
+            raise InvalidParameterError(
+                "--shape", args.param_shape, "one shape without --workload (the workload is the shape's own)"
+            )
+        args.workload = f"{parsed[0].name} (the shape's own, micro-batch 1)"
+        return parsed[0].workload(1)
+    workload = load_workload(args.workload)
+    lo, hi = BYTES_PER_PARAMETER
+    for shape in parsed:
+        per = workload.parameter_bytes / shape.parameters
+        if not lo <= per <= hi:
+            raise InvalidParameterError(
+                "--workload", args.workload,
+                f"a workload of the --shape's model: its {workload.parameter_bytes:.4g} bytes of parameters "
+                f"are {per:.3g} bytes per parameter of the shape's {shape.parameters:,} (accepted {lo:g} to "
+                f"{hi:g}); leave --workload out to use the shape's own workload",
+            )  # fmt: skip
+    return None
 
 
 def make_scheme(cls: Any, params: dict[str, Any]) -> Any:
