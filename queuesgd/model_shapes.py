@@ -21,18 +21,16 @@ What is exact and what is assumed:
   Over the whole model that is ``72 b s l h^2 (1 + s / (6 h) + V / (12 l h))``
   per iteration: Narayanan et al.'s ``96 ...`` without activation
   recomputation (which adds one more forward).
-- **Times** are FLOPs divided by a *sustained* rate ``flops`` (an
-  assumption: 125 TFLOP/s is about 40% of an A100's 312 TFLOP/s in 16-bit
-  arithmetic); element-wise kernels are not counted. With a
+- **Times** are FLOPs over a *sustained* rate ``flops`` (assumed; 125
+  TFLOP/s, 40% of an A100's 16-bit peak); element-wise kernels uncounted. With a
   :class:`~queuesgd.compute_model.ComputeModel` (``workload(compute=)``)
   each kernel of :meth:`TransformerShape.operations` is timed instead, at
   its shape's GEMM efficiency or its memory traffic. The optimizer step reads
   and writes ``update_bytes_per_parameter`` bytes per parameter at
-  ``memory_bandwidth`` (Adam with fp32 master weights, moments and a 16-bit
-  copy: about 32 bytes).
-- **Activations** one micro-batch keeps for the backward pass, per block,
-  ``s b h (34 + 5 a s / h)`` bytes (Korthikanti et al., 2022, eq. 2: 16-bit,
-  no recomputation); a pipeline boundary sends ``s b h`` values.
+  ``memory_bandwidth`` (Adam with fp32 master weights, moments, a 16-bit copy: ~32 bytes).
+- **Activations** one micro-batch keeps for the backward pass, per block, ``s b h (34 + 5 a s / h)``
+  bytes (Korthikanti et al., 2022, eq. 2); a pipeline boundary sends ``s b h`` values.
+- **The MLP** (and each expert of a mixture): :mod:`~queuesgd.model_shapes_mlp`.
 - **Llama-style models** (grouped-query attention ``kv_heads``, a gated MLP
   of inner size ``ffn_hidden``, no biases, RMSNorm, an untied output layer,
   rotary positions, no dropout): optional fields, each count above
@@ -63,6 +61,7 @@ from types import MappingProxyType
 from typing import Any
 
 from queuesgd import _checks, units
+from queuesgd import model_shapes_mlp as mlp
 from queuesgd.model_shapes_attention import (
     ATTENTIONS,
     Operation,
@@ -225,46 +224,20 @@ class TransformerShape:
 
     @property
     def mlp_parameters(self) -> int:
-        """Parameters of one block's MLP (each expert of a mixture-of-experts layer is a copy of it).
+        """One block's MLP parameters, each expert's in a mixture (:func:`~.model_shapes_mlp.mlp_parameters`).
 
-        ``(3 if gated else 2) h f`` weights, and with biases ``(2 f if gated else f) + h``: ``8 h^2 + 5 h``
-        for GPT's ``h -> 4h -> h``.
-
-        Examples
-        --------
-        >>> h = GPT3_XL.hidden
-        >>> GPT3_XL.mlp_parameters == 8 * h * h + 5 * h, LLAMA3_8B.mlp_parameters == 3 * 4096 * 14336
-        (True, True)
-        """
-        h, f = self.hidden, self.ffn
-        return (3 if self.gated else 2) * h * f + (((2 if self.gated else 1) * f + h) if self.bias else 0)
-
-    def mlp_flops(self, microbatch: int = 1) -> float:
-        """Forward FLOPs of one block's MLP: ``2 b s (3 if gated else 2) h f`` (``16 b s h^2`` for GPT).
-
-        Examples
-        --------
-        >>> GPT3_XL.mlp_flops(1) == 16 * GPT3_XL.sequence * GPT3_XL.hidden**2
+        >>> GPT3_XL.mlp_parameters == 8 * 2048**2 + 5 * 2048
         True
         """
-        b, s = _microbatch(microbatch), self.sequence
-        return float(2 * b * s * (3 if self.gated else 2) * self.hidden * self.ffn)
+        return mlp.mlp_parameters(self)
 
-    @property
-    def mlp_activation_split(self) -> float:
-        """The MLP's saved activations split over ``t`` ranks, per ``s b h``: ``(6 if gated else 4) f / h``.
+    def mlp_flops(self, microbatch: int = 1) -> float:
+        """Forward FLOPs of one block's MLP (:func:`~.model_shapes_mlp.mlp_flops`).
 
-        The activation's input (``f``, or ``2 f`` gated) and the second product's input (``f``), 2 bytes
-        each (Korthikanti et al. 2022, Section 4.1): 16 for GPT. The first product's input (``2``) is kept
-        whole, as every block's (:meth:`activation_terms`).
-
-        Examples
-        --------
-        >>> GPT3_XL.mlp_activation_split, LLAMA3_8B.mlp_activation_split        # 6 x 14336 / 4096
-        (16, 21)
+        >>> GPT3_XL.mlp_flops(1) == 16 * 2048 * 2048**2
+        True
         """
-        split = (6 if self.gated else 4) * self.ffn
-        return split // self.hidden if split % self.hidden == 0 else split / self.hidden
+        return mlp.mlp_flops(self, _microbatch(microbatch))
 
     def check_tensor(self, tensor: Any, field: str = "tensor") -> int:
         """``tensor`` if ``t`` ranks can split a block (Megatron's rules), else an error naming ``field``.
@@ -479,30 +452,13 @@ class TransformerShape:
         )
 
     def mlp_operations(self, rows: int, *, tensor: int = 1, dtype_bytes: int = 2) -> tuple[Operation, ...]:
-        """The MLP's kernels on ``rows`` tokens, on one of ``tensor`` ranks: a part of :meth:`operations`.
+        """The MLP's kernels on ``rows`` tokens (:func:`~.model_shapes_mlp.mlp_operations`).
 
-        ``fc1`` ``(rows x h) @ (h x f/t)`` (``2f/t`` gated), the activation over ``rows f / t``
-        values (GeLU reads and writes; gated, SiLU-and-multiply reads two halves and writes one),
-        ``fc2`` ``(rows x f/t) @ (f/t x h)``. A mixture-of-experts layer runs these once per local
-        expert, on the rows routed to it (:meth:`~queuesgd.compute_model.ComputeModel.block_parts`).
-
-        Examples
-        --------
-        >>> [(o.name, o.m, o.n, o.k) for o in LLAMA3_8B.mlp_operations(512, tensor=2) if o.kind == "gemm"]
-        [('fc1', 512, 14336, 4096), ('fc2', 512, 4096, 7168)]
+        >>> [o.name for o in LLAMA3_8B.mlp_operations(512, tensor=2)]
+        ['fc1', 'swiglu', 'fc2']
         """
         _, t, nb = self._split(1, tensor, dtype_bytes)
-        rows = _checks.integer("rows", rows, maximum=2**62)
-        h, f = self.hidden, self.ffn
-        if self.gated:  # SiLU(gate) x up: read both halves, write one
-            act = memory_operation("swiglu", "gelu", rows * f / t, 3, nb)
-        else:
-            act = memory_operation("gelu", "gelu", rows * f / t, 2, nb)
-        return (
-            gemm_operation("fc1", rows, (2 if self.gated else 1) * f // t, h, 1, nb),
-            act,
-            gemm_operation("fc2", rows, h, f // t, 1, nb),
-        )
+        return mlp.mlp_operations(self, _checks.integer("rows", rows, maximum=2**62), t, nb)
 
     def head_operations(
         self,
@@ -605,6 +561,7 @@ class TransformerShape:
             layers=layers,
             name=f"{self.name} (micro-batch {microbatch})",
         )
+
 
 
 #: GPT-3 XL, "1.3B" (Brown et al., 2020, Table 2.1): 24 layers, hidden 2048, 16 heads (the table's

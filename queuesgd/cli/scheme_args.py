@@ -283,10 +283,6 @@ def setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dict
     return scheme, workload, cluster, params
 
 
-#: Bytes per parameter a workload may hold for a ``--shape`` (fp8 to fp64): outside, it is another model's.
-BYTES_PER_PARAMETER = (0.5, 8.0)
-
-
 def shape_workload(args: argparse.Namespace, shapes: list[Any]) -> Any:
     """The workload of a ``--shape``: its own at micro-batch 1 without ``--workload``, else None.
 
@@ -296,6 +292,7 @@ def shape_workload(args: argparse.Namespace, shapes: list[Any]) -> Any:
     """
     from queuesgd.catalog import load_workload
     from queuesgd.model_shapes_llama import parse_shape
+    from queuesgd.model_shapes_mlp import check_workload
 
     parsed = [parse_shape(s) for s in shapes]
     if not parsed:
@@ -308,16 +305,8 @@ def shape_workload(args: argparse.Namespace, shapes: list[Any]) -> Any:
         args.workload = f"{parsed[0].name} (the shape's own, micro-batch 1)"
         return parsed[0].workload(1)
     workload = load_workload(args.workload)
-    lo, hi = BYTES_PER_PARAMETER
     for shape in parsed:
-        per = workload.parameter_bytes / shape.parameters
-        if not lo <= per <= hi:
-            raise InvalidParameterError(
-                "--workload", args.workload,
-                f"a workload of the --shape's model: its {workload.parameter_bytes:.4g} bytes of parameters "
-                f"are {per:.3g} bytes per parameter of the shape's {shape.parameters:,} (accepted {lo:g} to "
-                f"{hi:g}); leave --workload out to use the shape's own workload",
-            )  # fmt: skip
+        check_workload(shape, workload, "--workload", "leave --workload out to use the shape's own workload")
     return None
 
 

@@ -1,9 +1,9 @@
 """Mixture-of-experts layers whose experts are gated MLPs of any inner size (Mixtral, Grok-1, DeepSeek).
 
-Each expert is a copy of the shape's own MLP (``TransformerShape.mlp_parameters``, ``mlp_flops``,
-``mlp_activation_split``). Checked against Mistral AI's published Mixtral 8x7B (the Hugging Face
-checkpoint's exact parameter count, less the routers the model does not count), against closed forms of
-the experts' compute and activations, and against GPT's MLP, whose numbers are what they were before.
+Each expert is a copy of the shape's own MLP (``queuesgd.model_shapes_mlp``). Checked against Mistral
+AI's published Mixtral 8x7B (the Hugging Face checkpoint's exact parameter count, less the routers the
+model does not count), against closed forms of the experts' compute and activations, and against GPT's
+MLP, whose numbers are what they were before.
 With a compute model, each local expert's products are timed at their own (smaller) shapes, checked
 against closed forms at one GEMM efficiency.
 """
@@ -22,6 +22,7 @@ from queuesgd.gemm_table import GemmTable, load_gemm_table
 from queuesgd.hybrid_space import HybridSpace, evaluate_space
 from queuesgd.model_shapes import GPT3_XL, LLAMA_STYLE, TransformerShape
 from queuesgd.model_shapes_attention import step_flops
+from queuesgd.model_shapes_mlp import mlp_activation_split
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share, mlp_bytes
 from queuesgd.schemes.parallel.hybrid_overlap import (
     ALL_GEMMS,
@@ -52,7 +53,7 @@ def test_a_gated_experts_mlp_is_three_products_of_h_by_f():
     h, f = 4096, 14336
     assert MIXTRAL.mlp_parameters == 3 * h * f  # gate, up (h x f each), down (f x h); no biases
     assert MIXTRAL.mlp_flops(2) == 2 * 2 * 4096 * 3 * h * f  # 2 b s x the weights
-    assert MIXTRAL.mlp_activation_split == pytest.approx(6 * f / h)  # gate and up, the down's input
+    assert mlp_activation_split(MIXTRAL) == pytest.approx(6 * f / h)  # gate and up, the down's input
 
 
 def test_the_experts_extra_compute_and_activations_follow_the_shapes_mlp():
@@ -62,7 +63,7 @@ def test_the_experts_extra_compute_and_activations_follow_the_shapes_mlp():
     sbh = 4096.0 * b * 4096
     for t, sp in ((1, False), (4, False), (4, True)):
         got = expert_activation_bytes(4096, b, 4096, tensor=t, sequence_parallel=sp, capacity_factor=cf,
-                                      top_k=k, mlp_split=MIXTRAL.mlp_activation_split)  # fmt: skip
+                                      top_k=k, mlp_split=mlp_activation_split(MIXTRAL))  # fmt: skip
         want = (cf * k - 1) * sbh * (6 * 14336 / 4096 / t + 2 / (t if sp else 1))
         assert got == pytest.approx(want, rel=1e-12)
     assert mlp_bytes(MIXTRAL, MIXTRAL.workload(1)) == 32 * 3 * 4096 * 14336 * 2
@@ -72,9 +73,9 @@ def test_gpts_mlp_keeps_the_closed_forms_it_had():
     h = GPT3_XL.hidden
     assert GPT3_XL.mlp_parameters == expert_mlp_parameters(h) == 8 * h * h + 5 * h
     assert GPT3_XL.mlp_flops(1) == 16 * GPT3_XL.sequence * h * h
-    assert GPT3_XL.mlp_activation_split == 16
+    assert mlp_activation_split(GPT3_XL) == 16
     assert expert_activation_bytes(2048, 1, h, capacity_factor=1.5, top_k=2) == expert_activation_bytes(
-        2048, 1, h, capacity_factor=1.5, top_k=2, mlp_split=GPT3_XL.mlp_activation_split)  # fmt: skip
+        2048, 1, h, capacity_factor=1.5, top_k=2, mlp_split=mlp_activation_split(GPT3_XL))  # fmt: skip
 
 
 # ---- the compute model with experts ------------------------------------------------------------------

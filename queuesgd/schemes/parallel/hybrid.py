@@ -115,6 +115,7 @@ from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.model_shapes_llama import parse_shape
+from queuesgd.model_shapes_mlp import check_workload
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.memory import Memory, check_optimizer
 from queuesgd.schemes.parallel.collectives import collective_time
@@ -324,7 +325,11 @@ class HybridParallel(Scheme):
         return cluster.workers // (self.tensor * self.context * self.pipeline)
 
     def check(self, workload: Workload, cluster: Cluster) -> None:
-        """Refuse ``workers != t c p d``, tensor groups that do not pack into nodes, and ``RandomDelay``."""
+        """Refuse ``workers != t c p d``, tensor groups that do not pack into nodes, ``RandomDelay``.
+
+        And a workload of another model than ``shape``
+        (:func:`~queuesgd.model_shapes_mlp.check_workload`).
+        """
         t, p, c = self.tensor, self.pipeline, self.context
         n = cluster.workers
         if n % (t * c * p) or n != t * c * p * self.replicas(cluster):
@@ -349,6 +354,8 @@ class HybridParallel(Scheme):
             raise InvalidParameterError(
                 "Cluster.stragglers", cluster.stragglers, "None for HybridParallel (give speeds instead)"
             )
+        if self.shape is not None:  # the bytes per parameter come from the workload: it must be this model's
+            check_workload(self.shape, workload, hint="the shape's own is TransformerShape.workload(b)")
 
     def auto_method(self, workload: Workload, cluster: Cluster) -> tuple[str, str]:
         """Always ``closed_form``: Megatron's analysis (its one road)."""

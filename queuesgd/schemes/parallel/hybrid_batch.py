@@ -36,6 +36,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
+from queuesgd.model_shapes_mlp import mlp_activation_split
 from queuesgd.schemes.costs import (
     hierarchical_allreduce,
     ring_allgather,
@@ -557,7 +558,7 @@ def _batch_memory(
         np.where(sp, sbh * ((whole + split) / t + attention), sbh * (whole + split / t + attention)),
     )
     if moe is not None:
-        more = (moe[1] * moe[2] - 1) * sbh * (shape.mlp_activation_split / t + 2 / np.where(sp, t, 1))
+        more = (moe[1] * moe[2] - 1) * sbh * (mlp_activation_split(shape) / t + 2 / np.where(sp, t, 1))
         per = per + np.where(rc == 1, 0.0, more)
     per_stage = first  # whole numbers: layers_in_flight's (first p) / p exactly; even: first p = l
     flight = np.where(

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from queuesgd.model_shapes_mlp import mlp_activation_split
 from queuesgd.schemes.memory import Memory, default_unit_count
 from queuesgd.schemes.parallel.hybrid_stages import first_stage_layers
 from queuesgd.schemes.parallel.megatron import (
@@ -84,7 +85,7 @@ def first_stage_memory(scheme: HybridParallel, workload: Workload, cluster: Clus
                 s.hidden,
                 capacity_factor=scheme.capacity_factor,
                 top_k=scheme.top_k,
-                mlp_split=s.mlp_activation_split,
+                mlp_split=mlp_activation_split(s),
                 **kw,
             )
         total = first * p if uneven else s.layers  # layers_in_flight reads the first stage's as total / p

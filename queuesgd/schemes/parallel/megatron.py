@@ -394,7 +394,7 @@ def expert_activation_bytes(
     first product's input ``2 s b h`` and, split over ``t`` ranks,
     ``mlp_split s b h``: the activation's and the second product's inputs,
     ``16`` for GPT's GeLU MLP of ``4 h``, ``(6 if gated else 4) f / h`` in
-    general, :attr:`~queuesgd.model_shapes.TransformerShape.mlp_activation_split`)
+    general, :func:`~queuesgd.model_shapes_mlp.mlp_activation_split`)
     for ``capacity_factor x top_k`` times the tokens: ``(capacity_factor top_k
     - 1) s b h (mlp_split/t + 2/t')`` more, ``t' = t`` with sequence
     parallelism (else the input is whole on every rank). Full recomputation
