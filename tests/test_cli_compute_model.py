@@ -8,6 +8,7 @@ line on stderr, exit status 2, naming the option and what it accepts.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 
@@ -124,3 +125,15 @@ def test_a_shapes_workload_is_its_own_or_a_catalog_workload_of_its_size():
     status, _, err = cli("sweep", "--scheme", "hybrid", "--shape", f"{SHAPE},4:1024:16:2048:51200",
                          "--workers", "8")  # fmt: skip
     assert status == 2 and err[0].startswith("queuesgd: error: --shape:")
+
+
+def test_the_python_api_refuses_a_workload_of_another_model_too():
+    from queuesgd.errors import InvalidParameterError
+
+    scheme = HybridParallel(tensor=2, shape=SHAPE)
+    with pytest.raises(InvalidParameterError, match=r"^workload: got 'resnet50'.*0\.286 bytes per parameter"):
+        q.predict(scheme, "resnet50", q.Cluster(8, "100Gbit/s"))
+    w = parse_shape(SHAPE).workload(1)  # 2 bytes a parameter; 1 and 4 (fp8, fp32) are accepted as well
+    for factor in (0.5, 1.0, 2.0):
+        held = dataclasses.replace(w, parameter_bytes=w.parameter_bytes * factor)
+        assert q.predict(scheme, held, q.Cluster(8, "100Gbit/s")).throughput > 0
