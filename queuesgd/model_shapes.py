@@ -454,8 +454,8 @@ class TransformerShape:
     def mlp_operations(self, rows: int, *, tensor: int = 1, dtype_bytes: int = 2) -> tuple[Operation, ...]:
         """The MLP's kernels on ``rows`` tokens (:func:`~.model_shapes_mlp.mlp_operations`).
 
-        >>> [o.name for o in LLAMA3_8B.mlp_operations(512, tensor=2)]
-        ['fc1', 'swiglu', 'fc2']
+        >>> " ".join(o.name for o in LLAMA3_8B.mlp_operations(512, tensor=2))
+        'fc1 swiglu fc2'
         """
         _, t, nb = self._split(1, tensor, dtype_bytes)
         return mlp.mlp_operations(self, _checks.integer("rows", rows, maximum=2**62), t, nb)
