@@ -31,8 +31,6 @@ sys.path.insert(0, str(HERE))
 import run_published_dgxc as dg  # noqa: E402
 import run_published_h100 as h100  # noqa: E402
 
-from queuesgd import predict  # noqa: E402
-
 OUT = HERE / "published" / "dgxc-diagnosis.json"
 XTOL = 1e-6
 #: the what-ifs: one field of the preregistered scheme changed (rule 3's values otherwise)
@@ -63,9 +61,7 @@ def what_if(row: dict[str, Any], factor: float, change: dict[str, Any]) -> float
     """Error in percent of the row predicted with one field of its scheme changed (None: no pipeline)."""
     if change.get("virtual_stages") == 1 and row["pipeline"] == 1:
         return None
-    changed = dg.scheme_of(row, factor).replace(**change)
-    w = dg.shape_of(row).workload(row["microbatch"], memory_bandwidth=h100.HBM3)
-    tps = predict(changed, w, h100.dgx_h100(row["gpus"])).throughput * row["sequence"]
+    tps = dg.predict_scheme(dg.scheme_of(row, factor).replace(**change), row)["tps"]
     return 100 * (tps / dg.measured_tps(row) - 1)
 
 

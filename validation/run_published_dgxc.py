@@ -72,7 +72,7 @@ RECIPES: dict[str, dict[str, Any]] = {
 STEP = "Training step time (seconds per step)"
 
 
-def _cells(line: str) -> list[str]:
+def cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
@@ -81,10 +81,10 @@ def read_rows(path: Path = TABLES) -> list[dict[str, Any]]:
     rows = []
     for block in path.read_text().split("\n## `")[1:]:
         lines = [ln for ln in block.splitlines() if ln.startswith("|")]
-        head = _cells(lines[0])
+        head = cells(lines[0])
         title = head[0].split(" (")[0]
         recipe = RECIPES[title]
-        table = {c[0]: c[1:] for c in map(_cells, lines[2:])}
+        table = {c[0]: c[1:] for c in map(cells, lines[2:])}
         gpus = [int(re.search(r"(\d+)x H100", h).group(1)) for h in head[1:] if "H100" in h]
         gbs = [int(g) for g in re.findall(r"GBS=(\d+)", lines[0])] or [int(x) for x in table["GBS"] if x]
         steps = [float(x.replace(" ", "")) for x in table[STEP] if x]
@@ -122,27 +122,41 @@ def shape_of(row: dict[str, Any]) -> TransformerShape:
                             **recipe["style"])  # fmt: skip
 
 
-def scheme_of(row: dict[str, Any], factor: float, table: GemmTable | None = None) -> HybridParallel:
+def scheme_of(
+    row: dict[str, Any],
+    factor: float,
+    table: GemmTable | None = None,
+    *,
+    shape: TransformerShape | None = None,
+    **extra: Any,
+) -> HybridParallel:
     """Rule 3: the recipe's parallelism, overlaps and recomputation, at the GEMM factor ``factor``.
 
-    ``table``: a measured GEMM table in the shipped H100 table's place (PREREG-2026-11-27-dgxc-gpu.md).
+    ``table``: a measured GEMM table in the shipped H100 table's place (PREREG-2026-11-27-dgxc-gpu.md);
+    ``shape`` (default: the recipe's, :func:`shape_of`) and ``extra`` fields (experts) for another
+    recipe of the same stack (``run_published_grok.py``).
     """
     t, p, c, v = row["tensor"], row["pipeline"], row["context"], row["virtual_stages"]
     d = row["gpus"] // (t * p * c)
     return HybridParallel(
-        shape=shape_of(row), compute_model=h100.h100_compute(factor=factor, table=table), tensor=t,
+        shape=shape_of(row) if shape is None else shape,
+        compute_model=h100.h100_compute(factor=factor, table=table), tensor=t,
         pipeline=p, context=c, data=d, microbatches=row["gbs"] // (row["microbatch"] * d),
         schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
         sequence_parallel=row["sequence_parallel"], recompute=row["recompute"], zero=1, zero_overlap=True,
-        tp_overlap="all" if t > 1 else False,
+        tp_overlap="all" if t > 1 else False, **extra,
     )  # fmt: skip
 
 
 def predict_row(row: dict[str, Any], factor: float, table: GemmTable | None = None) -> dict[str, Any]:
     """Tokens per second, memory per GPU and the step's breakdown of one row (rules 1 and 7)."""
-    shape = shape_of(row)
-    w = shape.workload(row["microbatch"], memory_bandwidth=h100.HBM3)
-    pred = predict(scheme_of(row, factor, table), w, h100.dgx_h100(row["gpus"]))
+    return predict_scheme(scheme_of(row, factor, table), row)
+
+
+def predict_scheme(scheme: HybridParallel, row: dict[str, Any]) -> dict[str, Any]:
+    """:func:`predict_row`'s figures of ``row`` under ``scheme``: its shape's workload, DGX H100 nodes."""
+    w = scheme.shape.workload(row["microbatch"], memory_bandwidth=h100.HBM3)
+    pred = predict(scheme, w, h100.dgx_h100(row["gpus"]))
     tps = pred.throughput * row["sequence"]
     return {"tps": tps, "step_s": row["gbs"] * row["sequence"] / tps,
             "memory_gb": pred.details["memory"].total / 1e9, "breakdown_s": dict(pred.breakdown)}  # fmt: skip

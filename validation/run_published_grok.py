@@ -24,9 +24,8 @@ sys.path.insert(0, str(HERE))
 
 import run_published as rp  # noqa: E402
 import run_published_dgxc as dg  # noqa: E402
-import run_published_h100 as h100  # noqa: E402
 
-from queuesgd import HybridParallel, predict  # noqa: E402
+from queuesgd import HybridParallel  # noqa: E402
 from queuesgd.model_shapes import LLAMA_STYLE, TransformerShape  # noqa: E402
 
 OUT = HERE / "published" / "grok.json"
@@ -43,15 +42,11 @@ HIDDEN, HEADS, KV_HEADS, FFN, TOKENIZER = 6144, 48, 8, 32768, 128256
 EXPERTS, TOP_K, CAPACITY = 8, 2, 1.0
 
 
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
 def read_rows(path: Path = TABLES) -> list[dict[str, Any]]:
     """Each column of the BF16 table with its configuration row (rule 1 and rule 3)."""
     lines = [ln for ln in path.read_text().splitlines() if ln.startswith("|")]
-    config = [dict(zip(_cells(lines[0]), _cells(ln), strict=True)) for ln in lines[2:11]]
-    steps = [float(x) for x in _cells(lines[13])[1:] if x]
+    config = [dict(zip(dg.cells(lines[0]), dg.cells(ln), strict=True)) for ln in lines[2:11]]
+    steps = [float(x) for x in dg.cells(lines[13])[1:] if x]
     rows = []
     for c, step in zip(config, steps, strict=True):
         v = 1 if c["VP"] == "NA" else int(c["VP"])
@@ -69,24 +64,15 @@ def shape_of(row: dict[str, Any]) -> TransformerShape:
 
 
 def scheme_of(row: dict[str, Any], factor: float) -> HybridParallel:
-    """Rule 3: the row's parallelism, experts and overlaps at the GEMM factor ``factor``."""
-    t, p, c, v = row["tensor"], row["pipeline"], row["context"], row["virtual_stages"]
-    d = row["gpus"] // (t * p * c)
-    return HybridParallel(
-        shape=shape_of(row), compute_model=h100.h100_compute(factor=factor), tensor=t, pipeline=p,
-        context=c, data=d, microbatches=row["gbs"] // (row["microbatch"] * d),
-        schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v, sequence_parallel=True,
-        recompute=None, zero=1, zero_overlap=True, tp_overlap="all", experts=EXPERTS,
-        expert_parallel=row["expert_parallel"], top_k=TOP_K, capacity_factor=CAPACITY,
-    )  # fmt: skip
+    """Rule 3: the DGX Cloud test's scheme of the row (sequence parallelism, no recomputation, t = 4
+    so ``tp_overlap="all"``) with Grok-1's shape and experts, at the GEMM factor ``factor``."""
+    return dg.scheme_of({**row, "sequence_parallel": True, "recompute": None}, factor, shape=shape_of(row),
+                        experts=EXPERTS, expert_parallel=row["expert_parallel"], top_k=TOP_K,
+                        capacity_factor=CAPACITY)  # fmt: skip
 
 
 def predict_row(row: dict[str, Any], factor: float) -> dict[str, Any]:
-    w = shape_of(row).workload(row["microbatch"], memory_bandwidth=h100.HBM3)
-    pred = predict(scheme_of(row, factor), w, h100.dgx_h100(row["gpus"]))
-    tps = pred.throughput * row["sequence"]
-    return {"tps": tps, "step_s": row["gbs"] * row["sequence"] / tps,
-            "memory_gb": pred.details["memory"].total / 1e9, "breakdown_s": dict(pred.breakdown)}  # fmt: skip
+    return dg.predict_scheme(scheme_of(row, factor), row)
 
 
 def build() -> dict[str, Any]:
@@ -94,7 +80,7 @@ def build() -> dict[str, Any]:
     out = []
     for row in read_rows():
         pred, bare = predict_row(row, factor), predict_row(row, 1.0)
-        tps = row["gbs"] * row["sequence"] / row["step_s"]
+        tps = dg.measured_tps(row)
         shape = shape_of(row)
         total = shape.parameters + (EXPERTS - 1) * shape.layers * shape.mlp_parameters  # all 8 experts
         out.append({**row, "measured_tps": tps, "predicted_tps": pred["tps"],
