@@ -338,14 +338,12 @@ def batch_times(
     tp_exposed = tp
     if (ov == 1).any():  # the backward's all-reduce (SP: reduce-scatter) behind QKV's and fc1's weight grads
         w_qkv, w_fc1 = _batch_gemms(("qkv", "fc1"), compute_model, shape, b, t, sp, c, C, stretch)
-        w_fc1 = 0.0 * w_fc1 if moe else w_fc1  # the MLP's collectives (the dispatcher's) hide behind none
-        hidden = exposed_per_layer(one, np.where(sp, rs, ar), np.where(sp, ag, 0.0), w_qkv, w_fc1, full)
+        hidden = exposed_per_layer(one, np.where(sp, rs, ar), np.where(sp, ag, 0.0), w_qkv, w_fc1, full,
+                                   experts=moe)  # fmt: skip
         tp_exposed = np.where(ov == 1, shape.layers / p * hidden, tp_exposed)
     if (ov == 2).any():  # every TP collective pipelined with its GEMM in t chunks (Transformer Engine)
         gemms = _batch_gemms(ALL_GEMMS, compute_model, shape, b, t, sp, c, C, stretch)
-        if moe:  # as HybridParallel: the MLP's products hide no collective
-            gemms = (*gemms[:2], 0.0 * gemms[2], 0.0 * gemms[3])
-        hidden = exposed_all_per_layer(ag, rs, *gemms, t, full)
+        hidden = exposed_all_per_layer(ag, rs, *gemms, t, full, experts=moe)
         tp_exposed = np.where(ov == 2, shape.layers / p * hidden, tp_exposed)
     # context parallelism: K/V all-gathered forward and backward, their gradients reduce-scattered
     k_cp = np.where(t < gpn, np.gcd(c, np.maximum(gpn // t, 1)), 1)

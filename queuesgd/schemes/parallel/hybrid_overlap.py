@@ -220,6 +220,7 @@ def exposed_per_layer(
     w_fc1: Any,
     full: Any,
     maximum: Callable[[Any, Any], Any] | None = None,
+    experts: bool = False,
 ) -> Any:
     """Exposed TP seconds of a layer and micro-batch: ``(2 or 4) one + 2 rest + sum max(0, overlapped - w)``.
 
@@ -229,6 +230,8 @@ def exposed_per_layer(
     ``one - overlapped`` (0; the all-gather), ``full`` full recomputation
     (its forward's two units exposed too). Works on floats, NumPy arrays
     (``full`` a bool array) and, with ``maximum=sympy.Max``, SymPy expressions.
+    ``experts``: the MLP is a mixture of experts, whose collectives (Megatron-Core's
+    token dispatcher's) hide behind none of its products: ``w_fc1`` counts as 0.
 
     Examples
     --------
@@ -238,6 +241,7 @@ def exposed_per_layer(
     import numpy as np
 
     top = np.maximum if maximum is None else maximum
+    w_fc1 = 0.0 * w_fc1 if experts else w_fc1
     forward = (4 if full else 2) if isinstance(full, bool) else np.where(full, 4, 2)
     return forward * one + 2 * rest + top(0, overlapped - w_qkv) + top(0, overlapped - w_fc1)
 
@@ -279,6 +283,7 @@ def exposed_all_per_layer(
     full: Any,
     maximum: Callable[[Any, Any], Any] | None = None,
     minimum: Callable[[Any, Any], Any] | None = None,
+    experts: bool = False,
 ) -> Any:
     """``tp_overlap="all"``'s exposed TP seconds of a layer and micro-batch (the module docstring).
 
@@ -286,6 +291,8 @@ def exposed_all_per_layer(
     :func:`pipelined_exposed`, ``ag`` and ``rs`` the all-gather and reduce-scatter of the
     activations, ``g_*`` the four GEMMs' forward times, ``chunks`` ``t``, ``full`` full
     recomputation (a third set). Floats, NumPy arrays (``full`` a bool array) or SymPy.
+    ``experts``: the MLP's collectives hide behind nothing (``g_fc1``, ``g_fc2`` count as 0),
+    as in :func:`exposed_per_layer`.
 
     Examples
     --------
@@ -296,6 +303,7 @@ def exposed_all_per_layer(
     """
     import numpy as np
 
+    g_fc1, g_fc2 = (0.0 * g_fc1, 0.0 * g_fc2) if experts else (g_fc1, g_fc2)
     e = [pipelined_exposed(x, g, chunks, maximum, minimum) for x, g in ((ag, g_qkv), (rs, g_proj))]
     e += [pipelined_exposed(x, g, chunks, maximum, minimum) for x, g in ((ag, g_fc1), (rs, g_fc2))]
     sets = (3 if full else 2) if isinstance(full, bool) else np.where(full, 3, 2)
@@ -325,10 +333,9 @@ def scheme_exposed_per_layer(
     kw: dict[str, Any] = {"tensor": scheme.tensor, "sequence_parallel": scheme.sequence_parallel}
     kw.update(context=scheme.context, compute=compute, model=scheme.compute_model, stretch=stretch)
     full = scheme.recompute == "full"
-    moe = scheme.experts is not None  # the MLP's products hide no collective (the dispatcher's)
+    moe = scheme.experts is not None
     if scheme.tp_overlap == "all":
-        g_qkv, g_proj, g_fc1, g_fc2 = gemm_times(scheme.shape, microbatch, ALL_GEMMS, **kw)
-        g_fc1, g_fc2 = (0.0, 0.0) if moe else (g_fc1, g_fc2)
-        return exposed_all_per_layer(ag, rs, g_qkv, g_proj, g_fc1, g_fc2, scheme.tensor, full, max, min)
-    w_qkv, w_fc1 = wgrad_times(scheme.shape, microbatch, **kw)
-    return exposed_per_layer(one, rs, one - rs, w_qkv, 0.0 if moe else w_fc1, full, max)
+        g = gemm_times(scheme.shape, microbatch, ALL_GEMMS, **kw)
+        return exposed_all_per_layer(ag, rs, *g, scheme.tensor, full, max, min, experts=moe)
+    w = wgrad_times(scheme.shape, microbatch, **kw)
+    return exposed_per_layer(one, rs, one - rs, *w, full, max, experts=moe)
