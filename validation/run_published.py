@@ -354,7 +354,10 @@ MISFITS: dict[str, str] = {
     "factor (about 0.26) is not a physical bandwidth but absorbs this. The softmax change made these rows "
     "worse (the compute of the anchor row is faster, so the link factor takes more of its step): a "
     "ZeRO-3 step that is the same at 2x the GPUs fits max(compute, communication) with DeepSpeed's "
-    "compute slower than Megatron's, which one anchor cannot give",
+    "compute slower than Megatron's, which one anchor cannot give (validation/diagnose_published_zero3.py, "
+    "a diagnosis: with the collectives prefetched and each GPU's volume through its own NIC, two numbers, "
+    "a GEMM factor of 0.687 for DeepSpeed's compute and a link factor of 0.63, put the four other rows "
+    "within 11.1%; one anchor leaves them 18-27% slow)",
     "horovod-vgg16": "the ring's bandwidth term does not grow from 128 to 512 GPUs and its latency term "
     "is small, so the model keeps VGG-16's efficiency near the anchor's 79% where Horovod measured 68%; "
     "what costs the extra time at 512 (network congestion, the fusion cycle, stragglers) is not modelled",
