@@ -119,6 +119,7 @@ from queuesgd.model_shapes_mlp import check_workload
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.memory import Memory, check_optimizer
 from queuesgd.schemes.parallel.collectives import collective_time
+from queuesgd.schemes.parallel.hybrid_checks import check_layers_and_shape
 from queuesgd.schemes.parallel.hybrid_formula import QUANTITIES, hybrid_formula
 from queuesgd.schemes.parallel.hybrid_memory import first_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
@@ -288,29 +289,7 @@ class HybridParallel(Scheme):
                     f"a multiple of pipeline (= {self.pipeline}) "
                     "for the interleaved schedule (Megatron requires it)",
                 )
-        if self.shape is not None:
-            if self.layers is not None and self.layers != self.shape.layers:
-                raise InvalidParameterError(
-                    f"{n}.layers", self.layers, f"None or shape.layers ({self.shape.layers})"
-                )
-            if self.stage_layers is None and self.shape.layers % (self.pipeline * self.virtual_stages):
-                raise InvalidParameterError(
-                    f"{n}.pipeline",
-                    self.pipeline,
-                    f"p x v dividing the {self.shape.layers} layers (v = {self.virtual_stages})",
-                )
-            self.shape.check_tensor(self.tensor, f"{n}.tensor")  # heads, key-value heads, MLP inner size
-            if self.shape.sequence % self.context:
-                raise InvalidParameterError(
-                    f"{n}.context", self.context, f"a divisor of the sequence ({self.shape.sequence} tokens)"
-                )
-        elif self.recompute == "selective":
-            raise InvalidParameterError(
-                f"{n}.recompute",
-                "selective",
-                "None or 'full' without shape= (the attention cores' share "
-                "of the compute comes from the shape)",
-            )
+        check_layers_and_shape(self)
 
     # ---- configuration --------------------------------------------------------------------------
     @property

@@ -1,0 +1,90 @@
+"""HybridParallel's checks across fields: what a shape fixes, what needs one, ``layers`` against ``p v``.
+
+With ``shape=`` the shape gives the layers, the heads and the hidden states:
+``layers`` must be None or the shape's, ``p v`` must divide the layers
+(without ``stage_layers``), ``t`` must divide the heads, the key-value heads
+and the MLP's inner size, ``c`` the sequence, and ``hidden_bytes`` must stay
+0. Without a shape, selective recomputation and context parallelism are
+refused (their costs come from the shape), and a ``layers`` that is given
+must be a multiple of ``p v`` (without ``stage_layers``); left out, the
+scheme splits one abstract layer's compute evenly over the stages.
+
+Examples
+--------
+>>> from queuesgd.schemes.parallel.hybrid import HybridParallel
+>>> HybridParallel(pipeline=4, layers=8).layer_count
+8
+>>> HybridParallel(pipeline=8, layers=2)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+queuesgd.errors.InvalidParameterError: HybridParallel.layers: got 2; accepted: None, or a multiple of ...
+>>> HybridParallel(shape="2:64:4:32:100", hidden_bytes="1MB")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+queuesgd.errors.InvalidParameterError: HybridParallel.hidden_bytes: got 1000000.0; accepted: 0 with shape= ...
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queuesgd.errors import InvalidParameterError
+
+if TYPE_CHECKING:
+    from queuesgd.schemes.parallel.hybrid import HybridParallel
+
+__all__ = ["check_layers_and_shape"]
+
+N = "HybridParallel"
+
+
+def check_layers_and_shape(scheme: HybridParallel) -> None:
+    """Refuse the combinations of the module docstring, naming the field (``InvalidParameterError``).
+
+    Examples
+    --------
+    >>> from queuesgd.schemes.parallel.hybrid import HybridParallel
+    >>> HybridParallel(context=2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: HybridParallel.context: got 2; accepted: 1 without shape= ...
+    """
+    pv = scheme.pipeline * scheme.virtual_stages
+    shape = scheme.shape
+    if shape is None:
+        _without_shape(scheme, pv)
+        return
+    if scheme.layers is not None and scheme.layers != shape.layers:
+        raise InvalidParameterError(f"{N}.layers", scheme.layers, f"None or shape.layers ({shape.layers})")
+    if scheme.stage_layers is None and shape.layers % pv:
+        raise InvalidParameterError(
+            f"{N}.pipeline",
+            scheme.pipeline,
+            f"p x v dividing the {shape.layers} layers (v = {scheme.virtual_stages})",
+        )
+    shape.check_tensor(scheme.tensor, f"{N}.tensor")  # heads, key-value heads, MLP inner size
+    if shape.sequence % scheme.context:
+        raise InvalidParameterError(
+            f"{N}.context", scheme.context, f"a divisor of the sequence ({shape.sequence} tokens)"
+        )
+    if scheme.hidden_bytes:
+        raise InvalidParameterError(
+            f"{N}.hidden_bytes", scheme.hidden_bytes, "0 with shape= (the shape gives b s h x 2 bytes)"
+        )
+
+
+def _without_shape(scheme: HybridParallel, pv: int) -> None:
+    if scheme.recompute == "selective":
+        raise InvalidParameterError(
+            f"{N}.recompute",
+            "selective",
+            "None or 'full' without shape= (the attention cores' share of the compute comes from the shape)",
+        )
+    if scheme.context != 1:
+        raise InvalidParameterError(
+            f"{N}.context", scheme.context, "1 without shape= (the key-value exchange comes from the shape)"
+        )
+    if scheme.layers is not None and scheme.stage_layers is None and scheme.layers % pv:
+        raise InvalidParameterError(
+            f"{N}.layers", scheme.layers, f"None, or a multiple of p x v (= {pv}) without stage_layers="
+        )
