@@ -262,8 +262,9 @@ class SweepResult:
         swept scheme parameter, ``throughput`` (samples/s),
         ``iteration_rate`` (updates/s), ``gradients_per_update``,
         ``scaling_factor`` (throughput / (workers x the throughput of one
-        worker computing alone, ``batch_size / E[compute]``), as in Zhang et
-        al., NetAI 2020), ``bottleneck`` and ``method``.
+        worker computing alone, ``batch_size / E[compute]``, as in Zhang et
+        al., NetAI 2020; with a compute model, the model's one GPU:
+        ``Scheme.single_worker_throughput``), ``bottleneck`` and ``method``.
     method : str
         The method(s) that ran, comma-separated when they differ by row.
     """
@@ -546,9 +547,10 @@ def sweep(
     cols: dict[str, np.ndarray] = {}
     order = ["workers", "bandwidth", "latency", *names, "throughput", "iteration_rate"]
     order += ["gradients_per_update", "scaling_factor", "bottleneck", "method"]
-    for p in parts:
+    for p, combo in zip(parts, combos):
+        s = scheme.replace(**dict(zip(names, combo))) if names else scheme
         p["throughput"] = p["iteration_rate"] * p["gradients_per_update"] * workload.batch_size
-        p["scaling_factor"] = p["throughput"] / (p["workers"] * workload.samples_per_second_single)
+        p["scaling_factor"] = p["throughput"] / (p["workers"] * s.single_worker_throughput(workload))
     for k in order:
         cols[k] = np.concatenate([p[k] for p in parts])
     used = ", ".join(dict.fromkeys(cols["method"].tolist()))

@@ -130,6 +130,22 @@ class Scheme:
         """
         return None
 
+    def single_worker_throughput(self, workload: Workload) -> float:
+        """Samples/s of one worker alone: the baseline of a sweep's ``scaling_factor``.
+
+        The workload's own compute by default
+        (:attr:`~queuesgd.workload.Workload.samples_per_second_single`); a
+        scheme that times its compute otherwise (``HybridParallel`` with a
+        compute model) overrides it, so that the factor compares like with like.
+
+        Examples
+        --------
+        >>> from queuesgd import AsyncPS, Workload
+        >>> AsyncPS().single_worker_throughput(Workload(0.1, "1MB", batch_size=32))
+        320.0
+        """
+        return workload.samples_per_second_single
+
     def check(self, workload: Workload, cluster: Cluster) -> None:
         """Raise :class:`~queuesgd.errors.InvalidParameterError` if the scheme cannot run on ``cluster``.
 

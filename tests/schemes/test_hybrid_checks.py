@@ -47,3 +47,25 @@ def test_uneven_stages_and_the_abstract_default_stay_accepted():
     assert p.details["bubble"] == pytest.approx(3 / 8, rel=1e-12)  # (p - 1) / m
     given = q.predict(s.replace(layers=8), w, dgx())
     assert given.details["bubble"] == pytest.approx(3 / 8, rel=1e-12)
+
+
+def test_the_scaling_factor_of_a_compute_model_compares_with_one_gpu_under_the_same_model():
+    # the baseline was the workload's own compute, which a compute model does not use: one GPU showed 1.087
+    from queuesgd.compute_model import ComputeModel
+    from queuesgd.gemm_table import load_gemm_table
+
+    cm = ComputeModel(load_gemm_table("h100-bf16"), "3.35TB/s")
+    s = q.HybridParallel(shape="24:1024:16:2048:51200", compute_model=cm)
+    w = s.shape.workload(1)
+    alone = q.predict(s, w, q.Cluster(1, "1TB/s")).throughput
+    r = q.sweep(s, w, q.Cluster(1, "1TB/s"), workers=[1])
+    assert r.columns["scaling_factor"][0] == pytest.approx(1.0, rel=1e-12)
+    t8 = s.replace(tensor=8)
+    r8 = q.sweep(t8, w, dgx(8), workers=[8])
+    got = q.predict(t8, w, dgx(8)).throughput
+    assert r8.columns["scaling_factor"][0] == pytest.approx(got / (8 * alone), rel=1e-12)
+    # without a compute model the baseline is still the workload's compute
+    w8 = q.Workload("80ms", "100MB", batch_size=8)
+    plain = q.sweep(q.HybridParallel(tensor=8), w8, dgx(8), workers=[8])
+    assert plain.columns["scaling_factor"][0] == pytest.approx(
+        plain.columns["throughput"][0] / (8 * 8 / 0.08), rel=1e-12)  # fmt: skip

@@ -136,10 +136,11 @@ from queuesgd.schemes.parallel.megatron import (
     kv_bytes,
     selective_share,
 )
+from queuesgd.workload import Cluster
 
 if TYPE_CHECKING:
     from queuesgd.formula import Formula
-    from queuesgd.workload import Cluster, Workload
+    from queuesgd.workload import Workload
 
 __all__ = ["QUANTITIES", "HybridParallel", "parse_shape"]
 
@@ -500,6 +501,33 @@ class HybridParallel(Scheme):
     def memory_per_worker(self, workload: Workload, cluster: Cluster) -> Memory:
         """:meth:`memory` (the first stage's, the most any GPU holds)."""
         return self.memory(workload, cluster)
+
+    def single_worker_throughput(self, workload: Workload) -> float:
+        """One GPU alone: with a compute model, the model on one GPU (``t = c = p = d = 1``), kernels timed.
+
+        Without one, the workload's compute (:meth:`Scheme.single_worker_throughput`).
+
+        Examples
+        --------
+        >>> from queuesgd.compute_model import ComputeModel
+        >>> from queuesgd.gemm_table import GemmTable
+        >>> from queuesgd import Cluster, predict
+        >>> cm = ComputeModel(GemmTable.constant(0.5, peak_flops=100e12), "1TB/s")
+        >>> s = HybridParallel(tensor=2, shape="2:1024:16:2048:51200", compute_model=cm)
+        >>> w = s.shape.workload(1)
+        >>> alone = predict(s.replace(tensor=1), w, Cluster(1, "1GB/s")).throughput
+        >>> s.single_worker_throughput(w) == alone
+        True
+        """
+        if self.compute_model is None:
+            return super().single_worker_throughput(workload)
+        alone = replace(
+            self, tensor=1, pipeline=1, data=1, context=1, expert_parallel=1, schedule="1f1b",
+            virtual_stages=1, stage_layers=None, sequence_parallel=False, tp_overlap=False, zero=0,
+            zero_overlap=False,
+        )  # fmt: skip
+        step = alone.solve_closed_form(workload, Cluster(1, 1e12)).iteration_time
+        return self.microbatches * workload.batch_size / step
 
     # ---- the road --------------------------------------------------------------------------------
     def solve_closed_form(
