@@ -66,14 +66,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import product
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from queuesgd import _checks
+from queuesgd import _checks, units
+from queuesgd.cluster import Cluster
 from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
 from queuesgd.hybrid_space_checks import axis, bool_or, boolean_axis, check_experts, choices, divisors
+from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes.parallel.hybrid_batch import COLUMNS, batch_times
 from queuesgd.schemes.parallel.hybrid_layout import (
     LAYOUTS,
@@ -83,10 +85,6 @@ from queuesgd.schemes.parallel.hybrid_layout import (
 )
 from queuesgd.schemes.parallel.hybrid_overlap import TP_OVERLAP, tp_overlap_value
 from queuesgd.schemes.parallel.megatron import RECOMPUTE, SCHEDULES
-
-if TYPE_CHECKING:
-    from queuesgd.cluster import Cluster
-    from queuesgd.model_shapes import TransformerShape
 
 __all__ = ["CONFIGURATION", "HybridSpace", "HybridTable", "evaluate_space"]
 
@@ -451,6 +449,28 @@ class HybridTable:
         return pd.DataFrame(dict(self.columns))
 
 
+def _check_inputs(shape: Any, cluster: Any, space: Any, memory_limit: Any, compute: Any) -> float:
+    """Refuse what ``predict`` of a row would refuse, or what is not of its type; the limit in bytes."""
+    if not isinstance(shape, TransformerShape):
+        raise InvalidParameterError("shape", shape, "a TransformerShape(...)")
+    if not isinstance(cluster, Cluster):
+        raise InvalidParameterError("cluster", cluster, "a Cluster(...)")
+    if cluster.stragglers is not None:  # as HybridParallel.check
+        raise InvalidParameterError(
+            "Cluster.stragglers", cluster.stragglers, "None for HybridParallel (give speeds instead)"
+        )
+    if not isinstance(space, HybridSpace):
+        raise InvalidParameterError("space", space, "a HybridSpace(...)")
+    if compute is not None and not isinstance(compute, ComputeModel):
+        raise InvalidParameterError("compute", compute, "None or a ComputeModel")
+    if memory_limit is None or isinstance(memory_limit, bool):
+        raise InvalidParameterError("memory_limit", memory_limit, "bytes per GPU > 0, e.g. 80e9 or '80GB'")
+    cap = float(units.parse_bytes(memory_limit, "memory_limit"))
+    if not cap > 0:
+        raise InvalidParameterError("memory_limit", memory_limit, "bytes per GPU > 0, e.g. 80e9 or '80GB'")
+    return cap
+
+
 def evaluate_space(
     shape: TransformerShape,
     cluster: Cluster,
@@ -506,8 +526,7 @@ def evaluate_space(
     [(1, 8), (2, 4), (4, 2), (8, 1)]
     """
     G = _checks.integer("global_batch", global_batch)
-    if compute is not None and not isinstance(compute, ComputeModel):
-        raise InvalidParameterError("compute", compute, "None or a ComputeModel")
+    memory_limit = _check_inputs(shape, cluster, space, memory_limit, compute)
     cols, notes = _enumerate(space, shape, cluster, G)
     moe = None if space.experts is None else (space.experts, space.capacity_factor, space.top_k)
     kw = {} if moe is None else dict(zip(("experts", "capacity_factor", "top_k"), moe))

@@ -155,3 +155,15 @@ def test_the_space_with_experts_and_a_compute_model_is_predict_row_by_row():
     assert set(table["expert_parallel"].tolist()) > {1} and set(table["tp_overlap"].tolist()) > {False}
     rng = np.random.default_rng(7)
     assert_rows_equal_predict(table, dgx(16), rng.choice(len(table), size=min(60, len(table)), replace=False))
+
+
+def test_zero_overlap_hides_the_data_parallel_collectives_behind_the_experts_forward_too():
+    # ZeRO 0-2's gather hides behind the first micro-batch's forward, which with experts includes them:
+    # predict timed that forward as the dense block's (the space did not), 5.7% apart on a small MoE
+    cm = ComputeModel(load_gemm_table("h100-bf16"), memory_bandwidth="3.35TB/s")
+    space = HybridSpace(tensor=(1, 2), pipeline=(1,), recompute=(None,), zero=(0, 1, 2),
+                        zero_overlap=(True,), experts=8, top_k=2)  # fmt: skip
+    table = evaluate_space(MIXTRAL, dgx(16), space, global_batch=32, memory_limit=1e12, compute=cm)
+    assert set(table["zero"].tolist()) == {0, 1, 2}
+    rng = np.random.default_rng(11)
+    assert_rows_equal_predict(table, dgx(16), rng.choice(len(table), size=min(40, len(table)), replace=False))

@@ -377,6 +377,7 @@ class HybridParallel(Scheme):
             compute = C * (1.0 - hs + xs + self._recompute_share(workload, forward, xs, hs)) / (t * p * c)
             head = C * hs / (t * c)
         else:  # the shape's kernels on one of t ranks, each at its GEMM efficiency
+            mix = None if self.experts is None else (self.experts, e, self.capacity_factor, self.top_k)
             compute, head = self.compute_model.stage_times(
                 self.shape,
                 workload.batch_size,
@@ -385,7 +386,7 @@ class HybridParallel(Scheme):
                 sequence_parallel=self.sequence_parallel,
                 recompute=self.recompute,
                 context=c,
-                experts=None if self.experts is None else (self.experts, e, self.capacity_factor, self.top_k),
+                experts=mix,
             )
             compute, head = stretch * compute, stretch * head
         A = self.message_bytes(workload)
@@ -477,7 +478,7 @@ class HybridParallel(Scheme):
             if self.compute_model is None:
                 fwd = C * (1.0 - hs + xs) * forward / (t * p * c)
             else:  # a block's forward from the compute model (its backward twice it, more with flash)
-                kw = {"tensor": t, "sequence_parallel": self.sequence_parallel, "context": c}
+                kw = {"tensor": t, "sequence_parallel": self.sequence_parallel, "context": c, "experts": mix}
                 fwd = stretch * (n * self.compute_model.block_parts(self.shape, workload.batch_size, **kw)[0])
             post = self.zero_overlap == "post"
             dp = exposed_per_step(self.zero, m, dp, sum(reduces), sum(gathers), compute, fwd, n, post=post)
