@@ -49,10 +49,12 @@ from queuesgd.errors import InvalidParameterError
 
 __all__ = [
     "LEVELS",
+    "MIN_BANDWIDTH",
     "NCCL_TESTS",
     "OPERATIONS",
     "BusBandwidth",
     "CollectiveTables",
+    "bandwidth_value",
     "bus_factor",
     "read_nccl_tests",
 ]
@@ -75,6 +77,44 @@ NCCL_TESTS: dict[str, str] = {
 _OTHER_TESTS = ("reduce_perf", "sendrecv_perf", "scatter_perf", "gather_perf", "hypercube_perf")
 #: Longest text :func:`read_nccl_tests` reads, in characters (a full sweep with NCCL_DEBUG=INFO is ~1 MB).
 MAX_NCCL_TESTS_CHARS = 16 * 2**20
+#: Smallest bandwidth accepted, bytes/s (1 bit/s): below it, transfer times of real sizes overflow. A
+#: :class:`~queuesgd.Cluster`'s links and a table's rows share it (also ``queuesgd.cluster.MIN_BANDWIDTH``).
+MIN_BANDWIDTH = 0.125
+
+
+def bandwidth_value(field: str, value: Any, *, example: str = "'10Gbit/s'") -> float:
+    """Bytes/s of ``value`` (a number of bytes/s or a unit string), at least :data:`MIN_BANDWIDTH` (1 bit/s).
+
+    Examples
+    --------
+    >>> bandwidth_value("bandwidth", "10Gbit/s"), bandwidth_value("bandwidth", "1bit/s")
+    (1250000000.0, 0.125)
+    >>> bandwidth_value("busbw", 1e-300)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: busbw: got 1e-300; accepted: at least 1 bit/s (0.125 bytes/s), ...
+    """
+    bw = units.parse_bandwidth(value, field)
+    if bw < MIN_BANDWIDTH:
+        raise InvalidParameterError(
+            field, value, f"at least 1 bit/s (0.125 bytes/s), e.g. {example}; a plain number is bytes/s"
+        )
+    return bw
+
+
+def _sizes(field: str, value: Any) -> Any:
+    """Bytes of ``value``: one size as :func:`queuesgd._checks.size` takes it (``"1MB"`` too), or an array."""
+    if np.ndim(value) == 0 and not isinstance(value, np.ndarray):
+        return _checks.size(field, value)
+    arr = _checks.reals(
+        field, value, accepted="sizes in bytes: a number, a string such as '1MB', or an array"
+    )
+    flat = arr.ravel()
+    with np.errstate(invalid="ignore"):
+        suspect = np.flatnonzero(~(np.isfinite(flat) & (flat >= 0) & (flat <= units.MAX_BYTES)))
+    for i in suspect.tolist():
+        _checks.size(f"{field}[{i}]", flat[i].item())  # the one rule for a size decides, and says why
+    return arr
 
 
 def bus_factor(operation: str, ranks: Any) -> Any:
@@ -117,7 +157,7 @@ def _rows(field: str, rows: Any) -> tuple[tuple[float, ...], tuple[float, ...]]:
         if isinstance(row, (str, bytes)) or not isinstance(row, Sequence) or len(row) != 2:
             raise InvalidParameterError(f"{field}[{i}]", row, "a (size, busbw) pair")
         size = _checks.size(f"{field}[{i}].size", row[0], allow_zero=False)
-        bw = _checks.positive(f"{field}[{i}].busbw", units.parse_bandwidth(row[1], f"{field}[{i}].busbw"))
+        bw = bandwidth_value(f"{field}[{i}].busbw", row[1], example="'200GB/s'")
         if sizes and size <= sizes[-1]:
             raise InvalidParameterError(
                 f"{field}[{i}].size", row[0], f"a size above the previous row's {sizes[-1]:g} B"
@@ -169,23 +209,39 @@ class BusBandwidth:
         object.__setattr__(self, "ranks", g)
 
     def busbw(self, size: Any) -> Any:
-        """Bus bandwidth at ``size`` bytes: linear in ``log2(size)`` between rows, constant beyond them."""
-        s = np.log2(np.maximum(np.asarray(size, dtype=float), 1e-300))
+        """Bus bandwidth at ``size`` bytes: linear in ``log2(size)`` between rows, constant beyond them.
+
+        ``size`` is a number of bytes ``>= 0``, a unit string, or an array of numbers.
+
+        Examples
+        --------
+        >>> t = BusBandwidth([("1MB", "50GB/s"), ("4MB", "150GB/s")])
+        >>> t.busbw("2MB"), t.busbw(0), t.busbw([1e6, 4e9]).tolist()    # halfway, then held at both ends
+        (100000000000.0, 50000000000.0, [50000000000.0, 150000000000.0])
+        """
+        sizes = _sizes("size", size)
+        s = np.log2(np.maximum(sizes, 1e-300))
         out = np.interp(s, np.log2(self.sizes), self.busbws)
         return float(out) if np.ndim(out) == 0 else out
 
     def time(self, operation: str, size: Any, ranks: int | None = None) -> Any:
         """Seconds of ``operation`` on ``size`` bytes: ``F(g) size / busbw(size)`` (``g``: ``ranks``).
 
+        ``size`` as :meth:`busbw` takes it; ``ranks`` an integer ``>= 1`` (one rank moves nothing), by
+        default the table's own.
+
         Examples
         --------
         >>> BusBandwidth([(1e6, 1e9)], ranks=4).time("allgather", 4e6)     # 3/4 x 4 MB / 1 GB/s
         0.003
+        >>> BusBandwidth([(1e6, 1e9)], ranks=4).time("allgather", "4MB", ranks=2)   # 1/2 x 4 MB / 1 GB/s
+        0.002
         """
-        g = self.ranks if ranks is None else ranks
+        g = self.ranks if ranks is None else _checks.integer("ranks", ranks, maximum=_checks.MAX_COUNT)
         if g is None:
             raise InvalidParameterError("ranks", None, "the group size (this table was given none)")
-        out = bus_factor(operation, g) * np.asarray(size, dtype=float) / self.busbw(size)
+        sizes = _sizes("size", size)
+        out = bus_factor(operation, g) * sizes / self.busbw(sizes)
         return float(out) if np.ndim(out) == 0 else out
 
 
@@ -235,11 +291,19 @@ class CollectiveTables:
             object.__setattr__(self, level, _tables(f"CollectiveTables.{level}", getattr(self, level)))
 
     def table(self, level: str, ranks: int) -> BusBandwidth | None:
-        """The table for a group of ``ranks`` at ``level`` (``"intra"`` or ``"inter"``), or None."""
+        """The table for a group of ``ranks`` at ``level`` (``"intra"`` or ``"inter"``), or None.
+
+        ``ranks`` is an integer ``>= 1``.
+
+        Examples
+        --------
+        >>> CollectiveTables(inter=BusBandwidth([(1e9, 40e9)], ranks=16)).table("inter", 4).ranks
+        16
+        """
         found = getattr(self, _checks.choice("level", level, LEVELS))
+        g = float(_checks.integer("ranks", ranks, maximum=_checks.MAX_COUNT))
         if not found:
             return None
-        g = float(ranks)
 
         def distance(t: BusBandwidth) -> tuple[float, float]:
             r = float(t.ranks or ranks)
@@ -360,6 +424,10 @@ def read_nccl_tests(text: str, *, operation: str | None = None) -> BusBandwidth:
             "text", f"a run on {g} rank", f"{_NCCL_ACCEPTED} (no bus to measure on one)"
         )
     cols = _columns(lines[tables[0]])
+    if "time" not in cols:  # "busbw" is there: it found the table
+        raise InvalidParameterError(
+            "text", "a table without its 'time' column", f"{_NCCL_ACCEPTED} (with 'time')"
+        )
     at_time, at_bus = cols.index("time"), cols.index("busbw")
     at_wrong = cols.index("#wrong") if "#wrong" in cols else None
     scale = 1e-3 if "(ms)" in " ".join(lines[tables[0] + 1 : tables[0] + 2]) else 1e-6

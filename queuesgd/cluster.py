@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.busbw import CollectiveTables
+from queuesgd.busbw import MIN_BANDWIDTH, CollectiveTables, bandwidth_value
 from queuesgd.errors import InvalidParameterError
-from queuesgd.units import parse_bandwidth, parse_seconds
+from queuesgd.units import parse_seconds
 
 __all__ = ["Cluster", "MAX_PS_SHARDS", "MAX_WORKERS", "MIN_BANDWIDTH", "RandomDelay"]
 
@@ -31,8 +31,7 @@ __all__ = ["Cluster", "MAX_PS_SHARDS", "MAX_WORKERS", "MIN_BANDWIDTH", "RandomDe
 MAX_WORKERS = 1_000_000
 #: Most parameter-server shards accepted: each shard is three stations of the PS models.
 MAX_PS_SHARDS = 1024
-#: Smallest bandwidth accepted, bytes/s (1 bit/s): below it, transfer times of real sizes overflow.
-MIN_BANDWIDTH = 0.125
+# MIN_BANDWIDTH (1 bit/s, the smallest bandwidth accepted) is queuesgd.busbw's: a table's rows share it.
 
 
 def seconds_value(field_name: str, value: Any, *, allow_zero: bool = False) -> float:
@@ -86,6 +85,14 @@ def _bounded_int(field: str, value: Any, maximum: int) -> int:
     return out
 
 
+#: How the node fields of a two-level cluster are checked (a flat cluster's take only the defaults).
+_NODE_FIELDS: dict[str, Any] = {
+    "node_latency": lambda field, value: _checks.duration(field, value, allow_zero=True),
+    "rails": lambda field, value: _bounded_int(field, value, MAX_PS_SHARDS),
+}
+_FLAT_DEFAULTS: dict[str, Any] = {"node_latency": 0.0, "rails": 1}
+
+
 @dataclass(frozen=True)
 class Cluster:
     """The machines a workload runs on.
@@ -99,7 +106,8 @@ class Cluster:
         strings distinguish bits from bytes (``"10Gbit/s"`` is 1.25e9 B/s,
         ``"10GB/s"`` is 1e10 B/s). At least 1 bit/s (:data:`MIN_BANDWIDTH`).
     latency : float or str
-        One-way latency per message, in seconds (``"50us"``).
+        One-way latency per message, in seconds (``"50us"``); at most
+        :data:`queuesgd.units.MAX_SECONDS` (1e9 s), as every duration parameter.
     ps_shards : int
         Number of parameter-server shards (``1`` to :data:`MAX_PS_SHARDS`,
         1024); the parameters are split evenly across them (ignored by
@@ -123,15 +131,19 @@ class Cluster:
         GPUs of its node, per direction (NVLink/NVSwitch: ``"300GB/s"``).
         ``bandwidth`` is then the speed of one *rail* (one network card) between nodes.
     node_latency : float or str
-        Two-level only: one-way latency per message inside a node (``latency`` is between nodes).
+        Two-level only: one-way latency per message inside a node (``latency``
+        is between nodes), bounded as ``latency``. A flat cluster takes only
+        the default, 0 (``"0s"`` too).
     rails : int
         Two-level only: network cards (rails) per node, each of ``bandwidth``
         (``8`` for eight 200 Gbit/s rails); a node sends ``rails x bandwidth``
-        to the network at most.
+        to the network at most. A flat cluster takes only the default, 1.
     collectives : CollectiveTables or None
         Measured bus bandwidth of collectives (nccl-tests tables, see
         :mod:`queuesgd.busbw`); where given they replace the alpha-beta cost
         of :func:`~queuesgd.schemes.parallel.collectives.collective_time`.
+        Its ``intra`` tables need a two-level cluster (on a flat one every
+        group spans nodes) and groups of at most ``gpus_per_node`` ranks.
 
     Notes
     -----
@@ -188,15 +200,8 @@ class Cluster:
                     f"at most the number of workers ({self.workers})",
                 )
         set_(self, "workers", _bounded_int("Cluster.workers", self.workers, MAX_WORKERS))
-        bandwidth = parse_bandwidth(self.bandwidth, "Cluster.bandwidth")
-        if bandwidth < MIN_BANDWIDTH:
-            raise InvalidParameterError(
-                "Cluster.bandwidth",
-                self.bandwidth,
-                "at least 1 bit/s (0.125 bytes/s), e.g. '10Gbit/s'; a plain number is bytes/s",
-            )
-        set_(self, "bandwidth", bandwidth)
-        set_(self, "latency", seconds_value("Cluster.latency", self.latency, allow_zero=True))
+        set_(self, "bandwidth", bandwidth_value("Cluster.bandwidth", self.bandwidth))
+        set_(self, "latency", _checks.duration("Cluster.latency", self.latency, allow_zero=True))
         set_(self, "ps_shards", _bounded_int("Cluster.ps_shards", self.ps_shards, MAX_PS_SHARDS))
         if self.speeds is not None:
             speeds = self.speeds
@@ -222,14 +227,7 @@ class Cluster:
                 "Cluster.collectives", self.collectives, "a CollectiveTables(intra=..., inter=...) or None"
             )
         if self.gpus_per_node is None:
-            flat = {"node_bandwidth": None, "node_latency": 0.0, "rails": 1}
-            for field, default in flat.items():
-                if getattr(self, field) != default:
-                    raise InvalidParameterError(
-                        f"Cluster.{field}",
-                        getattr(self, field),
-                        f"{default} on a flat cluster; give gpus_per_node= for a two-level cluster",
-                    )
+            self._flat()
             return
         per = _bounded_int("Cluster.gpus_per_node", self.gpus_per_node, MAX_WORKERS)
         if self.workers > per and self.workers % per:
@@ -245,23 +243,47 @@ class Cluster:
                 None,
                 "each GPU's bandwidth inside its node (e.g. '300GB/s' for NVLink) with gpus_per_node",
             )
-        inside = parse_bandwidth(self.node_bandwidth, "Cluster.node_bandwidth")
-        if inside < MIN_BANDWIDTH:
-            raise InvalidParameterError(
-                "Cluster.node_bandwidth",
-                self.node_bandwidth,
-                "at least 1 bit/s (0.125 bytes/s), e.g. '300GB/s'",
-            )
+        inside = bandwidth_value("Cluster.node_bandwidth", self.node_bandwidth, example="'300GB/s'")
         set_(self, "node_bandwidth", inside)
-        set_(self, "node_latency", seconds_value("Cluster.node_latency", self.node_latency, allow_zero=True))
-        set_(self, "rails", _bounded_int("Cluster.rails", self.rails, MAX_PS_SHARDS))
+        for field, check in _NODE_FIELDS.items():
+            set_(self, field, check(f"Cluster.{field}", getattr(self, field)))
+        intra = () if self.collectives is None else self.collectives.intra
+        for table in intra:
+            if table.ranks is not None and table.ranks > per:
+                raise InvalidParameterError(
+                    "Cluster.collectives.intra",
+                    f"a table of ranks={table.ranks}",
+                    f"tables of groups inside one node: ranks at most gpus_per_node = {per}",
+                )
+
+    def _flat(self) -> None:
+        """A flat cluster's node fields: their defaults, or values equal to them (``"0s"``, ``1.0``)."""
+        accepted = "{} (the default) on a flat cluster; give gpus_per_node= for a two-level cluster"
+        if self.node_bandwidth is not None:
+            raise InvalidParameterError("Cluster.node_bandwidth", self.node_bandwidth, accepted.format(None))
+        for field, check in _NODE_FIELDS.items():
+            value, default = getattr(self, field), _FLAT_DEFAULTS[field]
+            try:
+                same = check(f"Cluster.{field}", value) == default
+            except InvalidParameterError:  # a bool, a negative or unparsable value: not the default either
+                same = False
+            if not same:
+                raise InvalidParameterError(f"Cluster.{field}", value, accepted.format(default))
+            object.__setattr__(self, field, default)
+        if self.collectives is not None and self.collectives.intra:
+            raise InvalidParameterError(
+                "Cluster.collectives.intra",
+                f"{len(self.collectives.intra)} table(s)",
+                "none on a flat cluster (every group spans nodes there: give its tables as inter=), "
+                "or give gpus_per_node= for a two-level cluster",
+            )
 
     def __repr__(self) -> str:
         names = ["workers", "bandwidth", "latency", "ps_shards", "speeds", "stragglers", "name"]
         names += [
             f
             for f in ("gpus_per_node", "node_bandwidth", "node_latency", "rails", "collectives")
-            if getattr(self, f) != {"node_latency": 0.0, "rails": 1}.get(f)
+            if getattr(self, f) != _FLAT_DEFAULTS.get(f)
         ]
         return "Cluster(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in names) + ")"
 

@@ -259,7 +259,8 @@ def collective_time(
     operation : {"allreduce", "reduce_scatter", "allgather", "alltoall", "broadcast"}
         ``nbytes`` is the whole buffer, as in nccl-tests (an all-gather's
         output, a reduce-scatter's input).
-    nbytes : float
+    nbytes : float or str
+        Bytes, or a unit string (``"1GB"``), as every size of the library.
     cluster : Cluster
     ranks, per_node, sharing : int
         The group and where it sits (:func:`place`).
@@ -283,12 +284,13 @@ def collective_time(
     'tree'
     """
     p = place(cluster, ranks, per_node, sharing=sharing)
-    times = algorithm_times(operation, nbytes, p)
+    S = _checks.size("nbytes", nbytes)
+    times = algorithm_times(operation, S, p)
     if algorithm == "auto":
         tables = cluster.collectives
         table = None if tables is None or p.ranks == 1 else tables.table(p.level, p.ranks)
         if table is not None:
-            return CollectiveTime(table.time(operation, float(nbytes), p.ranks), "table", times)
+            return CollectiveTime(table.time(operation, S, p.ranks), "table", times)
         best = min(times, key=lambda name: times[name])
         return CollectiveTime(times[best], best, times)
     name = _checks.choice("algorithm", algorithm, ("auto", *ALGORITHMS))
