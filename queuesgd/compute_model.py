@@ -55,6 +55,7 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,10 +67,41 @@ from queuesgd.gemm_table import GemmTable
 from queuesgd.model_shapes import Operation, TransformerShape
 from queuesgd.model_shapes_attention import FLASH_BACKWARD
 
-__all__ = ["RECOMPUTE", "ComputeModel", "OperationTime"]
+__all__ = ["MAX_CAPACITY_FACTOR", "RECOMPUTE", "ComputeModel", "OperationTime", "check_experts_tuple"]
 
 #: Activation recomputation a micro-batch's time can include.
 RECOMPUTE: tuple[str | None, ...] = (None, "full", "selective")
+#: Most a capacity factor may be (GShard and Switch use 1 to 2; ``E / k`` already keeps every token):
+#: ``experts=`` here, ``HybridParallel`` and ``HybridSpace`` (imported by ``hybrid_moe``).
+MAX_CAPACITY_FACTOR = 1000.0
+
+
+def check_experts_tuple(experts: Any, field: str = "experts") -> tuple[int, int, float, int]:
+    """``(E, e, capacity_factor, top_k)`` checked as :class:`~queuesgd.schemes.parallel.hybrid.HybridParallel`
+    checks its fields: ``E``, ``e``, ``top_k`` integers >= 1 (at most ``MAX_COUNT``), ``e`` dividing ``E``,
+    ``top_k <= E``, ``capacity_factor`` finite, > 0 and at most :data:`MAX_CAPACITY_FACTOR`.
+
+    Examples
+    --------
+    >>> check_experts_tuple((8, 2, 1.25, 2.0))
+    (8, 2, 1.25, 2)
+    >>> check_experts_tuple((8, 3, 1.0, 1))
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: experts[1]: got 3; accepted: a divisor of the 8 experts ...
+    """
+    accepted = "a tuple (experts E, expert-parallel ranks e, capacity_factor, top_k)"
+    if isinstance(experts, (str, bytes, Mapping)) or not isinstance(experts, Sequence) or len(experts) != 4:
+        raise InvalidParameterError(field, experts, accepted)
+    n = _checks.integer(f"{field}[0]", experts[0], maximum=_checks.MAX_COUNT)
+    e = _checks.integer(f"{field}[1]", experts[1], maximum=_checks.MAX_COUNT)
+    if n % e:
+        raise InvalidParameterError(f"{field}[1]", experts[1], f"a divisor of the {n} experts ({field}[0])")
+    cf = _checks.positive(f"{field}[2]", experts[2], maximum=MAX_CAPACITY_FACTOR)
+    k = _checks.integer(f"{field}[3]", experts[3], maximum=_checks.MAX_COUNT)
+    if k > n:
+        raise InvalidParameterError(f"{field}[3]", experts[3], f"at most the {n} experts ({field}[0])")
+    return n, e, cf, k
 
 
 @dataclass(frozen=True)
@@ -149,23 +181,51 @@ class ComputeModel:
     def gemm_time(self, m: Any, n: Any, k: Any, batch: Any = 1, dtype_bytes: int = 2) -> Any:
         """Seconds of ``batch`` products ``(m x k) @ (k x n)``: ``max(F / (peak eff), Q / bandwidth)``.
 
-        Vectorized over ``m, n, k, batch`` (NumPy broadcasting).
+        Vectorized over ``m, n, k, batch`` (NumPy broadcasting): numbers >= 1;
+        ``dtype_bytes`` an integer from 1 to 16, as
+        :meth:`~queuesgd.model_shapes.TransformerShape.operations` takes it.
+
+        Examples
+        --------
+        >>> from queuesgd.gemm_table import GemmTable
+        >>> cm = ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), memory_bandwidth=2e12)
+        >>> cm.gemm_time([1024, 4096], 4096, 4096).tolist()       # 2 m 4096^2 / 0.5e15
+        [6.8719476736e-05, 0.000274877906944]
+        >>> cm.gemm_time(4096, 4096, 4096, dtype_bytes="2")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        queuesgd.errors.InvalidParameterError: dtype_bytes: got '2'; accepted: an integer >= 1, at most 16
         """
-        m, n, k, batch = (np.asarray(x, dtype=float) for x in (m, n, k, batch))
+        m, n, k, batch = (_checks.reals(f, x) for f, x in zip(("m", "n", "k", "batch"), (m, n, k, batch)))
+        nb = _checks.integer("dtype_bytes", dtype_bytes, maximum=16)
+        eff = self.table.efficiency(m, n, k, batch)  # refuses non-finite and < 1, naming the argument
         flops = 2.0 * batch * m * n * k
-        traffic = batch * (m * k + k * n + m * n) * dtype_bytes
-        eff = self.table.efficiency(m, n, k, batch)
+        traffic = batch * (m * k + k * n + m * n) * nb
         return np.maximum(flops / (self.table.peak_flops * eff), traffic / self._bandwidth)
 
     def memory_time(self, kind: str, nbytes: Any) -> Any:
         """Seconds of a memory-bound kernel of ``kind`` moving ``nbytes`` (vectorized over ``nbytes``).
+
+        ``nbytes``: finite numbers >= 0 (a number or an array).
 
         Examples
         --------
         >>> from queuesgd.gemm_table import GemmTable
         >>> float(ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), 2e12).memory_time("gelu", 4e9))
         0.002
+        >>> ComputeModel(GemmTable.constant(0.5, peak_flops=1e15), 2e12).memory_time("gelu", -1.0)
+        Traceback (most recent call last):
+        ...
+        queuesgd.errors.InvalidParameterError: nbytes: got -1.0; accepted: finite numbers >= 0 of bytes
         """
+        accepted = "finite numbers >= 0 of bytes"
+        q = _checks.reals("nbytes", nbytes, accepted=accepted)
+        if not np.all(np.isfinite(q)) or np.any(q < 0):
+            raise InvalidParameterError("nbytes", nbytes if q.ndim == 0 else "an array", accepted)
+        return self._memory_seconds(kind, q)
+
+    def _memory_seconds(self, kind: str, nbytes: Any) -> Any:
+        """:meth:`memory_time` of checked ``nbytes``."""
         bw = self.table.bandwidth(kind, nbytes)
         return np.asarray(nbytes, dtype=float) / (self._bandwidth if bw is None else bw)
 
@@ -198,7 +258,7 @@ class ComputeModel:
                 bound = "compute" if flops_time >= mem_time else "memory"
                 out.append(OperationTime(op, max(flops_time, mem_time), bound, eff, clamped))
             else:
-                seconds = float(self.memory_time(op.kind, op.bytes))
+                seconds = float(self._memory_seconds(op.kind, op.bytes))  # an Operation's bytes: checked
                 curve = next((c for c in self.table.memory if c[0] == op.kind), None)
                 clamped = curve is not None and not curve[1][0] <= np.log2(op.bytes) <= curve[1][-1]
                 out.append(OperationTime(op, seconds, "memory", float("nan"), bool(clamped)))
@@ -404,12 +464,13 @@ class ComputeModel:
         """
         if not isinstance(shape, TransformerShape):
             raise InvalidParameterError("shape", shape, "a TransformerShape")
+        mix = None if experts is None else check_experts_tuple(experts)
         kw = {"tensor": tensor, "sequence_parallel": sequence_parallel, "dtype_bytes": dtype_bytes}
         kw["context"] = context
         block = self.operation_times(shape.operations(microbatch, **kw))
         f = sum(o.seconds for o in block)
-        if experts is not None:
-            f += self._experts_extra(shape, microbatch, experts, tensor, context, dtype_bytes)
+        if mix is not None:
+            f += self._experts_extra(shape, microbatch, mix, tensor, context, dtype_bytes)
         flash = sum(o.seconds for o in block if o.operation.kind == "flash")
         core = sum(o.seconds for o in block if o.operation.core and o.operation.kind != "flash")
         head = sum(o.seconds for o in self.operation_times(shape.head_operations(microbatch, **kw)))

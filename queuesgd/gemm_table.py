@@ -52,7 +52,8 @@ The JSON format is the one ``shared/data/gpu/measure_gemm.py`` and
 :func:`queuesgd.gemm_probe.probe_gemm` write: ``{"device", "torch", "date",
 "dtype", "how", "gemm": [{"op", "M", "K", "N", "seconds", "tflops", ...}],
 "elementwise": [{"op", "numel", "seconds", "GBps"}]}``, optionally
-``"peak_tflops"``. The provenance fields are kept (:attr:`GemmTable.provenance`).
+``"peak_tflops"``. The provenance fields are kept (:attr:`GemmTable.provenance`). A key no probe
+writes (:data:`JSON_KEYS`) is refused; a row's rate (``tflops``, ``GBps``) wins over its seconds.
 
 Examples
 --------
@@ -81,6 +82,7 @@ from queuesgd.errors import InvalidParameterError
 
 __all__ = [
     "BUILTIN",
+    "JSON_KEYS",
     "MAX_ROWS",
     "MEMORY_KINDS",
     "STAND_INS",
@@ -105,10 +107,23 @@ MEMORY_KINDS: tuple[str, ...] = ("gelu", "layernorm", "softmax")
 STAND_INS: dict[str, str] = {"softmax": "gelu"}
 #: Most rows a table holds.
 MAX_ROWS = 100_000
+#: The keys of a table's JSON: those :func:`queuesgd.gemm_probe.probe_gemm` (with ``sustain`` and
+#: ``window``), ``python -m queuesgd.flash_probe`` (alone or ``--table``) and
+#: ``shared/data/gpu/measure_gemm.py`` write, and ``peak_tflops``.
+JSON_KEYS: tuple[str, ...] = (
+    "device", "torch", "date", "dtype", "how", "source", "peak_tflops", "truncated", "skipped",
+    "gemm", "elementwise", "flash", "flash_how", "flash_device",
+    "sustain", "window", "sustain_stopped", "sustained_seconds", "soak_product", "soak_calls", "soak_trace",
+    "gpu_state",
+)  # fmt: skip
 #: Bytes per element of the data types a measured table names.
 _ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
 #: Largest dimension of a product in a table or a query (far above any layer's).
 MAX_DIMENSION = 2.0**40
+_LOG2_MAX = math.log2(MAX_DIMENSION)
+#: Most bytes a memory-bound row moves, and its log2.
+_MAX_BYTES = 2.0**60
+_LOG2_MAX_BYTES = math.log2(_MAX_BYTES)
 
 
 def _log2_volume(m: Any, n: Any, k: Any, batch: Any = 1) -> np.ndarray:
@@ -136,7 +151,8 @@ class GemmTable:
     """GEMM efficiency (achieved over peak FLOP/s) by shape, and memory-bound bandwidth by size.
 
     Build one with :meth:`from_rows`, :meth:`constant`, :func:`load_gemm_table`
-    or :func:`gemm_table_from_json`; the fields are the merged, sorted curves.
+    or :func:`gemm_table_from_json`; the fields are the merged, sorted curves,
+    checked (built directly too) by the bounds :meth:`from_rows` puts on its rows.
 
     Attributes
     ----------
@@ -163,6 +179,10 @@ class GemmTable:
     0.5
     >>> float(t.efficiency(64, 64, 64)), bool(t.outside(64, 64, 64))    # clamped below the range
     (0.25, True)
+    >>> GemmTable((float("nan"),), (0.5,), 1e15)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: GemmTable.volumes[0]: got nan; accepted: a finite number in ...
     """
 
     volumes: tuple[float, ...]
@@ -173,21 +193,21 @@ class GemmTable:
     flash: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
 
     def __post_init__(self) -> None:
+        """Check every field by the rules :meth:`from_rows` and :func:`gemm_table_from_json` build them by."""
         object.__setattr__(self, "peak_flops", _checks.positive("GemmTable.peak_flops", self.peak_flops))
-        if not self.volumes or len(self.volumes) != len(self.efficiencies):
-            raise InvalidParameterError(
-                "GemmTable.volumes", self.volumes, "one volume per efficiency, at least one"
-            )
-        for i, e in enumerate(self.efficiencies):
-            _checks.positive(f"GemmTable.efficiencies[{i}]", e, maximum=1.0)
-        if list(self.volumes) != sorted(set(self.volumes)):
-            raise InvalidParameterError("GemmTable.volumes", self.volumes, "increasing log2 volumes")
-        fv, fe = self.flash
-        if len(fv) != len(fe) or list(fv) != sorted(set(fv)):
-            accepted = "(increasing log2 volumes, efficiencies)"
-            raise InvalidParameterError("GemmTable.flash", self.flash, accepted)
-        for i, e in enumerate(fe):
-            _checks.positive(f"GemmTable.flash efficiencies[{i}]", e, maximum=1.0)
+        n = "GemmTable"
+        gemm = _curve(f"{n}.volumes", f"{n}.efficiencies", self.volumes, self.efficiencies, hi=3 * _LOG2_MAX)
+        if not gemm[0]:
+            raise InvalidParameterError(f"{n}.volumes", self.volumes, "a volume per efficiency, one at least")
+        fl = self.flash
+        if isinstance(fl, (str, bytes)) or not isinstance(fl, Sequence) or len(fl) != 2:
+            raise InvalidParameterError(f"{n}.flash", fl, "(increasing log2 volumes, efficiencies)")
+        flash = _curve(f"{n}.flash volumes", f"{n}.flash efficiencies", *fl, hi=4 * _LOG2_MAX)
+        object.__setattr__(self, "volumes", gemm[0])
+        object.__setattr__(self, "efficiencies", gemm[1])
+        object.__setattr__(self, "flash", flash)
+        object.__setattr__(self, "memory", _checked_memory(self.memory))
+        object.__setattr__(self, "provenance", _checks.json_record(f"{n}.provenance", self.provenance))
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -317,6 +337,59 @@ class GemmTable:
         return np.interp(b, *curve)
 
 
+def _numbers(field: str, values: Any) -> Sequence[Any]:
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        return values.tolist()
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
+        raise InvalidParameterError(field, values, "a sequence of numbers")
+    return values
+
+
+def _curve(
+    xname: str, yname: str, xs: Any, ys: Any, *, lo: float = 0.0, hi: float, top: float | None = 1.0
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """``(xs, ys)`` as float tuples: ``xs`` increasing log2 sizes in ``[lo, hi]``, one ``ys`` value (finite,
+    > 0, at most ``top``) each: the bounds :meth:`GemmTable.from_rows` puts on its rows' sizes and rates."""
+    xs, ys = _numbers(xname, xs), _numbers(yname, ys)
+    if len(xs) != len(ys) or len(xs) > MAX_ROWS:
+        accepted = f"one per {yname} value, at most {MAX_ROWS:,}"
+        raise InvalidParameterError(xname, f"{len(xs)} values", accepted)
+    accepted = f"a finite number in [{lo:g}, {hi:g}] (a log2 size)"
+    if lo == -math.inf:
+        accepted = f"a finite number, at most {hi:g} (a log2 size)"
+    x = tuple(_checks.real(f"{xname}[{i}]", v, accepted=accepted) for i, v in enumerate(xs))
+    for i, v in enumerate(x):
+        if not lo <= v <= hi:
+            raise InvalidParameterError(f"{xname}[{i}]", xs[i], accepted)
+    if list(x) != sorted(set(x)):
+        raise InvalidParameterError(xname, xs, "increasing log2 sizes, each once")
+    y = tuple(_checks.positive(f"{yname}[{i}]", v, maximum=top) for i, v in enumerate(ys))
+    return x, y
+
+
+def _checked_memory(memory: Any) -> tuple[tuple[str, tuple[float, ...], tuple[float, ...]], ...]:
+    """:attr:`GemmTable.memory` checked: a ``(kind, log2 bytes, bytes/s)`` curve per kind, each non-empty."""
+    field_name = "GemmTable.memory"
+    accepted = f"a sequence of (kind, increasing log2 bytes, bytes/s) curves, kinds of {MEMORY_KINDS} once"
+    if isinstance(memory, (str, bytes, Mapping)) or not isinstance(memory, Sequence):
+        raise InvalidParameterError(field_name, memory, accepted)
+    out = []
+    for j, curve in enumerate(memory):
+        name = f"{field_name}[{j}]"
+        if isinstance(curve, (str, bytes)) or not isinstance(curve, Sequence) or len(curve) != 3:
+            raise InvalidParameterError(name, curve, "a (kind, log2 bytes, bytes/s) curve")
+        kind = _checks.choice(f"{name}.kind", curve[0], MEMORY_KINDS)
+        sizes, rates = _curve(
+            f"{name} log2 bytes", f"{name} bandwidths", *curve[1:], lo=-math.inf, hi=_LOG2_MAX_BYTES, top=None
+        )
+        if not sizes:
+            raise InvalidParameterError(f"{name} log2 bytes", curve[1], "at least one size")
+        out.append((kind, sizes, rates))
+    if len({kind for kind, *_ in out}) != len(out):
+        raise InvalidParameterError(field_name, [kind for kind, *_ in out], accepted)
+    return tuple(sorted(out))
+
+
 def _memory_curves(
     rows: Iterable[Sequence[Any]],
 ) -> tuple[tuple[str, tuple[float, ...], tuple[float, ...]], ...]:
@@ -329,7 +402,7 @@ def _memory_curves(
         if isinstance(row, (str, bytes)) or not isinstance(row, Sequence) or len(row) != 3:
             raise InvalidParameterError(f"memory[{i}]", row, "a (kind, bytes, bytes/s) row")
         kind = _checks.choice(f"memory[{i}].kind", row[0], MEMORY_KINDS)
-        nbytes = _checks.positive(f"memory[{i}].bytes", row[1], maximum=2.0**60)
+        nbytes = _checks.positive(f"memory[{i}].bytes", row[1], maximum=_MAX_BYTES)
         bw = _checks.positive(f"memory[{i}].bandwidth", row[2])
         xs, ys = by_kind.setdefault(kind, ([], []))
         xs.append(math.log2(nbytes))
@@ -367,30 +440,62 @@ def _rated_rows(
     return vol, eff
 
 
+def _rate(name: str, row: Mapping[str, Any], key: str, unit: float, work: float) -> float:
+    """A row's rate: its ``key`` x ``unit`` where it has one (its seconds unread), else ``work / seconds``."""
+    if key in row:
+        return _checks.positive(f"{name}.{key}", row[key]) * unit
+    if "seconds" not in row:
+        raise InvalidParameterError(name, row, f"an object with {key} or seconds")
+    return work / _checks.positive(f"{name}.seconds", row["seconds"])
+
+
+def _rows(data: Mapping[str, Any], key: str, where: str, required: bool = False) -> list[Any]:
+    """The list of rows under ``key`` (at most ``MAX_ROWS + 1``, so that the builder refuses the rest)."""
+    rows = data.get(key)
+    if rows is None and not required:
+        return []
+    if not isinstance(rows, list) or (required and not rows):
+        what = "a non-empty list of rows with M, N, K, tflops" if required else "a list of row objects"
+        raise InvalidParameterError(f"{where}.{key}", rows, what)
+    return rows[: MAX_ROWS + 1]
+
+
 def gemm_table_from_json(
     data: Mapping[str, Any], *, peak_flops: float | None = None, where: str = "table"
 ) -> GemmTable:
     """A :class:`GemmTable` from the parsed JSON of a measured table (see the module docstring).
 
-    Each ``gemm`` row gives ``M``, ``N``, ``K`` and ``tflops`` (or
-    ``seconds``, from which the rate is ``2 M N K / seconds``); each
+    Each ``gemm`` row gives ``M``, ``N``, ``K`` and ``tflops`` or
+    ``seconds``, the rate then ``2 M N K / seconds``; each
     ``elementwise`` row ``op`` (:data:`MEMORY_KINDS`), ``numel`` and
-    ``GBps`` (or ``seconds``), bytes read + written being ``2 numel x``
+    ``GBps`` or ``seconds``, bytes read + written being ``2 numel x``
     the ``dtype``'s bytes (the writer's convention; 2 where ``dtype`` is
     missing or unknown); each ``flash`` row (optional, a fused-attention
     kernel: :func:`queuesgd.flash_probe.probe_flash`) ``batch``, ``heads``,
-    ``sequence``, ``head_dim`` and ``tflops`` (or ``seconds``, the rate then
+    ``sequence``, ``head_dim`` and ``tflops`` or ``seconds``, the rate then
     ``4 batch heads sequence^2 head_dim / seconds``, the whole square's
-    FLOPs). ``peak_flops`` defaults to the table's ``peak_tflops``.
+    FLOPs. A row that gives both is read at its ``tflops`` (``GBps``), its
+    ``seconds`` unread: the probes write both, the rate computed from the
+    seconds by these formulas, so they agree (to 1.2e-16 relative in the
+    shipped table). ``peak_flops`` defaults to the table's ``peak_tflops``.
+    A key outside :data:`JSON_KEYS` (what the probes write) is refused: a
+    misspelt ``"element_wise"`` would drop every memory row.
 
     Examples
     --------
     >>> data = {"device": "cpu", "gemm": [{"M": 8, "N": 8, "K": 8, "seconds": 1e-6}], "peak_tflops": 0.002}
     >>> gemm_table_from_json(data).efficiencies                  # 1024 FLOPs / 1 us = 1.024 GFLOP/s of 2
     (0.512,)
+    >>> gemm_table_from_json({**data, "element_wise": []})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: table: got ['element_wise']; accepted: only the keys ...
     """
     if not isinstance(data, Mapping):
         raise InvalidParameterError(where, type(data).__name__, "a JSON object with a 'gemm' list")
+    unknown = [k for k in data if k not in JSON_KEYS]
+    if unknown:
+        raise InvalidParameterError(where, unknown, f"only the keys the probes write: {', '.join(JSON_KEYS)}")
     if peak_flops is None:
         if "peak_tflops" not in data:
             raise InvalidParameterError(
@@ -399,46 +504,32 @@ def gemm_table_from_json(
         peak = _checks.positive(f"{where}.peak_tflops", data["peak_tflops"]) * 1e12
     else:
         peak = _checks.positive("peak_flops", peak_flops)
-    gemm = data.get("gemm")
-    if not isinstance(gemm, list) or not gemm:
-        raise InvalidParameterError(f"{where}.gemm", gemm, "a non-empty list of rows with M, N, K, tflops")
     rows = []
-    for i, r in enumerate(gemm[: MAX_ROWS + 1]):
+    for i, r in enumerate(_rows(data, "gemm", where, required=True)):
         name = f"{where}.gemm[{i}]"
         if not isinstance(r, Mapping) or not all(d in r for d in "MNK"):
             raise InvalidParameterError(name, r, "an object with M, N, K and tflops or seconds")
         m, n, k = (_number(f"{name}.{d}", r[d]) for d in "MNK")
-        if "tflops" in r:
-            rate = _checks.positive(f"{name}.tflops", r["tflops"]) * 1e12
-        elif "seconds" in r:
-            rate = 2 * m * n * k / _checks.positive(f"{name}.seconds", r["seconds"])
-        else:
-            raise InvalidParameterError(name, r, "an object with tflops or seconds")
-        rows.append((m, n, k, rate))
-    itemsize = _ITEMSIZE.get(data.get("dtype", "bfloat16"), 2)
+        rows.append((m, n, k, _rate(name, r, "tflops", 1e12, 2 * m * n * k)))
+    dtype = data.get("dtype", "bfloat16")
+    if not isinstance(dtype, str):
+        raise InvalidParameterError(f"{where}.dtype", dtype, f"a data type's name ({', '.join(_ITEMSIZE)})")
+    itemsize = _ITEMSIZE.get(dtype, 2)
     memory = []
-    for i, r in enumerate(data.get("elementwise") or ()):
+    for i, r in enumerate(_rows(data, "elementwise", where)):
         name = f"{where}.elementwise[{i}]"
         if not isinstance(r, Mapping) or "numel" not in r or r.get("op") not in MEMORY_KINDS:
             raise InvalidParameterError(name, r, f"an object with op (one of {MEMORY_KINDS}), numel, GBps")
         nbytes = 2.0 * itemsize * _number(f"{name}.numel", r["numel"])
-        if "GBps" in r:
-            bw = _checks.positive(f"{name}.GBps", r["GBps"]) * 1e9
-        else:
-            bw = nbytes / _checks.positive(f"{name}.seconds", r.get("seconds"))
-        memory.append((r["op"], nbytes, bw))
+        memory.append((r["op"], nbytes, _rate(name, r, "GBps", 1e9, nbytes)))
     flash = []
-    for i, r in enumerate(data.get("flash") or ()):
+    for i, r in enumerate(_rows(data, "flash", where)):
         name = f"{where}.flash[{i}]"
         if not isinstance(r, Mapping) or not all(x in r for x in ("batch", "heads", "sequence", "head_dim")):
             raise InvalidParameterError(name, r, "an object with batch, heads, sequence, head_dim, tflops")
         bh = _number(f"{name}.batch", r["batch"]) * _number(f"{name}.heads", r["heads"])
         sq, d = _number(f"{name}.sequence", r["sequence"]), _number(f"{name}.head_dim", r["head_dim"])
-        if "tflops" in r:
-            rate = _checks.positive(f"{name}.tflops", r["tflops"]) * 1e12
-        else:
-            rate = 4 * bh * sq * sq * d / _checks.positive(f"{name}.seconds", r.get("seconds"))
-        flash.append((bh, sq, sq, d, rate))
+        flash.append((bh, sq, sq, d, _rate(name, r, "tflops", 1e12, 4 * bh * sq * sq * d)))
     keep = ("device", "torch", "date", "dtype", "how", "source", "peak_tflops", "truncated")
     provenance = _checks.json_record(f"{where} provenance", {k: data[k] for k in keep if k in data})
     return GemmTable.from_rows(
@@ -451,7 +542,9 @@ def load_gemm_table(source: str | Path, *, peak_flops: float | None = None) -> G
 
     The file is read with the bounded reader (:func:`queuesgd._checks.read_bytes`).
     ``peak_flops`` defaults to the file's ``peak_tflops``, else, for a
-    built-in table, the device's datasheet peak.
+    built-in table, the device's datasheet peak. A file that is not JSON
+    Python reads (not UTF-8, not JSON, an integer of more than 4,300 digits,
+    nesting deeper than the parser's recursion limit) is refused naming ``source``.
 
     Examples
     --------
@@ -468,6 +561,7 @@ def load_gemm_table(source: str | Path, *, peak_flops: float | None = None) -> G
     raw = _checks.read_bytes("source", path)
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InvalidParameterError("source", str(path), f"a JSON GEMM table ({err})") from None
+    except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, an int of > 4,300 digits: ValueErrors
+        why = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+        raise InvalidParameterError("source", str(path), f"a JSON GEMM table ({why})") from None
     return gemm_table_from_json(data, peak_flops=peak_flops, where="source")

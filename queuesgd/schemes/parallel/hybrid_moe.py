@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from queuesgd import _checks
+from queuesgd.compute_model import MAX_CAPACITY_FACTOR
 from queuesgd.errors import InvalidParameterError
 from queuesgd.model_shapes_attention import step_flops
 
@@ -48,8 +49,6 @@ __all__ = [
     "mlp_bytes",
 ]
 
-#: Most a capacity factor may be (GShard and Switch use 1 to 2; ``E / k`` already keeps every token).
-MAX_CAPACITY_FACTOR = 1000.0
 
 
 def check_experts(scheme: HybridParallel) -> None:
