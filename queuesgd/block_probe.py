@@ -24,8 +24,9 @@ core's backward) and not its level is off.
 How it times: ``layers`` blocks in a row (so no kernel sits at an edge),
 ``warmup`` passes first, then ``repeats`` passes between two synchronizations
 (:func:`time.perf_counter`), the mean over passes and blocks. Bounded by
-``budget`` seconds (a shape's variants not timed when it runs out are
-``None``, and ``"truncated": true`` says so). PyTorch is imported only here
+``budget`` seconds, checked before every pass (:func:`timed_mean`): a variant
+cut short is the mean of the passes it timed, one not timed is ``None``, and
+``"truncated": true`` says so. PyTorch is imported only here
 (``pip install queuesgd[validation]``).
 
 Examples
@@ -50,11 +51,11 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.command_line import Parser, device_arguments, run_command
 from queuesgd.compute_model import ComputeModel
-from queuesgd.errors import InvalidParameterError
+from queuesgd.errors import InvalidParameterError, QueuesgdError
 from queuesgd.harness import check_device, require_torch
 from queuesgd.model_shapes import TransformerShape
 
-__all__ = ["build_parser", "compare_block", "main", "mean_seconds", "probe_block"]
+__all__ = ["build_parser", "compare_block", "main", "mean_seconds", "probe_block", "timed_mean"]
 
 #: Data types the probe takes, by their PyTorch names.
 DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32")
@@ -92,19 +93,60 @@ def mean_seconds(torch: Any, device: str, fn: Callable[[], Any], warmup: int, re
     >>> mean_seconds(torch, "cpu", lambda: torch.ones(4).sum(), 1, 3) > 0
     True
     """
+    mean, _ = timed_mean(torch, device, fn, warmup, repeats)
+    return float("nan") if mean is None else mean  # None only for repeats < 1
+
+
+def timed_mean(
+    torch: Any, device: str, fn: Callable[[], Any], warmup: int, repeats: int, stop: float | None = None
+) -> tuple[float | None, int]:
+    """``(mean seconds, calls timed)`` of ``fn``: ``warmup`` calls, then up to ``repeats`` timed ones.
+
+    With ``stop`` (a :func:`time.perf_counter` value) no call starts once it
+    has passed or once the previous call's seconds say it would end past it
+    (so only a first call, of unknown length, can end past it): the mean is
+    over the calls timed, ``None`` if none was (the warm-up cut). On a GPU the
+    clock is the host's, so calls already queued end after it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> mean, calls = timed_mean(torch, "cpu", lambda: torch.ones(4).sum(), 1, 3)
+    >>> mean > 0, calls
+    (True, 3)
+    >>> timed_mean(torch, "cpu", lambda: time.sleep(0.01), 0, 10_000, stop=time.perf_counter() + 0.05)[1] < 10
+    True
+    >>> timed_mean(torch, "cpu", lambda: None, 1, 3, stop=time.perf_counter())
+    (None, 0)
+    """
+    last = [0.0]  # the seconds of the previous call
+
+    def may_start() -> bool:
+        now = time.perf_counter()
+        return stop is None or (now < stop and now + last[0] <= stop)
+
+    def call() -> float:
+        t = time.perf_counter()
+        fn()
+        last[0] = time.perf_counter() - t
+        return last[0]
 
     def sync() -> None:
         if device.startswith("cuda"):
             torch.cuda.synchronize(device)
 
     for _ in range(warmup):
-        fn()
+        if not may_start():
+            return None, 0
+        call()
     sync()
     t0 = time.perf_counter()
-    for _ in range(repeats):
-        fn()
+    done = 0
+    while done < repeats and may_start():
+        call()
+        done += 1
     sync()
-    return (time.perf_counter() - t0) / repeats
+    return ((time.perf_counter() - t0) / done if done else None), done
 
 
 def probe_block(
@@ -134,7 +176,8 @@ def probe_block(
     layers, warmup, repeats : int
         Blocks in a row, untimed passes, timed passes.
     budget : float
-        Seconds; variants not reached are ``None`` and ``"truncated"`` is true.
+        Seconds, checked before every pass: a variant cut short is the mean of the passes it
+        timed, one not reached ``None``, and ``"truncated"`` is true.
 
     Returns
     -------
@@ -171,6 +214,10 @@ def probe_block(
     stop = time.perf_counter() + budget
     rows, truncated = [], False
     for b in mbs:
+        row: dict[str, Any] = {"microbatch": b, "forward": None, "step": None, "recompute_step": None}
+        if truncated:  # the budget is spent: the micro-batches left are not timed
+            rows.append(row)
+            continue
         x = torch.randn(b, shape.sequence, shape.hidden, device=device, dtype=dt, requires_grad=True)
 
         def forward(x: Any = x) -> Any:
@@ -188,13 +235,13 @@ def probe_block(
                 y = checkpoint(blk, y, use_reentrant=False) if recompute else blk(y)
             y.float().sum().backward()
 
-        row: dict[str, Any] = {"microbatch": b, "forward": None, "step": None, "recompute_step": None}
         variants = (("forward", forward), ("step", step), ("recompute_step", lambda: step(recompute=True)))
         for key, fn in variants:
-            if time.perf_counter() >= stop:
+            mean, calls = timed_mean(torch, device, fn, warmup, repeats, stop)
+            row[key] = None if mean is None else mean / layers
+            if calls < repeats:
                 truncated = True
                 break
-            row[key] = mean_seconds(torch, device, fn, warmup, repeats) / layers
         rows.append(row)
     return {
         "device": torch.cuda.get_device_name(device) if device.startswith("cuda")
@@ -267,23 +314,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(build_parser(), argv, _run)
 
 
-def _run(a: argparse.Namespace) -> int:
-    import json
+def _comparison_model(table: str | None, bandwidth: str | None) -> ComputeModel | None:
+    """The model ``--table`` and ``--memory-bandwidth`` name, checked before anything is timed."""
+    from queuesgd.gemm_table import BUILTIN, load_gemm_table
 
-    from queuesgd.gemm_table import load_gemm_table
+    if table is None:
+        if bandwidth is not None:  # it sets the compared model's memory-bound costs: nothing without one
+            raise InvalidParameterError("--memory-bandwidth", bandwidth, "a bandwidth only with --table")
+        return None
+    try:
+        gemm = load_gemm_table(table)
+    except QueuesgdError as err:
+        why = next((s.strip() for s in str(err).splitlines() if s.strip()), "")
+        raise InvalidParameterError(
+            "--table", table, f"a built-in table ({', '.join(BUILTIN)}) or a GEMM table's JSON file ({why})"
+        ) from None
+    try:
+        return ComputeModel(gemm, bandwidth)
+    except InvalidParameterError as err:
+        raise InvalidParameterError("--memory-bandwidth", bandwidth, err.accepted) from None
+
+
+def _run(a: argparse.Namespace) -> int:
+    """Check every argument (the table and bandwidth too), then time, compare, write and print one line."""
+    import json
 
     out = _checks.output_file("out", a.out, suffix=".json")
     for name in ("hidden", "heads", "sequence"):
         _checks.integer(f"--{name}", getattr(a, name), minimum=1, maximum=2**17)
     shape = TransformerShape(1, a.hidden, a.heads, a.sequence, 1, attention="flash", dropout=False)
+    model = _comparison_model(a.table, a.memory_bandwidth)
     record = probe_block(shape, a.microbatch, device=a.device, dtype=a.dtype, layers=a.layers,
                          repeats=a.repeats, budget=a.budget)  # fmt: skip
-    if a.table is not None:
-        model = ComputeModel(load_gemm_table(a.table), a.memory_bandwidth)
+    if model is not None:
         record["table"] = a.table
         record["comparison"] = compare_block(record, model, shape)
     out.write_text(json.dumps(record, indent=1) + "\n")
-    cut = " (truncated)" if record["truncated"] else ""
+    cut = " (truncated by the budget)" if record["truncated"] else ""
     print(f"{record['device']}: {len(record['rows'])} micro-batches{cut} -> {out}")
     return 0
 

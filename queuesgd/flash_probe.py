@@ -25,11 +25,17 @@ which :func:`~queuesgd.gemm_table.load_gemm_table` reads; without
 ``--table``, ``OUT.json`` holds the rows alone. PyTorch is imported only here
 (``pip install queuesgd[validation]``).
 
+The measuring is bounded by ``budget`` seconds, checked before every call
+(:func:`~queuesgd.block_probe.timed_mean`): where it runs out, the row being
+timed keeps the calls it timed (``calls``, ``step_calls``; a backward not
+timed is ``None``), the lengths left are left out, and ``"truncated": true``
+says so.
+
 Examples
 --------
 >>> rec = probe_flash((16, 32), heads=2, head_dim=8, tokens=64, device="cpu", dtype="float32", repeats=1)
->>> [(r["batch"], r["sequence"]) for r in rec["flash"]], rec["truncated"]
-([(4, 16), (2, 32)], False)
+>>> [(r["batch"], r["sequence"], r["calls"], r["step_calls"]) for r in rec["flash"]], rec["truncated"]
+([(4, 16, 1, 1), (2, 32, 1, 1)], False)
 >>> all(r["tflops"] > 0 and r["backward_seconds"] > 0 for r in rec["flash"])
 True
 """
@@ -45,7 +51,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from queuesgd import _checks
-from queuesgd.block_probe import DTYPES, mean_seconds
+from queuesgd.block_probe import DTYPES, timed_mean
 from queuesgd.command_line import Parser, device_arguments, run_command
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness import check_device, require_torch
@@ -84,19 +90,23 @@ def probe_flash(
     warmup, repeats : int
         Untimed calls, then timed calls (their mean).
     budget : float
-        Seconds; sequences not reached are left out and ``"truncated"`` is true.
+        Seconds, > 0, checked before every call: the row it cuts keeps the calls it timed (a
+        forward not timed: no row), sequences not reached are left out, ``"truncated"`` is true.
 
     Returns
     -------
     dict
         ``device``, ``dtype``, ``torch``, ``date``, ``how`` and ``flash``: rows of ``batch``,
         ``heads``, ``sequence``, ``head_dim``, ``causal``, ``seconds``, ``backward_seconds``,
-        ``backward_ratio`` and ``tflops``; ``truncated``.
+        ``backward_ratio`` (``None`` where the budget left the backward untimed), ``tflops``,
+        ``calls`` and ``step_calls`` (the timed calls of each); ``truncated``.
 
     Examples
     --------
-    >>> probe_flash((16,), heads=1, head_dim=4, device="cpu", dtype="float32", budget=0.0)["flash"]
-    []
+    >>> rec = probe_flash((16, 32), heads=1, head_dim=4, device="cpu", dtype="float32", repeats=10_000,
+    ...                   budget=0.2)
+    >>> rec["truncated"], len(rec["flash"]) <= 1, all(r["calls"] < 10_000 for r in rec["flash"])
+    (True, True, True)
     """
     torch = require_torch()
     seqs = [_checks.integer("sequences", s, maximum=2**20) for s in sequences]
@@ -108,15 +118,14 @@ def probe_flash(
         raise InvalidParameterError("dtype", dtype, f"one of {', '.join(DTYPES)}")
     warmup = _checks.integer("warmup", warmup, minimum=0, maximum=10_000)
     repeats = _checks.integer("repeats", repeats, maximum=10_000)
-    budget = _checks.positive("budget", budget, allow_zero=True, maximum=86_400.0)
+    budget = _checks.positive("budget", budget, maximum=86_400.0)  # as probe_gemm's and probe_busbw's
     device = str(check_device(device or ("cuda" if torch.cuda.is_available() else "cpu")))
     dt_ = getattr(torch, dtype)
     attend = torch.nn.functional.scaled_dot_product_attention
     stop = time.perf_counter() + budget
     rows, truncated = [], False
     for s in seqs:
-        if time.perf_counter() >= stop:
-            truncated = True
+        if truncated:  # the budget is spent: the lengths left are left out
             break
         b = max(1, tokens // s)
         shape = (b, heads, s, head_dim)
@@ -131,13 +140,19 @@ def probe_flash(
                 x.grad = None
             attend(q, k, v, is_causal=causal).float().sum().backward()
 
-        fwd = mean_seconds(torch, device, forward, warmup, repeats)
-        both = mean_seconds(torch, device, step, warmup, repeats)
+        fwd, calls = timed_mean(torch, device, forward, warmup, repeats, stop)
+        both, step_calls = None, 0
+        if calls == repeats:  # the forward's calls all timed: the step's next
+            both, step_calls = timed_mean(torch, device, step, warmup, repeats, stop)
+        truncated = step_calls < repeats
+        if fwd is None:  # not one forward timed: no row
+            break
+        back = None if both is None else max(both - fwd, 0.0)
         flops = 4.0 * b * heads * s * s * head_dim
         rows.append({
             "batch": b, "heads": heads, "sequence": s, "head_dim": head_dim, "causal": causal, "seconds": fwd,
-            "backward_seconds": max(both - fwd, 0.0), "backward_ratio": max(both - fwd, 0.0) / fwd,
-            "tflops": flops / fwd / 1e12,
+            "backward_seconds": back, "backward_ratio": None if back is None else back / fwd,
+            "tflops": flops / fwd / 1e12, "calls": calls, "step_calls": step_calls,
         })  # fmt: skip
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else platform.processor() or "cpu"
     how = (f"scaled_dot_product_attention{' causal' if causal else ''}, {warmup} warm-up + {repeats} timed "
@@ -172,6 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(a: argparse.Namespace) -> int:
     out = _checks.output_file("out", a.out, suffix=".json")
+    _checks.positive("--budget", a.budget, maximum=86_400.0)  # named as given; probe_flash checks the rest
     base: dict[str, Any] = {}
     if a.table is not None:
         from queuesgd.gemm_table import gemm_table_from_json
@@ -186,10 +202,12 @@ def _run(a: argparse.Namespace) -> int:
                       device=a.device, dtype=a.dtype, repeats=a.repeats, budget=a.budget)  # fmt: skip
     doc = rec
     if base:
-        doc = {**base, "flash": rec["flash"], "flash_how": rec["how"], "flash_device": rec["device"]}
+        how = rec["how"] + ("; cut by the budget (truncated)" if rec["truncated"] else "")  # the table's keys
+        doc = {**base, "flash": rec["flash"], "flash_how": how, "flash_device": rec["device"]}
     out.write_text(json.dumps(doc, indent=1) + "\n")
-    best = max((r["tflops"] for r in rec["flash"]), default=float("nan"))
-    print(f"{rec['device']}: {len(rec['flash'])} sequence lengths, best {best:.1f} TFLOP/s -> {out}")
+    cut = " (cut by the budget)" if rec["truncated"] else ""
+    best = f"best {max(r['tflops'] for r in rec['flash']):.1f} TFLOP/s" if rec["flash"] else "none measured"
+    print(f"{rec['device']}: {len(rec['flash'])} sequence lengths{cut}, {best} -> {out}")
     return 0
 
 

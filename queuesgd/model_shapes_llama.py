@@ -58,7 +58,8 @@ def parse_shape_text(text: str, field: str = "shape", name: str = "transformer")
     (``tied_embeddings=False``), ``rope`` (``position_embedding=False``),
     ``nodropout``, ``flash`` (``attention="flash"``, a fused attention kernel),
     and ``llama`` (the seven flags: Llama 3 trains with flash attention).
-    Anything else is refused on ``field`` with InvalidParameterError.
+    Anything else, and a keyword given twice (``kv=4:kv=8``), is refused on
+    ``field`` with InvalidParameterError.
 
     Examples
     --------
@@ -69,6 +70,10 @@ def parse_shape_text(text: str, field: str = "shape", name: str = "transformer")
     (2, 1376, True, 'rmsnorm', False, False, True)
     >>> s.attention, parse_shape_text("4:512:8:1024:32000:flash").attention
     ('eager', 'flash')
+    >>> parse_shape_text("4:512:8:1024:32000:kv=2:kv=4")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: shape: got '4:512:8:1024:32000:kv=2:kv=4'; ... not 'kv' twice
     """
     from queuesgd.model_shapes import TransformerShape
 
@@ -79,14 +84,19 @@ def parse_shape_text(text: str, field: str = "shape", name: str = "transformer")
     if len(parts) < 5 or not all(p.isascii() and p.isdigit() for p in parts[:5]):
         raise InvalidParameterError(field, text, accepted)
     keywords: dict[str, Any] = {}
+    seen: set[str] = set()
     for part in parts[5:]:
         key, equals, number = part.partition("=")
         if equals and key in _NUMBERS and number.isascii() and number.isdigit():
-            keywords[_NUMBERS[key]] = int(number)
+            fields: Any = ((_NUMBERS[key], int(number)),)
         elif not equals and part in _FLAGS:
-            keywords.update(_FLAGS[part])
+            fields = _FLAGS[part]
         else:
             raise InvalidParameterError(field, text, f"{accepted}; not {part!r}")
+        if key in seen:  # kv=4:kv=8 took the last one: say which is meant
+            raise InvalidParameterError(field, text, f"{accepted}; each keyword once, not {key!r} twice")
+        seen.add(key)
+        keywords.update(fields)
     return TransformerShape(*(int(p) for p in parts[:5]), name=name, **keywords)
 
 

@@ -157,10 +157,10 @@ class Pipeline(Scheme):
     schedule : {"1f1b", "gpipe"}
         ``"1f1b"``: torch's ``Schedule1F1B`` (PipeDream-Flush); ``"gpipe"``:
         ``ScheduleGPipe`` (all forwards, then all backwards).
-    partition : None, "balanced" or sequence of int
-        Layers per stage in forward order; ``None``/``"balanced"`` balances the
-        stages' forward + backward times (needs ``workload.layers`` for a
-        sequence).
+    partition : None, "balanced", sequence of int or str
+        Layers per stage in forward order (``"80:81"``: the command line's form);
+        ``None``/``"balanced"`` balances the stages' forward + backward times
+        (needs ``workload.layers`` for a sequence).
     activation_bytes : float, str or sequence
         Bytes of one micro-batch's activation sent across a stage boundary (and
         of its gradient sent back): one value for every boundary, or ``S - 1``.
@@ -263,9 +263,12 @@ class Pipeline(Scheme):
         set_(self, "schedule", schedule_name(self.schedule, "Pipeline.schedule"))
         part = self.partition
         if part is not None and not (isinstance(part, str) and part == "balanced"):
-            accepted = f"None, 'balanced', or {S} positive layer counts in forward order"
+            accepted = f"None, 'balanced', or {S} positive layer counts in forward order (as text N1:N2:...)"
+            items = part.split(":") if isinstance(part, str) else part  # "80:81", as the CLI's --stage-layers
+            if isinstance(part, str) and all(p.strip().isascii() and p.strip().isdigit() for p in items):
+                items = [int(p) if len(p.strip()) <= 10 else p for p in items]  # more digits: refused
             try:
-                counts = _checks.integers("Pipeline.partition", part, maximum=_checks.MAX_COUNT)
+                counts = _checks.integers("Pipeline.partition", items, maximum=_checks.MAX_COUNT)
             except InvalidParameterError:
                 raise InvalidParameterError("Pipeline.partition", part, accepted) from None
             if len(counts) != S:
