@@ -227,3 +227,27 @@ def test_numbers_print_as_a_number(capsys):
     status, out, _ = derive(capsys, "sync-ps", "--workers", "100000", "--compute", "exponential", *argv)
     assert status == 0 and "harmonic" not in out
     assert float(out.split("X = ")[1].split()[0]) > 0
+
+
+def test_hybrid_flags_set_their_symbols_where_they_were_ignored(capsys):
+    # --tensor, --pipeline, --data and --layers left t, p, d and l free (the output was plain derive's)
+    flags = ["--tensor", "2", "--pipeline", "4", "--data", "2", "--layers", "24", "--microbatches", "8"]
+    status, out, err = derive(capsys, "hybrid", *flags)
+    assert status == 0, err
+    import sympy
+
+    general = q.derive(q.HybridParallel(), compute="deterministic")
+    expected = general.subs({"t": 2, "p": 4, "d": 2, "l": 24, "M": 8}).expr
+    names = {str(x): x for x in general.expr.free_symbols}
+    got = sympy.sympify(out.split("X = ")[1].split("\n")[0], locals=names)
+    assert sympy.simplify(got - expected) == 0
+    assert not {"t", "p", "d", "l"} & {str(x) for x in got.free_symbols}
+    # a shape's layers are its l
+    status, out, err = derive(capsys, "hybrid", "--shape", "24:1024:16:2048:51200")
+    assert status == 0, err
+    assert " l: " not in out and "24*" in out
+
+
+def test_hybrid_refuses_a_workload_of_another_model_beside_a_shape_as_predict_does(capsys):
+    status, out, err = derive(capsys, "hybrid", "--workload", "resnet50", "--shape", "24:1024:16:2048:51200")
+    assert status == 2 and len(err) == 1 and "--workload: got 'resnet50'" in err[0], err

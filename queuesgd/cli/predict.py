@@ -138,6 +138,10 @@ def run_derive(args: argparse.Namespace) -> int:
         from queuesgd.catalog import load_workload
 
         workload = load_workload(args.workload)
+        if getattr(scheme, "shape", None) is not None:  # as predict: a workload of that model, or none
+            from queuesgd.model_shapes_mlp import check_workload
+
+            check_workload(scheme.shape, workload, "--workload", "leave --workload out (symbols stay free)")
     compute = derive_compute(args.compute, workload)
     workers = None if args.workers is None else one("--workers", ints("--workers", args.workers))
     try:
@@ -285,6 +289,8 @@ def derive_values(
     for name in params:
         value = getattr(scheme, name)
         symbol = _PARAMETER_SYMBOLS.get(name)
+        if name == "shape" and value is not None and "l" in f.free_names:  # a shape's layers are its l
+            symbol, value = "l", value.layers
         if symbol in f.free_names and isinstance(value, numbers.Real) and not isinstance(value, bool):
             values[symbol] = value
         elif name in unread:
@@ -327,6 +333,10 @@ _PARAMETER_SYMBOLS = {
     "period": "H",
     "stages": "S",
     "microbatches": "M",
+    "tensor": "t",
+    "pipeline": "p",
+    "data": "d",
+    "layers": "l",
 }
 
 # The options that substitute each symbol, for the errors of the formula's domains.
@@ -336,8 +346,9 @@ _SYMBOL_FLAGS = {
     "B": "--bandwidth",
     "alpha": "--latency",
     "s": "--ps-shards",
-    **{symbol: scheme_flag(name) for name, symbol in _PARAMETER_SYMBOLS.items()},
 }
+for _name, _symbol in _PARAMETER_SYMBOLS.items():  # the first flag of a symbol (d: --density before --data)
+    _SYMBOL_FLAGS.setdefault(_symbol, scheme_flag(_name))
 
 
 def cli_field(field: str) -> str:

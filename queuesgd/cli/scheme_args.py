@@ -139,6 +139,19 @@ def add_common(p: argparse.ArgumentParser, *, lists: bool) -> None:
     p.add_argument("--latency", default="0", help="one-way latency(s), e.g. 50us")
     p.add_argument("--ps-shards", default="1", help="number of parameter-server shards")
     p.add_argument(
+        "--gpus-per-node",
+        metavar="N",
+        help="a two-level cluster: N GPUs a node (--bandwidth is then each rail between nodes); "
+        "default: flat, every worker its own node",
+    )
+    p.add_argument(
+        "--node-bandwidth", metavar="B", help="with --gpus-per-node: each GPU's bandwidth inside a node"
+    )
+    p.add_argument(
+        "--node-latency", metavar="L", help="with --gpus-per-node: latency inside a node (default 0)"
+    )
+    p.add_argument("--rails", metavar="R", help="with --gpus-per-node: network cards per node (default 1)")
+    p.add_argument(
         "--compute",
         metavar="LAW",
         help="compute-time law with the workload's mean: deterministic, exponential, "
@@ -279,8 +292,50 @@ def setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dict
         latency=units.parse_seconds(split_list(args.latency)[0], "--latency"),
         ps_shards=_checks.integer("--ps-shards", ints("--ps-shards", args.ps_shards)[0]),
         stragglers=stragglers,
+        **node_options(args),
     )
     return scheme, workload, cluster, params
+
+
+def node_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Two-level cluster fields: ``--gpus-per-node``, ``--node-bandwidth``, ``--node-latency``, ``--rails``.
+
+    None of them: a flat cluster (``{}``). The three others need ``--gpus-per-node``, which needs
+    ``--node-bandwidth``; each value is checked under its flag's name.
+
+    Examples
+    --------
+    >>> ns = argparse.Namespace(gpus_per_node="8", node_bandwidth="300GB/s", node_latency=None, rails="8")
+    >>> node_options(ns)
+    {'gpus_per_node': 8, 'node_bandwidth': 300000000000.0, 'rails': 8}
+    >>> flat = dict(gpus_per_node=None, node_bandwidth=None, node_latency=None)
+    >>> node_options(argparse.Namespace(rails="8", **flat))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --rails: got '8'; accepted: ... with --gpus-per-node N ...
+    """
+    from queuesgd import _checks, units
+
+    if args.gpus_per_node is None:
+        for flag in ("node_bandwidth", "node_latency", "rails"):
+            if getattr(args, flag) is not None:
+                name = "--" + flag.replace("_", "-")
+                raise InvalidParameterError(
+                    name, getattr(args, flag), "nothing on a flat cluster; give it with --gpus-per-node N"
+                )
+        return {}
+    per = ints("--gpus-per-node", args.gpus_per_node)[0]
+    out: dict[str, Any] = {"gpus_per_node": _checks.integer("--gpus-per-node", per)}
+    if args.node_bandwidth is None:
+        raise InvalidParameterError(
+            "--node-bandwidth", None, "each GPU's bandwidth inside a node (e.g. 300GB/s) with --gpus-per-node"
+        )
+    out["node_bandwidth"] = units.parse_bandwidth(args.node_bandwidth, "--node-bandwidth")
+    if args.node_latency is not None:
+        out["node_latency"] = units.parse_seconds(args.node_latency, "--node-latency")
+    if args.rails is not None:
+        out["rails"] = _checks.integer("--rails", ints("--rails", args.rails)[0])
+    return out
 
 
 def shape_workload(args: argparse.Namespace, shapes: list[Any]) -> Any:

@@ -1,0 +1,53 @@
+"""The command line's two-level cluster: --gpus-per-node, --node-bandwidth, --node-latency, --rails.
+
+Each row equals the Python API's predict on the same Cluster (the independent source); each refusal is one
+line naming its flag, status 2.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import queuesgd as q
+from queuesgd.cli import main
+
+SHAPE = "24:1024:16:2048:51200"
+NODES = ["--gpus-per-node", "8", "--node-bandwidth", "300GB/s", "--node-latency", "2us", "--rails", "8"]
+
+
+def test_rows_on_a_two_level_cluster_equal_the_python_api(capsys):
+    args = ["predict", "--scheme", "hybrid", "--shape", SHAPE, "--tensor", "8", "--workers", "8,16,64"]
+    assert main([*args, "--bandwidth", "200Gbit/s", "--latency", "5us", *NODES, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    s = q.HybridParallel(tensor=8, shape=SHAPE)
+    w = s.shape.workload(1)
+    for r in rows:
+        c = q.Cluster(r["workers"], "200Gbit/s", "5us", gpus_per_node=8, node_bandwidth="300GB/s",
+                      node_latency="2us", rails=8)  # fmt: skip
+        assert r["throughput"] == pytest.approx(q.predict(s, w, c).throughput, rel=1e-12)
+    # the flat cluster of the same flags differs: tensor parallelism over the 200 Gbit/s links
+    assert main([*args, "--bandwidth", "200Gbit/s", "--latency", "5us", "--json"]) == 0
+    flat = json.loads(capsys.readouterr().out)
+    assert all(f["throughput"] < r["throughput"] for f, r in zip(flat, rows))
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["--rails", "8"], "--rails"),
+        (["--node-latency", "2us"], "--node-latency"),
+        (["--node-bandwidth", "300GB/s"], "--node-bandwidth"),
+        (["--gpus-per-node", "8"], "--node-bandwidth"),
+        (["--gpus-per-node", "0", "--node-bandwidth", "300GB/s"], "--gpus-per-node"),
+        (["--gpus-per-node", "8", "--node-bandwidth", "-1GB/s"], "--node-bandwidth"),
+        (["--gpus-per-node", "8", "--node-bandwidth", "300GB/s", "--node-latency", "-1us"], "--node-latency"),
+        (["--gpus-per-node", "8", "--node-bandwidth", "300GB/s", "--rails", "0"], "--rails"),
+    ],
+)
+def test_a_bad_two_level_flag_is_one_line_naming_it(capsys, extra, flag):
+    args = ["predict", "--scheme", "hybrid", "--shape", SHAPE, "--workers", "8", *extra]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{flag}: " in err[0], err
