@@ -196,8 +196,9 @@ def _run(a: argparse.Namespace) -> int:
         try:
             base = json.loads(raw.decode("utf-8"))
             gemm_table_from_json(base, peak_flops=1.0e30, where="--table")  # a GEMM table, checked whole
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise InvalidParameterError("--table", a.table, f"a JSON GEMM table ({err})") from None
+        except (ValueError, RecursionError) as err:  # not UTF-8 or JSON, an int of > 4,300 digits, too deep
+            why = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+            raise InvalidParameterError("--table", a.table, f"a JSON GEMM table ({why})") from None
     rec = probe_flash(a.sequence, heads=a.heads, head_dim=a.head_dim, tokens=a.tokens, causal=not a.no_causal,
                       device=a.device, dtype=a.dtype, repeats=a.repeats, budget=a.budget)  # fmt: skip
     doc = rec

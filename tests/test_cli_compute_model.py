@@ -83,7 +83,13 @@ def test_sweep_with_a_table_file_equals_the_python_api(tmp_path):
     [
         (["--compute-model", "h200"], "--compute-model", "a shipped GEMM table (h100-bf16)"),
         (["--compute-model", "missing.json"], "--compute-model", "No such file"),
-        (["--compute-model", "h100-bf16", "--memory-bandwidth", "0"], "--memory-bandwidth", "> 0"),
+        (
+            ["--compute-model", "h100-bf16", "--memory-bandwidth", "0"],
+            "--memory-bandwidth",
+            "at least 1 bit/s",
+        ),
+        (["--compute-model", "h100-bf16", "--memory-bandwidth", "1e-300"], "--memory-bandwidth", "1 bit/s"),
+        (["--compute-model", "h100-bf16", "--memory-bandwidth", "0.1bit/s"], "--memory-bandwidth", "1 bit/s"),
         (["--compute-model", "h100-bf16", "--memory-bandwidth", "fast"], "--memory-bandwidth", "10Gbit/s"),
         (["--memory-bandwidth", "3TB/s"], "--memory-bandwidth", "only with --compute-model"),
         (["--compute-model", "none", "--memory-bandwidth", "3TB/s"], "--memory-bandwidth", "only with"),
@@ -93,6 +99,16 @@ def test_bad_values_are_one_line(extra, flag, says):
     status, out, err = cli("predict", *HYBRID, "--tensor", "2", "--workers", "8", *extra)
     assert status == 2 and out == "" and len(err) == 1
     assert err[0].startswith(f"queuesgd: error: {flag}: got ") and says in err[0], err[0]
+
+
+def test_a_bare_memory_bandwidth_is_bytes_per_second_and_warned_about():
+    # 1e-300 printed NaN with status 0; a bare 3.35 (bytes/s) went without a word
+    status, out, err = cli("predict", *HYBRID, "--workers", "8", "--compute-model", "h100-bf16",
+                           "--memory-bandwidth", "3.35", "--json")  # fmt: skip
+    assert status == 0
+    assert any("warning: --memory-bandwidth 3.35 is 3.35 bytes/s" in line for line in err), err
+    cm = ComputeModel(load_gemm_table("h100-bf16"), 3.35)
+    assert json.loads(out)[0]["throughput"] == api(1, 8, cm)
 
 
 def test_bad_combinations_are_one_line(tmp_path):

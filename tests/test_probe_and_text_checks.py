@@ -146,6 +146,21 @@ def test_the_flash_cli_refuses_a_budget_that_is_not_positive(budget, tmp_path, m
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [('{"peak_tflops": ' + "9" * 5000 + "}", "digits"), ("[" * 200_000 + "]" * 200_000, "nested too deeply")],
+)
+def test_the_flash_cli_refuses_a_table_python_cannot_parse_in_one_line(
+    text, says, tmp_path, monkeypatch, capsys
+):
+    # an integer of more than 4,300 digits (a ValueError) or deep nesting (a RecursionError) was a traceback
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.json").write_text(text)
+    assert flash_probe.main(["x.json", *TINY_FLASH, "--table", "t.json"]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"{FLASH}--table: got ") and says in line, line
+
+
 def test_probe_flash_stops_inside_a_length_and_keeps_what_it_timed():
     pytest.importorskip("torch")
     t0 = time.perf_counter()

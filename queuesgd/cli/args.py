@@ -85,10 +85,11 @@ def plausible(args: argparse.Namespace, flag: str, items: list[str], values: lis
     for text, value in zip(items, values):
         if not _NUMBER.match(text):
             continue
-        if flag == "--bandwidth" and value < 1e6:
+        if flag in ("--bandwidth", "--memory-bandwidth") and value < 1e6:
+            unit = "Gbit/s" if flag == "--bandwidth" else "TB/s"
             notes(args).append(
-                f"warning: --bandwidth {text} is {value:g} bytes/s (a bare number is bytes/s); "
-                f"give a unit, e.g. {text}Gbit/s"
+                f"warning: {flag} {text} is {value:g} bytes/s (a bare number is bytes/s); "
+                f"give a unit, e.g. {text}{unit}"
             )
         elif flag == "--latency" and value >= 1.0:
             notes(args).append(

@@ -7,7 +7,7 @@ import dataclasses
 import re
 from typing import Any
 
-from queuesgd.cli.args import Renamed, ints, split_list
+from queuesgd.cli.args import Renamed, ints, plausible, split_list
 from queuesgd.errors import InvalidParameterError
 from queuesgd.specs import RANDOM_DELAY, compute_law, parse_value, random_delay
 
@@ -37,7 +37,7 @@ def compute_model_value(text: Any, memory_bandwidth: str | None = None) -> Any:
     ...
     queuesgd.errors.InvalidParameterError: --compute-model: got 'h200'; accepted: none, a shipped GEMM ...
     """
-    from queuesgd import units
+    from queuesgd.busbw import bandwidth_value
     from queuesgd.compute_model import ComputeModel
     from queuesgd.errors import QueuesgdError
     from queuesgd.gemm_table import BUILTIN, load_gemm_table
@@ -65,7 +65,7 @@ def compute_model_value(text: Any, memory_bandwidth: str | None = None) -> Any:
     if bw is not None and str(bw).strip().lower() == "none":
         bw = None
     if bw is not None:
-        bw = units.parse_bandwidth(bw, "--memory-bandwidth")
+        bw = bandwidth_value("--memory-bandwidth", bw, example="'3.35TB/s'")
     try:
         return ComputeModel(table, bw)
     except InvalidParameterError as err:  # a bandwidth of 0 or below
@@ -242,7 +242,10 @@ def scheme_from_args(args: argparse.Namespace, name: str, *, lists: bool) -> tup
             raise InvalidParameterError(
                 "--compute-model", args.param_compute_model, "one table per sweep (run a sweep for each)"
             )
-        params["compute_model"] = [compute_model_value(values[0], bandwidth)]
+        model = compute_model_value(values[0], bandwidth)
+        params["compute_model"] = [model]
+        if model is not None and model.memory_bandwidth is not None:  # a bare number is bytes/s: warn
+            plausible(args, "--memory-bandwidth", [str(bandwidth)], [model.memory_bandwidth])
     elif bandwidth is not None:
         raise InvalidParameterError("--memory-bandwidth", bandwidth, "only with --compute-model")
     try:
@@ -312,9 +315,10 @@ def node_options(args: argparse.Namespace) -> dict[str, Any]:
     >>> node_options(argparse.Namespace(rails="8", **flat))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    queuesgd.errors.InvalidParameterError: --rails: got '8'; accepted: ... with --gpus-per-node N ...
+    queuesgd.errors.InvalidParameterError: --rails: got '8'; accepted: nothing on a flat cluster; give it ...N
     """
     from queuesgd import _checks, units
+    from queuesgd.busbw import bandwidth_value
 
     if args.gpus_per_node is None:
         for flag in ("node_bandwidth", "node_latency", "rails"):
@@ -330,7 +334,7 @@ def node_options(args: argparse.Namespace) -> dict[str, Any]:
         raise InvalidParameterError(
             "--node-bandwidth", None, "each GPU's bandwidth inside a node (e.g. 300GB/s) with --gpus-per-node"
         )
-    out["node_bandwidth"] = units.parse_bandwidth(args.node_bandwidth, "--node-bandwidth")
+    out["node_bandwidth"] = bandwidth_value("--node-bandwidth", args.node_bandwidth, example="'300GB/s'")
     if args.node_latency is not None:
         out["node_latency"] = units.parse_seconds(args.node_latency, "--node-latency")
     if args.rails is not None:
