@@ -206,6 +206,20 @@ def integer(field: str, value: Any, *, minimum: int = 1, maximum: int | None = N
     return out
 
 
+def colon_counts(text: str) -> list[int] | None:
+    """The integers of a command line's ``N1:N2:...`` (digits only, at most 10 each), else None.
+
+    Examples
+    --------
+    >>> colon_counts("5:6:6:5"), colon_counts(" 80 : 81 "), colon_counts("5,6"), colon_counts("5:-6")
+    ([5, 6, 6, 5], [80, 81], None, None)
+    """
+    parts = [p.strip() for p in text.strip().split(":")]
+    if not all(p.isascii() and p.isdigit() and len(p) <= 10 for p in parts):
+        return None
+    return [int(p) for p in parts]
+
+
 def integers(
     field: str,
     value: Any,

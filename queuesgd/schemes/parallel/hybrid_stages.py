@@ -217,12 +217,11 @@ def stage_layer_counts(
     )
     counts = value
     if isinstance(value, str):
-        parts = value.strip().split(":")
         if value.strip().lower() == "none":
             return None
-        if not all(p.strip().isascii() and p.strip().isdigit() and len(p.strip()) <= 7 for p in parts):
+        counts = _checks.colon_counts(value)
+        if counts is None:
             raise InvalidParameterError(field, value, accepted)
-        counts = [int(p) for p in parts]
     try:
         counts = _checks.integers(field, counts, maximum=_checks.MAX_COUNT)
     except InvalidParameterError:

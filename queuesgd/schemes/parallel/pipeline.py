@@ -264,9 +264,7 @@ class Pipeline(Scheme):
         part = self.partition
         if part is not None and not (isinstance(part, str) and part == "balanced"):
             accepted = f"None, 'balanced', or {S} positive layer counts in forward order (as text N1:N2:...)"
-            items = part.split(":") if isinstance(part, str) else part  # "80:81", as the CLI's --stage-layers
-            if isinstance(part, str) and all(p.strip().isascii() and p.strip().isdigit() for p in items):
-                items = [int(p) if len(p.strip()) <= 10 else p for p in items]  # more digits: refused
+            items = _checks.colon_counts(part) if isinstance(part, str) else part  # "80:81"
             try:
                 counts = _checks.integers("Pipeline.partition", items, maximum=_checks.MAX_COUNT)
             except InvalidParameterError:
