@@ -69,3 +69,12 @@ def test_the_scaling_factor_of_a_compute_model_compares_with_one_gpu_under_the_s
     plain = q.sweep(q.HybridParallel(tensor=8), w8, dgx(8), workers=[8])
     assert plain.columns["scaling_factor"][0] == pytest.approx(
         plain.columns["throughput"][0] / (8 * 8 / 0.08), rel=1e-12)  # fmt: skip
+
+
+def test_the_interleaved_schedule_needs_stages_to_interleave():
+    # with one stage it was accepted and changed nothing (v ignored: the step was 1F1B's)
+    with pytest.raises(InvalidParameterError, match=r"HybridParallel\.schedule.*interleaving needs stages"):
+        q.HybridParallel(shape=SHAPE, schedule="interleaved", virtual_stages=2, microbatches=4)
+    s = q.HybridParallel(shape=SHAPE, pipeline=2, schedule="interleaved", virtual_stages=2, microbatches=4)
+    p = q.predict(s, SHAPE.workload(1), dgx(2))
+    assert p.details["bubble"] == pytest.approx((2 - 1) / (2 * 4), rel=1e-12)  # (p - 1) / (v m)

@@ -283,6 +283,9 @@ class HybridParallel(Scheme):
                 f"{n}.virtual_stages", self.virtual_stages, "1 unless schedule='interleaved'"
             )
         if self.schedule == "interleaved":
+            if self.pipeline == 1:  # nothing to interleave: the step would be 1F1B's, v ignored
+                accepted = "'1f1b' or 'gpipe' with pipeline=1 (interleaving needs stages)"
+                raise InvalidParameterError(f"{n}.schedule", "interleaved", accepted)
             if self.microbatches % self.pipeline:
                 raise InvalidParameterError(
                     f"{n}.microbatches",
