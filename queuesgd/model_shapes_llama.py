@@ -103,12 +103,15 @@ def parse_shape_text(text: str, field: str = "shape", name: str = "transformer")
 def parse_shape(value: Any, field: str = "HybridParallel.shape") -> TransformerShape | None:
     """A :class:`TransformerShape`, from itself or its text (``"l:h:a:s:V"`` and optional Llama keywords).
 
-    ``None`` stays ``None``; the text form is :func:`parse_shape_text`'s.
+    ``None`` (or the text ``"none"``, as a command line gives it) is ``None``; the text form is
+    :func:`parse_shape_text`'s.
 
     Examples
     --------
     >>> parse_shape("96:12288:96:2048:51200").parameters       # GPT-3 175B
     174615846912
+    >>> parse_shape("None") is None
+    True
     >>> parse_shape("32:4096:32:8192:128256:kv=8:ffn=14336:llama").parameters   # Llama 3.1 8B
     8030261248
     """
@@ -116,5 +119,7 @@ def parse_shape(value: Any, field: str = "HybridParallel.shape") -> TransformerS
 
     if value is None or isinstance(value, TransformerShape):
         return value
+    if isinstance(value, str) and value.strip().lower() == "none":
+        return None
     return parse_shape_text(value, field)
 

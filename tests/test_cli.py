@@ -157,11 +157,11 @@ def test_derive_prints_formula_and_latex():
         (["predict", "--scheme", "static-cutoff"], "--cutoff"),
         (
             ["predict", "--scheme", "backup-workers", "--workers", "4", "--backups", "4"],
-            "BackupWorkers.backups",
+            "--backups: got 4",
         ),
-        (["predict", "--scheme", "static-cutoff", "--timeout", "0"], "StaticCutoff.timeout"),
-        (["predict", "--scheme", "eager-sgd", "--mode", "majority", "--workers", "1"], "EagerSGD"),
-        (["predict", "--scheme", "stale-synchronous", "--staleness", "-1"], "StaleSynchronous.staleness"),
+        (["predict", "--scheme", "static-cutoff", "--timeout", "0"], "--cutoff: got 0"),
+        (["predict", "--scheme", "eager-sgd", "--mode", "majority", "--workers", "1"], "--mode: got"),
+        (["predict", "--scheme", "stale-synchronous", "--staleness", "-1"], "--staleness: got -1"),
         (["predict", "--random-delay", "two:1s"], "--random-delay"),
         (["predict", "--compute", "weibull:2"], "--compute"),
         (["derive", "backup-workers"], "finish"),
@@ -416,3 +416,27 @@ def test_predict_prints_memory_per_worker_by_hand(capsys):
     from queuesgd.units import format_bytes
 
     assert "8 workers" in line and f"total={format_bytes(total)})" in line
+
+
+@pytest.mark.parametrize(
+    ("extra", "starts"),
+    [
+        (["--shape", "24:1024:16:2048:51200", "--tensor", "3"], "--tensor: got 3; accepted: a divisor of"),
+        (["--workload", "gpt2"], "--workload: got 'gpt2'"),
+        (["--shape", "24:1024:16:2048:51200", "--schedule", "interleaved", "--virtual-stages", "2",
+          "--microbatches", "4"], "--schedule: got 'interleaved'; accepted: '1f1b' or 'gpipe' with --"),
+    ],
+)  # fmt: skip
+def test_predict_names_the_api_errors_by_their_flags(capsys, extra, starts):
+    # they named the Python fields (HybridParallel.tensor, workload, pipeline=1), as derive did not
+    assert main(["predict", "--scheme", "hybrid", "--workers", "8", *extra]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"queuesgd: error: {starts}"), line
+
+
+def test_predict_takes_shape_none_as_no_shape(capsys):
+    # "none" was refused although the message listed None as accepted
+    assert main(["predict", "--scheme", "hybrid", "--workers", "8", "--shape", "none", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    p = q.predict(q.HybridParallel(), "resnet50", q.Cluster(8, "10Gbit/s"))
+    assert row["workload"] == "resnet50" and row["throughput"] == pytest.approx(p.throughput, rel=1e-12)

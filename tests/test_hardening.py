@@ -398,7 +398,7 @@ def test_validate_out_must_be_writable_before_the_campaign(capsys, no_live_run, 
         (["--ps-shards", "1000000"], "queuesgd: error: Cluster.ps_shards: got 1000000; accepted: an integer"),
         (
             ["--workers", "1000000000"],
-            "queuesgd: error: Cluster.workers: got 1000000000; accepted: an integer",
+            "queuesgd: error: --workers: got 1000000000; accepted: an integer",
         ),
     ],
 )

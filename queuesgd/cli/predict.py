@@ -23,6 +23,14 @@ from queuesgd.specs import NUMBER as _NUMBER
 
 
 def run_predict(args: argparse.Namespace, *, lists: bool) -> int:
+    """``predict`` and ``sweep``: an error of the Python API is named in the command line's words."""
+    try:
+        return _predict(args, lists=lists)
+    except InvalidParameterError as err:
+        raise InvalidParameterError(cli_field(err.field), err.got, cli_spelling(err.accepted)) from err
+
+
+def _predict(args: argparse.Namespace, *, lists: bool) -> int:
     import itertools
 
     from queuesgd.prediction import sweep
@@ -358,6 +366,8 @@ def cli_field(field: str) -> str:
     --------
     >>> cli_field("n"), cli_field("Cluster.workers"), cli_field("HierarchicalAllReduce.per_node")
     ('--workers', '--workers', '--per-node')
+    >>> cli_field("workload")
+    '--workload'
     >>> cli_field("TransformerShape.layers")
     'TransformerShape.layers'
     """
@@ -366,6 +376,8 @@ def cli_field(field: str) -> str:
     owner, _, name = field.rpartition(".")
     if owner == "Cluster" and name == "workers":
         return "--workers"
+    if field == "workload":  # load_workload's
+        return "--workload"
     if owner in _scheme_class_names() and name in scheme_options():
         return scheme_flag(name)
     return field

@@ -354,7 +354,7 @@ def shape_workload(args: argparse.Namespace, shapes: list[Any]) -> Any:
     from queuesgd.model_shapes_mlp import check_workload
 
     parsed = [parse_shape(s) for s in shapes]
-    if not parsed:
+    if all(p is None for p in parsed):  # no --shape, or --shape none: the catalog's workload
         return None
     if args.workload is None:
         if len(parsed) > 1:
@@ -364,7 +364,7 @@ def shape_workload(args: argparse.Namespace, shapes: list[Any]) -> Any:
         args.workload = f"{parsed[0].name} (the shape's own, micro-batch 1)"
         return parsed[0].workload(1)
     workload = load_workload(args.workload)
-    for shape in parsed:
+    for shape in (p for p in parsed if p is not None):
         check_workload(shape, workload, "--workload", "leave --workload out to use the shape's own workload")
     return None
 
