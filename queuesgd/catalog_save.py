@@ -20,7 +20,40 @@ from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError
 from queuesgd.workload import Workload
 
-__all__ = ["save_workload"]
+__all__ = ["check_layer_names", "save_workload"]
+
+#: What a trace's name column holds: what :func:`~queuesgd.catalog.load_trace` reads back as it was written.
+_NAMES_ACCEPTED = (
+    "tensor names a trace reads back as written: no commas, no line breaks (\\n, \\r, \\x0b, \\x0c, "
+    "\\x1c-\\x1e, \\x85, \\u2028, \\u2029), no spaces at either end, UTF-8 text; rename the parameter"
+)
+
+
+def check_layer_names(field: str, names: list[str]) -> None:
+    """Refuse tensor names a trace would not read back identically, naming the first such name.
+
+    :func:`~queuesgd.catalog.load_trace` splits the file with
+    ``str.splitlines`` and each line at commas, and strips each field; a
+    name with a comma, a line separator or a space at either end would come
+    back as another name (or break the file). :func:`queuesgd.profile`
+    checks its parameters' names with this before it runs a step.
+
+    Examples
+    --------
+    >>> check_layer_names("model", ["fc.weight", "fc.bias"])
+    >>> check_layer_names("model", ["fc.weight", "p "])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: model: got 'p '; accepted: tensor names a trace reads back ...
+    """
+    for name in names:
+        try:
+            name.encode("utf-8")
+            ok = "," not in name and name.splitlines() == [name] and name.strip() == name
+        except (UnicodeError, AttributeError):
+            ok = False
+        if not ok:
+            raise InvalidParameterError(field, name, _NAMES_ACCEPTED)
 
 
 def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str | None = None) -> Path:
@@ -108,15 +141,10 @@ def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str
             f"{'' if layer.forward_time is None else microseconds(layer.forward_time)},{layer.name}"
             for layer in workload.layers
         ]
-        bad = [
-            layer.name
-            for layer in workload.layers
-            if "," in layer.name or not layer.gradient_bytes.is_integer()
-        ]
+        check_layer_names("workload.layers", [layer.name for layer in workload.layers])
+        bad = [layer.name for layer in workload.layers if not layer.gradient_bytes.is_integer()]
         if bad:
-            raise InvalidParameterError(
-                "workload.layers", bad[:3], "tensor names without commas and whole numbers of bytes"
-            )
+            raise InvalidParameterError("workload.layers", bad[:3], "whole numbers of bytes")
         # Exact decimals: the trace reads back to the same floats (layer * 1e6 / 1e6 need not; issue 22).
         header = [EXACT_HEADER, "1", str(len(rows))]
         trace.write_text("\n".join(header + rows) + "\n", encoding="utf-8")

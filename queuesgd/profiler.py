@@ -110,7 +110,11 @@ def profile(
         ``"queuesgd:KIND"`` or ``"torchvision:NAME"`` (see :func:`resolve_model`).
         A name is checked before anything is called.
         A ``torch.compile``\\d model is profiled without per-module forward
-        times (its modules run inside compiled graphs).
+        times (its modules run inside compiled graphs). A model passed in is
+        trained in place: moved to ``device``, its weights changed by the
+        ``warmup + repetitions + 1`` optimizer steps, its ``.grad`` cleared
+        (pass ``copy.deepcopy(model)`` to keep them); its modules' train/eval
+        modes are put back at the end, also on error.
     batch_size : int
         Samples per forward pass (per micro-step with ``accumulation > 1``).
     input_shape : tuple of int, optional
@@ -121,14 +125,15 @@ def profile(
         returns one (by name: ``"module.path:callable"`` marked
         :func:`queuesgd.inputs_factory`): a tensor is passed as ``model(x)``, a tuple or list as
         ``model(*xs)``, a dict as ``model(**xs)`` (token ids, attention masks,
-        labels, several tensors). Tensors are moved to ``device``; every
+        labels, several tensors; a namedtuple is a tuple). Tensors are moved to ``device``; every
         tensor's first dimension must be ``batch_size``.
     loss : callable, optional
         ``loss(output) -> scalar tensor``: for a real loss with labels, or a
-        ``ModelOutput`` / tuple output. By default: the output's ``"loss"``
-        entry where it has one, otherwise the sum over the output's floating
-        tensors of ``mean(t ** 2)`` (a synthetic loss that needs no labels and
-        whose backward reaches every parameter the output depends on).
+        ``ModelOutput`` / tuple output. By default: the output's ``"loss"`` entry where it
+        has one (a scalar; a per-sample one is refused), otherwise the sum over the output's floating
+        tensors of ``mean(t ** 2)`` (a synthetic loss that needs no labels and whose backward reaches
+        every parameter the output depends on). The first step's loss must be finite (read after the
+        timed steps).
     autocast : torch.dtype, str or None
         Mixed precision: ``torch.bfloat16`` (``"bf16"``) or ``torch.float16``
         (``"fp16"``, with a ``GradScaler``) around the forward pass and the
@@ -163,15 +168,16 @@ def profile(
     Returns
     -------
     Workload
-        ``layers``: the trainable parameters (a tied weight once, frozen ones
-        left out) in backward order, each with its gradient's bytes (in the
+        ``layers``: the trainable parameters (a tied weight once, frozen and
+        empty ones left out) in backward order, each with its gradient's bytes (in the
         parameter's dtype: what DDP reduces), its mean backward gap and its
         exclusive forward time; ``compute``: the Empirical law of the
         step's forward + backward passes (all micro-steps); ``update_time``:
         the median optimizer step; ``batch_size``: ``batch_size x
         accumulation`` samples per update; ``provenance``: the device,
         torch version, dtype, date, timing method, accumulation, memory
-        (parameters, optimizer state, and from one more untimed pass the
+        (``parameter_bytes``: every parameter, frozen ones included,
+        ``frozen_parameter_bytes`` of them; optimizer state; and from one more untimed pass the
         activations kept and the backward pass's transient peak, predicted
         from the step's structure: :mod:`queuesgd.profiler_memory`; on CUDA
         also the measured peak and activations), the profile's own wall
@@ -330,6 +336,7 @@ def _run(
     synchronize after the setup; the other boundaries already wait for the device, but for the
     warm-up that runs into the timed steps and the memory pass), never per step or module.
     """
+    from queuesgd.catalog_save import check_layer_names
     from queuesgd.profiler_recorder import Recorder
 
     began = time.perf_counter()
@@ -352,55 +359,59 @@ def _run(
     with _threads(torch, threads):
         with counted("setup"):
             step = training_step(model, **step_args)
-            cuda = step.dev.type == "cuda"
-            rec = Recorder(torch, step.net, step.params, cuda=cuda, forward_hooks=not step.compiled)
-            wait = torch.cuda.synchronize if cuda else (lambda: None)
-            wait()  # the model and batch on the device before the warm-up starts (one synchronize, on CUDA)
-        try:
-            if cuda:
-                torch.cuda.reset_peak_memory_stats(step.dev)
-            args = (step.run_micro, step.update, step.accumulation)
-            with step.errors():
-                if loop:
-                    with counted("warmup"):
-                        rec.timed(*args, warmup, skip=warmup)
-                warm_steps = list(rec.skipped_seconds)
-                for count in timed_blocks:
-                    if not loop:  # the warm-up runs straight into the timed steps: its host time moves over
-                        with counted("timed"):
-                            rec.timed(*args, warmup + count, skip=warmup)
-                        warm_steps = list(rec.skipped_seconds)
-                        phases["timed"] -= math.fsum(warm_steps)
-                        phases["warmup"] += math.fsum(warm_steps)
-                        continue
-                    with counted("loop"):
-                        loop_s.append(_loop_block(step, loop, wait))
-                    first = len(rec.samples["compute"])
-                    with counted("timed"):
-                        rec.timed(*args, count, skip=0)
-                    profile_s.append(
-                        statistics.fmean(rec.samples["compute"][first:])
-                        + statistics.median(rec.samples["update"][first:])
-                    )
-                if loop:
-                    with counted("loop"):
-                        loop_s.append(_loop_block(step, loop, wait))
-                with counted("detailed"):
-                    for i in range(detailed + (warmup > 0)):  # a first detailed step to warm the hooks up
-                        rec.detailed(*args, measure=i > 0 or warmup == 0)
-            with counted("stats"):
-                memory = _memory(step)
+        with step.modes_kept():  # the caller's train/eval modes put back at the end, also on error
+            with counted("setup"):
+                check_layer_names("model", [n for n, _ in step.params])  # saveable, before any step runs
+                cuda = step.dev.type == "cuda"
+                rec = Recorder(torch, step.net, step.params, cuda=cuda, forward_hooks=not step.compiled)
+                wait = torch.cuda.synchronize if cuda else (lambda: None)
+                wait()  # the model and batch on the device before the warm-up (one synchronize, on CUDA)
+            try:
                 if cuda:
-                    memory["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(step.dev))
-                    memory["activation_bytes"] = max(step.activations)
-            with counted("memory"):
-                memory.update(_backward_memory(step))
-        finally:
-            t0 = time.perf_counter()
-            rec.remove()
-            phases["result"] += time.perf_counter() - t0
-        with counted("result"):
-            provenance = _provenance(step)
+                    torch.cuda.reset_peak_memory_stats(step.dev)
+                args = (step.run_micro, step.update, step.accumulation)
+                with step.errors():
+                    if loop:
+                        with counted("warmup"):
+                            rec.timed(*args, warmup, skip=warmup)
+                    warm_steps = list(rec.skipped_seconds)
+                    for count in timed_blocks:
+                        if not loop:  # the warm-up runs straight into the timed steps: its host time moves
+                            with counted("timed"):
+                                rec.timed(*args, warmup + count, skip=warmup)
+                            warm_steps = list(rec.skipped_seconds)
+                            phases["timed"] -= math.fsum(warm_steps)
+                            phases["warmup"] += math.fsum(warm_steps)
+                            continue
+                        with counted("loop"):
+                            loop_s.append(_loop_block(step, loop, wait))
+                        first = len(rec.samples["compute"])
+                        with counted("timed"):
+                            rec.timed(*args, count, skip=0)
+                        profile_s.append(
+                            statistics.fmean(rec.samples["compute"][first:])
+                            + statistics.median(rec.samples["update"][first:])
+                        )
+                    if loop:
+                        with counted("loop"):
+                            loop_s.append(_loop_block(step, loop, wait))
+                    step.check_loss()  # the first step's loss, read after the timing (no wait in it)
+                    with counted("detailed"):
+                        for i in range(detailed + (warmup > 0)):  # a first detailed step to warm the hooks up
+                            rec.detailed(*args, measure=i > 0 or warmup == 0)
+                with counted("stats"):
+                    memory = _memory(step)
+                    if cuda:
+                        memory["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(step.dev))
+                        memory["activation_bytes"] = max(step.activations)
+                with counted("memory"):
+                    memory.update(_backward_memory(step))
+            finally:
+                t0 = time.perf_counter()
+                rec.remove()
+                phases["result"] += time.perf_counter() - t0
+            with counted("result"):
+                provenance = _provenance(step)
     with counted("result"):
         provenance.update(memory)
         ran = warmup + sum(timed_blocks) + detailed + (warmup > 0) + 1  # + the memory pass
@@ -476,11 +487,13 @@ def plain_step_time(
             model_args=model_args,
         )
         wait = torch.cuda.synchronize if step.dev.type == "cuda" else (lambda: None)
-        with step.errors():
-            for _ in range(warmup):
-                step.run()
-        per = steps // chunks
-        out = [_loop_block(step, per, wait) for _ in range(chunks)]
+        with step.modes_kept():  # the caller's train/eval modes put back at the end, also on error
+            with step.errors():
+                for _ in range(warmup):
+                    step.run()
+            per = steps // chunks
+            out = [_loop_block(step, per, wait) for _ in range(chunks)]
+            step.check_loss()  # the first step's loss, read after the timing
     return tuple(out)
 
 
@@ -512,15 +525,22 @@ def _threads(torch: Any, threads: int | None) -> Iterator[None]:
 
 
 def _memory(step: TrainingStep) -> dict[str, Any]:
-    """Bytes of the parameters and the optimizer's state on the device, after the warm-up steps."""
+    """Bytes of the parameters (frozen ones included, and apart) and the optimizer's state after the steps."""
     torch = step.torch
     state = 0
     for per in step.opt.state.values():
         for v in per.values():
             if isinstance(v, torch.Tensor) and v.device == step.dev:
                 state += v.numel() * v.element_size()
-    size = sum(p.numel() * p.element_size() for _, p in step.params)
-    return {"parameter_bytes": int(size), "optimizer_state_bytes": int(state)}
+    # every parameter (a tied one once): a frozen one's weights take memory too, without gradient or state
+    every = list(step.net.parameters())
+    size = sum(p.numel() * p.element_size() for p in every)
+    frozen = sum(p.numel() * p.element_size() for p in every if not p.requires_grad)
+    return {
+        "parameter_bytes": int(size),
+        "frozen_parameter_bytes": int(frozen),
+        "optimizer_state_bytes": int(state),
+    }
 
 
 def _backward_memory(step: TrainingStep) -> dict[str, Any]:

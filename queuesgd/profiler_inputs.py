@@ -200,7 +200,9 @@ def example_batch(torch: Any, inputs: Any, batch_size: int, dev: Any, free: int 
         The ``torch`` module.
     inputs : tensor, tuple, list, dict or callable
         The batch (tensors nested at most :data:`MAX_BATCH_DEPTH` deep), or
-        a factory ``inputs(batch_size, device)`` returning one.
+        a factory ``inputs(batch_size, device)`` returning one. A namedtuple
+        (or another subclass of tuple or list) is looked into as a tuple is,
+        and rebuilt with its own type when its tensors move.
     batch_size : int
         The first dimension every tensor of the batch must have.
     dev : torch.device
@@ -225,9 +227,15 @@ def example_batch(torch: Any, inputs: Any, batch_size: int, dev: Any, free: int 
     >>> import torch
     >>> example_batch(torch, {"x": torch.zeros(2, 3)}, 2, torch.device("cpu"), None)["x"].shape
     torch.Size([2, 3])
+    >>> from collections import namedtuple
+    >>> example_batch(torch, (namedtuple("Pair", "a b")(torch.zeros(2), torch.zeros(3)),), 2,
+    ...               torch.device("cpu"), None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: inputs: got 'tensors of shape (3,)'; accepted: tensors whose ...
     """
     accepted = (
-        "a tensor, a tuple, list or dict of them (nested at most "
+        "a tensor, a tuple (a namedtuple too), list or dict of them (nested at most "
         f"{MAX_BATCH_DEPTH} deep), or a factory inputs(batch_size, device) returning one"
     )
     batch = inputs
@@ -250,7 +258,7 @@ def example_batch(torch: Any, inputs: Any, batch_size: int, dev: Any, free: int 
             if x.is_meta:
                 raise InvalidParameterError("inputs", "a meta tensor", f"{accepted}, with data (not on meta)")
             tensors.append(x)
-        elif type(x) in (list, tuple):
+        elif isinstance(x, (list, tuple)):  # a namedtuple, torch.return_types or other subclass too
             for v in x:
                 walk(v, depth + 1)
         elif isinstance(x, Mapping):
@@ -265,7 +273,22 @@ def example_batch(torch: Any, inputs: Any, batch_size: int, dev: Any, free: int 
         if isinstance(x, torch.Tensor):
             return x.to(dev)
         if isinstance(x, (list, tuple)):
-            return type(x)(move(v) for v in x) if type(x) in (list, tuple) else x
+            items = [move(v) for v in x]
+            if type(x) in (list, tuple):
+                return type(x)(items)
+            if all(a is b for a, b in zip(items, x, strict=True)):  # nothing moved: the object itself
+                return x
+            if isinstance(x, tuple) and hasattr(x, "_fields") and hasattr(x, "_make"):  # a namedtuple
+                return x._make(items)
+            try:  # a subclass rebuilt from its items, as list and tuple (and torch.return_types) are
+                return type(x)(items)
+            except Exception as exc:
+                raise InvalidParameterError(
+                    "inputs",
+                    type(x).__name__,
+                    f"{accepted}; a subclass of tuple or list either a namedtuple or one that "
+                    f"type(x)(items) rebuilds (it raised {type(exc).__name__}: {exc})",
+                ) from exc
         if isinstance(x, Mapping):
             return {k: move(v) for k, v in x.items()}
         return x
@@ -292,6 +315,8 @@ def example_batch(torch: Any, inputs: Any, batch_size: int, dev: Any, free: int 
 
 def call_args(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``(args, kwargs)`` the model is called with: a dict's items as keywords, a sequence's as arguments.
+
+    A namedtuple is a tuple: its fields are the arguments (``(batch,)`` passes it whole).
 
     Examples
     --------

@@ -13,6 +13,7 @@ asked, the loss divided by ``accumulation``, backward, through a
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +90,9 @@ class TrainingStep:
     activations: list[int] = field(default_factory=list)  # CUDA bytes kept by each last forward pass
     label: str = ""  # the model and its batch, as an error names them
     batch: Any = field(repr=False, default=None)  # the example batch on the device
+    loss_label: str = "the default loss"  # the user's loss, as an error names it
+    first_loss: Any = field(repr=False, default=None)  # the first micro-step's loss, detached (no wait)
+    modes: list[tuple[Any, bool]] = field(repr=False, default_factory=list)  # each module's mode before
 
     def run(self) -> None:
         """One whole step, unhooked."""
@@ -98,19 +102,79 @@ class TrainingStep:
 
     @contextlib.contextmanager
     def errors(self) -> Iterator[None]:
-        """Inside: the model's own failure on the batch (shape, dtype, out of memory) as one clear error."""
+        """Inside: a failure of the user's model, loss or optimizer on the batch as one clear error.
+
+        Any ``Exception`` (not ``KeyboardInterrupt`` or ``SystemExit``) is
+        wrapped, naming which of them raised: the loss's and the optimizer
+        step's own failures are tagged where they are called (``loss``,
+        ``optimizer``); the rest (the forward and backward passes) is the
+        model's.
+        """
         try:
             yield
         except QueuesgdError:
             raise
-        except (RuntimeError, TypeError, ValueError, IndexError) as exc:
-            first = (str(exc).strip().splitlines() or [""])[0][:300]
+        except Exception as exc:
+            raise self._failure(exc) from exc
+
+    def _failure(self, exc: Exception) -> InvalidParameterError:
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        said = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        source = getattr(exc, _BLAME, "model")
+        if source == "loss":
+            return InvalidParameterError(
+                "loss",
+                self.loss_label,
+                f"a loss(output) -> scalar tensor that runs on the model's output (it raised {said})",
+            )
+        if source == "optimizer":
+            return InvalidParameterError(
+                "optimizer", type(self.opt).__name__, f"an optimizer whose step() runs (it raised {said})"
+            )
+        return InvalidParameterError(
+            "model",
+            self.label,
+            f"a model that trains on the batch given (its step raised {said}); "
+            "check input_shape or inputs, or use a smaller batch_size",
+        )
+
+    def check_loss(self) -> None:
+        """Refuse a first step whose loss was nan or inf (read here, after the timing: one wait at most)."""
+        if self.first_loss is None:
+            return
+        value = float(self.first_loss.float()) * self.accumulation
+        if not math.isfinite(value):
             raise InvalidParameterError(
-                "model",
-                self.label,
-                f"a model that trains on the batch given (its step raised {type(exc).__name__}: {first}); "
-                "check input_shape or inputs, or use a smaller batch_size",
-            ) from exc
+                "loss",
+                value,
+                "a finite loss: the first step's was not (the inputs may hold nan or inf, or the model or "
+                "loss makes one); every step would train on it (nan weights, or fp16's GradScaler skipping "
+                "each update)",
+            )
+
+    @contextlib.contextmanager
+    def modes_kept(self) -> Iterator[None]:
+        """Inside: the model in train mode; after (also on error), each module's train/eval mode as it was."""
+        try:
+            yield
+        finally:
+            for mod, training in self.modes:
+                mod.training = training
+
+
+#: The attribute that tags an exception with who raised it (``"loss"``, ``"optimizer"``); untagged: the model.
+_BLAME = "_queuesgd_raised_by"
+
+
+def _blame(exc: BaseException, who: str) -> None:
+    """Tag ``exc`` as raised by ``who`` (for :meth:`TrainingStep.errors`); its type and message unchanged."""
+    if not isinstance(exc, QueuesgdError) and not hasattr(exc, _BLAME):
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(exc, _BLAME, who)
+
+
+def _name_of(obj: Any) -> str:
+    return str(getattr(obj, "__qualname__", None) or type(obj).__name__)
 
 
 def training_step(
@@ -172,15 +236,32 @@ def training_step(
             label,
             "a model with real tensors, not meta ones (to_empty(device=...), then initialize it)",
         )
+    modes = [(mod, mod.training) for mod in net.modules()]  # the caller's train/eval modes, put back after
     net = net.to(dev)
-    net.train()
     compiled = getattr(net, "_orig_mod", None) is not None  # torch.compile's OptimizedModule
     prefix = "_orig_mod." if compiled else ""
-    params = [(n.removeprefix(prefix), p) for n, p in net.named_parameters() if p.requires_grad]
+    trainable = [(n.removeprefix(prefix), p) for n, p in net.named_parameters() if p.requires_grad]
+    params = [(n, p) for n, p in trainable if p.numel() > 0]  # an empty one has no gradient to send
     if not params:
-        raise InvalidParameterError("model", type(net).__name__, "a model with trainable parameters")
-    trainable = [p for _, p in params]
-    opt = optimizer(trainable) if optimizer is not None else torch.optim.SGD(trainable, lr=0.01, momentum=0.9)
+        raise InvalidParameterError(
+            "model", type(net).__name__, "a model with trainable parameters (with at least one element)"
+        )
+    try:  # every trainable parameter, empty ones too, so that zero_grad clears them all
+        opt = (
+            optimizer([p for _, p in trainable])
+            if optimizer is not None
+            else torch.optim.SGD([p for _, p in trainable], lr=0.01, momentum=0.9)
+        )
+    except QueuesgdError:
+        raise
+    except Exception as exc:  # the factory's own failure: one line, the cause chained
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise InvalidParameterError(
+            "optimizer",
+            _name_of(optimizer),
+            f"a callable optimizer(parameters) -> torch.optim.Optimizer (it raised {type(exc).__name__}: "
+            f"{first})",
+        ) from exc
     if not isinstance(opt, torch.optim.Optimizer):
         raise InvalidParameterError(
             "optimizer", type(opt).__name__, "a callable returning a torch.optim.Optimizer"
@@ -195,6 +276,9 @@ def training_step(
     loss_of = loss if loss is not None else _default_loss
     step = TrainingStep(torch, net, params, opt, dev, amp, accumulation, batch_size, compiled)
     step.label = f"{label} on a batch of {(batch_size, *shape) if shape is not None else 'inputs'}"
+    step.modes = modes
+    if loss is not None:
+        step.loss_label = _name_of(loss)
     cuda = dev.type == "cuda"
 
     def forward(last: bool) -> Any:
@@ -202,8 +286,16 @@ def training_step(
         before = torch.cuda.memory_allocated(dev) if cuda and last else 0
         with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
             out = net(*args, **kwargs)
-            value = _scalar(torch, loss_of(out), loss is not None) / accumulation
+            try:
+                got = loss_of(out)
+            except Exception as exc:  # the user's loss: TrainingStep.errors names it
+                if loss is not None:
+                    _blame(exc, "loss")
+                raise
+            value = _scalar(torch, got, loss is not None) / accumulation
         del out
+        if step.first_loss is None:  # kept, not read: checked after the timed steps (check_loss)
+            step.first_loss = value.detach()
         if cuda and last:  # the allocator's count, read on the host: no wait for the device
             step.activations.append(int(torch.cuda.memory_allocated(dev) - before))
         return scaler.scale(value) if scaler is not None else value
@@ -212,14 +304,19 @@ def training_step(
         return forward(last).backward
 
     def update() -> None:
-        if scaler is not None:
-            scaler.step(opt)
-            scaler.update()
-        else:
-            opt.step()
+        try:
+            if scaler is not None:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+        except Exception as exc:
+            _blame(exc, "optimizer")
+            raise
         opt.zero_grad(set_to_none=True)
 
     step.run_micro, step.update, step.forward, step.batch = run_micro, update, forward, batch
+    net.train()  # last: a refusal above leaves the caller's model in its mode (modes_kept puts it back)
     return step
 
 
@@ -276,7 +373,14 @@ def _floating(torch: Any, out: Any) -> list[Any]:
 def _default_loss(out: Any) -> Any:
     """The output's ``"loss"``, or the sum of ``mean(t ** 2)`` over its floating tensors."""
     torch = require_torch()
-    if isinstance(out, Mapping) and isinstance(out.get("loss"), torch.Tensor) and out["loss"].numel() == 1:
+    if isinstance(out, Mapping) and isinstance(out.get("loss"), torch.Tensor):
+        if out["loss"].numel() != 1:  # a per-sample loss (reduction="none"): not the model's scalar loss
+            raise InvalidParameterError(
+                "loss",
+                f"the model's output['loss'] of shape {tuple(out['loss'].shape)}",
+                "a model whose 'loss' output is a scalar (one element), or loss=callable(output) to "
+                "reduce it (loss=lambda out: out['loss'].mean())",
+            )
         return out["loss"]
     tensors = [t for t in _floating(torch, out) if t.requires_grad]
     if not tensors:

@@ -14,7 +14,11 @@ The trace is cut into training steps at its ``ProfilerStep#N`` spans (one per
   from the first one's start to the last one's end;
 - each gradient: a ``torch::autograd::AccumulateGrad`` event, ready at its
   end; its ``Input Dims`` and ``Input type`` arguments (recorded with
-  ``record_shapes=True``) give the gradient's shape and dtype, hence its size;
+  ``record_shapes=True``) give the gradient's shape and dtype, hence its size
+  (a gradient of a shape that no operation of the optimizer step takes, such
+  as an input's made with ``requires_grad=True``, is no parameter's: left out);
+- gradient accumulation: ``k`` backward passes of the same gradients before
+  one optimizer step are ``k`` micro-steps (see :func:`read_trace`);
 - the forward pass: from the step's start (or the end of an
   ``Optimizer.zero_grad#...`` span before the backward) to the backward;
 - the optimizer step: the ``Optimizer.step#...`` spans.
@@ -61,6 +65,9 @@ from queuesgd.profiler_trace_device import (
     device_times,
     event_end,
 )
+from queuesgd.profiler_trace_passes import BACKWARD as _BACKWARD
+from queuesgd.profiler_trace_passes import GRAD as _GRAD
+from queuesgd.profiler_trace_passes import micro_steps
 from queuesgd.workload import Layer, Workload
 
 __all__ = ["read_trace", "DTYPE_BYTES", "MAX_TRACE_BYTES"]
@@ -92,8 +99,6 @@ DTYPE_BYTES: dict[str, int] = {
 }
 
 _STEP = re.compile(r"ProfilerStep#(\d+)$")
-_BACKWARD = "autograd::engine::evaluate_function:"
-_GRAD = "torch::autograd::AccumulateGrad"
 _OPT_STEP = "Optimizer.step#"
 _ZERO_GRAD = "Optimizer.zero_grad#"
 _GPU_ANNOTATION = "gpu_user_annotation"  # a user annotation repeated on the device's timeline
@@ -104,10 +109,16 @@ _HOW = (
 )
 
 
+_Key = tuple[tuple[int, ...], str]  # a gradient's (shape, dtype)
+
+
 @dataclass(frozen=True)
 class _Step:
     number: int
-    keys: tuple[tuple[tuple[int, ...], str], ...]  # (shape, dtype) of each gradient, in trace order
+    keys: tuple[_Key, ...]  # (shape, dtype) of each gradient read (of one micro-step), in trace order
+    every: tuple[_Key, ...]  # every parameter's AccumulateGrad of the step (all micro-steps), in trace order
+    accumulation: int  # backward passes (micro-steps) per optimizer step
+    others: tuple[_Key, ...]  # gradients of one micro-step left out: not the optimizer step's parameters
     sizes: tuple[float, ...]  # bytes of each gradient
     ready: tuple[float, ...]  # seconds from the start of the backward pass
     forward: float
@@ -121,6 +132,7 @@ def read_trace(
     batch_size: int,
     name: str | None = None,
     steps: int | Iterable[int] | None = None,
+    accumulation: int | None = None,
 ) -> Workload:
     """Read a ``torch.profiler`` Chrome trace of training steps into a layer-wise Workload.
 
@@ -177,19 +189,41 @@ def read_trace(
     AccumulateGrad event of every step is the same tensor); every step used
     must have the same gradients (shapes and dtypes) in the same order.
 
+    **Parameters only.** An AccumulateGrad event is any leaf tensor's
+    gradient: an input made with ``requires_grad=True`` has one too. A
+    gradient whose shape no operation inside the step's ``Optimizer.step``
+    spans takes (their ``Input Dims``) is left out (``provenance
+    ["non_parameter_gradients"]`` lists them); without an optimizer step, or
+    when it shows none of the gradients' shapes, every gradient is kept. An
+    input of the same shape as a parameter cannot be told apart and is kept.
+
+    **Gradient accumulation.** The backward passes of a step are told apart
+    where the training loop's thread runs something else between backward
+    events (the next micro-step's forward). ``k > 1`` passes of the same
+    gradients before one optimizer step are ``k`` micro-steps, read as
+    :func:`queuesgd.profile` with ``accumulation=k`` measures them: each
+    gradient once, the layers' ready times from the last micro-step (the one
+    whose gradients are reduced), ``compute`` all ``k`` forward + backward
+    passes, ``batch_size`` times ``k``. (Passes of different gradients, as
+    two models with two optimizers, are one backward of all of them.)
+
     Parameters
     ----------
     path : str or path-like
         The trace file (JSON, optionally gzip-compressed), a regular file of
         at most :data:`MAX_TRACE_BYTES` of JSON (devices and FIFOs are refused).
     batch_size : int
-        Samples per step (the trace does not say).
+        Samples per forward pass (per micro-step with gradient accumulation),
+        as :func:`queuesgd.profile` takes it; the trace does not say.
     name : str or None
         The Workload's label (the file's name without ``.json`` if None).
     steps : int, iterable of int or None
         The steps to use: the ``N`` of the ``ProfilerStep#N`` spans (or the
         numbers 1, 2, ... of a trace cut at its optimizer steps); None uses
         every complete step.
+    accumulation : int or None
+        Backward passes per optimizer step: None reads them from the trace;
+        a number must be what the trace shows (a check).
 
     Returns
     -------
@@ -200,9 +234,11 @@ def read_trace(
         None: the trace does not tie forward operations to parameters);
         ``compute`` the :class:`~queuesgd.distributions.Empirical` law of
         forward + backward per step; ``update_time`` the median optimizer
-        step (0 if the trace has none); ``batch_size`` as given. The layers'
-        gaps add up to at most the mean backward time, so ``compute`` covers
-        them.
+        step (0 if the trace has none); ``batch_size``: ``batch_size x
+        accumulation``; ``provenance``: ``accumulation``, ``micro_batch``,
+        the steps used (``trace_steps``) and ``non_parameter_gradients``. The
+        layers' gaps add up to at most the mean backward time, so ``compute``
+        covers them.
 
     Raises
     ------
@@ -211,8 +247,10 @@ def read_trace(
         never the content); the trace has neither ``ProfilerStep`` spans nor
         ``Optimizer.step`` spans, several processes, no AccumulateGrad events,
         or no shapes (``record_shapes=False``); the steps disagree on their
-        gradients; ``steps`` names a step the trace lacks or an incomplete
-        one.
+        gradients or accumulation; several optimizer steps between backward
+        passes of the same gradients in one step (call ``prof.step()`` after
+        each); ``steps`` names a step the trace lacks or an incomplete one;
+        ``accumulation`` is not the trace's.
 
     Examples
     --------
@@ -245,12 +283,22 @@ def read_trace(
     ('mlp', 400, 50)
     """
     batch_size = _checks.integer("batch_size", batch_size)
+    if accumulation is not None:
+        accumulation = _checks.integer("accumulation", accumulation)
     if name is not None:
         _checks.name("name", name)
     where = _checks.file_path("path", path, accepted="a trace file path (str or os.PathLike)")
     events = _events(where)
     found, label = _steps(where, events)
     used = _select(where, found, label, steps)
+    micro = used[0].accumulation
+    if accumulation is not None and accumulation != micro:
+        raise InvalidParameterError(
+            "accumulation",
+            accumulation,
+            f"{micro}: the backward passes per optimizer step that the trace {where} shows "
+            "(or None to read it from the trace)",
+        )
     sizes = used[0].sizes
     count = len(sizes)
     ready = [statistics.fmean(s.ready[i] for s in used) for i in range(count)]
@@ -261,13 +309,21 @@ def read_trace(
         prev = max(prev, ready[i])
     updates = [s.update for s in used if s.update is not None]
     label = name if name is not None else _stem(where)
+    provenance = {
+        "source": "torch.profiler trace",
+        "trace_steps": [s.number for s in used],
+        "accumulation": micro,
+        "micro_batch": batch_size,
+        "non_parameter_gradients": [f"{list(shape)} {dtype}" for shape, dtype in used[0].others],
+    }
     return Workload(
         Empirical(np.asarray([s.forward + s.backward for s in used])),
         None,
-        batch_size=batch_size,
+        batch_size=batch_size * micro,
         update_time=float(statistics.median(updates)) if updates else 0.0,
         layers=tuple(layers),
         name=label,
+        provenance=provenance,
     )
 
 
@@ -330,12 +386,16 @@ def _title(label: str, n: int) -> str:
 
 @dataclass(frozen=True)
 class _Window:
-    """A training step on the host: [start, end] of process ``pid``; ``span`` its ProfilerStep event."""
+    """A training step on the host: [start, end] of process ``pid``; ``span`` its ProfilerStep event.
+
+    ``tid`` is the training loop's thread (the ProfilerStep's, or the optimizer step's).
+    """
 
     start: float
     end: float
     pid: Any
     span: dict[str, Any] | None
+    tid: Any = None
 
 
 def _steps(path: str, events: list[dict[str, Any]]) -> tuple[dict[int, _Step | None], str]:
@@ -370,7 +430,9 @@ def _windows(path: str, host: list[dict[str, Any]]) -> tuple[dict[int, _Window],
             )
         spans[n] = e
     if spans:
-        windows = {n: _Window(float(e["ts"]), event_end(e), e.get("pid"), e) for n, e in spans.items()}
+        windows = {
+            n: _Window(float(e["ts"]), event_end(e), e.get("pid"), e, e.get("tid")) for n, e in spans.items()
+        }
         return windows, "ProfilerStep"
     opt = _top_level([e for e in host if e["name"].startswith(_OPT_STEP)])
     if not opt:
@@ -389,7 +451,7 @@ def _windows(path: str, host: list[dict[str, Any]]) -> tuple[dict[int, _Window],
         )
     windows, prev = {}, float(host[0]["ts"])
     for n, e in enumerate(opt, 1):  # a trailing piece after the last optimizer step is not a step
-        windows[n] = _Window(prev, event_end(e), e.get("pid"), None)
+        windows[n] = _Window(prev, event_end(e), e.get("pid"), None, e.get("tid"))
         prev = event_end(e)
     return windows, "step"
 
@@ -405,35 +467,45 @@ def _step(
 ) -> _Step | None:
     window = events[bisect.bisect_left(starts, where.start) : bisect.bisect_right(starts, where.end)]
     inside = [e for e in window if e.get("pid") == where.pid and e is not where.span]
-    backward = [e for e in inside if e["name"].startswith(_BACKWARD)]
     grads = [e for e in inside if e["name"] == _GRAD]
-    if not backward or not grads:
+    if not grads or not any(e["name"].startswith(_BACKWARD) for e in inside):
         return None
-    b_start = float(backward[0]["ts"])
-    b_end = max(event_end(e) for e in backward + grads)
+    opt = _top_level([e for e in inside if e["name"].startswith(_OPT_STEP)])
+    key = {id(e): _shape_dtype(path, title, k, e) for k, e in enumerate(grads)}
+    m = micro_steps(inside, where.tid, opt, lambda e: key[id(e)])
+    if m.interleaved:
+        raise InvalidParameterError(
+            "path",
+            path,
+            f"one optimizer step per step ({title} has {len(opt)} optimizer steps between {m.accumulation} "
+            f"backward passes of the same {len(m.read)} gradients: several training steps per "
+            "ProfilerStep? call prof.step() after each optimizer step)",
+        )
+    span, read = m.span, m.read
+    b_start = float(span[0]["ts"])
+    b_end = max(event_end(e) for e in span)
     f_start = where.start
     for e in inside:
-        if e["name"].startswith(_ZERO_GRAD) and event_end(e) <= b_start:
+        if e["name"].startswith(_ZERO_GRAD) and event_end(e) <= m.first:
             f_start = max(f_start, event_end(e))
-    keys, sizes = [], []
-    for k, e in enumerate(grads):
-        shape, dtype = _shape_dtype(path, title, k, e)
-        keys.append((shape, dtype))
-        sizes.append(float(math.prod(shape) * DTYPE_BYTES[dtype]))
-    opt = _top_level([e for e in inside if e["name"].startswith(_OPT_STEP)])
     if device is None:
-        ready = [(event_end(e) - b_start) / 1e6 for e in grads]
+        ready = [(event_end(e) - b_start) / 1e6 for e in read]
         forward, back = max(b_start - f_start, 0.0), b_end - b_start
         update = math.fsum(float(e["dur"]) for e in opt)
     else:
-        timed = device_times(device, where.pid, (f_start, b_start, b_end), [event_end(e) for e in grads], opt)
+        ends = [event_end(e) for e in read]
+        timed = device_times(device, where.pid, (f_start, b_start, b_end), ends, opt)
         if timed is None:
             return None
         forward, back, update, ready = timed
+    keys = tuple(key[id(e)] for e in read)
     return _Step(
         number=n,
-        keys=tuple(keys),
-        sizes=tuple(sizes),
+        keys=keys,
+        every=tuple(key[id(e)] for e in m.every),
+        accumulation=m.accumulation,
+        others=tuple(key[id(e)] for e in m.others),
+        sizes=tuple(float(math.prod(shape) * DTYPE_BYTES[dtype]) for shape, dtype in keys),
         ready=tuple(ready),
         forward=forward / 1e6,
         backward=back / 1e6,
@@ -476,10 +548,10 @@ def _select(path: str, found: dict[int, _Step | None], label: str, steps: Any) -
                 f"{label}s that contain a backward pass (and, in a trace with device activity, device work "
                 f"launched in their forward or backward; none does). Expected: {_HOW}",
             )
-        counts = Counter(s.keys for s in have)
+        counts = Counter(s.every for s in have)
         ref = max(counts, key=lambda keys: (counts[keys], len(keys)))
         # A step whose gradients are a strict prefix of the others' was cut off by the recording's end.
-        used = [s for s in have if not (len(s.keys) < len(ref) and ref[: len(s.keys)] == s.keys)]
+        used = [s for s in have if not (len(s.every) < len(ref) and ref[: len(s.every)] == s.every)]
     else:
         chosen = _step_numbers(steps)
         missing = [n for n in chosen if n not in found]
@@ -497,15 +569,16 @@ def _select(path: str, found: dict[int, _Step | None], label: str, steps: Any) -
                 f"complete: {', '.join(map(str, complete)) or 'none'}",
             )
         used = [found[n] for n in chosen]  # type: ignore[misc]
-    ref = used[0].keys
-    odd = [s.number for s in used if s.keys != ref]
+    first = used[0]
+    odd = [s.number for s in used if s.every != first.every]
     if odd:
         raise InvalidParameterError(
             "steps" if steps is not None else "path",
             steps if steps is not None else path,
             f"steps with the same gradients: {label} {', '.join(map(str, odd))} differs from "
-            f"{label} {used[0].number} ({len(ref)} gradients); gradient accumulation or a "
-            "changing model? choose steps=[...] with the same gradients",
+            f"{label} {first.number} ({len(first.keys)} gradients, {first.accumulation} backward "
+            "pass(es) per optimizer step); a changing model or accumulation? choose steps=[...] with "
+            "the same gradients",
         )
     return used
 

@@ -103,15 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="a factory inputs(batch_size, device) of batches, marked @queuesgd.inputs_factory",
     )
     pr.add_argument("--autocast", choices=("bf16", "fp16"), help="mixed precision (fp16 with a GradScaler)")
-    pr.add_argument("--accumulation", type=int, default=1, help="micro-steps per optimizer step")
+    pr.add_argument("--accumulation", type=int, help="micro-steps per optimizer step (default 1)")
     pr.add_argument(
         "--from-trace", metavar="TRACE.json", help="read a torch.profiler Chrome trace instead of a model"
     )
-    pr.add_argument("--repetitions", type=int, default=20, help="measured steps")
-    pr.add_argument("--warmup", type=int, default=3, help="unmeasured steps first")
-    pr.add_argument("--threads", type=int, default=1, help="torch threads during the profile")
-    pr.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (a device this machine has)")
-    pr.add_argument("--seed", type=int, default=0, help="seed of the inputs and of the model's init")
+    # a run's options default to None so that --from-trace tells those given (cli.profile.RUN_DEFAULTS)
+    pr.add_argument("--repetitions", type=int, help="measured steps (default 20)")
+    pr.add_argument("--warmup", type=int, help="unmeasured steps first (default 3)")
+    pr.add_argument("--threads", type=int, help="torch threads during the profile (default 1)")
+    pr.add_argument("--device", help="cpu, cuda or cuda:N (a device this machine has; default cpu)")
+    pr.add_argument("--seed", type=int, help="seed of the inputs and of the model's init (default 0)")
     pr.add_argument(
         "--out", required=True, metavar="FILE.json", help="the workload JSON; FILE.bk.log (a trace) beside it"
     )

@@ -28,9 +28,14 @@ def run_profile(args: argparse.Namespace) -> int:
     out, log = _outputs(args.out)
     if args.from_trace is not None:
         return _profile_trace(args, out, log)
+    for option, default in RUN_DEFAULTS.items():  # left out: the default
+        if getattr(args, option) is None:
+            setattr(args, option, default)
     from queuesgd.profiler import profile
     from queuesgd.profiler_step import check_model_args
 
+    if args.input_shape is not None and args.inputs is not None:
+        raise InvalidParameterError("--input-shape", args.input_shape, "none beside --inputs (one of them)")
     if args.model is None or (args.input_shape is None) == (args.inputs is None):
         raise InvalidParameterError(
             "model", args.model, "a model and one of --input-shape or --inputs, or --from-trace TRACE.json"
@@ -95,8 +100,9 @@ def _profile_trace(args: argparse.Namespace, out: Path, log: Path) -> int:
 
     if args.model is not None:
         raise InvalidParameterError("model", args.model, "a model or --from-trace, not both")
-    for option in ("input_shape", "inputs", "model_args", "autocast"):
-        if getattr(args, option) is not None:
+    given = _given(args)
+    for option in ("input_shape", "inputs", "model_args", "autocast", *RUN_ONLY):
+        if option in given:
             flag = "--" + option.replace("_", "-")
             raise InvalidParameterError(
                 flag, getattr(args, option), "none with --from-trace (it runs no model)"
@@ -106,7 +112,27 @@ def _profile_trace(args: argparse.Namespace, out: Path, log: Path) -> int:
             "--out", str(out), f"a file other than the trace it reads ({args.from_trace})"
         )
     w = read_trace(args.from_trace, batch_size=args.batch_size)
-    return _save(w, out, log, f"queuesgd profile --from-trace {args.from_trace}: batch {args.batch_size}")
+    micro = w.provenance["accumulation"] if w.provenance else 1
+    if "accumulation" in given and args.accumulation != micro:
+        raise InvalidParameterError(
+            "--accumulation",
+            args.accumulation,
+            f"{micro}, the backward passes per optimizer step that the trace {args.from_trace} shows "
+            "(or leave it out: the trace says)",
+        )
+    note = f"queuesgd profile --from-trace {args.from_trace}: batch {args.batch_size}"
+    return _save(w, out, log, note + (f", {micro} micro-steps per update" if micro > 1 else ""))
+
+
+#: The options of a profile run and their defaults (the parser's are None, so that a given one is known).
+RUN_DEFAULTS = {"accumulation": 1, "repetitions": 20, "warmup": 3, "threads": 1, "device": "cpu", "seed": 0}
+#: The options of a profile run that a trace, which runs nothing, would ignore: refused with --from-trace.
+RUN_ONLY = ("repetitions", "warmup", "threads", "device", "seed")
+
+
+def _given(args: argparse.Namespace) -> set[str]:
+    """The ``profile`` options the user gave (those the parser leaves None otherwise)."""
+    return {k for k, v in vars(args).items() if k != "command" and v is not None}
 
 
 def _same_file(a: Path, b: str) -> bool:
