@@ -21,6 +21,7 @@ from queuesgd.errors import InvalidParameterError
 __all__ = [
     "DEFAULT_CURVE",
     "ENV_VAR",
+    "DuplicateKeyError",
     "MAX_FILE_BYTES",
     "MAX_JSON_DEPTH",
     "catalog_dirs",
@@ -32,6 +33,7 @@ __all__ = [
     "read_json",
     "read_lines",
     "read_text",
+    "unique_keys",
 ]
 
 #: Largest file these readers take (workload JSON, curves, PNML): 64 MiB (``_checks.MAX_FILE_BYTES``).
@@ -123,16 +125,48 @@ def read_text(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) 
         ) from None
 
 
+class DuplicateKeyError(InvalidParameterError):
+    """A JSON object that gives a key twice (:func:`unique_keys`); ``got`` is the key."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__("key", key, "each key once in a JSON object (JSON would keep only the last value)")
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """``json.loads``'s ``object_pairs_hook``: the object as a dict, refusing a key given twice.
+
+    Plain ``json.loads`` keeps the last of two values of a key without a word;
+    with this hook the second one raises :class:`DuplicateKeyError`.
+
+    Examples
+    --------
+    >>> import json
+    >>> json.loads('{"a": 1, "b": {"c": 2}}', object_pairs_hook=unique_keys)
+    {'a': 1, 'b': {'c': 2}}
+    >>> json.loads('{"a": {"c": 1, "c": 2}}', object_pairs_hook=unique_keys)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.catalog_files.DuplicateKeyError: key: got 'c'; accepted: each key once in a JSON object ...
+    """
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(key)
+        out[key] = value
+    return out
+
+
 def read_json(path: str | os.PathLike[str], *, max_depth: int = MAX_JSON_DEPTH) -> object:
     """The JSON value of a file (:func:`read_text`), nested at most ``max_depth`` arrays and objects deep.
 
     The depth is measured on the text before it is parsed (outside strings),
-    so a document nested 200,000 deep is refused without recursing.
+    so a document nested 200,000 deep is refused without recursing. An object
+    that gives a key twice is refused (:func:`unique_keys`), at any depth.
 
     Raises
     ------
     InvalidParameterError
-        Naming the file (and the line of a syntax error).
+        Naming the file (and the line of a syntax error, or the key given twice).
 
     Examples
     --------
@@ -143,6 +177,12 @@ def read_json(path: str | os.PathLike[str], *, max_depth: int = MAX_JSON_DEPTH) 
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: deep.json: got 'arrays and objects nested 100 deep'; ...
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (Path(d) / "w.json").write_text('{"compute": "100ms", "compute": "1ms"}')
+    ...     read_json(Path(d) / "w.json")      # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: w.json: got "the key 'compute' twice in one object"; ...
     """
     import json
     import re
@@ -158,9 +198,15 @@ def read_json(path: str | os.PathLike[str], *, max_depth: int = MAX_JSON_DEPTH) 
             p.name, f"arrays and objects nested {deepest} deep", f"JSON nested at most {max_depth} deep"
         )
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as exc:
         raise InvalidParameterError(f"{p.name} line {exc.lineno}", exc.msg, "valid JSON") from None
+    except DuplicateKeyError as exc:
+        raise InvalidParameterError(
+            p.name,
+            f"the key {exc.got!r} twice in one object",
+            "JSON whose objects give each key once (JSON would keep only the last value)",
+        ) from None
 
 
 def _bracket_steps(text: str) -> np.ndarray:

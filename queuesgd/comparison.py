@@ -139,6 +139,13 @@ def _measured_rate(
 ) -> tuple[float, float, float, int, str]:
     """``(rate, low, high, count, samples_from)`` of one configuration's measurements."""
     if m.kind == "samples_per_second":
+        if warmup is not None:
+            raise InvalidParameterError(
+                "warmup",
+                warmup,
+                f"None with samples_per_second measurements (a run's throughput: no updates to drop; "
+                f"CLI: --warmup) ({m.where})",
+            )
         v = m.values
         mean = float(v.mean())
         half = half_width(v) if v.size >= 2 else math.nan
@@ -159,10 +166,10 @@ def _measured_rate(
         source = "model"
     kept_d, kept_s, kept_u = [], [], []
     for d, s, u in zip(durations, per_update, updates):
-        cut = warmup_cut(d.size) if warmup is None else warmup
+        cut = warmup_cut(d.size) if warmup is None else _warmup_intervals(u, warmup)
         if cut >= d.size:
             raise InvalidParameterError(
-                "warmup", warmup, f"fewer updates than a run has ({d.size} in a run of {m.where})"
+                "warmup", warmup, f"fewer updates than a run has ({int(u.sum())} in a run of {m.where})"
             )
         kept_d.append(d[cut:])
         kept_s.append(s[cut:] * u[cut:])
@@ -179,6 +186,19 @@ def _measured_rate(
             f"measured {m.kind} ({m.where})", f"a throughput of {rate!r} samples/s", "a finite throughput > 0"
         )
     return rate, low, high, int(np.concatenate(kept_u).sum()), source
+
+
+def _warmup_intervals(updates: np.ndarray, warmup: int) -> int:
+    """The intervals that hold the first ``warmup`` updates (a partly covered interval whole).
+
+    Examples
+    --------
+    >>> _warmup_intervals(np.array([10.0, 10.0, 10.0]), 5), _warmup_intervals(np.ones(4), 2)
+    (1, 2)
+    """
+    if warmup <= 0:
+        return 0
+    return int(np.searchsorted(np.cumsum(updates), warmup, side="left")) + 1
 
 
 def _relative(predicted: float, measured: float) -> float:
@@ -234,8 +254,11 @@ def compare(
     method : str
         Passed to :func:`~queuesgd.predict`.
     warmup : int, optional
-        Updates dropped at the start of each run (timestamps and step times);
-        default: the first :data:`~queuesgd.batchmeans.WARMUP` fraction.
+        Updates dropped at the start of each run (timestamps and step times;
+        with a ``step`` column the logged intervals that hold the first
+        ``warmup`` updates, the last one whole); default: the first
+        :data:`~queuesgd.batchmeans.WARMUP` fraction of each run's intervals.
+        Only None with ``samples_per_second``.
     ignore : iterable of str
         Columns of the log to leave out (``loss``, ``epoch``, ...).
     params : mapping, optional
@@ -258,7 +281,8 @@ def compare(
     time_unit : str
         The unit of a ``time`` column: ``"auto"`` (seconds, or a Unix time
         recognized by its size, said in a note), ``"s"``, ``"ms"``, ``"us"``
-        or ``"ns"``.
+        or ``"ns"``; also of a ``step_time`` without a unit (``"auto"``:
+        seconds). Only ``"auto"`` with ``samples_per_second``.
     max_configurations : int
         Most configurations predicted (:data:`MAX_CONFIGURATIONS`).
     max_seconds : float
@@ -278,8 +302,10 @@ def compare(
     InvalidParameterError
         A malformed file or cell (naming the line and column), an unknown
         column, too few steps for a batch-means interval (100 after the
-        warm-up), a scheme / workload / bandwidth / workers given nowhere,
-        or more configurations or estimated time than allowed.
+        warm-up), ``warmup`` or ``time_unit`` where they have no effect, a
+        measurement whose error is not a finite number, a scheme / workload /
+        bandwidth / workers given nowhere, or more configurations or
+        estimated time than allowed.
 
     Examples
     --------
@@ -345,6 +371,12 @@ def compare(
         rate, low, high, count, source = _measured_rate(m, p, w.batch_size, warmup)
         plo, phi = p.interval if p.interval is not None else (math.nan, math.nan)
         ratio = p.throughput / rate
+        if not math.isfinite(ratio):
+            raise InvalidParameterError(
+                f"measured {m.kind} ({m.where})",
+                f"a throughput of {rate:.6g} samples/s",
+                f"one whose error against the prediction ({p.throughput:.6g} samples/s) is a finite number",
+            )
         if not 0.1 <= ratio <= 10:
             notes.append(
                 f"{m.where}: predicted {p.throughput:.4g} and measured {rate:.4g} samples/s differ by "

@@ -20,21 +20,28 @@ any other name            a parameter of the scheme (``backups``, ``cutoff``)
 and carries exactly one kind of measurement:
 
 - ``samples_per_second``: one run's measured throughput (several rows of one
-  configuration are repeated runs);
+  configuration are repeated runs; the rows of one ``run`` label are one
+  run, its throughput their mean, and so are all the rows of a
+  configuration with a ``step`` column and no ``run`` column);
 - ``time``: the time at which the job applied one model update (a training
   step ended), in seconds from any origin; Unix times in seconds,
   milliseconds, microseconds or nanoseconds are recognized and said in a
   note (``time_unit=`` says otherwise); the first time of each run only
   starts the clock. With a ``step`` column a row may follow several
   updates (a log written every 50 steps): the updates between two rows are
-  the difference of their steps;
-- ``step_time``: the seconds one update took (a duration per row).
+  the difference of their steps (a step on every row, or on none);
+- ``step_time``: the seconds one update took (a duration per row; a number
+  without a unit is in ``time_unit=``, seconds by default).
+
+Durations, rates and the time between two rows lie in
+:data:`~queuesgd.measured_cells.MEASURE_RANGE` (1e-300 to 1e300).
 
 With ``time`` or ``step_time`` an optional ``samples`` column says how many
 training samples one update applied. Empty cells of configuration columns
 take the defaults given by the caller; a row whose measurement cell is empty
 (a log row of other metrics, as PyTorch Lightning's ``metrics.csv`` has) is
-skipped, with a note. Lines starting with ``#`` are comments.
+skipped, with a note. Lines starting with ``#`` are comments (a quoted
+``"#2"`` is a value).
 
 A file is read as it comes: ``-`` is standard input, a UTF-8 byte-order mark
 is dropped, and the separator (``,``, ``;`` or a tab) is the one the header
@@ -43,7 +50,8 @@ row uses most. Every read is bounded (:data:`MAX_BYTES`, :data:`MAX_ROWS`,
 anything is read. ``columns=`` maps a log's own column names onto these
 (``{"samples_per_second": "train/throughput"}``), and ``log_pattern=`` reads
 a plain-text log (a torchrun/DDP job's output) with a regular expression
-whose named groups are the columns (see :data:`LOG_PATTERNS`).
+whose named groups are the columns (see :data:`LOG_PATTERNS`; a user's own
+pattern is bounded in time, :mod:`queuesgd.measured_log`).
 
 Examples
 --------
@@ -56,10 +64,10 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import os
-import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +83,8 @@ from queuesgd.measured_cells import (
     step_value,
 )
 from queuesgd.measured_columns import CONFIG_COLUMNS, MEASURE_COLUMNS, check_header, options, select
-from queuesgd.measured_runs import PLAUSIBLE_STEP, TIME_UNITS, Measurement, measurement
+from queuesgd.measured_log import LOG_PATTERNS, compile_pattern, matching_lines
+from queuesgd.measured_runs import PLAUSIBLE_STEP, TIME_UNITS, Measurement, measurement, run_keys
 
 __all__ = [
     "CONFIG_COLUMNS",
@@ -83,8 +92,10 @@ __all__ = [
     "MAX_BYTES",
     "MAX_CELL",
     "MAX_LINE",
+    "MAX_PATTERN_LINE",
     "MAX_ROWS",
     "MEASURE_COLUMNS",
+    "PATTERN_SECONDS",
     "PLAUSIBLE_STEP",
     "TIME_UNITS",
     "Measurement",
@@ -101,19 +112,10 @@ MAX_ROWS = 1_000_000
 #: Longest line of a text log that ``log_pattern`` is tried on; longer lines are skipped (noted).
 MAX_LINE = 10_000
 
-_NUMBER_TEXT = r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?"
-
-#: Ready-made ``log_pattern=`` names. ``"step-time"`` reads lines such as a training script prints
-#: under torchrun: ``[rank0]: step 120 | loss 2.31 | step_time 251.3ms`` (also ``time=0.25s``,
-#: ``dt: 250 ms``, an optional ``[rankN]:``/``[defaultN]:`` prefix; a bare number is seconds).
-LOG_PATTERNS = {
-    "step-time": (
-        r"^(?:\[(?:rank|default)(?P<rank>[0-9]+)\]:?\s*)?.*?\bstep\b\s*[:=#]?\s*(?P<step>[0-9]+)\b"
-        r".*?\b(?:step_time|step time|time|dt)\b\s*[:=]?\s*"
-        rf"(?P<step_time>{_NUMBER_TEXT}(?:\s*(?:ms|us|µs|ns|s)(?![A-Za-z0-9])|(?![A-Za-z0-9.])"
-        r"(?!\s*(?:m|mins?|minutes?|h|hrs?|hours?|secs?|seconds?)\b)))"
-    ),
-}
+#: Longest line a user's own ``log_pattern`` is tried on (a ready-made one: :data:`MAX_LINE`).
+MAX_PATTERN_LINE = 2_000
+#: Seconds a user's own ``log_pattern`` may search one file (in a separate process, then stopped).
+PATTERN_SECONDS = 20.0
 
 _ACCEPTED_INPUT = (
     "a CSV file path (or '-' for standard input), a pandas DataFrame, a mapping of column name -> values, "
@@ -161,10 +163,18 @@ def _read_csv(text: str, name: str) -> tuple[list[str], list[list[Any]], Any]:
     )
     sep = _separator(first)
     lines: list[tuple[int, list[str]]] = []
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    done = [0]  # the physical lines of the rows read so far: a line past them starts a row
+
+    def physical() -> Iterator[str]:
+        """The file's lines; an unquoted ``#`` line that starts a row is a comment (read as blank)."""
+        for k, line in enumerate(io.StringIO(text, newline="")):
+            yield "\n" if k == done[0] and line.lstrip().startswith("#") else line
+
+    reader = csv.reader(physical(), delimiter=sep)
     try:
         for row in reader:
-            if not any(c.strip() for c in row) or row[0].lstrip().startswith("#"):
+            done[0] = reader.line_num
+            if not any(c.strip() for c in row):
                 continue
             lines.append((reader.line_num, row))
             if len(lines) > MAX_ROWS + 1:
@@ -199,60 +209,27 @@ def _read_csv(text: str, name: str) -> tuple[list[str], list[list[Any]], Any]:
     return header, rows, lambda i: f"{name} line {numbers[i]}"
 
 
-def _pattern(log_pattern: Any) -> re.Pattern[str]:
-    accepted = (
-        "a regular expression with named groups such as (?P<step_time>...), "
-        f"or one of {', '.join(LOG_PATTERNS)}"
-    )
-    if not isinstance(log_pattern, str) or not log_pattern.strip() or len(log_pattern) > 2000:
-        raise InvalidParameterError("log_pattern", short_value(log_pattern), accepted)
-    try:
-        pattern = re.compile(LOG_PATTERNS.get(log_pattern, log_pattern))
-    except (re.error, OverflowError, RecursionError) as err:
-        raise InvalidParameterError("log_pattern", short_value(log_pattern), f"{accepted} ({err})") from None
-    if not set(pattern.groupindex) & set(MEASURE_COLUMNS):
-        raise InvalidParameterError(
-            "log_pattern",
-            short_value(log_pattern),
-            f"{accepted}, one of them a measurement ({', '.join(MEASURE_COLUMNS)}; the columns= mapping "
-            "does not apply to a pattern's groups: name them so)",
-        )
-    return pattern
-
-
-def _read_log(
-    text: str, name: str, pattern: re.Pattern[str]
-) -> tuple[list[str], list[list[Any]], Any, list[str]]:
-    """The named groups of the lines ``pattern`` matches, as a table (``rank``: the lowest rank's lines)."""
+def _read_log(text: str, name: str, log_pattern: Any) -> tuple[list[str], list[list[Any]], Any, list[str]]:
+    """The named groups of the lines ``log_pattern`` matches, as a table (``rank``: lowest rank's lines)."""
+    pattern, builtin = compile_pattern(log_pattern)
     header = list(pattern.groupindex)
-    rows: list[list[Any]] = []
-    numbers: list[int] = []
-    ranks: list[Any] = []
-    lines = text.splitlines()
-    long = 0
-    for n, line in enumerate(lines, start=1):
-        if len(line) > MAX_LINE:
-            long += 1
-            continue
-        m = pattern.search(line)
-        if m is None:
-            continue
-        groups = m.groupdict()
-        rows.append([groups[h] for h in header])
-        numbers.append(n)
-        ranks.append(groups.get("rank"))
-        if len(rows) > MAX_ROWS:
-            raise InvalidParameterError(
-                "measured",
-                name,
-                f"at most {MAX_ROWS:,} matching lines (split the log, or keep every n-th line)",
-            )
+    max_line = MAX_LINE if builtin else min(MAX_LINE, MAX_PATTERN_LINE)
+    found, long, count = matching_lines(text, pattern, builtin, max_line, MAX_ROWS, PATTERN_SECONDS)
+    if len(found) > MAX_ROWS:
+        raise InvalidParameterError(
+            "measured",
+            name,
+            f"at most {MAX_ROWS:,} matching lines (split the log, or keep every n-th line)",
+        )
+    rows = [groups for _, groups in found]
+    numbers = [n for n, _ in found]
+    ranks = [groups[header.index("rank")] if "rank" in header else None for groups in rows]
     notes = []
     if not rows:
         raise InvalidParameterError(
             "measured",
             name,
-            f"a text log with lines that log_pattern matches (none of {len(lines):,} lines did)",
+            f"a text log with lines that log_pattern matches (none of {count:,} lines did)",
         )
     if "rank" in header:
         header.remove("rank")
@@ -268,9 +245,9 @@ def _read_log(
             rows, numbers = [rows[i] for i in keep], [numbers[i] for i in keep]
         at = list(pattern.groupindex).index("rank")
         rows = [r[:at] + r[at + 1 :] for r in rows]
-    notes.append(f"{name}: {len(rows):,} of {len(lines):,} lines matched the log pattern")
+    notes.append(f"{name}: {len(rows):,} of {count:,} lines matched the log pattern")
     if long:
-        notes.append(f"{name}: {long:,} lines longer than {MAX_LINE:,} characters skipped")
+        notes.append(f"{name}: {long:,} lines longer than {max_line:,} characters skipped")
     return header, rows, lambda i: f"{name} line {numbers[i]}", notes
 
 
@@ -279,7 +256,7 @@ def _table(measured: Any, log_pattern: Any) -> tuple[list[str], list[list[Any]],
     if isinstance(measured, (str, os.PathLike)):
         text, name = _read_text(measured)
         if log_pattern is not None:
-            return (*_read_log(text, name, _pattern(log_pattern)), name)
+            return (*_read_log(text, name, log_pattern), name)
         return (*_read_csv(text, name), [], name)
     if log_pattern is not None:
         raise InvalidParameterError(
@@ -305,7 +282,12 @@ def _table(measured: Any, log_pattern: Any) -> tuple[list[str], list[list[Any]],
                 raise InvalidParameterError(
                     f"measured[{k!r}]", f"{len(v):,} rows", f"at most {MAX_ROWS:,} rows"
                 )
-            cols.append(list(v))
+            col = list(itertools.islice(v, MAX_ROWS + 1))  # an iterator without a length: bounded too
+            if len(col) > MAX_ROWS:
+                raise InvalidParameterError(
+                    f"measured[{k!r}]", f"more than {MAX_ROWS:,} values", f"at most {MAX_ROWS:,} rows"
+                )
+            cols.append(col)
         lengths = {len(c) for c in cols}
         if len(lengths) > 1:
             sizes = ", ".join(f"{k}: {len(c)}" for k, c in zip(header, cols))
@@ -356,7 +338,8 @@ def read_measured(
     time_unit : str
         The unit of a ``time`` column: ``"auto"`` (seconds, or Unix time in
         s, ms, us or ns recognized by its size and said in a note) or one of
-        :data:`TIME_UNITS`.
+        :data:`TIME_UNITS`; also of a ``step_time`` without a unit (``"auto"``:
+        seconds). Only ``"auto"`` with ``samples_per_second``.
 
     Returns
     -------
@@ -365,9 +348,12 @@ def read_measured(
     Raises
     ------
     InvalidParameterError
-        Naming the file and line (or row) and the column of a malformed cell,
-        a missing or duplicate column, a row of the wrong length, or a file
-        that is not a regular file or is larger than the bounds.
+        Naming the file and line (or row) and the column of a malformed cell
+        or of the first empty cell of a partly filled ``step`` (``time``) or
+        ``run`` (``samples_per_second``) column, a missing or duplicate
+        column, a row of the wrong length, a file that is not a regular file
+        or is larger than the bounds, or a ``log_pattern`` refused or
+        stopped (:mod:`queuesgd.measured_log`).
 
     Examples
     --------
@@ -392,7 +378,15 @@ def read_measured(
         raise InvalidParameterError("measured", "no data rows", "at least one data row below the header")
     header, rows = select(header, rows, ignore, mapping, name)
     kind, params = check_header(header)
+    if kind == "samples_per_second" and time_unit != "auto":
+        raise InvalidParameterError(
+            "time_unit",
+            time_unit,
+            "'auto' with samples_per_second measurements (no times to read; CLI: --time-unit)",
+        )
+    scale = TIME_UNITS.get(time_unit, 1.0)  # of a bare step_time
     index = {h: i for i, h in enumerate(header)}
+    keys, key_notes = run_keys(rows, index, kind, where, name)
     groups: dict[tuple, dict[str, Any]] = {}
     skipped: list[int] = []
     for i, row in enumerate(rows):
@@ -409,7 +403,7 @@ def read_measured(
             for p in params
             if not empty(row[index[p]])
         }
-        value = measure_value(kind, f"{where(i)}, column {kind}", cell)
+        value = measure_value(kind, f"{where(i)}, column {kind}", cell, scale)
         samples = None
         if "samples" in index:
             if empty(row[index["samples"]]):
@@ -418,14 +412,9 @@ def read_measured(
         step = None
         if "step" in index and not empty(row[index["step"]]):
             step = step_value(f"{where(i)}, column step", row[index["step"]])
-        run = "" if "run" not in index or empty(row[index["run"]]) else str(row[index["run"]]).strip()
-        if len(run) > MAX_CELL:
-            raise InvalidParameterError(
-                f"{where(i)}, column run", short_value(run), f"at most {MAX_CELL} characters"
-            )
         key = (tuple(sorted(config.items())), tuple(sorted((k, str(v)) for k, v in par.items())))
         g = groups.setdefault(key, {"config": config, "params": par, "runs": {}, "rows": []})
-        g["runs"].setdefault(run, []).append((value, samples, step))
+        g["runs"].setdefault(keys[i], []).append((value, samples, step, i))
         g["rows"].append(i)
     if not groups:
         raise InvalidParameterError(
@@ -442,4 +431,5 @@ def read_measured(
             f"{name}: {len(skipped):,} row{'s' if len(skipped) != 1 else ''} with an empty {kind} cell "
             f"skipped ({label} {shown})"
         )
+    notes.extend(key_notes)
     return [measurement(g, kind, where, time_unit, tuple(notes)) for g in groups.values()]

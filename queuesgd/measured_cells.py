@@ -27,6 +27,7 @@ from queuesgd.specs import parse_value
 
 __all__ = [
     "MAX_CELL",
+    "MEASURE_RANGE",
     "config_value",
     "empty",
     "measure_value",
@@ -38,6 +39,9 @@ __all__ = [
 
 #: Longest cell that is read as a value, in characters (a number, a unit, a name or a label).
 MAX_CELL = 100
+#: The range of a measured duration (s) or rate (samples/s), and of the time between two timestamps: far
+#: beyond any training step, yet every rate and error computed from such values is a finite number.
+MEASURE_RANGE = (1e-300, 1e300)
 
 
 def short_value(value: Any) -> Any:
@@ -67,18 +71,18 @@ def short_value(value: Any) -> Any:
 
 
 def empty(value: Any) -> bool:
-    """Whether a cell is empty: None, blank text, or NaN (pandas' missing cell).
+    """Whether a cell is empty: None, blank text, or NaN of any float type (pandas' missing cell).
 
     Examples
     --------
-    >>> [bool(empty(v)) for v in (None, "  ", float("nan"), 0)]
-    [True, True, True, False]
+    >>> [bool(empty(v)) for v in (None, "  ", float("nan"), np.float32("nan"), 0)]
+    [True, True, True, True, False]
     """
     if value is None:
         return True
     if isinstance(value, str):
         return not value.strip()
-    return isinstance(value, float) and np.isnan(value)  # pandas' missing cell
+    return isinstance(value, (float, np.floating)) and bool(np.isnan(value))  # pandas' missing cell
 
 
 def parse_cell(field: str, value: Any, parse: Any, accepted: str) -> Any:
@@ -215,14 +219,38 @@ def param_value(field: str, value: Any) -> Any:
     return parse_cell(field, value, lambda f, v: parse_value(str(v)), "a value")
 
 
-def _step_time(field: str, value: Any) -> float:
+def _in_range(field: str, value: Any, out: float, accepted: str, scaled: bool = False) -> float:
+    low, high = MEASURE_RANGE
+    if not low <= out <= high:
+        read = f"; read as {out:.6g} s" if scaled else ""
+        raise InvalidParameterError(field, short_value(value), f"{accepted}, from {low:g} to {high:g}{read}")
+    return out
+
+
+def _bare(value: Any) -> bool:
+    """Whether a step-time cell is a number without a unit (read in ``time_unit``)."""
+    if isinstance(value, str):
+        return not isinstance(parse_value(value), str)
+    return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+
+
+_STEP_TIME = "a duration > 0 (seconds, or with a unit: 120ms)"
+
+
+def _step_time(field: str, value: Any, scale: float) -> float:
+    if isinstance(value, str) and "," in value:
+        accepted = _STEP_TIME + "; no thousands separators (1250ms, not 1,250ms)"
+        raise InvalidParameterError(field, value, accepted)
     seconds = units.parse_seconds(value, field)
+    scaled = _bare(value) and scale != 1.0
+    if scaled:
+        seconds *= scale
     if not seconds > 0 or not np.isfinite(seconds):
-        raise InvalidParameterError(field, value, "a duration > 0 (seconds, or with a unit: 120ms)")
-    return seconds
+        raise InvalidParameterError(field, value, _STEP_TIME)
+    return _in_range(field, value, seconds, "a duration in seconds", scaled)
 
 
-def measure_value(col: str, field: str, value: Any) -> float:
+def measure_value(col: str, field: str, value: Any, scale: float = 1.0) -> float:
     """The number a measurement cell (or a ``samples`` cell) holds.
 
     Parameters
@@ -230,10 +258,13 @@ def measure_value(col: str, field: str, value: Any) -> float:
     col : str
         ``time`` (seconds, any finite number), ``step_time`` (a duration
         > 0, a unit allowed), ``samples_per_second`` or ``samples`` (> 0).
+        A duration or rate lies in :data:`MEASURE_RANGE`.
     field : str
         The cell's name for messages.
     value : object
         The cell.
+    scale : float
+        Seconds per unit of a ``step_time`` cell without a unit (``time_unit=``).
 
     Returns
     -------
@@ -243,18 +274,24 @@ def measure_value(col: str, field: str, value: Any) -> float:
     --------
     >>> measure_value("time", "row 0, column time", "-1.5"), measure_value("samples", "row 0", 64)
     (-1.5, 64.0)
+    >>> measure_value("step_time", "row 0", "250", 1e-3), measure_value("step_time", "row 0", "1s", 1e-3)
+    (0.25, 1.0)
+    >>> measure_value("samples_per_second", "row 0", "1e-320")
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: row 0: got '1e-320'; accepted: a number > 0, from 1e-300 to 1e+300
     """
     if col == "time":
         accepted = "a time in seconds (a finite number)"
         return parse_cell(field, value, lambda f, v: _number(f, v, accepted), accepted)
     if col == "step_time":
-        return parse_cell(field, value, _step_time, "a duration > 0 (seconds, or with a unit: 120ms)")
+        return parse_cell(field, value, lambda f, v: _step_time(f, v, scale), _STEP_TIME)
     accepted = "a number > 0" if col == "samples_per_second" else "a number of samples > 0"
 
     def positive(f: str, v: Any) -> float:
         out = _number(f, v, accepted)
         if out <= 0:
             raise InvalidParameterError(f, v, accepted)
-        return out
+        return _in_range(f, v, out, accepted)
 
     return parse_cell(field, value, positive, accepted)

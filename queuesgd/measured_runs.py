@@ -9,10 +9,17 @@ and a note where the median update is implausible for a training step.
 Examples
 --------
 >>> group = {"config": {"workers": 2}, "params": {}, "rows": [0, 1, 2],
-...          "runs": {"": [(0.0, None, None), (0.5, None, None), (1.0, None, None)]}}
+...          "runs": {"": [(0.0, None, None, 0), (0.5, None, None, 1), (1.0, None, None, 2)]}}
 >>> m = measurement(group, "time", lambda i: f"row {i}", "auto", ())
 >>> m.values.tolist(), m.runs, m.where
 ([0.5, 0.5], (2,), 'rows 0-2')
+
+Throughputs: the rows of one run label are one run, its throughput their mean:
+
+>>> runs = {"a": [(100.0, None, 1, 0), (100.0, None, 2, 1), (100.0, None, 3, 2)], "b": [(200.0, None, 1, 3)]}
+>>> group = {"config": {"workers": 2}, "params": {}, "rows": [0, 1, 2, 3], "runs": runs}
+>>> measurement(group, "samples_per_second", lambda i: f"row {i}", "auto", ()).values.tolist()
+[100.0, 200.0]
 """
 
 from __future__ import annotations
@@ -26,8 +33,9 @@ import numpy as np
 
 from queuesgd import units
 from queuesgd.errors import InvalidParameterError
+from queuesgd.measured_cells import MAX_CELL, MEASURE_RANGE, empty, short_value
 
-__all__ = ["PLAUSIBLE_STEP", "TIME_UNITS", "Measurement", "measurement"]
+__all__ = ["PLAUSIBLE_STEP", "TIME_UNITS", "Measurement", "measurement", "run_keys"]
 
 #: The units ``time_unit=`` takes, in seconds (``"auto"``: seconds, or Unix time recognized by its size).
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -142,19 +150,23 @@ def measurement(
     at = _where_range(group["rows"], where)
     scale, unit_notes = 1.0, []
     if kind == "time":
-        times = np.array([x for items in group["runs"].values() for x, _, _ in items])
+        times = np.array([x for items in group["runs"].values() for x, *_ in items])
         scale, unit_notes = _time_scale(times, time_unit, at)
-    has_steps = kind == "time" and all(st is not None for items in group["runs"].values() for *_, st in items)
+    # read_measured gives a step on every row or on none (run_keys refuses a partly filled step column)
+    has_steps = kind == "time" and all(it[2] is not None for items in group["runs"].values() for it in items)
     for label, items in group["runs"].items():
-        v = np.array([x for x, _, _ in items], dtype=float)
-        s = np.array([np.nan if y is None else y for _, y, _ in items])
+        v = np.array([it[0] for it in items], dtype=float)
+        s = np.array([np.nan if it[1] is None else it[1] for it in items])
         u = np.ones(v.size)
-        if kind == "time":
+        if kind == "samples_per_second":  # one run: the mean of its rows
+            v, s, u = v[:1] if v.size == 1 else np.array([v.mean()]), s[:1], u[:1]
+        elif kind == "time":
             order = np.argsort(v, kind="stable")
             v = np.diff(v[order]) * scale  # the first time starts the clock
             s = s[order][1:]
+            _check_intervals(v, [items[k][3] for k in order[1:]], where)
             if has_steps:
-                steps = np.array([st for *_, st in items], dtype=float)[order]
+                steps = np.array([it[2] for it in items], dtype=float)[order]
                 u = np.diff(steps)
                 if np.any(u <= 0):
                     raise InvalidParameterError(
@@ -188,6 +200,85 @@ def measurement(
     )
 
 
+def _check_intervals(intervals: np.ndarray, rows: list[int], where: Any) -> None:
+    """Refuse a time between two rows (after the unit) that is not 0 and outside :data:`MEASURE_RANGE`."""
+    low, high = MEASURE_RANGE
+    with np.errstate(all="ignore"):
+        bad = np.flatnonzero((intervals != 0) & ~((intervals >= low) & (intervals <= high)))
+    if bad.size:
+        k = int(bad[0])
+        raise InvalidParameterError(
+            f"{where(rows[k])}, column time",
+            f"{float(intervals[k]):.6g} s after the row before it",
+            f"times {low:g} to {high:g} s apart (or equal), after the unit",
+        )
+
+
+def run_keys(
+    rows: list[list[Any]], index: Mapping[str, int], kind: str, where: Any, name: str
+) -> tuple[dict[int, Any], list[str]]:
+    """The run of each row with a measurement (row index -> key), and a note of how runs were formed.
+
+    ``time``/``step_time``: the ``run`` label (``""`` without one). A
+    ``step`` column is filled on every ``time`` row or on none.
+    ``samples_per_second``: the rows of one ``run`` label are one run (a
+    label on every row or on none); without labels, the rows of a
+    configuration are one run with a ``step`` column (logged steps), else
+    each row is a run.
+
+    Raises
+    ------
+    InvalidParameterError
+        A partly filled ``step`` column (with ``time``) or ``run`` column
+        (with ``samples_per_second``), naming the first empty cell; a run
+        label longer than :data:`~queuesgd.measured_cells.MAX_CELL`.
+    """
+    measured = [i for i, row in enumerate(rows) if not empty(row[index[kind]])]
+
+    def first_empty(col: str) -> int | None:
+        if col not in index:
+            return None
+        filled = [i for i in measured if not empty(rows[i][index[col]])]
+        if not filled or len(filled) == len(measured):
+            return None
+        return next(i for i in measured if empty(rows[i][index[col]]))
+
+    has = {c: c in index and any(not empty(rows[i][index[c]]) for i in measured) for c in ("run", "step")}
+    for col, only, why in (
+        ("step", "time", "the updates between two rows are the difference of their steps"),
+        ("run", "samples_per_second", "the rows of one label are one run"),
+    ):
+        gap = first_empty(col) if kind == only else None
+        if gap is not None:
+            raise InvalidParameterError(
+                f"{where(gap)}, column {col}",
+                "an empty cell",
+                f"a {col} on every row with a {kind} or on none ({why}; ignore= (CLI: --ignore) drops the "
+                "column)",
+            )
+    keys: dict[int, Any] = {}
+    for i in measured:
+        cell = rows[i][index["run"]] if has["run"] else None
+        run = "" if empty(cell) else str(cell).strip()
+        if len(run) > MAX_CELL:
+            raise InvalidParameterError(
+                f"{where(i)}, column run", short_value(run), f"at most {MAX_CELL} characters"
+            )
+        keys[i] = run
+    notes = []
+    if kind == "samples_per_second":
+        if has["run"] and len(set(keys.values())) < len(keys):
+            notes.append(f"{name}: the samples_per_second rows of one run label are one run (their mean)")
+        elif not has["run"] and has["step"]:
+            notes.append(
+                f"{name}: samples_per_second rows with a step column are the logged steps of one run per "
+                "configuration (their mean, without an interval); a 'run' column labels repeated runs"
+            )
+        elif not has["run"]:
+            keys = {i: ("row", i) for i in measured}  # each row is one run
+    return keys, notes
+
+
 def _plausibility(kind: str, values: np.ndarray, updates: np.ndarray, where: str) -> list[str]:
     if kind == "samples_per_second" or values.size == 0:
         return []
@@ -196,7 +287,7 @@ def _plausibility(kind: str, values: np.ndarray, updates: np.ndarray, where: str
     low, high = PLAUSIBLE_STEP
     if low <= median <= high:
         return []
-    hint = "time_unit=, CLI --time-unit" if kind == "time" else "a unit in the cells, e.g. 250ms"
+    hint = "time_unit=, CLI --time-unit" + ("" if kind == "time" else ", or a unit in the cells, e.g. 250ms")
     return [
         f"{where}: the median update takes {units.format_seconds(median) if median > 0 else '0 s'}, "
         f"implausible for a training step (outside {low:g}-{high:g} s): check the unit ({hint})"

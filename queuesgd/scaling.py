@@ -181,8 +181,9 @@ class WhatIf:
         c = self.columns
         bws = list(dict.fromkeys(c["bandwidth"].tolist()))
         heads = [units.format_bandwidth(b) for b in bws]
+        wide = max(9, *(len(str(w)) for w in c["workload"].tolist()))
         lines = [
-            f"{'workload':<9} {'workers':>7}  {'compression':>11} "
+            f"{'workload':<{wide}} {'workers':>7}  {'compression':>11} "
             + " ".join(f"{h:>11}" for h in heads)
             + "  messages"
         ]
@@ -196,7 +197,7 @@ class WhatIf:
                 hit = m & (c["bandwidth"] == b)
                 cells.append(f"{float(c['scaling_factor'][hit][0]):>11.3f}")
             msgs = int(c["messages"][m][0])
-            lines.append(f"{wl:<9} {n:>7}  {comp:>11.4g} " + " ".join(cells) + f"  {msgs:>8}")
+            lines.append(f"{wl:<{wide}} {n:>7}  {comp:>11.4g} " + " ".join(cells) + f"  {msgs:>8}")
         return "\n".join(lines)
 
     def plot(self, path: str) -> None:
@@ -239,15 +240,48 @@ class WhatIf:
 
 
 def _axis(name: str, value: Any, convert: Any) -> tuple[list[Any], bool]:
-    """A list of converted values and whether the argument was a list (a 0-d array is one value)."""
+    """A list of converted values, each once, and whether the argument was a list (a 0-d array is one).
+
+    Two items that convert to the same value (``16, 16``; ``"10Gbit/s", "1.25GB/s"``) are refused: the
+    grid would hold the configuration twice, and the table one row or column for both.
+    """
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
     if isinstance(value, (list, tuple, np.ndarray)):
         items = list(value)
         if not items:
             raise InvalidParameterError(name, value, "a value or a non-empty list of values")
-        return [convert(v) for v in items], True
+        out = [convert(v) for v in items]
+        for i, v in enumerate(out):
+            j = next((j for j in range(i) if out[j] == v), None)
+            if j is not None:
+                same = f"items {j} and {i}"  # a Workload's repr is long
+                if isinstance(v, (int, float)):
+                    same = f"{items[j]!r} and {items[i]!r}"
+                raise InvalidParameterError(name, value, f"distinct values ({same} are the same)")
+        return out, True
     return [convert(value)], False
+
+
+def _labels(given: list[Any], workloads: list[Workload]) -> list[str]:
+    """The rows' name of each workload: its name, or where two share one, the file or list position.
+
+    Examples
+    --------
+    >>> w = [Workload(0.1, 1e6, name="x"), Workload(0.2, 1e6, name="x"), Workload(0.3, 1e6, name="y")]
+    >>> _labels(["a.json", w[1], "y"], w)
+    ['a.json', 'x[1]', 'y']
+    """
+    names = [w.name or "workload" for w in workloads]
+    labels = [
+        n if names.count(n) == 1 else (g if isinstance(g, str) else f"{n}[{i}]")
+        for i, (n, g) in enumerate(zip(names, given))
+    ]
+    if len(set(labels)) != len(labels):  # a file named as another workload's name: number them all
+        labels = [n if names.count(n) == 1 else f"{n}[{i}]" for i, n in enumerate(names)]
+    if len(set(labels)) != len(labels):
+        raise InvalidParameterError("workload", labels, "workloads with distinct names")
+    return labels
 
 
 def _workload(value: Any) -> Workload:
@@ -337,6 +371,7 @@ def whatif(
            [0.54 , 0.994]])
     """
     workloads, w_list = _axis("workload", workload, _workload)
+    labels = _labels(list(workload) if w_list else [workload], workloads)
     ns, n_list = _axis("workers", workers, lambda v: _checks.integer("workers", v, maximum=MAX_WORKERS))
     bws, b_list = _axis("bandwidth", bandwidth, _bandwidth)
     comps, c_list = _axis("compression", compression, _compression)
@@ -356,7 +391,7 @@ def whatif(
         )
     ns_arr, bws_arr, comps_arr = np.array(ns, dtype=int), np.array(bws, dtype=float), np.array(comps)
     parts = []
-    for wl in workloads:
+    for wl, label in zip(workloads, labels):
         buckets = fuse(wl, fusion_bytes, fusion_time)
         sizes = np.array([b.nbytes for b in buckets])
         model = allreduce_graph(
@@ -376,8 +411,10 @@ def whatif(
             # rate, divided by the compression ratio (as a faster line); the N - 1 additions of S/N
             # bytes are not.
             durations = np.tile(model.graph.mean_durations, (n.shape[0], 1))
+            with np.errstate(over="ignore"):  # beyond the float range: an infinite rate, no time on the wire
+                rate = bw * comp
             durations[:, list(model.comm_tasks)] = ring_message_costs(
-                n, sizes[None, :], bw * comp, alpha, wl.reduction_time
+                n, sizes[None, :], rate, alpha, wl.reduction_time
             )
             sched = schedule(model.graph, durations, critical_path=False)
             end_backward = sched.finish[:, model.backward_ends[0]]
@@ -385,7 +422,7 @@ def whatif(
         t_batch = wl.compute_time
         parts.append(
             {
-                "workload": np.full(i.size, wl.name or "workload"),
+                "workload": np.full(i.size, label),
                 "workers": ns_arr[i],
                 "bandwidth": bws_arr[j],
                 "compression": comps_arr[k],

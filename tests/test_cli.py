@@ -261,10 +261,11 @@ def test_whatif_plot(tmp_path):
 @pytest.mark.parametrize(
     ("args", "field"),
     [
-        (["--compression", "0.5"], "compression"),
+        (["--compression", "0.5"], "--compression"),
         (["--workers", "0"], "--workers"),
-        (["--workload", "nope"], "workload"),
-        (["--fusion-bytes", "0"], "fusion_bytes"),
+        (["--workload", "nope"], "--workload"),
+        (["--workload", ""], "--workload"),
+        (["--fusion-bytes", "0"], "--fusion-bytes"),
         (["--bandwidth", "fast"], "--bandwidth"),
     ],
 )

@@ -283,7 +283,7 @@ def test_the_cli_predicts_with_a_colon_partition(capsys):
     assert "partition=80:81" in capsys.readouterr().out
     assert cli_main([*argv, "--partition", "80:80"]) == 2
     line = one_error_line(capsys)
-    assert line.startswith("queuesgd: error: Pipeline.partition: got (80, 80)") and "161" in line, line
+    assert line.startswith("queuesgd: error: --partition: got (80, 80)") and "161" in line, line
 
 
 def test_a_cut_flash_table_says_so_and_still_loads(tmp_path, monkeypatch, capsys):

@@ -36,8 +36,10 @@ def notes(namespace: Any) -> list[str]:
     return namespace.notes
 
 
-def split_list(text: str) -> list[str]:
+def split_list(text: str, field: str = "list") -> list[str]:
     """Split ``"1,10,25Gbit/s"`` into items; a unit on the last item applies to bare numbers.
+
+    An empty item is refused on ``field`` (the option that gave ``text``).
 
     Examples
     --------
@@ -48,7 +50,7 @@ def split_list(text: str) -> list[str]:
     """
     items = [s.strip() for s in text.split(",")]
     if any(not s for s in items):
-        raise InvalidParameterError("list", text, "comma-separated values such as 1,2,4 or 1,10Gbit/s")
+        raise InvalidParameterError(field, text, "comma-separated values such as 1,2,4 or 1,10Gbit/s")
     last = items[-1]
     m = re.match(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*(.*)$", last)
     unit = m.group(3) if m else ""
@@ -59,7 +61,7 @@ def split_list(text: str) -> list[str]:
 
 def ints(field: str, text: str) -> list[int]:
     out = []
-    for s in split_list(text):
+    for s in split_list(text, field):
         if not re.fullmatch(r"\d+", s) or int(s) < 1:
             raise InvalidParameterError(field, s, "positive integers separated by commas, e.g. 1,2,4,8")
         out.append(int(s))
@@ -101,7 +103,7 @@ def plausible(args: argparse.Namespace, flag: str, items: list[str], values: lis
 def bandwidths(args: argparse.Namespace) -> list[float]:
     from queuesgd import units
 
-    items = split_list(args.bandwidth)
+    items = split_list(args.bandwidth, "--bandwidth")
     out = [units.parse_bandwidth(b, "--bandwidth") for b in items]
     plausible(args, "--bandwidth", items, out)
     return out
@@ -110,7 +112,7 @@ def bandwidths(args: argparse.Namespace) -> list[float]:
 def latencies(args: argparse.Namespace) -> list[float]:
     from queuesgd import units
 
-    items = split_list(args.latency)
+    items = split_list(args.latency, "--latency")
     out = [units.parse_seconds(x, "--latency") for x in items]
     plausible(args, "--latency", items, out)
     return out

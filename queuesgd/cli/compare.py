@@ -14,7 +14,7 @@ from queuesgd.specs import parse_params
 def add_compare_arguments(cmp: argparse.ArgumentParser) -> None:
     """The options of ``queuesgd compare`` (documented in docs/compare.md)."""
     from queuesgd.comparison import MAX_CONFIGURATIONS, MAX_SECONDS
-    from queuesgd.measured import LOG_PATTERNS, TIME_UNITS
+    from queuesgd.measured import LOG_PATTERNS, MAX_PATTERN_LINE, PATTERN_SECONDS, TIME_UNITS
 
     cmp.add_argument(
         "measured",
@@ -42,18 +42,24 @@ def add_compare_arguments(cmp: argparse.ArgumentParser) -> None:
     cmp.add_argument(
         "--log-pattern",
         metavar="REGEX",
-        help="read FILE as a text log: a regular expression whose named groups are the columns, "
-        f"or {', '.join(LOG_PATTERNS)} (lines such as 'step 12 | loss 2.3 | step_time 251ms')",
+        help="read FILE as a text log: a regular expression whose named groups are the columns "
+        f"(tried on lines of at most {MAX_PATTERN_LINE:,} characters, stopped after {PATTERN_SECONDS:g} s "
+        "per file; no quantified group "
+        f"holding a quantifier), or {', '.join(LOG_PATTERNS)} (lines such as 'step 12 | loss 2.3 | "
+        "step_time 251ms')",
     )
     cmp.add_argument(
         "--time-unit",
         default="auto",
-        help="unit of a time column: auto (seconds, or Unix time recognized by its size), "
-        f"{', '.join(TIME_UNITS)}",
+        help="unit of a time column, and of step_time numbers without a unit: auto (seconds, or Unix "
+        f"time recognized by its size), {', '.join(TIME_UNITS)}; not with samples_per_second",
     )
     cmp.add_argument("--method", default="auto", help="prediction method (as in predict)")
     cmp.add_argument(
-        "--warmup", type=int, help="updates dropped at the start of each run (default: the first 5%%)"
+        "--warmup",
+        type=int,
+        help="updates (steps) dropped at the start of each run, with a step column the logged intervals "
+        "that hold them (default: the first 5%% of the intervals); not with samples_per_second",
     )
     cmp.add_argument("--seed", type=int, default=0, help="random seed for simulated predictions")
     cmp.add_argument("--iterations", type=int, help="simulated iterations (method simulate)")

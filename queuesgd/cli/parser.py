@@ -6,7 +6,7 @@ import argparse
 
 from queuesgd.cli.compare import add_compare_arguments
 from queuesgd.cli.scheme_args import add_common, add_derive
-from queuesgd.cli.validate import PROCESSES_PER_CORE
+from queuesgd.cli.validate import PROCESSES_PER_CORE, RUN_DEFAULTS
 from queuesgd.command_line import Parser
 from queuesgd.specs import RANDOM_DELAY
 
@@ -46,17 +46,25 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_arguments(cmp)
 
     v = sub.add_parser("validate", help="run a scheme live with PyTorch workers and compare with the model")
+    # a single run's options default to None so that --apriori tells those given (cli.validate.RUN_DEFAULTS)
+    run = RUN_DEFAULTS
     v.add_argument(
         "--scheme",
-        default="ring-allreduce",
-        help=f"scheme run live: {', '.join(LIVE_SCHEMES)} (sync-allreduce = ring-allreduce)",
+        help=f"scheme run live: {', '.join(LIVE_SCHEMES)} (sync-allreduce = ring-allreduce) "
+        f"(default: {run['scheme']})",
     )
-    v.add_argument("--workers", default="2,4,8", help="comma-separated worker counts")
-    v.add_argument("--steps", type=int, default=200, help="steps per worker, warm-up included")
-    v.add_argument("--workload", default="emulated", help="emulated (timed waits), mlp or cnn")
-    v.add_argument("--compute", default="20ms", help="mean compute time per step (emulated workload)")
-    v.add_argument("--gradient-bytes", default="1MB", help="gradient size (emulated workload)")
-    v.add_argument("--batch-size", type=int, default=32, help="samples per step per worker")
+    v.add_argument("--workers", help=f"comma-separated worker counts (default: {run['workers']})")
+    v.add_argument("--steps", type=int, help=f"steps per worker, warm-up included (default: {run['steps']})")
+    v.add_argument("--workload", help=f"emulated (timed waits), mlp or cnn (default: {run['workload']})")
+    v.add_argument(
+        "--compute", help=f"mean compute time per step (emulated workload) (default: {run['compute']})"
+    )
+    v.add_argument(
+        "--gradient-bytes", help=f"gradient size (emulated workload) (default: {run['gradient_bytes']})"
+    )
+    v.add_argument(
+        "--batch-size", type=int, help=f"samples per step per worker (default: {run['batch_size']})"
+    )
     v.add_argument(
         "--straggler",
         help="compute law (the measured mean is --compute): none, lognormal:SCV, gamma:SCV, "
@@ -64,10 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--random-delay", metavar="K:DELAY", help=f"random stragglers: {RANDOM_DELAY}")
     v.add_argument("--bandwidth", help="emulated link bandwidth, e.g. 1Gbit/s (default: loopback)")
-    v.add_argument("--latency", default="0", help="emulated one-way latency (application-level shaper)")
-    v.add_argument("--network", default="auto", help="auto, netns (namespaces + tc tbf) or app (shaper)")
-    v.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="scheme parameter")
-    v.add_argument("--seed", type=int, default=0, help="seed of the workers' random compute times")
+    v.add_argument(
+        "--latency",
+        help=f"emulated one-way latency (application-level shaper) (default: {run['latency']})",
+    )
+    v.add_argument(
+        "--network",
+        help=f"auto, netns (namespaces + tc tbf) or app (shaper) (default: {run['network']})",
+    )
+    v.add_argument("--param", action="append", metavar="NAME=VALUE", help="scheme parameter")
+    v.add_argument(
+        "--seed", type=int, help=f"seed of the workers' random compute times (default: {run['seed']})"
+    )
     v.add_argument("--timeout", type=float, help="wall-clock limit per run, seconds")
     v.add_argument("--json", action="store_true", help="print machine-readable rows")
     v.add_argument("--out", metavar="DIR", help="write results.json, results.csv and results.png")

@@ -105,28 +105,45 @@ def _predict(args: argparse.Namespace, *, lists: bool) -> int:
     return 0
 
 
+#: whatif's arguments and their options, for the errors of queuesgd.scaling.whatif.
+_WHATIF_FLAGS = {
+    "workload": "--workload",
+    "workers": "--workers",
+    "bandwidth": "--bandwidth",
+    "compression": "--compression",
+    "latency": "--latency",
+    "fusion_bytes": "--fusion-bytes",
+    "fusion_time": "--fusion-time",
+}
+
+
 def run_whatif(args: argparse.Namespace) -> int:
     from queuesgd import units
     from queuesgd.scaling import whatif
 
     check_plot(args.plot)
     compression = []
-    for text in split_list(args.compression):
+    for text in split_list(args.compression, "--compression"):
         if not _NUMBER.match(text):
             raise InvalidParameterError(
                 "--compression", text, "ratios >= 1 separated by commas, e.g. 1,2,5,10"
             )
         compression.append(float(text))
-    result = whatif(
-        workload=split_list(args.workload),
-        workers=ints("--workers", args.workers),
-        bandwidth=bandwidths(args),
-        compression=compression,
-        latency=units.parse_seconds(args.latency, "--latency"),
-        fusion_bytes=args.fusion_bytes,
-        fusion_time=args.fusion_time,
-        overlap=not args.no_overlap,
-    )
+    try:
+        result = whatif(
+            workload=split_list(args.workload, "--workload"),
+            workers=ints("--workers", args.workers),
+            bandwidth=bandwidths(args),
+            compression=compression,
+            latency=units.parse_seconds(args.latency, "--latency"),
+            fusion_bytes=args.fusion_bytes,
+            fusion_time=args.fusion_time,
+            overlap=not args.no_overlap,
+        )
+    except InvalidParameterError as err:  # the Python argument's name -> its option
+        name, bracket, rest = str(err.field).partition("[")
+        field = f"{_WHATIF_FLAGS[name]}{bracket}{rest}" if name in _WHATIF_FLAGS else err.field
+        raise InvalidParameterError(field, err.got, err.accepted) from err
     if args.plot:
         result.plot(args.plot)
     if args.json:
@@ -319,7 +336,7 @@ def derive_values(
         text = getattr(args, flag[2:].replace("-", "_"))
         if text is None:
             continue
-        value = given[flag](one(flag, split_list(text)))
+        value = given[flag](one(flag, split_list(text, flag)))
         if means(name, (word,)):
             values[name] = value
         else:

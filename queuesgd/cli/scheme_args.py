@@ -234,7 +234,7 @@ def scheme_from_args(args: argparse.Namespace, name: str, *, lists: bool) -> tup
         if pname not in own:
             accepted = ", ".join(scheme_flag(p) for p in cls.parameters() if p not in _NOT_ON_CLI)
             raise InvalidParameterError(flag, text, f"a parameter of {key}: {accepted or 'it has none'}")
-        params[pname] = [parse_value(v) for v in (split_list(text) if lists else [text])]
+        params[pname] = [parse_value(v) for v in (split_list(text, flag) if lists else [text])]
     bandwidth = getattr(args, "memory_bandwidth", None)
     if "compute_model" in params:
         values = params["compute_model"]
@@ -291,8 +291,8 @@ def setup(args: argparse.Namespace, *, lists: bool) -> tuple[Any, Any, Any, dict
     workers = ints("--workers", args.workers)
     cluster = Cluster(
         workers=max(workers),
-        bandwidth=units.parse_bandwidth(split_list(args.bandwidth)[0], "--bandwidth"),
-        latency=units.parse_seconds(split_list(args.latency)[0], "--latency"),
+        bandwidth=units.parse_bandwidth(split_list(args.bandwidth, "--bandwidth")[0], "--bandwidth"),
+        latency=units.parse_seconds(split_list(args.latency, "--latency")[0], "--latency"),
         ps_shards=_checks.integer("--ps-shards", ints("--ps-shards", args.ps_shards)[0]),
         stragglers=stragglers,
         **node_options(args),

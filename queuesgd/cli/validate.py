@@ -10,11 +10,52 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from typing import Any
 
 from queuesgd.cli.args import ints
 from queuesgd.errors import InvalidParameterError
 from queuesgd.specs import parse_params, random_delay
+
+#: A single live run's options, by their ``argparse`` names, with their defaults. The parser gives them
+#: None (``--force``: False) so that ``--apriori`` tells every one given, even at its default, and refuses
+#: it (the spec says what runs); :func:`run_validate` fills in these defaults for a single run.
+RUN_DEFAULTS: dict[str, Any] = {
+    "scheme": "ring-allreduce",
+    "workers": "2,4,8",
+    "steps": 200,
+    "workload": "emulated",
+    "compute": "20ms",
+    "gradient_bytes": "1MB",
+    "batch_size": 32,
+    "straggler": None,
+    "random_delay": None,
+    "bandwidth": None,
+    "latency": "0",
+    "network": "auto",
+    "param": [],
+    "seed": 0,
+    "timeout": None,
+    "force": False,
+}
+
+
+def cli_flag(field: str) -> str:
+    """The flag behind a field of :func:`queuesgd.harness.campaign.validate`'s errors (others unchanged).
+
+    Examples
+    --------
+    >>> cli_flag("gradient_bytes"), cli_flag("workers[0]"), cli_flag("params.backups"), cli_flag("rate")
+    ('--gradient-bytes', '--workers', '--param backups', 'rate')
+    """
+    head, dot, rest = field.partition(".")
+    name = re.sub(r"\[\d+\]$", "", head)
+    if name == "params":
+        return f"--param {rest}" if rest else "--param"
+    if name in RUN_DEFAULTS and not dot:
+        return "--" + name.replace("_", "-")
+    return field
 
 
 def _progress_bar(label: str, done: int, total: int) -> None:
@@ -38,7 +79,7 @@ def _validate_checks(args: argparse.Namespace, counts: list[int]) -> None:
     import os
     from pathlib import Path
 
-    from queuesgd import units
+    from queuesgd import _checks, units
 
     cores = os.cpu_count() or 1
     top = max(counts)
@@ -65,7 +106,7 @@ def _validate_checks(args: argparse.Namespace, counts: list[int]) -> None:
     if args.timeout is not None:
         if not args.timeout > 0:
             raise InvalidParameterError("--timeout", args.timeout, "seconds > 0")
-        mean = units.parse_seconds(args.compute, "--compute")
+        mean = _checks.duration("--compute", args.compute, allow_zero=False)
         need = args.steps * mean
         if need >= args.timeout:
             raise InvalidParameterError(
@@ -87,21 +128,18 @@ def _validate_checks(args: argparse.Namespace, counts: list[int]) -> None:
             ) from None
 
 
-#: Options of a single live run, refused beside ``--apriori`` (the spec says everything instead).
-_RUN_ONLY = ("param", "random_delay", "straggler", "bandwidth", "timeout")
-
-
 def _apriori_campaign(args: argparse.Namespace) -> int:
     """``--apriori SPEC.json``: check the spec, run its campaign into ``--out``, print each pass's figures."""
     from queuesgd.harness.apriori import Campaign, load_spec
 
-    given = [f"--{k.replace('_', '-')}" for k in _RUN_ONLY if getattr(args, k, None)]
-    if given:
-        raise InvalidParameterError(
-            given[0],
-            getattr(args, given[0][2:].replace("-", "_")),
-            "none with --apriori (the spec names the runs)",
-        )
+    for name in RUN_DEFAULTS:  # given at all, even at its default: the spec names the runs
+        value = getattr(args, name, None)
+        if value is not None and value is not False:
+            raise InvalidParameterError(
+                "--" + name.replace("_", "-"),
+                value,
+                "none with --apriori (the spec names the runs: schemes, workers, steps, links)",
+            )
     spec = load_spec(args.apriori)
     campaign = Campaign(spec)
     out = args.out or spec.name
@@ -116,35 +154,31 @@ def _apriori_campaign(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from queuesgd.harness.campaign import parse_straggler, validate
+    from queuesgd.harness.campaign import parse_straggler
 
     if getattr(args, "apriori", None):
         return _apriori_campaign(args)
     if getattr(args, "overwrite", False):
         raise InvalidParameterError("--overwrite", True, "only with --apriori SPEC.json")
 
+    for name, default in RUN_DEFAULTS.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, default)
+    names = [item.partition("=")[0].strip() for item in args.param]
+    twice = [name for i, name in enumerate(names) if name and name in names[:i]]
+    if twice:
+        raise InvalidParameterError("--param", twice[0], "each scheme parameter once")
     params = parse_params(args.param)
     parse_straggler(args.straggler, 1.0, "--straggler")  # its errors name the flag; validate() scales it
-    counts = ints("--workers", args.workers)
+    try:
+        counts = ints("--workers", args.workers)
+    except InvalidParameterError as err:  # an empty item is split_list's "list" error
+        raise InvalidParameterError("--workers", args.workers, err.accepted) from None
     _validate_checks(args, counts)
-    result = validate(
-        args.scheme,
-        workers=counts,
-        steps=args.steps,
-        workload=args.workload,
-        compute=args.compute,
-        gradient_bytes=args.gradient_bytes,
-        batch_size=args.batch_size,
-        straggler=args.straggler,
-        random_delay=random_delay(args.random_delay) if args.random_delay else None,
-        bandwidth=args.bandwidth,
-        latency=args.latency,
-        network=args.network,
-        params=params,
-        timeout=args.timeout,
-        seed=args.seed,
-        progress=None if args.json else _progress_bar,
-    )
+    try:
+        result = _run(args, counts, params)
+    except InvalidParameterError as err:  # validate()'s argument names, as the command line spells them
+        raise InvalidParameterError(cli_flag(err.field), err.got, err.accepted) from None
     if args.out:
         result.write(args.out)
     if args.json:
@@ -156,3 +190,26 @@ def run_validate(args: argparse.Namespace) -> int:
     for failure in result.failures:
         print(f"queuesgd: failed: {failure}", file=sys.stderr)
     return 1 if result.failures else 0
+
+
+def _run(args: argparse.Namespace, counts: list[int], params: dict[str, Any]) -> Any:
+    from queuesgd.harness.campaign import validate
+
+    return validate(
+        args.scheme,
+        workers=counts,
+        steps=args.steps,
+        workload=args.workload,
+        compute=args.compute,
+        gradient_bytes=args.gradient_bytes,
+        batch_size=args.batch_size,
+        straggler=args.straggler,
+        random_delay=args.random_delay,  # the text: validate() parses it and its errors show it
+        bandwidth=args.bandwidth,
+        latency=args.latency,
+        network=args.network,
+        params=params,
+        timeout=args.timeout,
+        seed=args.seed,
+        progress=None if args.json else _progress_bar,
+    )

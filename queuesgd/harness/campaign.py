@@ -127,10 +127,34 @@ def _random_delay(value: str | RandomDelay | None) -> RandomDelay | None:
 
 
 def _ints(field_name: str, values: int | Iterable[int]) -> list[int]:
-    items = [values] if isinstance(values, (int, np.integer)) else list(values)
-    if not items:
-        raise InvalidParameterError(field_name, values, "one or more integers >= 1")
-    return [_checks.integer(field_name, v, minimum=1) for v in items]
+    one = isinstance(values, (int, np.integer)) and not isinstance(values, bool)
+    items = list(_checks.integers(field_name, [values] if one else values, maximum=_checks.MAX_COUNT))
+    if len(set(items)) != len(items):
+        raise InvalidParameterError(field_name, values, "distinct counts, each given once")
+    return items
+
+
+def _run_seconds(field_name: str, value: Any, steps: int, *, allow_zero: bool = True) -> float:
+    """Seconds of ``value`` such that ``steps`` of them last at most ``units.MAX_SECONDS``."""
+    seconds = _checks.duration(field_name, value, allow_zero=allow_zero)
+    if steps * seconds > units.MAX_SECONDS:
+        limit = f"{steps} steps of it last at most {units.MAX_SECONDS:g} s (about 32 years)"
+        raise InvalidParameterError(field_name, value, f"at most {units.MAX_SECONDS / steps:.4g} s: {limit}")
+    return seconds
+
+
+def _checked_params(key: str, params: Mapping[str, Any] | None, counts: list[int]) -> dict[str, Any]:
+    """The scheme's parameters, checked at every worker count before any run (errors: ``params.NAME``)."""
+    if params is not None and not isinstance(params, Mapping):
+        raise InvalidParameterError("params", params, "a mapping of parameter names to values")
+    for n in counts:
+        try:
+            live_scheme(key).check_params(dict(params or {}), n)
+        except InvalidParameterError as err:
+            name = err.field.rpartition(".")[2]  # "BackupWorkers.backups" or "backups": the parameter
+            where = "params" if name == "params" else f"params.{name}"
+            raise InvalidParameterError(where, err.got, f"{err.accepted} (at n = {n})") from None
+    return dict(params or {})
 
 
 def validate(
@@ -161,9 +185,9 @@ def validate(
         One of :data:`LIVE_SCHEMES` (``"sync-allreduce"`` is an alias of
         ``"ring-allreduce"``).
     workers : int or sequence of int
-        Worker counts; one configuration each.
+        Distinct worker counts; one configuration each.
     steps : int
-        Training steps per worker (``>= 20``), warm-up included.
+        Training steps per worker (20 to 1,000,000), warm-up included.
     workload : str
         ``"emulated"`` (compute is a timed wait: 8 to 16 workers fit on two
         cores) or ``"mlp"`` / ``"cnn"`` (a real small model on synthetic data;
@@ -188,15 +212,15 @@ def validate(
         them and no latency is asked for, else the application-level
         shaper), ``"netns"``, ``"app"``.
     params : mapping, optional
-        Scheme parameters (``{"backups": 1}``, ``{"cutoff": 0.03}``,
-        ``{"mode": "majority"}``, ``{"staleness": 2}``).
+        Scheme parameters (``{"backups": 1}``, ``{"cutoff": 0.03}``, ``{"mode": "majority"}``, ...),
+        checked at every worker count before any run (an error names ``params.backups``).
     warmup : int, optional
         Steps left out of the measurement (default ``max(5, steps // 10)``).
     timeout : float, optional
         Wall-clock limit per run, seconds (default: generous, from the
         expected duration).
     seed : int
-        Seed of the workers' random compute times.
+        Seed of the workers' random compute times (0 to 2**32 - 1).
     progress : callable, optional
         ``progress(label, done, total)`` called as steps complete.
 
@@ -204,28 +228,32 @@ def validate(
     -------
     ValidationResult
     """
+    from queuesgd.busbw import bandwidth_value
+    from queuesgd.harness.models import MODELS
+
     key = live_key(scheme)
     counts = _ints("workers", workers)
-    steps = _checks.integer("steps", steps, minimum=20)
+    steps = _checks.integer("steps", steps, minimum=20, maximum=_checks.MAX_COUNT)
     warm = max(5, steps // 10) if warmup is None else _checks.integer("warmup", warmup, minimum=0)
     if warm >= steps - 10:
         raise InvalidParameterError("warmup", warm, f"fewer than steps - 10 ({steps - 10})")
-    from queuesgd.harness.models import MODELS
-
     workload = _checks.choice("workload", workload, ("emulated", *MODELS))
-    mean = _checks.positive("compute", units.parse_seconds(compute, "compute"))
+    mean = _run_seconds("compute", compute, steps, allow_zero=False)
     nbytes = int(_checks.positive("gradient_bytes", units.parse_bytes(gradient_bytes, "gradient_bytes")))
-    batch = _checks.integer("batch_size", batch_size)
+    batch = _checks.integer("batch_size", batch_size, maximum=_checks.MAX_COUNT)
     law = parse_straggler(straggler, mean)
     delays = _random_delay(random_delay)
-    bw = (
-        None
-        if bandwidth is None
-        else _checks.positive("bandwidth", units.parse_bandwidth(bandwidth, "bandwidth"))
-    )
-    lat = _checks.positive("latency", units.parse_seconds(latency, "latency"), allow_zero=True)
+    if delays is not None and (delays.count > min(counts) or steps * delays.delay > units.MAX_SECONDS):
+        accepted = f"at most {min(counts)} delayed workers (the fewest workers), each delay at most "
+        accepted += f"{units.MAX_SECONDS / steps:.4g} s ({steps} steps of it: at most 1e9 s, 32 years)"
+        raise InvalidParameterError("random_delay", random_delay, accepted)
+    bw = None if bandwidth is None else bandwidth_value("bandwidth", bandwidth)
+    lat = _run_seconds("latency", latency, steps)
     network = _checks.choice("network", network, ("auto", "netns", "app"))
-    options = dict(params or {})
+    options = _checked_params(key, params, counts)
+    if timeout is not None:
+        timeout = _checks.duration("timeout", timeout, allow_zero=False)
+    seed = _checks.integer("seed", seed, minimum=0, maximum=2**32 - 1)  # torch: seed x 7919 + rank < 2**64
 
     rows = []
     failures = []

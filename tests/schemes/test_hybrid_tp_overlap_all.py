@@ -230,6 +230,6 @@ def test_command_line_takes_every_value():
         assert seen[text] == q.predict(s, "resnet50", q.Cluster(8, "100Gbit/s")).throughput
     assert seen["backward"] == seen["true"] and seen["all"] != seen["true"]
     status, _, err = cli(*base, "--tp-overlap", "all")  # no SP
-    assert status == 2 and "HybridParallel.tp_overlap: got 'all'" in err and "sequence_parallel" in err
+    assert status == 2 and "--tp-overlap: got 'all'" in err and "--sequence-parallel" in err
     status, _, err = cli(*args, "--tp-overlap", "some")
-    assert status == 2 and "HybridParallel.tp_overlap: got 'some'" in err and "'all'" in err
+    assert status == 2 and "--tp-overlap: got 'some'" in err and "'all'" in err

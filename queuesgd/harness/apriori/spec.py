@@ -18,11 +18,12 @@ Fields (``*``: required)::
                                    "model_options": {...} (a harness model's sizes),
                                    "input_shape": [int, ...], "classes": int, "model_args": {...}
                                    (a named model's)}}
-    rates*                links of the runs of n > 1 workers: "1Gbit/s", ... or "loopback"
+    rates*                links of the runs of n > 1 workers: "1Gbit/s", ... (8 kbit/s to 2**60 B/s, with
+                          a unit) or "loopback" (``spec_checks``)
     latency               "0" (the netns links add none; anything else is refused)
     steps*, warmup*       per run (steps - warmup >= 10 measured updates)
     repetitions           profiled steps per copy (default 20)
-    calibration_gap       idle seconds before each timed message (default 0), or "profiled"
+    calibration_gap       idle seconds before each timed message (default 0, at most 1), or "profiled"
                           (DDP: the profiled compute phase of n workers, per model)
     calibrate_at_buckets  all-reduces timed at the sizes of DDP's buckets (default false)
     sharded_calibration, fsdp_profile, link_bucket, pipeline_profile
@@ -36,6 +37,9 @@ Fields (``*``: required)::
     probes                pipeline probes: {"runtime": {...}, "exchange": {...}} (apriori_parallel.probes)
     lines*                [{"scheme"*, "models"*, "workers"*, "params", "model_params",
                             "random_delay" ("K:DELAY" or {label: "K:DELAY"}), "rates"}]
+                          (no configuration run by two lines)
+
+A key given twice in one object is refused (JSON would keep the last value).
 
 Examples
 --------
@@ -64,9 +68,11 @@ from types import MappingProxyType
 from typing import Any
 
 from queuesgd import _checks, units
+from queuesgd.catalog_files import DuplicateKeyError, unique_keys
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.discard import DISCARD_RULES, DiscardRule
 from queuesgd.harness.apriori.profile import DDP_STEP
+from queuesgd.harness.apriori.spec_checks import LOOPBACK, calibration_gap, check_distinct, link_rates
 from queuesgd.harness.apriori.spec_parallel import DEFAULTS as PARALLEL_DEFAULTS
 from queuesgd.harness.apriori.spec_parallel import check_profile_link, parallel_settings
 
@@ -86,9 +92,6 @@ __all__ = [
 
 #: The largest spec file read (a spec is a page of JSON).
 MAX_SPEC_BYTES = 1 << 20
-
-#: The rate that means "no emulated link" (gloo over loopback).
-LOOPBACK = "loopback"
 
 #: Most worker processes of one configuration, and most passes, steps and retries a spec may ask for.
 MAX_WORKERS, MAX_PASSES, MAX_STEPS, MAX_ATTEMPTS = 64, 100, 100_000, 10
@@ -249,10 +252,14 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
             "spec", where, f"a UTF-8 JSON file ({err.reason} at byte {err.start})"
         ) from None
     try:
-        doc = json.loads(text, parse_constant=_no_constant)
+        doc = json.loads(text, parse_constant=_no_constant, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
         raise InvalidParameterError(
             "spec", where, f"a JSON object ({err.msg} at line {err.lineno}, column {err.colno})"
+        ) from None
+    except DuplicateKeyError as err:  # json keeps the last value: a field written twice is refused
+        raise InvalidParameterError(
+            "spec", f"the key {err.got!r} twice in one object of {where}", "each key once in an object"
         ) from None
     except RecursionError:
         raise InvalidParameterError("spec", where, "a JSON object (it is nested too deeply)") from None
@@ -290,18 +297,14 @@ def parse_spec(document: Any) -> CampaignSpec:
             "0 (the runs' links are netns with tc tbf, which adds no delay here)",
         )
     models = _models(doc["models"])
-    rates = _rates("spec.rates", doc["rates"])
+    rates = link_rates("spec.rates", doc["rates"])
     steps, warmup = _checks.steps_and_warmup(_int("spec.steps", doc["steps"], 2, MAX_STEPS), doc["warmup"])
     if steps - warmup < 10:
         raise InvalidParameterError(
             "spec.steps", steps, f"at least warmup + 10 ({warmup + 10}): measured updates"
         )
     repetitions = _int("spec.repetitions", doc.get("repetitions", 20), 2, 10_000)
-    gap = doc.get("calibration_gap", 0.0)
-    if gap != "profiled":
-        gap = _checks.positive(
-            "spec.calibration_gap", units.parse_seconds(gap, "spec.calibration_gap"), allow_zero=True
-        )
+    gap = calibration_gap(doc.get("calibration_gap", 0.0))
     at_buckets = _checks.boolean("spec.calibrate_at_buckets", doc.get("calibrate_at_buckets", False))
     parallel = parallel_settings(doc)
     passes = _int("spec.passes", doc["passes"], 1, MAX_PASSES)
@@ -315,6 +318,7 @@ def parse_spec(document: Any) -> CampaignSpec:
     if not isinstance(lines, list) or not lines:
         raise InvalidParameterError("spec.lines", lines, "a list of one or more lines")
     checked = tuple(_line(f"spec.lines[{i}]", line, models, device) for i, line in enumerate(lines))
+    check_distinct(checked, rates)  # two lines that run one configuration would run it twice
     from queuesgd.harness.live_schemes import live_scheme
 
     ddp_only = all(live_scheme(line.scheme).profile == DDP_STEP for line in checked)
@@ -434,20 +438,6 @@ def _models(value: Any) -> dict[str, ModelSpec]:
     return out
 
 
-def _rates(field: str, value: Any) -> tuple[float | None, ...]:
-    if not isinstance(value, list) or not value:
-        raise InvalidParameterError(field, value, f"a list of link rates ('1Gbit/s', ...) or '{LOOPBACK}'")
-    out: list[float | None] = []
-    for i, rate in enumerate(value):
-        if rate == LOOPBACK:
-            out.append(None)
-        else:
-            out.append(_checks.positive(f"{field}[{i}]", units.parse_bandwidth(rate, f"{field}[{i}]")))
-    if len(set(out)) != len(out):
-        raise InvalidParameterError(field, value, "rates named once each")
-    return tuple(out)
-
-
 def _discard(value: Any) -> DiscardRule:
     where = "spec.discard"
     if not isinstance(value, Mapping):
@@ -563,7 +553,7 @@ def _line(where: str, value: Any, models: Mapping[str, ModelSpec], device: str) 
                     ", ".join(f"{k}={v!r}" for k, v in needs.items()) + " (what the a-priori "
                     "model describes)",
                 )
-    rates = None if value.get("rates") is None else _rates(f"{where}.rates", value["rates"])
+    rates = None if value.get("rates") is None else link_rates(f"{where}.rates", value["rates"])
     return Line(
         row.key,
         tuple(names),
