@@ -14,6 +14,7 @@ import json
 import time
 
 import pytest
+from trace_recording import mlp, record, torch_fixture  # noqa: F401 (the fixture `torch`)
 
 import queuesgd as q
 from queuesgd.errors import InvalidParameterError
@@ -21,41 +22,6 @@ from queuesgd.errors import InvalidParameterError
 SLEEP_BACKWARD = 0.020
 SLEEP_FORWARD = 0.030
 SLACK = 0.200  # loose upper bounds: the machine is shared
-
-
-@pytest.fixture
-def torch():
-    torch = pytest.importorskip("torch")  # an optional extra (queuesgd[validation])
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield torch
-    torch.set_num_threads(old)
-
-
-def record(torch, net, x, path, *, steps=3, record_shapes=True, backward=True):
-    """Profile ``steps`` training steps of ``net`` (after two unrecorded ones) into the trace ``path``."""
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        record_shapes=record_shapes,
-        schedule=schedule(wait=1, warmup=1, active=steps, repeat=1),
-    ) as prof:
-        for _ in range(steps + 2):
-            opt.zero_grad()
-            loss = net(x).pow(2).mean()
-            if backward:
-                loss.backward()
-                opt.step()
-            prof.step()
-    prof.export_chrome_trace(str(path))
-    return path
-
-
-def mlp(torch):
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
 
 
 # Gradient bytes of mlp() by construction (float32): Linear(16, 4) first in backward order.

@@ -12,51 +12,12 @@ import json
 import time
 
 import pytest
+from trace_recording import mlp, record, torch_fixture  # noqa: F401 (the fixture `torch`)
 
 import queuesgd as q
 from queuesgd.errors import InvalidParameterError
 
 SLEEP_BACKWARD = 0.050
-
-
-@pytest.fixture
-def torch():
-    torch = pytest.importorskip("torch")  # an optional extra (queuesgd[validation])
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield torch
-    torch.set_num_threads(old)
-
-
-def record(torch, net, x, path, *, accumulation=1, optimizer=None, steps=3, per_profiler_step=1):
-    """``steps`` recorded training steps of ``accumulation`` micro-steps each (after two unrecorded ones)."""
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    params = [p for p in net.parameters() if p.requires_grad]
-    opt = (optimizer or (lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9)))(params)
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        record_shapes=True,
-        schedule=schedule(wait=1, warmup=1, active=steps, repeat=1),
-    ) as prof:
-        for _ in range(steps + 2):
-            for _ in range(per_profiler_step):
-                opt.zero_grad()
-                for _ in range(accumulation):
-                    (net(x).pow(2).mean() / accumulation).backward()
-                opt.step()
-            prof.step()
-    prof.export_chrome_trace(str(path))
-    return path
-
-
-def mlp(torch, *sizes):
-    torch.manual_seed(0)
-    sizes = sizes or (8, 16, 4)
-    layers = []
-    for a, b in zip(sizes, sizes[1:], strict=False):
-        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers[:-1])
 
 
 def trainable_bytes(net):
