@@ -9,9 +9,7 @@ that kills the child's whole process group.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -19,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from process_groups import run_group
 from scipy import stats
 
 import queuesgd as q
@@ -57,21 +56,8 @@ def _refused(args: list[str], capsys: pytest.CaptureFixture, message: str) -> No
 
 
 def _bounded(code: str, timeout: float) -> subprocess.CompletedProcess:
-    """``code`` in a fresh Python process; on timeout its process group is killed and the test fails."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail(f"did not finish within {timeout} s")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    """``code`` in a fresh Python process, bounded (process_groups.run_group)."""
+    return run_group([sys.executable, "-c", textwrap.dedent(code)], timeout)
 
 
 # ---- 1. a step column filled on every row or on none ---------------------------------------------

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from process_groups import run_group
 
 from queuesgd import block_probe, flash_probe
 from queuesgd.cli import main as cli_main
@@ -192,28 +191,12 @@ def test_probe_flash_rows_say_how_many_calls_they_timed():
     assert row["backward_ratio"] == pytest.approx(row["backward_seconds"] / row["seconds"])
 
 
-def _run_group(cmd: list[str], timeout: float, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``cmd`` in its own process group; on a timeout end the whole group, then fail."""
-    env = {
+def _env() -> dict[str, str]:
+    """This checkout first on the child's path."""
+    return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
     }
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail(f"{cmd} ran past {timeout} s")
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def test_python_m_flash_probe_ends_at_its_budget_and_says_it_was_cut(tmp_path):
@@ -223,7 +206,7 @@ def test_python_m_flash_probe_ends_at_its_budget_and_says_it_was_cut(tmp_path):
     cmd = [sys.executable, "-m", "queuesgd.flash_probe", "f.json", *sizes, "--device", "cpu"]
     cmd += ["--dtype", "float32", "--repeats", "10000", "--budget", "1"]
     t0 = time.perf_counter()
-    done = _run_group(cmd, 60.0, tmp_path)
+    done = run_group(cmd, 60.0, env=_env(), cwd=tmp_path)
     assert time.perf_counter() - t0 < 45.0  # the import and one second of calls
     assert done.returncode == 0, done.stderr
     assert "(cut by the budget)" in done.stdout and "nan" not in done.stdout, done.stdout

@@ -14,13 +14,13 @@ import datetime as dt
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from process_groups import run_group
 
 from queuesgd.cli import main
 from queuesgd.errors import InvalidParameterError
@@ -156,20 +156,6 @@ def test_a_folder_holding_a_campaigns_files_is_refused_before_anything_runs(tmp_
 
 
 # ---- a user's own model, end to end through the command line ----------------------------------------
-def _run_group(cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
-    """Run ``cmd`` in its own process group; on timeout end the whole group (the workers too)."""
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
 def _head() -> str | None:
     try:
         out = subprocess.run(
@@ -198,7 +184,7 @@ def test_validate_apriori_runs_a_users_model_end_to_end(tmp_path):
         str(out),
         "--json",
     ]
-    done = _run_group(cmd, env, timeout=240)
+    done = run_group(cmd, 240, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
 

@@ -3,31 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
 import sys
 
 import pytest
+from process_groups import run_group
 
 from queuesgd.harness.torchrun import compare_folder, main
 
 pytest.importorskip("torch")
-
-
-def _run_group(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Run ``cmd`` in its own process group; on timeout end the whole group (torchrun's workers too)."""
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 @pytest.mark.timing
@@ -54,7 +38,7 @@ def test_torchrun_ring_allreduce_then_compare(tmp_path, capsys):
         "--out",
         str(out),
     ]
-    done = _run_group(cmd, timeout=240)
+    done = run_group(cmd, 240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(p.name for p in out.glob("*.jsonl")) == ["rank0.jsonl", "rank1.jsonl"]
     # 30 steps per rank were recorded, and rank 0 wrote the run's description
