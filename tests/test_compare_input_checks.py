@@ -13,16 +13,15 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
+from compare_files import run_cli, write_runs
 from process_groups import run_group
 from scipy import stats
 
 import queuesgd as q
 from queuesgd import measured
-from queuesgd.cli import main
 from queuesgd.errors import InvalidParameterError
 
 W = q.Workload(compute=0.1, gradient_bytes="10MB", batch_size=32)
@@ -31,25 +30,9 @@ FLAGS = ["--scheme", "sync-ps", "--workload", "resnet50", "--bandwidth", "10Gbit
 STEP_TIME = re.compile(measured.LOG_PATTERNS["step-time"])
 
 
-def _write(tmp_path: Path, text: str, name: str = "log.csv") -> Path:
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _cli(args: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
-    """``queuesgd ARGS`` in this process: (status, stdout, stderr)."""
-    try:
-        status = main(args)
-    except SystemExit as stop:
-        status = stop.code
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
 def _refused(args: list[str], capsys: pytest.CaptureFixture, message: str) -> None:
     """The CLI refuses ``args`` with one line that matches ``message``, status 2."""
-    status, out, err = _cli(args, capsys)
+    status, out, err = run_cli(args, capsys)
     assert status == 2 and out == "", (status, out, err)
     assert err.count("\n") == 1 and err.startswith("queuesgd: error: "), err
     assert re.search(message, err), err
@@ -69,10 +52,10 @@ def _every_ten_steps(blank: int | None = None) -> str:
 
 
 def test_a_partly_filled_step_column_is_refused_naming_the_line(tmp_path, capsys):
-    full = q.compare(_write(tmp_path, _every_ten_steps()), q.SyncPS(), W, C)
+    full = q.compare(write_runs(tmp_path, _every_ten_steps()), q.SyncPS(), W, C)
     # by hand: 10 updates of 128 samples every 2.5 s
     assert full.rows()[0]["measured"] == pytest.approx(10 * 128 / 2.5, rel=1e-12)
-    gap = _write(tmp_path, _every_ten_steps(blank=1000))  # step 1000 is data row 101: line 102
+    gap = write_runs(tmp_path, _every_ten_steps(blank=1000))  # step 1000 is data row 101: line 102
     with pytest.raises(InvalidParameterError, match=r"log\.csv line 102, column step: got 'an empty cell'"):
         q.compare(gap, q.SyncPS(), W, C)
     _refused(["compare", str(gap), *FLAGS], capsys, r"line 102, column step: .*a step on every row")
@@ -84,7 +67,7 @@ def test_a_partly_filled_step_column_is_refused_naming_the_line(tmp_path, capsys
 def test_throughput_rows_of_one_run_label_are_one_run(tmp_path):
     rows = [("a", 1, 100.0), ("a", 2, 100.0), ("a", 3, 100.0), ("b", 1, 200.0)]
     text = "run,step,workers,samples_per_second\n" + "".join(f"{r},{s},2,{v}\n" for r, s, v in rows)
-    row = q.compare(_write(tmp_path, text), q.AsyncPS(), W, C).rows()[0]
+    row = q.compare(write_runs(tmp_path, text), q.AsyncPS(), W, C).rows()[0]
     runs = [np.mean([v for r, _, v in rows if r == label]) for label in ("a", "b")]
     half = stats.t.ppf(0.975, 1) * np.std(runs, ddof=1) / np.sqrt(2)
     assert row["measured"] == pytest.approx(np.mean(runs), rel=1e-12) == 150.0
@@ -95,7 +78,7 @@ def test_throughput_rows_of_one_run_label_are_one_run(tmp_path):
 def test_throughput_rows_with_steps_and_no_run_column_are_one_run(tmp_path):
     values = [100.0, 110.0, 130.0]
     text = "step,workers,samples_per_second\n" + "".join(f"{10 * i},2,{v}\n" for i, v in enumerate(values))
-    r = q.compare(_write(tmp_path, text), q.AsyncPS(), W, C)
+    r = q.compare(write_runs(tmp_path, text), q.AsyncPS(), W, C)
     row = r.rows()[0]
     assert row["measured"] == pytest.approx(sum(values) / 3, rel=1e-12)
     assert row["count"] == 1 and np.isnan(row["measured_low"])  # one run: no interval across runs
@@ -105,7 +88,7 @@ def test_throughput_rows_with_steps_and_no_run_column_are_one_run(tmp_path):
 def test_a_partly_filled_run_column_with_throughputs_is_refused(tmp_path):
     text = "run,workers,samples_per_second\na,2,100\n,2,300\n"
     with pytest.raises(InvalidParameterError, match=r"log\.csv line 3, column run: got 'an empty cell'"):
-        q.compare(_write(tmp_path, text), q.AsyncPS(), W, C)
+        q.compare(write_runs(tmp_path, text), q.AsyncPS(), W, C)
 
 
 # ---- 3. the built-in step-time pattern ------------------------------------------------------------
@@ -131,7 +114,7 @@ def test_the_step_time_pattern_reads_only_a_step_time(line, step_time):
 
 def test_a_thousands_separator_is_refused_not_read_as_1(tmp_path, capsys):
     text = "".join(f"[rank0]: step {i}/120 | loss 2.3 | step_time 1,250ms\n" for i in range(1, 121))
-    log = _write(tmp_path, text, "train.log")
+    log = write_runs(tmp_path, text, "train.log")
     with pytest.raises(InvalidParameterError, match=r"train\.log line 1, column step_time: got '1,250ms'"):
         q.compare(log, q.SyncPS(), W, C, workers=2, log_pattern="step-time")
     _refused(
@@ -143,7 +126,7 @@ def test_a_thousands_separator_is_refused_not_read_as_1(tmp_path, capsys):
 
 def test_a_clock_beside_the_step_time_gives_the_step_time(tmp_path):
     text = "".join(f"step {i} | time 12:{i % 60:02d}:01 | step_time 250ms\n" for i in range(1, 121))
-    r = q.compare(_write(tmp_path, text, "t.log"), q.SyncPS(), W, C, workers=2, log_pattern="step-time")
+    r = q.compare(write_runs(tmp_path, text, "t.log"), q.SyncPS(), W, C, workers=2, log_pattern="step-time")
     kept = 120 - int(0.05 * 120)
     assert r.rows()[0]["count"] == kept
     assert r.rows()[0]["measured"] == pytest.approx(2 * 32 / 0.25, rel=1e-12)  # SyncPS: 2 x batch 32
@@ -168,17 +151,17 @@ def test_warmup_counts_updates_with_a_step_column():
 
 
 def test_time_unit_applies_to_step_times_without_a_unit(tmp_path, capsys):
-    path = _write(tmp_path, "workers,step_time,samples\n" + "2,250,64\n" * 120 + "2,0.5s,64\n")
+    path = write_runs(tmp_path, "workers,step_time,samples\n" + "2,250,64\n" * 120 + "2,0.5s,64\n")
     row = q.compare(path, q.SyncPS(), W, C, time_unit="ms", warmup=0).rows()[0]
     assert row["measured"] == pytest.approx(121 * 64 / (120 * 0.25 + 0.5), rel=1e-12)
-    status, out, _ = _cli(
+    status, out, _ = run_cli(
         ["compare", str(path), "--time-unit", "ms", "--warmup", "0", "--json", *FLAGS], capsys
     )
     assert status == 0 and json.loads(out)[0]["measured"] == pytest.approx(row["measured"], rel=1e-12)
 
 
 def test_flags_without_effect_on_throughputs_are_refused(tmp_path, capsys):
-    path = _write(tmp_path, "workers,samples_per_second\n2,100\n2,110\n")
+    path = write_runs(tmp_path, "workers,samples_per_second\n2,100\n2,110\n")
     with pytest.raises(
         InvalidParameterError, match=r"warmup: got 1000; accepted: None with samples_per_second"
     ):
@@ -205,7 +188,7 @@ def test_flags_without_effect_on_throughputs_are_refused(tmp_path, capsys):
     ids=["samples_per_second", "step_time", "time"],
 )
 def test_a_subnormal_measurement_is_refused_naming_line_and_column(tmp_path, capsys, text, where):
-    path = _write(tmp_path, text)
+    path = write_runs(tmp_path, text)
     with pytest.raises(InvalidParameterError, match=where):
         q.compare(path, q.SyncPS(), W, C)
     _refused(["compare", str(path), *FLAGS], capsys, where)
@@ -215,7 +198,7 @@ def test_a_subnormal_measurement_is_refused_naming_line_and_column(tmp_path, cap
 
 
 def test_a_nested_quantifier_is_refused_before_reading(tmp_path):
-    log = _write(tmp_path, "a" * 30 + "!\n", "redos.log")
+    log = write_runs(tmp_path, "a" * 30 + "!\n", "redos.log")
     code = f"""
         import queuesgd as q
         from queuesgd.errors import InvalidParameterError
@@ -232,7 +215,7 @@ def test_a_nested_quantifier_is_refused_before_reading(tmp_path):
 
 
 def test_a_slow_user_pattern_is_stopped_and_its_process_killed(tmp_path):
-    log = _write(tmp_path, ("1" * 1999 + "\n") * 3, "poly.log")
+    log = write_runs(tmp_path, ("1" * 1999 + "\n") * 3, "poly.log")
     code = f"""
         import os, subprocess
         import queuesgd as q
@@ -265,7 +248,7 @@ def test_a_slow_user_pattern_is_stopped_and_its_process_killed(tmp_path):
 
 def test_a_user_pattern_skips_lines_over_2000_characters(tmp_path):
     lines = [f"it {i} took 0.25s" for i in range(120)] + ["it 0 took 0.25s" + " " * 2000]
-    log = _write(tmp_path, "\n".join(lines) + "\n", "t.log")
+    log = write_runs(tmp_path, "\n".join(lines) + "\n", "t.log")
     r = q.compare(log, q.AsyncPS(), W, C, workers=1, log_pattern=r"took (?P<step_time>[0-9.]+s)")
     assert r.rows()[0]["count"] == 120 - int(0.05 * 120)
     assert any("1 lines longer than 2,000 characters skipped" in n for n in r.notes)
@@ -279,7 +262,7 @@ def test_the_step_time_pattern_is_linear_on_long_lines(tmp_path):
         "step 1 time 1" + ",000" * 2000 + "x",
         "[rank0]:" + " " * 9000 + "x",
     ] * 4
-    log = _write(tmp_path, "\n".join(lines) + "\nstep 1 | step_time 250ms\n", "slow.log")
+    log = write_runs(tmp_path, "\n".join(lines) + "\nstep 1 | step_time 250ms\n", "slow.log")
     code = f"""
         import time
         from queuesgd import measured
@@ -317,11 +300,11 @@ def test_an_endless_column_is_refused_after_max_rows(monkeypatch):
 
 def test_a_quoted_hash_is_a_value_not_a_comment(tmp_path, capsys):
     text = 'run,workers,samples_per_second\n"#1",2,100\n"#2",2,300\n# a comment\n'
-    r = q.compare(_write(tmp_path, text), q.AsyncPS(), W, C)
+    r = q.compare(write_runs(tmp_path, text), q.AsyncPS(), W, C)
     assert r.rows()[0]["measured"] == (100 + 300) / 2 and r.rows()[0]["count"] == 2
     multi = 'run,workers,samples_per_second\n"a\n#b",2,100\n#c,2,900\n'  # a quoted line break, then a comment
-    assert q.compare(_write(tmp_path, multi), q.AsyncPS(), W, C).rows()[0]["measured"] == 100
-    bad = _write(tmp_path, 'workers,samples_per_second\n"#2",100\n2,300\n')
+    assert q.compare(write_runs(tmp_path, multi), q.AsyncPS(), W, C).rows()[0]["measured"] == 100
+    bad = write_runs(tmp_path, 'workers,samples_per_second\n"#2",100\n2,300\n')
     _refused(["compare", str(bad), *FLAGS], capsys, r"log\.csv line 2, column workers: got '#2'")
 
 

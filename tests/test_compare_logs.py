@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from compare_files import run_cli, write_runs
 
 import queuesgd as q
 from queuesgd import comparison, measured
@@ -26,22 +27,6 @@ DATA = Path(__file__).resolve().parent / "data" / "compare"
 W = q.Workload(compute=0.1, gradient_bytes="10MB", batch_size=32)
 C = q.Cluster(1, "1Gbit/s")
 FLAGS = ["--scheme", "ring-allreduce", "--workload", "resnet50", "--bandwidth", "10Gbit/s"]
-
-
-def _write(tmp_path: Path, text: str, name: str = "log.csv") -> Path:
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _main(args: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
-    """``queuesgd ARGS`` in this process: (status, stdout, stderr)."""
-    try:
-        status = main(args)
-    except SystemExit as stop:  # argparse refusing a flag
-        status = stop.code
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def _cli(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -66,7 +51,7 @@ def _cli(args: list[str], stdin: str | None = None) -> subprocess.CompletedProce
     ],
 )
 def test_a_5000_digit_cell_is_one_error_naming_line_and_column(tmp_path, header, cell, column):
-    path = _write(tmp_path, f"{header}\n{cell.format(big='9' * 5000)}\n")
+    path = write_runs(tmp_path, f"{header}\n{cell.format(big='9' * 5000)}\n")
     with pytest.raises(InvalidParameterError) as err:
         q.compare(path, q.BackupWorkers(backups=1), W, C)
     text = str(err.value)
@@ -106,7 +91,7 @@ def test_a_fifo_and_a_directory_are_refused_without_waiting(tmp_path):
 
 def test_size_and_row_bounds(tmp_path, monkeypatch):
     text = "workers,samples_per_second\n" + "1,100\n" * 50
-    path = _write(tmp_path, text)
+    path = write_runs(tmp_path, text)
     monkeypatch.setattr(measured, "MAX_BYTES", len(text.encode()) - 1)
     with pytest.raises(InvalidParameterError, match=r"a regular file of at most .* \(it is larger\)"):
         q.compare(path, q.AsyncPS(), W, C)
@@ -131,7 +116,7 @@ def test_standard_input_is_bounded_too(monkeypatch):
 
 
 def test_20000_configurations_are_refused_before_any_prediction(tmp_path, monkeypatch):
-    path = _write(tmp_path, "workers,step_time\n" + "".join(f"{n},0.25\n" for n in range(1, 20_001)))
+    path = write_runs(tmp_path, "workers,step_time\n" + "".join(f"{n},0.25\n" for n in range(1, 20_001)))
 
     def no_prediction(*args, **kwargs):
         raise AssertionError("predicted before the guard")
@@ -183,12 +168,12 @@ def test_the_estimate_is_configurations_times_the_method_cost(monkeypatch):
     ],
 )
 def test_cluster_flags_are_refused_as_predict_refuses_them(tmp_path, capsys, flag, value):
-    path = _write(tmp_path, "workers,samples_per_second\n4,100\n")
+    path = write_runs(tmp_path, "workers,samples_per_second\n4,100\n")
     extra = [] if flag == "--bandwidth" else ["--bandwidth", "10Gbit/s"]
-    mine = _main(
+    mine = run_cli(
         ["compare", str(path), "--scheme", "sync-ps", "--workload", "resnet50", *extra, flag, value], capsys
     )
-    theirs = _main(["predict", "--scheme", "sync-ps", *extra, flag, value], capsys)
+    theirs = run_cli(["predict", "--scheme", "sync-ps", *extra, flag, value], capsys)
     assert mine[0] == theirs[0] == 2
     assert mine[2] == theirs[2] and mine[2].startswith("queuesgd: error: ") and mine[2].count("\n") == 1
 
@@ -212,13 +197,13 @@ def test_cluster_flags_are_refused_as_predict_refuses_them(tmp_path, capsys, fla
     ],
 )
 def test_cli_flags_are_checked(tmp_path, capsys, flags, message):
-    path = _write(tmp_path, "workers,samples_per_second\n4,100\n")
+    path = write_runs(tmp_path, "workers,samples_per_second\n4,100\n")
     args = ["compare", str(path), "--scheme", "sync-ps", "--workload", "resnet50", *flags]
     if "--bandwidth" not in flags:
         args += ["--bandwidth", "10Gbit/s"]
     if "--workers" in flags:
         args += ["--ignore", "workers"]
-    status, out, err = _main(args, capsys)
+    status, out, err = run_cli(args, capsys)
     assert status == 2 and out == ""
     assert err.count("\n") == 1 and message in err, err
 
@@ -247,7 +232,7 @@ def test_arguments_are_checked_before_the_log_is_read(tmp_path):
 
 
 def test_ignore_workers_drops_the_column(tmp_path, capsys):
-    path = _write(tmp_path, "workers,samples_per_second\n8,1000\n8,1100\n")
+    path = write_runs(tmp_path, "workers,samples_per_second\n8,1000\n8,1100\n")
     base = ["compare", str(path), "--scheme", "sync-ps", "--workload", "resnet50", "--bandwidth", "10Gbit/s"]
     assert main([*base, "--ignore", "workers", "--json"]) == 2
     assert "workers: got None; accepted: a workers argument (CLI: --workers)" in capsys.readouterr().err
@@ -283,25 +268,25 @@ def _times(origin: float, step: float, n: int = 201) -> str:
 
 
 def test_unix_milliseconds_and_seconds_are_recognized_and_said(tmp_path):
-    ms = q.compare(_write(tmp_path, _times(1714550400000, 250)), q.SyncPS(), W, C)
+    ms = q.compare(write_runs(tmp_path, _times(1714550400000, 250)), q.SyncPS(), W, C)
     assert ms.rows()[0]["measured"] == pytest.approx(128 / 0.25, rel=1e-9)  # not 0.512
     assert any("Unix milliseconds" in n and "2024-05-01 08:00:00 UTC" in n for n in ms.notes)
-    s = q.compare(_write(tmp_path, _times(1714550400, 0.25)), q.SyncPS(), W, C)
+    s = q.compare(write_runs(tmp_path, _times(1714550400, 0.25)), q.SyncPS(), W, C)
     assert s.rows()[0]["measured"] == pytest.approx(512, rel=1e-6)
     assert any("Unix seconds" in n for n in s.notes)
     # told the times are seconds: 0.512 samples/s, and a note that it is 1000x off the model
-    told = q.compare(_write(tmp_path, _times(1714550400000, 250)), q.SyncPS(), W, C, time_unit="s")
+    told = q.compare(write_runs(tmp_path, _times(1714550400000, 250)), q.SyncPS(), W, C, time_unit="s")
     assert told.rows()[0]["measured"] == pytest.approx(0.512, rel=1e-9)
     assert not any("Unix" in n for n in told.notes)
     ratio = told.rows()[0]["predicted"] / 0.512
     assert any(f"differ by {ratio:.3g}x" in n for n in told.notes)
-    rel_ms = q.compare(_write(tmp_path, _times(0, 250)), q.SyncPS(), W, C, time_unit="ms")
+    rel_ms = q.compare(write_runs(tmp_path, _times(0, 250)), q.SyncPS(), W, C, time_unit="ms")
     assert rel_ms.rows()[0]["measured"] == pytest.approx(512, rel=1e-9)
 
 
 @pytest.mark.parametrize("step", ["1e-300", "1e300"])
 def test_tiny_or_huge_step_times_print_short_percentages_with_notes(tmp_path, step):
-    path = _write(tmp_path, "workers,step_time,samples\n" + f"4,{step},128\n" * 201)
+    path = write_runs(tmp_path, "workers,step_time,samples\n" + f"4,{step},128\n" * 201)
     r = q.compare(path, q.SyncPS(), W, C)
     assert any("implausible for a training step" in n for n in r.notes)
     assert any("differ by" in n for n in r.notes)
@@ -331,7 +316,7 @@ def test_percent_formats():
     ],
 )
 def test_bom_and_separators(tmp_path, text):
-    r = q.compare(_write(tmp_path, text), q.AsyncPS(), W, C)
+    r = q.compare(write_runs(tmp_path, text), q.AsyncPS(), W, C)
     assert r.rows()[0]["measured"] == 122.0 and r.rows()[0]["count"] == 2
 
 
@@ -360,15 +345,15 @@ def test_standard_input():
 def test_column_mapping(tmp_path):
     text = "nodes,train/throughput,loss\n2,230,1\n2,238,1\n"
     mapped = {"workers": "nodes", "samples_per_second": "train/throughput"}
-    r = q.compare(_write(tmp_path, text), q.AsyncPS(), W, C, columns=mapped, ignore=["loss"])
+    r = q.compare(write_runs(tmp_path, text), q.AsyncPS(), W, C, columns=mapped, ignore=["loss"])
     assert r.rows()[0]["workers"] == 2 and r.rows()[0]["measured"] == 234.0
     with pytest.raises(
         InvalidParameterError, match=r"columns\['time'\]: got 'train/time'; accepted: a column of"
     ):
-        q.compare(_write(tmp_path, text), q.AsyncPS(), W, C, columns={"time": "train/time"})
+        q.compare(write_runs(tmp_path, text), q.AsyncPS(), W, C, columns={"time": "train/time"})
     both = "workers,samples_per_second,thr\n2,1,2\n"
     with pytest.raises(InvalidParameterError, match=r"has a column 'samples_per_second': ignore it"):
-        q.compare(_write(tmp_path, both), q.AsyncPS(), W, C, columns={"samples_per_second": "thr"})
+        q.compare(write_runs(tmp_path, both), q.AsyncPS(), W, C, columns={"samples_per_second": "thr"})
 
 
 def test_lightning_metrics_csv():
@@ -429,12 +414,12 @@ def test_torchrun_log():
 
 
 def test_log_pattern_errors(tmp_path):
-    log = _write(tmp_path, "nothing to see\n", "train.log")
+    log = write_runs(tmp_path, "nothing to see\n", "train.log")
     with pytest.raises(InvalidParameterError, match=r"none of 1 lines did"):
         q.compare(log, q.AsyncPS(), W, C, workers=1, log_pattern="step-time")
     with pytest.raises(InvalidParameterError, match=r"log_pattern: .*None unless measured is a text file"):
         q.compare({"workers": [1], "step_time": [1.0]}, q.AsyncPS(), W, C, log_pattern="step-time")
-    custom = _write(tmp_path, "".join(f"it {i} took {0.25}s\n" for i in range(120)), "t.log")
+    custom = write_runs(tmp_path, "".join(f"it {i} took {0.25}s\n" for i in range(120)), "t.log")
     r = q.compare(custom, q.AsyncPS(), W, C, workers=1, log_pattern=r"took (?P<step_time>[0-9.]+s)")
     assert r.rows()[0]["measured"] == pytest.approx(32 / 0.25, rel=1e-12)
 
