@@ -59,7 +59,7 @@ def parse_value(text: str) -> Any:
 
 
 def parse_params(items: Iterable[str], field: str = "--param") -> dict[str, Any]:
-    """``NAME=VALUE`` items to a dict (values by :func:`parse_value`).
+    """``NAME=VALUE`` items to a dict (values by :func:`parse_value`); each name once.
 
     Examples
     --------
@@ -67,12 +67,18 @@ def parse_params(items: Iterable[str], field: str = "--param") -> dict[str, Any]
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: --param: got 'backups'; accepted: NAME=VALUE, e.g. backups=1 ...
+    >>> parse_params(["backups=1", "backups=0"])
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --param: got 'backups'; accepted: each scheme parameter once
     """
     out: dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise InvalidParameterError(field, item, "NAME=VALUE, e.g. backups=1 or cutoff=30ms")
+        if name.strip() in out:  # the last would win, silently
+            raise InvalidParameterError(field, name.strip(), "each scheme parameter once")
         out[name.strip()] = parse_value(value.strip())
     return out
 

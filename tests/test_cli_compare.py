@@ -72,6 +72,10 @@ def test_compare_json_and_the_model_samples_note(tmp_path, capsys):
         (["compare", "x.csv", "--latency", "1ms"], "--latency: got '1ms'; accepted: a value together with"),
         (["compare", "x.csv", "--bandwidth", "fast"], "--bandwidth: got 'fast'"),
         (["compare", "x.csv", "--param", "backups"], "--param: got 'backups'; accepted: NAME=VALUE"),
+        (  # the last value won, silently (specs.parse_params now refuses it for every command)
+            ["compare", "x.csv", "--param", "backups=1", "--param", "backups=0"],
+            "--param: got 'backups'; accepted: each scheme parameter once",
+        ),
     ],
 )
 def test_compare_errors_are_one_line(tmp_path, monkeypatch, args, message):

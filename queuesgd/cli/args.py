@@ -59,6 +59,24 @@ def split_list(text: str, field: str = "list") -> list[str]:
     return items
 
 
+def fill_defaults(args: argparse.Namespace, defaults: dict[str, Any]) -> None:
+    """Give each option the user left out (None) its default.
+
+    The parser leaves such options None so that a mode that takes none of them (``validate --apriori``,
+    ``profile --from-trace``) can tell every one given, even at its default value.
+
+    Examples
+    --------
+    >>> ns = argparse.Namespace(steps=None, seed=3)
+    >>> fill_defaults(ns, {"steps": 200, "seed": 0})
+    >>> ns.steps, ns.seed
+    (200, 3)
+    """
+    for name, default in defaults.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, default)
+
+
 def ints(field: str, text: str) -> list[int]:
     out = []
     for s in split_list(text, field):

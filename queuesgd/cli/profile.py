@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from queuesgd import _checks
+from queuesgd.cli.args import fill_defaults
 from queuesgd.errors import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -28,9 +29,7 @@ def run_profile(args: argparse.Namespace) -> int:
     out, log = _outputs(args.out)
     if args.from_trace is not None:
         return _profile_trace(args, out, log)
-    for option, default in RUN_DEFAULTS.items():  # left out: the default
-        if getattr(args, option) is None:
-            setattr(args, option, default)
+    fill_defaults(args, RUN_DEFAULTS)
     from queuesgd.profiler import profile
     from queuesgd.profiler_step import check_model_args
 

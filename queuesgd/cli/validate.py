@@ -14,7 +14,7 @@ import re
 import sys
 from typing import Any
 
-from queuesgd.cli.args import ints
+from queuesgd.cli.args import fill_defaults, ints
 from queuesgd.errors import InvalidParameterError
 from queuesgd.specs import parse_params, random_delay
 
@@ -161,19 +161,10 @@ def run_validate(args: argparse.Namespace) -> int:
     if getattr(args, "overwrite", False):
         raise InvalidParameterError("--overwrite", True, "only with --apriori SPEC.json")
 
-    for name, default in RUN_DEFAULTS.items():
-        if getattr(args, name, None) is None:
-            setattr(args, name, default)
-    names = [item.partition("=")[0].strip() for item in args.param]
-    twice = [name for i, name in enumerate(names) if name and name in names[:i]]
-    if twice:
-        raise InvalidParameterError("--param", twice[0], "each scheme parameter once")
+    fill_defaults(args, RUN_DEFAULTS)
     params = parse_params(args.param)
     parse_straggler(args.straggler, 1.0, "--straggler")  # its errors name the flag; validate() scales it
-    try:
-        counts = ints("--workers", args.workers)
-    except InvalidParameterError as err:  # an empty item is split_list's "list" error
-        raise InvalidParameterError("--workers", args.workers, err.accepted) from None
+    counts = ints("--workers", args.workers)
     _validate_checks(args, counts)
     try:
         result = _run(args, counts, params)
