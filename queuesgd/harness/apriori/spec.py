@@ -72,7 +72,13 @@ from queuesgd.catalog_files import DuplicateKeyError, unique_keys
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.discard import DISCARD_RULES, DiscardRule
 from queuesgd.harness.apriori.profile import DDP_STEP
-from queuesgd.harness.apriori.spec_checks import LOOPBACK, calibration_gap, check_distinct, link_rates
+from queuesgd.harness.apriori.spec_checks import (
+    LOOPBACK,
+    calibration_gap,
+    check_distinct,
+    line_runs,
+    link_rates,
+)
 from queuesgd.harness.apriori.spec_parallel import DEFAULTS as PARALLEL_DEFAULTS
 from queuesgd.harness.apriori.spec_parallel import check_profile_link, parallel_settings
 
@@ -211,16 +217,10 @@ class CampaignSpec:
         ``n > 1`` workers run at each of the line's rates (the campaign's where
         the line gives none).
         """
-        out = []
-        for line in self.lines:
-            for model in line.models:
-                params = {**line.params, **line.model_params.get(model, {})}
-                for n in line.workers:
-                    for rate in (None,) if n == 1 else (line.rates or self.rates):
-                        out.append(
-                            Configuration(line.scheme, model, n, rate, params, line.random_delay[model])
-                        )
-        return out
+        return [
+            Configuration(line.scheme, model, n, rate, params, line.random_delay[model])
+            for _, line, model, params, n, rate in line_runs(self.lines, self.rates)
+        ]
 
 
 def canonical_json(document: Any) -> str:

@@ -4,7 +4,8 @@
   strings or ``"loopback"``, within what ``tc tbf`` shapes, each once;
 - :func:`calibration_gap`: seconds (or ``"profiled"``) a calibration can wait
   out before each timed operation within its time limit;
-- :func:`check_distinct`: no configuration is run twice by two lines.
+- :func:`check_distinct`: no configuration is run twice by two lines;
+- :func:`line_runs`: the runs of the lines, in order.
 
 Examples
 --------
@@ -19,7 +20,7 @@ queuesgd.errors.InvalidParameterError: spec.rates[0]: got 10; accepted: a rate w
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from queuesgd import _checks, units
@@ -33,6 +34,7 @@ __all__ = [
     "MIN_RATE",
     "calibration_gap",
     "check_distinct",
+    "line_runs",
     "link_rates",
 ]
 
@@ -122,25 +124,35 @@ def check_distinct(lines: Iterable[Any], rates: tuple[float | None, ...]) -> Non
     """Refuse two lines that run the same configuration (scheme, model, parameters, workers, link, delays).
 
     ``lines`` are :class:`~queuesgd.harness.apriori.spec.Line` objects, in the
-    spec's order; configurations are enumerated as
-    :meth:`~queuesgd.harness.apriori.spec.CampaignSpec.configurations` does
-    (one worker runs once, on loopback); ``rates`` are the campaign's, for a
-    line that names none.
+    spec's order, enumerated by :func:`line_runs` (as
+    :meth:`~queuesgd.harness.apriori.spec.CampaignSpec.configurations` is);
+    ``rates`` are the campaign's, for a line that names none.
     """
     seen: dict[tuple, int] = {}
+    for i, line, model, params, n, rate in line_runs(lines, rates):
+        tag = json.dumps(params, sort_keys=True, default=str)
+        key = (line.scheme, model, tag, n, rate, line.random_delay[model])
+        first = seen.setdefault(key, i)
+        if first != i:
+            where = "loopback" if rate is None else units.format_bandwidth(rate)
+            raise InvalidParameterError(
+                f"spec.lines[{i}]",
+                f"{line.scheme} {model} n={n} at {where}",
+                f"a configuration that no other line runs (spec.lines[{first}] runs it): each "
+                "is run once per pass",
+            )
+
+
+def line_runs(lines: Iterable[Any], rates: tuple[float | None, ...]) -> Iterator[tuple]:
+    """``(line index, line, model, params, n, rate)`` of every run, line by line, model by model.
+
+    One worker runs once, on loopback (``rate`` None); ``n > 1`` workers at each
+    of the line's rates (``rates``, the campaign's, where the line gives none);
+    ``params`` are the line's with the model's own over them.
+    """
     for i, line in enumerate(lines):
         for model in line.models:
             params = {**line.params, **line.model_params.get(model, {})}
-            tag = json.dumps(params, sort_keys=True, default=str)
             for n in line.workers:
                 for rate in (None,) if n == 1 else (line.rates or rates):
-                    key = (line.scheme, model, tag, n, rate, line.random_delay[model])
-                    first = seen.setdefault(key, i)
-                    if first != i:
-                        where = "loopback" if rate is None else units.format_bandwidth(rate)
-                        raise InvalidParameterError(
-                            f"spec.lines[{i}]",
-                            f"{line.scheme} {model} n={n} at {where}",
-                            f"a configuration that no other line runs (spec.lines[{first}] runs it): each "
-                            "is run once per pass",
-                        )
+                    yield i, line, model, params, n, rate
