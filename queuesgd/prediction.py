@@ -543,14 +543,12 @@ def sweep(
         part = _sweep_one(s, workload, cluster, w, b, lat, method, rng, iterations, executor)
         for k, v in zip(names, combo):
             part[k] = np.array([v] * len(w), dtype=object if isinstance(v, str) else None)
+        part["throughput"] = part["iteration_rate"] * part["gradients_per_update"] * workload.batch_size
+        part["scaling_factor"] = part["throughput"] / (part["workers"] * s.single_worker_throughput(workload))
         parts.append(part)
     cols: dict[str, np.ndarray] = {}
     order = ["workers", "bandwidth", "latency", *names, "throughput", "iteration_rate"]
     order += ["gradients_per_update", "scaling_factor", "bottleneck", "method"]
-    for p, combo in zip(parts, combos):
-        s = scheme.replace(**dict(zip(names, combo))) if names else scheme
-        p["throughput"] = p["iteration_rate"] * p["gradients_per_update"] * workload.batch_size
-        p["scaling_factor"] = p["throughput"] / (p["workers"] * s.single_worker_throughput(workload))
     for k in order:
         cols[k] = np.concatenate([p[k] for p in parts])
     used = ", ".join(dict.fromkeys(cols["method"].tolist()))
