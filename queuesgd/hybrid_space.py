@@ -77,6 +77,7 @@ from queuesgd.errors import InvalidParameterError
 from queuesgd.hybrid_space_checks import axis, bool_or, boolean_axis, check_experts, choices, divisors
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes.parallel.hybrid_batch import COLUMNS, batch_times
+from queuesgd.schemes.parallel.hybrid_checks import check_no_random_stragglers
 from queuesgd.schemes.parallel.hybrid_layout import (
     LAYOUTS,
     head_slot_layers,
@@ -455,10 +456,7 @@ def _check_inputs(shape: Any, cluster: Any, space: Any, memory_limit: Any, compu
         raise InvalidParameterError("shape", shape, "a TransformerShape(...)")
     if not isinstance(cluster, Cluster):
         raise InvalidParameterError("cluster", cluster, "a Cluster(...)")
-    if cluster.stragglers is not None:  # as HybridParallel.check
-        raise InvalidParameterError(
-            "Cluster.stragglers", cluster.stragglers, "None for HybridParallel (give speeds instead)"
-        )
+    check_no_random_stragglers(cluster)  # as HybridParallel.check
     if not isinstance(space, HybridSpace):
         raise InvalidParameterError("space", space, "a HybridSpace(...)")
     if compute is not None and not isinstance(compute, ComputeModel):

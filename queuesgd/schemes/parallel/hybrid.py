@@ -119,7 +119,7 @@ from queuesgd.model_shapes_mlp import check_workload
 from queuesgd.schemes.base import Scheme, SchemeSolution
 from queuesgd.schemes.memory import Memory, check_optimizer
 from queuesgd.schemes.parallel.collectives import collective_time
-from queuesgd.schemes.parallel.hybrid_checks import check_layers_and_shape
+from queuesgd.schemes.parallel.hybrid_checks import check_layers_and_shape, check_no_random_stragglers
 from queuesgd.schemes.parallel.hybrid_formula import QUANTITIES, hybrid_formula
 from queuesgd.schemes.parallel.hybrid_memory import first_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
@@ -333,10 +333,7 @@ class HybridParallel(Scheme):
             raise InvalidParameterError(
                 "HybridParallel.tensor", t, f"a divisor or a multiple of gpus_per_node (= {gpn})"
             )
-        if cluster.stragglers is not None:
-            raise InvalidParameterError(
-                "Cluster.stragglers", cluster.stragglers, "None for HybridParallel (give speeds instead)"
-            )
+        check_no_random_stragglers(cluster)
         if self.shape is not None:  # the bytes per parameter come from the workload: it must be this model's
             check_workload(self.shape, workload, hint="the shape's own is TransformerShape.workload(b)")
 

@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING
 from queuesgd.errors import InvalidParameterError
 
 if TYPE_CHECKING:
+    from queuesgd.cluster import Cluster
     from queuesgd.schemes.parallel.hybrid import HybridParallel
 
-__all__ = ["check_layers_and_shape"]
+__all__ = ["check_layers_and_shape", "check_no_random_stragglers"]
 
 N = "HybridParallel"
 
@@ -87,4 +88,22 @@ def _without_shape(scheme: HybridParallel, pv: int) -> None:
     if scheme.layers is not None and scheme.stage_layers is None and scheme.layers % pv:
         raise InvalidParameterError(
             f"{N}.layers", scheme.layers, f"None, or a multiple of p x v (= {pv}) without stage_layers="
+        )
+
+
+def check_no_random_stragglers(cluster: Cluster) -> None:
+    """Refuse a cluster with random stragglers: Megatron's closed form has the slowest GPU's speed only.
+
+    Examples
+    --------
+    >>> from queuesgd import Cluster, RandomDelay
+    >>> check_no_random_stragglers(Cluster(4, "1GB/s", stragglers=RandomDelay(1, "10ms")))
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: Cluster.stragglers: got ...; accepted: None for HybridParallel ...
+    """
+    if cluster.stragglers is not None:
+        raise InvalidParameterError(
+            "Cluster.stragglers", cluster.stragglers, "None for HybridParallel (give speeds instead)"
         )
