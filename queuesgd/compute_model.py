@@ -64,6 +64,7 @@ import numpy as np
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
 from queuesgd.gemm_table import GemmTable
+from queuesgd.mixture_checks import MAX_CAPACITY_FACTOR, capacity_factor, mixture
 from queuesgd.model_shapes import Operation, TransformerShape
 from queuesgd.model_shapes_attention import FLASH_BACKWARD
 
@@ -71,9 +72,6 @@ __all__ = ["MAX_CAPACITY_FACTOR", "RECOMPUTE", "ComputeModel", "OperationTime", 
 
 #: Activation recomputation a micro-batch's time can include.
 RECOMPUTE: tuple[str | None, ...] = (None, "full", "selective")
-#: Most a capacity factor may be (GShard and Switch use 1 to 2; ``E / k`` already keeps every token):
-#: ``experts=`` here, ``HybridParallel`` and ``HybridSpace`` (imported by ``hybrid_moe``).
-MAX_CAPACITY_FACTOR = 1000.0
 
 
 def check_experts_tuple(experts: Any, field: str = "experts") -> tuple[int, int, float, int]:
@@ -93,15 +91,13 @@ def check_experts_tuple(experts: Any, field: str = "experts") -> tuple[int, int,
     accepted = "a tuple (experts E, expert-parallel ranks e, capacity_factor, top_k)"
     if isinstance(experts, (str, bytes, Mapping)) or not isinstance(experts, Sequence) or len(experts) != 4:
         raise InvalidParameterError(field, experts, accepted)
-    n = _checks.integer(f"{field}[0]", experts[0], maximum=_checks.MAX_COUNT)
-    e = _checks.integer(f"{field}[1]", experts[1], maximum=_checks.MAX_COUNT)
-    if n % e:
-        raise InvalidParameterError(f"{field}[1]", experts[1], f"a divisor of the {n} experts ({field}[0])")
-    cf = _checks.positive(f"{field}[2]", experts[2], maximum=MAX_CAPACITY_FACTOR)
-    k = _checks.integer(f"{field}[3]", experts[3], maximum=_checks.MAX_COUNT)
-    if k > n:
-        raise InvalidParameterError(f"{field}[3]", experts[3], f"at most the {n} experts ({field}[0])")
-    return n, e, cf, k
+    n, (e,), k = mixture(
+        (f"{field}[0]", experts[0]),
+        [(f"{field}[1]", experts[1])],
+        (f"{field}[3]", experts[3]),
+        of=f" ({field}[0])",
+    )
+    return n, e, capacity_factor(f"{field}[2]", experts[2]), k
 
 
 @dataclass(frozen=True)

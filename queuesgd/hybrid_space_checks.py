@@ -22,7 +22,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.parallel.hybrid_moe import MAX_CAPACITY_FACTOR
+from queuesgd.mixture_checks import capacity_factor, mixture
 
 __all__ = ["axis", "bool_or", "boolean_axis", "check_experts", "choices", "divisors"]
 
@@ -71,10 +71,7 @@ def check_experts(space: Any) -> None:
     """The experts of ``space`` by ``HybridParallel``'s rules (``check_experts``), as ``HybridSpace.*``."""
     set_ = object.__setattr__
     n = "HybridSpace"
-    cf = space.capacity_factor
-    if isinstance(cf, (str, bool)):
-        raise InvalidParameterError(f"{n}.capacity_factor", cf, "a number > 0")
-    set_(space, "capacity_factor", _checks.positive(f"{n}.capacity_factor", cf, maximum=MAX_CAPACITY_FACTOR))
+    set_(space, "capacity_factor", capacity_factor(f"{n}.capacity_factor", space.capacity_factor))
     set_(space, "top_k", _checks.integer(f"{n}.top_k", space.top_k, maximum=_checks.MAX_COUNT))
     if space.experts is None:
         for f, default in (("capacity_factor", 1.0), ("top_k", 1)):
@@ -89,10 +86,6 @@ def check_experts(space: Any) -> None:
                 "None or (1,) without experts= (a dense model)",
             )
         return
-    E = _checks.integer(f"{n}.experts", space.experts, maximum=_checks.MAX_COUNT)
+    ranks = [(f"{n}.expert_parallel[{i}]", e) for i, e in enumerate(space.expert_parallel or ())]
+    E, _, _ = mixture((f"{n}.experts", space.experts), ranks, (f"{n}.top_k", space.top_k))
     set_(space, "experts", E)
-    if space.top_k > E:
-        raise InvalidParameterError(f"{n}.top_k", space.top_k, f"at most the {E} experts")
-    for i, e in enumerate(space.expert_parallel or ()):
-        if E % e:
-            raise InvalidParameterError(f"{n}.expert_parallel[{i}]", e, f"a divisor of the {E} experts")

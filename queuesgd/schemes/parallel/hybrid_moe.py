@@ -30,9 +30,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from queuesgd import _checks
-from queuesgd.compute_model import MAX_CAPACITY_FACTOR
 from queuesgd.errors import InvalidParameterError
+from queuesgd.mixture_checks import MAX_CAPACITY_FACTOR, capacity_factor, mixture
 from queuesgd.model_shapes_attention import step_flops
 
 if TYPE_CHECKING:
@@ -64,10 +63,7 @@ def check_experts(scheme: HybridParallel) -> None:
     """
     set_ = object.__setattr__
     n = "HybridParallel"
-    cf = _checks.positive(f"{n}.capacity_factor", scheme.capacity_factor, maximum=MAX_CAPACITY_FACTOR)
-    if isinstance(scheme.capacity_factor, str):
-        raise InvalidParameterError(f"{n}.capacity_factor", scheme.capacity_factor, "a number > 0")
-    set_(scheme, "capacity_factor", cf)
+    set_(scheme, "capacity_factor", capacity_factor(f"{n}.capacity_factor", scheme.capacity_factor))
     if scheme.experts is None:
         for f, default in (("expert_parallel", 1), ("capacity_factor", 1.0), ("top_k", 1)):
             if getattr(scheme, f) != default:
@@ -75,14 +71,12 @@ def check_experts(scheme: HybridParallel) -> None:
                     f"{n}.{f}", getattr(scheme, f), f"{default} without experts= (a dense model)"
                 )
         return
-    E = _checks.integer(f"{n}.experts", scheme.experts, maximum=_checks.MAX_COUNT)
+    E, _, _ = mixture(
+        (f"{n}.experts", scheme.experts),
+        [(f"{n}.expert_parallel", scheme.expert_parallel)],
+        (f"{n}.top_k", scheme.top_k),
+    )
     set_(scheme, "experts", E)
-    if E % scheme.expert_parallel:
-        raise InvalidParameterError(
-            f"{n}.expert_parallel", scheme.expert_parallel, f"a divisor of the {E} experts"
-        )
-    if scheme.top_k > E:
-        raise InvalidParameterError(f"{n}.top_k", scheme.top_k, f"at most the {E} experts")
     if scheme.shape is None:
         raise InvalidParameterError(f"{n}.experts", E, "None without shape= (the experts' MLP comes from it)")
 
