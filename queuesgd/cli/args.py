@@ -77,6 +77,23 @@ def fill_defaults(args: argparse.Namespace, defaults: dict[str, Any]) -> None:
             setattr(args, name, default)
 
 
+def option_field(field: str, flags: dict[str, str]) -> str:
+    """``field`` with its leading Python name written as its option (``flags``), an index after it kept.
+
+    How an error of the Python API that a command calls names the option the
+    user typed (``whatif(workers=...)``'s ``workers[1]`` is ``--workers[1]``);
+    a field of another name is returned unchanged.
+
+    Examples
+    --------
+    >>> flags = {"workers": "--workers", "fusion_bytes": "--fusion-bytes"}
+    >>> option_field("workers[1]", flags), option_field("fusion_bytes", flags), option_field("rate", flags)
+    ('--workers[1]', '--fusion-bytes', 'rate')
+    """
+    name, rest = re.match(r"([^.\[]*)(.*)", str(field), re.S).groups()
+    return flags[name] + rest if name in flags else field
+
+
 def ints(field: str, text: str) -> list[int]:
     out = []
     for s in split_list(text, field):

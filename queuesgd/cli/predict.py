@@ -8,7 +8,16 @@ import json
 import re
 from typing import Any
 
-from queuesgd.cli.args import bandwidths, check_plot, ints, latencies, notes, plot_table, split_list
+from queuesgd.cli.args import (
+    bandwidths,
+    check_plot,
+    ints,
+    latencies,
+    notes,
+    option_field,
+    plot_table,
+    split_list,
+)
 from queuesgd.cli.scheme_args import (
     ignored_flags,
     readers,
@@ -141,9 +150,7 @@ def run_whatif(args: argparse.Namespace) -> int:
             overlap=not args.no_overlap,
         )
     except InvalidParameterError as err:  # the Python argument's name -> its option
-        name, bracket, rest = str(err.field).partition("[")
-        field = f"{_WHATIF_FLAGS[name]}{bracket}{rest}" if name in _WHATIF_FLAGS else err.field
-        raise InvalidParameterError(field, err.got, err.accepted) from err
+        raise InvalidParameterError(option_field(err.field, _WHATIF_FLAGS), err.got, err.accepted) from err
     if args.plot:
         result.plot(args.plot)
     if args.json:

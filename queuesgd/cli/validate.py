@@ -14,7 +14,7 @@ import re
 import sys
 from typing import Any
 
-from queuesgd.cli.args import fill_defaults, ints
+from queuesgd.cli.args import fill_defaults, ints, option_field
 from queuesgd.errors import InvalidParameterError
 from queuesgd.specs import parse_params, random_delay
 
@@ -47,15 +47,12 @@ def cli_flag(field: str) -> str:
     Examples
     --------
     >>> cli_flag("gradient_bytes"), cli_flag("workers[0]"), cli_flag("params.backups"), cli_flag("rate")
-    ('--gradient-bytes', '--workers', '--param backups', 'rate')
+    ('--gradient-bytes', '--workers[0]', '--param backups', 'rate')
     """
-    head, dot, rest = field.partition(".")
-    name = re.sub(r"\[\d+\]$", "", head)
-    if name == "params":
+    head, _, rest = field.partition(".")
+    if re.sub(r"\[\d+\]$", "", head) == "params":
         return f"--param {rest}" if rest else "--param"
-    if name in RUN_DEFAULTS and not dot:
-        return "--" + name.replace("_", "-")
-    return field
+    return option_field(field, {name: "--" + name.replace("_", "-") for name in RUN_DEFAULTS})
 
 
 def _progress_bar(label: str, done: int, total: int) -> None:
