@@ -228,8 +228,11 @@ def integers(
     maximum: int | None = None,
     allow_empty: bool = False,
     max_items: int = 10_000,
+    distinct: bool = False,
 ) -> tuple[int, ...]:
     """Return ``value`` as a tuple of ints if it is a sequence of integers >= ``minimum``.
+
+    With ``distinct=True`` an integer given twice is refused (a probe would time it twice).
 
     A string (or bytes), a mapping, a set or ``None`` is refused (a string is
     not read one character at a time), and so is each item that :func:`integer` refuses
@@ -244,6 +247,10 @@ def integers(
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: stages[0]: got 2.7; accepted: an integer >= 1
+    >>> integers("hidden", (1024, 4096, 1024), distinct=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: hidden[2]: got 1024; accepted: ... not hidden[0]'s value again
     """
     accepted = f"a sequence of integers >= {minimum}, e.g. (2, 4)"
     unordered = (str, bytes, bytearray, Mapping, set, frozenset)
@@ -256,6 +263,10 @@ def integers(
                 field, f"more than {max_items:,} items", f"{accepted}, at most {max_items:,}"
             )
         items.append(integer(f"{field}[{i}]", item, minimum=minimum, maximum=maximum))
+        if distinct and items[-1] in items[:-1]:
+            first = items.index(items[-1])
+            accepted_here = f"distinct integers, not {field}[{first}]'s value again"
+            raise InvalidParameterError(f"{field}[{i}]", item, accepted_here)
     if not items and not allow_empty:
         raise InvalidParameterError(field, value, f"{accepted} (at least one)")
     return tuple(items)

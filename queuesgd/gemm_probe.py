@@ -284,10 +284,12 @@ def probe_gemm(
         temperature_c, null_why``), and in every entry ``calls`` and ``timed_seconds``; without them,
         the keys above only.
     """
-    hs = _checks.integers("hidden", hidden, maximum=MAX_DIMENSION, max_items=64)
-    ms = _checks.integers("tokens", tokens, maximum=MAX_DIMENSION, max_items=64)
-    ts = _checks.integers("tensor", tensor, maximum=1024, max_items=64)
-    ns = _checks.integers("elementwise", elementwise, maximum=2**31, allow_empty=True, max_items=64)
+    hs = _checks.integers("hidden", hidden, maximum=MAX_DIMENSION, max_items=64, distinct=True)
+    ms = _checks.integers("tokens", tokens, maximum=MAX_DIMENSION, max_items=64, distinct=True)
+    ts = _checks.integers("tensor", tensor, maximum=1024, max_items=64, distinct=True)
+    ns = _checks.integers(
+        "elementwise", elementwise, maximum=2**31, allow_empty=True, max_items=64, distinct=True
+    )
     for h in hs:
         for t in ts:
             if h % t:
