@@ -51,3 +51,15 @@ def test_a_bad_two_level_flag_is_one_line_naming_it(capsys, extra, flag):
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{flag}: " in err[0], err
+
+
+@pytest.mark.parametrize(("law", "noted"), [("exponential", True), ("deterministic", False)])
+def test_a_random_compute_law_is_noted_as_taken_at_its_mean(capsys, law, noted):
+    args = ["predict", "--scheme", "hybrid", "--shape", SHAPE, "--tensor", "2", "--workers", "8"]
+    assert main([*args, "--compute", law]) == 0
+    err = capsys.readouterr().err
+    # the same words as the prediction's reason (the Python API says it there)
+    w = q.Workload(q.Exponential(1.0), "1MB") if noted else q.Workload(1.0, "1MB")
+    reason = q.predict(q.HybridParallel(), w, q.Cluster(2, "1GB/s")).reason
+    assert ("compute at its mean" in reason) is noted
+    assert ("note: compute at its mean, paced by the slowest GPU" in err) is noted

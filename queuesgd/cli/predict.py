@@ -85,7 +85,7 @@ def _predict(args: argparse.Namespace, *, lists: bool) -> int:
     memory_notes = []  # after the caveats, as the last notes
     for combo in itertools.product(*(params[k] for k in names)):
         variant = scheme.replace(**dict(zip(names, combo))) if names else scheme
-        for caveat in variant.caveats(cluster):
+        for caveat in variant.caveats(cluster, workload):
             if f"note: {caveat}" not in notes(args):
                 notes(args).append(f"note: {caveat}")
         for n in dict.fromkeys(int(x) for x in table.columns["workers"].tolist()):

@@ -89,8 +89,9 @@ class Scheme:
         cls.methods = tuple(m for m, road in _ROADS.items() if callable(getattr(cls, road, None)))
 
     # ---- checks and method choice ---------------------------------------------------
-    def caveats(self, cluster: Cluster) -> tuple[str, ...]:
-        """Assumptions of this scheme's model that can make its answer wrong on ``cluster``.
+    def caveats(self, cluster: Cluster, workload: Workload | None = None) -> tuple[str, ...]:
+        """Assumptions of this scheme's model that can make its answer wrong on ``cluster``
+        (and ``workload``, where one is given).
 
         Each is also in the ``reason`` of the predictions it concerns; the
         command line prints them as notes. None by default.

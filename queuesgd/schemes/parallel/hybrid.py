@@ -111,7 +111,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from queuesgd import _checks
 from queuesgd.compute_model import ComputeModel
-from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.model_shapes_llama import parse_shape
@@ -124,7 +123,7 @@ from queuesgd.schemes.parallel.hybrid_formula import QUANTITIES, hybrid_formula
 from queuesgd.schemes.parallel.hybrid_memory import first_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
 from queuesgd.schemes.parallel.hybrid_overlap import check_tp_overlap, scheme_exposed_per_layer
-from queuesgd.schemes.parallel.hybrid_reason import closed_form_reason
+from queuesgd.schemes.parallel.hybrid_reason import at_mean, caveats, closed_form_reason
 from queuesgd.schemes.parallel.hybrid_stages import StepTimes, stage_chunks, stage_layer_counts, stage_shares
 from queuesgd.schemes.parallel.hybrid_zero import check_zero_overlap, exposed_per_step
 from queuesgd.schemes.parallel.megatron import (
@@ -530,6 +529,8 @@ class HybridParallel(Scheme):
         step = alone.solve_closed_form(workload, Cluster(1, 1e12)).iteration_time
         return self.microbatches * workload.batch_size / step
 
+    caveats = caveats  # a random compute law is taken at its mean (hybrid_reason.caveats)
+
     # ---- the road --------------------------------------------------------------------------------
     def solve_closed_form(
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
@@ -543,8 +544,7 @@ class HybridParallel(Scheme):
         tm, tp, dp = self._times(workload, cluster)
         m = self.microbatches
         breakdown = tm.breakdown()
-        exact = isinstance(workload.compute, Deterministic) and len(set(cluster.speed_factors.tolist())) == 1
-        reason = closed_form_reason(self, tm, cluster, exact=exact)
+        reason = closed_form_reason(self, tm, cluster, exact=not at_mean(workload, cluster))
         return SchemeSolution(
             iteration_rate=1.0 / tm.step,
             gradients_per_update=float(self.replicas(cluster) * m),

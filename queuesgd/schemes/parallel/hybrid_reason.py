@@ -4,7 +4,7 @@
 schedule, context and expert parallelism, ``v``), the bubble, what changes
 the model (the head on the last stage, uneven stages, a compute model, the
 overlaps), NCCL's algorithm of each collective and whether the compute was
-taken at its mean.
+taken at its mean; :func:`caveats` is that last point as the command line's note.
 
 Examples
 --------
@@ -19,14 +19,48 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from queuesgd.distributions import Deterministic
 from queuesgd.schemes.parallel.megatron import bubble_fraction
 
 if TYPE_CHECKING:
     from queuesgd.schemes.parallel.hybrid import HybridParallel
     from queuesgd.schemes.parallel.hybrid_stages import StepTimes
-    from queuesgd.workload import Cluster
+    from queuesgd.workload import Cluster, Workload
 
-__all__ = ["closed_form_reason"]
+__all__ = ["MEAN_COMPUTE", "at_mean", "caveats", "closed_form_reason"]
+
+#: What the closed form assumes of a random compute law or unequal GPUs.
+MEAN_COMPUTE = (
+    "compute at its mean, paced by the slowest GPU (random or unequal times make the real step longer)"
+)
+
+
+def at_mean(workload: Workload, cluster: Cluster) -> bool:
+    """Whether the closed form takes ``workload``'s compute at its mean: a random law, or unequal GPUs.
+
+    Examples
+    --------
+    >>> from queuesgd import Cluster, Exponential, Workload
+    >>> at_mean(Workload(1.0, "1MB"), Cluster(2, "1GB/s")), at_mean(Workload(Exponential(1.0), "1MB"),
+    ...                                                            Cluster(2, "1GB/s"))
+    (False, True)
+    """
+    return not isinstance(workload.compute, Deterministic) or len(set(cluster.speed_factors.tolist())) > 1
+
+
+def caveats(scheme: HybridParallel, cluster: Cluster, workload: Workload | None = None) -> tuple[str, ...]:
+    """``HybridParallel.caveats``: :data:`MEAN_COMPUTE` where :func:`at_mean` holds (none without a workload).
+
+    Examples
+    --------
+    >>> from queuesgd import Cluster, Exponential, Workload
+    >>> from queuesgd.schemes.parallel.hybrid import HybridParallel
+    >>> HybridParallel().caveats(Cluster(2, "1GB/s"), Workload(Exponential(1.0), "1MB"))  # doctest: +ELLIPSIS
+    ('compute at its mean, paced by the slowest GPU (random or unequal times ...',)
+    >>> HybridParallel().caveats(Cluster(2, "1GB/s"), Workload(1.0, "1MB"))
+    ()
+    """
+    return (MEAN_COMPUTE,) if workload is not None and at_mean(workload, cluster) else ()
 
 
 def closed_form_reason(scheme: HybridParallel, tm: StepTimes, cluster: Cluster, *, exact: bool) -> str:
@@ -63,10 +97,5 @@ def closed_form_reason(scheme: HybridParallel, tm: StepTimes, cluster: Cluster, 
            "BACKWARD_POST)"}[s.zero_overlap]  # fmt: skip
         + ", collectives "
         + ", ".join(f"{k} {a}" for k, a in tm.algorithms.items())
-        + (
-            ""
-            if exact
-            else "; compute at its mean, paced by the slowest GPU (random or unequal times "
-            "make the real step longer)"
-        )
+        + ("" if exact else f"; {MEAN_COMPUTE}")
     )

@@ -355,7 +355,7 @@ class Pipeline(Scheme):
         self.replicas(cluster)
         self.profile(workload)
 
-    def caveats(self, cluster: Cluster) -> tuple[str, ...]:
+    def caveats(self, cluster: Cluster, workload: Workload | None = None) -> tuple[str, ...]:
         """The assumptions that can make the model's answer wrong on ``cluster``.
 
         Examples

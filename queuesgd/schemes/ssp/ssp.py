@@ -167,7 +167,7 @@ class StaleSynchronous(Scheme):
         return prod(comb(n + L - 1, L - 1) for n in self._groups(cluster).values())
 
     # ---- method choice -----------------------------------------------------------------
-    def caveats(self, cluster: Cluster) -> tuple[str, ...]:
+    def caveats(self, cluster: Cluster, workload: Workload | None = None) -> tuple[str, ...]:
         """With ``link="dedicated"`` and several workers: no contention at the PS is modeled.
 
         Examples
