@@ -239,3 +239,26 @@ def test_live_harness_models_ssp_with_the_calibrated_send_buffer():
     assert (scheme, method) == (StaleSynchronous(2, link="shared", send_buffer=3000.0), "simulate")
     scheme, method = _model("stale-synchronous", {"staleness": 2}, "app-shaper", send_buffer=0.0)
     assert (scheme, method) == (StaleSynchronous(2), "auto")
+
+
+def test_a_chain_on_a_high_dimensional_lattice_is_solved_iteratively_and_equals_lu(monkeypatch):
+    # s = 2, exponential compute, 10 workers: 8,008 states on a 6-dimensional lattice, where sparse LU fills
+    # in (116,280 states of Erlang-3 workers took two minutes to factor); the chain is solved by the
+    # preconditioned Krylov method, and the sparse LU of the same generator is the second solution
+    from queuesgd.schemes.ssp import ssp_chain
+
+    w, c = W, C.with_workers(10)
+    solved = ssp_chain.markov.steady_state
+    used: list[str] = []
+
+    def spy(Q, method="auto", **kw):
+        used.append(method)
+        return solved(Q, method=method, **kw)
+
+    monkeypatch.setattr(ssp_chain.markov, "steady_state", spy)
+    krylov = StaleSynchronous(2).solve(w, c, "ctmc")
+    monkeypatch.setattr(ssp_chain.markov, "steady_state", lambda Q, **kw: solved(Q, method="direct"))
+    lu = StaleSynchronous(2).solve(w, c, "ctmc")
+    assert used == ["iterative"] and StaleSynchronous(2).state_count(w, c) == math.comb(16, 6)
+    assert krylov.iteration_rate == pytest.approx(lu.iteration_rate, rel=1e-9)
+    assert krylov.details["blocked_fraction"] == pytest.approx(lu.details["blocked_fraction"], rel=1e-8)
