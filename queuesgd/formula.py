@@ -81,6 +81,15 @@ def _for_lambdify(expr: Any) -> Any:
     return expr.replace(sympy.harmonic, sympy.Function("qsgd_harmonic"))
 
 
+def _outside(rel: Any, why: str, values: Mapping[str, Any]) -> InvalidParameterError:
+    """The error for ``values`` outside a formula's condition ``rel`` (named by its symbols)."""
+    import sympy
+
+    names = sorted(x.name for x in rel.free_symbols)
+    got = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(values.items()))
+    return InvalidParameterError(",".join(names), got, f"{sympy.sstr(rel)}: {why}")
+
+
 @dataclass(frozen=True)
 class Formula:
     """A closed-form throughput (samples per second) in named SymPy symbols.
@@ -97,6 +106,10 @@ class Formula:
         What the formula is (``"sync-ps throughput, exponential compute"``).
     assumptions : str
         The model's assumptions in one or two sentences.
+    conditions : tuple of (sympy relational, str)
+        Where the expression holds: each a relation of its symbols (``S > 16 r**2``) and why.
+        :meth:`evaluate` and :meth:`subs` refuse values outside them (the expression would be a
+        number of another model there), naming the relation's symbols.
     """
 
     expr: Any
@@ -104,6 +117,7 @@ class Formula:
     meaning: Mapping[str, str]
     name: str
     assumptions: str = ""
+    conditions: tuple[tuple[Any, str], ...] = ()
     _lambdified: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -134,6 +148,45 @@ class Formula:
             )
         object.__setattr__(self, "symbols", MappingProxyType(dict(self.symbols)))
         object.__setattr__(self, "meaning", MappingProxyType(dict(self.meaning)))
+        object.__setattr__(self, "conditions", self._checked_conditions(self.conditions))
+
+    def _checked_conditions(self, conditions: Any) -> tuple[tuple[Any, str], ...]:
+        """``conditions`` as a tuple of ``(relation, why)``: one already true dropped, a false one refused."""
+        import sympy
+
+        accepted = "a tuple of (relation of the formula's symbols, str) pairs, ((S > 16 * r**2, 'why'),)"
+        if not isinstance(conditions, (tuple, list)):
+            raise InvalidParameterError("Formula.conditions", conditions, accepted)
+        out = []
+        for i, item in enumerate(conditions):
+            if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[1], str)):
+                raise InvalidParameterError(f"Formula.conditions[{i}]", item, accepted)
+            rel, why = item
+            if rel is sympy.true or rel is True:
+                continue
+            if rel is sympy.false or rel is False:
+                raise InvalidParameterError(f"Formula.conditions[{i}]", why, "values where the formula holds")
+            if not isinstance(rel, sympy.logic.boolalg.Boolean) or not {
+                x.name for x in rel.free_symbols
+            } <= set(self.symbols):
+                raise InvalidParameterError(f"Formula.conditions[{i}]", rel, accepted)
+            out.append((rel, why))
+        return tuple(out)
+
+    def _check_conditions(self, values: Mapping[str, Any]) -> None:
+        """Refuse ``values`` (numbers or arrays by name) where a condition does not hold."""
+        import sympy
+
+        for rel, why in self.conditions:
+            names = sorted(x.name for x in rel.free_symbols)
+            if not all(k in values for k in names):
+                continue
+            args = np.broadcast_arrays(*(np.asarray(values[k], dtype=float) for k in names))
+            fn = sympy.lambdify([self.symbols[k] for k in names], rel, modules="numpy")
+            ok = np.broadcast_to(np.asarray(fn(*args), dtype=bool), args[0].shape)
+            if not ok.all():
+                i = np.flatnonzero(~ok)[0]
+                raise _outside(rel, why, {k: float(a.flat[i]) for k, a in zip(names, args)})
 
     @classmethod
     def pruned(
@@ -143,6 +196,7 @@ class Formula:
         meaning: Mapping[str, str],
         name: str,
         assumptions: str = "",
+        conditions: tuple[tuple[Any, str], ...] = (),
     ) -> Formula:
         """A formula of ``expr`` with only the symbols it still contains, by name, and their meanings.
 
@@ -158,15 +212,19 @@ class Formula:
         (['n'], {'n': 'workers'})
         """
         free = {s.name for s in expr.free_symbols}
+        for rel, _ in conditions:
+            free |= {s.name for s in getattr(rel, "free_symbols", ())}
         kept = {s.name: s for s in symbols.values() if s.name in free}
-        return cls(expr, kept, {k: meaning[k] for k in kept if k in meaning}, name, assumptions)
+        return cls(expr, kept, {k: meaning[k] for k in kept if k in meaning}, name, assumptions, conditions)
 
     # ---- printing ---------------------------------------------------------------------
     def __str__(self) -> str:
         import sympy
 
-        return f"{self.name}:\n  X = {sympy.sstr(self.expr)}\n" + "\n".join(
-            f"  {k:>10}: {self.meaning.get(k, '')}" for k in self.free_names
+        return (
+            f"{self.name}:\n  X = {sympy.sstr(self.expr)}\n"
+            + "".join(f"  where {sympy.sstr(rel)}: {why}\n" for rel, why in self.conditions)
+            + "\n".join(f"  {k:>10}: {self.meaning.get(k, '')}" for k in self.free_names)
         )
 
     def latex(self) -> str:
@@ -268,11 +326,16 @@ class Formula:
         >>> Formula(n / t, {"n": n, "t": t}, {}, "x").subs(t="100ms").expr
         10.0*n
         """
+        import sympy
+
         values = {**(values or {}), **kw}
         mapping = {self._symbol(k): self._value(k, v) for k, v in values.items()}
-        return Formula(
-            self.expr.subs(mapping), dict(self.symbols), dict(self.meaning), self.name, self.assumptions
-        )
+        conditions = tuple((rel.subs(mapping), why) for rel, why in self.conditions)
+        for (rel, why), (now, _) in zip(self.conditions, conditions):
+            if now is sympy.false:
+                raise _outside(rel, why, {x.name: mapping[x] for x in rel.free_symbols if x in mapping})
+        expr = self.expr.subs(mapping)
+        return Formula(expr, dict(self.symbols), dict(self.meaning), self.name, self.assumptions, conditions)
 
     def evaluate(self, **values: Any) -> Any:
         """Evaluate numerically, broadcasting NumPy arrays (one ``lambdify``, cached).
@@ -317,6 +380,7 @@ class Formula:
             )
             self._lambdified[names] = fn
         args = [np.asarray(self._value(k, values[k]), dtype=float) for k in names]
+        self._check_conditions(dict(zip(names, args)))
         with np.errstate(divide="ignore", invalid="ignore"):
             try:
                 out = np.asarray(fn(*args), dtype=float)

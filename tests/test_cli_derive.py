@@ -251,3 +251,35 @@ def test_hybrid_flags_set_their_symbols_where_they_were_ignored(capsys):
 def test_hybrid_refuses_a_workload_of_another_model_beside_a_shape_as_predict_does(capsys):
     status, out, err = derive(capsys, "hybrid", "--workload", "resnet50", "--shape", "24:1024:16:2048:51200")
     assert status == 2 and len(err) == 1 and "--workload: got 'resnet50'" in err[0], err
+
+
+def test_rank_sets_powersgds_r(capsys):
+    # --rank was ignored: the formula kept r free. With it, the formula is the Python formula at r = 8
+    # (the formula sends the gradient as one matrix, so it is compared with itself, not with predict's
+    # per-tensor closed form on resnet50's layers)
+    common = ["--compressor", "powersgd", "--compress-time", "1ns", "--decompress-time", "0"]
+    cluster = ["--workers", "8", "--bandwidth", "10Gbit/s", "--latency", "10us", "--compute", "deterministic"]
+    common += ["--rank", "8", "--workload", "resnet50"]
+    status, out, err = derive(capsys, "compressed-allreduce", *common, *cluster)
+    assert status == 0, err
+    x = float(out.split("X = ")[1].split()[0])
+    w = q.load_workload("resnet50")
+    f = q.derive(q.CompressedAllReduce("powersgd", rank=8), "deterministic")
+    want = f.evaluate(n=8, m=w.batch_size, S=w.gradient_bytes, B=1.25e9, alpha=1e-5, t=w.compute.mean,
+                      u=w.update_time, c_c=1e-9, c_d=0.0, r=8)  # fmt: skip
+    assert x == pytest.approx(want, rel=1e-9)
+
+
+def test_powersgds_formula_refuses_a_gradient_its_factors_do_not_shrink(capsys):
+    # S <= 16 r^2: the tensor is sent uncompressed (predict does so); the formula's number would be another
+    # model's, so the values are refused naming S and r
+    f = q.derive(q.CompressedAllReduce("powersgd", rank=8), "deterministic")
+    kw = {"n": 191, "m": 253, "B": 5.5e11, "alpha": 2.75e-6, "t": 9.55e-3, "u": 1.57e-5, "c_c": 1e-10}
+    kw["c_d"] = 0.0
+    with pytest.raises(InvalidParameterError, match=r"S,r: got 'S=299.6, r=8'; accepted: S > 16\*r\*\*2"):
+        f.evaluate(S=299.6, r=8, **kw)
+    # just above 16 r^2 = 1024 the formula is predict's closed form of one tensor
+    s = q.CompressedAllReduce("powersgd", rank=8, compress_time=1e-10)
+    w = q.Workload(q.Deterministic(kw["t"]), 1100.0, batch_size=kw["m"], update_time=kw["u"])
+    p = q.predict(s, w, q.Cluster(191, kw["B"], latency=kw["alpha"]), method="closed_form")
+    assert f.evaluate(S=1100.0, r=8, **kw) == pytest.approx(p.throughput, rel=1e-12)

@@ -359,6 +359,7 @@ _PARAMETER_SYMBOLS = {
     "intra_bandwidth": "B_intra",
     "intra_latency": "alpha_intra",
     "density": "d",
+    "rank": "r",
     "compress_time": "c_c",
     "decompress_time": "c_d",
     "units": "k",

@@ -324,6 +324,9 @@ class CompressedAllReduce(FineGrained, BarrierScheme):
     def _meanings(self) -> dict[str, str]:
         return compression_formula.meanings(self.compressor)
 
+    def _conditions(self, syms: dict[str, Any]) -> tuple[tuple[Any, str], ...]:
+        return compression_formula.conditions(self.compressor, syms["G"], syms["r"])
+
     def formula(self, compute: str = "exponential", quantity: str = "throughput") -> Formula:
         """Throughput (samples/s) or breakeven bandwidth (bytes/s) as a :class:`~queuesgd.formula.Formula`.
 

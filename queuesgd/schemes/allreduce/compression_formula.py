@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from queuesgd.formula import Formula
     from queuesgd.schemes.allreduce.compressed_allreduce import CompressedAllReduce
 
-__all__ = ["breakeven_formula", "meanings", "symbols"]
+__all__ = ["breakeven_formula", "conditions", "meanings", "symbols"]
 
 
 def symbols() -> dict[str, Any]:
@@ -47,6 +47,31 @@ def symbols() -> dict[str, Any]:
         "c_c": sympy.Symbol("c_c", **pos),
         "c_d": sympy.Symbol("c_d", **pos),
     }
+
+
+def conditions(compressor: str, size: Any, rank: Any) -> tuple[tuple[Any, str], ...]:
+    """Where the formulas hold: for PowerSGD, a gradient ``S`` whose factors are smaller than it.
+
+    The formulas send the gradient as one square matrix's two factors of ``2 r sqrt(S)`` bytes each;
+    below ``S = 16 r^2`` they would not be smaller, and the tensor goes uncompressed (as ``predict``
+    and PyTorch's hook send it), which the formulas do not follow.
+
+    Examples
+    --------
+    >>> import sympy
+    >>> S, r = sympy.Symbol("S", positive=True), sympy.Symbol("r", positive=True)
+    >>> conditions("powersgd", S, r)[0][0], conditions("topk", S, r)
+    (S > 16*r**2, ())
+    """
+    if compressor != "powersgd":
+        return ()
+    return (
+        (
+            size > 16 * rank**2,
+            "PowerSGD's factors (2 r sqrt(S) bytes each) smaller than the gradient; a smaller tensor is "
+            "sent uncompressed, which predict follows and the formula does not",
+        ),
+    )
 
 
 def meanings(compressor: str) -> dict[str, str]:
@@ -104,4 +129,5 @@ def breakeven_formula(scheme: CompressedAllReduce) -> Formula:
         f"{scheme.key} ({scheme.compressor}) breakeven bandwidth, bytes/s",
         "one message, no overlap: compression pays below B* when the denominator (compression cost plus "
         "latency difference) is positive; deterministic costs linear in the uncompressed bytes",
+        conditions(scheme.compressor, size, syms["r"]),
     )

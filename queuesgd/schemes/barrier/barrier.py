@@ -126,6 +126,10 @@ class BarrierScheme(Scheme):
         """What the extra symbols of :meth:`_symbols` mean (for :class:`~queuesgd.formula.Formula`)."""
         return {}
 
+    def _conditions(self, syms: dict[str, Any]) -> tuple[tuple[Any, str], ...]:
+        """Where :meth:`formula`'s expression holds (``Formula.conditions``): everywhere by default."""
+        return ()
+
     # ---- pieces ----------------------------------------------------------------------------
     def _phase(self, workload: Workload, cluster: Cluster) -> tuple[int, float, float]:
         n = cluster.workers
@@ -381,6 +385,7 @@ class BarrierScheme(Scheme):
             meaning,
             f"{self.key} throughput, {compute} compute",
             self._assumptions(),
+            self._conditions(syms),
         )
 
     def _assumptions(self) -> str:
