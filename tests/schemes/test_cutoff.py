@@ -264,6 +264,21 @@ def test_optimal_time_cancel_exponential_brute_force():
     assert sol.iteration_rate * sol.gradients_per_update == pytest.approx(max(vals), rel=1e-7)
 
 
+def test_optimal_time_cancel_waits_for_everyone_where_that_is_best():
+    # two exponential workers behind a slow link: every timer loses gradients worth more than the wait,
+    # so the optimum is no timer, 2 / (H_2 + (2G + 2P) / B) by hand (the search grid ended at 3 E[X_(2)] and
+    # reported a timer 1% worse)
+    w = Workload(Exponential(1.0), 1e3, parameter_bytes=1e9, batch_size=1)
+    c = Cluster(2, 1e8)
+    by_hand = 2 / (1.5 + (2 * 1e3 + 2 * 1e9) / 1e8)
+    sol = OptimalCutoff(by="time", stragglers="cancel").solve(w, c, "closed_form")
+    assert sol.details["cutoff"] == math.inf
+    assert sol.iteration_rate * sol.gradients_per_update == pytest.approx(by_hand, rel=1e-12)
+    sim = OptimalCutoff(by="time", stragglers="cancel").solve(w, c, "simulate", rng=1)
+    lo, hi = sim.interval  # gradients per second, as by_hand: the simulation's search reaches no timer too
+    assert lo <= by_hand <= hi and sim.details["cutoff"] > 1e6
+
+
 def test_optimal_count_finish_delegates_to_backup_workers():
     w = Workload(Exponential(1.0), 1e6, update_time=0.02)
     c = Cluster(4, 2e7, latency=0.01)
