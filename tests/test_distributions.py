@@ -243,7 +243,9 @@ def test_fit_reproduces_mean_and_scv(scv):
     assert ph.scv == pytest.approx(scv, rel=1e-9)
 
 
-@pytest.mark.parametrize("scv", [0.0101, 0.3, 1.0 - 1e-7, 1.0 + 1e-7, 20.0, 100.0, 1e4])
+@pytest.mark.parametrize(
+    "scv", [0.0101, 0.3, 1.0 - 1e-7, 1.0 + 1e-7, 20.0, 100.0, 1e4, 3.5e7, 1e8, 1e12, 1e13]
+)
 def test_fit_moments_at_30_digits(scv):
     """The fit's own (alpha, T) give mean -alpha T^-1 1 and E[X^2] = 2 alpha T^-2 1, here in mpmath: the
     promised 1e-9 holds near scv 1, for heavy tails and (for scv >= 1/k_max) below 1 (issue 25)."""
@@ -257,6 +259,13 @@ def test_fit_moments_at_30_digits(scv):
     m2 = 2 * (a * inv * inv * ones)[0]
     assert abs(m1 / mp.mpf(0.4) - 1) <= 1e-9
     assert abs((m2 / m1**2 - 1) / mp.mpf(scv) - 1) <= 1e-9
+
+
+@pytest.mark.parametrize("scv", [1e14, 1e300])
+def test_fit_refuses_an_scv_no_two_phase_generator_holds(scv):
+    # the second phase's rate would be 1 / scv of the first's: PhaseType refuses such a T as singular
+    with pytest.raises(InvalidParameterError, match=r"fit_phase_type.scv: .*at most 1e\+13"):
+        fit_phase_type(0.4, scv)
 
 
 def test_fit_structure():

@@ -15,6 +15,7 @@ from queuesgd.distributions.base import Distribution
 from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
 
 __all__ = [
+    "MAX_FIT_SCV",
     "MAX_PHASES",
     "Erlang",
     "Exponential",
@@ -27,6 +28,10 @@ __all__ = [
 #: Most phases of a phase-type law built here: its dense ``k x k`` sub-generator is 8 MB, a CDF point's
 #: matrix exponential some 10**9 operations; a CTMC of such laws is larger still.
 MAX_PHASES = 1_000
+
+#: Largest scv :func:`fit_phase_type` fits: its two rates differ by a factor of about the scv, and
+#: ``PhaseType`` refuses a sub-generator whose rates differ by 1e14 as singular.
+MAX_FIT_SCV = 1e13
 
 
 def check_phases(count: int, what: str, *, scv: float | None = None) -> int:
@@ -492,10 +497,18 @@ def fit_phase_type(dist_or_mean: Distribution | Any, scv: Any = None, *, k_max: 
 
     if c == 1.0:
         return PhaseType([1.0], [[-1.0 / mean]])
+    if c > MAX_FIT_SCV:
+        raise InvalidParameterError(
+            "fit_phase_type.scv",
+            c,
+            f"at most {MAX_FIT_SCV:g}: the fit's second rate would be about 1/scv of its first, a "
+            "sub-generator too close to singular",
+        )
     if c > 1.0:
         # Whitt (1982): balanced means p1/mu1 = p2/mu2 = mean/2.
-        p1 = 0.5 * (1.0 + math.sqrt((c - 1.0) / (c + 1.0)))
-        p = np.array([p1, 1.0 - p1])
+        root = math.sqrt((c - 1.0) / (c + 1.0))
+        p2 = 1.0 / ((c + 1.0) * (1.0 + root))  # (1 - root) / 2 without its cancellation at a large scv
+        p = np.array([0.5 * (1.0 + root), p2])
         return PhaseType(p, np.diag(-2.0 * p / mean))
     if c * k_max < 1.0:
         return _erlang_chain(k_max, k_max / mean, np.eye(1, k_max)[0])
