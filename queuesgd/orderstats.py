@@ -3,8 +3,10 @@
 A synchronous step waits for the slowest worker (the maximum), a step with
 ``b`` backup workers for the ``(n - b)``-th fastest, a cutoff for whoever is
 done by then. This module computes those expectations exactly where a closed
-form exists and by adaptive quadrature of the order statistic's CDF
-otherwise.
+form exists and by adaptive quadrature of the order statistic's survival
+function otherwise (:mod:`queuesgd.orderstats_numerics`: split where the
+survival falls to each decade, to the end of the tail, or a
+:class:`~queuesgd.errors.ConvergenceError`).
 
 - :func:`expected_order_statistic` -- ``E[X_(k:n)]`` for i.i.d. or
   independent, non-identical laws (grouped by equal laws, so ``n = 1000``
@@ -33,16 +35,25 @@ Examples
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import integrate, special, stats
+from scipy import special
 
 from queuesgd import _checks
 from queuesgd.distributions import Deterministic, Distribution, Empirical, Exponential, Shifted
 from queuesgd.errors import ConvergenceError, InvalidParameterError
+from queuesgd.orderstats_numerics import (
+    count_below_all,
+    count_tail,
+    exact_survival,
+    integrate_survival,
+    law_tails,
+)
+
+#: The rounding of a CDF near 1, hence of a survival computed as ``1 - F``.
+_EPS = 1.1e-16
 
 __all__ = [
     "blom",
@@ -56,15 +67,6 @@ __all__ = [
     "integration_range",
     "order_statistic_cdf",
 ]
-
-_RTOL = 1e-11
-#: Relative tolerance asked of the tail segment ``[hi, inf)``, whose integral is a small share of the whole.
-_TAIL_RTOL = 1e-8
-#: A quadrature is rejected when its summed error estimate exceeds this fraction of the magnitude of
-#: the result (``|lo| + |integral|``), plus ``1e-12`` per second of range. The survival function is
-#: bounded by 1, so the error is judged against the whole integral: a tail segment whose integral is
-#: 1e-9 may carry an error estimate larger than itself without harming the result.
-_ACCEPT = 1e-6
 
 
 def harmonic(n: Any) -> Any:
@@ -122,16 +124,27 @@ def exponential_order_statistic(rate: Any, n: Any, k: Any = None) -> Any:
 
 
 def _top_harmonic(n: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """``H_n - H_(n-k) = sum_(j=n-k+1)^n 1/j``, summed directly (no cancellation) while ``k <= 10**5``.
+    """``H_n - H_(n-k) = sum_(j=n-k+1)^n 1/j`` without cancellation.
 
     The difference of two harmonic numbers loses ``H_n / (H_n - H_(n-k))`` of relative accuracy: 1e-12
-    for the minimum of 1024 (``k = 1``). The top terms are summed instead, one cumulative sum per
-    distinct ``n``; beyond ``10**5`` terms the difference is large enough to be taken as it is.
+    for the minimum of 1024 (``k = 1``), 8e-6 for ``k = 10**5 + 1`` of ``n = 10**15``. The top terms are
+    summed instead while ``k <= 10**5`` (one cumulative sum per distinct ``n``); beyond, the difference
+    ``psi(a) - psi(b)`` (``a = n + 1``, ``b = n - k + 1 >= 10``) is taken term by term from the asymptotic
+    series ``psi(x) = ln x - 1/(2x) - 1/(12x^2) + 1/(120x^4) - 1/(252x^6) + 1/(240x^8)``: ``log1p(k / b)``
+    and each ``x^-j`` difference written as a product with ``a - b = k`` (truncation below 1e-12 of
+    ``b^-10``); for ``b < 10`` the difference of harmonic numbers has nothing to cancel.
     """
     n, k = np.broadcast_arrays(n, k)
     out = np.empty(n.shape, dtype=float)
     small = k <= 100_000
-    out[~small] = harmonic(n[~small]) - harmonic(n[~small] - k[~small])
+    a, b = n[~small] + 1.0, n[~small] - k[~small] + 1.0
+    d = k[~small]
+    # a^-j - b^-j = -(a^j - b^j) / (a b)^j, with a^j - b^j = d (a^(j-1) + ... + b^(j-1)) in ratios r = b / a.
+    r = b / a
+    inv = lambda j: -d / a * sum(r**i for i in range(j)) / b**j  # noqa: E731
+    asym = np.log1p(d / b) - inv(1) / 2 - inv(2) / 12 + inv(4) / 120 - inv(6) / 252 + inv(8) / 240
+    few = b < 10
+    out[~small] = np.where(few, harmonic(n[~small]) - harmonic(np.where(few, b, 1.0) - 1.0), asym)
     for nv in np.unique(n[small]):
         mask = small & (n == nv)
         top = np.cumsum(1.0 / (nv - np.arange(int(k[mask].max()))))
@@ -187,19 +200,6 @@ def _groups_and_k(
     return groups, k
 
 
-def _count_pmf(groups: list[tuple[Distribution, int]], x: np.ndarray) -> np.ndarray:
-    """P(exactly j of the durations are <= x), shape (len(x), n + 1)."""
-    pmf = np.ones((x.size, 1))
-    for law, m in groups:
-        p = np.clip(np.asarray(law.cdf(x), dtype=float).reshape(-1), 0.0, 1.0)
-        b = stats.binom.pmf(np.arange(m + 1)[None, :], m, p[:, None])
-        out = np.zeros((x.size, pmf.shape[1] + m))
-        for jj in range(m + 1):  # convolution over the group's count
-            out[:, jj : jj + pmf.shape[1]] += pmf * b[:, jj : jj + 1]
-        pmf = out
-    return pmf
-
-
 def order_statistic_cdf(
     laws: Distribution | Sequence[Distribution], x: Any, k: int | None = None, n: int | None = None
 ) -> np.ndarray:
@@ -223,14 +223,7 @@ def order_statistic_cdf(
     """
     groups, k = _groups_and_k(laws, k, n)
     xa = np.atleast_1d(np.asarray(x, dtype=float))
-    if len(groups) == 1:
-        law, m = groups[0]
-        p = np.clip(np.asarray(law.cdf(xa), dtype=float).reshape(-1), 0.0, 1.0)
-        # P(Bin(m, p) >= k) = I_p(k, m - k + 1), the regularized incomplete beta.
-        out = special.betainc(k, m - k + 1, p)
-    else:
-        out = _count_pmf(groups, xa)[:, k:].sum(axis=1)
-    out = np.clip(out, 0.0, 1.0)
+    out = np.clip(count_tail(groups, k, xa.reshape(-1), done=True).reshape(xa.shape), 0.0, 1.0)
     return out if np.ndim(x) else out[:1].reshape(())
 
 
@@ -243,12 +236,14 @@ def _atoms(law: Distribution) -> list[float]:
 
 
 def integration_range(laws: Sequence[Distribution]) -> tuple[float, float, list[float]]:
-    """An interval holding the mass of every law, and breakpoints for quadrature inside it.
+    """Where the laws' mass starts, a scale where most of it is done, and breakpoints.
 
     ``[min(mean - 60 std), max(mean + 60 std)]``, starting at 0 when every
     law puts no mass below 0; breakpoints at the means, one and five standard
     deviations around them, and the atoms of deterministic (or shifted
-    deterministic) laws.
+    deterministic) laws. The quadrature starts at ``lo`` and only begins its
+    search for the survival's levels at ``hi``: it goes on past ``hi`` as far
+    as the tail reaches (see ``docs/order-statistics.md``).
 
     Examples
     --------
@@ -260,8 +255,14 @@ def integration_range(laws: Sequence[Distribution]) -> tuple[float, float, list[
     lo, hi, pts = math.inf, -math.inf, []
     nonneg = True
     for law in laws:
-        m = float(law.mean)
-        v = float(law.variance)
+        try:
+            m = float(law.mean)
+        except OverflowError:
+            raise ConvergenceError(f"{law!r}: its mean overflows a double") from None
+        try:
+            v = float(law.variance)
+        except OverflowError:
+            v = math.inf
         s = math.sqrt(v) if math.isfinite(v) else abs(m)
         lo = min(lo, m - 60.0 * s)
         hi = max(hi, m + 60.0 * s)
@@ -287,86 +288,28 @@ def group_laws(laws: Sequence[Distribution]) -> list[tuple[Distribution, int]]:
 def expected_from_cdf(
     cdf: Callable[[np.ndarray], np.ndarray], lo: float, hi: float, points: Sequence[float] = ()
 ) -> float:
-    """``E[Y]`` from its CDF, for ``Y`` with its mass inside ``[lo, hi]``.
+    """``E[Y]`` from its CDF (vectorized), for ``Y`` with no mass below ``lo`` and most of it below ``hi``.
 
-    ``E[Y] = lo + integral_lo^hi (1 - F(y)) dy`` by adaptive Gauss-Kronrod
-    quadrature split at ``points`` (atoms and kinks of ``F``). The summed
-    error estimate is judged against the whole result, not segment by
-    segment (a far tail whose integral is negligible may have a relatively
-    large error estimate).
+    ``E[Y] = lo + integral_lo^inf (1 - F(y)) dy`` by
+    :func:`~queuesgd.orderstats_numerics.integrate_survival`, split at ``points``
+    (atoms and kinks of ``F``) and where ``1 - F`` falls to each decade. ``1 - F``
+    rounds to 0 once ``F`` rounds to 1: the range ends where it is still above
+    1.1e-15, and the tail beyond, extrapolated, counts as error, so a tail that
+    holds more than 1e-9 of the result there raises
+    :class:`~queuesgd.errors.ConvergenceError`.
 
     Examples
     --------
     >>> round(expected_from_cdf(lambda y: np.clip(y, 0, 1), 0.0, 1.0), 12)   # uniform(0, 1)
     0.5
     """
-
-    def survival(y: float) -> float:
-        return 1.0 - float(np.asarray(cdf(np.array([y]))).reshape(-1)[0])
-
-    return lo + float(_integrate_survival(survival, lo, hi, points, vector=False))
-
-
-def _integrate_survival(
-    survival: Callable[[float], Any], lo: float, hi: float, points: Sequence[float], *, vector: bool
-) -> Any:
-    """``integral_lo^inf survival``: split at ``points`` up to ``hi``, then the tail on to infinity.
-
-    Scalar ``quad``, or vector-valued ``quad_vec`` up to ``hi`` (every order statistic at once).
-    """
     if not (math.isfinite(lo) and math.isfinite(hi) and hi >= lo):
         raise InvalidParameterError("integration range", (lo, hi), "finite lo <= hi")
-    if hi == lo:
-        return np.zeros_like(np.asarray(survival(lo), dtype=float)) if vector else 0.0
-    cuts = sorted({lo, hi, *(p for p in points if lo < p < hi and math.isfinite(p))})
-    total: Any = 0.0
-    err = 0.0
-    abs_tol = 1e-13 * max(1.0, abs(hi))
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        val, e = _quad(survival, a, b, abs_tol, _RTOL, vector=vector)
-        total = total + val
-        err += e
-    # The range holds every law's mass but for a tail: a heavy-tailed law (a lognormal of scv 10 still has
-    # 1e-5 of its mass beyond mean + 60 std, and the maximum of n draws n times that) is integrated on to
-    # infinity by QUADPACK's transformation of [hi, inf), component by component where the survival is
-    # not yet 0 at hi (of a vector of order statistics, only those near the maximum are; quad_vec took
-    # hundreds of thousands of evaluations on such a tail). The tail is a small share of the integral:
-    # it is asked for 1e-11 of the whole, not of itself.
-    at_hi = np.atleast_1d(np.asarray(survival(hi), dtype=float))
-    eps_abs = max(abs_tol, _RTOL * (abs(lo) + float(np.max(np.abs(total)))))
-    if vector:
-        tail = np.zeros_like(at_hi)
-        for i in np.flatnonzero(at_hi > 0.0):
-            tail[i], e = _quad(lambda x, i=i: survival(x)[i], hi, math.inf, eps_abs, _TAIL_RTOL, vector=False)
-            err += e
-        total = total + tail
-    elif at_hi[0] > 0.0:
-        val, e = _quad(survival, hi, math.inf, eps_abs, _TAIL_RTOL, vector=False)
-        total, err = total + val, err + e
-    magnitude = abs(lo) + float(np.max(np.abs(total)))
-    if err > _ACCEPT * magnitude + 1e-12 * (hi - lo):
-        raise ConvergenceError(
-            f"quadrature of an order statistic did not converge on [{lo:g}, inf) "
-            f"(error estimate {err:.3g} for a result of magnitude {magnitude:.3g})"
-        )
-    return total
 
+    def survival(y: np.ndarray) -> np.ndarray:
+        return 1.0 - np.asarray(cdf(y), dtype=float).reshape(y.shape)
 
-def _quad(
-    f: Callable[[float], Any], a: float, b: float, eps_abs: float, eps_rel: float, *, vector: bool
-) -> tuple[Any, float]:
-    """One adaptive Gauss-Kronrod integral of ``f`` on ``[a, b]`` (``b`` may be infinite), checked finite."""
-    with warnings.catch_warnings():
-        # QUADPACK's roundoff notices: its error estimate is judged by the caller, against the whole result.
-        warnings.simplefilter("ignore", integrate.IntegrationWarning)
-        if vector:
-            val, e = integrate.quad_vec(f, a, b, epsabs=eps_abs, epsrel=eps_rel, norm="max")
-            val = np.asarray(val, dtype=float)
-        else:
-            val, e = integrate.quad(f, a, b, epsabs=eps_abs, epsrel=eps_rel, limit=400)
-    if not np.all(np.isfinite(val)):
-        raise ConvergenceError(f"quadrature of an order statistic gave a non-finite value on [{a:g}, {b:g}]")
-    return val, float(e)
+    return lo + float(integrate_survival(survival, lo, hi, points, resolution=_EPS)[0])
 
 
 def expected_order_statistic(
@@ -411,14 +354,20 @@ def expected_order_statistic(
             return float(law.value)
     xs = _common_support(groups)
     if xs is not None:
-        # Discrete laws (measured samples): the CDF of the order statistic is a step function, so
-        # E[Y] = integral of (1 - F_Y) is an exact finite sum over the support points (quadrature
-        # would have to find every step). F_Y is constant between support points: it is read at the
-        # midpoints, where rounding (a shifted law's x - shift) cannot put it on the wrong step.
-        cdf = np.asarray(order_statistic_cdf(laws, _midpoints(xs), k=k, n=n), dtype=float)
-        return float(xs[0] + np.sum((1.0 - cdf) * np.diff(xs)))
+        # Discrete laws (measured samples): the survival of the order statistic is a step function, so
+        # E[Y] = integral of S_Y is an exact finite sum over the support points (quadrature would have
+        # to find every step). S_Y is constant between support points: it is read at the midpoints, where
+        # rounding (a shifted law's x - shift) cannot put it on the wrong step.
+        return float(xs[0] + np.sum(count_tail(groups, k, _midpoints(xs)) * np.diff(xs)))
     lo, hi, pts = integration_range([law for law, _ in groups])
-    return expected_from_cdf(lambda x: order_statistic_cdf(laws, x, k=k, n=n), lo, hi, pts)
+    survival = lambda x: count_tail(groups, k, x)  # noqa: E731
+    return lo + float(integrate_survival(survival, lo, hi, pts, resolution=_rounding(groups))[0])
+
+
+def _rounding(groups: list[tuple[Distribution, int]]) -> float:
+    """The absolute rounding of an order statistic's survival: 0 when every law has its own survival
+    function, else ``1.1e-16`` per duration (each survival is ``1 - F``)."""
+    return 0.0 if all(exact_survival(law) for law, _ in groups) else _EPS * sum(m for _, m in groups)
 
 
 def _support(law: Distribution) -> np.ndarray | None:
@@ -495,15 +444,19 @@ def expected_order_statistics(
     xs = _common_support(groups)
     if xs is not None:
         # P(X_(k) > x) = P(count done by x < k): column k - 1 of the cumulated count pmf.
-        below = np.cumsum(_count_pmf(groups, _midpoints(xs)), axis=1)[:, :total]
-        return xs[0] + (np.clip(below, 0.0, 1.0) * np.diff(xs)[:, None]).sum(axis=0)
+        return xs[0] + (count_below_all(groups, _midpoints(xs)) * np.diff(xs)[:, None]).sum(axis=0)
 
-    def survival(x: float) -> np.ndarray:
-        pmf = _count_pmf(groups, np.array([x]))[0]
-        return np.clip(np.cumsum(pmf)[:total], 0.0, 1.0)
+    def mean_survival(x: np.ndarray) -> np.ndarray:
+        return sum(m * law_tails(law, x)[1] for law, m in groups) / total
 
+    # Split where the maximum's survival falls (its tail is every order statistic's tail), where the
+    # minimum's does (the lowest of them), and where the laws' average survival does (those between).
+    ladders = [lambda x, k=k: count_tail(groups, k, x) for k in (total, 1)] + [mean_survival]
     lo, hi, pts = integration_range([law for law, _ in groups])
-    return lo + np.asarray(_integrate_survival(survival, lo, hi, pts, vector=True), dtype=float)
+    value = integrate_survival(
+        lambda x: count_below_all(groups, x), lo, hi, pts, ladders, resolution=_rounding(groups)
+    )[0]
+    return lo + np.atleast_1d(np.asarray(value, dtype=float))
 
 
 def expected_max(laws: Distribution | Sequence[Distribution], n: int | None = None) -> float:

@@ -134,13 +134,14 @@ def _reduced_system(A: sp.csr_matrix) -> tuple[sp.csc_matrix, np.ndarray]:
     return B, b
 
 
-def _finish(x: np.ndarray, tol: float) -> np.ndarray:
+def _finish(x: np.ndarray, tol: float, method: str) -> np.ndarray:
     pi = np.concatenate(([1.0], x))
     # Round-off can leave tiny negatives on states of negligible probability.
     if pi.min() < -max(1e-8, 10 * tol) * np.abs(pi).max():
+        other = "a smaller tol or method='direct'" if method == "iterative" else "method='iterative'"
         raise ConvergenceError(
-            f"steady_state: solution has a negative probability ({pi.min():.3g}); "
-            "the generator is badly conditioned, try method='direct' or a smaller tol"
+            f"steady_state(method={method!r}): solution has a negative probability ({pi.min():.3g}); "
+            f"the generator is badly conditioned (rates over many orders of magnitude), try {other}"
         )
     pi = np.clip(pi, 0.0, None)
     return pi / pi.sum()
@@ -151,7 +152,7 @@ def _direct(A: sp.csr_matrix, tol: float) -> np.ndarray:
     x = spla.spsolve(B, b)
     if not np.all(np.isfinite(x)):
         raise ConvergenceError("steady_state(method='direct'): the sparse LU solve produced NaN/inf")
-    return _finish(np.atleast_1d(x), tol)
+    return _finish(np.atleast_1d(x), tol, "direct")
 
 
 def _backward_error(B: sp.csc_matrix, x: np.ndarray, b: np.ndarray, norm_b_mat: float) -> float:
@@ -242,7 +243,7 @@ def _iterative(A: sp.csr_matrix, tol: float, rounds: int = 10) -> np.ndarray:
         if eta <= tol / 100:
             break
     if eta <= tol:
-        return _finish(best, tol)
+        return _finish(best, tol, "iterative")
     raise ConvergenceError(
         f"steady_state(method='iterative'): preconditioned BiCGSTAB/GMRES did not converge "
         f"in {rounds} rounds (backward error {eta:.3g} > tol={tol:g}); "
