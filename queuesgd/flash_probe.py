@@ -36,7 +36,7 @@ Examples
 >>> rec = probe_flash((16, 32), heads=2, head_dim=8, tokens=64, device="cpu", dtype="float32", repeats=1)
 >>> [(r["batch"], r["sequence"], r["calls"], r["step_calls"]) for r in rec["flash"]], rec["truncated"]
 ([(4, 16, 1, 1), (2, 32, 1, 1)], False)
->>> all(r["tflops"] > 0 and r["backward_seconds"] > 0 for r in rec["flash"])
+>>> all(r["tflops"] > 0 and (r["backward_seconds"] or 1) > 0 for r in rec["flash"])  # None: not measured
 True
 """
 
@@ -98,7 +98,8 @@ def probe_flash(
     dict
         ``device``, ``dtype``, ``torch``, ``date``, ``how`` and ``flash``: rows of ``batch``,
         ``heads``, ``sequence``, ``head_dim``, ``causal``, ``seconds``, ``backward_seconds``,
-        ``backward_ratio`` (``None`` where the budget left the backward untimed), ``tflops``,
+        ``backward_ratio`` (``None`` where the budget left the backward untimed, or where the step's
+        mean came out no longer than the forward's, noise at a tiny size), ``tflops``,
         ``calls`` and ``step_calls`` (the timed calls of each); ``truncated``.
 
     Examples
@@ -147,7 +148,9 @@ def probe_flash(
         truncated = step_calls < repeats
         if fwd is None:  # not one forward timed: no row
             break
-        back = None if both is None else max(both - fwd, 0.0)
+        # two separately timed means: at a tiny size a busy host can time the step no longer than the
+        # forward, and a backward of 0 s would be a number nobody measured
+        back = None if both is None or both <= fwd else both - fwd
         flops = 4.0 * b * heads * s * s * head_dim
         rows.append({
             "batch": b, "heads": heads, "sequence": s, "head_dim": head_dim, "causal": causal, "seconds": fwd,
