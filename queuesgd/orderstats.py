@@ -47,7 +47,6 @@ from queuesgd.errors import ConvergenceError, InvalidParameterError
 from queuesgd.orderstats_numerics import (
     count_below_all,
     count_tail,
-    exact_survival,
     integrate_survival,
     law_tails,
 )
@@ -367,7 +366,7 @@ def expected_order_statistic(
 def _rounding(groups: list[tuple[Distribution, int]]) -> float:
     """The absolute rounding of an order statistic's survival: 0 when every law has its own survival
     function, else ``1.1e-16`` per duration (each survival is ``1 - F``)."""
-    return 0.0 if all(exact_survival(law) for law, _ in groups) else _EPS * sum(m for _, m in groups)
+    return 0.0 if all(law.exact_sf for law, _ in groups) else _EPS * sum(m for _, m in groups)
 
 
 def _support(law: Distribution) -> np.ndarray | None:

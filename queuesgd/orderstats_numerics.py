@@ -1,7 +1,7 @@
 """The numerics under :mod:`queuesgd.orderstats`: tails of laws and counts, and the quadrature of a survival.
 
 - :func:`law_tails` -- ``(F(x), S(x))`` of one law, each side computed directly (``S`` from the
-  complementary function where the family has one, never as ``1 - F`` once ``F`` rounds to 1).
+  law's own survival function where it has one, never as ``1 - F`` once ``F`` rounds to 1).
 - :func:`count_tail` -- ``P(fewer than k done by x)`` (or ``P(at least k done)``) for independent
   groups of identical laws; :func:`count_below_all` the first for every ``k`` at once.
 - :func:`integrate_survival` -- ``integral_lo^inf S_Y(x) dx`` of one or many nonincreasing survival
@@ -33,21 +33,10 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
-from queuesgd.distributions import (
-    Deterministic,
-    Distribution,
-    Empirical,
-    Erlang,
-    Exponential,
-    Gamma,
-    HyperExponential,
-    LogNormal,
-    Normal,
-    Shifted,
-)
+from queuesgd.distributions import Distribution
 from queuesgd.errors import ConvergenceError
 
-__all__ = ["count_below_all", "count_tail", "exact_survival", "integrate_survival", "law_tails"]
+__all__ = ["count_below_all", "count_tail", "integrate_survival", "law_tails"]
 
 #: The relative error asked of every quadrature.
 RTOL = 1e-11
@@ -60,11 +49,9 @@ _MAX_ROUNDS = 80
 
 
 def law_tails(law: Distribution, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(F(x), S(x))`` of ``law`` at the array ``x``, each with its own relative accuracy.
-
-    Closed forms for the families with a complementary function (lognormal, normal, gamma, Erlang,
-    exponential, hyperexponential, shifted ones), exact counts for an empirical law; any other law
-    (phase-type, convolution) gives ``S = 1 - F``, exact down to ``1e-16``.
+    """``(F(x), S(x))`` of ``law`` at the array ``x``: its :meth:`~queuesgd.distributions.Distribution.cdf`
+    and :meth:`~queuesgd.distributions.Distribution.sf` (a formula of its own where ``law.exact_sf``,
+    else ``1 - F``, exact down to ``1e-16``).
 
     Examples
     --------
@@ -74,52 +61,9 @@ def law_tails(law: Distribution, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     (1.0, 1.0)
     """
     x = np.asarray(x, dtype=float)
-    if isinstance(law, Shifted):
-        return law_tails(law.base, x - float(law.shift))
-    if isinstance(law, LogNormal):
-        pos = x > 0
-        z = (np.log(np.where(pos, x, 1.0)) - float(law.mu)) / float(law.sigma)
-        return np.where(pos, special.ndtr(z), 0.0), np.where(pos, special.ndtr(-z), 1.0)
-    if isinstance(law, Normal):
-        z = (x - float(law.mean)) / float(law.std)
-        return special.ndtr(z), special.ndtr(-z)
-    if isinstance(law, (Gamma, Erlang)):
-        shape = float(law.shape) if isinstance(law, Gamma) else float(law.k)
-        y = float(law.rate) * np.maximum(x, 0.0)
-        return special.gammainc(shape, y), special.gammaincc(shape, y)
-    if isinstance(law, Exponential):
-        y = -float(law.rate) * np.maximum(x, 0.0)
-        return -np.expm1(y), np.exp(y)
-    if isinstance(law, HyperExponential):
-        y = -np.maximum(x, 0.0)[..., None] * law.rates
-        return np.sum(law.probs * -np.expm1(y), axis=-1), np.sum(law.probs * np.exp(y), axis=-1)
-    if isinstance(law, Empirical):
-        size = law.samples.size
-        done = np.searchsorted(law.samples, x, side="right")
-        return done / size, (size - done) / size
-    if isinstance(law, Deterministic):
-        done = x >= float(law.value)
-        return done.astype(float), (~done).astype(float)
     F = np.clip(np.asarray(law.cdf(x), dtype=float).reshape(x.shape), 0.0, 1.0)
-    return F, 1.0 - F
-
-
-def exact_survival(law: Distribution) -> bool:
-    """Whether :func:`law_tails` computes the survival of ``law`` directly (else as ``1 - F``, whose
-    absolute error of 1e-16 hides the tail below that).
-
-    Examples
-    --------
-    >>> from queuesgd.distributions import LogNormal, PhaseType
-    >>> exact_survival(LogNormal(0.0, 1.0)), exact_survival(PhaseType([1.0], [[-1.0]]))
-    (True, False)
-    """
-    if isinstance(law, Shifted):
-        return exact_survival(law.base)
-    return isinstance(law, _EXACT)
-
-
-_EXACT = (LogNormal, Normal, Gamma, Erlang, Exponential, HyperExponential, Empirical, Deterministic)
+    S = np.clip(np.asarray(law.sf(x), dtype=float).reshape(x.shape), 0.0, 1.0)
+    return F, S
 
 # ----------------------------------------------------------------------------- counts of durations done
 

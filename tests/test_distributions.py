@@ -436,3 +436,39 @@ def test_all_public_names_exported():
     ]:
         assert getattr(queuesgd, name) is getattr(queuesgd.distributions, name)
     assert issubclass(Exponential, Distribution)
+
+
+@pytest.mark.parametrize(
+    ("law", "x", "reference"),
+    [
+        # far in the tail, where 1 - cdf(x) rounds to 0; references in mpmath at 30 digits
+        (Exponential(1.0), 50.0, lambda mp: mp.exp(-50)),
+        (Erlang(3, 2.0), 40.0, lambda mp: mp.gammainc(3, 80, mp.inf, regularized=True)),
+        (Gamma(0.5, 1.0), 45.0, lambda mp: mp.gammainc(0.5, 45, mp.inf, regularized=True)),
+        (LogNormal(0.0, 1.0), 1e15, lambda mp: mp.erfc(mp.log(mp.mpf(10) ** 15) / mp.sqrt(2)) / 2),
+        (Normal(1.0, 0.1), 3.0, lambda mp: mp.erfc(20 / mp.sqrt(2)) / 2),
+        (HyperExponential([0.25, 0.75], [1.0, 4.0]), 40.0, lambda mp: mp.exp(-40) / 4 + 3 * mp.exp(-160) / 4),
+        (Empirical([1.0, 2.0, 3.0, 3.0]), 2.5, lambda mp: mp.mpf(1) / 2),
+        (Deterministic(2.0), 1.999, lambda mp: mp.mpf(1)),
+    ],
+    ids=["exp", "erlang", "gamma", "lognormal", "normal", "hyperexp", "empirical", "deterministic"],
+)
+def test_sf_is_exact_in_the_tail(law, x, reference):
+    import mpmath as mp
+
+    mp.mp.dps = 30
+    want = float(reference(mp))
+    assert law.exact_sf and law.sf(x) == pytest.approx(want, rel=1e-12)
+    body = np.linspace(0.0, 2.0 * law.mean, 9)
+    np.testing.assert_allclose(law.cdf(body) + law.sf(body), 1.0, rtol=0, atol=1e-14)  # each to its own 1e-15
+
+
+def test_sf_of_laws_without_a_formula_is_one_minus_cdf():
+    ph = fit_phase_type(1.0, 0.5)
+    x = np.array([0.1, 1.0, 5.0])
+    assert not ph.exact_sf
+    np.testing.assert_array_equal(ph.sf(x), 1.0 - ph.cdf(x))
+    from queuesgd.distributions import Shifted
+
+    assert Shifted(LogNormal(0.0, 1.0), 0.5).exact_sf and not Shifted(ph, 0.5).exact_sf
+    assert Shifted(Exponential(1.0), 1.0).sf(51.0) == pytest.approx(math.exp(-50.0), rel=1e-14)

@@ -2,7 +2,8 @@
 
 Every law is a subclass of :class:`Distribution` and offers ``mean``,
 ``variance``, ``scv`` (squared coefficient of variation), ``sample(rng, size)``,
-``cdf(x)`` (vectorized) and ``scaled(factor)`` (the law of ``factor * X``, used
+``cdf(x)`` and ``sf(x)`` (vectorized; ``sf`` by a formula of its own where
+``exact_sf``) and ``scaled(factor)`` (the law of ``factor * X``, used
 for per-worker speed factors). Times are in seconds; where a parameter is a
 mean or a fixed duration, a unit string such as ``"2ms"`` is accepted too.
 

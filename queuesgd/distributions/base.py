@@ -6,7 +6,7 @@ import abc
 import math
 import numbers
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -30,6 +30,9 @@ class Distribution(abc.ABC):
     """
 
     __slots__ = ()
+
+    #: Whether :meth:`sf` has a formula of its own (else ``1 - cdf``, exact only to 1e-16 absolute).
+    _exact_sf: ClassVar[bool] = False
 
     # -- parameters, identity
     @abc.abstractmethod
@@ -203,15 +206,45 @@ class Distribution(abc.ABC):
         >>> Deterministic(1.0).cdf([0.5, 1.0, 2.0])
         array([0., 1., 1.])
         """
-        self.check_numeric("cdf()")
+        out = np.asarray(self._cdf(self._points(x, "cdf()")), dtype=float)
+        return float(out) if out.ndim == 0 else out
+
+    def sf(self, x: ArrayLike) -> Any:
+        """Survival function P(X > x), vectorized over ``x``.
+
+        Where :attr:`exact_sf` holds it has a formula of its own, accurate far in the tail where
+        ``1 - cdf(x)`` rounds to 0 (a lognormal's, a gamma's); otherwise it is ``1 - cdf(x)``.
+
+        Examples
+        --------
+        >>> from queuesgd.distributions import Exponential, LogNormal
+        >>> float(Exponential(1.0).sf(50.0)) == float(np.exp(-50.0)), float(1.0 - Exponential(1.0).cdf(50.0))
+        (True, 0.0)
+        >>> LogNormal(0.0, 1.0).exact_sf
+        True
+        """
+        out = np.asarray(self._sf(self._points(x, "sf()")), dtype=float)
+        return float(out) if out.ndim == 0 else out
+
+    @property
+    def exact_sf(self) -> bool:
+        """Whether :meth:`sf` is computed by its own formula (else as ``1 - cdf``)."""
+        return self._exact_sf
+
+    def _points(self, x: ArrayLike, what: str) -> np.ndarray:
+        """``x`` as a NaN-free float array, for :meth:`cdf` and :meth:`sf` (a symbolic law refused)."""
+        self.check_numeric(what)
         try:
             arr = np.asarray(x, dtype=float)
         except (TypeError, ValueError):
             raise InvalidParameterError("x", x, "a number or an array of numbers") from None
         if np.any(np.isnan(arr)):
             raise InvalidParameterError("x", x, "numbers (not NaN)")
-        out = np.asarray(self._cdf(arr), dtype=float)
-        return float(out) if out.ndim == 0 else out
+        return arr
+
+    def _sf(self, x: np.ndarray) -> np.ndarray:
+        """Survival at the (NaN-free) array ``x``: ``1 - cdf`` unless a law has a formula of its own."""
+        return 1.0 - np.asarray(self._cdf(x), dtype=float)
 
     @abc.abstractmethod
     def _cdf(self, x: np.ndarray) -> np.ndarray:

@@ -65,6 +65,11 @@ class Deterministic(Distribution):
     def _cdf(self, x):
         return (x >= float(self._value)).astype(float)
 
+    _exact_sf = True
+
+    def _sf(self, x):
+        return (x < float(self._value)).astype(float)
+
     def _scaled(self, factor):
         return Deterministic(self._value * factor)
 
@@ -115,6 +120,11 @@ class Normal(Distribution):
 
     def _cdf(self, x):
         return special.ndtr((x - self._mean) / self._std)
+
+    _exact_sf = True
+
+    def _sf(self, x):
+        return special.ndtr((self._mean - x) / self._std)
 
     def _scaled(self, factor):
         return Normal(self._mean * factor, self._std * factor)
@@ -186,6 +196,13 @@ class LogNormal(Distribution):
         pos = x > 0
         z = (np.log(np.where(pos, x, 1.0)) - self._mu) / self._sigma
         return np.where(pos, special.ndtr(z), 0.0)
+
+    _exact_sf = True
+
+    def _sf(self, x):
+        pos = x > 0
+        z = (np.log(np.where(pos, x, 1.0)) - self._mu) / self._sigma
+        return np.where(pos, special.ndtr(-z), 1.0)
 
     def _scaled(self, factor):
         return LogNormal(self._mu + math.log(factor), self._sigma)
@@ -263,6 +280,11 @@ class Gamma(Distribution):
     def _cdf(self, x):
         return special.gammainc(self._shape, self._rate * np.maximum(x, 0.0))
 
+    _exact_sf = True
+
+    def _sf(self, x):
+        return special.gammaincc(self._shape, self._rate * np.maximum(x, 0.0))
+
     def _scaled(self, factor):
         return Gamma(self._shape, self._rate / factor)
 
@@ -315,6 +337,12 @@ class Empirical(Distribution):
 
     def _cdf(self, x):
         return np.searchsorted(self._samples, x, side="right") / self._samples.size
+
+    _exact_sf = True
+
+    def _sf(self, x):
+        size = self._samples.size
+        return (size - np.searchsorted(self._samples, x, side="right")) / size
 
     def _scaled(self, factor):
         return Empirical(self._samples * factor)

@@ -143,6 +143,11 @@ class Exponential(Distribution):
     def _cdf(self, x):
         return -np.expm1(-float(self._rate) * np.maximum(x, 0.0))
 
+    _exact_sf = True
+
+    def _sf(self, x):
+        return np.exp(-float(self._rate) * np.maximum(x, 0.0))
+
     def _scaled(self, factor):
         return Exponential(self._rate / factor)
 
@@ -219,6 +224,11 @@ class Erlang(Distribution):
     def _cdf(self, x):
         return special.gammainc(self._k, float(self._rate) * np.maximum(x, 0.0))
 
+    _exact_sf = True
+
+    def _sf(self, x):
+        return special.gammaincc(self._k, float(self._rate) * np.maximum(x, 0.0))
+
     def _scaled(self, factor):
         return Erlang(self._k, self._rate / factor)
 
@@ -282,7 +292,13 @@ class HyperExponential(Distribution):
 
     def _cdf(self, x):
         xx = np.maximum(x, 0.0)[..., None]
-        return 1.0 - np.sum(self._probs * np.exp(-self._rates * xx), axis=-1)
+        return np.sum(self._probs * -np.expm1(-self._rates * xx), axis=-1)
+
+    _exact_sf = True
+
+    def _sf(self, x):
+        xx = np.maximum(x, 0.0)[..., None]
+        return np.sum(self._probs * np.exp(-self._rates * xx), axis=-1)
 
     def _scaled(self, factor):
         return HyperExponential(self._probs, self._rates / factor)

@@ -88,6 +88,14 @@ class Shifted(Distribution):
     def _cdf(self, x):
         return self._base._cdf(x - self._shift)
 
+    def _sf(self, x):
+        return self._base._sf(x - self._shift)
+
+    @property
+    def exact_sf(self) -> bool:
+        """Whether the shifted law's :meth:`sf` has a formula of its own."""
+        return self._base.exact_sf
+
     def _scaled(self, factor):
         return Shifted(self._base.scaled(factor), self._shift * factor)
 
