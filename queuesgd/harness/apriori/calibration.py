@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from queuesgd import _checks
+from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.provenance import stamp
 from queuesgd.harness.records_json import load_fields, save_fields
@@ -85,6 +85,17 @@ class Calibration:
     incast: Mapping[str, Any] | None = None
     device: str = "cpu"
     samples: Sequence[Sequence[float]] = ()
+
+    def fit_text(self) -> str:
+        """The fit in words: ``alpha ..., B ...`` (``B unbounded`` where the fitted slope was zero).
+
+        Examples
+        --------
+        >>> Calibration("p2p", 2, None, 1e-4, math.inf, 1.0, "none", "then").fit_text()
+        'alpha 100 us, B unbounded'
+        """
+        bw = "unbounded" if math.isinf(self.bandwidth) else units.format_bandwidth(self.bandwidth)
+        return f"alpha {units.format_seconds(self.alpha)}, B {bw}"
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the calibration as JSON (an infinite bandwidth as null)."""
@@ -171,7 +182,6 @@ def calibrate_network(
     -------
     Calibration
     """
-    from queuesgd import units
     from queuesgd.harness import calibrate
 
     kind = _checks.choice("kind", kind, ("allreduce", "p2p"))

@@ -367,9 +367,7 @@ class Campaign:
             cal.save(root / "calibrations" / f"{name}{tag}.json")
             out[key] = cal
             say(
-                f"calibrated {kind} n={n} at {where} beside {busy} busy: "
-                f"alpha {units.format_seconds(cal.alpha)}, B {units.format_bandwidth(cal.bandwidth)}, "
-                f"r2 {cal.r2:.4f}"
+                f"calibrated {kind} n={n} at {where} beside {busy} busy: {cal.fit_text()}, r2 {cal.r2:.4f}"
             )
         return out
 

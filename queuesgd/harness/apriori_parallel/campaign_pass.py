@@ -178,11 +178,9 @@ def parallel_pass(
             say,
         )  # fmt: skip
         cals[key].save(root / cal_file(c))
-        bw = cals[key].bandwidth
         say(
             f"calibrated {kind}{'' if model is None else f' (busy {work * 1e3:.3f} ms, {model})'} n={ranks} "
-            f"at {_where(rate)}: alpha {units.format_seconds(cals[key].alpha)}, "
-            f"B {units.format_bandwidth(bw) if bw < float('inf') else 'unbounded'}"
+            f"at {_where(rate)}: {cals[key].fit_text()}"
         )
 
     # 3. the pipeline probes: the link's fused exchanges, and the runtime's work per pass
