@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import gzip
 import json
-import time
 
 import pytest
-from trace_recording import mlp, record, torch_fixture  # noqa: F401 (the fixture `torch`)
+from trace_recording import mlp, record, slow_net, torch_fixture  # noqa: F401 (the fixture `torch`)
 
 import queuesgd as q
 from queuesgd.errors import InvalidParameterError
@@ -52,37 +51,8 @@ def test_same_layers_as_the_hook_profiler(torch, tmp_path):
 
 
 def test_times_by_construction(torch, tmp_path):
-    class SlowBackward(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x.clone()
-
-        @staticmethod
-        def backward(ctx, grad):
-            time.sleep(SLEEP_BACKWARD)
-            return grad
-
-    class SlowForward(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            time.sleep(SLEEP_FORWARD)
-            return x.clone()
-
-        @staticmethod
-        def backward(ctx, grad):
-            return grad
-
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.a = torch.nn.Linear(8, 16)
-            self.b = torch.nn.Linear(16, 4)
-
-        def forward(self, x):
-            return self.b(SlowBackward.apply(SlowForward.apply(self.a(x))))
-
-    torch.manual_seed(0)
-    w = q.read_trace(record(torch, Net(), torch.randn(4, 8), tmp_path / "slow.json"), batch_size=4)
+    net = slow_net(torch, backward=SLEEP_BACKWARD, forward=SLEEP_FORWARD)
+    w = q.read_trace(record(torch, net, torch.randn(4, 8), tmp_path / "slow.json"), batch_size=4)
     assert sorted(x.gradient_bytes for x in w.layers[2:]) == sorted(FIRST)
     # The first of layer a's gradients waits for the sleeping backward node.
     gap = w.layers[2].backward_time

@@ -9,10 +9,9 @@ the same accumulation, and sleeps of a set length in the backward pass.
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from trace_recording import mlp, record, torch_fixture  # noqa: F401 (the fixture `torch`)
+from trace_recording import mlp, record, slow_net, torch_fixture  # noqa: F401 (the fixture `torch`)
 
 import queuesgd as q
 from queuesgd.errors import InvalidParameterError
@@ -64,29 +63,9 @@ def test_repeated_shapes_in_one_pass_are_not_accumulation(torch, tmp_path):
 
 def test_accumulation_ready_times_are_the_last_micro_steps(torch, tmp_path):
     """Each backward pass sleeps; the layers' gaps span one pass, compute both (and their forwards)."""
-
-    class SlowBackward(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x.clone()
-
-        @staticmethod
-        def backward(ctx, grad):
-            time.sleep(SLEEP_BACKWARD)
-            return grad
-
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.a = torch.nn.Linear(8, 16)
-            self.b = torch.nn.Linear(16, 4)
-
-        def forward(self, x):
-            return self.b(SlowBackward.apply(self.a(x)))
-
-    torch.manual_seed(0)
+    net = slow_net(torch, backward=SLEEP_BACKWARD)
     w = q.read_trace(
-        record(torch, Net(), torch.randn(4, 8), tmp_path / "slow.json", accumulation=2), batch_size=2
+        record(torch, net, torch.randn(4, 8), tmp_path / "slow.json", accumulation=2), batch_size=2
     )
     assert w.batch_size == 4 and len(w.layers) == 4
     gaps = sum(x.backward_time for x in w.layers)

@@ -2,12 +2,13 @@
 
 tests/test_profiler_trace.py and tests/test_trace_input_checks.py record the traces they read with
 :func:`record` (plain steps, gradient accumulation, several optimizer steps per ``ProfilerStep``, no
-backward) of :func:`mlp` models; the ``torch`` fixture (import
-:func:`torch_fixture`) skips without torch and runs on one thread.
+backward) of :func:`mlp` models and of :func:`slow_net` (passes of known length); the ``torch`` fixture
+(import :func:`torch_fixture`) skips without torch and runs on one thread.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -72,3 +73,42 @@ def mlp(torch: Any, *sizes: int) -> Any:
     for a, b in zip(sizes, sizes[1:], strict=False):
         layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
     return torch.nn.Sequential(*layers[:-1])
+
+
+def slow_net(torch: Any, *, backward: float, forward: float = 0.0) -> Any:
+    """``Linear(8, 16)``, then a node whose backward sleeps ``backward`` s (and, with ``forward``, one
+    whose forward sleeps that long before it), then ``Linear(16, 4)``; seeded: the same weights each call.
+    """
+
+    class SlowBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            time.sleep(backward)
+            return grad
+
+    class SlowForward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            time.sleep(forward)
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(8, 16)
+            self.b = torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            h = self.a(x)
+            return self.b(SlowBackward.apply(SlowForward.apply(h) if forward else h))
+
+    torch.manual_seed(0)
+    return Net()
