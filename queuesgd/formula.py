@@ -182,7 +182,9 @@ class Formula:
             if not all(k in values for k in names):
                 continue
             args = np.broadcast_arrays(*(np.asarray(values[k], dtype=float) for k in names))
-            fn = sympy.lambdify([self.symbols[k] for k in names], rel, modules="numpy")
+            fn = self._lambdified.get(rel)  # evaluate's cache: optimize's searches call it per point
+            if fn is None:
+                fn = self._lambdified[rel] = sympy.lambdify([self.symbols[k] for k in names], rel, "numpy")
             ok = np.broadcast_to(np.asarray(fn(*args), dtype=bool), args[0].shape)
             if not ok.all():
                 i = np.flatnonzero(~ok)[0]

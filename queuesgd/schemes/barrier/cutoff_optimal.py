@@ -253,12 +253,12 @@ class OptimalCutoff(Scheme):
         res = sopt.minimize_scalar(
             lambda T: -rate(T), bounds=(a, b), method="bounded", options={"xatol": 1e-9 * b}
         )
-        T = float(res.x) if -res.fun >= vals[i] else float(grid[i])
+        T, best = (float(res.x), -res.fun) if -res.fun >= vals[i] else (float(grid[i]), vals[i])
         curve = dict(zip(grid.tolist(), vals.tolist()))
         # no timer at all: the grid ends at 3 E[X_(n)], and waiting for every worker can still be the
         # better (two workers behind a slow link)
         curve[math.inf] = rate(math.inf)
-        if curve[math.inf] >= max(rate(T), vals[i]):
+        if curve[math.inf] >= best:
             T = math.inf
         D, K, comp = static_moments(groups, T)
         comm, upd = round_costs(workload, cluster, K, n)
