@@ -29,6 +29,7 @@ __all__ = [
     "TimelessTrapError",
     "UnboundedNetError",
     "MissingDependencyError",
+    "AccuracyWarning",
 ]
 
 
@@ -151,6 +152,15 @@ class NotRepresentable(QueuesgdError, ValueError):
 
 class ConvergenceError(QueuesgdError, ValueError):
     """An iterative method did not converge within its iteration limit."""
+
+
+class AccuracyWarning(UserWarning):
+    """A result was computed by a method known to lose accuracy on this input.
+
+    The message names the input's property, what was measured, and the
+    method that is accurate there. Turn it into an error with
+    ``warnings.simplefilter("error", AccuracyWarning)``.
+    """
 
 
 class MissingDependencyError(QueuesgdError, ImportError):

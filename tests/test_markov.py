@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.markov import steady_state
 
-METHODS = ["auto", "direct", "iterative"]
+METHODS = ["auto", "direct", "iterative", "gth"]
 
 
 def birth_death(lam: np.ndarray, mu: np.ndarray) -> sp.csr_matrix:
@@ -48,7 +48,9 @@ def test_single_state():
     assert steady_state(np.zeros((1, 1))).tolist() == [1.0]
 
 
-@pytest.mark.parametrize(("method", "rtol", "atol"), [("direct", 1e-8, 1e-15), ("iterative", 1e-6, 1e-12)])
+@pytest.mark.parametrize(
+    ("method", "rtol", "atol"), [("direct", 1e-8, 1e-15), ("iterative", 1e-6, 1e-12), ("gth", 1e-12, 0.0)]
+)
 def test_16384_state_grid_is_product_form(method, rtol, atol):
     # Two independent M/M/1/127 queues: the joint chain (16,384 states) is the
     # product of two truncated geometrics. The dense-ones-row approach took

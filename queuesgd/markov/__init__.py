@@ -1,7 +1,8 @@
 """Markov chains: steady states (numeric and exact) and the integer compositions that index their states.
 
-- :func:`steady_state` -- sparse direct or iterative solution of a CTMC
-  generator (:mod:`queuesgd.markov.numeric`; see ``docs/markov.md``);
+- :func:`steady_state` -- sparse direct, iterative or GTH solution of a CTMC
+  generator (:mod:`queuesgd.markov.numeric`, :mod:`queuesgd.markov.gth`;
+  see ``docs/markov.md``);
 - :func:`steady_state_symbolic` -- the exact steady state of a generator with
   SymPy entries, over a polynomial ring (:mod:`queuesgd.markov.symbolic`);
 - :func:`compositions`, :func:`composition_rank` -- counting states and their
@@ -16,7 +17,17 @@ Examples
 """
 
 from queuesgd.markov.compositions import composition_count, composition_rank, composition_table, compositions
-from queuesgd.markov.numeric import AUTO_DIRECT_LIMIT, METHODS, check_irreducible, choose_method, steady_state
+from queuesgd.markov.gth import gth_solve
+from queuesgd.markov.numeric import (
+    AUTO_DIRECT_LIMIT,
+    GTH_WORK_LIMIT,
+    METHODS,
+    STIFF_SPAN,
+    check_irreducible,
+    choose_method,
+    rate_span,
+    steady_state,
+)
 from queuesgd.markov.symbolic import (
     FORMS,
     MAX_SYMBOLIC_CTMC_WORK,
@@ -31,9 +42,11 @@ from queuesgd.markov.symbolic import (
 __all__ = [
     "AUTO_DIRECT_LIMIT",
     "FORMS",
+    "GTH_WORK_LIMIT",
     "MAX_SYMBOLIC_CTMC_WORK",
     "METHODS",
     "SOLVERS",
+    "STIFF_SPAN",
     "check_irreducible",
     "check_irreducible_pattern",
     "check_symbolic_ctmc",
@@ -43,6 +56,8 @@ __all__ = [
     "composition_table",
     "compositions",
     "exact",
+    "gth_solve",
+    "rate_span",
     "steady_state",
     "steady_state_symbolic",
     "symbolic_ctmc_work",

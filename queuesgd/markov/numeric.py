@@ -14,6 +14,7 @@ dense row of ones: SuperLU fill-in made a 16,384-state solve take minutes.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -22,14 +23,33 @@ import scipy.sparse.linalg as spla
 from scipy.sparse.csgraph import connected_components
 
 from queuesgd import _checks
-from queuesgd.errors import ConvergenceError, InvalidParameterError
+from queuesgd.errors import AccuracyWarning, ConvergenceError, InvalidParameterError
+from queuesgd.markov.gth import band_ordering, gth_solve, gth_work
 
-__all__ = ["AUTO_DIRECT_LIMIT", "METHODS", "check_irreducible", "choose_method", "steady_state"]
+__all__ = [
+    "AUTO_DIRECT_LIMIT",
+    "GTH_WORK_LIMIT",
+    "METHODS",
+    "STIFF_SPAN",
+    "check_irreducible",
+    "choose_method",
+    "rate_span",
+    "steady_state",
+]
 
-METHODS = ("auto", "direct", "iterative")
+METHODS = ("auto", "direct", "iterative", "gth")
 
 #: ``method="auto"`` solves directly up to this many states, iteratively above.
 AUTO_DIRECT_LIMIT = 200_000
+
+#: A chain whose off-diagonal rates span more than this ratio is *stiff*: from a
+#: span of 1e4, LU and Krylov solutions of random chains were measured more than
+#: 1e-9 off (up to 1e-13 and 1e-11 within it; ``benchmarks/bench_gth.py``), GTH not.
+STIFF_SPAN = 1e3
+
+#: ``method="auto"`` solves a stiff chain by GTH up to this many multiply-adds
+#: (:func:`queuesgd.markov.gth.gth_work`; about 6 s on a laptop core).
+GTH_WORK_LIMIT = 4e9
 
 
 def _as_csr(Q: Any) -> sp.csr_matrix:
@@ -149,9 +169,15 @@ def _finish(x: np.ndarray, tol: float, method: str) -> np.ndarray:
 
 def _direct(A: sp.csr_matrix, tol: float) -> np.ndarray:
     B, b = _reduced_system(A)
-    x = spla.spsolve(B, b)
+    with warnings.catch_warnings():
+        # a matrix singular to working precision: SciPy warns and returns NaN, reported below
+        warnings.simplefilter("ignore", spla.MatrixRankWarning)
+        x = spla.spsolve(B, b)
     if not np.all(np.isfinite(x)):
-        raise ConvergenceError("steady_state(method='direct'): the sparse LU solve produced NaN/inf")
+        raise ConvergenceError(
+            "steady_state(method='direct'): the sparse LU solve produced NaN/inf (the reduced "
+            "system is singular to working precision); try method='gth'"
+        )
     return _finish(np.atleast_1d(x), tol, "direct")
 
 
@@ -251,10 +277,30 @@ def _iterative(A: sp.csr_matrix, tol: float, rounds: int = 10) -> np.ndarray:
     )
 
 
-def choose_method(n: int, dimension: int | None = None) -> str:
-    """The solution method ``"auto"`` stands for, given the chain's size and shape.
+def rate_span(Q: Any) -> float:
+    """Largest over smallest nonzero off-diagonal rate of a generator (1 if it has none).
 
-    Sparse LU for small chains (<= 5,000 states) and for chains whose states
+    Examples
+    --------
+    >>> rate_span([[-1e-3, 1e-3], [1e4, -1e4]])
+    10000000.0
+    """
+    return _span(_as_csr(Q))
+
+
+def _span(A: sp.csr_matrix) -> float:
+    coo = A.tocoo()
+    rates = np.abs(coo.data[coo.row != coo.col])
+    return float(rates.max() / rates.min()) if rates.size else 1.0
+
+
+def choose_method(n: int, dimension: int | None = None, *, generator: Any = None) -> str:
+    """The solution method ``"auto"`` stands for, given the chain's size, shape and rates.
+
+    A *stiff* ``generator`` (off-diagonal rates spanning more than
+    ``STIFF_SPAN``) is solved by GTH (:mod:`queuesgd.markov.gth`) while its
+    banded elimination costs at most ``GTH_WORK_LIMIT`` multiply-adds.
+    Otherwise: sparse LU for small chains (<= 5,000 states) and for chains whose states
     lie on a lattice of dimension <= 2 (up to ``AUTO_DIRECT_LIMIT`` states);
     Gauss-Seidel-preconditioned Krylov (``"iterative"``) otherwise. LU
     fill-in grows quickly with the dimension: a 53,130-state chain on a
@@ -267,7 +313,13 @@ def choose_method(n: int, dimension: int | None = None) -> str:
     --------
     >>> choose_method(1_000), choose_method(50_000, dimension=5), choose_method(50_000, dimension=2)
     ('direct', 'iterative', 'direct')
+    >>> choose_method(2, generator=[[-1e-3, 1e-3], [1e4, -1e4]])
+    'gth'
     """
+    if generator is not None:
+        A = _as_csr(generator)
+        if _span(A) > STIFF_SPAN and gth_work(n, band_ordering(A)[1]) <= GTH_WORK_LIMIT:
+            return "gth"
     if n <= 5_000:
         return "direct"
     if dimension is None or dimension <= 2:
@@ -282,15 +334,21 @@ def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndar
     ----------
     Q : array_like or scipy.sparse matrix, shape (n, n)
         Generator: off-diagonal rates >= 0, rows summing to 0.
-    method : {"auto", "direct", "iterative"}
+    method : {"auto", "direct", "iterative", "gth"}
         ``"direct"``: sparse LU (SuperLU) of the reduced system obtained by
         fixing ``pi_0 = 1`` and dropping one balance equation. ``"iterative"``:
         BiCGSTAB then restarted GMRES on the same reduced system,
         preconditioned by its lower triangle (Gauss-Seidel: no fill-in), and
-        by an incomplete LU if that does not converge. ``"auto"``: direct up to
-        ``AUTO_DIRECT_LIMIT`` (200,000) states, iterative above. Chains on
-        high-dimensional lattices (e.g. multi-class networks) fill in under
-        LU; for those ``"iterative"`` can be much faster at 10^4 states.
+        by an incomplete LU if that does not converge. ``"gth"``: banded
+        Grassmann-Taksar-Heyman elimination (:mod:`queuesgd.markov.gth`),
+        with no subtractions, so every probability has a small *relative*
+        error however stiff the chain; about ``n b^2`` work for a band of
+        half-width ``b``. ``"auto"``: :func:`choose_method` -- GTH for a
+        stiff chain (rates spanning more than ``STIFF_SPAN``) within
+        ``GTH_WORK_LIMIT``, else direct up to ``AUTO_DIRECT_LIMIT``
+        (200,000) states, iterative above. Chains on high-dimensional
+        lattices (e.g. multi-class networks) fill in under LU; for those
+        ``"iterative"`` can be much faster at 10^4 states.
     tol : float
         Iterative solvers aim at a normwise backward error of the reduced
         system, ``|Bx - b| / (|B| |x| + |b|)``, of ``tol / 100`` and accept
@@ -310,12 +368,23 @@ def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndar
     ConvergenceError
         If the iterative solvers do not converge.
 
+    Warns
+    -----
+    AccuracyWarning
+        If ``"direct"`` or ``"iterative"`` solves a stiff chain: there their
+        answers were measured wrong by far more than ``tol`` (``docs/markov.md``).
+
     Examples
     --------
     Two states, rate 1 from 0 to 1 and rate 3 back:
 
     >>> steady_state([[-1.0, 1.0], [3.0, -3.0]]).tolist()
     [0.75, 0.25]
+
+    A stiff chain (rates from 1e-8 to 1e8) goes to GTH, exact to round-off:
+
+    >>> steady_state([[-1e-8, 1e-8], [1e8, -1e8]]).tolist()
+    [1.0, 1e-16]
     """
     method = _checks.choice("method", method, METHODS)
     tol = _checks.positive("tol", tol)
@@ -326,7 +395,18 @@ def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndar
         return np.ones(1)
     check_irreducible(A)
     if method == "auto":
-        method = choose_method(n)
+        method = choose_method(n, generator=A)
+    if method == "gth":
+        return gth_solve(A)
+    span = _span(A)
+    if span > STIFF_SPAN:
+        warnings.warn(
+            f"steady_state(method={method!r}): the rates span {span:.3g} > STIFF_SPAN={STIFF_SPAN:g}; "
+            "on such chains LU and Krylov solutions were measured more than 1e-9 off (up to 0.99) "
+            "with a backward error at round-off; method='gth' is accurate there (docs/markov.md)",
+            AccuracyWarning,
+            stacklevel=2,
+        )
     if method == "direct":
         return _direct(A, tol)
     return _iterative(A, tol)

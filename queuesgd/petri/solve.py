@@ -251,11 +251,12 @@ def solve(
     Parameters
     ----------
     net : PetriNet
-    method : {"auto", "direct", "iterative"}
+    method : {"auto", "direct", "iterative", "gth"}
         Numeric solver of :func:`queuesgd.markov.steady_state`: sparse LU of
-        the reduced balance equations, or preconditioned GMRES. ``"auto"``
-        solves directly up to 200,000 markings; ``GSPNSolution.method`` says
-        what ran.
+        the reduced balance equations, preconditioned GMRES, or GTH
+        elimination (accurate on stiff chains). ``"auto"`` takes GTH for a
+        stiff chain (rates spanning more than 10^3) and otherwise solves
+        directly up to 200,000 markings; ``GSPNSolution.method`` says what ran.
     symbolic : bool
         Solve exactly in SymPy (rates or weights may be symbols).
     max_states : int
@@ -330,12 +331,13 @@ def solve(
     n = len(space) if rec is None else rec.size
     # the reachable markings lie in a lattice of dimension <= rank(incidence)
     dim = int(np.linalg.matrix_rank(net.incidence.astype(float)))
-    ran = method if method != "auto" else choose_method(n, dim)
+    G = Q if rec is None else Q[rec][:, rec]
+    ran = method if method != "auto" else choose_method(n, dim, generator=G)
     if rec is None:
-        pi = steady_state(Q, method=ran)
+        pi = steady_state(G, method=ran)
     else:
         pi = np.zeros(len(space))
-        pi[rec] = steady_state(Q[rec][:, rec], method=ran)
+        pi[rec] = steady_state(G, method=ran)
     r = np.asarray(rates, dtype=float)
     flows = pi[space.src] * r[space.transition] * space.degree * space.prob.astype(float)
     return GSPNSolution(

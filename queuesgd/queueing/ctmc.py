@@ -65,8 +65,9 @@ def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000, *, method: str = "
         The network, with numeric demands.
     max_states : int
         Refuse chains larger than this.
-    method : {"auto", "direct", "iterative"}
-        Passed to :func:`queuesgd.markov.steady_state`. Several classes make
+    method : {"auto", "direct", "iterative", "gth"}
+        Passed to :func:`queuesgd.markov.steady_state` (``"auto"``: GTH for
+        rates spanning more than 10^3, see there). Several classes make
         a high-dimensional chain whose LU factors fill in: from about 10^4
         states ``"iterative"`` is usually faster there.
 
@@ -114,7 +115,7 @@ def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000, *, method: str = "
     if method == "auto":
         # class c's customers spread over the stations it visits: a lattice of dimension visits - 1
         dimension = int(sum(max(int(np.count_nonzero(D[:, c] > 0)) - 1, 0) for c in range(D.shape[1])))
-        method = markov.choose_method(S, dimension)
+        method = markov.choose_method(S, dimension, generator=G)
     pi = markov.steady_state(G, method=method)
 
     # --- measures ---------------------------------------------------------------
