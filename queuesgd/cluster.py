@@ -22,7 +22,6 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.busbw import MIN_BANDWIDTH, CollectiveTables, bandwidth_value
 from queuesgd.errors import InvalidParameterError
-from queuesgd.units import parse_seconds
 
 __all__ = ["Cluster", "MAX_PS_SHARDS", "MAX_WORKERS", "MIN_BANDWIDTH", "RandomDelay"]
 
@@ -32,17 +31,6 @@ MAX_WORKERS = 1_000_000
 #: Most parameter-server shards accepted: each shard is three stations of the PS models.
 MAX_PS_SHARDS = 1024
 # MIN_BANDWIDTH (1 bit/s, the smallest bandwidth accepted) is queuesgd.busbw's: a table's rows share it.
-
-
-def seconds_value(field_name: str, value: Any, *, allow_zero: bool = False) -> float:
-    """A duration (a number of seconds or a unit string) ``> 0`` (``>= 0`` with ``allow_zero``).
-
-    Examples
-    --------
-    >>> seconds_value("latency", "50us")
-    5e-05
-    """
-    return _checks.positive(field_name, parse_seconds(value, field_name), allow_zero=allow_zero)
 
 
 @dataclass(frozen=True)
@@ -72,7 +60,7 @@ class RandomDelay:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "count", _checks.integer("RandomDelay.count", self.count, minimum=1))
-        object.__setattr__(self, "delay", seconds_value("RandomDelay.delay", self.delay))
+        object.__setattr__(self, "delay", _checks.duration("RandomDelay.delay", self.delay, allow_zero=False))
 
 
 _KEEP: Any = object()

@@ -41,11 +41,11 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.cluster import Cluster, RandomDelay, seconds_value
+from queuesgd.cluster import Cluster, RandomDelay
 from queuesgd.cost_curve import CostCurve, byte_sizes
 from queuesgd.distributions import Deterministic, Distribution
 from queuesgd.errors import InvalidParameterError
-from queuesgd.units import parse_bytes
+from queuesgd.units import MAX_SECONDS, parse_bytes
 
 __all__ = ["Layer", "CostCurve", "MAX_BATCH_SIZE", "PhaseTimes", "Workload", "Cluster", "RandomDelay"]
 
@@ -113,13 +113,13 @@ class Layer:
         object.__setattr__(
             self,
             "backward_time",
-            seconds_value(f"{label}.backward_time", self.backward_time, allow_zero=True),
+            _checks.duration(f"{label}.backward_time", self.backward_time),
         )
         if self.forward_time is not None:
             object.__setattr__(
                 self,
                 "forward_time",
-                seconds_value(f"{label}.forward_time", self.forward_time, allow_zero=True),
+                _checks.duration(f"{label}.forward_time", self.forward_time),
             )
 
     @property
@@ -169,7 +169,9 @@ class Workload:
         Time one worker (speed factor 1) needs for one step -- forward,
         backward and local bookkeeping on one mini-batch -- as a
         :class:`~queuesgd.distributions.Distribution` of seconds. A number or
-        a unit string (``"128ms"``) means a deterministic time.
+        a unit string (``"128ms"``) means a deterministic time. At most
+        :data:`queuesgd.units.MAX_SECONDS` (1e9 s; a distribution's mean), as
+        every duration (``update_time``, a layer's times, a ``RandomDelay``).
     gradient_bytes : float, str or None
         Bytes of gradient a worker sends per step (``"97.5MiB"`` accepted).
         ``None`` derives it from ``layers`` (the sum of their sizes).
@@ -241,7 +243,7 @@ class Workload:
                 "Workload.batch_size", self.batch_size, "an integer from 1 to 2**53 (exact in floating point)"
             )
         set_(self, "batch_size", batch)
-        set_(self, "update_time", seconds_value("Workload.update_time", self.update_time, allow_zero=True))
+        set_(self, "update_time", _checks.duration("Workload.update_time", self.update_time))
 
         layers = self.layers
         if layers is not None:
@@ -522,7 +524,9 @@ class Workload:
 def _compute(field_name: str, value: Any) -> Distribution:
     if isinstance(value, Distribution):
         mean = float(value.mean)
-        if not (math.isfinite(mean) and mean > 0):
-            raise InvalidParameterError(field_name, value, "a distribution of seconds with a finite mean > 0")
+        if not (math.isfinite(mean) and 0 < mean <= MAX_SECONDS):
+            raise InvalidParameterError(
+                field_name, value, f"a distribution of seconds with a mean > 0 and at most {MAX_SECONDS:g} s"
+            )
         return value
-    return Deterministic(seconds_value(field_name, value))
+    return Deterministic(_checks.duration(field_name, value, allow_zero=False))

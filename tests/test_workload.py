@@ -9,7 +9,8 @@ import pytest
 
 from queuesgd.distributions import Deterministic, Distribution, Exponential
 from queuesgd.errors import InvalidParameterError, UnitError
-from queuesgd.workload import Cluster, CostCurve, Layer, PhaseTimes, Workload
+from queuesgd.units import MAX_SECONDS
+from queuesgd.workload import Cluster, CostCurve, Layer, PhaseTimes, RandomDelay, Workload
 
 # ---------------------------------------------------------------- Layer
 
@@ -38,6 +39,11 @@ def test_layer_forward_time_defaults_to_unknown_and_zero_gap_is_allowed():
         ({"name": "x", "gradient_bytes": 4, "backward_time": "3 furlongs"}, "Layer('x').backward_time"),
         (
             {"name": "x", "gradient_bytes": 4, "backward_time": 0, "forward_time": -1},
+            "Layer('x').forward_time",
+        ),
+        ({"name": "x", "gradient_bytes": 4, "backward_time": 2e9}, "Layer('x').backward_time"),
+        (
+            {"name": "x", "gradient_bytes": 4, "backward_time": 0, "forward_time": "100years"},
             "Layer('x').forward_time",
         ),
     ],
@@ -462,3 +468,20 @@ def test_with_workers_and_speeds():
     with pytest.raises(InvalidParameterError) as info:
         c.with_workers(0)
     assert info.value.field == "Cluster.workers"
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: Workload(1e30, 1024), "Workload.compute"),
+        (lambda: Workload(Exponential(rate=1e-30), 1024), "Workload.compute"),
+        (lambda: Workload(0.1, 1024, update_time=2e9), "Workload.update_time"),
+        (lambda: Cluster(4, "10Gbit/s", stragglers=RandomDelay(1, 1e30)), "RandomDelay.delay"),
+    ],
+)
+def test_every_duration_is_at_most_max_seconds(build, field):
+    # one ceiling for every duration a user sets (units.MAX_SECONDS, 1e9 s), as Cluster.latency has had
+    with pytest.raises(InvalidParameterError, match=r"at most 1e\+09 s") as info:
+        build()
+    assert info.value.field == field
+    Workload(MAX_SECONDS, 1024, update_time=MAX_SECONDS)  # the ceiling itself is accepted
