@@ -36,7 +36,7 @@ Examples
 >>> rec = probe_block(shape, (1, 2), device="cpu", dtype="float32", repeats=2, warmup=1)
 >>> [r["microbatch"] for r in rec["rows"]], rec["block_parameters"] == 12 * 32**2 + 13 * 32
 ([1, 2], True)
->>> all(r["forward"] > 0 and r["step"] > r["forward"] for r in rec["rows"])
+>>> all(r[k] > 0 for r in rec["rows"] for k in ("forward", "step", "recompute_step"))
 True
 """
 
