@@ -23,6 +23,8 @@ about ``n b^2`` multiply-adds and ``n b`` numbers of storage (at most about
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
@@ -31,8 +33,8 @@ from queuesgd.errors import ConvergenceError
 
 __all__ = ["band_ordering", "gth_solve", "gth_work"]
 
-# back substitution: rescale once a value passes this, so that nothing overflows
-_RESCALE = 2.0**600
+# back substitution: the window is rescaled when a value leaves [_LOW, _HIGH]
+_LOW, _HIGH = 2.0**-500, 2.0**500
 # the window slides by at least this many states (one CSR slice per slide)
 _SLIDE = 256
 # a state's Python step, in multiply-adds of the block update (see gth_work)
@@ -136,16 +138,34 @@ def _eliminate(A: sp.csr_matrix, b: int) -> np.ndarray | None:
 
 
 def _back_substitute(cols: np.ndarray, b: int) -> np.ndarray:
-    """``x_0 = 1``, ``x_k = sum_i x_i P[i, k]``, rescaled so that nothing overflows."""
+    """``x_0 = 1``, ``x_k = sum_i x_i P[i, k]``, each value with its own power of two.
+
+    The probabilities can span beyond the floating-point range (two peaks with
+    a valley of 1e-350 between them): each ``x_i`` is stored as a double times
+    ``2^e_i``. The ``b`` values in the window share one exponent; when a new
+    value leaves ``[2^-500, 2^500]`` the window is rescaled, and the values
+    before it keep theirs. Only at the end is everything put on the largest
+    exponent, where what lies below 1e-308 of the largest flushes to 0.
+    """
     n = cols.shape[0]
     x = np.zeros(n + b)  # b leading zeros stand for the states before 0
+    e = np.zeros(n + b, dtype=np.int64)
     x[b] = 1.0
+    shared = 0  # the window's exponent
     for k in range(1, n):
-        v = float(x[k : k + b] @ cols[k])
+        v = float(x[k : k + b] @ cols[k])  # 0 where x_k is below about 1e-308 of the window's largest
         x[k + b] = v
-        if v > _RESCALE:
-            x[: k + b + 1] /= _RESCALE
-    return x[b:]
+        e[k + b] = shared
+        if not _LOW < v < _HIGH:
+            window = slice(k + 1, k + b + 1)
+            shift = math.frexp(float(x[window].max()))[1]
+            x[window] = np.ldexp(x[window], -shift)
+            shared += shift
+            e[window] = shared
+    x, e = x[b:], e[b:]
+    mantissa, exponent = np.frexp(x)
+    top = int((e + exponent).max())
+    return np.ldexp(mantissa, np.clip(e + exponent - top, -2_000, 0).astype(np.int32))
 
 
 def gth_solve(A: sp.csr_matrix) -> np.ndarray:

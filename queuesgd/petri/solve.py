@@ -42,7 +42,7 @@ class GSPNSolution:
         Steady-state probability of each tangible marking (object dtype of
         SymPy expressions when solved symbolically).
     method : str
-        What ran: ``"direct"``, ``"iterative"`` or ``"symbolic"``.
+        What ran: ``"gth"``, ``"direct"``, ``"iterative"`` or ``"symbolic"``.
     flows : ndarray (E,)
         Steady-state frequency of each edge of ``space``:
         ``pi[src] * rate * degree * prob`` (exact SymPy when symbolic).
@@ -60,7 +60,7 @@ class GSPNSolution:
     >>> _ = net.timed("serve", rate=2.0, inputs={"q": 1})
     >>> sol = net.solve()
     >>> sol.method, sol.probabilities.round(6).tolist()    # 4/7, 2/7, 1/7
-    ('direct', [0.571429, 0.285714, 0.142857])
+    ('gth', [0.571429, 0.285714, 0.142857])
     >>> round(sol.throughput("serve"), 6), round(sol.mean_tokens("q"), 6)   # 6/7, 4/7
     (0.857143, 0.571429)
     >>> round(sol.probability(lambda m: m["q"] >= 1), 6)
@@ -254,9 +254,10 @@ def solve(
     method : {"auto", "direct", "iterative", "gth"}
         Numeric solver of :func:`queuesgd.markov.steady_state`: sparse LU of
         the reduced balance equations, preconditioned GMRES, or GTH
-        elimination (accurate on stiff chains). ``"auto"`` takes GTH for a
-        stiff chain (rates spanning more than 10^3) and otherwise solves
-        directly up to 200,000 markings; ``GSPNSolution.method`` says what ran.
+        elimination (accurate entry by entry). ``"auto"``
+        (:func:`queuesgd.markov.choose_method`) takes GTH while its cost is
+        within ``GTH_WORK_LIMIT`` and otherwise solves directly up to 200,000
+        markings; ``GSPNSolution.method`` says what ran.
     symbolic : bool
         Solve exactly in SymPy (rates or weights may be symbols).
     max_states : int

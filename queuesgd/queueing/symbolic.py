@@ -165,6 +165,12 @@ def repairman_throughput(think: Any, service: Any, N: Any = None) -> Any:
     3/5
     >>> repairman_throughput(Rational(1, 2), Rational(1, 4), 3)   # r = 2: (15/19) * 4
     60/19
+
+    Floats are read as the rationals they stand for and the answer is
+    rounded once, at the end (so ``1 - p0`` does not cancel):
+
+    >>> repairman_throughput(1e9, 1e-9, 3)     # about N / (Z + D)
+    3.00000000000000e-9
     >>> Z, D = Symbol("Z", positive=True), Symbol("D", positive=True)
     >>> repairman_throughput(Z, D, 1)
     1/(D + Z)
@@ -176,11 +182,15 @@ def repairman_throughput(think: Any, service: Any, N: Any = None) -> Any:
     """
     import sympy
 
-    # Validate, then keep the caller's value: ints and Rationals stay exact.
+    from queuesgd.markov import exact
+
+    # Validate, then read floats as the rationals they stand for (0.1 -> 1/10): in 15-digit SymPy
+    # Floats, 1 - p0 cancelled (Z = 1e9, D = 1e-9, N = 3 gave 0). Ints and Rationals stay as given.
     _checks.positive("think", think, symbolic=True)
     _checks.positive("service", service, symbolic=True)
-    Z = sympy.sympify(think)
-    D = sympy.sympify(service)
+    floats = any(isinstance(v, float) or bool(sympy.sympify(v).atoms(sympy.Float)) for v in (think, service))
+    Z = exact(think, "think")
+    D = exact(service, "service")
     if N is None:
         N = sympy.Symbol("N", positive=True, integer=True)
     elif _checks.is_symbolic(N):
@@ -198,5 +208,6 @@ def repairman_throughput(think: Any, service: Any, N: Any = None) -> Any:
         # Erlang-B form with a finite sum; multiply through by N! to stay polynomial.
         terms = [sympy.factorial(N) / sympy.factorial(j) * r**j for j in range(N + 1)]
         p0 = r**N / sympy.Add(*terms)
-        return sympy.cancel((1 - p0) / D)
+        X = sympy.cancel((1 - p0) / D)
+        return sympy.Float(X, 15) if floats and not X.free_symbols else X
     return (1 - r**N * sympy.exp(-r) / sympy.uppergamma(N + 1, r)) / D

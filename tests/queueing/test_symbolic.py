@@ -92,3 +92,16 @@ def test_mva_on_symbolic_network_equals_closed_form():
 def test_bad_arguments_are_named(kwargs, field):
     with pytest.raises(InvalidParameterError, match=field):
         repairman_throughput(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("z", "d", "n"), [(1e9, 1e-9, 3), (1e9, 1e-9, 2000), (1.0, 1e-12, 5), (1e6, 1.0, 10), (0.3, 0.7, 40)]
+)
+def test_float_demands_do_not_cancel(z, d, n):
+    # Read as 15-digit SymPy Floats, 1 - p0 cancelled: (1e9, 1e-9, 3) gave 0 and (1.0, 1e-12, 5)
+    # 8.3e-8 off (the randomized audit of 2026-11-27). The reference: the finite sum in fractions
+    # of the decimal values the floats stand for.
+    got = repairman_throughput(z, d, n)
+    assert isinstance(got, sympy.Float)
+    ref = _erlang_b_sum(F(str(z)), F(str(d)), n)
+    assert abs(F(float(got)) - ref) <= 1e-14 * ref
