@@ -34,6 +34,7 @@ from queuesgd.errors import (
     TimelessTrapError,
     UnboundedNetError,
 )
+from queuesgd.petri.absorption import absorb_numeric, absorb_symbolic
 from queuesgd.petri.markings import MarkingStore, TooManyMarkings, hash_rows, unique_rows
 
 __all__ = ["LINEAR_CELLS", "PATH_STEPS", "CompiledNet", "is_net", "symbolic_one"]
@@ -395,9 +396,9 @@ class CompiledNet:
             )
         used = np.unique(j)
         if self.symbolic:
-            X, Y = _absorb_symbolic(nv, nt, src, j, p, dst, tan, used)
+            X, Y = absorb_symbolic(nv, nt, src, j, p, dst, tan, used)
         else:
-            X, Y = _absorb_numeric(nv, nt, src, j, p, dst, tan, used)
+            X, Y = absorb_numeric(nv, nt, src, j, p, dst, tan, used)
         Xr = X[vid]
         a, k = np.nonzero(Xr != 0)
         xa = Xr[a, k]
@@ -432,53 +433,6 @@ class CompiledNet:
                 f"marking(s), e.g. {self.fmt(V.rows[members[0]])}, and no tangible marking can be "
                 "reached. Give the loop an exit or make one of its transitions timed"
             )
-
-
-def _absorb_numeric(nv, nt, src, j, p, dst, tan, used):
-    """Absorption probabilities X (nv, nt) and joint firing counts Y[u] (nv, nt) by sparse LU."""
-    from scipy.sparse.linalg import splu
-
-    vv = ~tan
-    A = sp.csr_matrix((p[vv], (src[vv], dst[vv])), shape=(nv, nv))
-    B = sp.csr_matrix((p[tan], (src[tan], dst[tan])), shape=(nv, nt))
-    lu = splu((sp.identity(nv, format="csc") - A).tocsc())
-    X = lu.solve(B.toarray())
-    X[np.abs(X) < 1e-13] = 0.0  # round-off where no path exists
-    X /= X.sum(axis=1, keepdims=True)
-    Y = []
-    for u in used:
-        mu = vv & (j == u)
-        tu = tan & (j == u)
-        Au = sp.csr_matrix((p[mu], (src[mu], dst[mu])), shape=(nv, nv))
-        Bu = sp.csr_matrix((p[tu], (src[tu], dst[tu])), shape=(nv, nt))
-        Yu = lu.solve(np.asarray(Au @ X) + Bu.toarray())
-        Yu[X == 0] = 0.0
-        Y.append(Yu)
-    return X, Y
-
-
-def _absorb_symbolic(nv, nt, src, j, p, dst, tan, used):
-    """As :func:`_absorb_numeric`, exactly in SymPy (small loops only)."""
-    import sympy
-
-    def dense(mask, ncols):
-        M = sympy.zeros(nv, ncols)
-        for s, d, v in zip(src[mask], dst[mask], p[mask]):
-            M[int(s), int(d)] += v
-        return M
-
-    vv = ~tan
-    A, B = dense(vv, nv), dense(tan, nt)
-    IA = sympy.eye(nv) - A
-    Xs = IA.LUsolve(B).applyfunc(sympy.cancel)
-    X = np.array(Xs.tolist(), dtype=object).reshape(nv, nt)
-    Y = []
-    for u in used:
-        Au = dense(vv & (j == u), nv)
-        Bu = dense(tan & (j == u), nt)
-        Yu = IA.LUsolve(Au * Xs + Bu).applyfunc(sympy.cancel)
-        Y.append(np.array(Yu.tolist(), dtype=object).reshape(nv, nt))
-    return X, Y
 
 
 def symbolic_one() -> Any:
