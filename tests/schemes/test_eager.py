@@ -337,3 +337,27 @@ def test_activation_lengthens_every_round_by_hand():
     assert exp.throughput == pytest.approx(BATCH * grads / cycle_time, rel=1e-9)
     with pytest.raises(InvalidParameterError, match="activation"):
         EagerSGD(activation=-1.0)
+
+
+@pytest.mark.parametrize("mu", [1e4, 1e7, 1e9])
+def test_a_round_much_longer_than_a_step(mu):
+    # mu A from 1e2 to 1e7: the round chain's transient solution took time in proportion (33 s at
+    # mu A = 3e4 on 8 processes, no end at 1e9); the dense exponential is immediate and still equals
+    # the regenerative cycle.
+    P, K = 8, 4
+    rate, _, stale = exponential_cycle("solo", K, P, mu, ring(P))
+    p = q.predict(EagerSGD("solo", K), workload(Exponential(mu)), cluster(P), method="ctmc")
+    assert p.throughput == pytest.approx(BATCH * rate, rel=1e-9)
+    assert p.staleness == pytest.approx(stale, rel=1e-9)
+
+
+def test_a_long_round_on_a_large_chain_is_refused(monkeypatch):
+    from queuesgd.errors import StateSpaceTooLargeError
+    from queuesgd.schemes.eager import eager_chain
+
+    monkeypatch.setattr(eager_chain, "DENSE_ROUND", 0)
+    with pytest.raises(StateSpaceTooLargeError, match=r"\|G\| A = .* > 100000.*closed_form"):
+        q.predict(EagerSGD("solo", 4), workload(Exponential(1e9)), cluster(8), method="ctmc")
+    # a short round still takes the sparse exponential
+    p = q.predict(EagerSGD("solo", 4), workload(Exponential(12.0)), cluster(8), method="ctmc")
+    assert p.throughput == pytest.approx(BATCH * exponential_cycle("solo", 4, 8, 12.0, ring(8))[0], rel=1e-9)
