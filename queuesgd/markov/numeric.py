@@ -39,7 +39,7 @@ __all__ = [
 
 METHODS = ("auto", "direct", "iterative", "gth")
 
-#: ``method="auto"`` solves directly up to this many states, iteratively above.
+#: Past GTH's budget, ``method="auto"`` solves directly up to this many states, iteratively above.
 AUTO_DIRECT_LIMIT = 200_000
 
 #: LU or Krylov on a chain whose off-diagonal rates span more than this ratio
