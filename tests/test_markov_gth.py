@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from test_markov import birth_death
 
 from queuesgd import PetriNet
-from queuesgd.errors import AccuracyWarning, ConvergenceError
+from queuesgd.errors import AccuracyWarning, ConvergenceError, InvalidParameterError
 from queuesgd.markov import (
     GTH_WORK_LIMIT,
     STIFF_SPAN,
@@ -29,7 +29,7 @@ from queuesgd.markov import (
     steady_state,
     steady_state_symbolic,
 )
-from queuesgd.markov.gth import band_ordering
+from queuesgd.markov.gth import band_ordering, gth_work
 
 
 def random_stiff_chain(rng: np.random.Generator, n: int, decades: float) -> np.ndarray:
@@ -233,8 +233,15 @@ def test_probabilities_beyond_the_double_range_by_eliminating_the_other_way():
 def test_overflow_and_reducible_chains_raise():
     with pytest.raises(ConvergenceError, match="either direction.*floating-point range"):
         gth_solve(sp.csr_matrix([[-1e-300, 1e-300, 0], [1e300, -2e300, 1e300], [0, 1e-300, -1e-300]]))
-    with pytest.raises(ConvergenceError, match="reducible"):  # two absorbing states
-        gth_solve(sp.csr_matrix([[0.0, 0.0, 0.0], [1.0, -2.0, 1.0], [0.0, 0.0, 0.0]]))
+    # gth_solve reads its generator as steady_state does
+    with pytest.raises(InvalidParameterError, match="2 closed classes, absorbing states"):
+        gth_solve([[0.0, 0.0, 0.0], [1.0, -2.0, 1.0], [0.0, 0.0, 0.0]])
+    with pytest.raises(InvalidParameterError, match=r"Q\[0, 1\]: got -1.0"):
+        gth_solve([[1.0, -1.0], [1.0, -1.0]])
+    with pytest.raises(InvalidParameterError, match="^generator: got 'str'"):
+        choose_method(2, generator="Q")
+    with pytest.raises(InvalidParameterError, match="^b: got -1"):
+        gth_work(10, -1)
 
 
 def test_a_stiff_petri_net_is_solved_by_gth():

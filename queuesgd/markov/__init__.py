@@ -17,6 +17,7 @@ Examples
 """
 
 from queuesgd.markov.compositions import composition_count, composition_rank, composition_table, compositions
+from queuesgd.markov.generator import read_generator
 from queuesgd.markov.gth import gth_solve
 from queuesgd.markov.numeric import (
     AUTO_DIRECT_LIMIT,
@@ -58,6 +59,7 @@ __all__ = [
     "exact",
     "gth_solve",
     "rate_span",
+    "read_generator",
     "steady_state",
     "steady_state_symbolic",
     "symbolic_ctmc_work",

@@ -24,12 +24,15 @@ about ``n b^2`` multiply-adds and ``n b`` numbers of storage (at most about
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
+from queuesgd import _checks
 from queuesgd.errors import ConvergenceError
+from queuesgd.markov.generator import as_generator, read_generator
 
 __all__ = ["band_ordering", "gth_solve", "gth_work"]
 
@@ -41,12 +44,12 @@ _SLIDE = 256
 _STEP_WORK = 6_000
 
 
-def band_ordering(A: sp.csr_matrix) -> tuple[np.ndarray, int]:
+def band_ordering(A: Any) -> tuple[np.ndarray, int]:
     """A reverse Cuthill-McKee renumbering of the states and the half-bandwidth it leaves.
 
     Parameters
     ----------
-    A : scipy.sparse.csr_matrix, shape (n, n)
+    A : array_like or scipy.sparse matrix, shape (n, n)
         The generator (only its pattern is read).
 
     Returns
@@ -65,6 +68,7 @@ def band_ordering(A: sp.csr_matrix) -> tuple[np.ndarray, int]:
     >>> band_ordering(ring)[1]
     2
     """
+    A = as_generator(A, "A")
     pattern = (abs(A) + abs(A).T).tocsr()
     order = np.asarray(reverse_cuthill_mckee(pattern, symmetric_mode=True), dtype=np.int64)
     inv = np.empty_like(order)
@@ -87,6 +91,8 @@ def gth_work(n: int, b: int) -> float:
     >>> gth_work(1_000, 1), gth_work(10_000, 100)
     (6001000.0, 160000000.0)
     """
+    n = _checks.integer("n", n, minimum=1)
+    b = _checks.integer("b", b, minimum=0)
     return float(n) * (max(b, 1) ** 2 + _STEP_WORK)
 
 
@@ -168,14 +174,15 @@ def _back_substitute(cols: np.ndarray, b: int) -> np.ndarray:
     return np.ldexp(mantissa, np.clip(e + exponent - top, -2_000, 0).astype(np.int32))
 
 
-def gth_solve(A: sp.csr_matrix) -> np.ndarray:
+def gth_solve(Q: Any) -> np.ndarray:
     """Stationary distribution of an irreducible generator by banded GTH elimination.
 
     Parameters
     ----------
-    A : scipy.sparse.csr_matrix, shape (n, n)
-        A validated irreducible generator (:func:`queuesgd.markov.steady_state`
-        checks both); its diagonal is not read.
+    Q : array_like or scipy.sparse matrix, shape (n, n)
+        An irreducible generator, checked as by :func:`queuesgd.markov.steady_state`
+        (``InvalidParameterError`` names what is wrong); its diagonal is not
+        read beyond that check.
 
     Returns
     -------
@@ -200,6 +207,7 @@ def gth_solve(A: sp.csr_matrix) -> np.ndarray:
     >>> gth_solve(Q).tolist()
     [1.0, 1e-16]
     """
+    A = read_generator(Q)
     n = A.shape[0]
     if n == 1:
         return np.ones(1)
@@ -223,7 +231,6 @@ def gth_solve(A: sp.csr_matrix) -> np.ndarray:
             return pi
     raise ConvergenceError(
         "gth: eliminating the states in either direction, a state's rate to the states left "
-        "underflows to 0 or a rate divided by it overflows: the chain is reducible, or its rates "
-        "or stationary probabilities span beyond the floating-point range (no double-precision "
-        "method resolves it)"
+        "underflows to 0 or a rate divided by it overflows: the chain's rates or stationary "
+        "probabilities span beyond the floating-point range (no double-precision method resolves it)"
     )

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from scipy.sparse.csgraph import connected_components
 
 from queuesgd import _checks
-from queuesgd.errors import AccuracyWarning, ConvergenceError, InvalidParameterError
+from queuesgd.errors import AccuracyWarning, ConvergenceError
+from queuesgd.markov.generator import as_generator, check_irreducible, read_generator
 from queuesgd.markov.gth import band_ordering, gth_solve, gth_work
 
 __all__ = [
@@ -51,100 +51,6 @@ STIFF_SPAN = 1e6
 #: ``method="auto"`` solves a chain by GTH up to this many multiply-adds
 #: (:func:`queuesgd.markov.gth.gth_work`; about 0.8 s on a laptop core).
 GTH_WORK_LIMIT = 5e8
-
-
-def _as_csr(Q: Any) -> sp.csr_matrix:
-    if sp.issparse(Q):
-        A = sp.csr_matrix(Q, dtype=float)
-    else:
-        try:
-            arr = np.asarray(Q, dtype=float)
-        except (TypeError, ValueError):
-            raise InvalidParameterError(
-                "Q",
-                type(Q).__name__,
-                "a square generator matrix (NumPy array or scipy.sparse matrix) of numbers",
-            ) from None
-        if arr.ndim != 2:
-            raise InvalidParameterError(
-                "Q", f"an array of shape {arr.shape}", "a square 2-D generator matrix"
-            )
-        A = sp.csr_matrix(arr)
-    if A.shape[0] != A.shape[1] or A.shape[0] == 0:
-        raise InvalidParameterError(
-            "Q", f"a matrix of shape {A.shape}", "a non-empty square generator matrix"
-        )
-    A.sum_duplicates()
-    A.eliminate_zeros()
-    if not np.all(np.isfinite(A.data)):
-        raise InvalidParameterError("Q", "a matrix with NaN or infinite entries", "finite rates")
-    return A
-
-
-def _validate_generator(A: sp.csr_matrix) -> None:
-    coo = A.tocoo()
-    off = coo.row != coo.col
-    bad = off & (coo.data < 0)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise InvalidParameterError(
-            f"Q[{coo.row[i]}, {coo.col[i]}]", float(coo.data[i]), "an off-diagonal rate >= 0"
-        )
-    rowsum = np.asarray(A.sum(axis=1)).ravel()
-    scale = np.maximum(np.abs(A.diagonal()), np.bincount(coo.row[off], coo.data[off], minlength=A.shape[0]))
-    tol = 1e-9 * np.maximum(scale, np.finfo(float).tiny)
-    bad_rows = np.flatnonzero(np.abs(rowsum) > tol)
-    if bad_rows.size:
-        i = int(bad_rows[0])
-        raise InvalidParameterError(
-            f"Q row {i}",
-            f"sum {rowsum[i]:.6g}",
-            "rows that sum to 0 (diagonal = minus the total outflow rate)",
-        )
-
-
-def _closed_classes(A: sp.csr_matrix) -> tuple[int, np.ndarray]:
-    """Number of strongly connected components and a label per state."""
-    return connected_components(A, directed=True, connection="strong")
-
-
-def check_irreducible(A: sp.csr_matrix) -> None:
-    """Raise :class:`~queuesgd.errors.InvalidParameterError` unless the chain of ``A`` is irreducible.
-
-    Only the pattern of positive off-diagonal entries matters. The message
-    counts the closed classes and names the absorbing and transient states.
-
-    Examples
-    --------
-    >>> import scipy.sparse as sp
-    >>> check_irreducible(sp.csr_matrix([[-1.0, 1.0], [2.0, -2.0]]))      # fine: returns None
-    >>> check_irreducible(sp.csr_matrix([[-1.0, 1.0], [0.0, 0.0]]))  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    queuesgd.errors.InvalidParameterError: Q: got 'a reducible chain with 1 closed class, absorbing states ...
-    """
-    n_comp, labels = _closed_classes(A)
-    if n_comp == 1:
-        return
-    coo = A.tocoo()
-    leaving = (coo.row != coo.col) & (labels[coo.row] != labels[coo.col]) & (coo.data > 0)
-    open_comp = np.zeros(n_comp, dtype=bool)
-    open_comp[labels[coo.row[leaving]]] = True
-    closed = np.flatnonzero(~open_comp)
-    sizes = np.bincount(labels, minlength=n_comp)
-    absorbing = np.flatnonzero(np.isin(labels, closed[sizes[closed] == 1]))
-    transient = int(np.count_nonzero(open_comp[labels]))
-    parts = [f"{len(closed)} closed classes" if len(closed) != 1 else "1 closed class"]
-    if absorbing.size:
-        shown = ", ".join(str(s) for s in absorbing[:10]) + (", ..." if absorbing.size > 10 else "")
-        parts.append(f"absorbing states [{shown}]")
-    if transient:
-        parts.append(f"{transient} transient state" + ("s" if transient > 1 else ""))
-    raise InvalidParameterError(
-        "Q",
-        "a reducible chain with " + ", ".join(parts),
-        "an irreducible generator (every state reachable from every other)",
-    )
 
 
 def _reduced_system(A: sp.csr_matrix) -> tuple[sp.csc_matrix, np.ndarray]:
@@ -286,7 +192,7 @@ def rate_span(Q: Any) -> float:
     >>> rate_span([[-1e-3, 1e-3], [1e4, -1e4]])
     10000000.0
     """
-    return _span(_as_csr(Q))
+    return _span(as_generator(Q))
 
 
 def _span(A: sp.csr_matrix) -> float:
@@ -321,7 +227,7 @@ def choose_method(n: int, dimension: int | None = None, *, generator: Any = None
     'gth'
     """
     if generator is not None:
-        A = _as_csr(generator)
+        A = as_generator(generator, "generator")
         if gth_work(A.shape[0], band_ordering(A)[1]) <= GTH_WORK_LIMIT:
             return "gth"
     if n <= 5_000:
@@ -394,12 +300,10 @@ def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndar
     """
     method = _checks.choice("method", method, METHODS)
     tol = _checks.positive("tol", tol)
-    A = _as_csr(Q)
-    _validate_generator(A)
+    A = read_generator(Q)
     n = A.shape[0]
     if n == 1:
         return np.ones(1)
-    check_irreducible(A)
     if method == "auto":
         method = choose_method(n, generator=A)
     if method == "gth":

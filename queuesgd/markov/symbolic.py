@@ -49,7 +49,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
-from queuesgd.markov.numeric import check_irreducible
+from queuesgd.markov.generator import check_irreducible
 
 __all__ = [
     "FORMS",
