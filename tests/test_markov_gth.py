@@ -260,3 +260,26 @@ def test_a_stiff_petri_net_is_solved_by_gth():
         w.append(w[-1] * (3 - k) * mp.mpf(f) / mp.mpf(r))
     busy = float(mp.fsum(w[1:]) / mp.fsum(w))
     assert sol.throughput("repair") == pytest.approx(float(r) * busy, rel=1e-13)
+
+
+def test_a_valley_below_the_double_range_with_a_band_of_two():
+    # Metropolis rates min(1, w_j / w_i) on the moves i <-> i + 1 and i <-> i + 2 make pi proportional to
+    # w exactly (detailed balance). w_i = 2^-(distance to the nearer end): two peaks of about 1/4 and a
+    # valley of 2^-1200 (1e-361) between them, so the window of the back substitution must be rescaled
+    # (the band is 2: the path shortcut does not apply).
+    n = 2401
+    depth = np.minimum(np.arange(n), n - 1 - np.arange(n))
+    rows, cols, vals = [], [], []
+    for step in (1, 2):
+        i = np.arange(n - step)
+        for a, b in ((i, i + step), (i + step, i)):
+            rows.append(a), cols.append(b), vals.append(np.minimum(1.0, np.exp2(depth[a] - depth[b])))
+    G = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n))
+    G = (G - sp.diags(np.asarray(G.sum(axis=1)).ravel())).tocsr()
+    assert band_ordering(G)[1] == 2
+    total = sum(Fraction(1, 2 ** int(d)) for d in depth)
+    x = gth_solve(G)
+    for i in (0, 1, 300, n - 2, n - 1):
+        ref = Fraction(1, 2 ** int(depth[i])) / total
+        assert abs(Fraction(float(x[i])) - ref) <= 1e-12 * ref
+    assert x[n // 2] == 0.0  # 1e-361: below the double range

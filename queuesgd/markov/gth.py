@@ -111,6 +111,14 @@ def _eliminate(A: sp.csr_matrix, b: int) -> np.ndarray | None:
     that rate is 0 in floating point.
     """
     n = A.shape[0]
+    if b == 1:
+        # a path: eliminating k + 1 changes only k's self-loop, so P[k - 1, k] / P[k, k - 1] as given
+        up, down = A.diagonal(1), A.diagonal(-1)
+        if not np.all(down > 0):
+            return None
+        cols = np.zeros((n, 1))
+        cols[1:, 0] = up / down
+        return cols
     m = b + max(b + 1, _SLIDE)  # window: states lo .. lo + m - 1; each slide eliminates m - b
     cols = np.zeros((n, b))
     hi = n  # one past the window's last state
@@ -154,6 +162,8 @@ def _back_substitute(cols: np.ndarray, b: int) -> np.ndarray:
     exponent, where what lies below 1e-308 of the largest flushes to 0.
     """
     n = cols.shape[0]
+    if b == 1:
+        return _products(cols[:, 0])
     x = np.zeros(n + b)  # b leading zeros stand for the states before 0
     e = np.zeros(n + b, dtype=np.int64)
     x[b] = 1.0
@@ -172,6 +182,29 @@ def _back_substitute(cols: np.ndarray, b: int) -> np.ndarray:
     mantissa, exponent = np.frexp(x)
     top = int((e + exponent).max())
     return np.ldexp(mantissa, np.clip(e + exponent - top, -2_000, 0).astype(np.int32))
+
+
+def _products(ratios: np.ndarray) -> np.ndarray:
+    """``x_0 = 1``, ``x_k = x_(k-1) ratios[k]`` (a path), as mantissas and powers of two, then scaled.
+
+    The mantissas (in ``[1/2, 1)``) are multiplied in chunks of 512, so no
+    partial product underflows; the exponents add up exactly.
+    """
+    n = ratios.size
+    mant, expo = np.frexp(ratios[1:])
+    M = np.ones(n)
+    E = np.zeros(n, dtype=np.int64)
+    carry_m, carry_e = 1.0, 0
+    for start in range(0, n - 1, 512):
+        stop = min(start + 512, n - 1)
+        cm = np.cumprod(np.concatenate(([carry_m], mant[start:stop])))[1:]
+        ce = carry_e + np.cumsum(expo[start:stop])
+        M[start + 1 : stop + 1], E[start + 1 : stop + 1] = cm, ce
+        carry_m, shift = math.frexp(float(cm[-1]))
+        carry_e = int(ce[-1]) + shift
+    mantissa, exponent = np.frexp(M)
+    total = E + exponent
+    return np.ldexp(mantissa, np.clip(total - total.max(), -2_000, 0).astype(np.int32))
 
 
 def gth_solve(Q: Any) -> np.ndarray:
