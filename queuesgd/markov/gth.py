@@ -42,6 +42,8 @@ _LOW, _HIGH = 2.0**-500, 2.0**500
 _SLIDE = 256
 # a state's Python step, in multiply-adds of the block update (see gth_work)
 _STEP_WORK = 6_000
+# a state of a path (band 1), eliminated in vectorized steps
+_PATH_WORK = 300
 
 
 def band_ordering(A: Any) -> tuple[np.ndarray, int]:
@@ -84,16 +86,19 @@ def gth_work(n: int, b: int) -> float:
     ``n (b^2 + 6000)``: each state's elimination updates a ``b x b`` block,
     and its Python step costs about as much as 6,000 multiply-adds (about
     9 us on a laptop core, where ``b^2`` multiply-adds run at about
-    0.65e9 per second).
+    0.65e9 per second). A path (``b <= 1``) is eliminated in vectorized
+    steps: ``300 n`` (about 0.45 us per state).
 
     Examples
     --------
     >>> gth_work(1_000, 1), gth_work(10_000, 100)
-    (6001000.0, 160000000.0)
+    (300000.0, 160000000.0)
     """
     n = _checks.integer("n", n, minimum=1)
     b = _checks.integer("b", b, minimum=0)
-    return float(n) * (max(b, 1) ** 2 + _STEP_WORK)
+    if b <= 1:
+        return float(n) * _PATH_WORK
+    return float(n) * (b**2 + _STEP_WORK)
 
 
 def _window(A: sp.csr_matrix, lo: int, hi: int) -> np.ndarray:
