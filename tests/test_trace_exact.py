@@ -14,6 +14,7 @@ import random
 
 from queuesgd.catalog import load_trace, load_workload, save_workload
 from queuesgd.catalog_trace import microseconds
+from queuesgd.units import MAX_SECONDS
 from queuesgd.workload import Layer, Workload
 
 #: The ViT's layer 24 backward time that the campaign had in memory (the one of its two readings that
@@ -42,7 +43,9 @@ def test_the_lost_value_round_trips_bit_exactly(tmp_path):
 def test_every_time_round_trips_bit_exactly(tmp_path):
     rng = random.Random(22)
     times = [(10 ** rng.uniform(-9, 2), 10 ** rng.uniform(-9, 2)) for _ in range(3000)]
-    times += [(0.0, 0.0), (5e-324, math.ulp(1.0)), (1e300, 123.456)]
+    # the extremes a layer time may take: the smallest double, and the largest duration (units.MAX_SECONDS)
+    times += [(0.0, 0.0), (5e-324, math.ulp(1.0)), (MAX_SECONDS, 123.456)]
+    times += [(math.nextafter(MAX_SECONDS, 0), 1.0)]
     assert sum(b * 1e6 / 1e6 != b for b, _ in times) > 50  # the old reading loses some of them
     back = _save_and_load(tmp_path, times)
     assert [(x.backward_time, x.forward_time) for x in back.layers] == times
