@@ -133,7 +133,10 @@ def _eliminate(A: np.ndarray, exits: np.ndarray) -> Any:
     return solve
 
 
-def _absorb_lu(nv, nt, src, j, p, dst, tan, used):  # noqa: ANN001, ANN202 - absorb_numeric's arguments
+def _absorb_lu(
+    nv: int, nt: int, src: np.ndarray, j: np.ndarray, p: np.ndarray, dst: np.ndarray, tan: np.ndarray,
+    used: np.ndarray,
+) -> tuple[np.ndarray, list[np.ndarray]]:  # fmt: skip
     """Sparse LU of ``I - A`` for loops past ``DENSE_LOOP`` markings; warns."""
     from scipy.sparse.linalg import splu
 
