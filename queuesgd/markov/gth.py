@@ -16,9 +16,11 @@ wrong (``docs/markov.md``).
 The elimination runs on a band: the states are renumbered by reverse
 Cuthill-McKee, so that every rate joins states at most ``b`` apart, and
 eliminating the states from the last to the first fills only inside that
-band. A dense window of ``b + max(b + 1, 256)`` states slides down the band; the cost is
-about ``n b^2`` multiply-adds and ``n b`` numbers of storage (at most about
-200 MB within ``steady_state``'s ``GTH_WORK_LIMIT``).
+band. A dense window of ``b + max(b + 1, 256)`` states slides down the
+band; the cost is about ``n b^2`` multiply-adds and ``n b`` numbers of
+storage (at most about 26 MB within ``steady_state``'s ``GTH_WORK_LIMIT``).
+A path (``b = 1``, a birth-death chain) needs no update: its ratios are
+taken at once.
 """
 
 from __future__ import annotations
