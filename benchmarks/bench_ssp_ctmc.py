@@ -38,15 +38,15 @@ ERL = Workload(Erlang(3, rate=15.0), 3e5, batch_size=32)
 
 def timed(workload: Workload, n: int, *, lu: bool = False) -> tuple[float, float]:
     """Seconds of ``predict(..., "ctmc")`` and its throughput; ``lu``: the chain by sparse LU."""
-    solved = ssp_chain.markov.steady_state
+    auto, solved = ssp_chain.markov.solve_auto, ssp_chain.markov.steady_state
     if lu:
-        ssp_chain.markov.steady_state = lambda Q, **kw: solved(Q, method="direct")
+        ssp_chain.markov.solve_auto = lambda Q, dimension=None: (solved(Q, method="direct"), "direct")
     try:
         t0 = time.perf_counter()
         p = predict(StaleSynchronous(2), workload, Cluster(n, "20GB/s"), "ctmc")
         return time.perf_counter() - t0, p.throughput
     finally:
-        ssp_chain.markov.steady_state = solved
+        ssp_chain.markov.solve_auto = auto
 
 
 def main() -> int:

@@ -283,3 +283,22 @@ def test_a_valley_below_the_double_range_with_a_band_of_two():
         ref = Fraction(1, 2 ** int(depth[i])) / total
         assert abs(Fraction(float(x[i])) - ref) <= 1e-12 * ref
     assert x[n // 2] == 0.0  # 1e-361: below the double range
+
+
+def test_auto_falls_back_to_gth_where_lu_raises(monkeypatch):
+    from queuesgd.markov import numeric, solve_auto
+
+    rng = np.random.default_rng(22)
+    Q = random_stiff_chain(rng, int(rng.integers(3, 10)), 14)  # 8 states, rates over 14 decades
+    with pytest.raises(ConvergenceError, match="negative probability"), pytest.warns(AccuracyWarning):
+        steady_state(Q, method="direct")
+    monkeypatch.setattr(numeric, "GTH_WORK_LIMIT", 1.0)  # as if the chain were past GTH's budget
+    assert choose_method(8, generator=Q) == "direct"
+    with pytest.warns(AccuracyWarning):
+        pi, ran = solve_auto(Q)
+    assert ran == "gth"
+    assert max_relative_error(pi, exact_pi(Q)) < 1e-13
+    monkeypatch.setattr(numeric, "GTH_FALLBACK_LIMIT", 1.0)
+    with pytest.raises(ConvergenceError, match=r"GTH, which would not fail, costs .* > GTH_FALLBACK_LIMIT=1"):
+        with pytest.warns(AccuracyWarning):
+            steady_state(Q)

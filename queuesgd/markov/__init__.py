@@ -21,12 +21,14 @@ from queuesgd.markov.generator import read_generator
 from queuesgd.markov.gth import gth_solve
 from queuesgd.markov.numeric import (
     AUTO_DIRECT_LIMIT,
+    GTH_FALLBACK_LIMIT,
     GTH_WORK_LIMIT,
     METHODS,
     STIFF_SPAN,
     check_irreducible,
     choose_method,
     rate_span,
+    solve_auto,
     steady_state,
 )
 from queuesgd.markov.symbolic import (
@@ -43,6 +45,7 @@ from queuesgd.markov.symbolic import (
 __all__ = [
     "AUTO_DIRECT_LIMIT",
     "FORMS",
+    "GTH_FALLBACK_LIMIT",
     "GTH_WORK_LIMIT",
     "MAX_SYMBOLIC_CTMC_WORK",
     "METHODS",
@@ -60,6 +63,7 @@ __all__ = [
     "gth_solve",
     "rate_span",
     "read_generator",
+    "solve_auto",
     "steady_state",
     "steady_state_symbolic",
     "symbolic_ctmc_work",

@@ -20,7 +20,7 @@ from scipy.sparse.csgraph import connected_components
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, UnknownNameError
-from queuesgd.markov import METHODS, choose_method, steady_state
+from queuesgd.markov import METHODS, solve_auto, steady_state
 from queuesgd.petri.compiled import is_net
 from queuesgd.petri.statespace import StateSpace, state_space
 
@@ -329,16 +329,18 @@ def solve(
         firings = ex(F.astype(object)) if F.size else F.astype(object)
         return GSPNSolution(space=space, probabilities=pi, method="symbolic", flows=flows, firings=firings)
     Q = space.generator()
-    n = len(space) if rec is None else rec.size
     # the reachable markings lie in a lattice of dimension <= rank(incidence)
     dim = int(np.linalg.matrix_rank(net.incidence.astype(float)))
     G = Q if rec is None else Q[rec][:, rec]
-    ran = method if method != "auto" else choose_method(n, dim, generator=G)
+    if method == "auto":
+        solved, ran = solve_auto(G, dim)
+    else:
+        solved, ran = steady_state(G, method=method), method
     if rec is None:
-        pi = steady_state(G, method=ran)
+        pi = solved
     else:
         pi = np.zeros(len(space))
-        pi[rec] = steady_state(G, method=ran)
+        pi[rec] = solved
     r = np.asarray(rates, dtype=float)
     flows = pi[space.src] * r[space.transition] * space.degree * space.prob.astype(float)
     return GSPNSolution(

@@ -111,12 +111,12 @@ def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000, *, method: str = "
     visited, comps, ranks, strides, n = _lattice(D, N)
     rate = _departure_rates(net, n)
     G = _generator(N, visited, comps, ranks, strides, rate)
-    S = G.shape[0]
     if method == "auto":
         # class c's customers spread over the stations it visits: a lattice of dimension visits - 1
         dimension = int(sum(max(int(np.count_nonzero(D[:, c] > 0)) - 1, 0) for c in range(D.shape[1])))
-        method = markov.choose_method(S, dimension, generator=G)
-    pi = markov.steady_state(G, method=method)
+        pi, _ = markov.solve_auto(G, dimension)
+    else:
+        pi = markov.steady_state(G, method=method)
 
     # --- measures ---------------------------------------------------------------
     Q = np.einsum("s,skc->kc", pi, n.astype(float))

@@ -248,16 +248,18 @@ def test_a_chain_on_a_high_dimensional_lattice_is_solved_iteratively_and_equals_
     from queuesgd.schemes.ssp import ssp_chain
 
     w, c = W, C.with_workers(10)
-    solved = ssp_chain.markov.steady_state
+    auto, solved = ssp_chain.markov.solve_auto, ssp_chain.markov.steady_state
     used: list[str] = []
 
-    def spy(Q, method="auto", **kw):
-        used.append(method)
-        return solved(Q, method=method, **kw)
+    def spy(Q, dimension=None):
+        pi, ran = auto(Q, dimension)
+        used.append(ran)
+        return pi, ran
 
-    monkeypatch.setattr(ssp_chain.markov, "steady_state", spy)
+    monkeypatch.setattr(ssp_chain.markov, "solve_auto", spy)
     krylov = StaleSynchronous(2).solve(w, c, "ctmc")
-    monkeypatch.setattr(ssp_chain.markov, "steady_state", lambda Q, **kw: solved(Q, method="direct"))
+    lu_only = lambda Q, dimension=None: (solved(Q, method="direct"), "direct")  # noqa: E731
+    monkeypatch.setattr(ssp_chain.markov, "solve_auto", lu_only)
     lu = StaleSynchronous(2).solve(w, c, "ctmc")
     assert used == ["iterative"] and StaleSynchronous(2).state_count(w, c) == math.comb(16, 6)
     assert krylov.iteration_rate == pytest.approx(lu.iteration_rate, rel=1e-9)

@@ -200,7 +200,5 @@ def clock_offset_chain(
     reach = np.sort(breadth_first_order(G, start, directed=True, return_predecessors=False))
     # the states lie on a lattice of dimension classes x (L - 1): sparse LU fills in there (18,564 states
     # of s = 2 took 7 s to factor, 116,280 two minutes), the Gauss-Seidel-preconditioned Krylov solve not
-    G = G[reach][:, reach]
-    method = markov.choose_method(len(reach), dimension=len(pops) * (places.L - 1), generator=G)
-    pi = markov.steady_state(G, method=method)
+    pi, _ = markov.solve_auto(G[reach][:, reach], dimension=len(pops) * (places.L - 1))
     return pi, space.counts[reach]
