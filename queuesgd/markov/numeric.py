@@ -315,7 +315,12 @@ def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndar
     if n == 1:
         return np.ones(1)
     if method == "auto":
-        return solve_auto(A)[0]
+        return _auto(A, None, tol)[0]
+    return _solve(A, method, tol)
+
+
+def _solve(A: sp.csr_matrix, method: str, tol: float) -> np.ndarray:
+    """A checked generator of two states or more, by ``method`` (not auto)."""
     if method == "gth":
         return gth_solve(A)
     span = _span(A)
@@ -325,11 +330,29 @@ def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndar
             "on such chains LU and Krylov solutions were measured up to 1e-3 off (up to 0.99 past 1e10) "
             "with a backward error at round-off; method='gth' is accurate there (docs/markov.md)",
             AccuracyWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     if method == "direct":
         return _direct(A, tol)
     return _iterative(A, tol)
+
+
+def _auto(A: sp.csr_matrix, dimension: int | None, tol: float) -> tuple[np.ndarray, str]:
+    """A checked generator of two states or more, by ``choose_method``'s method, GTH where that fails."""
+    n = A.shape[0]
+    method = choose_method(n, dimension, generator=A)
+    if method == "gth":
+        return gth_solve(A), method
+    try:
+        return _solve(A, method, tol), method
+    except ConvergenceError as exc:
+        work = gth_work(n, band_ordering(A)[1])
+        if work > GTH_FALLBACK_LIMIT:
+            raise ConvergenceError(
+                f"{exc}; GTH, which would not fail, costs {work:.3g} multiply-adds here "
+                f"> GTH_FALLBACK_LIMIT={GTH_FALLBACK_LIMIT:g} (method='gth' runs it anyway)"
+            ) from None
+        return gth_solve(A), "gth"
 
 
 def solve_auto(Q: Any, dimension: int | None = None) -> tuple[np.ndarray, str]:
@@ -353,16 +376,4 @@ def solve_auto(Q: Any, dimension: int | None = None) -> tuple[np.ndarray, str]:
     n = A.shape[0]
     if n == 1:
         return np.ones(1), "gth"
-    method = choose_method(n, dimension, generator=A)
-    if method == "gth":
-        return gth_solve(A), method
-    try:
-        return steady_state(A, method=method), method
-    except ConvergenceError as exc:
-        work = gth_work(n, band_ordering(A)[1])
-        if work > GTH_FALLBACK_LIMIT:
-            raise ConvergenceError(
-                f"{exc}; GTH, which would not fail, costs {work:.3g} multiply-adds here "
-                f"> GTH_FALLBACK_LIMIT={GTH_FALLBACK_LIMIT:g} (method='gth' runs it anyway)"
-            ) from None
-        return gth_solve(A), "gth"
+    return _auto(A, dimension, 1e-12)
