@@ -1,4 +1,4 @@
-"""Nets and comparisons shared by the Petri-net interchange tests."""
+"""Nets and comparisons shared by the Petri-net tests."""
 
 from __future__ import annotations
 
@@ -64,4 +64,18 @@ def symbolic_branch_net(a: sympy.Symbol, b: sympy.Symbol) -> PetriNet:
     net.immediate("gy", inputs={"choose": 1}, outputs={"y": 1}, weight=b)
     net.timed("bx", rate=1, inputs={"x": 1}, outputs={"src": 1})
     net.timed("by", rate=1, inputs={"y": 1}, outputs={"src": 1})
+    return net
+
+
+def retry_loop(w_fail=3.0, w_ok=1.0) -> PetriNet:
+    """A tangible 'idle' marking; 'start' puts a token in 'try', which fails (back through
+    'again') with weight w_fail or succeeds with weight w_ok: a vanishing loop with an exit."""
+    net = PetriNet("retry")
+    net.place("idle", tokens=1)
+    net.place("try")
+    net.place("fail")
+    net.timed("start", rate=1.0, inputs={"idle": 1}, outputs={"try": 1})
+    net.immediate("bad", inputs={"try": 1}, outputs={"fail": 1}, weight=w_fail)
+    net.immediate("ok", inputs={"try": 1}, outputs={"idle": 1}, weight=w_ok)
+    net.immediate("again", inputs={"fail": 1}, outputs={"try": 1})
     return net

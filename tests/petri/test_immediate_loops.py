@@ -15,58 +15,38 @@ import mpmath as mp
 import numpy as np
 import pytest
 import sympy
+from petri_helpers import retry_loop
 
-from queuesgd import PetriNet
 from queuesgd.errors import AccuracyWarning
 from queuesgd.petri import absorption
-
-
-def retry(fail_weight, succeed_weight) -> PetriNet:
-    """Start at rate 1, then fail (back to ``try`` through ``retry``) or succeed (back to idle)."""
-    net = PetriNet("retry")
-    net.place("idle", tokens=1)
-    net.place("try")
-    net.place("failed")
-    net.timed("start", rate=1.0, inputs={"idle": 1}, outputs={"try": 1})
-    net.immediate("fail", inputs={"try": 1}, outputs={"failed": 1}, weight=fail_weight)
-    net.immediate("succeed", inputs={"try": 1}, outputs={"idle": 1}, weight=succeed_weight)
-    net.immediate("retry", inputs={"failed": 1}, outputs={"try": 1})
-    return net
 
 
 @pytest.mark.parametrize(("wf", "ws"), [(3.0, 1.0), (1e9, 1.0), (1e12, 1.0), (1e14, 1.0), (1.0, 1e-12)])
 def test_a_retry_loop_fails_wf_over_ws_times_per_start(wf, ws):
     # Geometric number of failures per start: mean p / (1 - p) = wf / ws; one start per second.
-    sol = retry(wf, ws).solve()
+    sol = retry_loop(wf, ws).solve()
     assert sol.method == "gth"
-    assert sol.throughput("fail") == pytest.approx(float(Fraction(wf) / Fraction(ws)), rel=1e-14)
-    assert sol.throughput("succeed") == pytest.approx(1.0, rel=1e-14)
-    assert sol.throughput("retry") == pytest.approx(sol.throughput("fail"), rel=1e-14)
+    assert sol.throughput("bad") == pytest.approx(float(Fraction(wf) / Fraction(ws)), rel=1e-14)
+    assert sol.throughput("ok") == pytest.approx(1.0, rel=1e-14)
+    assert sol.throughput("again") == pytest.approx(sol.throughput("bad"), rel=1e-14)
 
 
 def test_the_retry_loop_against_exact_rationals():
-    exact = retry(sympy.Integer(10**12), sympy.Integer(1)).solve(symbolic=True)
-    assert exact.throughput("fail") == 10**12
-    numeric = retry(1e12, 1.0).solve().throughput("fail")
-    assert numeric == pytest.approx(float(exact.throughput("fail")), rel=1e-14)
+    exact = retry_loop(sympy.Integer(10**12), sympy.Integer(1)).solve(symbolic=True)
+    assert exact.throughput("bad") == 10**12
+    numeric = retry_loop(1e12, 1.0).solve().throughput("bad")
+    assert numeric == pytest.approx(float(exact.throughput("bad")), rel=1e-14)
 
 
 @pytest.mark.parametrize("e", [1e-10, 1e-13, 1e-14, 1e-16])
 def test_a_rare_exit_of_the_loop_is_kept(e):
-    # From try: fail (weight 1, back to try), succeed (1, to idle), rare (e, to stuck, left at rate r = e).
-    # Renewal: a start leads to stuck with probability e / (1 + e), then waits 1 / r; starts per second
-    # 1 / (1 + (e / (1 + e)) / r) = 1/2 to 1e-14.
+    # The retry loop (bad: weight 1, back to try; ok: 1, to idle) with a third branch, rare (e, to
+    # stuck, left at rate r = e). Renewal: a start leads to stuck with probability e / (1 + e), then
+    # waits 1 / r; starts per second 1 / (1 + (e / (1 + e)) / r) = 1/2 to 1e-14.
     r = e
-    net = PetriNet("rare")
-    net.place("idle", tokens=1)
-    net.place("try")
-    net.place("failed")
+    net = retry_loop(1.0, 1.0)
     net.place("stuck")
-    net.timed("start", rate=1.0, inputs={"idle": 1}, outputs={"try": 1})
-    net.immediate("fail", inputs={"try": 1}, outputs={"failed": 1}, weight=1.0)
-    net.immediate("succeed", inputs={"try": 1}, outputs={"idle": 1}, weight=1.0)
     net.immediate("rare", inputs={"try": 1}, outputs={"stuck": 1}, weight=e)
-    net.immediate("retry", inputs={"failed": 1}, outputs={"try": 1})
     net.timed("recover", rate=r, inputs={"stuck": 1}, outputs={"idle": 1})
     E, R = mp.mpf(e), mp.mpf(r)
     ref = 1 / (1 + (E / (1 + E)) / R)
@@ -76,11 +56,11 @@ def test_a_rare_exit_of_the_loop_is_kept(e):
 def test_loops_past_the_dense_limit_fall_back_to_lu_and_warn(monkeypatch):
     monkeypatch.setattr(absorption, "DENSE_LOOP", 0)
     with pytest.warns(AccuracyWarning, match="sparse LU"):
-        sol = retry(3.0, 1.0).solve()
-    assert sol.throughput("fail") == pytest.approx(3.0, rel=1e-12)
+        sol = retry_loop(3.0, 1.0).solve()
+    assert sol.throughput("bad") == pytest.approx(3.0, rel=1e-12)
 
 
-def test_elimination_equals_lu_on_a_random_loop():
+def test_elimination_equals_lu_on_a_random_loop(monkeypatch):
     # 40 vanishing markings, random branching into each other and 7 tangible ones
     rng = np.random.default_rng(4)
     nv, nt = 40, 7
@@ -94,11 +74,9 @@ def test_elimination_equals_lu_on_a_random_loop():
     p /= np.bincount(src, weights=p)[src]
     j = rng.integers(0, 3, src.size)
     X, Y = absorption.absorb_numeric(nv, nt, src, j, p, dst, tan, np.arange(3))
+    monkeypatch.setattr(absorption, "DENSE_LOOP", 0)
     with pytest.warns(AccuracyWarning):
-        monkeypatch = pytest.MonkeyPatch()
-        monkeypatch.setattr(absorption, "DENSE_LOOP", 0)
         X_lu, Y_lu = absorption.absorb_numeric(nv, nt, src, j, p, dst, tan, np.arange(3))
-        monkeypatch.undo()
     np.testing.assert_allclose(X, X_lu, rtol=1e-12, atol=1e-15)
     for a, b in zip(Y, Y_lu, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-14)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import sympy
-from petri_helpers import symbolic_branch_net
+from petri_helpers import retry_loop, symbolic_branch_net
 
 from queuesgd import PetriNet
 from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError, UnknownNameError
@@ -34,20 +34,6 @@ def mm1k(K: int, inhibitor: bool = True) -> PetriNet:
         net.place("free", tokens=K)
         net.timed("arrive", rate=1.0, inputs={"free": 1}, outputs={"q": 1})
     net.timed("serve", rate=2.0, inputs={"q": 1}, outputs={} if inhibitor else {"free": 1})
-    return net
-
-
-def retry_loop(w_fail=3.0, w_ok=1.0) -> PetriNet:
-    """A tangible 'idle' marking; 'start' puts a token in 'try', which fails (back through
-    'again') with weight w_fail or succeeds with weight w_ok: a vanishing loop with an exit."""
-    net = PetriNet("retry")
-    net.place("idle", tokens=1)
-    net.place("try")
-    net.place("fail")
-    net.timed("start", rate=1.0, inputs={"idle": 1}, outputs={"try": 1})
-    net.immediate("bad", inputs={"try": 1}, outputs={"fail": 1}, weight=w_fail)
-    net.immediate("ok", inputs={"try": 1}, outputs={"idle": 1}, weight=w_ok)
-    net.immediate("again", inputs={"fail": 1}, outputs={"try": 1})
     return net
 
 
