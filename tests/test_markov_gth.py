@@ -302,3 +302,19 @@ def test_auto_falls_back_to_gth_where_lu_raises(monkeypatch):
     with pytest.raises(ConvergenceError, match=r"GTH, which would not fail, costs .* > GTH_FALLBACK_LIMIT=1"):
         with pytest.warns(AccuracyWarning):
             steady_state(Q)
+
+
+def test_a_canonical_generator_is_read_without_a_copy_and_others_are_left_as_given():
+    from queuesgd.markov.generator import as_generator
+
+    Q = birth_death(np.array([1.0, 2.0]), np.array([3.0, 4.0]))
+    assert as_generator(Q) is Q  # read two or three times per solve: no copy
+    padded = sp.csr_matrix((np.array([0.0, -1.0, 1.0, 2.0, -2.0]), (np.array([0, 0, 0, 1, 1]),
+                            np.array([0, 0, 1, 0, 1]))), shape=(2, 2))  # a stored zero, a duplicate
+    padded.has_canonical_format = False
+    before = (padded.data.copy(), padded.indices.copy())
+    A = as_generator(padded)
+    assert A is not padded and A.nnz == 4
+    np.testing.assert_array_equal(padded.data, before[0])
+    np.testing.assert_array_equal(padded.indices, before[1])
+    assert steady_state(padded).tolist() == pytest.approx([2 / 3, 1 / 3], rel=1e-15)

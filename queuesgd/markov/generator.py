@@ -20,6 +20,10 @@ __all__ = ["as_generator", "check_irreducible", "read_generator", "validate_gene
 def as_generator(Q: Any, field: str = "Q") -> sp.csr_matrix:
     """``Q`` as a CSR matrix of floats: square, non-empty, finite (rates not checked yet).
 
+    A CSR matrix of floats already in canonical form (sorted, no duplicates,
+    no stored zeros) is returned as it is, not copied: every solver here only
+    reads it, and a solve reads its generator two or three times.
+
     Examples
     --------
     >>> as_generator([[-1, 1], [2, -2]]).toarray().tolist()
@@ -29,7 +33,9 @@ def as_generator(Q: Any, field: str = "Q") -> sp.csr_matrix:
     ...
     queuesgd.errors.InvalidParameterError: generator: got 'str'; accepted: a square generator matrix ...
     """
-    if sp.issparse(Q):
+    if _canonical_csr(Q):
+        A = Q
+    elif sp.issparse(Q):
         A = sp.csr_matrix(Q, dtype=float)
     else:
         try:
@@ -49,11 +55,22 @@ def as_generator(Q: Any, field: str = "Q") -> sp.csr_matrix:
         raise InvalidParameterError(
             field, f"a matrix of shape {A.shape}", "a non-empty square generator matrix"
         )
-    A.sum_duplicates()
-    A.eliminate_zeros()
+    if A is not Q:
+        A.sum_duplicates()
+        A.eliminate_zeros()
     if not np.all(np.isfinite(A.data)):
         raise InvalidParameterError(field, "a matrix with NaN or infinite entries", "finite rates")
     return A
+
+
+def _canonical_csr(Q: Any) -> bool:
+    """Whether ``Q`` needs no copy: a CSR matrix of float64, canonical, with no stored zero."""
+    return (
+        isinstance(Q, sp.csr_matrix)
+        and Q.dtype == np.float64
+        and Q.has_canonical_format
+        and bool(np.all(Q.data != 0))
+    )
 
 
 def validate_generator(A: sp.csr_matrix) -> None:

@@ -36,7 +36,7 @@ from queuesgd import _checks
 from queuesgd.errors import ConvergenceError
 from queuesgd.markov.generator import as_generator, read_generator
 
-__all__ = ["band_ordering", "gth_solve", "gth_work"]
+__all__ = ["band_ordering", "eliminate_in_band", "gth_solve", "gth_work"]
 
 # back substitution: the window is rescaled when a value leaves [_LOW, _HIGH]
 _LOW, _HIGH = 2.0**-500, 2.0**500
@@ -248,10 +248,26 @@ def gth_solve(Q: Any) -> np.ndarray:
     [1.0, 1e-16]
     """
     A = read_generator(Q)
-    n = A.shape[0]
-    if n == 1:
+    if A.shape[0] == 1:
         return np.ones(1)
-    order, b = band_ordering(A)
+    return eliminate_in_band(A, *band_ordering(A))
+
+
+def eliminate_in_band(A: sp.csr_matrix, order: np.ndarray, b: int) -> np.ndarray:
+    """:func:`gth_solve`'s elimination of a generator already read, in its :func:`band_ordering`.
+
+    For a solver that has read ``A`` (:func:`~queuesgd.markov.generator.read_generator`,
+    at least two states) and ordered it to decide on GTH, so that neither is
+    done twice (they were half the time of a 10^6-state birth-death chain).
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> A = sp.csr_matrix([[-1.0, 1.0], [3.0, -3.0]])
+    >>> eliminate_in_band(A, *band_ordering(A)).tolist()
+    [0.75, 0.25]
+    """
+    n = A.shape[0]
     b = max(b, 1)
     # A state's rate to the states below it, as elimination leaves it, can underflow (or a rate
     # divided by it overflow) where they are reached from it with a probability under about

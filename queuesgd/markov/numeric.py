@@ -24,7 +24,7 @@ import scipy.sparse.linalg as spla
 from queuesgd import _checks
 from queuesgd.errors import AccuracyWarning, ConvergenceError
 from queuesgd.markov.generator import as_generator, check_irreducible, read_generator
-from queuesgd.markov.gth import band_ordering, gth_solve, gth_work
+from queuesgd.markov.gth import band_ordering, eliminate_in_band, gth_work
 
 __all__ = [
     "AUTO_DIRECT_LIMIT",
@@ -233,18 +233,24 @@ def choose_method(n: int, dimension: int | None = None, *, generator: Any = None
     >>> choose_method(2, generator=[[-1e-3, 1e-3], [1e4, -1e4]])
     'gth'
     """
-    if generator is not None:
-        A = as_generator(generator, "generator")
-        size = A.shape[0]
-        # the least work the band could allow, before paying for the ordering (0.8 s at 10^6 states)
-        least = gth_work(size, 1 if A.nnz - np.count_nonzero(A.diagonal()) <= 2 * size else 2)
-        if least <= GTH_WORK_LIMIT and gth_work(size, band_ordering(A)[1]) <= GTH_WORK_LIMIT:
-            return "gth"
+    if generator is not None and _gth_band(as_generator(generator, "generator")) is not None:
+        return "gth"
     if n <= 5_000:
         return "direct"
     if dimension is None or dimension <= 2:
         return "direct" if n <= AUTO_DIRECT_LIMIT else "iterative"
     return "iterative"
+
+
+def _gth_band(A: sp.csr_matrix) -> tuple[np.ndarray, int] | None:
+    """``A``'s band ordering where GTH costs at most ``GTH_WORK_LIMIT``, else None."""
+    size = A.shape[0]
+    # the least work the band could allow, before paying for the ordering (0.8 s at 10^6 states)
+    least = gth_work(size, 1 if A.nnz - np.count_nonzero(A.diagonal()) <= 2 * size else 2)
+    if least > GTH_WORK_LIMIT:
+        return None
+    order, b = band_ordering(A)
+    return (order, b) if gth_work(size, b) <= GTH_WORK_LIMIT else None
 
 
 def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndarray:
@@ -322,7 +328,7 @@ def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndar
 def _solve(A: sp.csr_matrix, method: str, tol: float) -> np.ndarray:
     """A checked generator of two states or more, by ``method`` (not auto)."""
     if method == "gth":
-        return gth_solve(A)
+        return eliminate_in_band(A, *band_ordering(A))
     span = _span(A)
     if span > STIFF_SPAN:
         warnings.warn(
@@ -340,19 +346,21 @@ def _solve(A: sp.csr_matrix, method: str, tol: float) -> np.ndarray:
 def _auto(A: sp.csr_matrix, dimension: int | None, tol: float) -> tuple[np.ndarray, str]:
     """A checked generator of two states or more, by ``choose_method``'s method, GTH where that fails."""
     n = A.shape[0]
-    method = choose_method(n, dimension, generator=A)
-    if method == "gth":
-        return gth_solve(A), method
+    band = _gth_band(A)
+    if band is not None:
+        return eliminate_in_band(A, *band), "gth"
+    method = choose_method(n, dimension)
     try:
         return _solve(A, method, tol), method
     except ConvergenceError as exc:
-        work = gth_work(n, band_ordering(A)[1])
+        order, b = band_ordering(A)
+        work = gth_work(n, b)
         if work > GTH_FALLBACK_LIMIT:
             raise ConvergenceError(
                 f"{exc}; GTH, which would not fail, costs {work:.3g} multiply-adds here "
                 f"> GTH_FALLBACK_LIMIT={GTH_FALLBACK_LIMIT:g} (method='gth' runs it anyway)"
             ) from None
-        return gth_solve(A), "gth"
+        return eliminate_in_band(A, order, b), "gth"
 
 
 def solve_auto(Q: Any, dimension: int | None = None) -> tuple[np.ndarray, str]:
