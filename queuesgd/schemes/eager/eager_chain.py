@@ -115,6 +115,7 @@ class EmbeddedChain:
         nS = self._build_partial_idle(X, ix, ir, moves, exit_rates, T)
         nZ = self._build_sync_idle(X, moves, exit_rates)
         self.size = max(len(X), len(R), nS, nZ)
+        self._propagator: tuple[float, np.ndarray] | None = None  # (A, dense exp(G^T A)), see round_end
 
     def _build_round(self, R: np.ndarray, ir: _Index, moves: list, exit_rates: np.ndarray) -> None:
         """Round generator on R: phase moves and exits (exits add to the buffered count d)."""
@@ -248,15 +249,18 @@ class EmbeddedChain:
         ``expm_multiply`` takes a number of steps proportional to ``|G| A``
         (33 s at ``mu A = 3e4`` on 36 states, and no end at 1e9); up to
         ``DENSE_ROUND`` states the dense ``expm`` (scaling and squaring: about
-        ``log2 |G| A`` squarings) is used instead. A larger chain with
-        ``|G| A > MAX_ROUND_NORM`` is refused.
+        ``log2 |G| A`` squarings) is used instead, computed once per ``A``
+        (:meth:`cycle` runs up to ``K`` rounds of the same length). A larger
+        chain with ``|G| A > MAX_ROUND_NORM`` is refused.
         """
         if A == 0:
             return y
         if self.G.shape[0] <= DENSE_ROUND:
-            from scipy.linalg import expm
+            if self._propagator is None or self._propagator[0] != A:
+                from scipy.linalg import expm
 
-            return expm(self.G.T.toarray() * A) @ y
+                self._propagator = (A, expm(self.G.T.toarray() * A))
+            return self._propagator[1] @ y
         norm = float(abs(self.G).sum(axis=1).max()) * A
         if norm > MAX_ROUND_NORM:
             raise StateSpaceTooLargeError(
