@@ -104,27 +104,27 @@ def _eliminate(A: np.ndarray, exits: np.ndarray) -> Any:
     triangular solve with the multipliers ``A[u, k] / s_k``, a division by
     the pivots and a unit upper triangular solve with the normalized rows
     ``A[k, w] / s_k``: every term of both is non-negative, so the BLAS
-    triangular solves subtract nothing.
+    triangular solves subtract nothing. Both are kept where they arise, in
+    ``A`` itself (column ``k`` below and row ``k`` right of the diagonal are
+    not read after step ``k``), as LU keeps its factors.
     """
     nv = A.shape[0]
     A = A.copy()
     out = exits.astype(float)
-    lower = np.zeros((nv, nv))
-    upper = np.zeros((nv, nv))
     pivots = np.empty(nv)
     for k in range(nv):
         row = A[k, k + 1 :]
         s = row.sum() + out[k]
         pivots[k] = s
-        upper[k, k + 1 :] = row / s
         entering = np.flatnonzero(A[k + 1 :, k]) + k + 1
         if entering.size:
             m = A[entering, k] / s
-            lower[entering, k] = m
+            A[entering, k] = m
             A[np.ix_(entering, np.arange(k + 1, nv))] += np.outer(m, row)
             out[entering] += m * out[k]
+        row /= s
     eye = np.eye(nv)
-    lower_unit, upper_unit = eye - lower, eye - upper
+    lower_unit, upper_unit = eye - np.tril(A, -1), eye - np.triu(A, 1)
 
     def solve(rhs: np.ndarray) -> np.ndarray:
         z = solve_triangular(lower_unit, rhs, lower=True, unit_diagonal=True, check_finite=False)
