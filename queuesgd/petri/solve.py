@@ -255,9 +255,10 @@ def solve(
         Numeric solver of :func:`queuesgd.markov.steady_state`: sparse LU of
         the reduced balance equations, preconditioned GMRES, or GTH
         elimination (accurate entry by entry). ``"auto"``
-        (:func:`queuesgd.markov.choose_method`) takes GTH while its cost is
+        (:func:`queuesgd.markov.solve_auto`) takes GTH while its cost is
         within ``GTH_WORK_LIMIT`` and otherwise solves directly up to 200,000
-        markings; ``GSPNSolution.method`` says what ran.
+        markings, with GTH where that fails; ``GSPNSolution.method`` says what
+        gave the answer.
     symbolic : bool
         Solve exactly in SymPy (rates or weights may be symbols).
     max_states : int

@@ -66,8 +66,9 @@ def ctmc_solve(net: ClosedNetwork, max_states: int = 100_000, *, method: str = "
     max_states : int
         Refuse chains larger than this.
     method : {"auto", "direct", "iterative", "gth"}
-        Passed to :func:`queuesgd.markov.steady_state` (``"auto"``: GTH
-        within its cost limit, see there). Several classes make
+        Passed to :func:`queuesgd.markov.steady_state` (``"auto"``:
+        :func:`queuesgd.markov.solve_auto` with the chain's lattice
+        dimension). Several classes make
         a high-dimensional chain whose LU factors fill in: from about 10^4
         states ``"iterative"`` is usually faster there.
 
