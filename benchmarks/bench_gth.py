@@ -10,7 +10,8 @@
     ``docs/markov.md`` is this output.
 [2] Time. GTH against sparse LU (the peer: the same chain, same run), non
     stiff chains where both are accurate (equal to 1e-12): a 10,000-state
-    birth-death chain, a 100 x 100 grid, a 25^3 lattice. Printed as GTH / LU,
+    birth-death chain, a 100 x 100 grid, a 25^3 lattice, a 6^5 lattice (the
+    band of the stale-synchronous chain of 10 workers). Printed as GTH / LU,
     and GTH's seconds scaled to ``GTH_WORK_LIMIT`` (``gth_work``'s cost
     model; documented as "about 0.8 s").
 
@@ -90,6 +91,7 @@ def timing() -> None:
         "birth-death, 10,000 states": birth_death(np.full(9_999, 1.0), np.full(9_999, 1.05)),
         "100 x 100 grid": lattice(100, 2, rng),
         "25^3 lattice": lattice(25, 3, rng),
+        "6^5 lattice": lattice(6, 5, rng),
     }
     for name, Q in cases.items():
         b = band_ordering(Q)[1]
