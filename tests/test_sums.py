@@ -136,3 +136,17 @@ def test_sum_of_phase_type_equals_the_convolution():
     h = HyperExponential([0.4, 0.6], [1.0, 5.0])
     np.testing.assert_allclose(sum_of(h, 3).cdf(X), Convolution(h, h, h).cdf(X), rtol=1e-12, atol=1e-14)
     assert sum_of(h, 1) is h
+
+
+@pytest.mark.parametrize("count", [3, 4, 8])
+@pytest.mark.parametrize(("probs", "rates"), [([0.99, 0.01], [1.0, 0.01]), ([0.9, 0.1], [20.0, 1.0])])
+def test_sums_of_hyperexponentials_chained_three_times_and_more(probs, rates, count):
+    # The chain's exit rates, read back from its row sums, cancelled to -6e-19 and PhaseType refused
+    # them (audit 2026-11-27): sum_of(law, 3) raised, and with it LocalSGD(3). Mean and variance of
+    # a sum of independent copies: count times the law's, the law's from its closed form.
+    p, r = np.array(probs), np.array(rates)
+    mean = float(p @ (1 / r))
+    var = float(2 * p @ (1 / r**2)) - mean**2
+    s = sum_of(HyperExponential(probs, rates), count)
+    assert s.mean == pytest.approx(count * mean, rel=1e-12)
+    assert s.variance == pytest.approx(count * var, rel=1e-11)

@@ -200,19 +200,31 @@ class Convolution(Distribution):
 
 
 def _chain(laws: list[PhaseType]) -> PhaseType:
-    """Phase-type law of the sum of independent phase-type laws (each absorbs into the next)."""
+    """Phase-type law of the sum of independent phase-type laws (each absorbs into the next).
+
+    The exit rates into the next law are each law's own, carried along: read
+    back from the chained sub-generator's row sums they cancel to about
+    -1e-19 instead of 0 (a two-branch hyperexponential chained twice), which
+    ``PhaseType`` refuses as a negative rate.
+    """
     check_phases(sum(law.phases for law in laws), f"a sum of {len(laws)} phase-type laws")
     out = laws[0]
+    exit_out = _exit_rates(out)
     for nxt in laws[1:]:
         a, b = out.phases, nxt.phases
         T = np.zeros((a + b, a + b))
         T[:a, :a] = out.T
-        exit_a = -np.asarray(out.T).sum(axis=1)
-        T[:a, a:] = np.outer(exit_a, nxt.alpha)
+        T[:a, a:] = np.outer(exit_out, nxt.alpha)
         T[a:, a:] = nxt.T
         alpha = np.concatenate([out.alpha, (1.0 - float(np.sum(out.alpha))) * np.asarray(nxt.alpha)])
         out = PhaseType(alpha, T)
+        exit_out = np.concatenate([np.zeros(a), _exit_rates(nxt)])
     return out
+
+
+def _exit_rates(law: PhaseType) -> np.ndarray:
+    """A phase-type law's rates of absorption, ``-T 1``, rounding below 0 taken as 0."""
+    return np.maximum(-np.asarray(law.T).sum(axis=1), 0.0)
 
 
 def sum_of(law: Distribution, count: int) -> Distribution:

@@ -12,7 +12,7 @@ import pytest
 from scipy import integrate, stats
 
 import queuesgd as q
-from queuesgd.distributions import Deterministic, Erlang, Exponential, LogNormal
+from queuesgd.distributions import Deterministic, Erlang, Exponential, HyperExponential, LogNormal
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 
 MU = 10.0
@@ -63,6 +63,16 @@ def test_ctmc_of_erlang_phases_equals_the_closed_form():
     ctmc = q.predict(s, W, C, method="ctmc")
     assert ctmc.throughput == pytest.approx(exact.throughput, rel=1e-9)
     assert "phase_type" not in ctmc.details  # Erlang-3 sums are phase-type: no fit
+
+
+@pytest.mark.parametrize("period", [3, 4])
+def test_hyperexponential_steps_ctmc_equals_the_closed_form(period):
+    # Steps of SCV 50 (a two-branch hyperexponential): their sum over 3 steps or more raised in
+    # PhaseType before (its chained exit rates cancelled below 0; audit 2026-11-27), by both methods.
+    w = q.Workload(HyperExponential([0.99, 0.01], [1.0, 0.01]), "1MB", batch_size=32, update_time="0.1ms")
+    s = q.LocalSGD(period=period)
+    exact = q.predict(s, w, C, method="closed_form")
+    assert q.predict(s, w, C, method="ctmc").throughput == pytest.approx(exact.throughput, rel=1e-9)
 
 
 def test_simulation_agrees_within_its_interval():
