@@ -18,9 +18,9 @@ Cuthill-McKee, so that every rate joins states at most ``b`` apart, and
 eliminating the states from the last to the first fills only inside that
 band. A dense window of ``b + max(b + 1, 256)`` states slides down the
 band, in which the states are eliminated 32 at a time: one by one among
-themselves, then their updates of the ``b`` states below them as matrix
-products of non-negative numbers (BLAS, 10-17x the speed of updating
-state by state at ``b`` = 480..830). The cost is about ``n b^2``
+themselves, then their updates of the ``b`` states below them as one
+matrix product of non-negative numbers (BLAS, about 10x the speed of
+updating state by state at ``b`` = 480..830). The cost is about ``n b^2``
 multiply-adds and ``n b`` numbers of storage (at most about 85 MB within
 ``steady_state``'s ``GTH_WORK_LIMIT``). A path (``b = 1``, a birth-death
 chain) needs no update: its ratios are taken at once.
@@ -48,7 +48,7 @@ _SLIDE = 256
 # states eliminated together, their updates of the states below them applied as matrix products
 _BLOCK = 32
 # a state's Python step, in multiply-adds of the block update (see gth_work)
-_STEP_WORK = 60_000
+_STEP_WORK = 80_000
 # a state of a path (band 1), eliminated in vectorized steps
 _PATH_WORK = 3_000
 
@@ -90,17 +90,17 @@ def band_ordering(A: Any) -> tuple[np.ndarray, int]:
 def gth_work(n: int, b: int) -> float:
     """Cost of a banded GTH elimination of ``n`` states, half-bandwidth ``b``, in multiply-adds.
 
-    ``n (b^2 + 60000)``: each state's elimination updates a ``b x b`` block
+    ``n (b^2 + 80000)``: each state's elimination updates a ``b x b`` block
     (applied 32 states at a time, as matrix products running at about 6e9
-    multiply-adds per second on two laptop cores), and its Python step costs
-    about as much as 60,000 multiply-adds (about 10 us). A path (``b <= 1``)
-    is eliminated in vectorized steps: ``3000 n`` (about 0.45 us per state,
-    with its ordering).
+    multiply-adds per second on two idle laptop cores), and its Python step
+    costs about as much as 80,000 multiply-adds (about 12.5 us). A path
+    (``b <= 1``) is eliminated in vectorized steps: ``3000 n`` (about
+    0.45 us per state, with its ordering).
 
     Examples
     --------
     >>> gth_work(1_000, 1), gth_work(10_000, 100)
-    (3000000.0, 700000000.0)
+    (3000000.0, 900000000.0)
     """
     n = _checks.integer("n", n, minimum=1)
     b = _checks.integer("b", b, minimum=0)
@@ -162,22 +162,26 @@ def _eliminate_block(W: np.ndarray, cols: np.ndarray, rb: int, re: int, b: int, 
     The block's states are eliminated one by one among themselves, each
     pivot being the state's rate to the states below it: to the block's
     states below, and to the ``b`` states below the block (the rest ``R``),
-    whose row sums the elimination carries along as one more column. The
-    rest's rates as each state leaves them are then formed at once,
-    ``X = W[R, B] (I - N)^-1`` and ``Y = (I - L)^-1 W[B, R]``, with ``N``
-    and ``L`` the block's normalized lower and upper parts (non-negative and
-    nilpotent, so both inverses are finite sums of non-negative products),
-    and ``W[R, R]`` gains ``X diag(1/s) Y``: matrix products of non-negative
-    numbers, so no subtraction enters, as in the state-by-state elimination
-    (equal to it to round-off), at the speed of BLAS.
+    whose row sums the elimination carries along as one more column. Each
+    state's rates to and from the rest as it leaves them are formed as it
+    is eliminated, from those of the states eliminated before it (``X``,
+    ``Y``: rates times probabilities, as the state-by-state elimination
+    associates them, so that no intermediate product leaves the
+    floating-point range where the result does not), and ``W[R, R]`` gains
+    ``X diag(1/s) Y`` at once: a matrix product of non-negative numbers, so
+    no subtraction enters (equal to the state-by-state elimination to
+    round-off), at the speed of BLAS.
     """
     t = re - rb
     rr = max(rb - b, 0)  # the rest: rows rr .. rb - 1
     WBR = W[rb:re, rr:rb]
+    WRB = W[rr:rb, rb:re].T
     Wa = np.empty((t, t + 1))  # column 0: rate to the rest; column 1 + u: to the block's state u
     Wa[:, 0] = WBR.sum(axis=1)
     Wa[:, 1:] = W[rb:re, rb:re]
     s = np.empty(t)
+    XT = np.empty((t, rb - rr))  # XT[u]: the rest's rates to u when u is eliminated
+    Y = np.empty((t, rb - rr))  # Y[u]: u's rates to the rest when it is eliminated
     add = np.add.reduce
     for u in range(t - 1, -1, -1):
         row = Wa[u, : u + 1]  # to the rest and to the block's states below u
@@ -186,31 +190,20 @@ def _eliminate_block(W: np.ndarray, cols: np.ndarray, rb: int, re: int, b: int, 
             return False
         s[u] = su
         Wa[:u, : u + 1] += (Wa[:u, u + 1] / su)[:, None] * row
-    B = Wa[:, 1:]
-    L = np.triu(B, 1) / s  # L[v, u] = P[v, u], v < u
+        later = s[u + 1 :]  # the states eliminated before u
+        XT[u] = WRB[u] + (Wa[u + 1 :, u + 1] / later) @ XT[u + 1 :]
+        Y[u] = WBR[u] + (Wa[u, u + 2 :] / later) @ Y[u + 1 :]
     Z = np.zeros((b + t, t))  # column u: P[i, first + u] for the states i = first + u - b ..
-    Z[b:] = L
+    Z[b:] = np.triu(Wa[:, 1:], 1) / s
     if rb > rr:
-        N = np.tril(B, -1) / s[:, None]  # N[u, v]: u's rate to v over u's pivot
-        X = (W[rr:rb, rb:re] @ _unit_inverse(N)) / s
+        X = XT.T / s
         Z[b - (rb - rr) : b] = X
         rest = W[rr:rb, rr:rb]
-        rest += X @ (_unit_inverse(L) @ WBR)
+        rest += X @ Y
         np.fill_diagonal(rest, 0.0)  # self-loops: not rates
     u = np.arange(t)[:, None]
     cols[first : first + t] = Z[u + np.arange(b), u]
     return True
-
-
-def _unit_inverse(N: np.ndarray) -> np.ndarray:
-    """``(I - N)^-1 = (I + N)(I + N^2)(I + N^4)...`` for a non-negative nilpotent ``N`` (``N^t = 0``)."""
-    t = N.shape[0]
-    inverse, power, reach = np.eye(t) + N, N, 2
-    while reach < t:
-        power = power @ power
-        inverse += inverse @ power
-        reach *= 2
-    return inverse
 
 
 def _back_substitute(cols: np.ndarray, b: int) -> np.ndarray:
