@@ -237,16 +237,22 @@ def _gauss_kronrod(
 
 def _adaptive(
     f: Callable[[np.ndarray], Any], cuts: np.ndarray, scale: np.ndarray
-) -> tuple[np.ndarray, float]:
-    """``integral`` of ``f`` over ``[cuts[0], cuts[-1]]`` and its error estimate relative to ``scale``.
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """``integral`` of ``f`` over ``[cuts[0], cuts[-1]]``, its error estimate relative to a scale, and
+    that scale.
 
     Vectorized adaptive Gauss-Kronrod: every round evaluates all new intervals in one call of ``f``, and
     splits the worst intervals until the sum of ``max_k |K - G|_k / scale_k`` is below :data:`RTOL`.
+    ``scale`` (a lower bound of each column's magnitude) is raised to half the first Kronrod estimate
+    of the column: a column whose survival falls between the cuts has a lower bound orders of
+    magnitude below its integral (Gamma(0.01) at n = 500: 1.9e-13 for 4e-9), and held to it the
+    refinement ran into the interval limit (61 s, where n = 480 took 0.2 s).
     """
     a, b = cuts[:-1], cuts[1:]
     log = (a > 0) & (b > 2 * a)
     a, b = np.where(log, np.log(np.where(log, a, 1.0)), a), np.where(log, np.log(np.where(log, b, 1.0)), b)
     kron, gauss = _gauss_kronrod(f, a, b, log)
+    scale = np.maximum(scale, 0.5 * np.abs(kron.sum(axis=0)))
     err = np.max(np.abs(kron - gauss) / scale, axis=1)
     for _ in range(_MAX_ROUNDS):
         total = float(err.sum())
@@ -270,7 +276,7 @@ def _adaptive(
         log = np.concatenate([log[keep], nlog])
         kron = np.concatenate([kron[keep], nk])
         err = np.concatenate([err[keep], np.max(np.abs(nk - ng) / scale, axis=1)])
-    return kron.sum(axis=0), float(err.sum())
+    return kron.sum(axis=0), float(err.sum()), scale
 
 
 def _ladder(
@@ -421,7 +427,7 @@ def integrate_survival(
     width = np.diff(grid)[:, None]
     low, high = (at[1:] * width).sum(axis=0), (at[:-1] * width).sum(axis=0)
     scale = np.maximum(abs(lo) + low, _TINY)
-    value, err = _adaptive(f, grid, scale)
+    value, err, scale = _adaptive(f, grid, scale)
     magnitude = np.maximum(abs(lo) + np.abs(value), _TINY)
     tail = float(np.max(_tail(f, last, resolution) / magnitude))
     rel = err * float(np.max(scale / magnitude)) + tail
