@@ -391,3 +391,17 @@ def test_breakeven_edge_cases_as_the_docs_state_them():
     cost = 0.05e-9 * 8e6  # compression seconds (no latency, no decompression cost)
     assert compression_breakeven(layered, c, ps) == pytest.approx(gain_two / cost, rel=1e-12)
     assert compression_breakeven(w, c, ps) == pytest.approx(gain_one / cost, rel=1e-12)
+
+
+def test_topk_at_one_over_n_in_floating_point_is_the_tie_for_every_n():
+    # docs/compression.md: at d = 1/n the costs decide, inf where c_c S + n c_d S < (n - 1) alpha, else
+    # 0.0. With d = 1.0 / n the two byte counts, computed apart, differed by about 3e-8 of 1e8 bytes:
+    # 73 of 396 cases gave a tiny B* or a NotRepresentable (audit 2026-11-27).
+    from queuesgd.schemes.allreduce.compression import compression_breakeven
+
+    w = Workload(0.05, 1e8)
+    for n in range(2, 200):
+        for alpha, cc in ((1e-3, 1e-12), (1e-9, 1e-9)):
+            s = CompressedAllReduce("topk", density=1.0 / n, compress_time=cc)
+            expected = math.inf if cc * 1e8 < (n - 1) * alpha else 0.0
+            assert compression_breakeven(w, Cluster(n, "1GB/s", latency=alpha), s) == expected, (n, alpha)

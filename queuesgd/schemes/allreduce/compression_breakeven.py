@@ -87,7 +87,12 @@ def compression_breakeven(workload: Workload, cluster: Cluster, scheme: Compress
     size = workload.gradient_bytes
     extra = float(scheme.compress_cost(size) + scheme.decompress_cost(size, n))
     volume, lat = collective_terms(scheme, n, alpha, *closed_wire(scheme, workload), False)
-    gain = 2 * (n - 1) / n * size - volume
+    ring = 2 * (n - 1) / n * size
+    gain = ring - volume
+    if abs(gain) <= 1e-12 * ring:
+        # a tie within rounding (top-k at d = 1/n: the two volumes, computed apart, differ by about
+        # 3e-8 of 1e8 bytes, either way, which turned 0.0 into a tiny B* and inf into a refusal)
+        gain = 0.0
     cost = extra + lat - 2 * (n - 1) * alpha
     if gain > 0:
         return math.inf if cost <= 0 else gain / cost
