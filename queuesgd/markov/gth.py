@@ -21,7 +21,7 @@ band, in which the states are eliminated 32 at a time: one by one among
 themselves, then their updates of the ``b`` states below them as one
 matrix product of non-negative numbers (BLAS, about 10x the speed of
 updating state by state at ``b`` = 480..830). The cost is about ``n b^2``
-multiply-adds and ``n b`` numbers of storage (at most about 85 MB within
+multiply-adds and ``n b`` numbers of storage (at most about 75 MB within
 ``steady_state``'s ``GTH_WORK_LIMIT``). A path (``b = 1``, a birth-death
 chain) needs no update: its ratios are taken at once.
 """

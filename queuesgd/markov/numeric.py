@@ -56,8 +56,8 @@ GTH_WORK_LIMIT = 5e9
 
 #: Where LU or Krylov raise :class:`~queuesgd.errors.ConvergenceError` (a
 #: negative probability, no convergence), ``method="auto"`` solves by GTH after
-#: all, up to this many multiply-adds (about 15 s, and at most about 1.6 GB for
-#: the eliminated band's ``n b`` numbers, at ``b`` = 245 and 830,000 states).
+#: all, up to this many multiply-adds (about 15 s, and at most about 1.4 GB for
+#: the eliminated band's ``n b`` numbers, at ``b`` = 283 and 625,000 states).
 GTH_FALLBACK_LIMIT = 1e11
 
 
