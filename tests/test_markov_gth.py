@@ -392,3 +392,13 @@ def test_steep_probabilities_across_a_block_of_states(n, b, slope, kind, spread,
             assert abs(Fraction(float(v)) - r) <= 1e-12 * r
         else:
             assert v < 1e-280
+
+
+def test_a_complex_generator_is_refused_not_cast():
+    # float() of a complex rate dropped its imaginary part with a ComplexWarning only (audit 2026-11-27)
+    Q = np.array([[-1.0, 1.0], [2.0, -2.0]])
+    for bad in (Q + 0j, sp.csr_matrix(Q + 0j), [[-1.0, 1j], [2.0, -2.0]]):
+        for solve in (gth_solve, steady_state):
+            with pytest.raises(InvalidParameterError, match="^Q: got 'a matrix of complex numbers'; accepted"):
+                solve(bad)
+    assert gth_solve(Q).tolist() == pytest.approx([2 / 3, 1 / 3], rel=1e-15)

@@ -35,6 +35,9 @@ def as_generator(Q: Any, field: str = "Q") -> sp.csr_matrix:
     """
     if _canonical_csr(Q):
         A = Q
+    elif _complex(Q):
+        # float() of a complex number drops its imaginary part with a warning only
+        raise InvalidParameterError(field, "a matrix of complex numbers", "real rates")
     elif sp.issparse(Q):
         A = sp.csr_matrix(Q, dtype=float)
     else:
@@ -61,6 +64,14 @@ def as_generator(Q: Any, field: str = "Q") -> sp.csr_matrix:
     if not np.all(np.isfinite(A.data)):
         raise InvalidParameterError(field, "a matrix with NaN or infinite entries", "finite rates")
     return A
+
+
+def _complex(Q: Any) -> bool:
+    """Whether ``Q`` holds complex numbers (an array, a nested list or a sparse matrix)."""
+    try:
+        return bool(np.iscomplexobj(Q.data if sp.issparse(Q) else Q))
+    except (TypeError, ValueError):
+        return False  # not an array of numbers: as_generator says so
 
 
 def _canonical_csr(Q: Any) -> bool:
