@@ -403,3 +403,12 @@ def test_a_complex_generator_is_refused_not_cast():
             with pytest.raises(InvalidParameterError, match="^Q: got 'a matrix of complex numbers'"):
                 solve(bad)
     assert gth_solve(Q).tolist() == pytest.approx([2 / 3, 1 / 3], rel=1e-15)
+
+
+def test_a_row_whose_rates_sum_past_the_double_range_is_refused():
+    # two rates of 1e308 out of one state (its diagonal given as 0) passed the check (audit 2026-11-27)
+    Q = sp.csr_matrix(np.array([[0.0, 1e308, 1e308], [1.0, -1.0, 0.0], [1.0, 0.0, -1.0]]))
+    for solve in (gth_solve, steady_state):
+        with pytest.raises(InvalidParameterError, match="^Q row 0: got 'rates summing past the double"):
+            solve(Q)
+    assert steady_state([[-1e308, 1e308], [1e308, -1e308]]).tolist() == [0.5, 0.5]  # large rates are fine

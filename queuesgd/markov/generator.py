@@ -100,8 +100,17 @@ def validate_generator(A: sp.csr_matrix) -> None:
         raise InvalidParameterError(
             f"Q[{coo.row[i]}, {coo.col[i]}]", float(coo.data[i]), "an off-diagonal rate >= 0"
         )
+    with np.errstate(over="ignore"):
+        outflow = np.bincount(coo.row[off], coo.data[off], minlength=A.shape[0])
+    beyond = np.flatnonzero(~np.isfinite(outflow))
+    if beyond.size:
+        raise InvalidParameterError(
+            f"Q row {int(beyond[0])}",
+            "rates summing past the double range",
+            "a total outflow rate below 1.8e308",
+        )
     rowsum = np.asarray(A.sum(axis=1)).ravel()
-    scale = np.maximum(np.abs(A.diagonal()), np.bincount(coo.row[off], coo.data[off], minlength=A.shape[0]))
+    scale = np.maximum(np.abs(A.diagonal()), outflow)
     tol = 1e-9 * np.maximum(scale, np.finfo(float).tiny)
     bad_rows = np.flatnonzero(np.abs(rowsum) > tol)
     if bad_rows.size:
