@@ -14,7 +14,7 @@ from scipy.sparse.csgraph import connected_components
 
 from queuesgd.errors import InvalidParameterError
 
-__all__ = ["as_generator", "check_irreducible", "read_generator", "validate_generator"]
+__all__ = ["as_generator", "check_irreducible", "read_generator", "span", "validate_generator"]
 
 
 def as_generator(Q: Any, field: str = "Q") -> sp.csr_matrix:
@@ -64,6 +64,24 @@ def as_generator(Q: Any, field: str = "Q") -> sp.csr_matrix:
     if not np.all(np.isfinite(A.data)):
         raise InvalidParameterError(field, "a matrix with NaN or infinite entries", "finite rates")
     return A
+
+
+def span(A: sp.csr_matrix) -> float:
+    """Largest over smallest nonzero off-diagonal rate of a generator (1 if none; ``inf`` past 1.8e308).
+
+    ``A`` as :func:`as_generator` returns it.
+
+    Examples
+    --------
+    >>> span(as_generator([[-1e-300, 1e-300], [1e300, -1e300]]))
+    inf
+    """
+    coo = A.tocoo()
+    rates = np.abs(coo.data[coo.row != coo.col])
+    if not rates.size:
+        return 1.0
+    with np.errstate(over="ignore"):
+        return float(rates.max() / rates.min())
 
 
 def _complex(Q: Any) -> bool:
