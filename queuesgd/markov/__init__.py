@@ -18,7 +18,7 @@ Examples
 
 from queuesgd.markov.compositions import composition_count, composition_rank, composition_table, compositions
 from queuesgd.markov.generator import read_generator
-from queuesgd.markov.gth import gth_solve
+from queuesgd.markov.gth import GTH_SPAN, gth_solve
 from queuesgd.markov.numeric import (
     AUTO_DIRECT_LIMIT,
     GTH_FALLBACK_LIMIT,
@@ -46,6 +46,7 @@ __all__ = [
     "AUTO_DIRECT_LIMIT",
     "FORMS",
     "GTH_FALLBACK_LIMIT",
+    "GTH_SPAN",
     "GTH_WORK_LIMIT",
     "MAX_SYMBOLIC_CTMC_WORK",
     "METHODS",
