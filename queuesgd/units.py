@@ -101,7 +101,7 @@ def _split(value: Any, field: str, accepted: str) -> tuple[float, str] | float:
             raise UnitError(field, value, accepted) from None
         if not math.isfinite(f) or f < 0:
             raise UnitError(field, value, accepted)
-        return f
+        return abs(f)  # -0.0 is 0
     if not isinstance(value, str):
         raise UnitError(field, value, accepted)
     match = _NUMBER.match(value)
@@ -110,7 +110,14 @@ def _split(value: Any, field: str, accepted: str) -> tuple[float, str] | float:
     number = float(match.group(1))
     if not math.isfinite(number) or number < 0:
         raise UnitError(field, value, accepted)
-    return number, match.group(2)
+    return abs(number), match.group(2)  # "-0" is 0
+
+
+def _finite(out: float, field: str, value: Any, accepted: str) -> float:
+    """``out``, a number times its unit, refused where it passed the float range (``"1e300 GB/s"``)."""
+    if not math.isfinite(out):
+        raise UnitError(field, value, f"a value below 1.8e308 in base units; {accepted}")
+    return out
 
 
 def _size_factor(unit: str) -> float | None:
@@ -206,7 +213,7 @@ def parse_seconds(value: Any, field: str = "time") -> float:
     factor = _TIME_UNITS.get(unit, _TIME_UNITS.get(unit.lower()))
     if factor is None:
         raise UnitError(field, value, _ACCEPTED_SECONDS)
-    return number * factor[0] / factor[1]
+    return _finite(number * factor[0] / factor[1], field, value, _ACCEPTED_SECONDS)
 
 
 def parse_bandwidth(value: Any, field: str = "bandwidth") -> float:
@@ -252,7 +259,7 @@ def parse_bandwidth(value: Any, field: str = "bandwidth") -> float:
     factor = _size_factor(size_unit) if per is not None else None
     if factor is None:
         raise UnitError(field, value, _ACCEPTED_BANDWIDTH)
-    return number * factor * per[1] / per[0]
+    return _finite(number * factor * per[1] / per[0], field, value, _ACCEPTED_BANDWIDTH)
 
 
 def _check_format_input(value: Any, field: str) -> float:

@@ -193,3 +193,38 @@ def test_bandwidth_round_trip(bps):
 @given(st.integers(min_value=0, max_value=10**6), st.sampled_from(["k", "M", "G", "T"]))
 def test_bit_is_an_eighth_of_a_byte(n, prefix):
     assert parse_bytes(f"{n}{prefix}bit") == pytest.approx(parse_bytes(f"{n}{prefix}B") / 8, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("func", "text"),
+    [
+        (parse_bandwidth, "1e300 GB/s"),
+        (parse_bandwidth, "1e308 Pbit/s"),
+        (parse_bandwidth, "1e300 PiB/ns"),
+        (parse_seconds, "1e308 h"),
+        (parse_seconds, "1e306 hours"),
+    ],
+)
+def test_a_finite_number_whose_unit_takes_it_past_the_float_range_is_refused(func, text):
+    # "1e300 GB/s" parsed to inf and Cluster took it: free communication (audit 2026-11-27)
+    with pytest.raises(UnitError, match=r"^x: got .*; accepted: a value below 1\.8e308 in base units"):
+        func(text, "x")
+
+
+def test_a_cluster_refuses_a_bandwidth_string_that_overflows():
+    from queuesgd import Cluster
+
+    with pytest.raises(UnitError, match="^Cluster.bandwidth: got '1e300 GB/s'"):
+        Cluster(4, "1e300 GB/s")
+    assert Cluster(4, "1e290 GB/s").bandwidth == 1e299  # the largest still in range pass, exactly
+
+
+@pytest.mark.parametrize(
+    ("func", "value"),
+    [(f, v) for f in (parse_bytes, parse_seconds, parse_bandwidth) for v in ("-0", -0.0)]
+    + [(parse_bytes, "-0 B"), (parse_seconds, "-0 s"), (parse_bandwidth, "-0 B/s")],
+)
+def test_negative_zero_reads_as_zero(func, value):
+    # -0.0 came back as -0.0, where negative values are refused (audit 2026-11-27)
+    out = func(value)
+    assert out == 0.0 and math.copysign(1.0, out) == 1.0
