@@ -545,3 +545,36 @@ def test_bad_combinations():
         ShardedDataParallel(stage=3).solve(wr, c, "closed_form")
     mc = ShardedDataParallel(stage=3).solve(wr, c, "fine", rng=1, iterations=200)
     assert math.isfinite(mc.iteration_time) and mc.interval is not None
+
+
+@pytest.mark.parametrize(
+    "scheme",
+    [ShardedDataParallel(stage=0), ShardedDataParallel(stage=2), ShardedDataParallel(stage=3),
+     ShardedDataParallel(stage=3, overlap=False)],
+    ids=["s0", "s2", "s3", "s3-no-overlap"],
+)
+def test_formula_refuses_where_the_full_overlap_condition_fails(scheme):
+    # derive's formula of the full-overlap cases had no condition: an audit (2026-11-27) found it 37.5%
+    # above the exact task graph where predict's closed form refuses. Now it states full_overlap's
+    # condition for k equal units of a workload without layers (forward t/3, backward 2t/3): over
+    # random configurations, it refuses exactly where predict's closed form (its own numeric check of
+    # the condition) refuses, and equals it elsewhere.
+    rng = np.random.default_rng(scheme.stage * 2 + scheme.overlap)
+    f = scheme.formula("deterministic")
+    outcomes = set()
+    for _ in range(60):
+        n, t, bw = int(rng.integers(2, 64)), 10 ** rng.uniform(-4, 0), 10 ** rng.uniform(8, 11)
+        size, alpha, u = 10 ** rng.uniform(6, 9.3), 10 ** rng.uniform(-7, -4), 10 ** rng.uniform(-5, -2)
+        w = Workload(t, size, size, batch_size=32, update_time=u)
+        c = Cluster(n, bw, latency=alpha)
+        values = dict(n=n, k=len(scheme.unit_list(w)), m=32, G=size, P=size, B=bw, alpha=alpha, u=u, t=t)
+        try:
+            want = predict(scheme, w, c, method="closed_form").throughput
+        except NotRepresentable:
+            with pytest.raises(InvalidParameterError, match="every collective fits under the compute"):
+                f.evaluate(**values)
+            outcomes.add("refused")
+            continue
+        assert float(f.evaluate(**values)) == pytest.approx(want, rel=1e-12)
+        outcomes.add("held")
+    assert outcomes == {"refused", "held"}  # both sides of the condition were drawn
