@@ -102,9 +102,10 @@ def test_pipeline_says_what_to_add_and_derives_with_the_cli_default(capsys):
 
 
 def test_pipeline_workers_are_stages_times_replicas():
-    f = q.derive(q.Pipeline(4, 8), "deterministic", workers=8)
-    g = q.derive(q.Pipeline(4, 8), "deterministic")
-    values = dict(M=8, t_f=1e-3, t_b=2e-3, A=1e6, B=1e9, alpha=1e-5, G=1e8, u=1e-3, m=4)
+    # GPipe, whose closed form holds for sends c = alpha + A/B <= min(t_f, t_b) (1F1B's needs c = 0 at M = 8)
+    f = q.derive(q.Pipeline(4, 8, schedule="gpipe"), "deterministic", workers=8)
+    g = q.derive(q.Pipeline(4, 8, schedule="gpipe"), "deterministic")
+    values = dict(M=8, t_f=1e-3, t_b=2e-3, A=5e5, B=1e9, alpha=1e-5, G=1e8, u=1e-3, m=4)
     assert float(f.evaluate(**values)) == pytest.approx(float(g.evaluate(S=4, D=2, **values)), rel=1e-12)
 
 

@@ -64,6 +64,14 @@ def pipeline_formula(scheme: Pipeline, compute: str = "deterministic") -> Formul
     else:
         tail = ring_allreduce(D, Gs, sy["B"], sy["alpha"]) + sy["u"] / S
     T = (M + S - 1) * (sy["t_f"] + sy["t_b"]) + 2 * (S - 1) * c + tail
+    # closed_form_condition, with (S - 1)(M - 1) factors so that one stage or one micro-batch holds
+    # whatever c: GPipe c <= min(t_f, t_b); 1F1B c <= t_f + t_b at M = 2 and c = 0 from M = 3 on
+    why = f"the pipeline closed form is exact ({scheme.condition_text()}, c = alpha + A/B)"
+    one = (S - 1) * (M - 1)
+    if scheme.schedule == "gpipe":
+        conditions = ((one * (c - sy["t_f"]) <= 0, why), (one * (c - sy["t_b"]) <= 0, why))
+    else:
+        conditions = ((one * (c - sy["t_f"] - sy["t_b"]) <= 0, why), (one * (M - 2) * c <= 0, why))
     expr = D * M * m / T
     meaning = {
         "S": "pipeline stages",
@@ -87,4 +95,5 @@ def pipeline_formula(scheme: Pipeline, compute: str = "deterministic") -> Formul
         f"full-duplex links, exact when {scheme.condition_text()} with c = alpha + A/B; stage gradients "
         "G/S "
         "combined across the D replicas by a ring (or a reduce-scatter after an all-gather when sharded)",
+        conditions,
     )
