@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from formula_regions import assert_formula_holds_where_the_closed_form_does
 
 from queuesgd import Cluster, Layer, Workload, derive, predict
 from queuesgd.dag import schedule
@@ -639,26 +640,19 @@ def test_formula_refuses_exactly_where_the_closed_form_does(kind):
     # configurations it refuses exactly where predict's closed form (its own numeric check) refuses,
     # and equals it elsewhere.
     rng = np.random.default_rng(7 if kind == "gpipe" else 8)
-    outcomes = set()
-    for _ in range(80):
-        S, M, D, m = (int(rng.integers(lo, hi)) for lo, hi in ((1, 6), (1, 9), (1, 4), (1, 64)))
-        comp, bw = 10 ** rng.uniform(-6, 1), 10 ** rng.uniform(6, 12)
-        alpha = float(rng.choice([0.0, 10 ** rng.uniform(-7, -3)]))
-        A, G = float(rng.choice([0.0, 10 ** rng.uniform(0, 8)])), 10 ** rng.uniform(3, 9)
-        u = float(rng.choice([0.0, comp * rng.uniform(0, 2)]))
-        scheme = Pipeline(S, M, schedule=kind, activation_bytes=A)
-        w = Workload(comp, G, batch_size=m, update_time=u)
-        c = Cluster(S * D, bw, latency=alpha)
-        stage = dict(t_f=comp / 3 / S, t_b=2 * comp / 3 / S)  # a workload without layers: forward 1/3
-        values = dict(S=S, M=M, D=D, m=m, A=A, B=bw, alpha=alpha, G=G, u=u, **stage)
-        f = scheme.formula("deterministic")
-        try:
-            want = predict(scheme, w, c, method="closed_form").throughput
-        except NotRepresentable:
-            with pytest.raises(InvalidParameterError, match="the pipeline closed form is exact"):
-                f.evaluate(**values)
-            outcomes.add("refused")
-            continue
-        assert float(f.evaluate(**values)) == pytest.approx(want, rel=1e-12)
-        outcomes.add("held")
-    assert outcomes == {"refused", "held"}
+
+    def cases():
+        for _ in range(80):
+            S, M, D, m = (int(rng.integers(lo, hi)) for lo, hi in ((1, 6), (1, 9), (1, 4), (1, 64)))
+            comp, bw = 10 ** rng.uniform(-6, 1), 10 ** rng.uniform(6, 12)
+            alpha = float(rng.choice([0.0, 10 ** rng.uniform(-7, -3)]))
+            A, G = float(rng.choice([0.0, 10 ** rng.uniform(0, 8)])), 10 ** rng.uniform(3, 9)
+            u = float(rng.choice([0.0, comp * rng.uniform(0, 2)]))
+            scheme = Pipeline(S, M, schedule=kind, activation_bytes=A)
+            stage = dict(t_f=comp / 3 / S, t_b=2 * comp / 3 / S)  # a workload without layers: forward 1/3
+            values = dict(S=S, M=M, D=D, m=m, A=A, B=bw, alpha=alpha, G=G, u=u, **stage)
+            w = Workload(comp, G, batch_size=m, update_time=u)
+            yield scheme, w, Cluster(S * D, bw, latency=alpha), values
+
+    f = Pipeline(2, 2, schedule=kind).formula("deterministic")  # symbolic in S, M and A
+    assert_formula_holds_where_the_closed_form_does(f, cases(), "the pipeline closed form is exact")

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pytest
+from formula_regions import assert_formula_holds_where_the_closed_form_does
 
 from queuesgd import Cluster, Layer, Workload, predict
 from queuesgd.dag import schedule
@@ -560,21 +561,15 @@ def test_formula_refuses_where_the_full_overlap_condition_fails(scheme):
     # random configurations, it refuses exactly where predict's closed form (its own numeric check of
     # the condition) refuses, and equals it elsewhere.
     rng = np.random.default_rng(scheme.stage * 2 + scheme.overlap)
+
+    def cases():
+        for _ in range(60):
+            n, t, bw = int(rng.integers(2, 64)), 10 ** rng.uniform(-4, 0), 10 ** rng.uniform(8, 11)
+            size, alpha, u = 10 ** rng.uniform(6, 9.3), 10 ** rng.uniform(-7, -4), 10 ** rng.uniform(-5, -2)
+            w = Workload(t, size, size, batch_size=32, update_time=u)
+            k = len(scheme.unit_list(w))
+            values = dict(n=n, k=k, m=32, G=size, P=size, B=bw, alpha=alpha, u=u, t=t)
+            yield scheme, w, Cluster(n, bw, latency=alpha), values
+
     f = scheme.formula("deterministic")
-    outcomes = set()
-    for _ in range(60):
-        n, t, bw = int(rng.integers(2, 64)), 10 ** rng.uniform(-4, 0), 10 ** rng.uniform(8, 11)
-        size, alpha, u = 10 ** rng.uniform(6, 9.3), 10 ** rng.uniform(-7, -4), 10 ** rng.uniform(-5, -2)
-        w = Workload(t, size, size, batch_size=32, update_time=u)
-        c = Cluster(n, bw, latency=alpha)
-        values = dict(n=n, k=len(scheme.unit_list(w)), m=32, G=size, P=size, B=bw, alpha=alpha, u=u, t=t)
-        try:
-            want = predict(scheme, w, c, method="closed_form").throughput
-        except NotRepresentable:
-            with pytest.raises(InvalidParameterError, match="every collective fits under the compute"):
-                f.evaluate(**values)
-            outcomes.add("refused")
-            continue
-        assert float(f.evaluate(**values)) == pytest.approx(want, rel=1e-12)
-        outcomes.add("held")
-    assert outcomes == {"refused", "held"}  # both sides of the condition were drawn
+    assert_formula_holds_where_the_closed_form_does(f, cases(), "every collective fits under the compute")
