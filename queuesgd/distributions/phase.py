@@ -370,6 +370,22 @@ class PhaseType(Distribution):
         return self._T
 
     @property
+    def exit_rates(self) -> np.ndarray:
+        """Rates of absorption from each phase, ``-T 1``, a row sum rounding below 0 taken as 0.
+
+        A chained law's rows that do not absorb sum to about +-1e-19, not 0
+        (:func:`~queuesgd.distributions.sum_of` of a hyperexponential).
+
+        Examples
+        --------
+        >>> HyperExponential([0.3, 0.7], [1.0, 4.0]).to_phase_type().exit_rates.tolist()
+        [1.0, 4.0]
+        >>> Erlang(2, 3.0).to_phase_type().exit_rates.tolist()
+        [0.0, 3.0]
+        """
+        return np.maximum(-self._T.sum(axis=1), 0.0)
+
+    @property
     def phases(self) -> int:
         """Number of transient phases."""
         return self._alpha.size

@@ -209,7 +209,7 @@ def _chain(laws: list[PhaseType]) -> PhaseType:
     """
     check_phases(sum(law.phases for law in laws), f"a sum of {len(laws)} phase-type laws")
     out = laws[0]
-    exit_out = _exit_rates(out)
+    exit_out = out.exit_rates
     for nxt in laws[1:]:
         a, b = out.phases, nxt.phases
         T = np.zeros((a + b, a + b))
@@ -218,13 +218,8 @@ def _chain(laws: list[PhaseType]) -> PhaseType:
         T[a:, a:] = nxt.T
         alpha = np.concatenate([out.alpha, (1.0 - float(np.sum(out.alpha))) * np.asarray(nxt.alpha)])
         out = PhaseType(alpha, T)
-        exit_out = np.concatenate([np.zeros(a), _exit_rates(nxt)])
+        exit_out = np.concatenate([np.zeros(a), nxt.exit_rates])
     return out
-
-
-def _exit_rates(law: PhaseType) -> np.ndarray:
-    """A phase-type law's rates of absorption, ``-T 1``, rounding below 0 taken as 0."""
-    return np.maximum(-np.asarray(law.T).sum(axis=1), 0.0)
 
 
 def sum_of(law: Distribution, count: int) -> Distribution:

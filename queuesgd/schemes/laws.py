@@ -229,7 +229,7 @@ def add_phase_transitions(net: Any, prefix: str, law: PhaseType, phases: list[st
     """
     T = np.asarray(law.T, dtype=float)
     k = T.shape[0]
-    exit_rates = -T.sum(axis=1)
+    exit_rates = law.exit_rates
     for i in range(k):
         for j in range(k):
             if i != j and T[i, j] > 0:

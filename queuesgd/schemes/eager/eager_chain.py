@@ -99,7 +99,7 @@ class EmbeddedChain:
         T = np.asarray(ph.T, dtype=float)
         k = alpha.size
         self.k = k
-        exit_rates = -T.sum(axis=1)
+        exit_rates = ph.exit_rates
         moves = [(i, j, T[i, j]) for i in range(k) for j in range(k) if i != j and T[i, j] > 0]
 
         X = compositions(P, k)
