@@ -301,6 +301,9 @@ def steady_state(Q: Any, *, method: str = "auto", tol: float = 1e-12) -> np.ndar
         ``STIFF_SPAN``: there their answers were measured wrong by far more
         than ``tol`` (``docs/markov.md``). Within it they can still be off on
         nearly decomposable chains; only GTH is accurate entry by entry.
+        GTH itself warns where the rates span more than
+        :data:`~queuesgd.markov.gth.GTH_SPAN` (1e150), past which a
+        probability was seen lost without an error.
 
     Examples
     --------
