@@ -16,6 +16,9 @@ True
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from typing import Any
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "UnboundedNetError",
     "MissingDependencyError",
     "AccuracyWarning",
+    "warn_user",
 ]
 
 
@@ -161,6 +165,33 @@ class AccuracyWarning(UserWarning):
     method that is accurate there. Turn it into an error with
     ``warnings.simplefilter("error", AccuracyWarning)``.
     """
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn, naming the first line outside queuesgd: the user's call, however deep the library's chain.
+
+    A fixed ``stacklevel`` names the user's line from one entry point and a
+    library frame from another (``gth_solve`` called directly or through
+    ``steady_state``); this walks the stack instead.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     warn_user("a test", AccuracyWarning)
+    >>> seen[0].category.__name__, seen[0].filename.startswith(_PACKAGE)
+    ('AccuracyWarning', False)
+    """
+    frame = sys._getframe(1)
+    level = 2  # stacklevel 2 names warn_user's caller
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 class MissingDependencyError(QueuesgdError, ImportError):

@@ -162,6 +162,21 @@ def test_direct_and_iterative_warn_on_a_stiff_chain():
         steady_state([[-1.0, 1.0], [1e6, -1e6]], method="direct")
 
 
+def test_accuracy_warnings_name_the_users_line_from_every_entry_point():
+    # a fixed stacklevel named the caller of gth_solve but a library frame through steady_state
+    wide = [[-1e-100, 1e-100], [1e100, -1e100]]  # span 1e200 > GTH_SPAN
+    calls = [
+        lambda: gth_solve(wide),
+        lambda: steady_state(wide),
+        lambda: steady_state(wide, method="gth"),
+        lambda: steady_state([[-1e-5, 1e-5], [1e3, -1e3]], method="direct"),
+    ]
+    for call in calls:
+        with pytest.warns(AccuracyWarning) as seen:
+            call()
+        assert {w.filename for w in seen} == {__file__}
+
+
 def test_auto_takes_gth_within_its_budget_and_lu_or_krylov_past_it(monkeypatch):
     from queuesgd.markov import numeric
 

@@ -29,7 +29,6 @@ chain) needs no update: its ratios are taken at once.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
@@ -37,7 +36,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from queuesgd import _checks
-from queuesgd.errors import AccuracyWarning, ConvergenceError
+from queuesgd.errors import AccuracyWarning, ConvergenceError, warn_user
 from queuesgd.markov.generator import as_generator, read_generator, span
 
 __all__ = ["GTH_SPAN", "band_ordering", "eliminate_in_band", "gth_solve", "gth_work"]
@@ -325,12 +324,11 @@ def eliminate_in_band(A: sp.csr_matrix, order: np.ndarray, b: int) -> np.ndarray
     b = max(b, 1)
     ratio = span(A)
     if ratio > GTH_SPAN:
-        warnings.warn(
+        warn_user(
             f"gth: the rates span {ratio:.3g} > GTH_SPAN={GTH_SPAN:g}: where a rate formed between distant "
             "states falls below the double range a probability is lost without an error (seen from a span "
             "of 2.3e188 on; docs/markov.md)",
             AccuracyWarning,
-            stacklevel=3,
         )
     # A state's rate to the states below it, as elimination leaves it, can underflow (or a rate
     # divided by it overflow) where they are reached from it with a probability under about

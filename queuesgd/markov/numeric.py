@@ -22,7 +22,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from queuesgd import _checks
-from queuesgd.errors import AccuracyWarning, ConvergenceError
+from queuesgd.errors import AccuracyWarning, ConvergenceError, warn_user
 from queuesgd.markov.generator import as_generator, check_irreducible, read_generator, span
 from queuesgd.markov.gth import band_ordering, eliminate_in_band, gth_work
 
@@ -334,12 +334,11 @@ def _solve(A: sp.csr_matrix, method: str, tol: float) -> np.ndarray:
         return eliminate_in_band(A, *band_ordering(A))
     ratio = span(A)
     if ratio > STIFF_SPAN:
-        warnings.warn(
+        warn_user(
             f"steady_state(method={method!r}): the rates span {ratio:.3g} > STIFF_SPAN={STIFF_SPAN:g}; "
             "on such chains LU and Krylov solutions were measured up to 1e-3 off (up to 0.99 past 1e10) "
             "with a backward error at round-off; method='gth' is accurate there (docs/markov.md)",
             AccuracyWarning,
-            stacklevel=3,
         )
     if method == "direct":
         return _direct(A, tol)

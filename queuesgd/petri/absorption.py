@@ -20,14 +20,13 @@ sparse LU and warn.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import solve_triangular
 
-from queuesgd.errors import AccuracyWarning
+from queuesgd.errors import AccuracyWarning, warn_user
 
 __all__ = ["DENSE_LOOP", "absorb_numeric", "absorb_symbolic"]
 
@@ -140,12 +139,11 @@ def _absorb_lu(
     """Sparse LU of ``I - A`` for loops past ``DENSE_LOOP`` markings; warns."""
     from scipy.sparse.linalg import splu
 
-    warnings.warn(
+    warn_user(
         f"a loop of immediate transitions spans {nv:,} vanishing markings (> DENSE_LOOP={DENSE_LOOP:,}): "
         "it is solved by sparse LU, which loses digits where the loop repeats with a probability "
         "near 1 or leaves by a branch below about 1e-13 (docs/petri.md)",
         AccuracyWarning,
-        stacklevel=4,
     )
     vv = ~tan
     A = sp.csr_matrix((p[vv], (src[vv], dst[vv])), shape=(nv, nv))

@@ -34,14 +34,13 @@ applications", *Proc. IEEE* 77(4), 1989, section VII.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError, UnknownNameError
+from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError, UnknownNameError, warn_user
 
 if TYPE_CHECKING:
     from queuesgd.petri.net import PetriNet
@@ -159,11 +158,10 @@ def _invariants(D: np.ndarray, names: tuple[str, ...], method: str, max_rows: in
         except StateSpaceTooLargeError as exc:
             if method != "auto":
                 raise
-            warnings.warn(
+            warn_user(
                 f"method='auto': {exc}; returning an integer null-space basis instead "
                 "(method='basis'; entries may be negative)",
                 UserWarning,
-                stacklevel=3,
             )
             vecs = _nullspace_basis(D)
     return [{names[i]: int(v[i]) for i in np.flatnonzero(v)} for v in vecs]

@@ -55,8 +55,9 @@ def test_a_rare_exit_of_the_loop_is_kept(e):
 
 def test_loops_past_the_dense_limit_fall_back_to_lu_and_warn(monkeypatch):
     monkeypatch.setattr(absorption, "DENSE_LOOP", 0)
-    with pytest.warns(AccuracyWarning, match="sparse LU"):
+    with pytest.warns(AccuracyWarning, match="sparse LU") as seen:
         sol = retry_loop(3.0, 1.0).solve()
+    assert [w.filename for w in seen] == [__file__]  # the user's line, not the library's
     assert sol.throughput("bad") == pytest.approx(3.0, rel=1e-12)
 
 

@@ -177,8 +177,9 @@ def test_explosion_raises_or_falls_back():
     net = _mutex()
     with pytest.raises(StateSpaceTooLargeError, match="method='basis'"):
         p_invariants(net, max_rows=1)
-    with pytest.warns(UserWarning, match="null-space basis"):
+    with pytest.warns(UserWarning, match="null-space basis") as seen:
         ps = p_invariants(net, method="auto", max_rows=1)
+    assert [w.filename for w in seen] == [__file__]
     assert len(ps) == 3
     _check_p(net, ps)
     with pytest.raises(InvalidParameterError):
