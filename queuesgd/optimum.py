@@ -11,9 +11,12 @@ an :class:`Optimum`. It never reports a point it has not checked:
   decades) is refined by a bounded Brent search between the best point's
   neighbours; a peak narrower than the grid spacing can be missed;
 - symbolically, a stationary point ``dX/dx = 0`` is returned only where
-  SymPy proves ``d2X/dx2 < 0`` there and it is the only stationary point
-  left; otherwise :class:`~queuesgd.errors.NotRepresentable` says why (with
-  a counterexample where random parameter values show a minimum). The
+  SymPy proves ``d2X/dx2 < 0`` there, it is the only stationary point
+  with ``x > 0`` (a minimum beside it is refused: X may rise again toward
+  an end) and ``X``'s denominator does not vanish for ``x > 0`` (the
+  evidence says where SymPy cannot decide that); otherwise
+  :class:`~queuesgd.errors.NotRepresentable` says why (with a
+  counterexample where random parameter values show a minimum). The
   symbolic road is bounded: a throughput too large to solve, or whose
   equation ``dX/dx = 0`` is not a polynomial of small degree in ``x``, is
   refused at once (:func:`symbolic_obstacle`); ``Formula.optimize`` then
@@ -364,6 +367,24 @@ def _curvature(n0: Any, positive: Any, den: Any, sym: Any, root: Any) -> Any:
     return sympy.together(curv)
 
 
+def _pole(expr: Any, sym: Any) -> Any:
+    """The least ``x > 0`` where the denominator of ``expr`` vanishes, None where it cannot, else "unknown".
+
+    A stationary point is the maximum over ``x > 0`` only if ``X`` is continuous there: ``X = -(x -
+    5)**2 - 1/(x - 1)`` has one stationary point, a maximum near 5.03, and grows without bound as ``x``
+    nears 1 from below.
+    """
+    import sympy
+
+    den = sympy.fraction(sympy.together(expr))[1]
+    if not den.has(sym) or den.is_positive or den.is_negative:
+        return None
+    if den.free_symbols == {sym} and den.is_polynomial(sym):
+        roots = [r for r in sympy.Poly(den, sym).real_roots() if r > 0]
+        return min(roots, key=float) if roots else None
+    return "unknown"
+
+
 def symbolic_search(expr: Any, sym: Any, hint: str = "") -> Optimum:
     """The stationary point of ``expr`` in ``sym`` that SymPy proves is a maximum.
 
@@ -419,9 +440,27 @@ def symbolic_search(expr: Any, sym: Any, hint: str = "") -> Optimum:
             maxima.append((r, curv))
         elif curv.is_nonnegative is not True:
             unsure.append((r, curv))
+    if len(maxima) == 1 and not unsure and len(roots) > 1:
+        # a proved minimum beside the maximum: X rises again past it (or falls before it) toward an end
+        r, curv = maxima[0]
+        minima = ", ".join(f"{sym} = {sympy.sstr(m)}" for m in roots if m is not r)
+        why = (
+            f"{sym} = {sympy.sstr(r)} is a local maximum (d2X/d{sym}2 = {sympy.sstr(curv)} < 0 there) but "
+            f"not the only stationary point ({minima}, where d2X/d{sym}2 >= 0, too): X may be larger toward "
+            f"an end of {sym} > 0"
+        )
+        raise NotRepresentable(why + hint)
     if len(maxima) == 1 and not unsure:
         r, curv = maxima[0]
+        pole = _pole(expr, sym)
+        if pole is not None and pole != "unknown":
+            raise NotRepresentable(
+                f"{sym} = {sympy.sstr(r)} is the only stationary point and a local maximum, but X's "
+                f"denominator vanishes at {sym} = {sympy.sstr(pole)} > 0 (X is not continuous there)" + hint
+            )
         only = "the only stationary point" + ("" if r.is_positive else f" (where {sym} > 0)")
+        if pole == "unknown":
+            only += f"; X's denominator is not proved nonzero for {sym} > 0 (SymPy cannot decide)"
         evidence = f"d2X/d{sym}2 = {sympy.sstr(curv)} < 0 there, proved by SymPy; {only}"
         if sym.is_integer:
             evidence += f"; {sym} treated as continuous: the integer optimum is floor or ceil of it"

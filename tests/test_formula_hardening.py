@@ -93,6 +93,28 @@ def test_symbolic_maximum_is_proved_and_two_maxima_are_refused():
         two.optimize("n")
 
 
+def test_a_local_maximum_beside_a_minimum_is_not_the_maximum():
+    # audit 2026-11-28: X = n^3/3 - 5n^2/2 + 4n + 10 has X' = (n - 1)(n - 4): a maximum at 1 (X = 71/6)
+    # and a minimum at 4, past which X grows without bound (X(10) = 400/3 by hand); optimize returned
+    # n = 1 as "the only stationary point"
+    cubic = Formula(n**3 / 3 - sympy.Rational(5, 2) * n**2 + 4 * n + 10, {"n": n}, {}, "x")
+    assert 1000 / 3 - 250 + 40 + 10 == pytest.approx(400 / 3) and 400 / 3 > 71 / 6
+    why = r"n = 1 is a local maximum .* not the only stationary point \(n = 4"
+    with pytest.raises(NotRepresentable, match=why):
+        cubic.optimize("n")
+    best = cubic.optimize("n", upper=10)  # the numeric road says where the largest value is
+    assert (best.argmax, best.interior) == (10, False)
+
+
+def test_a_stationary_maximum_past_a_pole_is_not_the_maximum():
+    # X = -(n - 5)^2 - 1/(n - 1): X' = 0 only near n = 5.03 (2 (5 - n)(n - 1)^2 + 1 = 0 has one real root),
+    # a maximum there, but X -> +inf as n -> 1 from below
+    f = Formula(-((n - 5) ** 2) - 1 / (n - 1), {"n": n}, {}, "x")
+    assert len(sympy.Poly(2 * (5 - n) * (n - 1) ** 2 + 1, n).real_roots()) == 1
+    with pytest.raises(NotRepresentable, match="denominator vanishes at n = 1 > 0"):
+        f.optimize("n")
+
+
 # ---- optimize: the symbolic road is bounded in time -------------------------------------------------
 def test_hierarchical_stationary_point_is_judged_in_bounded_time():
     # simplify of d2X/dn2 at n* ran for minutes before the bound. By hand, with
