@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 
 __all__ = [
@@ -171,6 +172,8 @@ def integer_search(fn: Callable[[np.ndarray], Any], symbol: str, lower: int, upp
     >>> integer_search(lambda n: -abs(n - 7.0), "n", 1, 20).argmax
     7
     """
+    lower = _checks.integer("lower", lower, minimum=-(2**53))
+    upper = _checks.integer("upper", upper, minimum=lower + 1)
     if upper - lower + 1 > MAX_GRID:
         raise InvalidParameterError(
             "upper", upper, f"at most {MAX_GRID:,} integers from lower={lower} (memory of the grid)"
@@ -207,6 +210,10 @@ def continuous_search(
     """
     from scipy import optimize as sopt
 
+    lower = _checks.real("lower", lower)
+    upper = _checks.real("upper", upper)
+    if not upper > lower:
+        raise InvalidParameterError("upper", upper, f"a finite number > lower = {_fmt(lower)}")
     if lower > 0 and upper / lower > 100:
         grid = np.geomspace(lower, upper, points)
     elif lower == 0 and upper > 0:

@@ -305,3 +305,19 @@ def test_cli_derive_async_ps_at_500_workers_is_one_error_line(capsys):
     assert time.perf_counter() - start < 2.0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("queuesgd: error: AsyncPS.formula(workers=500)")
+
+
+def test_the_public_searches_refuse_an_empty_or_unreadable_interval():
+    # audit 2026-11-28: integer_search(fn, "n", 5, 1) raised IndexError; continuous_search accepted
+    # reversed and NaN bounds
+    from queuesgd.optimum import continuous_search, integer_search
+
+    with pytest.raises(InvalidParameterError, match=r"^upper: got 1; accepted: an integer >= 6"):
+        integer_search(lambda k: k, "n", 5, 1)
+    with pytest.raises(InvalidParameterError, match=r"^lower: got 2.5"):
+        integer_search(lambda k: k, "n", 2.5, 10)
+    with pytest.raises(InvalidParameterError, match=r"^upper: got 1.0; accepted: a finite number > lower"):
+        continuous_search(lambda x: x, "T", 5.0, 1.0)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(InvalidParameterError, match=r"^lower: got"):
+            continuous_search(lambda x: x, "T", bad, 1.0)
