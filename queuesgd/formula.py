@@ -109,7 +109,9 @@ class Formula:
     conditions : tuple of (sympy relational, str)
         Where the expression holds: each a relation of its symbols (``S > 16 r**2``) and why.
         :meth:`evaluate` and :meth:`subs` refuse values outside them (the expression would be a
-        number of another model there), naming the relation's symbols.
+        number of another model there), naming the relation's symbols. A condition may name a
+        symbol the expression does not have (``t >= g``, the GPUs per node ``g``):
+        :meth:`evaluate` needs its value too (:attr:`condition_names`).
     """
 
     expr: Any
@@ -223,10 +225,11 @@ class Formula:
     def __str__(self) -> str:
         import sympy
 
+        names = (*self.free_names, *self.condition_names)
         return (
             f"{self.name}:\n  X = {sympy.sstr(self.expr)}\n"
             + "".join(f"  where {sympy.sstr(rel)}: {why}\n" for rel, why in self.conditions)
-            + "\n".join(f"  {k:>10}: {self.meaning.get(k, '')}" for k in self.free_names)
+            + "\n".join(f"  {k:>10}: {self.meaning.get(k, '')}" for k in names)
         )
 
     def latex(self) -> str:
@@ -259,6 +262,21 @@ class Formula:
     def free_names(self) -> tuple[str, ...]:
         """Names of the symbols still free in ``expr``, sorted."""
         return tuple(sorted(s.name for s in self.expr.free_symbols))
+
+    @property
+    def condition_names(self) -> tuple[str, ...]:
+        """Names of the symbols only the conditions have, sorted: :meth:`evaluate` needs them too.
+
+        Examples
+        --------
+        >>> import sympy
+        >>> t, g, C = sympy.symbols("t g C", positive=True)
+        >>> f = Formula(t / C, {"t": t, "g": g, "C": C}, {}, "x", conditions=((t - g >= 0, "t >= g"),))
+        >>> f.free_names, f.condition_names
+        (('C', 't'), ('g',))
+        """
+        names = {x.name for rel, _ in self.conditions for x in rel.free_symbols}
+        return tuple(sorted(names - set(self.free_names)))
 
     # ---- transformations --------------------------------------------------------------
     def _symbol(self, name: Any) -> Any:
@@ -366,11 +384,14 @@ class Formula:
         """
         import sympy
 
-        names = self.free_names
-        missing = [k for k in names if k not in values]
+        names, only = self.free_names, self.condition_names
+        missing = [k for k in (*names, *only) if k not in values]
         if missing:
             raise InvalidParameterError(
-                "evaluate", sorted(values), f"values for every free symbol {list(names)}"
+                "evaluate",
+                sorted(values),
+                f"values for every free symbol {list(names)}"
+                + (f" and the conditions' {list(only)}" if only else ""),
             )
         extra = [k for k in values if k not in self.symbols]
         if extra:
@@ -381,8 +402,9 @@ class Formula:
                 [self.symbols[k] for k in names], _for_lambdify(self.expr), modules=_numeric_modules()
             )
             self._lambdified[names] = fn
-        args = [np.asarray(self._value(k, values[k]), dtype=float) for k in names]
-        self._check_conditions(dict(zip(names, args)))
+        given = {k: np.asarray(self._value(k, values[k]), dtype=float) for k in (*names, *only)}
+        self._check_conditions(given)
+        args = [given[k] for k in names]
         with np.errstate(divide="ignore", invalid="ignore"):
             try:
                 out = np.asarray(fn(*args), dtype=float)
@@ -510,7 +532,7 @@ class Formula:
                 best, evidence=f"{best.evidence}; numeric search, not symbolic: {obstacle}"
             )
         f = self.subs(values)
-        rest = [k for k in f.free_names if k != sym.name]
+        rest = [k for k in (*f.free_names, *f.condition_names) if k != sym.name]
         if rest:
             raise InvalidParameterError("optimize", sorted(values), f"values for {rest}")
         integer, minimum, strict = self._domain(sym.name)

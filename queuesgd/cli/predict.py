@@ -192,7 +192,7 @@ def run_derive(args: argparse.Namespace) -> int:
             raise InvalidParameterError(
                 flag, symbol, f"a free symbol of the formula: {', '.join(f.free_names) or 'none is left'}"
             )
-    if not f.free_names and f.expr.free_symbols == set():  # every symbol given: the number, as predict's
+    if not (f.free_names or f.condition_names) and not f.expr.free_symbols:  # every symbol given: the number
         import sympy
 
         from queuesgd.formula import Formula

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 import queuesgd as q
@@ -162,13 +164,49 @@ def test_formula_equals_predict_where_the_ring_is_chosen():
             alpha=A_E,
             G=w.gradient_bytes,
             u=w.update_time,
+            g=8,
         )
         if s.schedule == "interleaved":
             values["v"] = 2
-        x = q.derive(s, "deterministic").evaluate(
-            **{k: v for k, v in values.items() if k in q.derive(s, "deterministic").free_names}
-        )
+        f = q.derive(s, "deterministic")
+        x = f.evaluate(**{k: v for k, v in values.items() if k in f.free_names + f.condition_names})
         assert float(x) == pytest.approx(p.throughput, rel=1e-12)
+
+
+def test_formula_refuses_where_a_tensor_group_is_smaller_than_a_node():
+    # audit 2026-11-28: where t < g predict places a data-parallel group's ranks inside a node (gcd(d, g/t)
+    # of them, over NVLink) and pipeline sends between stages of one node over NVLink; the formula sends
+    # them all at B over the network, and was up to 97.5% off on 508 of 1,506 random configurations.
+    # It states t >= g now; where it holds (and on a flat cluster, g = 1) it equals predict's ring.
+    gpt = TransformerShape(8, 1024, 16, 512, 32000)
+    w = gpt.workload(1, flops=150e12)
+    seen = {"equal": 0, "refused": 0}
+    for g, t, p, d, zero in itertools.product((None, 2, 8), (1, 2, 8), (1, 2), (1, 2, 4), (0, 3)):
+        n = t * p * d
+        if g is not None and (n % g and n > g or t > g):
+            continue
+        fields = dict(gpus_per_node=g, node_bandwidth=300e9, node_latency=2e-6, rails=g) if g else {}
+        c = q.Cluster(n, 25e9, 5e-6, **fields)
+        s = q.HybridParallel(tensor=t, pipeline=p, microbatches=4, shape=gpt, zero=zero)
+        pr = q.predict(s, w, c)
+        if set(pr.details["algorithms"].values()) != {"ring"}:
+            continue
+        f = q.derive(s, "deterministic")
+        values = dict(
+            t=t, p=p, d=d, M=4, m=1, l=8, C=w.compute_time, C_h=3 * 2 * 512 * 1024 * 32000 / 150e12,
+            A=gpt.boundary_bytes(1), B_intra=c.intra_bandwidth, alpha_intra=c.intra_latency,
+            B=c.bandwidth * (c.rails / g if g else 1), alpha=c.latency, G=w.gradient_bytes, u=w.update_time,
+            g=g or 1,
+        )  # fmt: skip
+        values = {k: v for k, v in values.items() if k in f.free_names + f.condition_names}
+        if t < (g or 1):
+            with pytest.raises(InvalidParameterError, match=r"t >= g.*predict places them inside a node"):
+                f.evaluate(**values)
+            seen["refused"] += 1
+        else:
+            assert float(f.evaluate(**values)) == pytest.approx(pr.throughput, rel=1e-12)
+            seen["equal"] += 1
+    assert seen["equal"] >= 10 and seen["refused"] >= 10, seen
 
 
 def test_formula_of_a_flash_shape_recomputes_its_own_forward_share():
@@ -187,9 +225,9 @@ def test_formula_of_a_flash_shape_recomputes_its_own_forward_share():
     values = dict(
         t=8, p=2, d=4, M=4, m=1, l=8, C=w.compute_time, C_h=3 * 2 * 2048 * 4096 * 51200 / 150e12,
         A=gpt.boundary_bytes(1), B_intra=B_I, alpha_intra=A_I, B=B_R, alpha=A_E, G=w.gradient_bytes,
-        u=w.update_time,
+        u=w.update_time, g=8,
     )  # fmt: skip
-    x = f.evaluate(**{k: v for k, v in values.items() if k in f.free_names})
+    x = f.evaluate(**{k: v for k, v in values.items() if k in f.free_names + f.condition_names})
     assert float(x) == pytest.approx(p.throughput, rel=1e-12)
 
 

@@ -171,9 +171,9 @@ def test_formula_equals_predict_with_the_overlap(kw):
     values = dict(
         t=8, p=2, d=4, M=4, m=1, l=L, C=w.compute_time, C_h=3 * 2 * S * H * 51200 / F, A=2.0 * S * H,
         B_intra=B_I, alpha_intra=A_I, B=B_R, alpha=A_E, G=w.gradient_bytes, u=w.update_time,
-        W_qkv=wq, W_fc1=wf,
+        W_qkv=wq, W_fc1=wf, g=8,
     )  # fmt: skip
-    x = f.evaluate(**{k: v for k, v in values.items() if k in f.free_names})
+    x = f.evaluate(**{k: v for k, v in values.items() if k in f.free_names + f.condition_names})
     assert float(x) == pytest.approx(p.throughput, rel=1e-12)
     tp = q.derive(s, "deterministic", quantity="tp_communication")
     y = tp.evaluate(**{k: v for k, v in values.items() if k in tp.free_names})

@@ -582,8 +582,11 @@ class HybridParallel(Scheme):
         ``t`` ways), ``A`` its hidden states' bytes (sent ``A / t`` per rank,
         then all-gathered over the ``t`` ranks without sequence parallelism),
         ``G`` the model's gradient (= parameter) bytes. Equal to
-        :meth:`solve_closed_form` where NCCL's choice is the ring
-        (:func:`~.hybrid_formula.hybrid_formula`; without context or expert parallelism).
+        :meth:`solve_closed_form` where each tensor-parallel group fills
+        whole nodes (the throughput's condition ``t >= g``, ``g`` the GPUs
+        per node: :meth:`~queuesgd.formula.Formula.evaluate` asks for it) and
+        NCCL's choice is the ring (:func:`~.hybrid_formula.hybrid_formula`;
+        without context or expert parallelism).
 
         Examples
         --------

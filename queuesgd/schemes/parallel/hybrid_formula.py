@@ -100,7 +100,7 @@ def hybrid_formula(
             "interleaved: equal chunks); predict has uneven partitions"
         )
     pos = {"positive": True}
-    ints = {k: sympy.Symbol(k, integer=True, **pos) for k in ("t", "p", "d", "M", "v", "m", "l")}
+    ints = {k: sympy.Symbol(k, integer=True, **pos) for k in ("t", "p", "d", "M", "v", "m", "l", "g")}
     reals = {k: sympy.Symbol(k, **pos) for k in ("C", "B_intra", "B", "G")}
     names = ("A", "alpha_intra", "alpha", "u", "C_a", "C_h", "W_qkv", "W_fc1", "W_proj", "W_fc2")
     nonneg = {k: sympy.Symbol(k, nonnegative=True) for k in names}
@@ -128,6 +128,7 @@ def hybrid_formula(
         "v": "model chunks per GPU (interleaved)",
         "m": "samples per micro-batch",
         "l": "transformer layers",
+        "g": "GPUs per node (1 without nodes)",
         "C": "forward and backward time of one micro-batch, whole model, one GPU, s",
         "C_a": "forward time of the attention cores of one micro-batch, whole model, one GPU, s",
         "C_h": "forward and backward time of the output layer (logits) of one micro-batch, one GPU, s "
@@ -147,6 +148,7 @@ def hybrid_formula(
     if scheme.tp_overlap == "all":  # the forward products (the backward's data-gradient ones: their volumes)
         for k, what in (("W_qkv", "QKV's product"), ("W_fc1", "fc1's product")):
             meaning[k] = f"{what}, one layer and micro-batch, one of t ranks, s"
+    conditions: tuple[tuple[Any, str], ...] = ()
     if quantity == "bubble":
         expr, name = bubble_fraction(p, M, v), "pipeline bubble fraction"
     elif quantity == "tp_communication":
@@ -170,6 +172,15 @@ def hybrid_formula(
         name = (
             f"{scheme.key} throughput ({scheme.schedule}, recompute {scheme.recompute}, ZeRO {scheme.zero})"
         )
+        # predict places a data-parallel group's ranks inside a node where t < g (gcd(d, g / t) of them,
+        # over NVLink and the node's rails) and sends between stages of one node over NVLink: the audit
+        # of 2026-11-28 found the formula up to 97.5% off there
+        why = (
+            "the formula's placement: each tensor-parallel group fills whole nodes (t >= g), so pipeline "
+            "sends and data-parallel collectives cross nodes at B; predict places them inside a node "
+            "where t < g"
+        )
+        conditions = ((t - sy["g"] >= 0, why),)
     return Formula.pruned(
         expr,
         sy,
@@ -179,4 +190,5 @@ def hybrid_formula(
         "tensor parallelism inside a node, blocking pipeline sends of A/t and their all-gather over the "
         "t ranks (scatter/gather, without sequence parallelism), data-parallel collectives exposed after "
         "the flush; deterministic stages, the last one also running the output layer (C_h, with a shape)",
+        conditions,
     )
