@@ -209,6 +209,30 @@ def test_formula_refuses_where_a_tensor_group_is_smaller_than_a_node():
     assert seen["equal"] >= 10 and seen["refused"] >= 10, seen
 
 
+def test_formula_refuses_the_configurations_the_scheme_refuses():
+    # audit 2026-11-28: the interleaved formula evaluated M = 3 micro-batches on 4 stages and 6 layers on
+    # p v = 8 chunks, both refused by HybridParallel itself; its conditions say so now
+    values = dict(t=1, p=4, d=1, M=8, m=1, l=8, C=0.1, A=0.0, B_intra=1e11, alpha_intra=0.0, B=1e10,
+                  alpha=0.0, G=1e9, u=0.0, v=2, g=1)  # fmt: skip
+    s = q.HybridParallel(pipeline=4, microbatches=8, schedule="interleaved", virtual_stages=2, layers=8)
+    f = q.derive(s, "deterministic")
+    with pytest.raises(InvalidParameterError, match="HybridParallel.microbatches"):
+        q.HybridParallel(pipeline=4, microbatches=3, schedule="interleaved", virtual_stages=2, layers=8)
+    with pytest.raises(InvalidParameterError, match="HybridParallel.layers"):
+        q.HybridParallel(pipeline=4, microbatches=8, schedule="interleaved", virtual_stages=2, layers=6)
+    for bad in (dict(M=3), dict(l=6)):
+        with pytest.raises(InvalidParameterError, match="accepted: Eq"):
+            f.evaluate(**{**values, **bad})
+    # inside them, the formula is the scheme's closed form: one stage's time C / (t p) per micro-batch, the
+    # interleaved bubble (p - 1) / v of it, no communication at A = 0, alpha = 0: d M m / (M + 3/2) tau
+    tau = 0.1 / 4
+    assert float(f.evaluate(**values)) == pytest.approx(8 / ((8 + 3 / 2) * tau), rel=1e-12)
+    bubble = q.derive(s, "deterministic", quantity="bubble")
+    assert bubble.evaluate(p=4, M=8, v=2) == 3 / 16
+    with pytest.raises(InvalidParameterError, match="M,p: got 'M=6, p=4'"):
+        bubble.evaluate(p=4, M=6, v=2)
+
+
 def test_formula_of_a_flash_shape_recomputes_its_own_forward_share():
     # Flash attention's backward reruns the scores, so the forward is less than a third of a micro-batch:
     # full recomputation adds (C - C_h) x F_fwd / F_step, the share predict reads off the layered workload.

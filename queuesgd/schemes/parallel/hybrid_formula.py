@@ -149,6 +149,12 @@ def hybrid_formula(
         for k, what in (("W_qkv", "QKV's product"), ("W_fc1", "fc1's product")):
             meaning[k] = f"{what}, one layer and micro-batch, one of t ranks, s"
     conditions: tuple[tuple[Any, str], ...] = ()
+    if scheme.schedule == "interleaved" and quantity != "tp_communication":
+        why = "Megatron's interleaved schedule: micro-batches a multiple of the stages (as HybridParallel)"
+        conditions += ((sympy.Eq(sympy.Mod(M, p), 0), why),)
+    if quantity == "throughput":
+        why = "equal stages (and chunks): the layers a multiple of p v, as HybridParallel takes them"
+        conditions += ((sympy.Eq(sympy.Mod(l, p * v), 0), why),)
     if quantity == "bubble":
         expr, name = bubble_fraction(p, M, v), "pipeline bubble fraction"
     elif quantity == "tp_communication":
@@ -180,7 +186,7 @@ def hybrid_formula(
             "sends and data-parallel collectives cross nodes at B; predict places them inside a node "
             "where t < g"
         )
-        conditions = ((t - sy["g"] >= 0, why),)
+        conditions += ((t - sy["g"] >= 0, why),)
     return Formula.pruned(
         expr,
         sy,
