@@ -267,3 +267,20 @@ def test_a_chain_on_a_high_dimensional_lattice_is_solved_by_gth_and_equals_lu_an
         assert other.iteration_rate == pytest.approx(gth.iteration_rate, rel=1e-9)
         assert other.details["blocked_fraction"] == pytest.approx(gth.details["blocked_fraction"], rel=1e-8)
     assert used == ["gth"] and StaleSynchronous(2).state_count(w, c) == math.comb(16, 6)
+
+
+def test_state_counts_past_the_cap_are_not_formed():
+    # audit 2026-11-28: a million workers at staleness 100 (a count of 440 digits) raised "Exceeds the limit
+    # (4300 digits)" formatting it, and staleness 10**6 spent minutes forming a count of 600,000 digits.
+    # Exponential compute, s = 5: L = 2 (s + 1) + 1 = 13 places, C(n + 12, 12) states
+    w = q.Workload(Exponential(mean=0.1), "1MB")
+    below = StaleSynchronous(5).state_count(w, q.Cluster(160, "1GB/s"))
+    assert below == math.comb(172, 12) == 945_177_440_546_658_501  # under 10**18: exact
+    assert StaleSynchronous(5).state_count(w, q.Cluster(161, "1GB/s")) == math.inf  # C(173, 12) > 10**18
+    for s, n in ((100, 10**6), (10**6, 10**6)):
+        scheme = StaleSynchronous(s)
+        assert scheme.state_count(w, q.Cluster(n, "1GB/s")) == math.inf
+        method, why = scheme.auto_method(w, q.Cluster(n, "1GB/s"))
+        assert method == "simulate" and "more than 1e+18 states" in why
+    with pytest.raises(q.errors.StateSpaceTooLargeError, match="more than 1e\\+18 states > 2,000,000"):
+        StaleSynchronous(100).solve(w, q.Cluster(10**6, "1GB/s"), "ctmc")

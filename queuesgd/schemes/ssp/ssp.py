@@ -46,6 +46,14 @@ __all__ = ["StaleSynchronous"]
 #: The PS link models: every worker's own uncontended transfers (default), or one shared PS link.
 LINKS: tuple[str, ...] = ("dedicated", "shared")
 
+#: Largest CTMC state count ``StaleSynchronous.state_count`` forms exactly; past it, ``math.inf``.
+STATE_COUNT_CAP = 10**18
+
+
+def _states(count: float) -> str:
+    """A state count for a message: ``3,003``, or ``more than 10**18``."""
+    return f"{count:,}" if math.isfinite(count) else f"more than {STATE_COUNT_CAP:.0e}"
+
 
 @dataclass(frozen=True)
 class StaleSynchronous(Scheme):
@@ -143,7 +151,7 @@ class StaleSynchronous(Scheme):
             groups[float(s)] = groups.get(float(s), 0) + 1
         return groups
 
-    def state_count(self, workload: Workload, cluster: Cluster) -> int:
+    def state_count(self, workload: Workload, cluster: Cluster) -> int | float:
         """Number of CTMC states before removing the unreachable ones (no worker at offset 0).
 
         With ``k`` compute phases there are ``L = (s + 1)(k + 1) + k`` places
@@ -151,7 +159,9 @@ class StaleSynchronous(Scheme):
         communicating), plus blocked workers by the phase they will start
         in), so ``prod_c C(n_c + L - 1, L - 1)`` states: polynomial of degree
         ``L - 1`` in ``n``; e.g. exponential compute, s = 2, 8 workers:
-        ``C(14, 6) = 3003``.
+        ``C(14, 6) = 3003``. Past :data:`STATE_COUNT_CAP` the count is not
+        formed (a million workers at staleness 100 give a number of 440
+        digits, at staleness 10**6 one of 600,000): ``math.inf``.
 
         Examples
         --------
@@ -164,7 +174,13 @@ class StaleSynchronous(Scheme):
             raise NotRepresentable("StaleSynchronous(staleness=inf) has no finite clock-offset chain")
         k = ctmc_law(workload.compute)[0].phases
         L = (int(self.staleness) + 1) * (k + 1) + k
-        return prod(comb(n + L - 1, L - 1) for n in self._groups(cluster).values())
+        groups = self._groups(cluster).values()
+        # ln C(n + L - 1, L - 1) from lgamma first: the exact product is formed only where it is small
+        log = sum(math.lgamma(n + L) - math.lgamma(L) - math.lgamma(n + 1) for n in groups)
+        if log > math.log(STATE_COUNT_CAP) + 1e-6 * log + 1:
+            return math.inf
+        count = prod(comb(n + L - 1, L - 1) for n in groups)
+        return count if count <= STATE_COUNT_CAP else math.inf
 
     # ---- method choice -----------------------------------------------------------------
     def caveats(self, cluster: Cluster, workload: Workload | None = None) -> tuple[str, ...]:
@@ -205,7 +221,7 @@ class StaleSynchronous(Scheme):
         count = self.state_count(workload, cluster)
         if count <= self.max_states:
             return "ctmc", f"exact CTMC of the clock offsets ({count:,} states at most)"
-        return "simulate", f"the CTMC would have {count:,} states > {self.max_states:,}: Monte Carlo"
+        return "simulate", f"the CTMC would have {_states(count)} states > {self.max_states:,}: Monte Carlo"
 
     def solve_closed_form(
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
@@ -350,7 +366,7 @@ class StaleSynchronous(Scheme):
         count = self.state_count(workload, cluster)
         if count > 2_000_000:
             raise StateSpaceTooLargeError(
-                f"StaleSynchronous CTMC: {count:,} states > 2,000,000; use method='simulate'"
+                f"StaleSynchronous CTMC: {_states(count)} states > 2,000,000; use method='simulate'"
             )
         comm, upd = self.communication_time(workload, cluster)
         gamma = 1.0 / (comm + upd)
