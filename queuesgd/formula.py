@@ -325,7 +325,7 @@ class Formula:
             raise InvalidParameterError(field, value, accepted)
         try:
             arr = np.asarray(value, dtype=float)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int past the float range
             raise InvalidParameterError(field, value, accepted) from None
         bad = np.isnan(arr)
         if integer:

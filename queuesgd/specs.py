@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 #: A plain number (no unit).
-NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
+NUMBER = re.compile(r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$")
 
 #: The compute-law specs :func:`compute_law` accepts.
 COMPUTE_LAWS = "deterministic, exponential, erlang:K, lognormal:SCV, gamma:SCV, normal:CV"
@@ -50,9 +50,15 @@ def parse_value(text: str) -> Any:
     --------
     >>> parse_value("3"), parse_value("2.5e-3"), parse_value("50ms")
     (3, 0.0025, '50ms')
+    >>> parse_value("\u0663")  # only ASCII digits make a number
+    '\u0663'
+
     """
-    if re.fullmatch(r"[+-]?\d+", text):
-        return int(text)
+    if re.fullmatch(r"[+-]?[0-9]+", text):
+        try:
+            return int(text)
+        except ValueError:  # past Python's 4,300 digits: the taker refuses the text, naming its field
+            return text
     if NUMBER.match(text):
         return float(text)
     return text

@@ -164,3 +164,29 @@ def test_random_command_lines_succeed_or_refuse_in_one_line(argv):
         assert lines[0].startswith("queuesgd") and ": error: " in lines[0], (argv, lines)
     else:
         assert all(line.startswith("queuesgd: ") for line in lines), (argv, lines)
+
+
+def _refusal(argv: list[str]) -> str:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        status = cli.main(argv)
+    lines = err.getvalue().strip().splitlines()
+    assert status == 2 and len(lines) == 1, (status, lines)
+    return lines[0]
+
+
+def test_huge_and_non_ascii_integers_are_refused_in_one_line():
+    # audit 2026-11-28: integers past the float range (OverflowError) or past Python's 4,300 digits
+    # (ValueError) were tracebacks; Unicode digits were read as numbers by some flags and not others
+    big, huge = "9" * 400, "9" * 5000
+    cases = [
+        (["derive", "sync-ps", "--ps-shards", big], "--ps-shards: got"),
+        (["validate", "--workers", big, "--steps", "20"], "--workers: got"),
+        (["validate", "--workers", huge, "--steps", "20"], "--workers: got"),
+        (["predict", "--workers", huge], "--workers: got"),
+        (["predict", "--scheme", "stale-synchronous", "--staleness", huge], "--staleness: got"),
+        (["predict", "--workers", "\u0663"], "--workers: got '\u0663'"),
+        (["predict", "--workers", "9" * 19], "positive integers (at most 18 digits)"),
+    ]
+    for argv, said in cases:
+        assert said in _refusal(argv)

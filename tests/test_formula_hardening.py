@@ -321,3 +321,16 @@ def test_the_public_searches_refuse_an_empty_or_unreadable_interval():
     for bad in (float("nan"), float("inf")):
         with pytest.raises(InvalidParameterError, match=r"^lower: got"):
             continuous_search(lambda x: x, "T", bad, 1.0)
+
+
+def test_integers_past_the_float_range_are_refused_naming_the_symbol():
+    # audit 2026-11-28: evaluate(n=10**400) raised OverflowError; Erlang(10**400) was built, then its mean
+    # raised OverflowError
+    from queuesgd.distributions import Erlang
+
+    f = Formula(n / t, {"n": n, "t": t}, {}, "x")
+    with pytest.raises(InvalidParameterError, match=r"^n: got an integer of 401 digits"):
+        f.evaluate(n=10**400, t=1.0)
+    with pytest.raises(InvalidParameterError, match=r"^Erlang.k: got an integer of 401 digits"):
+        Erlang(10**400, rate=1.0)
+    assert Erlang(2**53, rate=2.0).mean == 2.0**52

@@ -95,10 +95,23 @@ def option_field(field: str, flags: dict[str, str]) -> str:
 
 
 def ints(field: str, text: str) -> list[int]:
+    """Positive integers separated by commas, ASCII digits, at most 18 of them each.
+
+    Examples
+    --------
+    >>> ints("--workers", "1,2,4")
+    [1, 2, 4]
+    >>> ints("--workers", "9" * 19)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --workers: got ...; accepted: positive integers (at most 18...
+    """
     out = []
     for s in split_list(text, field):
-        if not re.fullmatch(r"\d+", s) or int(s) < 1:
-            raise InvalidParameterError(field, s, "positive integers separated by commas, e.g. 1,2,4,8")
+        if not re.fullmatch(r"[0-9]{1,18}", s.lstrip("0") or "0") or int(s) < 1:
+            raise InvalidParameterError(
+                field, s, "positive integers (at most 18 digits) separated by commas, e.g. 1,2,4,8"
+            )
         out.append(int(s))
     return out
 

@@ -176,7 +176,7 @@ class Erlang(Distribution):
     _symbolic_ok = True
 
     def __init__(self, k: int, rate: Any = None, *, mean: Any = None) -> None:
-        k = _checks.integer("Erlang.k", k, minimum=1)
+        k = _checks.integer("Erlang.k", k, minimum=1, maximum=2**53)  # exact as a float: the mean k / rate
         if (rate is None) == (mean is None):
             raise InvalidParameterError(
                 "Erlang.rate",
