@@ -68,7 +68,8 @@ def run_command(
     A usage error is the one line :meth:`Parser.error` prints (``PROG: error: argument --x: ...``); a
     :class:`~queuesgd.errors.QueuesgdError` raised by ``run`` is printed as ``PROG: error: `` and its
     message's first line (which names the field and what it accepts). ``--help`` and ``--version``
-    return 0 after printing. Anything else is a bug and keeps its traceback.
+    return 0 after printing; Ctrl-C prints ``PROG: interrupted`` and returns 130. Anything else is a
+    bug and keeps its traceback.
 
     Parameters
     ----------
@@ -115,6 +116,9 @@ def run_command(
         line = next((s.strip() for s in str(err).splitlines() if s.strip()), type(err).__name__)
         print(f"{parser.prog}: error: {line}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's status for SIGINT, no traceback
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130
 
 
 def device_arguments(

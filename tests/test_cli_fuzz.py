@@ -190,3 +190,18 @@ def test_huge_and_non_ascii_integers_are_refused_in_one_line():
     ]
     for argv, said in cases:
         assert said in _refusal(argv)
+
+
+def test_ctrl_c_is_one_line_and_status_130():
+    # audit 2026-11-28: Ctrl-C in any subcommand printed a KeyboardInterrupt traceback of 48-61 lines
+    import argparse
+
+    from queuesgd.command_line import run_command
+
+    def interrupted(_args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = run_command(argparse.ArgumentParser(prog="queuesgd"), [], interrupted)
+    assert (status, err.getvalue()) == (130, "queuesgd: interrupted\n")

@@ -51,6 +51,8 @@ from queuesgd.harness._torch import require_torch
 __all__ = ["WorkerContext", "run_probe", "run_workers"]
 
 _PR_SET_TIMERSLACK = 29
+#: Longest single wait for the workers' records, seconds (a longer run waits again).
+WAIT_CHUNK = 3600.0
 _dynamo_imported = False
 
 
@@ -135,8 +137,9 @@ def _child(
         torch.set_num_threads(1)
         _timer_slack()
         limit = timedelta(seconds=timeout)
-        if not go.poll(max(deadline - time.monotonic(), 0.0)):
-            raise TimeoutError("no rendezvous port from the parent")
+        while not go.poll(min(max(deadline - time.monotonic(), 0.0), WAIT_CHUNK)):
+            if time.monotonic() >= deadline:
+                raise TimeoutError("no rendezvous port from the parent")
         port = go.recv()
         go.close()
         store = dist.TCPStore(host, port, world_size, is_master=False, timeout=limit)
@@ -159,6 +162,28 @@ def _child(
             sys.stdout.flush()
             sys.stderr.flush()
     os._exit(code)
+
+
+def _sigterm(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _end_on_sigterm() -> Any:
+    """Make SIGTERM raise ``SystemExit(143)`` while workers run; the handler it replaces, or None.
+
+    The workers sit in process groups of their own, out of reach of a signal
+    sent to the parent's group, and Python's default action ends the parent
+    without its cleanup: ``timeout 12 queuesgd validate ...`` left both
+    workers running (audit 2026-11-28). Raised as an exception, the signal
+    runs :func:`run_workers`' cleanup, which ends them. Only from the main
+    thread and only over the default action (a handler of the caller's own
+    is left alone).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+    return signal.signal(signal.SIGTERM, _sigterm)
 
 
 def _drain(conn: Connection, rank: int, records: list[dict], on_record: Any) -> str | None:
@@ -251,6 +276,7 @@ def run_workers(
             import torch._dynamo  # noqa: F401
         _dynamo_imported = True
     mp = multiprocessing.get_context("fork")
+    previous = _end_on_sigterm()
     start = time.monotonic()
     deadline = start + timeout
     epoch = time.perf_counter()
@@ -292,7 +318,10 @@ def run_workers(
             limit = deadline - now
             if progress_timeout is not None:
                 limit = min(limit, last_record + progress_timeout - now)
-            ready = wait([readers[r] for r in alive] + [procs[r].sentinel for r in alive], max(limit, 0.0))
+            # wait() polls in milliseconds of a C int: past about 24 days it raises OverflowError, so a
+            # long run waits in hours and loops (audit 2026-11-28: --steps 100000 --compute 10s)
+            chunk = min(max(limit, 0.0), WAIT_CHUNK)
+            ready = wait([readers[r] for r in alive] + [procs[r].sentinel for r in alive], chunk)
             for rank in sorted(alive):
                 if readers[rank] in ready:
                     before = len(records)
@@ -316,6 +345,8 @@ def run_workers(
                 elif progress_timeout is not None and now - last_record >= progress_timeout:
                     failure = (None, f"no record from any worker for {progress_timeout:g} s")
     finally:
+        if previous is not None:  # no second SIGTERM while the workers are ended
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for proc in procs:
             if proc.is_alive():
                 proc.kill()
@@ -329,6 +360,8 @@ def run_workers(
                 _drain(reader, rank, records, on_record)
             reader.close()
         store = None  # stops the rendezvous server
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     if failure is not None:
         raise WorkerFailure(failure[0], failure[1], partial=records)
     return records

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -213,3 +214,54 @@ def test_arguments_are_checked():
         run_workers(lambda ctx: None, 0)
     with pytest.raises(InvalidParameterError, match="timeout"):
         run_workers(lambda ctx: None, 1, timeout=-1.0)
+
+
+def test_a_timeout_past_the_poll_range_waits_in_chunks():
+    # audit 2026-11-28: validate --steps 100000 --compute 10s gave run_workers a timeout past 2**31 ms and
+    # multiprocessing's wait raised OverflowError after the workers had started
+    def fn(ctx: WorkerContext) -> None:
+        ctx.report({"rank_plus_one": ctx.rank + 1})
+
+    recs = run_workers(fn, 2, timeout=1e7)
+    assert sorted(r["rank_plus_one"] for r in recs) == [1, 2]
+
+
+def test_sigterm_to_the_parent_ends_its_workers(tmp_path):
+    # audit 2026-11-28: `timeout 12 queuesgd validate ...` (SIGTERM to the parent) left both workers
+    # running under init: they sit in process groups of their own, and the parent died without cleanup
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, time
+        from queuesgd.harness.launch import run_workers
+
+        def fn(ctx):
+            with open({str(tmp_path)!r} + f"/worker{{ctx.rank}}.pid", "w") as fh:
+                fh.write(str(os.getpid()))
+            ctx.report({{"step": 0}})
+            time.sleep(120)
+
+        run_workers(fn, 2, timeout=100, progress_timeout=None)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("worker*.pid"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = [int(p.read_text()) for p in sorted(tmp_path.glob("worker*.pid"))]
+        assert len(pids) == 2
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    time.sleep(0.5)
+    alive = []
+    for pid in pids:
+        if os.path.exists(f"/proc/{pid}"):
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    alive.append(pid)
+    for pid in alive:  # a failing run ends what it left (each worker leads its own group)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    assert alive == []
