@@ -256,6 +256,8 @@ def integers(
     unordered = (str, bytes, bytearray, Mapping, set, frozenset)
     if value is None or isinstance(value, unordered) or not isinstance(value, Iterable):
         raise InvalidParameterError(field, value, accepted)
+    if isinstance(value, np.ndarray) and value.ndim != 1:  # a 0-d array is Iterable but not iterable
+        raise InvalidParameterError(field, value, f"{accepted} (one-dimensional)")
     items = []
     for i, item in enumerate(value):
         if i == max_items:

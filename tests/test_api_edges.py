@@ -294,3 +294,21 @@ def test_closed_network_population_is_bounded_before_any_work():
     assert ClosedNetwork(stations, population=_checks.MAX_COUNT).population == 10**6
     # the bound leaves the answer unchanged below it: N = 2 by hand, X = 2 / (4 + R) with R = 1 + Q(1)
     assert mva(net, population=[1, 2]).throughput.tolist() == pytest.approx([1 / 5, 2 / (4 + 1 + 1 / 5)])
+
+
+def test_numpy_scalars_are_numbers_and_zero_dimensional_arrays_a_clear_refusal():
+    # audit 2026-11-28: Pipeline(activation_bytes=np.int64(2)) was refused (plain 2 and np.float64(2)
+    # accepted); a 0-d array raised a raw TypeError in four constructors
+    from queuesgd import HybridParallel, Pipeline, ShardedDataParallel
+
+    for value, got in ((np.int64(2), 2.0), (np.float32(2.5), 2.5), (Fraction(5, 2), 2.5), (np.array(3), 3.0)):
+        assert Pipeline(2, 4, activation_bytes=value).activation_bytes == got
+    with pytest.raises(InvalidParameterError, match=r"^Pipeline.activation_bytes: got np.True_"):
+        Pipeline(2, 4, activation_bytes=np.bool_(True))
+    for make, field in (
+        (lambda: Pipeline(2, 4, partition=np.array(2)), "Pipeline.partition"),
+        (lambda: ShardedDataParallel(units=np.array(2)), "ShardedDataParallel.units"),
+        (lambda: HybridParallel(pipeline=2, stage_layers=np.array(2)), "HybridParallel.stage_layers"),
+    ):
+        with pytest.raises(InvalidParameterError, match=f"^{field}: got array\\(2\\)"):
+            make()

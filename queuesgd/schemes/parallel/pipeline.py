@@ -93,6 +93,7 @@ Examples
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -273,7 +274,9 @@ class Pipeline(Scheme):
                 raise InvalidParameterError("Pipeline.partition", part, accepted)
             set_(self, "partition", counts)
         act = self.activation_bytes
-        if isinstance(act, (str, int, float)) and not isinstance(act, bool):
+        if isinstance(act, np.ndarray) and act.ndim == 0:
+            act = act.item()
+        if isinstance(act, (str, numbers.Real)) and not isinstance(act, (bool, np.bool_)):
             set_(self, "activation_bytes", _bytes_value("Pipeline.activation_bytes", act))
         else:
             accepted = f"bytes >= 0: one value, or one per stage boundary ({S - 1} values)"
