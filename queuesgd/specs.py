@@ -17,6 +17,7 @@ Erlang(k=4, rate=20.0)
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -52,6 +53,8 @@ def parse_value(text: str) -> Any:
     (3, 0.0025, '50ms')
     >>> parse_value("\u0663")  # only ASCII digits make a number
     '\u0663'
+    >>> parse_value("inf"), parse_value("1e400"), parse_value("1e-400")
+    (inf, '1e400', '1e-400')
 
     """
     if re.fullmatch(r"[+-]?[0-9]+", text):
@@ -60,7 +63,12 @@ def parse_value(text: str) -> Any:
         except ValueError:  # past Python's 4,300 digits: the taker refuses the text, naming its field
             return text
     if NUMBER.match(text):
-        return float(text)
+        value = float(text)
+        if math.isinf(value) or (value == 0 and re.search(r"[1-9]", text.lower().partition("e")[0])):
+            return text  # 1e400, 1e-400: a number past the float range is not inf or 0; its taker refuses it
+        return value
+    if text.strip().lower() in ("inf", "+inf", "infinity"):
+        return math.inf  # spelled out: --staleness inf (asynchronous)
     return text
 
 

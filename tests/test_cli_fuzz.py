@@ -187,6 +187,10 @@ def test_huge_and_non_ascii_integers_are_refused_in_one_line():
         (["predict", "--scheme", "stale-synchronous", "--staleness", huge], "--staleness: got"),
         (["predict", "--workers", "\u0663"], "--workers: got '\u0663'"),
         (["predict", "--workers", "9" * 19], "positive integers (at most 18 digits)"),
+        # a number past the float range was read as inf (asynchronous SSP) or 0 (no backups)
+        (["predict", "--scheme", "stale-synchronous", "--staleness", "1e400"], "--staleness: got '1e400'"),
+        (["predict", "--scheme", "backup-workers", "--backups", "1e-400"], "--backups: got '1e-400'"),
+        (["predict", "--method", "simulate", "--seed", "-1"], "--seed: got -1"),  # it named rng
     ]
     for argv, said in cases:
         assert said in _refusal(argv)

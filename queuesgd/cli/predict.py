@@ -8,6 +8,7 @@ import json
 import re
 from typing import Any
 
+from queuesgd import _checks
 from queuesgd.cli.args import (
     bandwidths,
     check_plot,
@@ -45,6 +46,7 @@ def _predict(args: argparse.Namespace, *, lists: bool) -> int:
     from queuesgd.prediction import sweep
 
     check_plot(args.plot)
+    _checks.integer("--seed", args.seed, minimum=0)  # the rng's own error named rng, not the option
     scheme, workload, cluster, params = setup(args, lists=lists)
     workers = ints("--workers", args.workers)
     bandwidth = bandwidths(args)
