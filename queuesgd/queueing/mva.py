@@ -100,6 +100,12 @@ def mva(
     if not isinstance(net, ClosedNetwork):
         raise InvalidParameterError("net", net, "a ClosedNetwork")
     method = _checks.choice("method", method, METHODS)
+    # every method's arguments checked, read or not (a NaN tolerance ran 10,000 iterations to a wrong advice)
+    tol = _checks.positive("tol", tol)
+    if not tol < 1:
+        raise InvalidParameterError("tol", tol, "a relative tolerance > 0 and < 1")
+    max_iter = _checks.integer("max_iter", max_iter, maximum=_checks.MAX_COUNT * 100)
+    max_states = _checks.integer("max_states", max_states)
     pops = _populations(net, population)
     if pops is None and population is not None:
         net = net.with_population(population)  # validates it

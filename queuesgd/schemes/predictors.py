@@ -76,7 +76,8 @@ class EmpiricalPredictor:
     window: int = 50
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "window", _checks.integer("EmpiricalPredictor.window", self.window))
+        window = _checks.integer("EmpiricalPredictor.window", self.window, maximum=_checks.MAX_COUNT)
+        object.__setattr__(self, "window", window)
 
     def sample(
         self, history: np.ndarray, censored: np.ndarray, rng: np.random.Generator, size: int

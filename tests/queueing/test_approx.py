@@ -172,3 +172,21 @@ def test_against_line_solver_amva():
         ).ravel()
         np.testing.assert_allclose(Xs, Xbs, rtol=1e-8)
         np.testing.assert_allclose(Xl, Xlin, rtol=1e-8)
+
+
+def test_every_methods_arguments_are_checked_read_or_not():
+    # audit 2026-11-28: tol=nan ran 10,000 Schweitzer iterations, then advised raising tol; the exact
+    # method took NaN limits it does not read
+    from queuesgd.errors import InvalidParameterError
+
+    net = ClosedNetwork([Delay("think", 2.0), Queue("cpu", 1.0)], population=2)
+    for kwargs, field in (
+        (dict(method="schweitzer", tol=float("nan")), "tol"),
+        (dict(method="schweitzer", tol=-1.0), "tol"),
+        (dict(method="linearizer", tol=2.0), "tol"),
+        (dict(method="exact", max_iter=float("nan")), "max_iter"),
+        (dict(method="exact", max_states=0), "max_states"),
+    ):
+        with pytest.raises(InvalidParameterError, match=f"^{field}: got"):
+            mva(net, **kwargs)
+    assert mva(net, method="exact", tol=0.5).throughput == pytest.approx(0.6, rel=1e-15)  # by hand: 2/(2+4/3)
