@@ -244,3 +244,15 @@ def test_interleaved_head_slot_rows_equal_predict(shape):
     assert any(s.pipeline == 2 for s, _ in pairs)  # p = 2: the 2 + 3 | 3 + 2 chunks, not the even rows
     even = np.flatnonzero(table["layout"] == "even")
     assert_rows_equal_predict(table, cluster, rng.choice(even, size=min(40, len(even)), replace=False))
+
+
+def test_chunk_times_of_equal_chunks_and_of_one_chunk_a_stage():
+    # audit 2026-11-28: chunk_times raised IndexError unless stage_layers made unequal chunks. Without a
+    # shape or hidden_bytes nothing is sent between stages: each chunk is its share of C / p (C = 0.1 s)
+    w, c = q.Workload(0.1, "1GB"), q.Cluster(2, "10GB/s")
+    inter = q.HybridParallel(pipeline=2, microbatches=4, schedule="interleaved", virtual_stages=2, layers=4)
+    np.testing.assert_allclose(inter.times(w, c).chunk_times, [[0.025, 0.025], [0.025, 0.025]], rtol=1e-15)
+    plain = q.HybridParallel(pipeline=2, microbatches=4, layers=4)
+    np.testing.assert_allclose(plain.times(w, c).chunk_times, [[0.05], [0.05]], rtol=1e-15)
+    uneven = q.HybridParallel(pipeline=2, microbatches=4, layers=4, stage_layers=(1, 3))
+    np.testing.assert_allclose(uneven.times(w, c).chunk_times, [[0.025], [0.075]], rtol=1e-15)

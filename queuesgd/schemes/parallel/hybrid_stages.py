@@ -125,9 +125,15 @@ class StepTimes:
 
     @property
     def chunk_times(self) -> tuple[tuple[float, ...], ...]:
-        """Each stage's ``v`` chunks' time of one micro-batch (``chunks``), the head in the last one."""
+        """Each stage's ``v`` chunks' time of one micro-batch (``chunks``), the head in the last one.
+
+        Without ``chunks`` each stage's ``v`` chunks are equal: ``1 / v`` of its
+        layers (``stages``, or ``l / p`` each).
+        """
         work, send = self.compute + self.tp + self.cp + self.ep, self.p2p / self.virtual
-        out = [[x * work + send for x in row] for row in self.chunks or ()]
+        v = self.virtual
+        rows = self.chunks or tuple((x / v,) * v for x in (self.stages or (1.0,) * self.pipeline))
+        out = [[x * work + send for x in row] for row in rows]
         out[-1][-1] += self.head
         return tuple(tuple(row) for row in out)
 
