@@ -180,7 +180,10 @@ class CompiledNet:
             tot = np.zeros(M.shape[0], dtype=object)
             np.add.at(tot, rows, w)
             p = np.array([a / b for a, b in zip(w, tot[rows])], dtype=object)
-        else:
+        else:  # by each marking's largest weight first: two weights of 1e308 sum to inf, not 2e308
+            top = np.zeros(M.shape[0])
+            np.maximum.at(top, rows, w)
+            w = w / top[rows]
             tot = np.bincount(rows, weights=w, minlength=M.shape[0])
             p = w / tot[rows]
         return van, rows, j, p
