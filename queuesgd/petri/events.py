@@ -35,7 +35,6 @@ Examples
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -43,13 +42,15 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from queuesgd.distributions import Deterministic, Distribution, Exponential
-from queuesgd.errors import InvalidParameterError, TimelessTrapError
+from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError, TimelessTrapError
+from queuesgd.petri.simulate_batches import NO_LIMIT as _NO_LIMIT
+from queuesgd.petri.simulate_batches import BatchRecorder, Done
+from queuesgd.petri.simulate_checks import MAX_CLOCKS, MAX_DRAWS
 
 __all__ = ["BatchRecorder", "EventNet", "Run", "clock_sampler", "compile_net", "run_events"]
 
 _BUF = 4096  # samples drawn at once per transition (one Distribution.sample call per refill)
 _EXP, _DET, _GEN = 0, 1, 2  # how a transition's clock is drawn
-_NO_LIMIT = sys.maxsize  # "infinite" servers / enabling degree of a transition without inputs
 
 _Watchers = list[list[tuple[int, list[int]]]]  # per place: (arc multiplicity k, transitions)
 
@@ -153,6 +154,10 @@ def clock_sampler(
 
     Samples are drawn in blocks of 4096 per law (one ``Distribution.sample``
     call per block); ``uniform()`` gives the uniforms of immediate choices.
+    More than :data:`~queuesgd.petri.simulate_checks.MAX_CLOCKS` clocks of a
+    non-exponential law at once (``InvalidParameterError`` naming the
+    transition), or more than :data:`~queuesgd.petri.simulate_checks.MAX_DRAWS`
+    samples in all (``StateSpaceTooLargeError``), are refused.
 
     Examples
     --------
@@ -170,8 +175,24 @@ def clock_sampler(
             kind[j], dval[j] = _DET, float(law.value)
     bufs: list[list[float]] = [[] for _ in range(T)]
     bpos = [0] * T
+    drawn = [0]  # firing times drawn so far (at most MAX_DRAWS)
 
     def refill(j: int, n: int) -> list[float]:
+        if n > MAX_CLOCKS:
+            raise InvalidParameterError(
+                f"transition {names[j]!r} servers",
+                f"{n:,} clocks running at once with the law {laws[j]!r}",
+                f"at most {MAX_CLOCKS:,} clocks of a non-exponential law at once (each firing draws "
+                "them all): give the transition finite servers=, or an Exponential or Deterministic law "
+                "(whose earliest clock is drawn at once)",
+            )
+        drawn[0] += max(_BUF, n)
+        if drawn[0] > MAX_DRAWS:
+            raise StateSpaceTooLargeError(
+                f"the simulation drew more than {MAX_DRAWS:,} firing times (transition {names[j]!r} draws "
+                f"{n:,} at a time with the law {laws[j]!r}): shorten the run (until=, firings=), give the "
+                "transition finite servers=, or an Exponential or Deterministic law"
+            )
         arr = np.asarray(laws[j].sample(gen, size=max(_BUF, n)), dtype=float)
         if not np.all(arr >= 0):  # also catches NaN
             bad = arr[~(arr >= 0)][0]
@@ -213,100 +234,6 @@ def clock_sampler(
     return draw, uniform
 
 
-class _Done(Exception):
-    """Internal: the run has reached its end (raised once, from the batch bookkeeping)."""
-
-
-class BatchRecorder:
-    """Per-batch accumulators: firings, token-time, predicate time; batch boundaries.
-
-    In time mode (``firings`` None) batches are equal stretches of
-    ``[warmup, until]``; in firings mode each batch ends after its quota of
-    firings (``until`` then caps the run). :meth:`close` ends a batch (or the
-    warm-up) and returns the firings quota of the next one; it raises the
-    internal end-of-run signal after the last.
-
-    Examples
-    --------
-    >>> rec = BatchRecorder([0], 1, 0, until=10.0, firings=None, warmup=2.0, batches=4)
-    >>> rec.time_bounds
-    [2.0, 4.0, 6.0, 8.0, 10.0, inf]
-    """
-
-    def __init__(
-        self,
-        m: list[int],
-        T: int,
-        K: int,
-        *,
-        until: float | None,
-        firings: int | None,
-        warmup: float,
-        batches: int,
-    ) -> None:
-        self.m = m
-        self.batches = batches
-        self.stop_at = math.inf if until is None else until
-        if firings is not None:
-            self.quota = [firings * (k + 1) // batches - firings * k // batches for k in range(batches)]
-            self.time_bounds = [x for x in (warmup, until) if x]  # end of warmup, the time cap
-        else:
-            self.quota = []
-            step = (until - warmup) / batches
-            self.time_bounds = (
-                ([warmup] if warmup > 0 else []) + [warmup + step * k for k in range(1, batches)] + [until]
-            )
-        self.time_bounds.append(math.inf)
-        self.batch = -1 if warmup > 0 else 0
-        self.start = 0.0
-        self.warmup_end = 0.0
-        self.total = 0  # firings of the closed batches and warm-up
-        self.counts, self.ptime = [0] * T, [0.0] * K
-        self.area, self.last = [0.0] * len(m), [0.0] * len(m)
-        self.rows: tuple[list[float], list[list[int]], list[list[float]], list[list[float]]] = (
-            [],
-            [],
-            [],
-            [],
-        )
-
-    def first_quota(self) -> int:
-        """Firings quota of the first batch (no limit in time mode or during the warm-up)."""
-        return self.quota[0] if self.quota and self.batch == 0 else _NO_LIMIT
-
-    def close(self, at: float) -> int:
-        """End the current batch (or the warm-up) at time ``at``; the quota of the next batch."""
-        m, area, last, counts = self.m, self.area, self.last, self.counts
-        for p in range(len(m)):
-            area[p] += m[p] * (at - last[p])
-            last[p] = at
-        if self.batch >= 0 and (at > self.start or any(counts)):
-            for rows, acc in zip(self.rows, (at - self.start, counts[:], area[:], self.ptime[:])):
-                rows.append(acc)
-        elif self.batch < 0:
-            self.warmup_end = at
-        self.total += sum(counts)
-        counts[:] = [0] * len(counts)
-        area[:] = [0.0] * len(area)
-        self.ptime[:] = [0.0] * len(self.ptime)
-        self.start = at
-        self.batch += 1
-        if self.batch >= self.batches or at >= self.stop_at:
-            raise _Done
-        return self.quota[self.batch] if self.quota else _NO_LIMIT
-
-    def arrays(self, T: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The recorded batches as arrays: durations, counts, token areas, predicate times."""
-        d, c, a, p = self.rows
-        n = len(d)
-        return (
-            np.array(d, dtype=float),
-            np.array(c, dtype=float).reshape(n, T),
-            np.array(a, dtype=float).reshape(n, len(self.m)),
-            np.array(p, dtype=float).reshape(n, len(self.ptime)),
-        )
-
-
 def _degree_fn(s: EventNet, m: list[int]) -> Callable[[int], int]:
     inputs, inhib, cap = s.inputs, s.inhib, s.cap
 
@@ -339,7 +266,7 @@ def _firing(
     """``(fire, close_at)``: fire transition ``f`` at ``now``; end a batch at a time boundary."""
     change, win, wih, wmulti = s.change, s.win, s.wih, s.wmulti
     timed, single = s.timed, s.single
-    area, last, counts, close = rec.area, rec.last, rec.counts, rec.close
+    area, last, counts, done, close = rec.area, rec.last, rec.counts, rec.quota_done, rec.close
     left = rec.first_quota()
 
     def fire(f: int, now: float) -> None:
@@ -398,8 +325,8 @@ def _firing(
             imm_on.discard(f)
         counts[f] += 1
         left -= 1
-        if left == 0:
-            left = close(now)
+        if left <= 0:
+            left = done(now)
 
     def close_at(at: float) -> None:
         nonlocal left
@@ -415,7 +342,7 @@ def _holder(
     ptime: list[float],
 ) -> Callable[[float, float], None]:
     """``hold(t0, t1)``: credit ``[t0, t1)`` in the current marking to the predicates that hold."""
-    pfuncs = list(preds.values())
+    pfuncs, pnames = list(preds.values()), list(preds)
     cache: dict[tuple[int, ...], list[int]] = {}
 
     def hold(t0: float, t1: float) -> None:
@@ -423,11 +350,25 @@ def _holder(
         true = cache.get(key)
         if true is None:
             view = MappingProxyType(dict(zip(places, m)))
-            true = cache[key] = [i for i, f in enumerate(pfuncs) if f(view)]
+            true = cache[key] = [i for i, f in enumerate(pfuncs) if _holds(pnames[i], f, view, t0)]
         for i in true:
             ptime[i] += t1 - t0
 
     return hold
+
+
+def _holds(name: str, f: Callable[[Mapping[str, int]], bool], view: Mapping[str, int], t: float) -> bool:
+    """``bool(f(view))``, or an error naming predicate ``name`` and the marking if it raises."""
+    try:
+        return bool(f(view))
+    except Exception as exc:
+        raise InvalidParameterError(
+            f"predicates[{name!r}]",
+            f,
+            f"a callable that returns a bool for every reachable marking; in the marking "
+            f"{_marking_text(tuple(view), list(view.values()))} (time {t:.6g}) it raised "
+            f"{type(exc).__name__}: {exc}",
+        ) from exc
 
 
 def _marking_text(names: tuple[str, ...], m: list[int]) -> str:
@@ -448,6 +389,9 @@ def _choose_immediate(
     f = cands[0]
     if len(cands) > 1:
         ws = [weight[i] for i in cands]
+        top = max(ws)  # NaN if some weight is NaN and comes first; then the sum below is NaN too
+        if top == top:  # by the largest: two weights of 1e308 sum to inf, not to twice 1e308
+            ws = [w / top for w in ws]
         wsum = sum(ws)
         if wsum != wsum:  # NaN: some weight not given
             listed = ", ".join(repr(names[i]) for i in cands)
@@ -563,6 +507,6 @@ def run_events(
                     if vcount > max_vanishing:
                         raise _trap(net.name, s.names, recent, max_vanishing, t)
             fire(j, t)
-    except _Done:
+    except Done:
         pass
     return Run(*rec.arrays(T), end=t, firings=rec.total, warmup_end=rec.warmup_end)

@@ -36,19 +36,26 @@ Semantics (see ``docs/petri-simulation.md`` for the long version)
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, WARMUP, ratio_interval
-from queuesgd.distributions import Distribution, Exponential
+from queuesgd.batchmeans import BATCHES, ratio_interval
+from queuesgd.distributions import Distribution
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.petri.compiled import is_net
 from queuesgd.petri.events import run_events
+from queuesgd.petri.simulate_checks import (
+    check_batches,
+    check_net,
+    check_size,
+    initial_rate,
+    laws_of,
+    options,
+    predicates_of,
+)
 from queuesgd.rng import as_generator
 
 if TYPE_CHECKING:
@@ -228,11 +235,13 @@ def simulate(
     """
     if not is_net(net):
         raise InvalidParameterError("net", net, "a queuesgd.PetriNet")
+    check_net(net)
     gen = as_generator(rng)
-    opts = _options(until, firings, warmup, batches, confidence, max_vanishing)
-    preds = _predicates(predicates)
-    laws = _laws(net, delays)
+    opts = options(until, firings, warmup, batches, confidence, max_vanishing)
+    preds = predicates_of(predicates)
+    laws = laws_of(net, delays)
     confidence = opts.pop("confidence")
+    check_size(opts, initial_rate(net, laws))
     run = run_events(net, laws, preds, gen, **opts)
     dur = run.durations
     nb = dur.size
@@ -243,6 +252,8 @@ def simulate(
             f"a run long enough for at least 2 batches after the warmup (got {nb}); "
             "increase until or decrease firings/warmup",
         )
+    if opts["firings"] is None:
+        check_batches(run.counts, opts["until"], opts["batches"])
     return SimulationResult(
         net_name=net.name,
         transition_names=net.transition_names,
@@ -258,103 +269,6 @@ def simulate(
         _tokens=_frozen(_ratio(run.areas, dur, confidence)),
         _probability=_frozen(_ratio(run.ptime, dur, confidence)),
     )
-
-
-# ----------------------------------------------------------------------------- validation
-
-
-def _options(until, firings, warmup, batches, confidence, max_vanishing) -> dict[str, Any]:
-    if until is None and firings is None:
-        raise InvalidParameterError(
-            "until", until, "a simulated time > 0 (or give firings=, a number of firings); e.g. until=1e4"
-        )
-    batches = _checks.integer("batches", batches, minimum=2)
-    if warmup is None:  # the batch-means policy: a run from an initial marking has a transient
-        warmup = WARMUP * _checks.positive("until", until) if firings is None else 0.0
-    warmup = _checks.positive("warmup", warmup, allow_zero=True)
-    if until is not None:
-        until = _checks.positive("until", until)
-        if until <= warmup:
-            raise InvalidParameterError("until", until, f"a time > warmup ({warmup})")
-    if firings is not None:
-        firings = _checks.integer("firings", firings, minimum=batches)
-    if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0 < confidence < 1:
-        raise InvalidParameterError("confidence", confidence, "a number strictly between 0 and 1, e.g. 0.95")
-    return {
-        "until": until,
-        "firings": firings,
-        "warmup": warmup,
-        "batches": batches,
-        "confidence": float(confidence),
-        "max_vanishing": _checks.integer("max_vanishing", max_vanishing, minimum=1),
-    }
-
-
-def _predicates(predicates) -> dict[str, Callable]:
-    if predicates is None:
-        return {}
-    if not isinstance(predicates, Mapping):
-        raise InvalidParameterError("predicates", predicates, "a {name: callable(marking) -> bool} mapping")
-    for k, f in predicates.items():
-        _checks.name("predicates key", k)
-        if not callable(f):
-            raise InvalidParameterError(
-                f"predicates[{k!r}]", f, "a callable taking a {place: tokens} mapping"
-            )
-    return dict(predicates)
-
-
-def _laws(net: PetriNet, delays) -> list[Distribution | None]:
-    """One numeric law per transition (None for immediate transitions)."""
-    delays = {} if delays is None else delays
-    if not isinstance(delays, Mapping):
-        raise InvalidParameterError("delays", delays, "a {timed transition name: Distribution} mapping")
-    trans = net.transitions
-    timed_names = [n for n, t in trans.items() if t.timed]
-    for name, law in delays.items():
-        if name not in trans:
-            raise UnknownNameError("delays", name, timed_names)
-        if not trans[name].timed:
-            raise InvalidParameterError(
-                "delays", name, "names of timed transitions (immediate transitions fire in zero time)"
-            )
-        if not isinstance(law, Distribution):
-            raise InvalidParameterError(
-                f"delays[{name!r}]", law, "a queuesgd.distributions law, e.g. Deterministic(1.0)"
-            )
-        if law.is_symbolic:
-            raise InvalidParameterError(
-                f"delays[{name!r}]", law, "a law with numeric parameters (use law.subs({symbol: value}))"
-            )
-    laws: list[Distribution | None] = []
-    for name, t in trans.items():
-        if not t.timed:
-            if t.weight is not None and _checks.is_symbolic(t.weight):
-                raise InvalidParameterError(
-                    f"transition {name!r} weight",
-                    t.weight,
-                    "a number for simulation (substitute the symbols)",
-                )
-            laws.append(None)
-            continue
-        if not t.inputs and math.isinf(t.servers):
-            raise InvalidParameterError(
-                f"transition {name!r} servers",
-                "infinite",
-                "a finite number of servers: a transition without input places would fire "
-                "infinitely often (add an input place or an inhibitor and finite servers)",
-            )
-        if name in delays:
-            laws.append(delays[name])
-        elif _checks.is_symbolic(t.rate):
-            raise InvalidParameterError(
-                f"transition {name!r} rate",
-                t.rate,
-                f"a number for simulation; substitute the symbols or give delays={{{name!r}: law}}",
-            )
-        else:
-            laws.append(Exponential(float(t.rate)))
-    return laws
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

@@ -281,9 +281,9 @@ def test_firings_mode_counts_and_until_cap():
 
 
 def test_result_repr_and_lookups():
-    res = simulate(queue_net(1.0, 2.0, 4), until=100.0, rng=0)
+    res = simulate(queue_net(1.0, 2.0, 4), until=1_000.0, rng=0)
     assert isinstance(res, SimulationResult)
-    assert repr(res).startswith("SimulationResult('queue', time=100, firings=")
+    assert repr(res).startswith("SimulationResult('queue', time=1000, firings=")
     assert set(res.throughputs) == {"arrive", "serve"}
     with pytest.raises(UnknownNameError, match="transition: got 'nope'"):
         res.throughput("nope")
