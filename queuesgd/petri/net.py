@@ -24,10 +24,12 @@ if TYPE_CHECKING:
     from queuesgd.petri.solve import GSPNSolution
     from queuesgd.petri.statespace import StateSpace
 
-__all__ = ["PetriNet", "Place", "Transition", "INFINITE"]
+__all__ = ["PetriNet", "Place", "Transition", "INFINITE", "MAX_ARC"]
 
 #: ``servers=INFINITE`` (or the string ``"infinite"``): infinite-server semantics.
 INFINITE = math.inf
+#: Largest arc multiplicity, as for a place's tokens (markings and arcs are int arrays): 2**31 - 1.
+MAX_ARC = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ class PetriNet:
         for p, k in arcs.items():
             if p not in self._places:
                 raise UnknownNameError(f"transition {tname!r} {role} place", p, self._places)
-            out[p] = _checks.integer(f"transition {tname!r} {role}[{p!r}]", k, minimum=1)
+            out[p] = _checks.integer(f"transition {tname!r} {role}[{p!r}]", k, minimum=1, maximum=MAX_ARC)
         return MappingProxyType(out)
 
     def _check_new_transition(self, name: str) -> None:
@@ -158,6 +160,7 @@ class PetriNet:
             Rate of one server, > 0. Symbols count as positive: ``-x`` is
             refused (see :mod:`queuesgd.petri.rates`).
         inputs, outputs, inhibitors : mapping of place to multiplicity
+            Integers from 1 to :data:`MAX_ARC` (2**31 - 1, as a place's tokens).
         servers : int, ``"infinite"`` or ``math.inf``
             Single-server (1), k-server (k) or infinite-server semantics.
         """

@@ -24,6 +24,8 @@ from queuesgd.petri.interchange import (
 
 __all__ = ["ACCEPTED_TYPES", "MAX_INSCRIPTION_DEPTH", "read_pnml"]
 
+MAX_ARC = 2**31 - 1  # largest arc multiplicity: queuesgd.petri.net.MAX_ARC (the net is not imported here)
+
 #: PNML net types read as P/T nets.
 ACCEPTED_TYPES = (PTNET_TYPE, "http://www.pnml.org/version-2009/grammar/pnmlcoremodel")
 
@@ -60,6 +62,12 @@ def _refuse_dtd(data: str | bytes, where: str) -> None:
         ) from None
     except expat.ExpatError as exc:
         raise InvalidParameterError(where, f"malformed XML ({exc})", "a well-formed PNML document") from None
+    except (LookupError, UnicodeError) as exc:  # an encoding the XML declaration names that Python lacks
+        raise InvalidParameterError(
+            f"{where} encoding",
+            f"{exc}",
+            "a PNML document in an encoding Python knows (UTF-8, as PNML tools write, UTF-16, ISO-8859-1...)",
+        ) from None
 
 
 def _parse(text_or_path: Any) -> ET.Element:
@@ -96,12 +104,12 @@ def _name_text(el: ET.Element) -> str | None:
     return text.strip() if text and text.strip() else None
 
 
-def _int_text(field: str, text: str | None, minimum: int) -> int:
+def _int_text(field: str, text: str | None, minimum: int, maximum: int | None = None) -> int:
     try:
         value = int((text or "").strip())
     except ValueError:
         raise InvalidParameterError(field, text, f"an integer >= {minimum}") from None
-    return _checks.integer(field, value, minimum=minimum)
+    return _checks.integer(field, value, minimum=minimum, maximum=maximum)
 
 
 #: Deepest nesting of SNAKES ``<multiarc>`` inscriptions read (SNAKES itself nests one or two).
@@ -298,9 +306,11 @@ def _arc_multiplicities(field: str, arc: ET.Element) -> tuple[int, int]:
     if ins is None:
         k = 1
     elif ins.find("text") is not None:
-        k = _int_text(f"{field} inscription", ins.findtext("text"), 1)
+        k = _int_text(f"{field} inscription", ins.findtext("text"), 1, MAX_ARC)
     elif len(ins) == 1:  # SNAKES' dialect: black-token annotations, inhibitors
         k, m = _snakes_inscription(field, ins[0])
+        for mult in (k, m):
+            _checks.integer(f"{field} inscription", mult, minimum=0, maximum=MAX_ARC)
     else:
         raise NotRepresentable(f"{field}: inscription is not a P/T multiplicity")
     return (0, k) if inhibitor else (k, m)
@@ -354,7 +364,7 @@ def _read_transition(
         p = names[r.resolve(f"{field} inhibitor place", inh.get("place"))]
         if p not in net.places:
             raise InvalidParameterError(f"{field} inhibitor place", inh.get("place"), "a place id")
-        m = _int_text(f"{field} inhibitor multiplicity", inh.get("multiplicity", "1"), 1)
+        m = _int_text(f"{field} inhibitor multiplicity", inh.get("multiplicity", "1"), 1, MAX_ARC)
         if inhibitors.get(p, m) != m:
             raise InvalidParameterError(f"{field} inhibitor {p!r}", m, f"{inhibitors[p]} (as its arc says)")
         inhibitors[p] = m

@@ -183,3 +183,51 @@ def test_negative_symbolic_rate_in_pnml_is_refused():
     assert net.rates.tolist() == [2 * x]
     # one place, one self-loop transition: it fires at its rate, so its throughput is the rate, 2x
     assert sympy.simplify(net.solve(symbolic=True).throughput("t") - 2 * x) == 0
+
+
+# ---- encodings and arc multiplicities --------------------------------------------------------------------
+def test_an_unknown_encoding_is_named():
+    with pytest.raises(
+        InvalidParameterError,
+        match=r"^PNML text encoding: got 'unknown encoding: bogus-enc'; accepted: a PNML document in an "
+        r"encoding Python knows",
+    ):
+        PetriNet.from_pnml(b'<?xml version="1.0" encoding="bogus-enc"?><pnml/>')
+
+
+@pytest.mark.parametrize(
+    ("inscription", "got"),
+    [("9" * 400, "an integer of 400 digits"), (str(2**31), str(2**31))],
+    ids=["400 nines", "2**31"],
+)
+def test_arc_multiplicities_past_2_31_are_refused_naming_the_arc(inscription, got):
+    # The bound of a place's tokens, 2**31 - 1 (markings and arcs are int arrays): 400 nines loaded,
+    # then net.pre raised OverflowError.
+    text = pnml(
+        '<place id="a"/><transition id="t"/>'
+        f'<arc id="e" source="a" target="t"><inscription><text>{inscription}</text></inscription></arc>'
+    )
+    with pytest.raises(
+        InvalidParameterError,
+        match=rf"^PNML arc 'e' inscription: got {got}; accepted: an integer >= 1, at most 2,147,483,647$",
+    ):
+        PetriNet.from_pnml(text, default_rate=1.0)
+    top = pnml(
+        '<place id="a"/><transition id="t"/>'
+        f'<arc id="e" source="a" target="t"><inscription><text>{2**31 - 1}</text></inscription></arc>'
+    )
+    assert PetriNet.from_pnml(top, default_rate=1.0).pre.tolist() == [[2**31 - 1]]
+
+
+def test_arc_multiplicities_past_2_31_are_refused_in_the_builder():
+    net = PetriNet("big")
+    net.place("a")
+    with pytest.raises(
+        InvalidParameterError,
+        match=r"^transition 't' inputs\['a'\]: got an integer of 401 digits; accepted: an integer >= 1, "
+        r"at most 2,147,483,647$",
+    ):
+        net.timed("t", 1.0, inputs={"a": 10**400})
+    with pytest.raises(InvalidParameterError, match=r"^transition 'u' inhibitors\['a'\]: got 2147483648;"):
+        net.immediate("u", inhibitors={"a": 2**31})
+    assert "t" not in net.transitions and "u" not in net.transitions
