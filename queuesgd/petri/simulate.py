@@ -31,6 +31,9 @@ Semantics (see ``docs/petri-simulation.md`` for the long version)
   batch ratios (:func:`queuesgd.batchmeans.ratio_interval`; the policy of
   every simulation in queuesgd, Law & Kelton, *Simulation Modeling and
   Analysis*, sec. 9.5.3). The event loop is in :mod:`queuesgd.petri.events`.
+* **Length and size** follow :mod:`queuesgd.batchmeans` too: at least
+  ``MIN_PER_BATCH`` firings a batch, at most 300 s of work, checked before
+  the run and during it (:mod:`queuesgd.petri.simulate_checks`).
 """
 
 from __future__ import annotations
@@ -97,7 +100,8 @@ class SimulationResult:
         Firings of all transitions (timed and immediate) during the whole run.
     batches : int
         Number of batches the estimates are based on (fewer than asked if a
-        ``firings`` run reached ``until`` first; the last one may be partial).
+        ``firings`` run reached ``until`` first; a last batch cut short by
+        ``until`` is merged into the one before it).
     confidence : float
         Confidence level of the intervals.
     batch_durations : numpy.ndarray
@@ -174,9 +178,14 @@ def simulate(
         batches of equal length.
     firings : int, optional
         Number of firings (timed and immediate) to observe after the warmup,
-        cut into ``batches`` batches of (nearly) equal numbers of firings.
-        With ``until`` too, the run also stops at ``until`` (the last batch is
-        then partial; fewer batches may result). Give ``until``, ``firings`` or both.
+        cut into ``batches`` batches of (nearly) equal numbers of firings: at
+        least ``batches x MIN_PER_BATCH`` (:mod:`queuesgd.batchmeans`).
+        With ``until`` too, the run also stops at ``until`` (a last batch cut
+        short is merged into the one before it; fewer batches may result).
+        Give ``until``, ``firings`` or both. An ``until`` run that fires
+        fewer than ``batches x MIN_PER_BATCH`` times after the warmup is
+        refused after it ran; one with a batch of fewer than
+        ``MIN_PER_BATCH`` firings warns (``AccuracyWarning``).
     warmup : float, optional
         Simulated time discarded before the first batch. By default, a run
         bounded by ``until`` alone discards the first
@@ -184,7 +193,7 @@ def simulate(
         its initial marking, not in steady state); a ``firings`` run discards
         nothing (its batches are counted in firings from time 0).
     batches : int, default :data:`queuesgd.batchmeans.BATCHES` (20)
-        Number of batches (>= 2).
+        Number of batches (2 to :data:`~queuesgd.petri.simulate_checks.MAX_BATCHES`).
     delays : mapping of timed transition name to Distribution, optional
         The law of one server's firing time; a transition not listed fires
         after an ``Exponential(rate)`` time with its rate from the net.
@@ -207,14 +216,28 @@ def simulate(
     Raises
     ------
     InvalidParameterError
-        Bad parameters; a deadlock (no transition enabled: the marking and
+        Bad parameters; a run too short for its batches; a net without
+        transitions; a deadlock (no transition enabled: the marking and
         time are named); a conflict between immediate transitions without
-        weights (named); a negative sampled firing time.
+        weights (named); a negative sampled firing time; a predicate that
+        raises (named); more than ``MAX_CLOCKS`` clocks of a non-exponential
+        law at once (the transition named).
     TimelessTrapError
         More than ``max_vanishing`` firings without time advancing (the
         transitions of the loop are named).
     UnknownNameError
         A name in ``delays`` that is not a transition.
+    StateSpaceTooLargeError
+        A run expected (from the initial marking) or found (while it runs) to
+        fire more than :data:`~queuesgd.petri.simulate_checks.MAX_FIRINGS`
+        times (300 s of the policy), naming ``until``, ``firings`` or
+        ``warmup``; see :mod:`queuesgd.petri.simulate_checks`.
+
+    Warns
+    -----
+    AccuracyWarning
+        An ``until`` run one of whose batches holds fewer than
+        ``MIN_PER_BATCH`` firings.
 
     Examples
     --------
