@@ -235,14 +235,15 @@ def clock_sampler(
 
 
 def _degree_fn(s: EventNet, m: list[int]) -> Callable[[int], int]:
-    inputs, inhib, cap = s.inputs, s.inhib, s.cap
+    inputs, inhib = s.inputs, s.inhib
+    top = [c if ins else 1 for c, ins in zip(s.cap, inputs)]  # a transition without inputs: degree 1
 
     def degree(j: int) -> int:
         """Number of running clocks ``min(enabling degree, servers)`` (0 or 1 for immediate)."""
         for p, k in inhib[j]:
             if m[p] >= k:
                 return 0
-        e = cap[j]
+        e = top[j]
         for p, k in inputs[j]:
             d = m[p] // k
             if d < e:

@@ -175,13 +175,6 @@ def laws_of(net: PetriNet, delays) -> list[Distribution | None]:
                 )
             laws.append(None)
             continue
-        if not t.inputs and math.isinf(t.servers):
-            raise InvalidParameterError(
-                f"transition {name!r} servers",
-                "infinite",
-                "a finite number of servers: a transition without input places would fire "
-                "infinitely often (add an input place or an inhibitor and finite servers)",
-            )
         if name in delays:
             laws.append(delays[name])
         elif _checks.is_symbolic(t.rate):
