@@ -100,9 +100,10 @@ def options(until, firings, warmup, batches, confidence, max_vanishing) -> dict[
     if firings is not None:
         least = batches * MIN_PER_BATCH
         accepted = f"an integer >= {least:,} ({batches} batches of at least {MIN_PER_BATCH} firings)"
-        if _checks.integer("firings", firings, minimum=1, maximum=None) < least:
-            raise InvalidParameterError("firings", firings, accepted)
-        firings = int(firings)
+        try:
+            firings = _checks.integer("firings", firings, minimum=least)
+        except InvalidParameterError:
+            raise InvalidParameterError("firings", firings, accepted) from None
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0 < confidence < 1:
         raise InvalidParameterError("confidence", confidence, "a number strictly between 0 and 1, e.g. 0.95")
     return {

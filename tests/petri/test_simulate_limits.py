@@ -83,6 +83,8 @@ def test_firings_below_min_per_batch_are_refused():
         InvalidParameterError, match=r"^firings: got 49; accepted: an integer >= 50 \(10 batches"
     ):
         mm13().simulate(firings=49, batches=10, rng=0)
+    with pytest.raises(InvalidParameterError, match=r"^firings: got 150.5; accepted: an integer >= 100 "):
+        mm13().simulate(firings=150.5, rng=0)
     res = mm13().simulate(firings=100, rng=0)  # the least accepted
     assert res.firings == 100 and res.batches == 20
 
