@@ -248,8 +248,8 @@ def check_size(opts: Mapping[str, Any], rate: float) -> None:
         if expected > MAX_FIRINGS:
             raise StateSpaceTooLargeError(
                 f"simulating until={until:g} would fire about {expected:.3g} transitions (the initial "
-                f"marking's timed transitions fire {rate:.4g} times a unit of time); {cost}: lower until= "
-                f"to at most {MAX_FIRINGS / rate:.4g}, or use {_INSTEAD}"
+                f"marking's timed transitions fire at a rate of {rate:.4g} per unit of time); {cost}: "
+                f"lower until= to at most {MAX_FIRINGS / rate:.4g}, or use {_INSTEAD}"
             )
         return
     if firings > MAX_FIRINGS:
@@ -264,8 +264,8 @@ def check_size(opts: Mapping[str, Any], rate: float) -> None:
     if expected > MAX_FIRINGS:
         raise StateSpaceTooLargeError(
             f"simulating firings={firings:,} after warmup={warmup:g} would fire about {during:.3g} "
-            f"transitions during the warmup (the initial marking's timed transitions fire {rate:.4g} "
-            f"times a unit of time); {cost}: lower warmup= to at most "
+            f"transitions during the warmup (the initial marking's timed transitions fire at a rate of "
+            f"{rate:.4g} per unit of time); {cost}: lower warmup= to at most "
             f"{(MAX_FIRINGS - firings) / rate:.4g}, or use {_INSTEAD}"
         )
 
