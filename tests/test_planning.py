@@ -141,3 +141,27 @@ def test_plan_parallelism_is_exported_at_top_level():
 
     assert queuesgd.plan_parallelism is plan_parallelism
     assert "plan_parallelism" in queuesgd.__all__ and "TransformerShape" in queuesgd.__all__
+
+
+def test_pipeline_stages_hold_their_blocks_activations():
+    # audit 2026-11-28: the strategies planner gave Pipeline the blocks' activations as its stash, which
+    # Pipeline splits in proportion to forward time, the output layer's included: stage 0 of GPT-3 XL on
+    # 8 stages held 10.70 GB where its 3 blocks hold 3 x 8 x A/24 = 11.48 GB (Korthikanti per block,
+    # 1F1B keeps min(M, S - s) micro-batches on stage s: Narayanan et al. SC'21, 2.2.1)
+    plan = plan_parallelism(GPT3_XL, 8, "10Gbit/s", global_batch=64)
+    pp = next(c for c in plan.candidates if c.strategy == "PP")
+    work = GPT3_XL.workload(1)
+    counts = pp.scheme.profile(work).counts  # layers per stage, forward order: embedding first, head last
+    names = [layer.name for layer in reversed(work.layers)]
+    per_block = GPT3_XL.activation_bytes(1) / GPT3_XL.layers
+    memory = pp.scheme.memory(work)
+    S, M, start = pp.stages, pp.microbatches, 0
+    for s, count in enumerate(counts):
+        blocks = sum(name.startswith("block") for name in names[start : start + count])
+        start += count
+        own = blocks * min(M, S - s) * per_block
+        if s < S - 1:
+            assert memory[s].activations == pytest.approx(own, rel=1e-12)
+        else:  # the output layer's stage: its forward time's worth more, at the blocks' bytes per second
+            assert memory[s].activations > own
+    assert memory[0].activations == pytest.approx(3 * 8 * per_block, rel=1e-12)
