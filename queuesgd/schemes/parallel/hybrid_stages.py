@@ -55,7 +55,8 @@ one layer fewer, 2-4 layers a chunk, random sends and head (252 cases) the
 error is 0 to +14.2% (mean 0.8%; layers and head 1:2 with sends 1:1: 0 to
 +20.2%), at most +4.8% (+5.4%) for ``p >= 3`` (at ``p = 2`` no stage of
 full chunks paces the pipeline, and the bound still takes ``v c``); any
-chunks of the rule, stages of unequal chunk sizes: at most +17.3%. The even
+chunks of the rule, stages of unequal chunk sizes: at most +17.3% on that grid (+25.4% found off it,
+``p = 3, v = 2, m = 9``, ``stage_layers=(3, 2, 3)``; still an upper bound). The even
 form's generalisation ``m max tau_i + (sum tau_i - max tau_i) / v`` is
 neither exact nor a bound there (-0.85% to +8.0%). The breakdown's waiting
 is the step less ``m max tau_i``; the reported bubble stays ``(p - 1)/(v
