@@ -87,7 +87,7 @@ from queuesgd.schemes.parallel.hybrid_layout import (
 from queuesgd.schemes.parallel.hybrid_overlap import TP_OVERLAP, tp_overlap_value
 from queuesgd.schemes.parallel.megatron import RECOMPUTE, SCHEDULES
 
-__all__ = ["CONFIGURATION", "HybridSpace", "HybridTable", "evaluate_space"]
+__all__ = ["CONFIGURATION", "HybridSpace", "HybridTable", "evaluate_space", "memory_limit_bytes"]
 
 #: The columns of a :class:`HybridTable` that name a configuration (the others are its predictions).
 CONFIGURATION: tuple[str, ...] = (
@@ -461,11 +461,30 @@ def _check_inputs(shape: Any, cluster: Any, space: Any, memory_limit: Any, compu
         raise InvalidParameterError("space", space, "a HybridSpace(...)")
     if compute is not None and not isinstance(compute, ComputeModel):
         raise InvalidParameterError("compute", compute, "None or a ComputeModel")
+    return memory_limit_bytes(memory_limit)
+
+
+def memory_limit_bytes(memory_limit: Any) -> float:
+    """A memory limit in bytes per GPU, > 0 (a number or a unit string); the planners' one reading.
+
+    Examples
+    --------
+    >>> memory_limit_bytes("80GB")
+    80000000000.0
+    >>> memory_limit_bytes(0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: memory_limit: got 0; accepted: bytes per GPU > 0, e.g. ...
+    """
+    accepted = "bytes per GPU > 0, e.g. 80e9 or '80GB'"
     if memory_limit is None or isinstance(memory_limit, bool):
-        raise InvalidParameterError("memory_limit", memory_limit, "bytes per GPU > 0, e.g. 80e9 or '80GB'")
-    cap = float(units.parse_bytes(memory_limit, "memory_limit"))
+        raise InvalidParameterError("memory_limit", memory_limit, accepted)
+    try:
+        cap = float(units.parse_bytes(memory_limit, "memory_limit"))
+    except InvalidParameterError:  # the parser's own "bytes >= 0": one message for every refusal
+        raise InvalidParameterError("memory_limit", memory_limit, accepted) from None
     if not cap > 0:
-        raise InvalidParameterError("memory_limit", memory_limit, "bytes per GPU > 0, e.g. 80e9 or '80GB'")
+        raise InvalidParameterError("memory_limit", memory_limit, accepted)
     return cap
 
 

@@ -307,7 +307,7 @@ def plan_parallelism(
     >>> from queuesgd.model_shapes import GPT3_XL
     >>> p = plan_parallelism(GPT3_XL, 64, "10Gbit/s", global_batch=64)
     >>> p.best.strategy, p.best.replicas, p.best.stages, round(p.best.memory.total / 1e9, 1)
-    ('DP x PP', 4, 16, 13.2)
+    ('DP x PP', 4, 16, 14.0)
     >>> from queuesgd import Cluster
     >>> c = Cluster(64, "100Gbit/s", "5us", gpus_per_node=8, node_bandwidth="300GB/s", rails=4)
     >>> h = plan_parallelism(GPT3_XL, c, global_batch=512, space="hybrid", memory_limit="8GB")
@@ -377,7 +377,7 @@ def _plan_hybrid(
     compute: Any = None,
 ) -> Plan:
     """The hybrid space: every configuration at once, the ``keep`` fastest that fit predicted one by one."""
-    from queuesgd.hybrid_space import evaluate_space
+    from queuesgd.hybrid_space import evaluate_space, memory_limit_bytes
     from queuesgd.model_shapes import TransformerShape
     from queuesgd.prediction import predict
     from queuesgd.schemes.memory import check_optimizer
@@ -385,7 +385,7 @@ def _plan_hybrid(
     if not isinstance(model, TransformerShape):
         raise InvalidParameterError("model", model, "a TransformerShape(...) for the hybrid space")
     G = _checks.integer("global_batch", global_batch)
-    cap = float(units.parse_bytes(memory_limit, "memory_limit"))
+    cap = memory_limit_bytes(memory_limit)
     check_optimizer("optimizer", optimizer)
     _checks.positive("flops", flops)
     table = evaluate_space(
@@ -472,7 +472,9 @@ def _plan_strategies(
     G = _checks.integer("global_batch", global_batch)
     mb = _checks.integer("microbatch", microbatch)
     asked = DEFAULT_STAGES if stages is None else _checks.integers("stages", stages, allow_empty=True)
-    cap = float(units.parse_bytes(memory_limit, "memory_limit"))
+    from queuesgd.hybrid_space import memory_limit_bytes
+
+    cap = memory_limit_bytes(memory_limit)
     check_optimizer("optimizer", optimizer)
     _checks.positive("flops", flops)
     _checks.choice("schedule", schedule, ("1f1b", "gpipe"))

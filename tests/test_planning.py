@@ -165,3 +165,12 @@ def test_pipeline_stages_hold_their_blocks_activations():
         else:  # the output layer's stage: its forward time's worth more, at the blocks' bytes per second
             assert memory[s].activations > own
     assert memory[0].activations == pytest.approx(3 * 8 * per_block, rel=1e-12)
+
+
+@pytest.mark.parametrize("limit", [0, "0GB", -1, float("nan"), None, True])
+@pytest.mark.parametrize("space", ["strategies", "hybrid"])
+def test_both_planners_read_the_memory_limit_alike(limit, space):
+    # audit 2026-11-28: space="strategies" took memory_limit=0 (and returned no plan) where the hybrid
+    # space refused it; negative limits were refused saying ">= 0"
+    with pytest.raises(InvalidParameterError, match=r"^memory_limit: got .*; accepted: bytes per GPU > 0"):
+        plan_parallelism(GPT3_XL, 8, "10Gbit/s", global_batch=64, memory_limit=limit, space=space)
