@@ -53,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from queuesgd import _checks, units
+from queuesgd import _checks, json_text, units
 from queuesgd.busbw import OPERATIONS, BusBandwidth, bus_factor
 from queuesgd.command_line import Parser, run_command
 from queuesgd.errors import InvalidParameterError, MissingDependencyError
@@ -453,7 +453,7 @@ def load_busbw_table(source: str | Path | Mapping[str, Any], operation: str) -> 
     else:
         raw = _checks.read_bytes("source", source)
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = json_text.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise InvalidParameterError("source", str(source), f"{accepted} ({err})") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("rows"), list):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from queuesgd import _checks
+from queuesgd import _checks, json_text
 from queuesgd.errors import InvalidParameterError
 
 __all__ = [
@@ -161,7 +161,8 @@ def read_json(path: str | os.PathLike[str], *, max_depth: int = MAX_JSON_DEPTH) 
 
     The depth is measured on the text before it is parsed (outside strings),
     so a document nested 200,000 deep is refused without recursing. An object
-    that gives a key twice is refused (:func:`unique_keys`), at any depth.
+    that gives a key twice is refused (:func:`unique_keys`), at any depth, and
+    so is an integer of more digits than Python reads (:func:`queuesgd.json_text.loads`).
 
     Raises
     ------
@@ -198,9 +199,10 @@ def read_json(path: str | os.PathLike[str], *, max_depth: int = MAX_JSON_DEPTH) 
             p.name, f"arrays and objects nested {deepest} deep", f"JSON nested at most {max_depth} deep"
         )
     try:
-        return json.loads(text, object_pairs_hook=unique_keys)
+        return json_text.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as exc:
-        raise InvalidParameterError(f"{p.name} line {exc.lineno}", exc.msg, "valid JSON") from None
+        accepted = f"valid JSON, its integers of at most {json_text.max_int_digits():,} digits"
+        raise InvalidParameterError(f"{p.name} line {exc.lineno}", exc.msg, accepted) from None
     except DuplicateKeyError as exc:
         raise InvalidParameterError(
             p.name,

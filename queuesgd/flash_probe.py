@@ -50,7 +50,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from queuesgd import _checks
+from queuesgd import _checks, json_text
 from queuesgd.block_probe import DTYPES, timed_mean
 from queuesgd.command_line import Parser, device_arguments, run_command
 from queuesgd.errors import InvalidParameterError
@@ -197,7 +197,7 @@ def _run(a: argparse.Namespace) -> int:
 
         raw = _checks.read_bytes("--table", a.table)
         try:
-            base = json.loads(raw.decode("utf-8"))
+            base = json_text.loads(raw.decode("utf-8"))
             gemm_table_from_json(base, peak_flops=1.0e30, where="--table")  # a GEMM table, checked whole
         except (ValueError, RecursionError) as err:  # not UTF-8 or JSON, an int of > 4,300 digits, too deep
             why = "nested too deeply" if isinstance(err, RecursionError) else str(err)

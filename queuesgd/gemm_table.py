@@ -68,7 +68,6 @@ Examples
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,7 +76,7 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd import _checks
+from queuesgd import _checks, json_text
 from queuesgd.errors import InvalidParameterError
 
 __all__ = [
@@ -560,7 +559,7 @@ def load_gemm_table(source: str | Path, *, peak_flops: float | None = None) -> G
         path = source
     raw = _checks.read_bytes("source", path)
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json_text.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, an int of > 4,300 digits: ValueErrors
         why = "nested too deeply" if isinstance(err, RecursionError) else str(err)
         raise InvalidParameterError("source", str(path), f"a JSON GEMM table ({why})") from None

@@ -87,3 +87,20 @@ def test_the_cli_reports_a_deep_workload_in_one_line(tmp_path):
         timeout=60,
     )
     assert done.returncode == 2 and done.stderr.startswith("queuesgd: error: deep.json")
+
+
+def test_an_integer_longer_than_python_reads_names_the_file_line_and_length(tmp_path, capsys):
+    """Python's int() refuses more than 4,300 digits: a bare ValueError (a traceback on the CLI) before."""
+    from queuesgd.cli import main
+
+    path = tmp_path / "long.json"
+    path.write_text(workload_json("long", '"10ms"')[:-1] + ',\n "note": ' + "9" * 5000 + "}")
+    expected = (
+        "long.json line 2: got 'an integer of 5,000 digits (at most 4,300 are read)'; "
+        "accepted: valid JSON, its integers of at most 4,300 digits"
+    )
+    with pytest.raises(InvalidParameterError) as err:
+        q.load_workload(path)
+    assert str(err.value) == expected
+    assert main(["predict", "--workload", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"queuesgd: error: {expected}"]

@@ -207,6 +207,14 @@ def test_load_and_write_check_their_input(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(InvalidParameterError, match="source"):
         load_busbw_table(tmp_path / "bad.json", "allreduce")
+    (tmp_path / "long.json").write_text('{"ranks": ' + "9" * 5000 + ', "rows": []}')  # a ValueError before
+    with pytest.raises(InvalidParameterError) as err:
+        load_busbw_table(tmp_path / "long.json", "allreduce")
+    assert str(err.value) == (
+        f"source: got {str(tmp_path / 'long.json')!r}; accepted: a table of probe_busbw: a mapping with "
+        "'ranks' and 'rows', or a JSON file of one (an integer of 5,000 digits (at most 4,300 are read): "
+        "line 1 column 11 (char 10))"
+    )
     with pytest.raises(InvalidParameterError, match="table"):
         write_busbw_table(tmp_path / "t.json", {"no": "rows"})
     with pytest.raises(InvalidParameterError, match="path"):

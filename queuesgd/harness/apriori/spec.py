@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from queuesgd import _checks, units
+from queuesgd import _checks, json_text, units
 from queuesgd.catalog_files import DuplicateKeyError, unique_keys
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.discard import DISCARD_RULES, DiscardRule
@@ -252,7 +252,7 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
             "spec", where, f"a UTF-8 JSON file ({err.reason} at byte {err.start})"
         ) from None
     try:
-        doc = json.loads(text, parse_constant=_no_constant, object_pairs_hook=unique_keys)
+        doc = json_text.loads(text, parse_constant=_no_constant, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
         raise InvalidParameterError(
             "spec", where, f"a JSON object ({err.msg} at line {err.lineno}, column {err.colno})"
