@@ -41,20 +41,19 @@ PyTorch is not needed to read a trace; recording one needs it.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import os
-import re
 import statistics
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from queuesgd import _checks
+from queuesgd import _checks, units
 from queuesgd.distributions import Empirical
 from queuesgd.errors import InvalidParameterError
 from queuesgd.profiler_trace_device import (
@@ -65,6 +64,8 @@ from queuesgd.profiler_trace_device import (
     device_times,
     event_end,
 )
+from queuesgd.profiler_trace_events import HOW, OPT_STEP, Window, load_events, top_level
+from queuesgd.profiler_trace_events import windows as step_windows
 from queuesgd.profiler_trace_passes import BACKWARD as _BACKWARD
 from queuesgd.profiler_trace_passes import GRAD as _GRAD
 from queuesgd.profiler_trace_passes import micro_steps
@@ -98,15 +99,8 @@ DTYPE_BYTES: dict[str, int] = {
     "bool": 1,
 }
 
-_STEP = re.compile(r"ProfilerStep#(\d+)$")
-_OPT_STEP = "Optimizer.step#"
 _ZERO_GRAD = "Optimizer.zero_grad#"
 _GPU_ANNOTATION = "gpu_user_annotation"  # a user annotation repeated on the device's timeline
-_HOW = (
-    "a torch.profiler trace recorded with record_shapes=True around whole training steps "
-    "(forward, loss.backward(), a torch.optim optimizer's step), with prof.step() after each or none, "
-    "written by export_chrome_trace"
-)
 
 
 _Key = tuple[tuple[int, ...], str]  # a gradient's (shape, dtype)
@@ -217,10 +211,10 @@ def read_trace(
         as :func:`queuesgd.profile` takes it; the trace does not say.
     name : str or None
         The Workload's label (the file's name without ``.json`` if None).
-    steps : int, iterable of int or None
+    steps : int, sequence of int or None
         The steps to use: the ``N`` of the ``ProfilerStep#N`` spans (or the
-        numbers 1, 2, ... of a trace cut at its optimizer steps); None uses
-        every complete step.
+        numbers 1, 2, ... of a trace cut at its optimizer steps), each once;
+        None uses every complete step.
     accumulation : int or None
         Backward passes per optimizer step: None reads them from the trace;
         a number must be what the trace shows (a check).
@@ -243,13 +237,20 @@ def read_trace(
     Raises
     ------
     InvalidParameterError
-        The file cannot be read or is not JSON (the message quotes the path,
-        never the content); the trace has neither ``ProfilerStep`` spans nor
+        The file cannot be read or is not JSON Python reads (the message
+        quotes the path, never the content; an integer of more than 4,300
+        digits is refused at its line and column); an event is malformed
+        (naming it and the field: see
+        :func:`queuesgd.profiler_trace_events.load_events`); a
+        ``ProfilerStep#`` span's number is not 1 to 19 ASCII digits, or two
+        ``ProfilerStep`` spans overlap; a parameter's gradient has 0 bytes or
+        more than 1 EiB; the trace has neither ``ProfilerStep`` spans nor
         ``Optimizer.step`` spans, several processes, no AccumulateGrad events,
         or no shapes (``record_shapes=False``); the steps disagree on their
         gradients or accumulation; several optimizer steps between backward
         passes of the same gradients in one step (call ``prof.step()`` after
-        each); ``steps`` names a step the trace lacks or an incomplete one;
+        each); ``steps`` names a step the trace lacks or an incomplete one,
+        names one twice, or is a mapping or a set;
         ``accumulation`` is not the trace's.
 
     Examples
@@ -288,7 +289,7 @@ def read_trace(
     if name is not None:
         _checks.name("name", name)
     where = _checks.file_path("path", path, accepted="a trace file path (str or os.PathLike)")
-    events = _events(where)
+    events = load_events(where, MAX_TRACE_BYTES)
     found, label = _steps(where, events)
     used = _select(where, found, label, steps)
     micro = used[0].accumulation
@@ -335,80 +336,21 @@ def _stem(path: str) -> str:
     return stem
 
 
-def _events(path: str) -> list[dict[str, Any]]:
-    """The complete (``"ph": "X"``) events of the trace at ``path``, sorted by start."""
-    raw = _checks.read_bytes("path", path, max_bytes=MAX_TRACE_BYTES, gunzip=True)
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:  # JSONDecodeError is a ValueError
-        where = f" (line {err.lineno}, column {err.colno})" if isinstance(err, json.JSONDecodeError) else ""
-        raise InvalidParameterError(
-            "path", path, f"a JSON Chrome trace; the file is not JSON{where}. Expected: {_HOW}"
-        ) from None
-    except RecursionError:
-        raise InvalidParameterError(
-            "path", path, f"a JSON Chrome trace; the file nests deeper than a trace does. Expected: {_HOW}"
-        ) from None
-    if isinstance(data, dict):
-        data = data.get("traceEvents")
-    if not isinstance(data, list):
-        raise InvalidParameterError(
-            "path", path, f"a Chrome trace (a JSON object with a 'traceEvents' list). Expected: {_HOW}"
-        )
-    events = []
-    for e in data:
-        if not isinstance(e, dict) or e.get("ph") != "X" or not isinstance(e.get("name"), str):
-            continue
-        ts, dur = e.get("ts"), e.get("dur")
-        if _number(ts) and _number(dur) and dur >= 0:
-            events.append(e)
-    events.sort(key=lambda e: float(e["ts"]))
-    return events
-
-
-def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _top_level(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The spans (sorted by start) not nested in an earlier one: a nested one is inside its parent's time."""
-    out, last = [], -math.inf
-    for e in spans:
-        if float(e["ts"]) >= last:
-            out.append(e)
-            last = event_end(e)
-    return out
-
-
 def _title(label: str, n: int) -> str:
     return f"ProfilerStep#{n}" if label == "ProfilerStep" else f"step {n}"
-
-
-@dataclass(frozen=True)
-class _Window:
-    """A training step on the host: [start, end] of process ``pid``; ``span`` its ProfilerStep event.
-
-    ``tid`` is the training loop's thread (the ProfilerStep's, or the optimizer step's).
-    """
-
-    start: float
-    end: float
-    pid: Any
-    span: dict[str, Any] | None
-    tid: Any = None
 
 
 def _steps(path: str, events: list[dict[str, Any]]) -> tuple[dict[int, _Step | None], str]:
     """Every step of the trace: its record, or None when incomplete; and what the steps are called."""
     # Kineto repeats user annotations (ProfilerStep#N, Optimizer.step#...) on the GPU's timeline.
     host = [e for e in events if category(e) not in DEVICE_CATS and category(e) != _GPU_ANNOTATION]
-    windows, label = _windows(path, host)
+    windows, label = step_windows(path, host)
     if not any(e["name"] == _GRAD for e in host):
         raise InvalidParameterError(
             "path",
             path,
             "a trace with torch::autograd::AccumulateGrad events (none found: no backward pass was "
-            f"profiled). Expected: {_HOW}",
+            f"profiled). Expected: {HOW}",
         )
     device = device_timeline(events)
     starts = [float(e["ts"]) for e in host]
@@ -416,51 +358,11 @@ def _steps(path: str, events: list[dict[str, Any]]) -> tuple[dict[int, _Step | N
     return found, label
 
 
-def _windows(path: str, host: list[dict[str, Any]]) -> tuple[dict[int, _Window], str]:
-    """The steps' host windows: the ProfilerStep#N spans, or else cuts at the optimizer steps."""
-    spans: dict[int, dict[str, Any]] = {}
-    for e in host:
-        m = _STEP.match(e["name"])
-        if m is None:
-            continue
-        n = int(m.group(1))
-        if n in spans:
-            raise InvalidParameterError(
-                "path", path, f"one ProfilerStep#{n} span (found several: a trace of several processes?)"
-            )
-        spans[n] = e
-    if spans:
-        windows = {
-            n: _Window(float(e["ts"]), event_end(e), e.get("pid"), e, e.get("tid")) for n, e in spans.items()
-        }
-        return windows, "ProfilerStep"
-    opt = _top_level([e for e in host if e["name"].startswith(_OPT_STEP)])
-    if not opt:
-        raise InvalidParameterError(
-            "path",
-            path,
-            "a trace with ProfilerStep#N spans (call prof.step() after each step) or, without them, "
-            f"Optimizer.step#... spans (use a torch.optim optimizer); found neither. Expected: {_HOW}",
-        )
-    pids = {repr(e.get("pid")) for e in opt}
-    if len(pids) > 1:
-        raise InvalidParameterError(
-            "path",
-            path,
-            f"Optimizer.step spans of one process (found them in {len(pids)}: a trace of several processes?)",
-        )
-    windows, prev = {}, float(host[0]["ts"])
-    for n, e in enumerate(opt, 1):  # a trailing piece after the last optimizer step is not a step
-        windows[n] = _Window(prev, event_end(e), e.get("pid"), None, e.get("tid"))
-        prev = event_end(e)
-    return windows, "step"
-
-
 def _step(
     path: str,
     title: str,
     n: int,
-    where: _Window,
+    where: Window,
     events: list[dict[str, Any]],
     starts: list[float],
     device: DeviceTimeline | None,
@@ -470,7 +372,7 @@ def _step(
     grads = [e for e in inside if e["name"] == _GRAD]
     if not grads or not any(e["name"].startswith(_BACKWARD) for e in inside):
         return None
-    opt = _top_level([e for e in inside if e["name"].startswith(_OPT_STEP)])
+    opt = top_level([e for e in inside if e["name"].startswith(OPT_STEP)])
     key = {id(e): _shape_dtype(path, title, k, e) for k, e in enumerate(grads)}
     m = micro_steps(inside, where.tid, opt, lambda e: key[id(e)])
     if m.interleaved:
@@ -499,13 +401,14 @@ def _step(
             return None
         forward, back, update, ready = timed
     keys = tuple(key[id(e)] for e in read)
+    index = {id(e): k for k, e in enumerate(grads)}
     return _Step(
         number=n,
         keys=keys,
         every=tuple(key[id(e)] for e in m.every),
         accumulation=m.accumulation,
         others=tuple(key[id(e)] for e in m.others),
-        sizes=tuple(float(math.prod(shape) * DTYPE_BYTES[dtype]) for shape, dtype in keys),
+        sizes=tuple(_gradient_bytes(path, title, index[id(e)], key[id(e)]) for e in read),
         ready=tuple(ready),
         forward=forward / 1e6,
         backward=back / 1e6,
@@ -522,10 +425,10 @@ def _shape_dtype(path: str, title: str, k: int, event: dict[str, Any]) -> tuple[
             "path",
             path,
             "AccumulateGrad events with 'Input Dims' and 'Input type' ("
-            f"{title} has none: the trace was recorded without record_shapes=True). Expected: {_HOW}",
+            f"{title} has none: the trace was recorded without record_shapes=True). Expected: {HOW}",
         )
     shape, dtype = dims[0], types[0]
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         raise InvalidParameterError(f"{path}: {title} gradient {k} Input Dims", shape, "a list of sizes >= 0")
     if dtype not in DTYPE_BYTES:
         raise InvalidParameterError(
@@ -534,6 +437,20 @@ def _shape_dtype(path: str, title: str, k: int, event: dict[str, Any]) -> tuple[
             "one of " + ", ".join(repr(t) for t in DTYPE_BYTES),
         )
     return tuple(shape), dtype
+
+
+def _gradient_bytes(path: str, title: str, k: int, key: _Key) -> float:
+    """The bytes of a parameter's gradient of (shape, dtype) ``key``: 1 byte to 1 EiB, else an error."""
+    shape, dtype = key
+    nbytes = math.prod(shape) * DTYPE_BYTES[dtype]  # an exact int: one past the float range is refused too
+    if not 0 < nbytes <= units.MAX_BYTES:
+        raise InvalidParameterError(
+            f"{path}: {title} gradient {k} Input Dims",
+            list(shape),
+            f"the shape of a parameter's gradient of 1 byte to 1 EiB (2**60 bytes): {dtype} elements of "
+            f"{DTYPE_BYTES[dtype]} bytes, none of the sizes 0",
+        )
+    return float(nbytes)
 
 
 def _select(path: str, found: dict[int, _Step | None], label: str, steps: Any) -> list[_Step]:
@@ -546,14 +463,14 @@ def _select(path: str, found: dict[int, _Step | None], label: str, steps: Any) -
                 "path",
                 path,
                 f"{label}s that contain a backward pass (and, in a trace with device activity, device work "
-                f"launched in their forward or backward; none does). Expected: {_HOW}",
+                f"launched in their forward or backward; none does). Expected: {HOW}",
             )
         counts = Counter(s.every for s in have)
         ref = max(counts, key=lambda keys: (counts[keys], len(keys)))
         # A step whose gradients are a strict prefix of the others' was cut off by the recording's end.
         used = [s for s in have if not (len(s.every) < len(ref) and ref[: len(s.every)] == s.every)]
     else:
-        chosen = _step_numbers(steps)
+        chosen = _step_numbers(steps, label, numbers)
         missing = [n for n in chosen if n not in found]
         if missing or not chosen:
             raise InvalidParameterError(
@@ -583,16 +500,26 @@ def _select(path: str, found: dict[int, _Step | None], label: str, steps: Any) -
     return used
 
 
-def _step_numbers(steps: Any) -> list[int]:
-    if isinstance(steps, bool):
-        return []
-    if isinstance(steps, int):
-        return [steps]
-    if isinstance(steps, (str, bytes)) or not isinstance(steps, Iterable):
-        return []
-    out = []
+def _step_numbers(steps: Any, label: str, have: list[int]) -> list[int]:
+    """The numbers ``steps`` chooses, sorted: an int, or a sequence of distinct ints.
+
+    A string, a mapping (``{1: 2}`` is not steps 1 and 2) or a set is refused, as is a number given twice
+    (it would count one step twice); more items than the trace has steps are not read (an endless
+    iterator ends), one of them then being no step of the trace, which the caller refuses.
+    """
+    accepted = f"{label} numbers of the trace: {', '.join(map(str, have))}"
+    if isinstance(steps, Integral) and not isinstance(steps, bool):
+        return [int(steps)]
+    if isinstance(steps, (str, bytes, bytearray, Mapping, set, frozenset)) or not isinstance(steps, Iterable):
+        raise InvalidParameterError("steps", steps, f"an int or a sequence of ints, {accepted}")
+    out: list[int] = []
     for n in steps:
-        if not isinstance(n, int) or isinstance(n, bool):
-            return []
-        out.append(n)
-    return sorted(set(out))
+        if isinstance(n, bool) or not isinstance(n, Integral):
+            raise InvalidParameterError("steps", steps, accepted)
+        if int(n) in out:
+            twice = f"each step once ({int(n)} is given twice), {accepted}"
+            raise InvalidParameterError("steps", steps, twice)
+        out.append(int(n))
+        if len(out) > len(have):
+            break
+    return sorted(out)

@@ -10,6 +10,7 @@ ones need no torch.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 
 import pytest
@@ -453,3 +454,142 @@ def test_real_cuda_trace_from_an_h100(tmp_path):
     host = tmp_path / "host_only.json"
     host.write_text(json.dumps(data))
     assert q.read_trace(host, batch_size=64).compute_time != pytest.approx(w.compute_time, rel=0.05)
+
+
+# Malformed traces: refused naming the event and the field, never read with a step dropped or merged.
+
+TWO_STEPS = _step(1, 0, [[4], [4, 16]]) + _step(2, 2000, [[4], [4, 16]])
+
+
+def _refused(path, **kwargs):
+    with pytest.raises(InvalidParameterError) as err:
+        q.read_trace(path, batch_size=2, **kwargs)
+    return str(err.value)
+
+
+def test_the_two_step_trace_reads_both_steps(tmp_path):
+    """The trace the tests below break: two steps of 300 us forward + backward, 16 + 256 bytes."""
+    w = q.read_trace(write(tmp_path, TWO_STEPS), batch_size=2)
+    assert [round(s * 1e6) for s in w.compute.samples] == [100 + 200, 100 + 200]  # to the last ready grad
+    assert [x.gradient_bytes for x in w.layers] == [4 * 4, 4 * 16 * 4]
+
+
+@pytest.mark.parametrize(
+    ("index", "field", "literal", "shown"),
+    [
+        (1, "dur", "NaN", "nan"),  # the backward event of step 1: it was dropped, step 1 with it
+        (0, "dur", "Infinity", "inf"),  # ProfilerStep#1
+        (4, "dur", "-Infinity", "-inf"),
+        (0, "dur", "1" + "0" * 400, "an integer of 401 digits"),  # past float's range: an OverflowError
+        (2, "ts", "NaN", "nan"),
+        (2, "ts", '"190"', "'190'"),
+        (3, "dur", "true", "True"),
+    ],
+)
+def test_a_time_that_is_no_finite_number_names_the_event_and_field(tmp_path, index, field, literal, shown):
+    events = [dict(e) for e in TWO_STEPS]
+    events[index][field] = "@"
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"traceEvents": events}).replace('"@"', literal))
+    name = events[index]["name"]
+    at_least = " >= 0" if field == "dur" else ""
+    assert _refused(path) == (
+        f"{path}: traceEvents[{index}] ({name!r}) {field}: got {shown}; "
+        f"accepted: a finite number of microseconds{at_least}"
+    )
+
+
+def test_a_name_that_is_no_string_and_an_entry_that_is_no_event_are_refused(tmp_path):
+    events = [dict(e) for e in TWO_STEPS]
+    events[5]["name"] = 5
+    path = write(tmp_path, events)
+    assert _refused(path) == f"{path}: traceEvents[5] name: got 5; accepted: a string"
+    path = write(tmp_path, TWO_STEPS + [None])
+    assert _refused(path) == f"{path}: traceEvents[8]: got None; accepted: an event (a JSON object)"
+
+
+@pytest.mark.parametrize("number", ["-1", "", "\u0663", "1.0", "2 ", "9" * 5000])
+def test_a_step_number_of_anything_but_ascii_digits_is_refused(tmp_path, number):
+    events = [dict(e) for e in TWO_STEPS]
+    events[4]["name"] = "ProfilerStep#" + number
+    path = write(tmp_path, events)
+    assert _refused(path) == (
+        f"{path}: a ProfilerStep#N span's name: got {('ProfilerStep#' + number)[:80]!r}; accepted: "
+        "ProfilerStep#N with N a step number of 1 to 19 ASCII digits (as prof.step() writes it)"
+    )
+
+
+def test_overlapping_step_spans_are_refused_naming_both(tmp_path):
+    events = [dict(e) for e in TWO_STEPS]
+    events[0]["dur"] = 3000  # ProfilerStep#1 over all of step 2: it read 4 layers of twice the bytes
+    path = write(tmp_path, events)
+    assert _refused(path) == (
+        f"path: got {str(path)!r}; accepted: ProfilerStep spans that do not overlap (ProfilerStep#1 runs "
+        "from 0 to 3000 us, past the start of ProfilerStep#2 at 2000 us: its events would be read in both "
+        "steps)"
+    )
+    events[0]["dur"] = 2000  # ends where step 2 starts: no overlap, the two steps read
+    assert len(q.read_trace(write(tmp_path, events), batch_size=2).compute.samples) == 2
+
+
+@pytest.mark.parametrize(
+    ("steps", "accepted"),
+    [
+        ([1, 1], "each step once (1 is given twice), ProfilerStep numbers of the trace: 1, 2"),
+        ((2, 1, 2), "each step once (2 is given twice), ProfilerStep numbers of the trace: 1, 2"),
+        ({1: 2}, "an int or a sequence of ints, ProfilerStep numbers of the trace: 1, 2"),
+        ({1, 2}, "an int or a sequence of ints, ProfilerStep numbers of the trace: 1, 2"),
+    ],
+)
+def test_steps_given_twice_or_not_in_a_sequence_are_refused(tmp_path, steps, accepted):
+    path = write(tmp_path, TWO_STEPS)
+    assert _refused(path, steps=steps) == f"steps: got {steps!r}; accepted: {accepted}"
+
+
+def test_endless_steps_are_not_read_forever(tmp_path):
+    path = write(tmp_path, TWO_STEPS)
+    read = []
+
+    def endless():
+        for n in itertools.count(1):
+            read.append(n)
+            if n > 1000:  # the old reader went on until memory ran out
+                raise AssertionError("steps read on and on")
+            yield n
+
+    steps = endless()
+    accepted = "ProfilerStep numbers of the trace: 1, 2"
+    assert _refused(path, steps=steps) == f"steps: got {steps!r}; accepted: {accepted}"
+    assert read == [1, 2, 3]  # one more than the trace's steps: 3 is none of them
+
+
+@pytest.mark.parametrize(
+    ("dims", "shown"),
+    [([0], "[0]"), ([4, 0], "[4, 0]"), ([2**40, 2**40], str([2**40, 2**40])), ([True], None)],
+)
+def test_a_gradient_of_no_bytes_or_too_many_names_the_trace_and_event(tmp_path, dims, shown):
+    events = [dict(e, args=dict(e["args"])) for e in TWO_STEPS]
+    events[2]["args"]["Input Dims"] = [dims]
+    path = write(tmp_path, events)
+    if shown is None:  # a bool is no size
+        assert _refused(path) == (
+            f"{path}: ProfilerStep#1 gradient 0 Input Dims: got [True]; accepted: a list of sizes >= 0"
+        )
+        return
+    assert _refused(path) == (
+        f"{path}: ProfilerStep#1 gradient 0 Input Dims: got {shown}; accepted: the shape of a parameter's "
+        "gradient of 1 byte to 1 EiB (2**60 bytes): float elements of 4 bytes, none of the sizes 0"
+    )
+
+
+def test_an_integer_of_more_digits_than_python_reads_is_refused_at_its_place(tmp_path):
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps({"traceEvents": TWO_STEPS}).replace('"ts": 0', '"ts": ' + "9" * 5000, 1))
+    column = json.dumps({"traceEvents": TWO_STEPS}).index('"ts": 0') + len('"ts": ') + 1
+    assert _refused(path) == (
+        f"path: got {str(path)!r}; accepted: a JSON Chrome trace; the file is not JSON Python reads (an "
+        f"integer of 5,000 digits (at most 4,300 are read): line 1, column {column}). Expected: "
+        "a torch.profiler trace recorded with record_shapes=True around whole training steps (forward, "
+        "loss.backward(), a torch.optim optimizer's step), with prof.step() after each or none, written by "
+        "export_chrome_trace"
+    )
