@@ -141,8 +141,12 @@ def _merged(x: np.ndarray, y: np.ndarray) -> tuple[tuple[float, ...], tuple[floa
     return tuple(float(v) for v in u), tuple(float(v) for v in mean)
 
 
-def _number(field: str, value: Any, *, maximum: float = MAX_DIMENSION) -> float:
-    return _checks.positive(field, value, maximum=maximum)
+def _dimension(field: str, value: Any) -> float:
+    """A measured product's dimension or element count: an integer from 1 to :data:`MAX_DIMENSION`.
+
+    A GEMM of ``M = 1.5`` was never run: a fraction is refused, not read as a volume (``4.0`` is 4).
+    """
+    return float(_checks.integer(field, value, maximum=int(MAX_DIMENSION)))
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,8 @@ class GemmTable:
         flash: Iterable[Sequence[Any]] = (),
     ) -> GemmTable:
         """A table from ``(m, n, k, efficiency)`` rows (``(m, n, k, FLOP/s)`` with ``rates=True``).
+
+        The dimensions are integers from 1 to :data:`MAX_DIMENSION` (a measured product's).
 
         ``memory`` rows are ``(kind, bytes, bytes/s)`` with ``kind`` one of
         :data:`MEMORY_KINDS`. ``flash`` rows are ``(batch, q, s, d,
@@ -424,7 +430,7 @@ def _rated_rows(
             raise InvalidParameterError(field_name, f"more than {MAX_ROWS:,} rows", f"at most {MAX_ROWS:,}")
         if isinstance(row, (str, bytes)) or not isinstance(row, Sequence) or len(row) != len(dims) + 1:
             raise InvalidParameterError(name, row, f"a {what} row")
-        size = math.prod(_number(f"{name}.{d}", row[j]) for j, d in enumerate(dims))
+        size = math.prod(_dimension(f"{name}.{d}", row[j]) for j, d in enumerate(dims))
         if rates:
             rate = _checks.positive(f"{name}.flops", row[-1])
             if rate > peak:
@@ -465,7 +471,9 @@ def gemm_table_from_json(
     """A :class:`GemmTable` from the parsed JSON of a measured table (see the module docstring).
 
     Each ``gemm`` row gives ``M``, ``N``, ``K`` and ``tflops`` or
-    ``seconds``, the rate then ``2 M N K / seconds``; each
+    ``seconds``, the rate then ``2 M N K / seconds``; the dimensions and
+    element counts below are integers from 1 to :data:`MAX_DIMENSION`
+    (``M = 1.5`` is refused, ``8.0`` read as 8); each
     ``elementwise`` row ``op`` (:data:`MEMORY_KINDS`), ``numel`` and
     ``GBps`` or ``seconds``, bytes read + written being ``2 numel x``
     the ``dtype``'s bytes (the writer's convention; 2 where ``dtype`` is
@@ -508,7 +516,7 @@ def gemm_table_from_json(
         name = f"{where}.gemm[{i}]"
         if not isinstance(r, Mapping) or not all(d in r for d in "MNK"):
             raise InvalidParameterError(name, r, "an object with M, N, K and tflops or seconds")
-        m, n, k = (_number(f"{name}.{d}", r[d]) for d in "MNK")
+        m, n, k = (_dimension(f"{name}.{d}", r[d]) for d in "MNK")
         rows.append((m, n, k, _rate(name, r, "tflops", 1e12, 2 * m * n * k)))
     dtype = data.get("dtype", "bfloat16")
     if not isinstance(dtype, str):
@@ -519,15 +527,15 @@ def gemm_table_from_json(
         name = f"{where}.elementwise[{i}]"
         if not isinstance(r, Mapping) or "numel" not in r or r.get("op") not in MEMORY_KINDS:
             raise InvalidParameterError(name, r, f"an object with op (one of {MEMORY_KINDS}), numel, GBps")
-        nbytes = 2.0 * itemsize * _number(f"{name}.numel", r["numel"])
+        nbytes = 2.0 * itemsize * _dimension(f"{name}.numel", r["numel"])
         memory.append((r["op"], nbytes, _rate(name, r, "GBps", 1e9, nbytes)))
     flash = []
     for i, r in enumerate(_rows(data, "flash", where)):
         name = f"{where}.flash[{i}]"
         if not isinstance(r, Mapping) or not all(x in r for x in ("batch", "heads", "sequence", "head_dim")):
             raise InvalidParameterError(name, r, "an object with batch, heads, sequence, head_dim, tflops")
-        bh = _number(f"{name}.batch", r["batch"]) * _number(f"{name}.heads", r["heads"])
-        sq, d = _number(f"{name}.sequence", r["sequence"]), _number(f"{name}.head_dim", r["head_dim"])
+        bh = _dimension(f"{name}.batch", r["batch"]) * _dimension(f"{name}.heads", r["heads"])
+        sq, d = _dimension(f"{name}.sequence", r["sequence"]), _dimension(f"{name}.head_dim", r["head_dim"])
         flash.append((bh, sq, sq, d, _rate(name, r, "tflops", 1e12, 4 * bh * sq * sq * d)))
     keep = ("device", "torch", "date", "dtype", "how", "source", "peak_tflops", "truncated")
     provenance = _checks.json_record(f"{where} provenance", {k: data[k] for k in keep if k in data})

@@ -196,6 +196,32 @@ def test_bad_json_tables_are_refused_naming_the_field(tmp_path, extra, field):
         load_gemm_table(path)
 
 
+@pytest.mark.parametrize(
+    ("extra", "field", "got"),
+    [
+        ({"gemm": [{**ROW, "M": 1.5}]}, "source.gemm[0].M", "1.5"),  # read as a volume of 96 before
+        ({"elementwise": [{"op": "gelu", "numel": 1000.5, "GBps": 1.0}]},
+         "source.elementwise[0].numel", "1000.5"),
+        ({"flash": [{"batch": 1, "heads": 2, "sequence": 64.5, "head_dim": 8, "tflops": 1e-3}]},
+         "source.flash[0].sequence", "64.5"),
+    ],
+)  # fmt: skip
+def test_a_dimension_that_is_no_integer_is_refused(tmp_path, extra, field, got):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({**BASE, **extra}))
+    with pytest.raises(InvalidParameterError) as err:
+        load_gemm_table(path)
+    assert str(err.value) == f"{field}: got {got}; accepted: an integer >= 1, at most 1,099,511,627,776"
+
+
+def test_an_integral_float_dimension_is_its_integer(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({**BASE, "gemm": [{**ROW, "M": 8.0}]}))
+    # 2 x 8 x 8 x 8 = 1024 FLOPs in 1 us, of a peak of 2 GFLOP/s
+    assert load_gemm_table(path).efficiencies == (2 * 8 * 8 * 8 / 1e-6 / 2e9,)
+    assert load_gemm_table(path).volumes == (9.0,)  # log2(8 x 8 x 8)
+
+
 def test_an_unknown_key_is_named_with_the_accepted_ones():
     with pytest.raises(InvalidParameterError, match="element_wise") as info:
         gemm_table_from_json({**BASE, "element_wise": []})
