@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import sysconfig
 from pathlib import Path
@@ -227,13 +228,36 @@ def read_lines(path: str | os.PathLike[str]) -> tuple[Path, list[str]]:
     return p, lines
 
 
-def parse_number(where: str, text: str, accepted: str, *, minimum: float = 0.0) -> float:
-    """``text`` as a finite number ``>= minimum``, else an error naming ``where``."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise InvalidParameterError(where, text, accepted) from None
-    if not math.isfinite(value) or value < minimum:
+#: A decimal number in ASCII, as the plain-text readers take it (``float`` alone also reads ``"٣"`` as 3
+#: and ``"1_000"`` as 1000).
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_number(
+    where: str, text: str, accepted: str, *, minimum: float = 0.0, whole: bool = False
+) -> float:
+    """``text`` as a finite number ``>= minimum`` (whole where ``whole``), else an error naming ``where``.
+
+    Only an ASCII decimal is a number: ``float`` would also read other scripts' digits
+    (``"٣"`` as 3) and underscores (``"1_000"``).
+
+    Examples
+    --------
+    >>> parse_number("bytes", "4000", "bytes > 0"), parse_number("gap", "1.5e2", "us >= 0")
+    (4000.0, 150.0)
+    >>> parse_number("bytes", "4000.5", "a whole number of bytes > 0", whole=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: bytes: got '4000.5'; accepted: a whole number of bytes > 0
+    >>> parse_number("gap", "\u0663", "us >= 0")
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: gap: got '٣'; accepted: us >= 0
+    """
+    if not _DECIMAL.fullmatch(text.strip()):
+        raise InvalidParameterError(where, text, accepted)
+    value = float(text)
+    if not math.isfinite(value) or value < minimum or (whole and not value.is_integer()):
         raise InvalidParameterError(where, text, accepted)
     return value
 

@@ -60,7 +60,7 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
     number of batches averaged, line 3 the number of gradient tensors ``L``,
     then ``L`` lines ``gap_us,bytes`` in backward order -- microseconds since
     the previous gradient became ready (the first from the start of the
-    backward pass) and the tensor's gradient size in bytes.
+    backward pass) and the tensor's gradient size in bytes (a whole number).
 
     queuesgd's extension (written by the live harness): optional extra
     columns ``gap_us,bytes,forward_us`` or ``gap_us,bytes,forward_us,name``
@@ -87,7 +87,8 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
     ------
     InvalidParameterError
         Naming the file, line number and field: a missing, negative or
-        non-numeric field, a line whose column count differs from the
+        non-numeric field (an ASCII decimal), a fractional byte count or
+        batch count, a line whose column count differs from the
         others', a duplicate name, or a tensor count that does not match
         line 3.
 
@@ -107,13 +108,11 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
             "(end of file)",
             "a comment, the batch count and the tensor count",
         )
-    parse_number(f"{p.name} line 2: batches", lines[1].strip(), "an integer >= 1", minimum=1)
+    parse_number(f"{p.name} line 2: batches", lines[1].strip(), "an integer >= 1", minimum=1, whole=True)
     exact = lines[0].strip() == EXACT_HEADER
     count_text = lines[2].strip()
-    count = parse_number(f"{p.name} line 3: tensor count", count_text, "an integer >= 1", minimum=1)
-    if not count.is_integer():
-        raise InvalidParameterError(f"{p.name} line 3: tensor count", count_text, "an integer >= 1")
-    count = int(count)
+    where_count = f"{p.name} line 3: tensor count"
+    count = int(parse_number(where_count, count_text, "an integer >= 1", minimum=1, whole=True))
     found = len(lines) - 3
     if found != count:
         raise InvalidParameterError(
@@ -126,7 +125,7 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
     columns = _TRACE_COLUMNS[:width]
     accepted = {
         "gap_us": "microseconds >= 0",
-        "bytes": "bytes > 0",
+        "bytes": "a whole number of bytes > 0",
         "forward_us": "microseconds >= 0",
         "name": "a tensor name (no commas), unique in the trace",
     }
@@ -145,7 +144,7 @@ def load_trace(path: str | os.PathLike[str]) -> tuple[Layer, ...]:
             )
         where = {c: f"{p.name} line {lineno}: {c}" for c in columns}
         gap = _seconds(where["gap_us"], fields[0], accepted["gap_us"], exact)
-        size = parse_number(where["bytes"], fields[1], accepted["bytes"])
+        size = parse_number(where["bytes"], fields[1], accepted["bytes"], whole=True)
         if size <= 0:
             raise InvalidParameterError(where["bytes"], fields[1], accepted["bytes"])
         forward = None

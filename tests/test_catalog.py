@@ -257,6 +257,36 @@ def test_malformed_extended_trace_names_line_and_field(tmp_path, body, field):
     assert info.value.field == field
 
 
+WHOLE = "a whole number of bytes > 0"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # a fractional byte count was read as 4000.5 bytes
+        ("c\n1\n1\n5,4000.5\n", f"bad.bk.log line 4: bytes: got '4000.5'; accepted: {WHOLE}"),
+        # Arabic-Indic digits were read as 3 and 4000 (float() reads any script's digits)
+        ("c\n1\n1\n\u0663,4000\n", "bad.bk.log line 4: gap_us: got '\u0663'; accepted: microseconds >= 0"),
+        ("c\n1\n1\n5,\u0664\u0660\u0660\u0660\n",
+         f"bad.bk.log line 4: bytes: got '\u0664\u0660\u0660\u0660'; accepted: {WHOLE}"),
+        ("c\n1\n1\n5,4_000\n", f"bad.bk.log line 4: bytes: got '4_000'; accepted: {WHOLE}"),
+        ("c\n1.5\n1\n5,4000\n", "bad.bk.log line 2: batches: got '1.5'; accepted: an integer >= 1"),
+    ],
+)  # fmt: skip
+def test_a_number_that_is_no_ascii_decimal_or_a_fraction_of_a_byte_is_refused(tmp_path, text, message):
+    path = tmp_path / "bad.bk.log"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InvalidParameterError) as info:
+        load_trace(path)
+    assert str(info.value) == message
+
+
+def test_a_whole_byte_count_written_as_a_decimal_is_read(tmp_path):
+    path = tmp_path / "ok.bk.log"
+    path.write_text("c\n1\n2\n5,4000.0\n0,4e3\n")
+    assert [x.gradient_bytes for x in load_trace(path)] == [4000.0, 4000.0]
+
+
 def test_extended_trace_messages_say_what_is_accepted(tmp_path):
     with pytest.raises(InvalidParameterError, match="3 comma-separated fields gap_us,bytes,forward_us like"):
         load_trace(_write_trace(tmp_path, "3\n1.0,4,5\n2.0,8,6\n3.0,8\n"))
