@@ -12,6 +12,7 @@ already report as a file that is not JSON they read, naming the file.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from typing import Any
@@ -30,15 +31,39 @@ def max_int_digits() -> int:
     return sys.get_int_max_str_digits()
 
 
-def loads(text: str, **kwargs: Any) -> Any:
+class _NotFinite(Exception):
+    """A ``NaN``, ``Infinity`` or a float literal past the float range, with ``finite=True``."""
+
+    def __init__(self, literal: str) -> None:
+        super().__init__(literal)
+        self.literal = literal
+
+
+def _constant(name: str) -> float:
+    raise _NotFinite(name)
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):  # 1e400
+        raise _NotFinite(literal)
+    return value
+
+
+def loads(text: str, *, finite: bool = False, **kwargs: Any) -> Any:
     """``json.loads(text, **kwargs)``, an over-long integer literal being a :class:`json.JSONDecodeError`.
 
     Parameters
     ----------
     text : str
         The JSON text.
+    finite : bool
+        Refuse ``NaN``, ``Infinity``, ``-Infinity`` (which Python's parser
+        takes, JSON has none) and a float literal past the float range
+        (``1e400``, read as infinity), as a :class:`json.JSONDecodeError` at
+        the literal's line and column.
     **kwargs
-        Passed to :func:`json.loads` (``object_pairs_hook``, ``parse_constant``, ...).
+        Passed to :func:`json.loads` (``object_pairs_hook``, ...).
 
     Returns
     -------
@@ -57,13 +82,22 @@ def loads(text: str, **kwargs: Any) -> Any:
     --------
     >>> loads('{"a": [1, 2.5]}')
     {'a': [1, 2.5]}
+    >>> loads('{"a": 1,\\n "b": 1e400}', finite=True)
+    Traceback (most recent call last):
+    ...
+    json.decoder.JSONDecodeError: 1e400 is no finite number (JSON has none): line 2 column 7 (char 15)
     >>> loads('{"a": "12",\\n "b": ' + "9" * 5000 + "}")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     json.decoder.JSONDecodeError: an integer of 5,000 digits (at most 4,300 are read): line 2 column 7 ...
     """
+    if finite:
+        kwargs.update(parse_constant=_constant, parse_float=_finite_float)
     try:
         return json.loads(text, **kwargs)
+    except _NotFinite as err:
+        pos = _literal(text, err.literal)
+        raise json.JSONDecodeError(f"{err.literal} is no finite number (JSON has none)", text, pos) from None
     except ValueError as err:
         if type(err) is not ValueError:  # a JSONDecodeError, or a hook's own error: as it is
             raise
@@ -92,3 +126,12 @@ def _long_integer(text: str) -> tuple[int, int] | None:
         if m.group(1) is not None:
             return m.start(), len(m.group(1))
     return None
+
+
+def _literal(text: str, literal: str) -> int:
+    """Where the first number or constant ``literal`` outside strings starts (0 if none is found)."""
+    token = re.compile(r'"(?:[^"\\]|\\.)*"|-?Infinity|NaN|-?[0-9][0-9.eE+-]*')
+    for m in token.finditer(text):
+        if m.group() == literal:
+            return m.start()
+    return 0

@@ -149,6 +149,24 @@ def test_a_spec_with_an_integer_longer_than_python_reads_is_one_error(tmp_path, 
     assert capsys.readouterr().err.splitlines() == [f"queuesgd: error: {expected}"]
 
 
+@pytest.mark.parametrize("literal", ["1e400", "-1e400", "NaN", "Infinity", "-Infinity"])
+def test_a_spec_number_past_the_float_range_is_refused_at_its_place(tmp_path, capsys, literal):
+    """``1e400`` parsed as infinity: in a model's arguments it reached json.dumps, a ValueError traceback."""
+    text = json.dumps(SPEC).replace('"hidden": 8', f'"hidden": {literal}')
+    path = tmp_path / "spec.json"
+    path.write_text(text)
+    column = text.index(literal) + 1
+    expected = (
+        f"spec: got {str(path)!r}; accepted: a JSON object ({literal} is no finite number (JSON has none) "
+        f"at line 1, column {column})"
+    )
+    with pytest.raises(InvalidParameterError) as err:
+        load_spec(path)
+    assert str(err.value) == expected
+    assert main(["validate", "--apriori", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"queuesgd: error: {expected}"]
+
+
 def test_the_command_refuses_a_bad_spec_with_one_line_and_status_2(tmp_path, capsys):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(_spec(passes=0)))

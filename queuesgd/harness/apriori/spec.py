@@ -252,7 +252,7 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
             "spec", where, f"a UTF-8 JSON file ({err.reason} at byte {err.start})"
         ) from None
     try:
-        doc = json_text.loads(text, parse_constant=_no_constant, object_pairs_hook=unique_keys)
+        doc = json_text.loads(text, finite=True, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
         raise InvalidParameterError(
             "spec", where, f"a JSON object ({err.msg} at line {err.lineno}, column {err.colno})"
@@ -264,10 +264,6 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
     except RecursionError:
         raise InvalidParameterError("spec", where, "a JSON object (it is nested too deeply)") from None
     return parse_spec(doc)
-
-
-def _no_constant(name: str) -> Any:
-    raise json.JSONDecodeError(f"{name} is not a number JSON accepts", name, 0)
 
 
 def parse_spec(document: Any) -> CampaignSpec:
