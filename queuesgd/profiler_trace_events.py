@@ -39,7 +39,8 @@ OPT_STEP = "Optimizer.step#"
 #: Most digits of a step number (torch counts steps in a 64-bit integer).
 _STEP_DIGITS = 19
 _STEP = re.compile(r"ProfilerStep#([0-9]{1,%d})" % _STEP_DIGITS)  # noqa: UP031 (a regex's braces)
-#: Two step spans may overlap by this much (microseconds): the trace's rounding of ``ts`` and ``dur`` to 1 ns.
+#: Two step spans may overlap by this much (microseconds, 10 ns): ten times the 1 ns to which Kineto rounds
+#: ``ts`` and ``dur``, so that an end computed as ``ts + dur`` never counts as an overlap.
 _OVERLAP_SLACK = 0.01
 
 
@@ -166,8 +167,8 @@ def windows(path: str, host: list[dict[str, Any]]) -> tuple[dict[int, Window], s
     InvalidParameterError
         A span named ``ProfilerStep#`` and anything but 1 to 19 ASCII digits
         (``ProfilerStep#-1``, ``ProfilerStep#``); two spans of one number
-        (several processes); two spans that overlap (the later one's events
-        would be read in both steps); neither kind of span; optimizer steps of
+        (several processes); two spans that overlap by more than 10 ns (the
+        later one's events would be read in both steps); neither kind of span; optimizer steps of
         several processes.
 
     Examples
