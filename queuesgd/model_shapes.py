@@ -62,6 +62,7 @@ from typing import Any
 
 from queuesgd import _checks, units
 from queuesgd import model_shapes_mlp as mlp
+from queuesgd.errors import InvalidParameterError
 from queuesgd.model_shapes_attention import (
     ATTENTIONS,
     Operation,
@@ -94,7 +95,7 @@ NORMS: tuple[str, ...] = ("layernorm", "rmsnorm")
 MAX_LAYERS = 10_000
 
 #: Largest hidden size, heads, sequence and vocabulary: far above any published model, and small
-#: enough that every count and FLOP stays an exact, finite number.
+#: enough that every count stays an exact integer and every FLOP count a finite float.
 MAX_DIMENSION = 2**31
 
 
@@ -104,8 +105,6 @@ def _microbatch(value: Any) -> int:
 
     b = _checks.integer("microbatch", value)
     if b > MAX_BATCH_SIZE:
-        from queuesgd.errors import InvalidParameterError
-
         raise InvalidParameterError("microbatch", value, f"an integer from 1 to {MAX_BATCH_SIZE:,} (2**53)")
     return b
 
@@ -178,8 +177,6 @@ class TransformerShape:
     attention: str = "eager"
 
     def __post_init__(self) -> None:
-        from queuesgd.errors import InvalidParameterError
-
         set_ = object.__setattr__
         for f in ("layers", "hidden", "heads", "sequence", "vocabulary", "kv_heads", "ffn_hidden"):
             field = f"TransformerShape.{f}"
@@ -254,8 +251,6 @@ class TransformerShape:
         ...
         queuesgd.errors.InvalidParameterError: tensor: ... a divisor of the 8 key-value heads ...
         """
-        from queuesgd.errors import InvalidParameterError
-
         t = _checks.integer(field, tensor, maximum=MAX_DIMENSION)
         if self.heads % t:
             raise InvalidParameterError(field, tensor, f"a divisor of the {self.heads} heads")
@@ -363,7 +358,7 @@ class TransformerShape:
 
     def boundary_bytes(self, microbatch: int = 1, dtype_bytes: int = 2) -> float:
         """Bytes a pipeline boundary sends per micro-batch (the hidden states ``s b h``)."""
-        nbytes = _checks.integer("dtype_bytes", dtype_bytes)
+        nbytes = _checks.integer("dtype_bytes", dtype_bytes, maximum=16)
         return float(_microbatch(microbatch) * self.sequence * self.hidden * nbytes)
 
     # ---- operations (exact) --------------------------------------------------------------------
@@ -376,8 +371,6 @@ class TransformerShape:
         """Tokens of the sequence on one of ``context`` ranks (``s / c``, a whole number)."""
         c = _checks.integer("context", context, maximum=MAX_DIMENSION)
         if self.sequence % c:
-            from queuesgd.errors import InvalidParameterError
-
             raise InvalidParameterError("context", context, f"a divisor of the sequence (= {self.sequence})")
         return self.sequence // c
 
@@ -532,7 +525,7 @@ class TransformerShape:
         mem = _checks.positive(
             "memory_bandwidth", units.parse_bandwidth(memory_bandwidth, "memory_bandwidth")
         )
-        nbytes = _checks.integer("dtype_bytes", dtype_bytes)
+        nbytes = _checks.integer("dtype_bytes", dtype_bytes, maximum=16)
         per_parameter = _checks.positive(
             "update_bytes_per_parameter", update_bytes_per_parameter, allow_zero=True
         )
@@ -542,10 +535,11 @@ class TransformerShape:
             head_f = self.logits_flops(microbatch) / rate
         else:
             if not callable(getattr(compute, "block_parts", None)):
-                from queuesgd.errors import InvalidParameterError
-
                 raise InvalidParameterError("compute", compute, "None or a ComputeModel")
             block_f, block_b, _, head_f = compute.block_parts(self, microbatch, dtype_bytes=nbytes)
+        if not max(block_b, 2 * head_f) <= units.MAX_SECONDS:  # a layer's time past 32 years: name the rate
+            why = f"a rate at which a layer takes at most {units.MAX_SECONDS:g} s (a block: {block_b:.3g} s)"
+            raise InvalidParameterError("flops" if compute is None else "compute", flops, why)
         layers = [Layer("final_norm", self.output_parameters * nbytes, 2 * head_f, forward_time=head_f)]
         for i in reversed(range(self.layers)):
             layers.append(Layer(f"block{i}", self.block_parameters * nbytes, block_b, forward_time=block_f))

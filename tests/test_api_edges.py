@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from fractions import Fraction
 
@@ -312,3 +313,18 @@ def test_numpy_scalars_are_numbers_and_zero_dimensional_arrays_a_clear_refusal()
     ):
         with pytest.raises(InvalidParameterError, match=f"^{field}: got array\\(2\\)"):
             make()
+
+
+def test_a_shapes_workload_names_the_rate_and_the_dtype_it_refuses():
+    # audit 2026-11-28: GPT3_XL.workload(1, flops=1) named Layer('final_norm').backward_time, an object the
+    # user never made; workload(dtype_bytes=1000) was accepted where operations() refuses past 16
+    from queuesgd.model_shapes import GPT3_XL
+
+    block = 2 * GPT3_XL.block_flops(1)  # a block's backward, twice its forward FLOPs, at 1 FLOP/s
+    said = re.escape(f"(a block: {block:.3g} s)")
+    with pytest.raises(InvalidParameterError, match=r"^flops: got 1; .*" + said):
+        GPT3_XL.workload(1, flops=1)
+    with pytest.raises(InvalidParameterError, match=r"^dtype_bytes: got 17; .*at most 16"):
+        GPT3_XL.workload(1, dtype_bytes=17)
+    with pytest.raises(InvalidParameterError, match=r"^dtype_bytes: got 99; .*at most 16"):
+        GPT3_XL.boundary_bytes(1, dtype_bytes=99)
