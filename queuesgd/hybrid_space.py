@@ -346,6 +346,13 @@ def _enumerate(
             notes.extend(
                 f"{ax} {x}: not tried, no configuration with {why}" for x in given or () if x not in used
             )
+    for ax, given, why in (  # noted whatever the row count: a table of none says why
+        ("microbatch", space.microbatch, f"b must divide a replica's share of the global batch {G}"),
+        ("virtual_stages", space.virtual_stages, "interleaved, v chunks of whole layers, M a multiple of p"),
+    ):
+        used = set(np.unique(rows[:, names.index(ax)]).tolist()) if B else set()
+        unused = [x for x in given or () if x not in used]
+        notes.extend(f"{ax} {x}: not tried, no configuration takes it ({why})" for x in unused)
     if B and heads and not (rows[:, names.index("layout")] == 1).any():
         notes.append(HEAD_SLOTS_NONE)
     return {k: v[keep] for k, v in cols.items()}, notes

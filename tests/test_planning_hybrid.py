@@ -252,3 +252,19 @@ def test_each_candidate_shows_its_own_formula():
     assert len(kinds) == 4
     for x in plan.candidates:
         assert x.formula == _formula(x.scheme)
+
+
+def test_a_microbatch_or_chunk_count_no_configuration_takes_gets_a_note():
+    # audit 2026-11-28: microbatch=(3,) with a global batch of 16 gave an empty table and no note, where
+    # unusable tensor and pipeline degrees each get one
+    from queuesgd.hybrid_space import HybridSpace, evaluate_space
+    from queuesgd.model_shapes import GPT3_XL
+
+    c = Cluster(16, "25GB/s", gpus_per_node=8, node_bandwidth="300GB/s")
+    t = evaluate_space(GPT3_XL, c, HybridSpace(microbatch=(3, 1)), global_batch=16, memory_limit="80GB")
+    assert set(t.columns["microbatch"].tolist()) == {1}  # 3 divides no replica's share of 16 (1, 2, ..., 16)
+    assert t.notes == ("microbatch 3: not tried, no configuration takes it (b must divide a replica's share "
+                       "of the global batch 16)",)  # fmt: skip
+    five = HybridSpace(virtual_stages=(5,), schedule=("interleaved",))
+    none = evaluate_space(GPT3_XL, c, five, global_batch=16, memory_limit="80GB")
+    assert len(none) == 0 and none.notes[0].startswith("virtual_stages 5: not tried")  # 24 layers: p v | 24
