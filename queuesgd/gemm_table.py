@@ -446,8 +446,10 @@ def _rated_rows(
 
 
 def _rate(name: str, row: Mapping[str, Any], key: str, unit: float, work: float) -> float:
-    """A row's rate: its ``key`` x ``unit`` where it has one (its seconds unread), else ``work / seconds``."""
+    """A row's rate: its ``key`` x ``unit`` where it has one (its seconds unused), else ``work / seconds``."""
     if key in row:
+        if "seconds" in row:  # unused beside the rate, but a NaN or a word there is a damaged row
+            _checks.positive(f"{name}.seconds", row["seconds"])
         return _checks.positive(f"{name}.{key}", row[key]) * unit
     if "seconds" not in row:
         raise InvalidParameterError(name, row, f"an object with {key} or seconds")

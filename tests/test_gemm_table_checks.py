@@ -254,6 +254,13 @@ def test_a_row_with_a_rate_and_seconds_is_read_at_its_rate():
     assert alone.flash[1] == pytest.approx((4 * 2 * 8 * 8 * 8 / 1e-5 / 2e9,), rel=1e-12)  # 4 b a s^2 d / s
 
 
+@pytest.mark.parametrize("seconds", [NAN, INF, -1.0, 0.0, "1ms", True])
+def test_seconds_beside_a_rate_is_still_a_time(seconds):
+    # audit 2026-11-28: a row's seconds, unused beside its rate, took NaN and a word without a word
+    with pytest.raises(InvalidParameterError, match=r"^table\.gemm\[0\]\.seconds: got"):
+        gemm_table_from_json({**BASE, "gemm": [{**ROW, "tflops": 1.5e-3, "seconds": seconds}]})
+
+
 def test_every_key_the_probes_write_is_accepted_and_only_those(tmp_path):
     pytest.importorskip("torch")
     from queuesgd.flash_probe import main as flash_main
