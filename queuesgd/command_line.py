@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from queuesgd.errors import QueuesgdError
+from queuesgd.errors import InvalidParameterError, QueuesgdError
 
 __all__ = ["NEGATIVE_VALUE", "HelpFormatter", "Parser", "device_arguments", "run_command"]
 
@@ -58,6 +58,16 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # An empty value is a mistake, not the default: `--compute "$LAW"` with LAW unset ran the
+        # default law without a word (audit 2026-11-28)
+        empty = [a for a in arg_strings if isinstance(a, str) and not a.strip()]
+        if empty and action.nargs not in (argparse.PARSER, argparse.REMAINDER):  # not a subcommand's argv
+            name = action.option_strings[-1] if action.option_strings else action.dest
+            hint = " (leave the option out for its default)" if action.option_strings else ""
+            raise InvalidParameterError(name, empty[0], f"a value{hint}")  # run_command's one line
+        return super()._get_values(action, arg_strings)
 
 
 def run_command(
@@ -110,6 +120,9 @@ def run_command(
         args = parser.parse_args(argv)
     except SystemExit as stop:  # --help or --version (0), or the one line of Parser.error (2)
         return stop.code if isinstance(stop.code, int) else 2
+    except QueuesgdError as err:  # an empty value (Parser._get_values)
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        return 2
     try:
         return run(args)
     except QueuesgdError as err:

@@ -209,3 +209,15 @@ def test_ctrl_c_is_one_line_and_status_130():
     with contextlib.redirect_stderr(err):
         status = run_command(argparse.ArgumentParser(prog="queuesgd"), [], interrupted)
     assert (status, err.getvalue()) == (130, "queuesgd: interrupted\n")
+
+
+def test_an_empty_value_is_refused_not_read_as_the_default():
+    # audit 2026-11-28: --compute '' (a script's unset variable) ran the default law without a word
+    for argv, flag in (
+        (["predict", "--compute", ""], "--compute"),
+        (["predict", "--workload", ""], "--workload"),
+        (["predict", "--random-delay", " "], "--random-delay"),
+        (["validate", "--workers", "2", "--straggler", ""], "--straggler"),
+    ):
+        line = _refusal(argv)
+        assert line.startswith(f"queuesgd: error: {flag}: got ") and line.endswith("for its default)")
