@@ -214,15 +214,32 @@ def test_even_chunks_are_the_even_stages_bit_for_bit_and_uneven_chunks_are_not()
         s.formula()
 
 
-def test_the_first_stage_memory_counts_its_own_layers_interleaved():
+def test_the_busiest_stage_memory_counts_its_own_chunks_interleaved():
     kw = {"tensor": 2, "pipeline": 4, "microbatches": 8, "shape": GPT30, "schedule": "interleaved"}
     w, c = GPT30.workload(1, flops=150e12), dgx(32)
+    h, V, sq = GPT30.hidden, GPT30.vocabulary, GPT30.sequence
+    block = 12 * h * h + 13 * h
+    per = sq * h * (10 + 24 / 2 + 5 * 8 * sq / (h * 2))  # Korthikanti, t = 2: s b h (10 + 24/t + 5 a s/(h t))
+    ends = ((V + sq) * h, 0, 0, 2 * h + V * h)  # embeddings; final LayerNorm and the tied copy of V h
+
+    def stages(layers, flight):  # ZeRO 0: P + G + 6 P, P = count x 2 bytes / t = count
+        rows = zip(layers, ends, flight)
+        return [(8 * (n * block + e) + k * per, n * block + e, k * per) for n, e, k in rows]
+
+    # 7, 8, 8, 7 in chunks (3, 4), (4, 4), (4, 4), (4, 3); Megatron's warm-up 2 (p - i - 1) + (v - 1) p
+    # = 10, 8, 6, 4 forwards, then one more: 11, 9, 7, 5 alive, forward k on chunk (k // 4) mod 2.
+    # Stage 0: 4 x 3 + 4 x 4 + 3 x 3 = 37 layers; 1: 9 x 4; 2: 7 x 4; 3: 4 x 4 + 3 at first, then its
+    # short chunk's backwards free 3 while its forwards add 4: 5 x 4 = 20.
+    a = stages((7, 8, 8, 7), (37, 36, 28, 20))
+    # 9, 6, 6, 9 in chunks (4, 5), (3, 3), (3, 3), (5, 4): 4 x 4 + 4 x 5 + 3 x 4 = 48; 27; 21; 5 x 5
+    b = stages((9, 6, 6, 9), (48, 27, 21, 25))
     uneven = q.HybridParallel(virtual_stages=2, stage_layers=(7, 8, 8, 7), **kw).memory(w, c)
     more = q.HybridParallel(virtual_stages=2, stage_layers=(9, 6, 6, 9), **kw).memory(w, c)
-    h = GPT30.hidden
-    block = 12 * h * h + 13 * h
-    assert more.parameters - uneven.parameters == pytest.approx(2 * block * 2 / 2, rel=1e-9)
-    assert more.activations / uneven.activations == pytest.approx(9 / 7, rel=1e-12)
+    for got, hand, busiest in ((uneven, a, 1), (more, b, 0)):
+        assert max(hand)[0] == hand[busiest][0]
+        assert got.total == pytest.approx(hand[busiest][0], rel=1e-12)
+        assert got.parameters == pytest.approx(hand[busiest][1], rel=1e-12)
+        assert got.activations == pytest.approx(hand[busiest][2], rel=1e-12)
 
 
 # ---- the planner's rows ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import pytest
 import queuesgd as q
 from queuesgd.dag import schedule as run_graph
 from queuesgd.model_shapes import TransformerShape
+from queuesgd.schemes.parallel.hybrid_memory import stage_memory
 from queuesgd.schemes.parallel.megatron import pipeline_time, stage_pipeline_time
 from queuesgd.schemes.parallel.pipeline_graph import StageSplit, pipeline_graph
 from tests.hybrid_rows import A_E, A_I, B_I, B_R, dgx
@@ -225,17 +226,29 @@ def test_equal_stage_layers_are_the_equal_stages_bit_for_bit():
     )
 
 
-def test_the_first_stage_memory_counts_its_own_layers():
+def test_the_memory_is_the_busiest_stages_each_counting_its_own_layers():
     w, c = GPT22.workload(1, flops=150e12), dgx(64)
     s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, shape=GPT22, stage_layers=(4, 6, 6, 6))
     GPT16 = TransformerShape(16, 4096, 32, 2048, 51200)  # 4 layers a stage: the same first stage
     equal = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, shape=GPT16)
-    got, ref = s.memory(w, c), equal.memory(GPT16.workload(1, flops=150e12), c)
-    assert got.parameters == pytest.approx(ref.parameters, rel=1e-12)
-    assert got.activations == pytest.approx(ref.activations, rel=1e-12)
+    first, ref = stage_memory(s, w, c, 0), stage_memory(equal, GPT16.workload(1, flops=150e12), c, 0)
+    assert first.parameters == pytest.approx(ref.parameters, rel=1e-12)
+    assert first.activations == pytest.approx(ref.activations, rel=1e-12)
     h, V, sq = 4096, 51200, 2048
-    assert got.parameters == pytest.approx((4 * (12 * h * h + 13 * h) + (V + sq) * h) * 2 / 8, rel=1e-12)
-    assert got.activations == pytest.approx(4 * 4 * sq * h * (10 + 24 / 8 + 5 * 32 * sq / (h * 8)), rel=1e-12)
+    block = 12 * h * h + 13 * h
+    per = sq * h * (10 + 24 / 8 + 5 * 32 * sq / (h * 8))  # Korthikanti, t = 8: 23 s h bytes a layer
+    ends = ((V + sq) * h, 0, 0, 2 * h + V * h)  # embeddings; final LayerNorm and the tied copy of V h
+    flight = (4, 3, 2, 1)  # 1F1B: stage i keeps p - i micro-batches (m = 8)
+    hand = [(n * block + e) * 2 / 8 for n, e in zip((4, 6, 6, 6), ends)]
+    acts = [k * n * per for n, k in zip((4, 6, 6, 6), flight)]
+    totals = [8 * P + A for P, A in zip(hand, acts)]  # ZeRO 0: P + G + 6 P
+    assert first.parameters == pytest.approx(hand[0], rel=1e-12)
+    assert first.activations == pytest.approx(acts[0], rel=1e-12)
+    got = s.memory(w, c)
+    assert max(totals) == totals[1]  # 6 layers x 3 micro-batches: the second stage is the busiest
+    assert got.total == pytest.approx(totals[1], rel=1e-12)
+    assert got.parameters == pytest.approx(hand[1], rel=1e-12)
+    assert got.activations == pytest.approx(acts[1], rel=1e-12)
 
 
 def test_stage_layers_refuses_what_it_cannot_represent():

@@ -70,12 +70,12 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
 6. **Collectives** by :func:`~queuesgd.schemes.parallel.collectives.collective_time`:
    NCCL's choice among ring, tree and hierarchical, or the cluster's measured
    bus bandwidth.
-7. **Memory per GPU** of the first stage (it holds the embeddings and the
-   most activations): parameters and gradients of its ``l/p`` layers (and
-   the embeddings) over ``t``, ZeRO over ``d``
-   (:func:`~.megatron.hybrid_memory`; ZeRO 3 also holds two gathered
-   layers), activations per :func:`~.megatron.layer_activation_bytes` times
-   :func:`~.megatron.layers_in_flight` (:mod:`~.hybrid_memory`).
+7. **Memory per GPU** of the busiest stage, every part of it that stage's
+   (:mod:`~.hybrid_memory`): its own ``L_i`` layers, the embeddings (first
+   stage), the final norm and output matrix (last; tied, Megatron's copy)
+   over ``t``, ZeRO over ``d`` (:func:`~.megatron.hybrid_memory`; ZeRO 3 two
+   gathered layers besides), activations per :func:`~.megatron.layer_activation_bytes`
+   times :func:`~.megatron.stage_layers_in_flight` (GPipe ``m L_i``, 1F1B ``min(p - i, m) L_i``).
 8. **Context parallelism** (``context=c``, Megatron-Core): each of ``c``
    ranks holds ``s / c`` of every sequence (``workers = t c p d``, the
    ranks ``t`` apart). Compute, the TP messages, the pipeline sends and the
@@ -120,7 +120,7 @@ from queuesgd.schemes.memory import Memory, check_optimizer
 from queuesgd.schemes.parallel.collectives import collective_time
 from queuesgd.schemes.parallel.hybrid_checks import check_layers_and_shape, check_no_random_stragglers
 from queuesgd.schemes.parallel.hybrid_formula import QUANTITIES, hybrid_formula
-from queuesgd.schemes.parallel.hybrid_memory import first_stage_memory
+from queuesgd.schemes.parallel.hybrid_memory import busiest_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
 from queuesgd.schemes.parallel.hybrid_overlap import check_tp_overlap, scheme_exposed_per_layer
 from queuesgd.schemes.parallel.hybrid_reason import at_mean, caveats, closed_form_reason
@@ -486,7 +486,7 @@ class HybridParallel(Scheme):
         return steps, tp, dp_all
 
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:
-        """Bytes per GPU of the first stage (item 7; :func:`~.hybrid_memory.first_stage_memory`).
+        """Bytes per GPU of the busiest stage (item 7; :func:`~.hybrid_memory.busiest_stage_memory`).
 
         Examples
         --------
@@ -496,7 +496,7 @@ class HybridParallel(Scheme):
         >>> round(m.total / 1e9, 1)                      # ZeRO Figure 1, P_os+g
         16.6
         """
-        return first_stage_memory(self, workload, cluster)
+        return busiest_stage_memory(self, workload, cluster)
 
     def memory_per_worker(self, workload: Workload, cluster: Cluster) -> Memory:
         """:meth:`memory` (the first stage's, the most any GPU holds)."""

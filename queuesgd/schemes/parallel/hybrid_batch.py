@@ -36,7 +36,6 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.model_shapes_mlp import mlp_activation_split
 from queuesgd.schemes.costs import (
     hierarchical_allreduce,
     ring_allgather,
@@ -46,10 +45,10 @@ from queuesgd.schemes.costs import (
 from queuesgd.schemes.memory import check_optimizer
 from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
 from queuesgd.schemes.parallel.hybrid_layout import (
-    head_slots_first,
     head_slots_interleaved_step,
     head_slots_step,
 )
+from queuesgd.schemes.parallel.hybrid_memory import batch_memory
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share, mlp_bytes
 from queuesgd.schemes.parallel.hybrid_overlap import (
     ALL_GEMMS,
@@ -399,10 +398,7 @@ def batch_times(
         pipe = np.where(uneven, head_slots_step(shape.layers, p, m, work, p2p, head), pipe)
         step = np.where(uneven | chunked, pipe + dp_exposed + update, step)
     moe_args = (experts, capacity_factor, top_k) if moe else None
-    first = head_slots_first(shape.layers, p, hs)  # the first stage's layers
-    memory = _batch_memory(
-        shape, param_bytes, t, p, dc, b, m, sched, v, sp, rc, z, opt, c, e, moe_args, first
-    )
+    memory = batch_memory(shape, param_bytes, t, p, dc, b, m, sched, v, sp, rc, z, opt, c, e, moe_args, hs)
     return {
         "throughput": d * m * b / step,
         "step": step,
@@ -503,77 +499,3 @@ def _batch_data_parallel(
     dp_rs, _ = batch_collective_time("reduce_scatter", G, cluster, ranks, k)
     dp_ag, _ = batch_collective_time("allgather", P, cluster, ranks, k)
     return np.where(z == 0, dp_ar, np.where(z < 3, dp_rs + dp_ag, m * (2 * dp_ag + dp_rs)))
-
-
-def _zero_split(P: np.ndarray, ranks: np.ndarray, z: np.ndarray, opt: float, gathered: Any) -> tuple:
-    """:func:`~.sharded.sharded_memory` on arrays: parameters, gradients, optimizer state (G = P)."""
-    o = P * opt
-    params = np.where(z == 3, P / ranks + gathered, P)
-    grads = np.where(z >= 2, P / ranks, P)
-    state = np.where(z >= 1, o / ranks, o)
-    return params, grads, state
-
-
-def _batch_memory(
-    shape: TransformerShape,
-    param_bytes: np.ndarray,
-    t: np.ndarray,
-    p: np.ndarray,
-    dc: np.ndarray,
-    b: np.ndarray,
-    m: np.ndarray,
-    sched: np.ndarray,
-    v: np.ndarray,
-    sp: np.ndarray,
-    rc: np.ndarray,
-    z: np.ndarray,
-    opt: float,
-    c: np.ndarray,
-    e: np.ndarray,
-    moe: tuple[int, float, int] | None,
-    first: np.ndarray,
-) -> dict[str, np.ndarray]:
-    """``HybridParallel.memory`` on arrays (first stage of ``first`` layers; Korthikanti's activations)."""
-    s, h, a = shape.sequence, shape.hidden, shape.heads
-    nbytes = param_bytes / shape.parameters
-    block = shape.block_parameters
-    if moe is not None:
-        mlp = shape.mlp_parameters
-        block = block - mlp
-        experts_here = mlp * (moe[0] // e) * nbytes / t
-        local = first * mlp * (moe[0] // e) * nbytes / t
-    count = first * block + shape.embedding_parameters + np.where(p == 1, shape.output_parameters, 0)
-    P = count * nbytes / t
-    layer = block * nbytes / t
-    if moe is not None:
-        layer = layer + experts_here
-    sbh = float(s) * b * h
-    whole, split, core = shape.activation_terms()  # GPT: Korthikanti's 10, 24, 5
-    attention = np.where(rc == 2, 0.0, core * a * s / (h * t))
-    per = np.where(
-        rc == 1,
-        2 * sbh / np.where(sp, t, 1),
-        np.where(sp, sbh * ((whole + split) / t + attention), sbh * (whole + split / t + attention)),
-    )
-    if moe is not None:
-        more = (moe[1] * moe[2] - 1) * sbh * (mlp_activation_split(shape) / t + 2 / np.where(sp, t, 1))
-        per = per + np.where(rc == 1, 0.0, more)
-    per_stage = first  # whole numbers: layers_in_flight's (first p) / p exactly; even: first p = l
-    flight = np.where(
-        sched == 1,
-        m * per_stage,
-        np.where(sched == 2, first * p * (1 + (p - 1) / (p * v)), np.minimum(p, m) * per_stage),
-    )
-    act = per * flight / c
-    gathered = np.where((z == 3) & (dc > 1), 2 * layer, 0.0)
-    params, grads, state = _zero_split(P, dc, z, opt, gathered)
-    if moe is not None:
-        xp, xg, xo = _zero_split(local, dc // e, z, opt, 0.0)
-        params, grads, state = params + xp, grads + xg, state + xo
-    return {
-        "parameters": params,
-        "gradients": grads,
-        "optimizer": state,
-        "activations": act,
-        "memory": params + grads + state + act,
-    }

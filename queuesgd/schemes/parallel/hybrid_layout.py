@@ -33,7 +33,6 @@ __all__ = [
     "LAYOUTS",
     "head_slot_layers",
     "head_slots_applies",
-    "head_slots_first",
     "head_slots_interleaved",
     "head_slots_interleaved_step",
     "head_slots_step",
@@ -66,18 +65,6 @@ def head_slot_layers(layers: int, pipeline: int) -> tuple[int, ...] | None:
         return None
     n = (layers + 2) // pipeline
     return (n - 1,) + (n,) * (pipeline - 2) + (n - 1,)
-
-
-def head_slots_first(layers: int, pipeline: Any, head_slots: Any) -> np.ndarray:
-    """The first stage's layers per row: ``n - 1`` for head-slots rows, else ``l / p``.
-
-    Examples
-    --------
-    >>> head_slots_first(10, np.array([2, 3, 5]), np.array([False, True, False])).tolist()
-    [5.0, 3.0, 2.0]
-    """
-    p = np.asarray(pipeline, dtype=np.int64)
-    return np.where(head_slots, (layers + 2) // p - 1.0, layers / p)
 
 
 def head_slots_step(

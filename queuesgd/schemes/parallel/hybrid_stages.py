@@ -12,8 +12,9 @@ not depend on its layers), the last stage the output layer besides, and the
 step ``sum_i tau_i + (m - 1) max_i tau_i``
 (:func:`~.megatron.stage_pipeline_time`): exact when the last stage is the
 slowest, an upper bound under 1F1B when an earlier one is (``details
-["slowest_stage"]`` says which). The first stage's memory counts its own
-``n_1`` layers; the data-parallel collectives and the update stay those of
+["slowest_stage"]`` says which). Each stage's memory counts its own ``n_i``
+layers, and the memory per GPU is the busiest stage's (:mod:`~.hybrid_memory`);
+the data-parallel collectives and the update stay those of
 the model's average shard ``1 / (t p)`` (the shards differ by the layers
 moved; not modelled). ``formula()`` has no uneven partitions (it raises
 NotRepresentable); the vectorized planner has one layout, ``"head-slots"``
@@ -93,7 +94,6 @@ if TYPE_CHECKING:
 __all__ = [
     "StepTimes",
     "chunk_layers",
-    "first_stage_layers",
     "interleaved_chunk_time",
     "stage_chunks",
     "stage_layer_counts",
@@ -325,10 +325,3 @@ def stage_chunks(scheme: HybridParallel) -> tuple[tuple[float, ...], ...] | None
         return None
     mean = scheme.layer_count / scheme.pipeline
     return tuple(tuple(x / mean for x in row) for row in chunks)
-
-
-def first_stage_layers(scheme: HybridParallel) -> float:
-    """The first stage's layers: ``stage_layers[0]``, else ``l / p``."""
-    if scheme.stage_layers is None:
-        return scheme.layer_count / scheme.pipeline
-    return float(scheme.stage_layers[0])

@@ -15,8 +15,10 @@ Plain formulas, cited where they come from, used by
   flash attention).
 - :func:`layer_activation_bytes` -- the activations one transformer layer
   keeps for its backward pass (Korthikanti et al., 2022, Table 2).
-- :func:`layers_in_flight` -- how many layers' activations the first
-  pipeline stage holds at its peak (Korthikanti et al., Section 4.2.3).
+- :func:`stage_layers_in_flight` -- how many layers' activations a pipeline
+  stage holds at its peak under each schedule (Narayanan et al., Section 2.2.1;
+  Korthikanti et al., Section 4.2.3; Megatron-LM's interleaved order);
+  :func:`layers_in_flight` -- the first of equal stages'.
 - :func:`hybrid_memory` -- bytes per GPU: model states split by tensor and
   pipeline parallelism then by ZeRO stage over the data-parallel group
   (Rajbhandari et al., SC 2020, Section 5 and Figure 1), plus activations.
@@ -36,6 +38,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from queuesgd import _checks
@@ -56,6 +59,7 @@ __all__ = [
     "kv_bytes",
     "layer_activation_bytes",
     "layers_in_flight",
+    "stage_layers_in_flight",
     "pipeline_time",
     "selective_share",
     "stage_pipeline_time",
@@ -248,24 +252,77 @@ def layer_activation_bytes(
 def layers_in_flight(
     layers: int, pipeline: int, microbatches: int, schedule: str, virtual_stages: int = 1
 ) -> float:
-    """Layers' worth of one micro-batch's activations the first stage holds at its peak.
+    """Layers' worth of one micro-batch's activations the first of ``p`` equal stages holds at its peak.
 
-    Each stage holds ``l / p`` layers. GPipe keeps all ``m`` micro-batches:
-    ``m l / p``. 1F1B keeps at most ``p`` on the first stage: ``min(p, m)
-    l / p`` (Narayanan et al., SC 2021, Section 2.2.1). Interleaved keeps
-    ``l (1 + (p - 1)/(p v))`` (Korthikanti et al., 2022, Section 4.2.3).
+    :func:`stage_layers_in_flight` of stage 0 holding ``l / p`` layers (``v`` chunks of ``l / (p v)``
+    interleaved): GPipe ``m l / p``; 1F1B ``min(p, m) l / p`` (Narayanan et al., SC 2021, Section
+    2.2.1); interleaved ``l (1 + (p - 1)/(p v))`` for ``m > p`` (Korthikanti et al., 2022, Section
+    4.2.3), ``l`` (all ``m v`` chunks) for ``m = p``.
 
     Examples
     --------
     >>> layers_in_flight(96, 8, 64, "1f1b"), layers_in_flight(96, 8, 64, "interleaved", 2)
     (96.0, 138.0)
+    >>> layers_in_flight(96, 8, 8, "interleaved", 2)             # m = p: every chunk, l layers
+    96.0
     """
-    per_stage = layers / pipeline
+    chunks = (layers / (pipeline * virtual_stages),) * virtual_stages
+    return stage_layers_in_flight(chunks, 0, pipeline, microbatches, schedule)
+
+
+def stage_layers_in_flight(
+    chunks: Sequence[float], stage: int, pipeline: int, microbatches: int, schedule: str
+) -> float:
+    """Layers' worth of one micro-batch's activations pipeline stage ``i`` holds at its peak.
+
+    ``chunks``: the stage's layers by model chunk (``v`` chunks under the interleaved schedule,
+    else one), ``L_i`` in all. A forward pass's activations live until its backward pass; the
+    peak counts the forwards alive at once, each by its chunk's layers:
+
+    - GPipe, every forward first: ``m L_i``.
+    - 1F1B (PipeDream-Flush): ``p - i - 1`` warm-up forwards, then one forward and one
+      backward: ``min(p - i, m) L_i`` (Narayanan et al., SC 2021, Section 2.2.1).
+    - Interleaved (Megatron-LM's ``forward_backward_pipelining_with_interleaving``, ``m`` a
+      multiple of ``p``): ``m v`` forwards, the ``k``-th running chunk ``(k // p) mod v``, the
+      ``k``-th backward chunk ``v - 1 - (k // p) mod v``; ``w = 2 (p - i - 1) + (v - 1) p``
+      warm-up forwards (all ``m v`` when ``m = p``, "run all forward passes and then all
+      backward passes if number of microbatches is just the number of pipeline stages", or
+      when ``w >= m v``), then one forward and one backward each, so ``W_i = min(w + 1, m v)``
+      forwards are alive at the peak: ``W_i L_i / v`` with equal chunks (stage 0, ``m > p``:
+      ``(p v + p - 1) l / (p v) = l (1 + (p - 1)/(p v))`` for ``L_0 = l / p``, Korthikanti et
+      al., 2022, Section 4.2.3; ``m = p``: ``m L_i``). With unequal chunks (an end chunk one
+      layer short, :func:`~.hybrid_stages.chunk_layers`) the most layers the ``W_i`` alive
+      forwards hold over the steady state (periodic in ``p v`` passes, so one period is
+      walked): the first stage's is its first ``W_i`` forwards', the last stage's, whose short
+      chunk's backwards come first, can be one short chunk more than those.
+
+    Examples
+    --------
+    >>> stage_layers_in_flight((9,), 1, 4, 8, "1f1b"), stage_layers_in_flight((9,), 1, 4, 8, "gpipe")
+    (27.0, 72.0)
+    >>> stage_layers_in_flight((3, 4), 0, 4, 8, "interleaved")   # first 11 forwards: 7 x 3 + 4 x 4
+    37.0
+    >>> stage_layers_in_flight((4, 3), 3, 4, 8, "interleaved")   # 5 alive: 4 x 4 + 3 first, then 5 x 4
+    20.0
+    """
+    p, m, i = pipeline, microbatches, stage
+    layers = float(sum(chunks))
     if schedule == "gpipe":
-        return float(microbatches * per_stage)
-    if schedule == "interleaved":
-        return float(layers * (1 + (pipeline - 1) / (pipeline * virtual_stages)))
-    return float(min(pipeline, microbatches) * per_stage)
+        return m * layers
+    if schedule != "interleaved":
+        return min(p - i, m) * layers
+    v = len(chunks)
+    total = m * v
+    warm = total if m == p else min(2 * (p - i - 1) + (v - 1) * p, total)
+    if len(set(chunks)) == 1:
+        return float(min(warm + 1, total) * chunks[0])
+    held = float(sum(chunks[(k // p) % v] for k in range(warm)))
+    peak = held
+    for q in range(min(total - warm, p * v)):  # forward warm + q, then backward q
+        held += chunks[((warm + q) // p) % v]
+        peak = max(peak, held)
+        held -= chunks[v - 1 - (q // p) % v]
+    return peak
 
 
 def hybrid_memory(
