@@ -230,3 +230,13 @@ def test_planner_rows_equal_predict_on_every_schedule_and_layout(tied):
     table = evaluate_space(shape, cluster, space, global_batch=16, memory_limit=80e9, flops=150e12)
     assert len(table) > 0 and set(table["layout"].tolist()) == {"even", "head-slots"}
     assert_rows_equal_predict(table, cluster, range(len(table)))
+
+
+def test_without_a_shape_the_stage_with_the_most_layers_is_the_busiest():
+    # 8 GB of 16-bit parameters, 8 layers as 2 and 6: the second stage holds 6/8 of them, 6 GB, and
+    # as much again in gradients and 6 x in Adam's state (ZeRO 0, one replica); no activations counted
+    w, c = q.Workload(1.0, "8GB"), q.Cluster(2, "1GB/s")
+    m = q.HybridParallel(pipeline=2, microbatches=4, layers=8, stage_layers=(2, 6)).memory(w, c)
+    assert (m.parameters, m.gradients, m.optimizer, m.activations) == (6e9, 6e9, 36e9, 0.0)
+    first = q.HybridParallel(pipeline=2, microbatches=4, layers=8, stage_layers=(6, 2)).memory(w, c)
+    assert first.total == m.total == 48e9
