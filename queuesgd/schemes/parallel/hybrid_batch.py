@@ -232,8 +232,9 @@ def batch_times(
     layout : array of int
         Index into :data:`~.hybrid_layout.LAYOUTS` (default 0, ``"even"``); ``1``, head-slots:
         ``HybridParallel(stage_layers=head_slot_layers(l, p))``, the step over its three kinds of
-        stage (:func:`~.hybrid_layout.head_slots_step`), the first stage's memory with its ``n - 1``
-        layers, the data-parallel part unchanged (GPipe and 1F1B; with ``p = 2`` the even split).
+        stage (:func:`~.hybrid_layout.head_slots_step`), the busiest stage's memory (the first and
+        the last hold ``n - 1`` layers, the others ``n``), the data-parallel part unchanged (GPipe
+        and 1F1B; with ``p = 2`` the even split).
     zero_overlap : array of bool
         ``HybridParallel.zero_overlap`` (default False; any ZeRO stage): the data-parallel collectives
         overlapped with the stage's compute (:mod:`~.hybrid_zero`).
@@ -246,8 +247,8 @@ def batch_times(
         collectives, ``tp_exposed`` those not hidden, what the step counts), ``head``
         (the output layer the last stage adds to each micro-batch, s), ``dp``
         and ``update`` (one step, s; ``dp`` all the data-parallel collectives, and, besides
-        :data:`COLUMNS`, ``dp_exposed`` those the step counts), and the first stage's memory per GPU
-        (bytes): ``parameters``, ``gradients``, ``optimizer``,
+        :data:`COLUMNS`, ``dp_exposed`` those the step counts), and the busiest stage's memory per GPU
+        (bytes, :func:`~.hybrid_memory.batch_memory`): ``parameters``, ``gradients``, ``optimizer``,
         ``activations`` and ``memory`` (their total); ``cp`` and ``ep``
         (context- and expert-parallel collectives of one micro-batch, s).
 
