@@ -228,7 +228,7 @@ def _stage_flights(
             [sum(chunks[i]) for i in stages]
             + [stage_layers_in_flight(chunks[i], i, pp, mm, SCHEDULES[ss]) for i in stages]
         )
-    return np.array(rows, dtype=float)[which.ravel()]
+    return np.array(rows, dtype=float).reshape(-1, 6)[which.ravel()]  # (0, 6) for a table of no rows
 
 
 def batch_memory(
