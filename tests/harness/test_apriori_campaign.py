@@ -132,39 +132,33 @@ def test_spec_reads_are_bounded_and_json_only(tmp_path):
             load_spec(path)
 
 
-def test_a_spec_with_an_integer_longer_than_python_reads_is_one_error(tmp_path, capsys):
-    """Python's int() refuses more than 4,300 digits: a bare ValueError (a traceback on the CLI) before."""
-    text = json.dumps(SPEC).replace('"steps": 24', '"steps": ' + "9" * 5000)
+def _refused_in_one_line(tmp_path, capsys, text: str, why: str) -> None:
+    """``load_spec`` and ``validate --apriori`` both refuse ``text``: the same message, one line, status 2."""
     path = tmp_path / "spec.json"
     path.write_text(text)
-    column = text.index("9" * 5000) + 1
-    expected = (
-        f"spec: got {str(path)!r}; accepted: a JSON object (an integer of 5,000 digits (at most 4,300 are "
-        f"read) at line 1, column {column})"
-    )
+    expected = f"spec: got {str(path)!r}; accepted: a JSON object ({why})"
     with pytest.raises(InvalidParameterError) as err:
         load_spec(path)
     assert str(err.value) == expected
     assert main(["validate", "--apriori", str(path), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.splitlines() == [f"queuesgd: error: {expected}"]
+
+
+def test_a_spec_with_an_integer_longer_than_python_reads_is_one_error(tmp_path, capsys):
+    """Python's int() refuses more than 4,300 digits: a bare ValueError (a traceback on the CLI) before."""
+    text = json.dumps(SPEC).replace('"steps": 24', '"steps": ' + "9" * 5000)
+    column = text.index("9" * 5000) + 1
+    why = f"an integer of 5,000 digits (at most 4,300 are read) at line 1, column {column}"
+    _refused_in_one_line(tmp_path, capsys, text, why)
 
 
 @pytest.mark.parametrize("literal", ["1e400", "-1e400", "NaN", "Infinity", "-Infinity"])
 def test_a_spec_number_past_the_float_range_is_refused_at_its_place(tmp_path, capsys, literal):
     """``1e400`` parsed as infinity: in a model's arguments it reached json.dumps, a ValueError traceback."""
     text = json.dumps(SPEC).replace('"hidden": 8', f'"hidden": {literal}')
-    path = tmp_path / "spec.json"
-    path.write_text(text)
     column = text.index(literal) + 1
-    expected = (
-        f"spec: got {str(path)!r}; accepted: a JSON object ({literal} is no finite number (JSON has none) "
-        f"at line 1, column {column})"
-    )
-    with pytest.raises(InvalidParameterError) as err:
-        load_spec(path)
-    assert str(err.value) == expected
-    assert main(["validate", "--apriori", str(path), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err.splitlines() == [f"queuesgd: error: {expected}"]
+    why = f"{literal} is no finite number (JSON has none) at line 1, column {column}"
+    _refused_in_one_line(tmp_path, capsys, text, why)
 
 
 def test_the_command_refuses_a_bad_spec_with_one_line_and_status_2(tmp_path, capsys):
