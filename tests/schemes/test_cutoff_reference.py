@@ -139,3 +139,24 @@ def test_optimal_time_cutoff_is_a_maximum_of_the_reference():
     at = rate(T)
     assert _rel(sol.iteration_rate * sol.gradients_per_update, at) <= ACHIEVED
     assert rate(T * 0.999) <= at * (1 + ACHIEVED) and rate(T * 1.001) <= at * (1 + ACHIEVED)
+
+
+@pytest.mark.parametrize("T", (0.1, 0.5, 1.0, 5.0))
+def test_exponential_cancel_moments_where_the_minimums_survival_passes_1e_16(T):
+    # audit 2026-11-28: where exp(-n mu T) is near 1e-16 (n = 65..74 at T = 0.5 x mean, 350..365 at
+    # 0.1) the survival of D past T, read as 1 - (1 - S), rounded away and the quadrature raised
+    # ConvergenceError. Closed forms (docs/schemes/cutoffs.md), Y = 1 - exp(-mu T), mu = 1 / MEAN:
+    # E[D] = sum_j Y^j / j / mu + exp(-n mu T) / (n mu), E[K] = n Y + exp(-n mu T), and a worker's
+    # min(X, D) survives as exp(-mu x) below T, exp(-n mu x) above: Y / mu + exp(-n mu T) / (n mu)
+    from queuesgd.distributions import Exponential
+
+    mp.mp.dps = 30
+    mu = 1 / mp.mpf(MEAN)
+    band = [n for n in range(1, 1025) if 30 <= float(n * mu * T * MEAN) <= 42]  # exp(-n mu T) ~ 1e-16
+    for n in sorted({1, 2, 7, 64, 1024, *band[:: max(len(band) // 12, 1)]}):
+        ED, EK, comp = static_moments([(Exponential(mean=MEAN), n)], T * MEAN)
+        Y = 1 - mp.exp(-mu * T * MEAN)
+        atom = mp.exp(-n * mu * T * MEAN)
+        assert _rel(ED, mp.fsum(Y**j / j for j in range(1, n + 1)) / mu + atom / (n * mu)) <= ACHIEVED
+        assert _rel(EK, n * Y + atom) <= ACHIEVED
+        assert _rel(comp, Y / mu + atom / (n * mu)) <= ACHIEVED

@@ -21,7 +21,8 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.distributions import Distribution, Shifted
 from queuesgd.errors import NotRepresentable
-from queuesgd.orderstats import expected_from_cdf, integration_range
+from queuesgd.orderstats import integration_range
+from queuesgd.orderstats_numerics import integrate_survival
 from queuesgd.schemes.barrier.kofn_sim import STRAGGLERS, Rounds
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import ps_round
@@ -130,26 +131,29 @@ def static_moments(groups: list[tuple[Distribution, int]], T: float) -> tuple[fl
     m = np.array([k for _, k in groups], dtype=float)[:, None]
     n = float(m.sum())
 
-    def parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        F = _cdf_matrix(groups, x)
-        fmax = np.prod(F**m, axis=0)
-        smin = np.prod((1.0 - F) ** m, axis=0)
-        smean = (m * (1.0 - F)).sum(axis=0) / n
-        return fmax, smin, smean
+    def survivals(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # from each law's own survival, not 1 - F: past T the minimum's survival prod S_i^m falls to
+        # 1e-16 and below, which 1 - (1 - S) rounds away (n mu T near 36 raised ConvergenceError, audit
+        # 2026-11-28); the maximum's 1 - prod F_i^m as -expm1(sum m log1p(-S_i)) near F = 1
+        S = np.stack([np.clip(np.asarray(law.sf(x), dtype=float).reshape(-1), 0.0, 1.0) for law, _ in groups])
+        with np.errstate(divide="ignore"):
+            smax = -np.expm1((m * np.log1p(-S)).sum(axis=0))
+            smin = np.exp((m * np.log(S)).sum(axis=0))
+        return smax, smin, (m * S).sum(axis=0) / n
 
-    def cdf_d(x: np.ndarray) -> np.ndarray:
-        fmax, smin, _ = parts(x)
-        return np.where(x < T, fmax, 1.0 - smin)
+    def survival_d(x: np.ndarray) -> np.ndarray:  # D = X_(n) below T, X_(1) above
+        smax, smin, _ = survivals(x)
+        return np.where(x < T, smax, smin)
 
-    def cdf_c(x: np.ndarray) -> np.ndarray:
-        _, smin, smean = parts(x)
-        return np.where(x < T, 1.0 - smean, 1.0 - smin)
+    def survival_c(x: np.ndarray) -> np.ndarray:  # a worker's min(X_i, D)
+        _, smin, smean = survivals(x)
+        return np.where(x < T, smean, smin)
 
     # D <= X_(n), so the laws' range holds D's mass whatever T is.
     lo, hi, pts = integration_range([law for law, _ in groups])
     pts = [*pts, T]
-    ED = expected_from_cdf(cdf_d, lo, hi, pts)
-    comp = expected_from_cdf(cdf_c, lo, hi, pts)
+    ED = lo + float(integrate_survival(survival_d, lo, hi, pts)[0])
+    comp = lo + float(integrate_survival(survival_c, lo, hi, pts)[0])
     FT = _cdf_matrix(groups, np.array([T]))[:, 0]
     EK = float((m[:, 0] * FT).sum() + np.prod((1.0 - FT) ** m[:, 0]))
     return ED, EK, comp
