@@ -191,6 +191,8 @@ def test_huge_and_non_ascii_integers_are_refused_in_one_line():
         (["predict", "--scheme", "stale-synchronous", "--staleness", "1e400"], "--staleness: got '1e400'"),
         (["predict", "--scheme", "backup-workers", "--backups", "1e-400"], "--backups: got '1e-400'"),
         (["predict", "--method", "simulate", "--seed", "-1"], "--seed: got -1"),  # it named rng
+        # 1.25e9 between two items with units was read in the last one's, Gbit/s: 1.6e17 B/s
+        (["sweep", "--bandwidth", "10Gbit/s,1.25e9,100Gbit/s"], "1.25e9 is ambiguous"),
     ]
     for argv, said in cases:
         assert said in _refusal(argv)

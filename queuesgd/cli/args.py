@@ -47,14 +47,23 @@ def split_list(text: str, field: str = "list") -> list[str]:
     ['1Gbit/s', '10Gbit/s', '25Gbit/s']
     >>> split_list("1,2,4")
     ['1', '2', '4']
+    >>> split_list("10Gbit/s,1.25e9,100Gbit/s", "--bandwidth")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --bandwidth: got ...; 1.25e9 is ambiguous
     """
     items = [s.strip() for s in text.split(",")]
     if any(not s for s in items):
         raise InvalidParameterError(field, text, "comma-separated values such as 1,2,4 or 1,10Gbit/s")
     last = items[-1]
-    m = re.match(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*(.*)$", last)
+    m = re.match(r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*(.*)$", last)
     unit = m.group(3) if m else ""
     if unit:
+        bare = [s for s in items[:-1] if _NUMBER.match(s)]
+        if bare and len(bare) < len(items) - 1:  # 10Gbit/s,1.25e9,100Gbit/s: 1.25e9 B/s or Gbit/s?
+            raise InvalidParameterError(
+                field, text, f"a unit on every item, or on the last only (1,10{unit}); {bare[0]} is ambiguous"
+            )
         items = [s + unit if _NUMBER.match(s) else s for s in items]
     return items
 
