@@ -462,7 +462,8 @@ def sweep(
         Randomness for the rows that sample. An integer seed is given to every
         row as is (each row equals :func:`predict` with that seed); a
         Generator is split into one independent stream per row before any row
-        runs.
+        runs (rows of one configuration, the same values however spelled, are
+        solved once and share it).
     iterations : int, optional
         Length of each simulation, in iterations (the scheme's default if None).
     executor : concurrent.futures.Executor, optional
