@@ -100,9 +100,16 @@ def _scheme(m: Measurement, scheme: Any, params: Mapping[str, Any]) -> Scheme:
                 "renames them",
             )
     chosen = {**params, **m.params}
-    if isinstance(given, str):
-        return registry.make(given, "scheme", **chosen)
-    return given.replace(**chosen) if chosen else given
+    try:
+        if isinstance(given, str):
+            return registry.make(given, "scheme", **chosen)
+        return given.replace(**chosen) if chosen else given
+    except InvalidParameterError as err:
+        cells = [p for p in m.params if err.field.rpartition(".")[2].split("[")[0] == p]
+        if not cells:  # an argument's value (params=, --param), not a cell: its message as it is
+            raise
+        where = f"{m.where}, column {cells[0]}"  # a cell of the log: its place, as every other cell's
+        raise InvalidParameterError(err.field, err.got, f"{err.accepted} ({where})") from None
 
 
 def _workload(m: Measurement, workload: Any, batch_size: int | None, loaded: dict[str, Workload]) -> Workload:

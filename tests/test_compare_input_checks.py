@@ -313,3 +313,16 @@ def test_float32_nan_cells_are_skipped_like_float_nan():
     r = q.compare({"workers": [2, 2, 2], "samples_per_second": values}, q.AsyncPS(), W, C)
     assert r.rows()[0]["measured"] == pytest.approx(105.0, rel=1e-12)
     assert any("1 row with an empty samples_per_second cell skipped (rows 1)" in n for n in r.notes)
+
+
+def test_a_bad_scheme_parameter_cell_is_named_with_its_line_and_column(tmp_path):
+    # audit 2026-11-28: every other bad cell names its place; a backups cell of 'x' did not
+    log = tmp_path / "log.csv"
+    log.write_text("workers,backups,samples_per_second\n4,1,100\n4,1,101\n4,x,100\n")
+    placed = r"^BackupWorkers\.backups: got 'x'; .*\(log\.csv line 4, column backups\)$"
+    with pytest.raises(InvalidParameterError, match=placed):
+        q.compare(str(log), q.BackupWorkers(), W, q.Cluster(4, "1Gbit/s"))
+    plain = tmp_path / "plain.csv"  # the argument's own value: no place in the log to name
+    plain.write_text("workers,samples_per_second\n4,100\n")
+    with pytest.raises(InvalidParameterError, match=r"^BackupWorkers\.backups: got -1; accepted: [^(]*$"):
+        q.compare(str(plain), q.BackupWorkers(), W, q.Cluster(4, "1Gbit/s"), params={"backups": -1})
