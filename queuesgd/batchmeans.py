@@ -49,6 +49,7 @@ __all__ = [
     "check_simulation_size",
     "half_width",
     "ratio_interval",
+    "ratio_interval_of_runs",
     "warmup_cut",
 ]
 
@@ -234,4 +235,46 @@ def ratio_interval(
     rb = rewards[: nb * size].reshape(nb, size).sum(axis=1)
     db = durations[: nb * size].reshape(nb, size).sum(axis=1)
     half = half_width(rb / db, confidence)
+    return point, (point - half, point + half)
+
+
+def ratio_interval_of_runs(
+    rewards: list[np.ndarray], durations: list[np.ndarray], batches: int = BATCHES, confidence: float = 0.95
+) -> tuple[float, tuple[float, float]]:
+    """:func:`ratio_interval` of several independent runs, each cut into batches of its own.
+
+    The ``batches`` are shared out over the runs in proportion to their
+    cycles (largest remainder, at least one each), and each run is cut as
+    :func:`ratio_interval` cuts one (consecutive cycles, the remainder at its
+    end left out): no batch straddles two runs, so the interval does not
+    depend on the order the runs come in. One run is :func:`ratio_interval`.
+
+    Examples
+    --------
+    >>> a, b = (np.full(40, 2.0), np.ones(40)), (np.full(60, 3.0), np.ones(60))
+    >>> r1, i1 = ratio_interval_of_runs([a[0], b[0]], [a[1], b[1]])
+    >>> r2, i2 = ratio_interval_of_runs([b[0], a[0]], [b[1], a[1]])
+    >>> r1 == r2 == 2.6, i1 == i2
+    (True, True)
+    """
+    rewards = [np.asarray(r, dtype=float) for r in rewards]
+    durations = [np.asarray(d, dtype=float) for d in durations]
+    if len(rewards) == 1:
+        return ratio_interval(rewards[0], durations[0], batches, confidence)
+    sizes = np.array([r.size for r in rewards])
+    point = float(sum(r.sum() for r in rewards) / sum(d.sum() for d in durations))
+    nb = max(min(batches, int(sizes.sum())), len(rewards))
+    share = nb * sizes / sizes.sum()
+    each = np.maximum(np.floor(share).astype(int), 1)
+    for i in np.argsort(-(share - np.floor(share)), kind="stable")[: max(nb - int(each.sum()), 0)]:
+        each[i] += 1  # the largest remainders
+    each = np.minimum(each, sizes)
+    ratios = []
+    for r, d, k in zip(rewards, durations, each):
+        size = r.size // k
+        ratios.append(r[: k * size].reshape(k, size).sum(axis=1) / d[: k * size].reshape(k, size).sum(axis=1))
+    ratios_all = np.concatenate(ratios)
+    if ratios_all.size < 2:
+        return point, (point, point)
+    half = half_width(ratios_all, confidence)
     return point, (point - half, point + half)

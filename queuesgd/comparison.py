@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd.batchmeans import check_iterations, half_width, ratio_interval, warmup_cut
+from queuesgd.batchmeans import check_iterations, half_width, ratio_interval_of_runs, warmup_cut
 from queuesgd.comparison_cost import (
     MAX_CONFIGURATIONS,
     MAX_SECONDS,
@@ -181,13 +181,13 @@ def _measured_rate(
         kept_d.append(d[cut:])
         kept_s.append(s[cut:] * u[cut:])
         kept_u.append(u[cut:])
-    d, s = np.concatenate(kept_d), np.concatenate(kept_s)
+    d = np.concatenate(kept_d)
     what = "intervals between logged steps" if m.updates is not None else "updates"
     check_iterations(d.size, f"measured {what} after the warm-up ({m.where})")
     if not d.sum() > 0:
         raise InvalidParameterError(f"measured {m.kind} ({m.where})", "no elapsed time", "increasing times")
     with np.errstate(all="ignore"):  # an implausible log (1e-300 s steps) gets a note, not a warning
-        rate, (low, high) = ratio_interval(s, d)
+        rate, (low, high) = ratio_interval_of_runs(kept_s, kept_d)  # batches within runs: order-free
     if not (math.isfinite(rate) and rate > 0):
         raise InvalidParameterError(
             f"measured {m.kind} ({m.where})", f"a throughput of {rate!r} samples/s", "a finite throughput > 0"

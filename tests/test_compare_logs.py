@@ -458,3 +458,31 @@ def test_the_step_time_pattern(line, step, seconds):
         return
     assert int(m["step"]) == step
     assert units.parse_seconds(m["step_time"], "t") == pytest.approx(seconds, rel=1e-12)
+
+
+def test_the_interval_of_several_runs_does_not_depend_on_their_order():
+    # audit 2026-11-28: the runs' kept intervals were joined in first-seen order and cut into 20 batches
+    # across them, so listing two runs the other way round moved the interval ([443.07, 541.34] and
+    # [443.88, 540.52]). Each run is now cut on its own, 20 batches shared by length: the hand count below
+    # (run a: 143 intervals after the 5% warm-up, run b: 219; 20 x 143/362 = 7.90 and 12.10 -> 8 and 12)
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    w = q.Workload(compute=0.1, gradient_bytes="10MB", batch_size=32)
+    runs = {}
+    for run, mean, n in (("a", 0.2, 150), ("b", 0.3, 230)):
+        runs[run] = np.concatenate([[0.0], np.cumsum(rng.uniform(mean - 0.02, mean + 0.02, n))])
+    rows = {}
+    for r, t in runs.items():
+        rows[r] = [{"workers": 4, "run": r, "time": x, "samples": 128} for x in t.tolist()]
+    one = q.compare(rows["a"] + rows["b"], q.SyncPS(), w, q.Cluster(4, "1Gbit/s")).rows()[0]
+    two = q.compare(rows["b"] + rows["a"], q.SyncPS(), w, q.Cluster(4, "1Gbit/s")).rows()[0]
+    assert (one["measured_low"], one["measured_high"]) == (two["measured_low"], two["measured_high"])
+    ratios = []
+    for run, k in (("a", 8), ("b", 12)):
+        d = np.diff(runs[run])
+        d = d[int(0.05 * d.size) :]  # the 5% warm-up of each run
+        size = d.size // k
+        ratios += list(128 * size / d[: k * size].reshape(k, size).sum(axis=1))
+    half = stats.t.ppf(0.975, len(ratios) - 1) * np.std(ratios, ddof=1) / np.sqrt(len(ratios))
+    assert one["measured_high"] - one["measured_low"] == pytest.approx(2 * half, rel=1e-12)
