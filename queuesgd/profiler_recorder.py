@@ -111,7 +111,8 @@ class Recorder:
         self.handles: list[Any] = []
         if forward_hooks:
             hooked: dict[int, tuple[str, Any]] = {}  # by identity: a shared module is hooked once
-            for mod_name, mod in net.named_modules():
+            modules = list(net.named_modules())
+            for mod_name, mod in modules:
                 own = [by_id[id(p)] for p in mod.parameters(recurse=False) if id(p) in by_id]
                 if not own:
                     continue
@@ -121,6 +122,17 @@ class Recorder:
                 for child_name, child in mod.named_children():
                     full = f"{mod_name}.{child_name}" if mod_name else child_name
                     hooked.setdefault(id(child), (full, child))
+            # A module between two owners has its frame too, so the owner above it is not charged its
+            # parameter-free work (a block in a ModuleList, the root's grandchild: its residual adds and
+            # activations went to the root's class token, audit 2026-11-28); elsewhere that work is
+            # outside every owner's frame already
+            def ancestors(name: str) -> set[str]:
+                return {".".join(name.split(".")[:i]) for i in range(name.count(".") + 1)} if name else set()
+
+            above_owners = set().union(*(ancestors(name) for name in self.owned))
+            for mod_name, mod in modules:
+                if mod_name in above_owners and ancestors(mod_name) & self.owned.keys():
+                    hooked.setdefault(id(mod), (mod_name, mod))
             self.hooked = list(hooked.values())
 
     def _attach(self) -> None:

@@ -242,3 +242,39 @@ def test_the_warm_up_that_runs_into_the_timed_steps_is_its_own_phase():
     assert len(prov["profile_warmup_step_seconds"]) == 2
     assert prov["profile_warmup_seconds"] >= 2 * 0.03 and prov["profile_timed_seconds"] >= 2 * 0.03
     assert prov["profile_warmup_seconds"] == pytest.approx(sum(prov["profile_warmup_step_seconds"]))
+
+
+class _Block(nn.Module):  # owns no parameter itself; its Linear does
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(d, d)
+
+    def forward(self, x):
+        y = self.lin(x)
+        for _ in range(20):  # parameter-free work, many times the Linear's
+            y = torch.tanh(y) * 1.0001
+        return x + y
+
+
+class _Scaled(nn.Module):  # a parameter of the root's own, blocks two levels down (a ModuleList)
+    def __init__(self, d: int = 128) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(d))
+        self.blocks = nn.ModuleList([_Block(d) for _ in range(4)])
+
+    def forward(self, x):
+        x = x * self.scale
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def test_an_owner_is_not_charged_the_parameter_free_work_of_its_grandchildren():
+    # audit 2026-11-28: blocks in a ModuleList (grandchildren of the root, owning nothing) had no hooks, so
+    # their 80 tanh were timed inside the root's frame and charged to its one multiply by `scale`: 93% of
+    # the forward pass. That work is no owner's: it shows as `other` (docs/profiling.md), as it does when
+    # the root owns nothing. One multiply of 64 x 128 against 80 tanh of the same size: far below a tenth.
+    torch.manual_seed(0)
+    w = profile(_Scaled(), batch_size=64, input_shape=(128,), repetitions=8, warmup=2)
+    scale = next(layer for layer in w.layers if layer.name == "scale")
+    assert scale.forward_time < 0.1 * w.phase_times().other
