@@ -412,3 +412,24 @@ def test_duplex_is_checked_and_refused_by_the_product_form_roads():
         s.formula(workers=2)
     with pytest.raises(NotRepresentable, match="one PS shard"):
         s.solve(w, q.Cluster(2, 1e6, ps_shards=2), "simulate", iterations=200)
+
+
+def test_staleness_on_whole_nodes_by_enumeration():
+    # 4 workers on 2 nodes of 2: the W - 1 = 3 others at a write are not a whole-node cluster, but
+    # the PS model reads only the per-worker link. Staleness = 3 - (Q_dl(3) - U_dl(3)), with the
+    # population-3 product form P(u, d) ~ U^u D^d Z^(3-u-d) / (3-u-d)! enumerated here.
+    w = q.Workload(compute=Exponential(mean=0.05), gradient_bytes="20MB", parameter_bytes="10MB")
+    c = q.Cluster(4, "1Gbit/s", gpus_per_node=2, node_bandwidth="200Gbit/s")
+    Z, U, D = 0.05, 0.16, 0.08
+    states = [(u, d) for u in range(4) for d in range(4 - u)]
+    p = [U**u * D**d * Z ** (3 - u - d) / math.factorial(3 - u - d) for u, d in states]
+    q_dl = sum(pi * d for pi, (u, d) in zip(p, states)) / sum(p)
+    u_dl = sum(pi for pi, (u, d) in zip(p, states) if d > 0) / sum(p)
+    for method in ("mva", "ctmc"):
+        assert AsyncPS().solve(w, c, method).staleness == pytest.approx(3 - (q_dl - u_dl), rel=1e-12)
+    # and the throughput, on whole nodes, is the flat product form's; sweep gives the same rows
+    rows = q.sweep(AsyncPS(), w, c, workers=[2, 4, 8])["throughput"]
+    for n, x in zip((2, 4, 8), rows):
+        expected = normalization_throughput([Z], [U, D], n) * w.batch_size
+        assert q.predict(AsyncPS(), w, c.with_workers(n)).throughput == pytest.approx(expected, rel=1e-12)
+        assert x == pytest.approx(expected, rel=1e-12)

@@ -17,7 +17,6 @@ argument).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -141,6 +140,17 @@ class AsyncPS(Scheme):
         >>> round(mva(net).throughput, 6)   # 1 / (0.1 + 2 x 0.08)
         3.846154
         """
+        return self._network(workload, cluster, cluster.workers, cluster.speeds)
+
+    def _network(
+        self, workload: Workload, cluster: Cluster, workers: int, speeds: tuple[float, ...] | None
+    ) -> ClosedNetwork:
+        """The closed network of ``workers`` workers of speeds ``speeds`` on ``cluster``'s PS links.
+
+        Only ``cluster``'s bandwidth, latency and shards are read, so a
+        population the cluster's own shape would refuse (``workers - 1`` on a
+        cluster of whole nodes, for the staleness) needs no new ``Cluster``.
+        """
         names, kinds = station_layout(cluster.ps_shards)
         D = self.demand_matrix(
             workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards
@@ -152,7 +162,7 @@ class AsyncPS(Scheme):
             D = D.copy()
             D[0] /= factor
             stations = [kind(n, float(d)) for n, kind, d, k in zip(names, kinds, D, keep) if k]
-            return ClosedNetwork(stations, cluster.workers)
+            return ClosedNetwork(stations, workers)
         # Heterogeneous speeds: one class per distinct speed.
         groups: dict[float, int] = {}
         for s in speeds:
@@ -343,10 +353,7 @@ class AsyncPS(Scheme):
         for s in groups:
             rest = list(speeds)
             rest.remove(s)
-            smaller = dataclasses.replace(
-                cluster, workers=n - 1, speeds=tuple(rest) if cluster.speeds else None
-            )
-            out_net = self.queueing_network(workload, smaller)
+            out_net = self._network(workload, cluster, n - 1, tuple(rest) if cluster.speeds else None)
             r = mva(out_net, method)
             _, _, Q, U = average_over_classes(r, out_net)
             waiting = 0.0 if read is None else float(Q[read] - U[read])
