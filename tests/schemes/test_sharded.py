@@ -306,6 +306,27 @@ def test_batch_closed_form_equals_rows():
             assert batch.gradients_per_update.tolist() == n.tolist()
 
 
+def test_sweep_bottleneck_is_predicts_waiting_apart_from_compute():
+    # one unit, no overlap: E[max of n exponentials] = mean x H_n, of which the mean is compute and
+    # the rest waiting; the all-gather and the reduce-scatter move (n-1)/n x 15 MB each at 1.25 GB/s
+    from queuesgd import sweep
+
+    w = Workload(Exponential(mean=0.02), "15MB", batch_size=32)
+    c = Cluster(4, "10Gbit/s")
+    table = sweep(ShardedDataParallel(), w, c, workers=[2, 4, 8], method="closed_form")
+    expected = []
+    for n in (2, 4, 8):
+        waiting = 0.02 * sum(1 / k for k in range(1, n + 1)) - 0.02
+        comm = 2 * (n - 1) / n * 15e6 / 1.25e9
+        parts = {"compute": 0.02, "communication": comm, "update": 0.0, "waiting": waiting}
+        p = predict(ShardedDataParallel(), w, Cluster(n, "10Gbit/s"), method="closed_form")
+        assert dict(p.breakdown) == pytest.approx(parts, rel=1e-12)
+        expected.append(max(parts, key=lambda k: parts[k]))
+        assert p.bottleneck == expected[-1]
+    assert expected == ["compute", "waiting", "waiting"]
+    assert table["bottleneck"].tolist() == expected
+
+
 @pytest.mark.parametrize(
     "scheme",
     [ShardedDataParallel(stage=s, prefetch=p, overlap=o) for s in range(4) for p in (True, False)

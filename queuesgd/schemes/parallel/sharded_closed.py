@@ -31,6 +31,7 @@ import numpy as np
 
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import NotRepresentable
+from queuesgd.schemes.barrier.cutoff_model import bottleneck
 from queuesgd.schemes.base import BatchSolution, SchemeSolution
 from queuesgd.schemes.laws import worker_laws
 from queuesgd.schemes.parallel.sharded_graph import unit_costs
@@ -39,7 +40,15 @@ if TYPE_CHECKING:
     from queuesgd.schemes.parallel.sharded import ShardedDataParallel
     from queuesgd.workload import Cluster, Workload
 
-__all__ = ["RTOL", "batch_closed_form", "closed_parts", "exposed_sum", "full_overlap", "solve_closed_form"]
+__all__ = [
+    "RTOL",
+    "batch_closed_form",
+    "closed_parts",
+    "exposed_sum",
+    "full_overlap",
+    "own_compute",
+    "solve_closed_form",
+]
 
 #: Relative slack of the full-overlap conditions (a gather that fits under compute up to rounding).
 RTOL = 1e-12
@@ -137,8 +146,7 @@ def closed_parts(
 
         waits = {}
         for nn in np.unique(n).tolist():
-            c = cluster if nn == cluster.workers else cluster.with_workers(int(nn))
-            waits[nn] = time_to_barrier(worker_laws(workload, c), int(nn))
+            waits[nn] = time_to_barrier(worker_laws(workload, _with_workers(cluster, nn)), int(nn))
         wait = np.array([waits[v] for v in n.tolist()], dtype=float).reshape(n.shape)
         a, r, c = unit_costs(workload, scheme.unit_list(workload), n, bw, lat)
         comm = exposed_sum(scheme, a, r, c)
@@ -169,6 +177,18 @@ def closed_parts(
     return it, wait, it - wait - upd, reason
 
 
+def own_compute(workload: Workload, cluster: Cluster, n: np.ndarray) -> np.ndarray:
+    """A worker's mean own compute time per row of ``n`` workers (:func:`~.kofn.mean_compute`)."""
+    from queuesgd.schemes.barrier.kofn import mean_compute
+
+    means = {nn: mean_compute(workload, _with_workers(cluster, nn)) for nn in np.unique(n).tolist()}
+    return np.array([means[v] for v in n.tolist()], dtype=float).reshape(n.shape)
+
+
+def _with_workers(cluster: Cluster, n: int) -> Cluster:
+    return cluster if n == cluster.workers else cluster.with_workers(int(n))
+
+
 def solve_closed_form(scheme: ShardedDataParallel, workload: Workload, cluster: Cluster) -> SchemeSolution:
     """:meth:`~.sharded.ShardedDataParallel.solve_closed_form` (one configuration)."""
     n = np.array([cluster.workers])
@@ -176,9 +196,7 @@ def solve_closed_form(scheme: ShardedDataParallel, workload: Workload, cluster: 
     it, wait, comm, reason = closed_parts(scheme, workload, cluster, n, bw, lat)
     t, w, cm = float(it[0]), float(wait[0]), float(comm[0])
     upd = float(scheme.update_seconds(workload, cluster.workers))
-    from queuesgd.schemes.barrier.kofn import mean_compute
-
-    compute = min(mean_compute(workload, cluster), w)
+    compute = min(float(own_compute(workload, cluster, n)[0]), w)
     breakdown = {"compute": compute, "communication": cm, "update": upd, "waiting": w - compute}
     return SchemeSolution(
         iteration_rate=1.0 / t,
@@ -188,7 +206,7 @@ def solve_closed_form(scheme: ShardedDataParallel, workload: Workload, cluster: 
         method="closed_form",
         reason=reason,
         details={"memory": scheme.memory(workload, cluster), "units": len(scheme.unit_list(workload))},
-        bottleneck=max(breakdown, key=lambda key: breakdown[key]),
+        bottleneck=bottleneck(w, compute, cm, upd),
     )
 
 
@@ -200,16 +218,16 @@ def batch_closed_form(
     bandwidth: np.ndarray,
     latency: np.ndarray,
 ) -> BatchSolution:
-    """:meth:`~queuesgd.schemes.parallel.sharded.ShardedDataParallel.batch_closed_form` (one evaluation)."""
+    """:meth:`~queuesgd.schemes.parallel.sharded.ShardedDataParallel.batch_closed_form` (one evaluation).
+
+    Each row's ``bottleneck`` is :func:`solve_closed_form`'s: the largest part
+    of the breakdown, waiting at the barrier apart from compute
+    (:func:`~queuesgd.schemes.barrier.cutoff_model.bottleneck`).
+    """
     n = np.asarray(workers).astype(int).ravel()
     bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
     lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)
     it, wait, comm, _ = closed_parts(scheme, workload, cluster, n, bw, lat)
     upd = np.broadcast_to(np.asarray(scheme.update_seconds(workload, n), dtype=float), n.shape)
-    which = np.argmax(np.stack([wait, comm, upd]), axis=0)
-    return BatchSolution(
-        1.0 / it,
-        n.astype(float),
-        np.array(["compute", "communication", "update"], dtype=object)[which],
-        "closed_form",
-    )
+    which = bottleneck(wait, own_compute(workload, cluster, n), comm, upd)
+    return BatchSolution(1.0 / it, n.astype(float), which, "closed_form")
