@@ -17,7 +17,10 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 
-__all__ = ["BatchSolution", "SchemeSolution", "StationBreakdown"]
+__all__ = ["PARTS", "BatchSolution", "SchemeSolution", "StationBreakdown", "bottleneck"]
+
+#: The parts of an iteration, in the order a bottleneck is chosen among equals.
+PARTS: tuple[str, ...] = ("compute", "communication", "update", "waiting")
 
 
 @dataclass(frozen=True)
@@ -197,3 +200,40 @@ def _batch_column(name: str, arr: np.ndarray, shape: tuple[int, ...]) -> np.ndar
         raise InvalidParameterError(
             f"BatchSolution.{name}", arr, f"one value or {shape[0]:,}, one per row (got shape {arr.shape})"
         ) from None
+
+
+def bottleneck(D: Any, compute: Any, comm: Any, update: Any) -> Any:
+    """The largest part of an iteration (:data:`PARTS` order among equals); numbers or arrays.
+
+    The one rule of every road that splits a step into compute, waiting,
+    communication and update (``predict``'s and ``sweep``'s alike).
+
+    Parameters
+    ----------
+    D : float or ndarray
+        Seconds until the step's communication may start: the own compute
+        plus the waiting for the slowest (a barrier, a pipeline's bubble).
+    compute : float or ndarray
+        A worker's own compute, seconds; ``min(compute, D)`` counts as
+        compute and ``max(D - compute, 0)`` as waiting.
+    comm, update : float or ndarray
+        Exposed communication and update seconds.
+
+    Returns
+    -------
+    str or ndarray of str (object)
+        ``"compute"``, ``"communication"``, ``"update"`` or ``"waiting"``.
+
+    Examples
+    --------
+    >>> bottleneck(0.05, 0.02, 0.01, 0.0)        # 0.03 s waiting for the slowest, 0.02 s computing
+    'waiting'
+    >>> bottleneck([0.05, 0.02], 0.02, [0.01, 0.03], 0.0).tolist()
+    ['waiting', 'communication']
+    """
+    D, compute, comm, update = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (D, compute, comm, update))
+    )
+    waiting = np.maximum(D - compute, 0.0)
+    which = np.argmax(np.stack([D - waiting, comm, update, waiting]), axis=0)
+    return PARTS[int(which)] if np.ndim(which) == 0 else np.array(PARTS, dtype=object)[which]

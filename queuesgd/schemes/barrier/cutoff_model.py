@@ -27,6 +27,7 @@ from queuesgd.schemes.barrier.kofn_sim import STRAGGLERS, Rounds
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import ps_round
 from queuesgd.schemes.laws import sample_compute, worker_laws
+from queuesgd.schemes.solution import PARTS, bottleneck
 from queuesgd.workload import Cluster, Workload
 
 __all__ = [
@@ -54,8 +55,6 @@ FINISH_WHY = (
     "actual laws is exact in law"
 )
 
-#: The parts of an iteration, in the order a bottleneck is chosen among equals.
-PARTS: tuple[str, ...] = ("compute", "communication", "update", "waiting")
 
 
 def check_timeout(value: Any) -> float:
@@ -198,16 +197,6 @@ def sample_times(workload: Workload, cluster: Cluster, rng: Any, iterations: int
 
 
 # ---- building a solution ------------------------------------------------------------------------------
-def bottleneck(D: Any, compute: Any, comm: Any, update: Any) -> Any:
-    """The largest part of an iteration (:data:`PARTS` order among equals); numbers or arrays."""
-    D, compute, comm, update = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (D, compute, comm, update))
-    )
-    waiting = np.maximum(D - compute, 0.0)
-    which = np.argmax(np.stack([D - waiting, comm, update, waiting]), axis=0)
-    return PARTS[int(which)] if np.ndim(which) == 0 else np.array(PARTS, dtype=object)[which]
-
-
 def solution(
     D: float,
     K: float,

@@ -31,10 +31,10 @@ import numpy as np
 
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import NotRepresentable
-from queuesgd.schemes.barrier.cutoff_model import bottleneck
 from queuesgd.schemes.base import BatchSolution, SchemeSolution
 from queuesgd.schemes.laws import worker_laws
 from queuesgd.schemes.parallel.sharded_graph import unit_costs
+from queuesgd.schemes.solution import bottleneck
 
 if TYPE_CHECKING:
     from queuesgd.schemes.parallel.sharded import ShardedDataParallel
@@ -222,7 +222,7 @@ def batch_closed_form(
 
     Each row's ``bottleneck`` is :func:`solve_closed_form`'s: the largest part
     of the breakdown, waiting at the barrier apart from compute
-    (:func:`~queuesgd.schemes.barrier.cutoff_model.bottleneck`).
+    (:func:`~queuesgd.schemes.solution.bottleneck`).
     """
     n = np.asarray(workers).astype(int).ravel()
     bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
