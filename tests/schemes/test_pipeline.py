@@ -307,6 +307,23 @@ def test_batch_closed_form_refuses_rows_outside_the_condition() -> None:
         )
 
 
+@pytest.mark.parametrize("method", ["closed_form", "fine"])
+def test_sweep_rows_by_hand_from_a_one_worker_base(method: str) -> None:
+    # 2 stages of t_f + t_b = 10 ms, 4 microbatches, no activations: the pipeline takes 5 x 10 ms,
+    # the busiest worker computes 40 ms. With 2 replicas each stage all-reduces 7.5 MB over 2,
+    # 7.5 MB / B, after the step: 0.6 s at 100 Mbit/s, 6 ms at 10 Gbit/s. A base cluster of one
+    # worker (no multiple of the stages) is only the rows' template.
+    from queuesgd import sweep
+
+    w = Workload("20ms", "15MB", batch_size=32)
+    t = sweep(Pipeline(stages=2, microbatches=4), w, Cluster(1, "10Gbit/s"), workers=[2, 4],
+              bandwidth=["100Mbit/s", "10Gbit/s"], method=method)
+    assert t["workers"].tolist() == [2, 2, 4, 4]
+    assert t["throughput"] == pytest.approx([4 * 32 / 0.05] * 2 + [8 * 32 / 0.65, 8 * 32 / 0.056], rel=1e-12)
+    assert t["bottleneck"].tolist() == ["compute", "compute", "communication", "compute"]
+    assert list(t["method"]) == [method] * 4
+
+
 # ----------------------------------------------------------------------------- formula
 @pytest.mark.parametrize("dp", ["allreduce", "sharded"])
 def test_formula_equals_closed_form(dp: str) -> None:

@@ -31,8 +31,10 @@ from queuesgd.schemes.parallel.pipeline_setup import (
     PipelineSetup,
     batch_costs,
     batch_rows,
+    pipeline_parts,
     pipeline_setup,
     pipeline_solution,
+    row_cluster,
 )
 
 if TYPE_CHECKING:
@@ -47,6 +49,7 @@ __all__ = [
     "closed_parts",
     "condition_blocker",
     "condition_holds",
+    "exposed_parts",
     "rendezvous_two_stages",
     "solve_closed_form",
 ]
@@ -277,9 +280,8 @@ def solve_closed_form(scheme: Pipeline, workload: Workload, cluster: Cluster) ->
     makespan = float(base + start + end)
     v = float(st.speed.flat[0])
     t = (st.profile.forward[0] + st.profile.backward[0]) / v
-    pipeline_comm = 2 * float(np.sum(st.send))
     exposed = float(start + end)
-    upd_exposed = min(exposed, float(np.max(st.update)))
+    comm, upd_exposed = exposed_parts(st.send, start, end, st.update)
     reason = (
         "closed form (M + S - 1)(t_f + t_b) + 2 sum(c) + exposed collectives and update, exact for "
         "balanced "
@@ -294,11 +296,28 @@ def solve_closed_form(scheme: Pipeline, workload: Workload, cluster: Cluster) ->
         st,
         "closed_form",
         makespan,
-        pipeline_comm + exposed - upd_exposed,
-        upd_exposed,
+        float(comm),
+        float(upd_exposed),
         reason,
         details,
     )
+
+
+def exposed_parts(send: np.ndarray, start: Any, end: Any, update: np.ndarray) -> tuple[Any, Any]:
+    """``(communication, update)`` seconds of the closed form's makespan, one row or many.
+
+    The sends cross each boundary twice (``2 sum(c)``); of the exposed start
+    and end, the slowest stage's update (at most all of it) is update and the
+    rest communication. ``send`` (S-1,) or (k, S-1), ``update`` (S,) or (k, S).
+
+    Examples
+    --------
+    >>> [float(x) for x in exposed_parts(np.array([0.001]), 0.0, 0.003, np.array([0.002, 0.001]))]
+    [0.003, 0.002]
+    """
+    exposed = np.add(start, end)
+    upd = np.minimum(exposed, np.max(update, axis=-1))
+    return 2 * np.sum(send, axis=-1) + exposed - upd, upd
 
 
 def batch_closed_form(
@@ -311,7 +330,8 @@ def batch_closed_form(
 ) -> BatchSolution:
     """The closed form over arrays: :meth:`~queuesgd.schemes.parallel.pipeline.Pipeline.batch_closed_form`."""
     n, D, bw, lat = batch_rows(scheme, cluster, workers, bandwidth, latency)
-    st = pipeline_setup(scheme, workload, cluster)
+    first = int(n[0]) if n.size else scheme.stages  # the rows' costs come from D, bw and lat
+    st = pipeline_setup(scheme, workload, row_cluster(cluster, first))
     blocker = closed_form_blocker(scheme, workload, cluster, st)
     if blocker is not None:
         raise NotRepresentable(f"Pipeline has no exact closed form here: {blocker}; use method='fine'")
@@ -326,7 +346,8 @@ def batch_closed_form(
         )
     base, start, end = closed_parts(scheme, st, send, gather, collective, update)
     makespan = base + start + end
-    return BatchSolution(1.0 / makespan, (D * scheme.microbatches).astype(float), "", "closed_form")
+    _, largest = pipeline_parts(scheme, st, makespan, *exposed_parts(send, start, end, update))
+    return BatchSolution(1.0 / makespan, (D * scheme.microbatches).astype(float), largest, "closed_form")
 
 
 def auto_method(scheme: Pipeline, workload: Workload, cluster: Cluster) -> tuple[str, str]:

@@ -32,8 +32,10 @@ from queuesgd.schemes.parallel.pipeline_setup import (
     PipelineSetup,
     batch_costs,
     batch_rows,
+    pipeline_parts,
     pipeline_setup,
     pipeline_solution,
+    row_cluster,
 )
 
 if TYPE_CHECKING:
@@ -171,11 +173,11 @@ def batch_fine(
     if scheme.link_bucket > 0:
         raise NotRepresentable("a token-bucket link: the fine road solves each row")
     rate = np.empty(n.shape)
+    largest = np.empty(n.shape, dtype=object)
     S = scheme.stages
     for d in np.unique(D).tolist():
         rows = np.flatnonzero(D == d)
-        speeds = None if cluster.speeds is None else [cluster.speeds[0]] * (d * S)
-        c = cluster if cluster.workers == d * S else cluster.with_workers(d * S, speeds=speeds)
+        c = row_cluster(cluster, d * S)
         st = pipeline_setup(scheme, workload, c)
         graph = build_graph(scheme, workload, c, st, True)
         send, gather, collective, update = batch_costs(
@@ -192,5 +194,10 @@ def batch_fine(
                 dur[:, j] = collective[:, int(name[1:].split("/")[0])]
             elif name.endswith("/allgather") and gather is not None:
                 dur[:, j] = gather[:, int(name[1:].split("/")[0])]
-        rate[rows] = 1.0 / np.asarray(schedule(graph, dur, critical_path=False).makespan)
-    return BatchSolution(rate, (D * scheme.microbatches).astype(float), "", "fine")
+        sched = schedule(graph, dur, critical_path=True)
+        makespan = np.asarray(sched.makespan)
+        shares = sched.group_share()
+        comm = makespan * shares.get(COMMUNICATION, 0.0)
+        rate[rows] = 1.0 / makespan
+        largest[rows] = pipeline_parts(scheme, st, makespan, comm, makespan * shares.get("update", 0.0))[1]
+    return BatchSolution(rate, (D * scheme.microbatches).astype(float), largest, "fine")

@@ -23,6 +23,7 @@ from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import ring_allgather, ring_allreduce, ring_reduce_scatter
 from queuesgd.schemes.parallel.pipeline_graph import require_plain
 from queuesgd.schemes.parallel.pipeline_stages import StageSplit
+from queuesgd.schemes.solution import bottleneck
 
 if TYPE_CHECKING:
     from queuesgd.schemes.parallel.pipeline import Pipeline
@@ -32,8 +33,10 @@ __all__ = [
     "PipelineSetup",
     "batch_costs",
     "batch_rows",
+    "pipeline_parts",
     "pipeline_setup",
     "pipeline_solution",
+    "row_cluster",
     "with_overhead",
 ]
 
@@ -149,19 +152,11 @@ def pipeline_solution(
 ) -> SchemeSolution:
     """A road's answer: a makespan and its communication and update parts, with the breakdown and details.
 
-    ``compute`` is the busiest worker's passes (at most what the makespan
-    leaves after ``comm`` and ``update``); the rest is waiting. ``extra``
+    The breakdown and the bottleneck are :func:`pipeline_parts`'. ``extra``
     goes to :class:`~queuesgd.schemes.base.SchemeSolution` (``model``,
     ``interval``).
     """
-    busy = scheme.microbatches * float(np.max(np.add(st.profile.forward, st.profile.backward) / st.speed))
-    compute = max(min(busy, makespan - comm - update), 0.0)
-    breakdown = {
-        "compute": compute,
-        "communication": comm,
-        "update": update,
-        "waiting": max(makespan - compute - comm - update, 0.0),
-    }
+    breakdown, largest = pipeline_parts(scheme, st, makespan, comm, update)
     return SchemeSolution(
         iteration_rate=1.0 / makespan,
         gradients_per_update=float(st.replicas * scheme.microbatches),
@@ -170,9 +165,56 @@ def pipeline_solution(
         method=method,
         reason=reason,
         details={**_details(scheme, workload, cluster, st, makespan), **details},
-        bottleneck=max(breakdown, key=lambda k: breakdown[k]),
+        bottleneck=largest,
         **extra,
     )
+
+
+def pipeline_parts(
+    scheme: Pipeline, st: PipelineSetup, makespan: Any, comm: Any, update: Any
+) -> tuple[dict[str, Any], Any]:
+    """The breakdown of a makespan and its bottleneck, for one row (numbers) or many (arrays).
+
+    ``compute`` is the busiest worker's passes (at most what the makespan
+    leaves after ``comm`` and ``update``); the rest is waiting. The
+    bottleneck is the largest part (:func:`~queuesgd.schemes.solution.bottleneck`),
+    the same rule for :func:`pipeline_solution` and the sweep's rows.
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster
+    >>> from queuesgd.schemes.parallel.pipeline import Pipeline
+    >>> s = Pipeline(2, 4)
+    >>> st = pipeline_setup(s, Workload("6ms", "2MB"), Cluster(2, "1GB/s"))
+    >>> parts, which = pipeline_parts(s, st, 0.02, 0.002, 0.0)   # busy: 4 x 3 ms
+    >>> {k: round(v, 9) for k, v in parts.items()}, which
+    ({'compute': 0.012, 'communication': 0.002, 'update': 0.0, 'waiting': 0.006}, 'compute')
+    """
+    busy = scheme.microbatches * float(np.max(np.add(st.profile.forward, st.profile.backward) / st.speed))
+    before = np.asarray(makespan) - comm - update  # compute and waiting
+    compute = np.maximum(np.minimum(busy, before), 0.0)
+    parts = {
+        "compute": compute,
+        "communication": comm,
+        "update": update,
+        "waiting": np.maximum(np.asarray(makespan) - compute - comm - update, 0.0),
+    }
+    if np.ndim(makespan) == 0:
+        parts = {k: float(v) for k, v in parts.items()}
+    return parts, bottleneck(before, busy, comm, update)
+
+
+def row_cluster(cluster: Cluster, workers: int) -> Cluster:
+    """``cluster`` at ``workers`` (a multiple of the stages), the first worker's speed for every worker.
+
+    A sweep's base cluster may have a worker count no row has (one worker
+    under two stages); its rows' costs come from this cluster instead
+    (:func:`batch_rows` has refused rows whose speeds differ).
+    """
+    if cluster.workers == workers:
+        return cluster
+    speeds = None if cluster.speeds is None else [cluster.speeds[0]] * workers
+    return cluster.with_workers(workers, speeds=speeds)
 
 
 def _details(
