@@ -23,7 +23,15 @@ from queuesgd import _checks
 from queuesgd.busbw import MIN_BANDWIDTH, CollectiveTables, bandwidth_value
 from queuesgd.errors import InvalidParameterError
 
-__all__ = ["Cluster", "MAX_PS_SHARDS", "MAX_WORKERS", "MIN_BANDWIDTH", "RandomDelay"]
+__all__ = [
+    "Cluster",
+    "MAX_PS_SHARDS",
+    "MAX_WORKERS",
+    "MIN_BANDWIDTH",
+    "ROW_FIELDS",
+    "RandomDelay",
+    "check_rows",
+]
 
 #: Largest cluster accepted: one million workers. The models hold per-worker laws, samples and
 #: populations, so far larger numbers only exhaust memory; no training cluster is near this size.
@@ -70,6 +78,80 @@ def _bounded_int(field: str, value: Any, maximum: int) -> int:
     out = _checks.integer(field, value, minimum=1)
     if out > maximum:
         raise InvalidParameterError(field, value, f"an integer from 1 to {maximum:,}")
+    return out
+
+
+#: How a configuration's workers, bandwidth and latency are checked: by :class:`Cluster`, by
+#: :func:`queuesgd.sweep` for its values and by :func:`check_rows` for the arrays of
+#: :meth:`~queuesgd.schemes.base.Scheme.solve_batch` (one rule for the three fields).
+ROW_FIELDS: dict[str, Any] = {
+    "workers": lambda field, value: _bounded_int(field, value, MAX_WORKERS),
+    "bandwidth": bandwidth_value,
+    "latency": lambda field, value: _checks.duration(field, value, allow_zero=True),
+}
+
+
+def check_rows(workers: Any, bandwidth: Any, latency: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of configurations, checked as :class:`Cluster` checks each field (:data:`ROW_FIELDS`).
+
+    Parameters
+    ----------
+    workers : array_like of int
+        One worker count per row (``2.7`` is refused, not truncated).
+    bandwidth, latency : array_like or value
+        One per row, or one value for every row; numbers (bytes/s, seconds)
+        or unit strings.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``(workers, bandwidth, latency)``: int, float and float arrays of one
+        length, bandwidths in bytes/s and latencies in seconds.
+
+    Raises
+    ------
+    InvalidParameterError
+        A value ``Cluster`` refuses, named with its index (``bandwidth[2]``:
+        NaN, 0, below 1 bit/s...), or a ``bandwidth`` or ``latency`` whose
+        length is neither 1 nor the number of rows.
+
+    Examples
+    --------
+    >>> n, bw, lat = check_rows([2, 4.0], "10Gbit/s", [0, "50us"])
+    >>> n.tolist(), bw.tolist(), lat.tolist()
+    ([2, 4], [1250000000.0, 1250000000.0], [0.0, 5e-05])
+    >>> check_rows([2, 2.7], 1e9, 0.0)
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: workers[1]: got 2.7; accepted: an integer >= 1
+    """
+    n = _row_values("workers", workers)
+    out = [n.astype(int)]
+    for field, values in (("bandwidth", bandwidth), ("latency", latency)):
+        col = _row_values(field, values)
+        if col.size not in (1, n.size):
+            raise InvalidParameterError(
+                field, f"{col.size:,} values", f"one value, or one per row of workers ({n.size:,})"
+            )
+        out.append(np.broadcast_to(col, n.shape).copy())
+    return out[0], out[1], out[2]
+
+
+def _row_values(field: str, values: Any) -> np.ndarray:
+    """``values`` flattened, each checked by :data:`ROW_FIELDS` (once per distinct value), as floats."""
+    check = ROW_FIELDS[field]
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
+    flat = arr.ravel().tolist()
+    seen: dict[Any, float] = {}
+    out = np.empty(len(flat))
+    for i, v in enumerate(flat):
+        key = (type(v), v)  # 1 and True are one dict key, not one value
+        try:
+            out[i] = seen[key]
+        except KeyError:
+            out[i] = seen[key] = float(check(f"{field}[{i}]", v))
+        except TypeError:  # unhashable: checked on its own
+            out[i] = float(check(f"{field}[{i}]", v))
     return out
 
 
@@ -187,9 +269,8 @@ class Cluster:
                     self.stragglers.count,
                     f"at most the number of workers ({self.workers})",
                 )
-        set_(self, "workers", _bounded_int("Cluster.workers", self.workers, MAX_WORKERS))
-        set_(self, "bandwidth", bandwidth_value("Cluster.bandwidth", self.bandwidth))
-        set_(self, "latency", _checks.duration("Cluster.latency", self.latency, allow_zero=True))
+        for field, check in ROW_FIELDS.items():
+            set_(self, field, check(f"Cluster.{field}", getattr(self, field)))
         set_(self, "ps_shards", _bounded_int("Cluster.ps_shards", self.ps_shards, MAX_PS_SHARDS))
         if self.speeds is not None:
             speeds = self.speeds

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd import _checks, units
+from queuesgd import units
+from queuesgd.cluster import ROW_FIELDS
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.frames import column_rows, html_table, to_frame
 from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown, check_executor
@@ -517,14 +518,9 @@ def sweep(
                 parameters[name],
                 f"a parameter of {type(scheme).__name__}: {', '.join(known) or 'none'}",
             )
-    W = _grid("workers", workers, cluster.workers, lambda f, v: _checks.integer(f, v)).astype(int)
-    B = _grid(
-        "bandwidth",
-        bandwidth,
-        cluster.bandwidth,
-        lambda f, v: _checks.positive(f, units.parse_bandwidth(v, f)),
-    )
-    L = _grid("latency", latency, cluster.latency, lambda f, v: units.parse_seconds(v, f))
+    W = _grid("workers", workers, cluster.workers, ROW_FIELDS["workers"]).astype(int)
+    B = _grid("bandwidth", bandwidth, cluster.bandwidth, ROW_FIELDS["bandwidth"])
+    L = _grid("latency", latency, cluster.latency, ROW_FIELDS["latency"])
     names = list(parameters)
     axes = [_param_values(k, parameters[k]) for k in names]
     rows = len(W) * len(B) * len(L) * math.prod(len(a) for a in axes)

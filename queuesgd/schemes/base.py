@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
+from queuesgd.cluster import check_rows
 from queuesgd.errors import InvalidParameterError, NotRepresentable, UnknownNameError
 from queuesgd.schemes.solution import BatchSolution, SchemeSolution, StationBreakdown
 
@@ -248,6 +249,13 @@ class Scheme:
         give each row its own independent stream). Either way the result with
         an executor equals, bit for bit, the result without one.
 
+        Raises
+        ------
+        InvalidParameterError
+            A row's workers, bandwidth or latency that :class:`~queuesgd.Cluster`
+            refuses (``workers[1]: got 2.7``), or arrays of different lengths
+            (:func:`queuesgd.cluster.check_rows`).
+
         Examples
         --------
         >>> import numpy as np
@@ -259,9 +267,7 @@ class Scheme:
         """
         method = self.check_method(method, auto=True)
         check_executor(executor)
-        n = np.asarray(workers).astype(int).ravel()
-        bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
-        lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)
+        n, bw, lat = check_rows(workers, bandwidth, latency)
         rows, inverse = np.unique(np.stack([n, bw, lat], axis=1), axis=0, return_inverse=True)
         inverse = np.asarray(inverse).ravel()
         # check and auto_method depend on the workers and the fixed cluster fields, never on the

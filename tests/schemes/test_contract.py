@@ -181,6 +181,35 @@ def test_bad_method_and_iterations_give_the_uniform_error(scheme):
         scheme.solve(W, CLUSTER, scheme.methods[0], iterations="many")
 
 
+@pytest.mark.parametrize(
+    ("workers", "bandwidth", "latency", "message"),
+    [
+        ([2.7], [1e9], [0.0], "workers[0]: got 2.7; accepted: an integer >= 1"),
+        ([2, 0], [1e9], [0.0], "workers[1]: got 0; accepted: an integer >= 1"),
+        ([2], [0.0], [0.0], "bandwidth[0]: got 0.0; accepted: at least 1 bit/s (0.125 bytes/s)"),
+        ([2, 2], [1e9, np.nan], [0.0], "bandwidth[1]: got nan; accepted: a number of bytes per second >= 0"),
+        ([2], [1e9], [np.nan], "latency[0]: got nan; accepted: a number of seconds >= 0"),
+        ([2], [1e9], [-1.0], "latency[0]: got -1.0; accepted: a number of seconds >= 0"),
+        ([2, 3], [1e9, 2e9, 3e9], [0.0], "bandwidth: got '3 values'; accepted: one value, or one per row of "
+         "workers (2)"),
+    ],
+)
+@pytest.mark.parametrize("scheme", [q.SyncPS(), q.AsyncPS()], ids=_id)
+def test_solve_batch_checks_its_rows_as_cluster_does(scheme, workers, bandwidth, latency, message):
+    with pytest.raises(InvalidParameterError) as err:
+        scheme.solve_batch(W, CLUSTER, np.array(workers), np.array(bandwidth), np.array(latency))
+    assert str(err.value).startswith(message)
+
+
+def test_sweep_refuses_a_bandwidth_cluster_refuses():
+    with pytest.raises(InvalidParameterError) as err:
+        q.sweep(q.SyncPS(), W, CLUSTER, bandwidth=[1e9, 1e-3])
+    assert str(err.value) == (
+        "bandwidth: got 0.001; accepted: at least 1 bit/s (0.125 bytes/s), e.g. '10Gbit/s'; "
+        "a plain number is bytes/s"
+    )
+
+
 # ---------------------------------------------------------------- the contract guards itself
 def test_overriding_solve_is_refused_at_class_creation():
     with pytest.raises(TypeError, match="solve_<method>"):
