@@ -268,11 +268,17 @@ class SweepResult:
         ``Scheme.single_worker_throughput``), ``bottleneck`` and ``method``.
     method : str
         The method(s) that ran, comma-separated when they differ by row.
+    parameter_units : mapping of str to str
+        The unit of each swept scheme parameter that takes one (``"s"``,
+        ``"B"``...): its column holds the scheme's parsed value in that unit
+        (``timeout="25ms"`` is 0.025), as :meth:`to_pandas` says in
+        ``attrs["units"]``.
     """
 
     scheme: str
     columns: Mapping[str, np.ndarray]
     method: str
+    parameter_units: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def __len__(self) -> int:
         return len(self.columns["workers"])
@@ -290,8 +296,9 @@ class SweepResult:
         """The table as a :class:`pandas.DataFrame`, one row per configuration (needs pandas).
 
         Columns are those of :attr:`columns`, in SI units (bandwidth in bytes/s,
-        latency in s, throughput in samples/s); ``frame.attrs`` holds the
-        ``scheme``, the ``method`` and the ``units`` of each column.
+        latency in s, throughput in samples/s, a swept parameter in its
+        :attr:`parameter_units`); ``frame.attrs`` holds the ``scheme``, the
+        ``method`` and the ``units`` of each column.
 
         Raises
         ------
@@ -306,7 +313,8 @@ class SweepResult:
         >>> list(df.columns[:3]), df.attrs["units"]["throughput"]
         (['workers', 'bandwidth', 'latency'], 'samples/s')
         """
-        return to_frame(self.columns, _COLUMN_UNITS, scheme=self.scheme, method=self.method)
+        units = {**_COLUMN_UNITS, **self.parameter_units}
+        return to_frame(self.columns, units, scheme=self.scheme, method=self.method)
 
     def _repr_html_(self) -> str:
         """The table as HTML (the first and last rows of a long one), for Jupyter."""
@@ -476,7 +484,11 @@ def sweep(
         the table equals, bit for bit, the one computed without an executor.
         The scheme, workload and cluster are pickled to the workers.
     **parameters
-        Scheme parameters to sweep, by name.
+        Scheme parameters to sweep, by name. The column of a parameter
+        that takes a unit (:meth:`~queuesgd.Scheme.parameter_unit`) holds
+        the scheme's parsed value in SI units (``timeout=["25ms", 0.03]``
+        gives 0.025 and 0.03, unit ``"s"`` in
+        :attr:`SweepResult.parameter_units`); the others hold the values given.
 
     Returns
     -------
@@ -539,7 +551,9 @@ def sweep(
         s = scheme.replace(**dict(zip(names, combo))) if names else scheme
         part = _sweep_one(s, workload, cluster, w, b, lat, method, rng, iterations, executor)
         for k, v in zip(names, combo):
-            part[k] = np.array([v] * len(w), dtype=object if isinstance(v, str) else None)
+            # a parameter with a unit is the scheme's parsed value, in SI units ("25ms" is 0.025)
+            v = getattr(s, k) if s.parameter_unit(k) is not None else v
+            part[k] = _constant_column(v, len(w))
         part["throughput"] = part["iteration_rate"] * part["gradients_per_update"] * workload.batch_size
         part["scaling_factor"] = part["throughput"] / (part["workers"] * s.single_worker_throughput(workload))
         parts.append(part)
@@ -549,7 +563,17 @@ def sweep(
     for k in order:
         cols[k] = np.concatenate([p[k] for p in parts])
     used = ", ".join(dict.fromkeys(cols["method"].tolist()))
-    return SweepResult(scheme.key, MappingProxyType(cols), used)
+    units = {k: u for k in names if (u := scheme.parameter_unit(k)) is not None}
+    return SweepResult(scheme.key, MappingProxyType(cols), used, MappingProxyType(units))
+
+
+def _constant_column(value: Any, n: int) -> np.ndarray:
+    """``n`` rows of ``value``: a number column, else an object column (a tuple stays one cell)."""
+    if isinstance(value, (bool, int, float, np.number)):
+        return np.full(n, value)
+    out = np.empty(n, dtype=object)
+    out.fill(value)
+    return out
 
 
 def _sweep_one(

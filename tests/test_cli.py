@@ -441,3 +441,10 @@ def test_predict_takes_shape_none_as_no_shape(capsys):
     (row,) = json.loads(capsys.readouterr().out)
     p = q.predict(q.HybridParallel(), "resnet50", q.Cluster(8, "10Gbit/s"))
     assert row["workload"] == "resnet50" and row["throughput"] == pytest.approx(p.throughput, rel=1e-12)
+
+
+def test_sweep_json_writes_a_parameter_with_a_unit_in_si(capsys):
+    args = ["sweep", "--scheme", "static-cutoff", "--workers", "4", "--cutoff", "50ms,80ms,20ms"]
+    assert main([*args, "--stragglers", "cancel", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["timeout"] for r in rows] == [0.05, 0.08, 0.02]

@@ -47,6 +47,64 @@ def test_sweep_to_pandas_keeps_swept_scheme_parameters():
     np.testing.assert_array_equal(df["throughput"].to_numpy(), t["throughput"])
 
 
+def test_sweep_column_of_a_parameter_with_a_unit_is_si_and_sorts():
+    t = q.sweep(q.StaticCutoff("25ms", "cancel"), W, q.Cluster(4, "1Gbit/s"), timeout=["25ms", 0.03, "20ms"])
+    assert t["timeout"].dtype == np.float64 and t["timeout"].tolist() == [0.025, 0.03, 0.02]
+    df = t.to_pandas()
+    assert df.sort_values("timeout")["timeout"].tolist() == [0.02, 0.025, 0.03]
+    assert df.attrs["units"]["timeout"] == "s" and t.parameter_units == {"timeout": "s"}
+
+
+# Every scheme parameter that takes a unit (the schemes' docs): a value with a unit, its SI value.
+UNIT_PARAMETERS = [
+    (q.SyncPS(), "fusion_time", "2ms", 0.002, "s"),
+    (q.SyncPS(), "fusion_bytes", "2MB", 2e6, "B"),
+    (q.SyncPS(fusion="ddp"), "bucket_cap", "4MB", 4e6, "B"),
+    (q.RingAllReduce(fusion="ddp"), "first_bucket", "1kB", 1e3, "B"),
+    (q.TreeAllReduce(), "fusion_bytes", "1kB", 1e3, "B"),
+    (q.HierarchicalAllReduce(per_node=2), "intra_bandwidth", "8Gbit/s", 1e9, "B/s"),
+    (q.HierarchicalAllReduce(per_node=2), "intra_latency", "5us", 5e-6, "s"),
+    (q.CompressedAllReduce("fp16"), "compress_time", "2ns", 2e-9, "s/B"),
+    (q.CompressedAllReduce("fp16"), "decompress_time", "3ns", 3e-9, "s/B"),
+    (q.CompressedAllReduce("fp16"), "fusion_time", "1ms", 1e-3, "s"),
+    (q.BackupWorkers(backups=1, link="shared"), "send_buffer", "1MB", 1e6, "B"),
+    (q.StaticCutoff("25ms", "finish", link="shared"), "send_buffer", "2kB", 2e3, "B"),
+    (q.StaticCutoff("25ms", "cancel"), "timeout", "40ms", 0.04, "s"),
+    (q.StaleSynchronous(staleness=1, link="shared"), "send_buffer", "3kB", 3e3, "B"),
+    (q.EagerSGD(), "activation", "7ms", 0.007, "s"),
+    (q.ShardedDataParallel(), "activation_bytes", "5MB", 5e6, "B"),
+    (q.Pipeline(2, 2), "activation_bytes", "6MB", 6e6, "B"),
+    (q.Pipeline(2, 2), "stash_bytes", "7MB", 7e6, "B"),
+    (q.Pipeline(2, 2), "action_overhead", "8us", 8e-6, "s"),
+    (q.Pipeline(2, 2, p2p="rendezvous"), "link_bucket", "9kB", 9e3, "B"),
+    (q.HybridParallel(), "hidden_bytes", "2kB", 2e3, "B"),
+]
+
+
+@pytest.mark.parametrize(
+    ("scheme", "name", "given", "si", "unit"),
+    UNIT_PARAMETERS,
+    ids=[f"{type(c[0]).__name__}-{c[1]}" for c in UNIT_PARAMETERS],
+)
+def test_every_parameter_with_a_unit_is_swept_in_si(scheme, name, given, si, unit):
+    t = q.sweep(scheme, W, q.Cluster(4, "1Gbit/s"), **{name: [given, si]})
+    assert t[name].dtype == np.float64 and t[name].tolist() == pytest.approx([si, si], rel=1e-12)
+    assert t.parameter_units == {name: unit} and type(scheme).parameter_unit(name) == unit
+    assert t.rows()[0][name] == pytest.approx(si, rel=1e-12)
+
+
+def test_no_other_parameter_has_a_unit():
+    fusion = {"fusion_bytes", "fusion_time", "bucket_cap", "first_bucket"}  # one mixin, tested above
+    listed = {(type(s).__name__, n) for s, n, *_ in UNIT_PARAMETERS}
+    from queuesgd.registry import SCHEMES
+
+    for cls in SCHEMES.values():
+        for name in cls.parameters():
+            if cls.parameter_unit(name) is not None and name not in fusion:
+                assert (cls.__name__, name) in listed, (cls.__name__, name)
+    assert q.AsyncPS.parameter_unit("duplex") is None and q.StaticCutoff.parameter_unit("link") is None
+
+
 def test_sweep_to_pandas_without_pandas_names_the_extra(monkeypatch):
     t = _sweep()
     monkeypatch.setitem(sys.modules, "pandas", None)

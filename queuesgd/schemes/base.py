@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -77,6 +78,10 @@ class Scheme:
     methods: ClassVar[tuple[str, ...]] = ()
     #: Default length of ``method="simulate"``, in the scheme's iterations (rounds, cycles).
     simulation_iterations: ClassVar[int] = 20_000
+    #: The SI unit of each parameter that takes units (``"s"``, ``"B"``, ``"B/s"``, ``"s/B"``), which
+    #: the scheme stores parsed in that unit; a class lists its own, its bases and mixins add theirs
+    #: (:meth:`parameter_unit`).
+    parameter_units: ClassVar[Mapping[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -352,6 +357,27 @@ class Scheme:
     def parameters(cls) -> tuple[str, ...]:
         """Names of the scheme's parameters (its dataclass fields)."""
         return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    @classmethod
+    def parameter_unit(cls, name: str) -> str | None:
+        """The SI unit in which the scheme stores parameter ``name``; None where it takes no unit.
+
+        Read from :attr:`parameter_units` of the class and of every class
+        above it (mixins included), the nearest first.
+
+        Examples
+        --------
+        >>> from queuesgd import StaticCutoff, RingAllReduce
+        >>> StaticCutoff.parameter_unit("timeout"), RingAllReduce.parameter_unit("fusion_bytes")
+        ('s', 'B')
+        >>> StaticCutoff.parameter_unit("stragglers") is None
+        True
+        """
+        for klass in cls.__mro__:
+            unit = vars(klass).get("parameter_units", {}).get(name)
+            if unit is not None:
+                return str(unit)
+        return None
 
 
 def _row_cluster(cluster: Cluster, row: list[float]) -> Cluster:

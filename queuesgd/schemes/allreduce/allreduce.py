@@ -277,6 +277,7 @@ class HierarchicalAllReduce(_AllReduce):
     """
 
     key: ClassVar[str] = "hierarchical-allreduce"
+    parameter_units: ClassVar[dict[str, str]] = {"intra_bandwidth": "B/s", "intra_latency": "s"}
 
     per_node: int = 8
     intra_bandwidth: float | str = "100Gbit/s"

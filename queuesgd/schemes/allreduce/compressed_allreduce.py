@@ -90,6 +90,7 @@ class CompressedAllReduce(FineGrained, BarrierScheme):
     """
 
     key: ClassVar[str] = "compressed-allreduce"
+    parameter_units: ClassVar[dict[str, str]] = {"compress_time": "s/B", "decompress_time": "s/B"}
     _message_symbol: ClassVar[str] = "S"
     #: No coarse phase model: the compression in the compute chain has no heuristic window yet.
     solve_coarse = None  # type: ignore[assignment]

@@ -94,6 +94,7 @@ class BackupWorkers(BarrierScheme):
     """
 
     key: ClassVar[str] = "backup-workers"
+    parameter_units: ClassVar[dict[str, str]] = {"send_buffer": "B"}
 
     backups: int = 1
     stragglers: str = "finish"

@@ -106,6 +106,7 @@ class StaticCutoff(Scheme):
     send_buffer: float = 0.0
 
     key: ClassVar[str] = "static-cutoff"
+    parameter_units: ClassVar[dict[str, str]] = {"timeout": "s", "send_buffer": "B"}
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "timeout", check_timeout(self.timeout))

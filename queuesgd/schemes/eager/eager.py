@@ -111,6 +111,7 @@ class EagerSGD(Scheme):
     activation: float = 0.0
 
     key: ClassVar[str] = "eager-sgd"
+    parameter_units: ClassVar[dict[str, str]] = {"activation": "s"}
 
     def __post_init__(self) -> None:
         _checks.choice("EagerSGD.mode", self.mode, ("solo", "majority"))

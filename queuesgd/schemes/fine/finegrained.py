@@ -276,6 +276,13 @@ class FineGrained:
         "first_bucket",
     )
     FINE_METHODS: ClassVar[tuple[str, ...]] = ("fine", "coarse")
+    #: Units of the fusion parameters (:meth:`~queuesgd.schemes.base.Scheme.parameter_unit`).
+    parameter_units: ClassVar[dict[str, str]] = {
+        "fusion_bytes": "B",
+        "fusion_time": "s",
+        "bucket_cap": "B",
+        "first_bucket": "B",
+    }
 
     def ignored_parameters(self, method: str) -> tuple[str, ...]:
         """:attr:`FINE_PARAMETERS` for a method other than ``fine`` and ``coarse``, else none."""

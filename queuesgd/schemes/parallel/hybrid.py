@@ -214,6 +214,7 @@ class HybridParallel(Scheme):
     """
 
     key: ClassVar[str] = "hybrid"
+    parameter_units: ClassVar[dict[str, str]] = {"hidden_bytes": "B"}
 
     tensor: int = 1
     pipeline: int = 1

@@ -237,6 +237,12 @@ class Pipeline(Scheme):
     """
 
     key: ClassVar[str] = "pipeline"
+    parameter_units: ClassVar[dict[str, str]] = {
+        "activation_bytes": "B",
+        "stash_bytes": "B",
+        "action_overhead": "s",
+        "link_bucket": "B",
+    }
     #: Monte Carlo iterations of ``method="fine"`` with random compute times.
     fine_iterations: ClassVar[int] = 10_000
 

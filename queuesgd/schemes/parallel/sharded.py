@@ -260,6 +260,7 @@ class ShardedDataParallel(Scheme):
     """
 
     key: ClassVar[str] = "sharded-dp"
+    parameter_units: ClassVar[dict[str, str]] = {"activation_bytes": "B"}
     #: Monte Carlo iterations of ``method="fine"`` with random compute laws.
     fine_iterations: ClassVar[int] = 10_000
 

@@ -107,6 +107,7 @@ class StaleSynchronous(Scheme):
     send_buffer: float = 0.0
 
     key: ClassVar[str] = "stale-synchronous"
+    parameter_units: ClassVar[dict[str, str]] = {"send_buffer": "B"}
     #: Largest CTMC ``method="auto"`` builds; beyond it auto simulates.
     max_states: ClassVar[int] = 200_000
 
