@@ -433,3 +433,7 @@ def test_staleness_on_whole_nodes_by_enumeration():
         expected = normalization_throughput([Z], [U, D], n) * w.batch_size
         assert q.predict(AsyncPS(), w, c.with_workers(n)).throughput == pytest.approx(expected, rel=1e-12)
         assert x == pytest.approx(expected, rel=1e-12)
+    # several speeds on whole nodes: the arrival theorem per class against the CTMC's write firings
+    c = q.Cluster(4, "1Gbit/s", gpus_per_node=2, node_bandwidth="200Gbit/s", speeds=[1, 1, 2, 4])
+    a, b = AsyncPS().solve(w, c, "mva"), AsyncPS().solve(w, c, "ctmc")
+    assert b.staleness == pytest.approx(a.staleness, rel=1e-9)

@@ -156,7 +156,6 @@ class AsyncPS(Scheme):
             workload, np.array([cluster.bandwidth]), np.array([cluster.latency]), cluster.ps_shards
         )[0]
         keep = D > 0
-        speeds = cluster.speeds
         if speeds is None or len(set(speeds)) == 1:
             factor = 1.0 if speeds is None else float(speeds[0])
             D = D.copy()
