@@ -557,11 +557,9 @@ def sweep(
         part["throughput"] = part["iteration_rate"] * part["gradients_per_update"] * workload.batch_size
         part["scaling_factor"] = part["throughput"] / (part["workers"] * s.single_worker_throughput(workload))
         parts.append(part)
-    cols: dict[str, np.ndarray] = {}
     order = ["workers", "bandwidth", "latency", *names, "throughput", "iteration_rate"]
     order += ["gradients_per_update", "scaling_factor", "bottleneck", "method"]
-    for k in order:
-        cols[k] = np.concatenate([p[k] for p in parts])
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in order}
     used = ", ".join(dict.fromkeys(cols["method"].tolist()))
     units = {k: u for k in names if (u := scheme.parameter_unit(k)) is not None}
     return SweepResult(scheme.key, MappingProxyType(cols), used, MappingProxyType(units))
