@@ -298,6 +298,9 @@ def example_batch(torch: Any, inputs: Any, batch_size: int, dev: Any, free: int 
     walk(batch, 0)
     if not tensors:
         raise InvalidParameterError("inputs", type(batch).__name__, f"{accepted} (no tensor found)")
+    if all(t.dim() == 0 for t in tensors):  # a scalar beside batched tensors is an argument; alone, no batch
+        first = f"tensors whose first dimension is batch_size ({batch_size})"
+        raise InvalidParameterError("inputs", "0-dimensional tensors only", first)
     wrong = [tuple(t.shape) for t in tensors if t.dim() >= 1 and t.shape[0] != batch_size]
     if wrong:
         raise InvalidParameterError(

@@ -393,12 +393,13 @@ def _default_loss(out: Any) -> Any:
 
 
 def _scalar(torch: Any, value: Any, given: bool) -> Any:
-    if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.requires_grad:
+    real = isinstance(value, torch.Tensor) and not (value.is_complex() or value.dtype == torch.bool)
+    if not real or value.numel() != 1 or not value.requires_grad:  # backward needs a real scalar
         raise InvalidParameterError(
             "loss" if given else "model",
             type(value).__name__
             if not isinstance(value, torch.Tensor)
             else f"tensor of shape {tuple(value.shape)}",
-            "a loss that is a scalar tensor requiring grad",
+            "a loss that is a real scalar tensor requiring grad",
         )
     return value.reshape(())

@@ -366,3 +366,13 @@ def test_an_empty_parameter_is_left_out_of_the_layers():
     assert {layer.name for layer in w.layers} == {"lin.weight", "lin.bias"}
     assert w.gradient_bytes == _bytes(net.lin.parameters()) == 4 * (8 * 4 + 4)
     assert net.z.grad is None  # cleared with the others
+
+
+def test_a_batch_of_scalars_and_a_complex_loss_are_named_as_inputs_and_loss():
+    # audit 2026-11-28: both reached the model's forward or backward and were blamed on `model`
+    scalars = r"^inputs: got '0-dimensional tensors only'; .*batch_size \(2\)"
+    with pytest.raises(InvalidParameterError, match=scalars):
+        q.profile(nn.Linear(4, 2), batch_size=2, inputs=torch.tensor(1.0))
+    complex_loss = r"^loss: got 'tensor of shape \(\)'; .*a real scalar tensor"
+    with pytest.raises(InvalidParameterError, match=complex_loss):
+        q.profile(nn.Linear(4, 2), batch_size=2, input_shape=(4,), loss=lambda o: o.to(torch.complex64).sum())
