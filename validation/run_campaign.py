@@ -127,9 +127,13 @@ def build_report(results: Path = HERE / "results", out: Path = HERE) -> Path:
             appendix = [*appendix, *lead, *render(json.loads(record.read_text()), diagnosis)]
         else:
             appendix = [*appendix, *lead, *render(json.loads(record.read_text()))]
+    earlier = []  # the one-GPU campaign's three earlier passes (validation/gpu/history): every pass pooled
+    for path in sorted((HERE / "gpu" / "history").glob("*/gpu-ddp-*.json")):
+        earlier += read_rows(path)
     return write_report(
         rows,
         out / "REPORT.md",
+        earlier={"real-gpu": by_section(earlier)["real-gpu"]},
         built=dt.datetime.now().isoformat(timespec="seconds"),
         machine=_machine(),
         notes=notes,

@@ -189,7 +189,7 @@ def test_report_sections_medians_and_targets(tmp_path):
     assert heads[:4] == [
         "1. Real training, a-priori inputs",
         "2. Real training on one GPU, a-priori inputs",
-        "3. Emulated compute on a real network",
+        "3. Emulated compute on a real network (a diagnosis: compute from the same run)",
         "4. Model replay (application shaper): the model compared with itself",
     ]
     assert heads[4].startswith("Diagnosis")

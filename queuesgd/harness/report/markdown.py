@@ -174,11 +174,20 @@ def _markdown_rows(rows: Sequence[Mapping[str, Any]], section: str = "emulated-n
     )
 
 
-def _pooled_line(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The section's pooled accuracy, one line in bold (none without an error)."""
+def _pooled_line(rows: Sequence[Mapping[str, Any]], earlier: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+    """The section's pooled accuracy, one line in bold (none without an error); with ``earlier`` passes'
+    rows, every pass pooled is the headline and the newest passes' figure follows it."""
     errs = abs_errors(rows)
     if not errs.size:
         return []
+    if earlier:
+        every = abs_errors([*rows, *earlier])
+        return [
+            f"**Every pass of this section pooled: median {_pct(float(np.median(every)))}, "
+            f"max {_pct(float(np.max(every)))} over {every.size} rows** ({len(earlier)} of them from earlier "
+            f"passes, not in the tables below; the rows below alone: median {_pct(float(np.median(errs)))}, "
+            f"max {_pct(float(np.max(errs)))} over {errs.size} configurations)."
+        ]
     return [
         f"**All schemes of this section: median {_pct(float(np.median(errs)))}, "
         f"max {_pct(float(np.max(errs)))} over {errs.size} configurations.**"
@@ -213,6 +222,7 @@ def write_report(
     appendix: Sequence[str] = (),
     rebuildable: Callable[[Mapping[str, Any]], bool] | None = None,
     campaigns: str | os.PathLike[str] | None = None,
+    earlier: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> Path:
     """Write the accuracy report (Markdown) in the sections of :data:`SECTIONS`.
 
@@ -255,6 +265,10 @@ def write_report(
         its own pooled figures (:func:`queuesgd.harness.report.campaigns.campaign_lines`)
         before listing its configurations. By default the ``campaigns`` folder
         beside ``path``, where there is one.
+    earlier : mapping of str to rows, optional
+        Per section key, the rows of its earlier passes (kept apart from
+        ``rows``, whose configurations they repeat): the section's headline
+        pools them with its own rows, as every pass is reported.
     """
     groups = by_section(rows)
     plots = dict(plots or {})
@@ -302,7 +316,7 @@ def write_report(
         lines += ["", heading, ""]
         if sec.target is not None and mine:
             # What a reader looks for first: the pooled accuracy, the plot, the per-scheme accuracy.
-            lines += [*_pooled_line(mine), ""]
+            lines += [*_pooled_line(mine, (earlier or {}).get(sec.key, ())), ""]
             if plots.get(sec.key):
                 lines += [
                     f"![{sec.title}: measured against predicted, band ±{100 * sec.target[1]:g}%]"

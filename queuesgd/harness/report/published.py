@@ -542,7 +542,9 @@ def grok_lines(record: Mapping[str, Any]) -> list[str]:
         "expert parallelism as the recipe's configuration table gives them; the GEMM factor of the DGX Cloud "
         f"test above, frozen ({record['factor']:.4g}): no anchor (`validation/run_published_grok.py`, "
         f"recomputed by `tests/test_published_grok.py`). {_judged(record['summary'], tg)} Unanchored: "
-        f"{_judged(record['unanchored'], tg)}",
+        f"{_judged(record['unanchored'], tg)} These are today's model's figures: the preregistered run "
+        "itself (commit 2a78ec7) gave a median of 18.7%, unanchored 20.6%; the rows were recomputed after "
+        "a later fix (6d9463e, found elsewhere), as `docs/published.md` says.",
         "",
         "| GPUs | layers | sequence | expert-parallel | measured s | predicted s | error | unanchored | "
         "memory GB |",

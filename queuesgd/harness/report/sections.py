@@ -60,11 +60,13 @@ SECTIONS: tuple[Section, ...] = (
         "separate runs (one worker layer by layer, and k copies in lock step for the sharing of the GPU "
         "by k workers) and an all-reduce calibration of CUDA tensors among n ranks made beforehand at the"
         " sizes of DDP's buckets. Rows record `inputs: a-priori`, `device` and the device's name (the "
-        "`cores` column).",
+        "`cores` column). Not preregistered: its five passes ran before a campaign spec was written "
+        "(`specs/gpu.json` came later and has not run), and the model changed between passes (the notes); "
+        "the headline pools every pass.",
     ),
     Section(
         "emulated-network",
-        "Emulated compute on a real network",
+        "Emulated compute on a real network (a diagnosis: compute from the same run)",
         (0.05, 0.15),
         "python validation/run_campaign.py",
         "Compute is a timed wait drawn from the configured law (`compute law` column), replayed on a real "
@@ -73,7 +75,8 @@ SECTIONS: tuple[Section, ...] = (
         "the compute times measured in the run (the configured law's draws, injected delays subtracted), "
         "the parameter server's update time is measured in the run, and the network is an alpha-beta fit "
         "of timed operations on the same links just before the run. So this section tests the coordination "
-        "and network models against a real network, not an a-priori estimate of compute. Rows written "
+        "and network models against a real network, not an a-priori estimate of compute: a diagnosis of "
+        "those models (its inputs come from the run), judged on its own target. Rows written "
         "before rows carried an `inputs` field have none; they were made this way "
         "(`queuesgd.harness.campaign.compare_records`).",
     ),
@@ -92,12 +95,14 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "diagnosis",
-        "Diagnosis: real training with inputs from the same run",
+        "Diagnosis and discarded runs",
         None,
         "queuesgd validate --workload mlp|cnn, or python -m queuesgd.harness.torchrun --compare",
-        "Real models whose compute law and update time were measured in the run itself "
-        "(`inputs: same-run`, or no `inputs` field): a diagnosis of where a model misses, listed and not "
-        "counted.",
+        "Rows no accuracy figure counts: real models whose compute law and update time were measured in "
+        "the run itself (`inputs: same-run`, or no `inputs` field), a diagnosis of where a model misses; "
+        "and runs a campaign set aside by its discard rule (`counted: false`, the reason in `discarded`, "
+        "e.g. `disturbed`: other processes took more than a tenth of the machine), whatever their inputs. "
+        "Listed, never counted.",
     ),
 )
 
