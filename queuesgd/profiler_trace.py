@@ -420,6 +420,12 @@ def _shape_dtype(path: str, title: str, k: int, event: dict[str, Any]) -> tuple[
     args = event.get("args")
     dims = args.get("Input Dims") if isinstance(args, dict) else None
     types = args.get("Input type") if isinstance(args, dict) else None
+    recorded = isinstance(args, dict) and ("Input Dims" in args or "Input type" in args)
+    if recorded and not (dims and types and isinstance(dims, list) and isinstance(types, list)):
+        # the trace has shapes (this event has the keys): this one event is damaged, not the recording
+        raise InvalidParameterError(
+            f"{path}: {title} gradient {k} Input Dims / Input type", (dims, types), "two non-empty lists"
+        )
     if not dims or not types or not isinstance(dims, list) or not isinstance(types, list):
         raise InvalidParameterError(
             "path",

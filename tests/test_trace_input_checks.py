@@ -153,3 +153,17 @@ def test_cli_accumulation_must_be_the_traces(torch, tmp_path, capsys):
         back = q.load_workload(str(out))
         assert back.batch_size == 8 and back.gradient_bytes == sum(trainable_bytes(net))
         assert "2 micro-steps per update" in json.loads(out.read_text())["description"]
+
+
+@pytest.mark.parametrize("dims", ["garbage", []])
+def test_one_damaged_gradient_event_is_named_not_the_recording(torch, tmp_path, dims):
+    # CPU audit 2026-11-28: one AccumulateGrad event with bad 'Input Dims', in a trace recorded with
+    # shapes, was refused as "recorded without record_shapes=True"; it names that event now
+    path = record(torch, mlp(torch), torch.randn(4, 8), tmp_path / "t.json")
+    doc = json.loads(path.read_text())
+    event = next(e for e in doc["traceEvents"] if e.get("name") == "torch::autograd::AccumulateGrad")
+    event["args"]["Input Dims"] = dims
+    path.write_text(json.dumps(doc))
+    named = r"gradient \d+ Input Dims / Input type: got .*two non-empty"
+    with pytest.raises(InvalidParameterError, match=named):
+        q.read_trace(path, batch_size=4)
