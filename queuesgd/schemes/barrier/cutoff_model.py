@@ -22,7 +22,7 @@ from queuesgd import _checks
 from queuesgd.distributions import Distribution, Shifted
 from queuesgd.errors import NotRepresentable
 from queuesgd.orderstats import integration_range
-from queuesgd.orderstats_numerics import integrate_survival
+from queuesgd.orderstats_numerics import count_tail, integrate_survival, law_tails
 from queuesgd.schemes.barrier.kofn_sim import STRAGGLERS, Rounds
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import ps_round
@@ -131,14 +131,11 @@ def static_moments(groups: list[tuple[Distribution, int]], T: float) -> tuple[fl
     n = float(m.sum())
 
     def survivals(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        # from each law's own survival, not 1 - F: past T the minimum's survival prod S_i^m falls to
-        # 1e-16 and below, which 1 - (1 - S) rounds away (n mu T near 36 raised ConvergenceError, audit
-        # 2026-11-28); the maximum's 1 - prod F_i^m as -expm1(sum m log1p(-S_i)) near F = 1
-        S = np.stack([np.clip(np.asarray(law.sf(x), dtype=float).reshape(-1), 0.0, 1.0) for law, _ in groups])
-        with np.errstate(divide="ignore"):
-            smax = -np.expm1((m * np.log1p(-S)).sum(axis=0))
-            smin = np.exp((m * np.log(S)).sum(axis=0))
-        return smax, smin, (m * S).sum(axis=0) / n
+        # the survivals of X_(n) and X_(1) as the order statistics have them (count_tail: products,
+        # never 1 - F): past T the minimum's falls to 1e-16 and below, which 1 - (1 - S) rounded
+        # away (n mu T near 36 raised ConvergenceError, audit 2026-11-28)
+        S = np.stack([law_tails(law, x)[1] for law, _ in groups])
+        return count_tail(groups, int(n), x), count_tail(groups, 1, x), (m * S).sum(axis=0) / n
 
     def survival_d(x: np.ndarray) -> np.ndarray:  # D = X_(n) below T, X_(1) above
         smax, smin, _ = survivals(x)
