@@ -231,11 +231,15 @@ def ratio_interval(
     nb = min(batches, rewards.size)
     if nb < 2:
         return point, (point, point)
+    half = half_width(_batch_ratios(rewards, durations, nb), confidence)
+    return point, (point - half, point + half)
+
+
+def _batch_ratios(rewards: np.ndarray, durations: np.ndarray, nb: int) -> np.ndarray:
+    """The ratios of ``nb`` batches of consecutive cycles, the remainder at the end left out."""
     size = rewards.size // nb
     rb = rewards[: nb * size].reshape(nb, size).sum(axis=1)
-    db = durations[: nb * size].reshape(nb, size).sum(axis=1)
-    half = half_width(rb / db, confidence)
-    return point, (point - half, point + half)
+    return rb / durations[: nb * size].reshape(nb, size).sum(axis=1)
 
 
 def ratio_interval_of_runs(
@@ -269,11 +273,7 @@ def ratio_interval_of_runs(
     for i in np.argsort(-(share - np.floor(share)), kind="stable")[: max(nb - int(each.sum()), 0)]:
         each[i] += 1  # the largest remainders
     each = np.minimum(each, sizes)
-    ratios = []
-    for r, d, k in zip(rewards, durations, each):
-        size = r.size // k
-        ratios.append(r[: k * size].reshape(k, size).sum(axis=1) / d[: k * size].reshape(k, size).sum(axis=1))
-    ratios_all = np.concatenate(ratios)
+    ratios_all = np.concatenate([_batch_ratios(r, d, k) for r, d, k in zip(rewards, durations, each)])
     if ratios_all.size < 2:
         return point, (point, point)
     half = half_width(ratios_all, confidence)
