@@ -447,18 +447,15 @@ def symbolic_search(expr: Any, sym: Any, hint: str = "") -> Optimum:
             maxima.append((r, curv))
         elif curv.is_nonnegative is not True:
             unsure.append((r, curv))
-    if len(maxima) == 1 and not unsure and len(roots) > 1:
-        # a proved minimum beside the maximum: X rises again past it (or falls before it) toward an end
-        r, curv = maxima[0]
-        minima = ", ".join(f"{sym} = {sympy.sstr(m)}" for m in roots if m is not r)
-        why = (
-            f"{sym} = {sympy.sstr(r)} is a local maximum (d2X/d{sym}2 = {sympy.sstr(curv)} < 0 there) but "
-            f"not the only stationary point ({minima}, where d2X/d{sym}2 >= 0, too): X may be larger toward "
-            f"an end of {sym} > 0"
-        )
-        raise NotRepresentable(why + hint)
     if len(maxima) == 1 and not unsure:
         r, curv = maxima[0]
+        if len(roots) > 1:  # a proved minimum beside it: X rises again past it (or falls before it)
+            minima = ", ".join(f"{sym} = {sympy.sstr(m)}" for m in roots if m is not r)
+            raise NotRepresentable(
+                f"{sym} = {sympy.sstr(r)} is a local maximum (d2X/d{sym}2 = {sympy.sstr(curv)} < 0 there) "
+                f"but not the only stationary point ({minima}, where d2X/d{sym}2 >= 0, too): X may be "
+                f"larger toward an end of {sym} > 0" + hint
+            )
         pole = _pole(expr, sym)
         if pole is not None and pole != "unknown":
             raise NotRepresentable(
