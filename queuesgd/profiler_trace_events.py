@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -121,13 +120,8 @@ def load_events(path: str, max_bytes: int) -> list[dict[str, Any]]:
 def _microseconds(field: str, value: Any, *, duration: bool) -> float:
     """``value`` as a float if it is a finite number (>= 0 for a duration), else an error naming ``field``."""
     accepted = "a finite number of microseconds" + (" >= 0" if duration else "")
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidParameterError(field, value, accepted)
-    try:
-        f = float(value)
-    except OverflowError:  # an integer beyond the float range
-        raise InvalidParameterError(field, value, accepted) from None
-    if not math.isfinite(f) or (duration and f < 0):
+    f = _checks.real(field, value, accepted=accepted)  # no bool, NaN, inf or integer past the float range
+    if duration and f < 0:
         raise InvalidParameterError(field, value, accepted)
     return f
 
