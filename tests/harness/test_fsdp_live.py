@@ -205,7 +205,7 @@ def test_fsdp_of_known_work_on_a_shaped_link_is_predicted_within_a_derived_band(
       average of 2-4.5, 2 more with a busy loop holding a core, load 4-5; each passed at its first
       attempt), and 0.971 to 1.051 in 6 runs of the same protocol with a 502 kB unit before. The link,
       not the CPU, sets most of the step, so a busy laptop passes; the band leaves 0.07 or more beyond
-      what was seen, and a starved machine's attempt is retried (tests/harness/conftest.py).
+      what was seen, and a starved machine's attempt is retried (tests/conftest.py).
 
     A model error the band catches in the same run: a model that forgets one all-gather of unit 0 (the
     one before its backward, which reshard_after_forward=True makes FSDP2 issue: (n - 1) alpha +

@@ -290,7 +290,7 @@ def test_pipeline_of_known_work_is_predicted_within_a_derived_band(monkeypatch, 
       attempt), 0.932 to 1.026 in 11 runs of the same protocol before. P moves with the machine too:
       the ping-pong's alpha came out anywhere from 0.06 to 4.1 ms (P from 156 to 181 ms). The band
       leaves about 0.1 on either side of what was seen, so a busy laptop passes; a starved machine's
-      attempt is retried (tests/harness/conftest.py).
+      attempt is retried (tests/conftest.py).
 
     Model errors the band catches in the same run: a model without the bubble (M (f + b) on the
     profiled stage times, 4/5 of the step) leaves W over it at 1.27 to 1.36 (1.23 at the lowest

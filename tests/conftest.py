@@ -1,4 +1,4 @@
-"""Live timing tests (``@pytest.mark.timing``): checked on a calm machine, retried when others starved it.
+"""Timing tests (``@pytest.mark.timing``, all of tests/): run on a calm machine, retried when starved.
 
 A ``timing`` test compares wall-clock times of live processes with a model; other work on the machine
 delays those processes and the times with them. So a ``timing`` test that fails is judged by the CPU
