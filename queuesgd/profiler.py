@@ -109,8 +109,8 @@ def profile(
         (a class, or a function marked :func:`queuesgd.model_factory`),
         ``"queuesgd:KIND"`` or ``"torchvision:NAME"`` (see :func:`resolve_model`).
         A name is checked before anything is called.
-        A ``torch.compile``\\d model is profiled without per-module forward
-        times (its modules run inside compiled graphs). A model passed in is
+        A model compiled with ``torch.compile`` is profiled without per-module
+        forward times (its modules run inside compiled graphs). A model passed in is
         trained in place: moved to ``device``, its weights changed by the
         ``warmup + repetitions + 1`` optimizer steps, its ``.grad`` cleared
         (pass ``copy.deepcopy(model)`` to keep them); its modules' train/eval
