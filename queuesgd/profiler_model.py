@@ -20,14 +20,12 @@ import builtins
 import functools
 import importlib
 import inspect
-import json
 import keyword
-import math
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from queuesgd import _checks
+from queuesgd import _checks, json_text
 from queuesgd.errors import InvalidParameterError, QueuesgdError
 from queuesgd.harness import require_torch
 from queuesgd.profiler_factory import factory_kind
@@ -167,14 +165,12 @@ def check_model_args(field: str, value: Any) -> dict[str, Any]:
             raise InvalidParameterError(
                 field, shown, f"{accepted}, of at most {MAX_MODEL_ARGS_CHARS} characters"
             )
-        try:
-            value = json.loads(value, parse_constant=_no_constant)
-        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; so is a 5000-digit int
+        try:  # NaN, Infinity, 1e400 and a 5000-digit integer are JSONDecodeErrors at their place
+            value = json_text.loads(value, finite=True)
+        except (ValueError, RecursionError) as exc:
             raise InvalidParameterError(field, shown, f"{accepted} ({type(exc).__name__}: {exc})") from None
         if not isinstance(value, dict):
             raise InvalidParameterError(field, shown, accepted)
-        if not all(_finite(v) for v in value.values()):
-            raise InvalidParameterError(field, shown, f"{accepted} (finite numbers)")
     if not isinstance(value, Mapping):
         raise InvalidParameterError(field, value, f"{accepted}, or a dict of them")
     bad = [k for k in value if not isinstance(k, str) or not k.isidentifier() or keyword.iskeyword(k)]
@@ -183,20 +179,6 @@ def check_model_args(field: str, value: Any) -> dict[str, Any]:
             f"{field} name", bad[0], "a Python identifier (a keyword argument's name)"
         )
     return dict(value)
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a finite number")
-
-
-def _finite(v: Any) -> bool:
-    if isinstance(v, float):
-        return math.isfinite(v)
-    if isinstance(v, list):
-        return all(_finite(x) for x in v)
-    if isinstance(v, dict):
-        return all(_finite(x) for x in v.values())
-    return True
 
 
 def _bind(label: str, func: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:

@@ -148,13 +148,17 @@ def test_model_args_build_the_model_they_name(tmp_path, capsys):
     [
         ("[64]", "JSON object"),
         ("{width: 64}", "JSONDecodeError"),
-        ('{"width": NaN}', "NaN is not a finite number"),
-        ('{"width": 1e999}', "finite numbers"),
+        ('{"width": NaN}', "NaN is no finite number (JSON has none): line 1 column 11"),
+        ('{"width": 1e999}', "1e999 is no finite number (JSON has none): line 1 column 11"),
+        (  # nested, on the second line: named at its place (the model_args guard said neither)
+            '{"width": 4,\n "depth": [2, -Infinity]}',
+            "-Infinity is no finite number (JSON has none): line 2 column 15",
+        ),
         ('{"1x": 2}', "identifier"),
         ('{"class": 2}', "identifier"),
         ("[" * 100_000, "at most 10000 characters"),
         ("[" * 5_000 + "]" * 5_000, "RecursionError"),
-        ('{"width": ' + "9" * 5000 + "}", "ValueError"),
+        ('{"width": ' + "9" * 5000 + "}", "an integer of 5,000 digits (at most 4,300 are read): line 1"),
     ],
 )
 def test_bad_model_args_are_refused_before_the_factory_runs(tmp_path, capsys, text, says):
@@ -168,6 +172,14 @@ def test_bad_model_args_are_refused_before_the_factory_runs(tmp_path, capsys, te
     )
     assert says in line
     assert profiler_models.CALLS == []
+
+
+def test_finite_model_args_text_is_read_as_json_reads_it():
+    """The text's numbers as JSON gives them (2.5e3 is 2500.0, 10**30 exact); "NaN" as a string is text."""
+    text = '{"width": 2.5e3, "sizes": [1, -0.5], "label": "NaN", "big": ' + "1" + "0" * 30 + "}"
+    got = profiler_step.check_model_args("--model-args", text)
+    assert got == {"width": 2500.0, "sizes": [1, -0.5], "label": "NaN", "big": 10**30}
+    assert type(got["big"]) is int
 
 
 def test_model_args_the_factory_does_not_take_are_refused_uncalled(tmp_path, capsys):
