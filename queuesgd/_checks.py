@@ -177,22 +177,22 @@ def reals(
 MAX_COUNT = 1_000_000
 
 
-def integer(field: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
-    """Return ``value`` as an int if it is an integer >= ``minimum`` (and <= ``maximum`` if given).
+def integer(field: str, value: Any, *, minimum: int | None = 1, maximum: int | None = None) -> int:
+    """Return ``value`` as an int if it is an integer >= ``minimum`` (None: any) and <= ``maximum`` if given.
 
-    Floats with an integral value (``4.0``) are accepted; booleans are not,
-    and neither is ``2.7`` (refused, not truncated) nor a string.
+    A float of integral value (``4.0``) is read as 4; a bool, ``2.7`` (not truncated) and a string are not.
 
     Examples
     --------
-    >>> integer("period", 4.0), integer("staleness", 0, minimum=0)
-    (4, 0)
+    >>> integer("period", 4.0), integer("staleness", 0, minimum=0), integer("shift", -3, minimum=None)
+    (4, 0, -3)
     >>> integer("period", 10**30, maximum=MAX_COUNT)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: period: got ...; accepted: an integer >= 1, at most 1,000,000
     """
-    accepted = f"an integer >= {minimum}" + ("" if maximum is None else f", at most {maximum:,}")
+    at_least = "" if minimum is None else f" >= {minimum}"
+    accepted = f"an integer{at_least}" + ("" if maximum is None else f", at most {maximum:,}")
     if isinstance(value, bool):
         raise InvalidParameterError(field, value, accepted)
     if isinstance(value, numbers.Integral):
@@ -201,7 +201,7 @@ def integer(field: str, value: Any, *, minimum: int = 1, maximum: int | None = N
         out = int(value)
     else:
         raise InvalidParameterError(field, value, accepted)
-    if out < minimum or (maximum is not None and out > maximum):
+    if (minimum is not None and out < minimum) or (maximum is not None and out > maximum):
         raise InvalidParameterError(field, value, accepted)
     return out
 

@@ -9,9 +9,9 @@ and the keyword arguments bound to its signature; only then is a model built.
 
 Examples
 --------
->>> factory, label = model_factory_of("queuesgd:mlp", {"inputs": 8, "hidden": 4})
->>> build_model(factory, {"inputs": 8, "hidden": 4}, label)[0].in_features
-8
+>>> factory, label, kwargs = model_factory_of("queuesgd:mlp", {"inputs": 8, "hidden": 4.0})
+>>> kwargs, build_model(factory, kwargs, label)[0].out_features   # hidden: int, so 4.0 is read as 4
+({'inputs': 8, 'hidden': 4}, 4)
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import importlib
 import inspect
 import keyword
 import types
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -35,7 +36,9 @@ __all__ = [
     "MAX_MODEL_ARGS_CHARS",
     "MODEL_ACCEPTED",
     "build_model",
+    "check_declared_args",
     "check_model_args",
+    "check_named_model_args",
     "import_callable",
     "inputs_factory_of",
     "model_factory_of",
@@ -58,7 +61,8 @@ def resolve_model(model: Any, model_args: Any = None) -> Any:
     ``"queuesgd:KIND"`` (a harness model, the function of that name in
     :mod:`queuesgd.harness.models`: ``mlp``, ``cnn``, ``resnet18s``, ``encoder``,
     with its own arguments). A class or factory is called
-    with ``model_args`` as keyword arguments (see :func:`check_model_args`).
+    with ``model_args`` as keyword arguments (see :func:`check_model_args`), each checked
+    against the type its parameter declares (:func:`check_declared_args`).
 
     Examples
     --------
@@ -70,8 +74,7 @@ def resolve_model(model: Any, model_args: Any = None) -> Any:
     ...
     queuesgd.errors.InvalidParameterError: model: got 'os:getcwd'; accepted: an nn.Module subclass, ...
     """
-    kwargs = check_model_args("model_args", model_args)
-    factory, label = model_factory_of(model, kwargs)
+    factory, label, kwargs = model_factory_of(model, check_model_args("model_args", model_args))
     return model if factory is None else build_model(factory, kwargs, label)
 
 
@@ -81,11 +84,15 @@ MODEL_ACCEPTED = (
 )
 
 
-def model_factory_of(model: Any, kwargs: Mapping[str, Any]) -> tuple[Callable[..., Any] | None, str]:
-    """``(factory, label)`` that builds ``model`` with ``kwargs``, or ``(None, label)`` for a built module.
+def model_factory_of(
+    model: Any, kwargs: Mapping[str, Any]
+) -> tuple[Callable[..., Any] | None, str, dict[str, Any]]:
+    """``(factory, label, kwargs)``: ``factory(**kwargs)`` builds ``model`` (``(None, label, {})``: built).
 
     Nothing is called: a name is imported and its type checked, and ``kwargs``
-    are bound to the factory's signature.
+    are bound to the factory's signature and checked against the types its
+    parameters declare (:func:`check_declared_args`: the kwargs returned are
+    the values as those checks read them, ``4.0`` for an ``int`` being 4).
     """
     nn = require_torch().nn
     if isinstance(model, nn.Module):
@@ -93,33 +100,30 @@ def model_factory_of(model: Any, kwargs: Mapping[str, Any]) -> tuple[Callable[..
             raise InvalidParameterError(
                 "model_args", dict(kwargs), "none for a model already built (they are for a class or factory)"
             )
-        return None, type(model).__name__
+        return None, type(model).__name__, {}
     if isinstance(model, str):
         mod_name, sep, attr = model.partition(":")
         if not sep or not mod_name or not attr:
             raise InvalidParameterError("model", model, MODEL_ACCEPTED)
         if mod_name == "torchvision":
-            return functools.partial(_torchvision, model, attr), model
+            return functools.partial(_torchvision, model, attr), model, dict(kwargs)
         if mod_name == "queuesgd":
             from queuesgd.harness import models
 
             _checks.choice("model", attr, models.MODELS)
             factory: Callable[..., Any] = getattr(models, attr)  # what build(KIND) builds, its own arguments
-            _bind(model, factory, (), kwargs)
-            return factory, model
+            return factory, model, _bind(model, factory, kwargs)
         found = import_callable("model", model, MODEL_ACCEPTED)
         if not _is_model_factory(nn, found):
             raise InvalidParameterError(
                 "model", model, f"{MODEL_ACCEPTED} (it is {_what(found)}: not called)"
             )
-        _bind(model, found, (), kwargs)
-        return found, model
+        return found, model, _bind(model, found, kwargs)
     if isinstance(model, type) or callable(model):  # a class or factory the caller passes in code
         label = getattr(model, "__qualname__", type(model).__name__)
         if isinstance(model, type) and not issubclass(model, nn.Module):
             raise InvalidParameterError("model", label, MODEL_ACCEPTED)
-        _bind(label, model, (), kwargs)
-        return model, label
+        return model, label, _bind(label, model, kwargs)
     raise InvalidParameterError("model", model, f"an nn.Module, or {MODEL_ACCEPTED}")
 
 
@@ -181,23 +185,151 @@ def check_model_args(field: str, value: Any) -> dict[str, Any]:
     return dict(value)
 
 
-def _bind(label: str, func: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-    """Refuse ``kwargs`` (or missing arguments) the signature of ``func`` does not take, before calling it."""
+def _bind(
+    label: str, func: Callable[..., Any], kwargs: Mapping[str, Any], field: str = "model_args"
+) -> dict[str, Any]:
+    """``kwargs`` checked before ``func`` is called: names (and missing arguments) against its
+    signature, values against the types it declares (:func:`check_declared_args`)."""
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError):  # no signature to read (some builtins): the call will say
-        return
+        return dict(kwargs)
     try:
-        sig.bind(*args, **kwargs)
+        sig.bind(**kwargs)
     except TypeError as exc:
         names = [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-        names = names[len(args) :] if len(args) <= len(names) else []
         takes = ", ".join(names) or "none"
         raise InvalidParameterError(
-            "model_args" if kwargs else "model",
+            field if kwargs else "model",
             f"{label} with {dict(kwargs)}" if kwargs else label,
             f"the keyword arguments it takes ({takes}; {exc})",
         ) from None
+    return check_declared_args(label, func, kwargs, field)
+
+
+def _string(field: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidParameterError(field, value, "a string")
+    return value
+
+
+#: The parameter types whose ``model_args`` values are checked before a factory is called, and their checks.
+_DECLARED: dict[str, Callable[[str, Any], Any]] = {
+    "int": functools.partial(_checks.integer, minimum=None),
+    "bool": _checks.boolean,
+    "float": _checks.real,
+    "str": _string,
+}
+_TYPE_NAMES = {int: "int", bool: "bool", float: "float", str: "str", type(None): "None"}
+
+
+def _declared(annotation: Any) -> tuple[str, bool] | None:
+    """``(type, None allowed)`` of an annotation naming a type of :data:`_DECLARED` (or ``T | None``).
+
+    With ``from __future__ import annotations`` an annotation is its text (``"int | None"``), read
+    as words, not evaluated.
+    """
+    if isinstance(annotation, str):
+        parts = {p.strip() for p in annotation.split("|")}
+    else:
+        union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        args = typing.get_args(annotation) if union else (annotation,)
+        parts = {_TYPE_NAMES.get(a, "?") if isinstance(a, type) else "?" for a in args}
+    kinds = parts - {"None"}
+    if len(kinds) != 1 or not kinds <= _DECLARED.keys():
+        return None
+    return kinds.pop(), "None" in parts
+
+
+def check_declared_args(
+    label: str, factory: Callable[..., Any], kwargs: Mapping[str, Any], field: str = "model_args"
+) -> dict[str, Any]:
+    """``kwargs`` checked against the types ``factory``'s parameters declare, read as the checks read them.
+
+    A parameter annotated ``int``, ``bool``, ``float`` or ``str`` (or one of
+    them ``| None``) takes what :func:`queuesgd._checks.integer` (any sign;
+    ``4.0`` is read as 4), :func:`~queuesgd._checks.boolean` and
+    :func:`~queuesgd._checks.real` accept, or a string: ``2.5`` layers,
+    ``true`` or ``"4"`` for an ``int`` are refused as ``FIELD.NAME``, naming
+    the parameter's declaration. A parameter without one of these annotations,
+    and the ranges (``layers >= 1``), are the factory's own to check.
+
+    Examples
+    --------
+    >>> from queuesgd.harness.zoo import gpt
+    >>> check_declared_args("gpt", gpt, {"layers": 2.0, "checkpoint": "yes", "vocab": 64})
+    {'layers': 2, 'checkpoint': True, 'vocab': 64}
+    >>> check_declared_args("gpt", gpt, {"layers": 2.5})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: model_args.layers: got 2.5; accepted: an integer (gpt takes ...)
+    """
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # no signature to read: the call will say
+        return dict(kwargs)
+    out = dict(kwargs)
+    for name, value in kwargs.items():
+        param = params.get(name)
+        if param is None or param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            continue
+        declared = _declared(param.annotation)
+        if declared is None or (value is None and (declared[1] or param.default is None)):
+            continue
+        try:
+            out[name] = _DECLARED[declared[0]](f"{field}.{name}", value)
+        except InvalidParameterError as err:
+            ann = param.annotation
+            shown = ann if isinstance(ann, str) else inspect.formatannotation(ann)
+            raise InvalidParameterError(
+                err.field, err.got, f"{err.accepted} ({label} takes {name}: {shown})"
+            ) from None
+    return out
+
+
+def check_named_model_args(
+    model: Any, kwargs: Mapping[str, Any], field: str = "model_args"
+) -> dict[str, Any]:
+    """``kwargs`` checked against the parameters of a model the project names, importing no one else's code.
+
+    For ``"queuesgd:KIND"`` and ``"queuesgd.MODULE:FACTORY"`` (a marked
+    factory, e.g. ``queuesgd.harness.zoo:vit``) the names are bound to the
+    factory's signature and the values checked by :func:`check_declared_args`
+    here, so that a campaign spec's mistake is refused as the spec is read;
+    any other name is returned unchanged (its module is imported, and its
+    arguments checked the same way, when the model is built: :func:`model_factory_of`).
+
+    Examples
+    --------
+    >>> check_named_model_args("queuesgd.harness.zoo:vit", {"layers": 6.0, "heads": 4})
+    {'layers': 6, 'heads': 4}
+    >>> check_named_model_args("mypkg.models:Net", {"layers": 2.5})   # not imported here
+    {'layers': 2.5}
+    >>> check_named_model_args("queuesgd:mlp", {"hidden": "64"}, "RealModel.model_args")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: RealModel.model_args.hidden: got '64'; accepted: an integer (...)
+    """
+    factory = _project_factory(model)
+    return dict(kwargs) if factory is None else _bind(model, factory, kwargs, field)
+
+
+def _project_factory(model: Any) -> Callable[..., Any] | None:
+    """The factory ``model`` names if it is the project's (``queuesgd:KIND``, a marked ``queuesgd.*``)."""
+    if not isinstance(model, str):
+        return None
+    mod_name, _, attr = model.partition(":")
+    if mod_name == "queuesgd":
+        from queuesgd.harness import models
+
+        return getattr(models, attr) if attr in models.MODELS else None
+    if not mod_name.startswith("queuesgd."):
+        return None
+    try:
+        found = import_callable("model", model, MODEL_ACCEPTED)
+    except InvalidParameterError:  # refused, naming the model, where it is built
+        return None
+    return found if factory_kind(found) == "model" else None
 
 
 def _is_model_factory(nn: Any, obj: Any) -> bool:

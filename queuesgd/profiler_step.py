@@ -225,7 +225,7 @@ def training_step(
         )
     elif isinstance(inputs, str):
         inputs = inputs_factory_of(torch, inputs)
-    factory, label = model_factory_of(model, kwargs)
+    factory, label, kwargs = model_factory_of(model, kwargs)
     if factory is not None:
         check_model_memory(torch, factory, kwargs, label, free, dev)
     torch.manual_seed(seed)

@@ -14,6 +14,7 @@ import os
 import re
 import threading
 import time
+import typing
 from pathlib import Path
 
 import pytest
@@ -200,21 +201,78 @@ def test_model_args_the_factory_does_not_take_are_refused_uncalled(tmp_path, cap
 
 
 def test_a_value_the_factory_rejects_is_one_error_naming_model_args(tmp_path, capsys):
-    args = '{"in_features": "wide", "out_features": 2}'
+    # of the type the parameter declares (in_features: int), refused by the factory itself
+    args = '{"in_features": -1, "out_features": 2}'
     line = _refused(
         capsys, "model_args", "torch.nn:Linear", "--model-args", args, *_mlp_args(tmp_path / "w.json")
     )
-    assert "it raised TypeError" in line
-    # the project's own models check their arguments themselves
+    assert "it raised RuntimeError" in line
+    # the project's own models check their ranges themselves
     line = _refused(
         capsys,
         "hidden",
         "queuesgd:mlp",
         "--model-args",
-        '{"hidden": "wide"}',
+        '{"hidden": 0}',
         *_mlp_args(tmp_path / "w.json"),
     )
     assert "an integer >= 1" in line
+
+
+@pytest.mark.parametrize(
+    "model, args, field, accepted",
+    [
+        ("torch.nn:Linear", '{"in_features": "wide", "out_features": 2}', "in_features", "an integer"),
+        # Linear(8, True) built a one-output layer, silently
+        ("profiler_models:annotated", '{"width": true}', "width", "an integer"),
+        ("queuesgd:mlp", '{"hidden": 2.5}', "hidden", "an integer"),
+        ("queuesgd.harness.zoo:gpt", '{"layers": "4"}', "layers", "an integer"),
+        ("queuesgd.harness.zoo:gpt", '{"checkpoint": "maybe"}', "checkpoint", "true or false"),
+    ],
+)
+def test_a_value_not_of_the_declared_type_is_refused_before_the_factory_runs(
+    tmp_path, capsys, model, args, field, accepted
+):
+    """A parameter annotated int (bool, float, str) takes only that: the field, the value, the declaration."""
+    out = _mlp_args(tmp_path / "w.json")
+    line = _refused(capsys, f"model_args.{field}", model, "--model-args", args, *out)
+    declared = "bool" if field == "checkpoint" else "int"
+    also = " (also yes/no, on/off, 1/0)" if declared == "bool" else ""
+    assert line.endswith(f"accepted: {accepted}{also} ({model} takes {field}: {declared})")
+    assert profiler_models.CALLS == []
+
+
+def test_values_of_the_declared_type_reach_the_factory_as_the_checks_read_them():
+    """4.0 for an int is 4, "off" for a bool False (what the factory declares); others are as given."""
+    from queuesgd.profiler_model import check_declared_args, check_named_model_args
+
+    net = resolve_model("profiler_models:annotated", {"width": 3.0})
+    assert net.out_features == 3 and type(net.out_features) is int
+    zoo = "queuesgd.harness.zoo:gpt"
+    sizes = {"layers": 1.0, "checkpoint": "off"}
+    assert check_named_model_args(zoo, sizes) == {"layers": 1, "checkpoint": False}
+    lm = resolve_model(zoo, {"vocab": 16, "seq": 4, "width": 8, "heads": 2, **sizes})
+    assert len(lm.blocks.layers) == 1
+
+    def make(a: int, b: float | None = None, c: bool = False, d: str = "x", e=1, f: list | None = None):
+        return a, b, c, d, e, f
+
+    given = {"a": 4.0, "b": None, "c": "off", "d": "y", "e": "any", "f": 3}
+    read = {"a": 4, "b": None, "c": False, "d": "y", "e": "any", "f": 3}
+    assert check_declared_args("make", make, given) == read
+    # types, as without the __future__ import, in both spellings
+    written = dict(make.__annotations__)
+    for optional in (float | None, typing.Optional[float]):  # noqa: UP045
+        make.__annotations__ = {"a": int, "b": optional}
+        assert check_declared_args("make", make, {"a": 2.0, "b": 1}) == {"a": 2, "b": 1.0}
+        with pytest.raises(InvalidParameterError, match=r"^model_args\.b: got True; accepted: a finite real"):
+            check_declared_args("make", make, {"b": True})
+    make.__annotations__ = written
+    why = r"^model_args\.b: got '1\.5'; accepted: a finite real number \(make takes b: float \| None\)$"
+    with pytest.raises(InvalidParameterError, match=why):
+        check_declared_args("make", make, {"b": "1.5"})
+    with pytest.raises(InvalidParameterError, match=r"^model_args\.d: got 5; accepted: a string \(make"):
+        check_declared_args("make", make, {"d": 5})
 
 
 def test_docs_resnet18s_command_builds_the_model_the_docs_count():

@@ -335,7 +335,10 @@ class RealModel:
     input_shape : sequence of int, optional
         One sample's shape (a named model only, and required there).
     model_args : mapping, optional
-        Keyword arguments of a named model's class or factory.
+        Keyword arguments of a named model's class or factory; for one of the
+        project's (``queuesgd:KIND``, ``queuesgd.harness.zoo:vit``), checked here
+        against the types its parameters declare
+        (:func:`~queuesgd.profiler_model.check_named_model_args`).
     lr : float
         SGD learning rate of :meth:`apply`.
     delays, random_delay
@@ -376,10 +379,11 @@ class RealModel:
         set_ = object.__setattr__
         check_model(self.kind, "RealModel.kind")
         if is_named(self.kind):
-            from queuesgd.profiler_step import check_model_args
+            from queuesgd.profiler_model import check_model_args, check_named_model_args
 
             set_(self, "input_shape", input_shape_of(self.input_shape, "RealModel.input_shape"))
-            set_(self, "model_args", check_model_args("RealModel.model_args", self.model_args))
+            args = check_model_args("RealModel.model_args", self.model_args)
+            set_(self, "model_args", check_named_model_args(self.kind, args, "RealModel.model_args"))
         elif self.input_shape is not None or self.model_args is not None:
             raise InvalidParameterError(
                 "RealModel.input_shape" if self.input_shape is not None else "RealModel.model_args",

@@ -166,10 +166,90 @@ def test_the_command_refuses_a_bad_spec_with_one_line_and_status_2(tmp_path, cap
     path.write_text(json.dumps(_spec(passes=0)))
     assert main(["validate", "--apriori", str(path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["queuesgd: error: spec.passes: got 0; accepted: an integer from 1 to 100"]
+    assert err == [f"queuesgd: error: {path}: spec.passes: got 0; accepted: an integer from 1 to 100"]
     assert not (tmp_path / "out").exists()  # nothing ran, nothing written
     assert main(["validate", "--apriori", str(path), "--bandwidth", "1Gbit/s"]) == 2
     assert "--bandwidth" in capsys.readouterr().err
+
+
+_VIT = {
+    "model": "queuesgd.harness.zoo:vit", "batch_size": 4, "input_shape": [3, 8, 8], "classes": 3,
+    "model_args": {"image": 8, "patch": 4, "width": 8, "layers": 1, "heads": 2, "classes": 3},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "value", "accepted"),
+    [
+        ("queuesgd.harness.zoo:vit", "layers", 2.5, "an integer"),
+        ("queuesgd.harness.zoo:vit", "layers", True, "an integer"),  # not 1
+        ("queuesgd.harness.zoo:vit", "classes", "3", "an integer"),
+        ("queuesgd:encoder", "width", [8], "an integer"),
+    ],
+)
+def test_a_project_models_argument_of_another_type_is_refused_as_the_spec_is_read(
+    tmp_path, capsys, model, name, value, accepted
+):
+    """The parameters the project's models declare (``layers: int``) are read as the spec is: one line
+    naming the file, the field and what the model takes; before, only the build refused it, or nothing."""
+    args = {**_VIT["model_args"], name: value} if "vit" in model else {name: value}
+    entry = {**_VIT, "model": model, "model_args": args}
+    doc = _spec(models={"vit": entry}, lines=[{"scheme": "ddp", "models": ["vit"], "workers": [2]}])
+    with pytest.raises(InvalidParameterError) as err:
+        parse_spec(doc)
+    assert err.value.field == f"spec.models.vit.model_args.{name}"
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(doc))
+    assert main(["validate", "--apriori", str(path), "--out", str(tmp_path / "out")]) == 2
+    got = json.dumps(value) if not isinstance(value, str) else repr(value)
+    got = {"true": "True"}.get(got, got)
+    assert capsys.readouterr().err.splitlines() == [
+        f"queuesgd: error: {path}: spec.models.vit.model_args.{name}: got {got}; "
+        f"accepted: {accepted} ({model} takes {name}: int)"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_name_a_project_model_does_not_take_is_refused_as_the_spec_is_read():
+    entry = {**_VIT, "model_args": {**_VIT["model_args"], "depth": 2}}
+    with pytest.raises(InvalidParameterError) as err:
+        parse_spec(_spec(models={"vit": entry}, lines=[{"scheme": "ddp", "models": ["vit"], "workers": [2]}]))
+    assert err.value.field == "spec.models.vit.model_args"
+    takes = "the keyword arguments it takes (image, patch, width, layers, heads, classes;"
+    assert err.value.accepted.startswith(takes) and "'depth'" in err.value.accepted
+
+
+def test_a_project_models_arguments_of_their_declared_types_load_as_the_model_reads_them(tmp_path):
+    """The preregistered held-out spec loads unchanged; ``6.0`` layers is read as 6, as vit reads it."""
+    held = load_spec(ROOT / "validation" / "specs" / "apriori-heldout2.json")
+    assert dict(held.models["vit"].options["model_args"]) == {
+        "image": 32, "patch": 4, "width": 256, "layers": 6, "heads": 4, "classes": 10,
+    }  # fmt: skip
+    entry = {**_VIT, "model_args": {**_VIT["model_args"], "layers": 1.0}}
+    doc = _spec(models={"vit": entry}, lines=[{"scheme": "ddp", "models": ["vit"], "workers": [2]}])
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(doc))
+    from queuesgd.harness.live import RealModel
+
+    spec = load_spec(path)
+    real = RealModel(spec.models["vit"].model, batch_size=4, **spec.models["vit"].options)
+    assert real.model_args["layers"] == 1 and type(real.model_args["layers"]) is int
+
+
+def test_a_users_model_argument_of_another_type_is_refused_before_anything_runs(monkeypatch):
+    """A user's model is not imported as the spec is read; its declared types are checked where the
+    campaign first builds it: ``TinyNet(hidden=True)`` built a one-unit hidden layer, silently."""
+    pytest.importorskip("torch")
+    monkeypatch.syspath_prepend(str(HERE))  # apriori_user_model, importable as a user's module is
+    entry = {**SPEC["models"]["tiny"], "model_args": {"inputs": 16, "hidden": True, "classes": 4}}
+    campaign = Campaign(_spec(models={"tiny": entry}))  # read: the module is not imported here
+    with pytest.raises(InvalidParameterError) as err:
+        campaign.check_models()
+    assert str(err.value) == (
+        "spec.models.tiny.model_args.hidden: got True; accepted: an integer "
+        "(apriori_user_model:TinyNet takes hidden: int)"
+    )
+    Campaign(_spec(models={"tiny": {**entry, "model_args": {"hidden": 8.0}}})).check_models()
 
 
 def test_a_folder_holding_a_campaigns_files_is_refused_before_anything_runs(tmp_path):

@@ -241,7 +241,8 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
     Raises
     ------
     InvalidParameterError
-        Naming the file or the first bad field (``spec.lines[1].workers`` ...).
+        Naming the file, and the first bad field in it
+        (``mine.json: spec.models.net.model_args.layers`` ...).
     """
     raw = _checks.read_bytes("spec", path, max_bytes=MAX_SPEC_BYTES)
     where = os.fspath(path)
@@ -263,7 +264,10 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
         ) from None
     except RecursionError:
         raise InvalidParameterError("spec", where, "a JSON object (it is nested too deeply)") from None
-    return parse_spec(doc)
+    try:
+        return parse_spec(doc)
+    except InvalidParameterError as err:  # a field's error, naming the file it is in
+        raise InvalidParameterError(f"{where}: {err.field}", err.got, err.accepted) from None
 
 
 def parse_spec(document: Any) -> CampaignSpec:
@@ -271,7 +275,8 @@ def parse_spec(document: Any) -> CampaignSpec:
 
     Everything that can be checked before a process starts is: field names
     (an unknown one is refused, not ignored), numbers, rates, models' names
-    and options (nothing is imported or built), schemes and their parameters
+    and options (a project model's ``model_args`` against the types its
+    parameters declare; no user code is imported, nothing is built), schemes and their parameters
     at every worker count (the live table's checks), the straggler recipes.
     """
     if not isinstance(document, Mapping):
@@ -420,7 +425,7 @@ def _models(value: Any) -> dict[str, ModelSpec]:
                     f"{where}.model_options", options, "an object of the model's sizes"
                 )
             options = dict(options)
-        try:  # the sizes' and a named model's fields' own checks; nothing is imported or built
+        try:  # the sizes' and a named model's fields' own checks; no user code imported, nothing built
             RealModel(model, batch_size=batch, **options)
         except TypeError as err:
             raise InvalidParameterError(
