@@ -60,6 +60,7 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.command_line import Parser, device_arguments, run_command
 from queuesgd.errors import InvalidParameterError
+from queuesgd.gemm_layer import layer_products
 from queuesgd.harness import check_device, require_torch
 
 __all__ = ["DTYPES", "MAX_DIMENSION", "build_parser", "main", "probe_gemm", "write_gemm_table"]
@@ -218,11 +219,6 @@ def _soak(
     return calls, time.monotonic() - began, trace
 
 
-def _shapes(h: int, t: int) -> dict[str, tuple[int, int]]:
-    """``(K, N)`` of each product of a layer of hidden size ``h`` on one of ``t`` ranks."""
-    return {"qkv": (h, 3 * h // t), "proj": (h // t, h), "fc1": (h, 4 * h // t), "fc2": (4 * h // t, h)}
-
-
 def probe_gemm(
     *,
     hidden: Sequence[int] = (1024, 2048, 4096, 8192, 12288),
@@ -324,7 +320,7 @@ def probe_gemm(
         for h in hs:
             for m in ms:
                 for t in ts:
-                    for name, (k, n) in _shapes(h, t).items():
+                    for name, (k, n) in layer_products(h, t).items():
                         if time.monotonic() - began + win > limit:
                             truncated = True
                             break
@@ -413,7 +409,7 @@ def _heat_soak(
     """
     fits = [
         (2 * m * k * n, name, h, t, m, k, n)
-        for h in hs for m in ms for t in ts for name, (k, n) in _shapes(h, t).items()
+        for h in hs for m in ms for t in ts for name, (k, n) in layer_products(h, t).items()
         if max(m * k, k * n, m * n) <= most
     ]  # fmt: skip
     record: dict[str, Any] = {

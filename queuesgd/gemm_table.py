@@ -50,10 +50,14 @@ element-wise curve on the H100, by size.)
 
 The JSON format is the one ``shared/data/gpu/measure_gemm.py`` and
 :func:`queuesgd.gemm_probe.probe_gemm` write: ``{"device", "torch", "date",
-"dtype", "how", "gemm": [{"op", "M", "K", "N", "seconds", "tflops", ...}],
+"dtype", "how", "gemm": [{"op", "h", "tp", "M", "K", "N", "seconds", "tflops", ...}],
 "elementwise": [{"op", "numel", "seconds", "GBps"}]}``, optionally
-``"peak_tflops"``. The provenance fields are kept (:attr:`GemmTable.provenance`). A key no probe
-writes (:data:`JSON_KEYS`) is refused; a row's rate (``tflops``, ``GBps``) wins over its seconds.
+``"peak_tflops"``. A GEMM row is read by its shape; its labels ``op``, ``h``
+(hidden size) and ``tp`` (tensor-parallel degree) are optional, and a
+layer product's (``qkv``, ``proj``, ``fc1``, ``fc2``) must be its shape's
+(:func:`queuesgd.gemm_layer.check_row_labels`). The provenance fields are
+kept (:attr:`GemmTable.provenance`). A key no probe writes (:data:`JSON_KEYS`)
+is refused; a row's rate (``tflops``, ``GBps``) wins over its seconds.
 
 Examples
 --------
@@ -78,6 +82,7 @@ import numpy as np
 
 from queuesgd import _checks, json_text
 from queuesgd.errors import InvalidParameterError
+from queuesgd.gemm_layer import check_row_labels
 
 __all__ = [
     "BUILTIN",
@@ -473,7 +478,9 @@ def gemm_table_from_json(
     """A :class:`GemmTable` from the parsed JSON of a measured table (see the module docstring).
 
     Each ``gemm`` row gives ``M``, ``N``, ``K`` and ``tflops`` or
-    ``seconds``, the rate then ``2 M N K / seconds``; the dimensions and
+    ``seconds``, the rate then ``2 M N K / seconds``, and may carry the
+    labels ``op``, ``h``, ``tp`` (a layer product's must be its shape's:
+    :func:`~queuesgd.gemm_layer.check_row_labels`); the dimensions and
     element counts below are integers from 1 to :data:`MAX_DIMENSION`
     (``M = 1.5`` is refused, ``8.0`` read as 8); each
     ``elementwise`` row ``op`` (:data:`MEMORY_KINDS`), ``numel`` and
@@ -519,6 +526,7 @@ def gemm_table_from_json(
         if not isinstance(r, Mapping) or not all(d in r for d in "MNK"):
             raise InvalidParameterError(name, r, "an object with M, N, K and tflops or seconds")
         m, n, k = (_dimension(f"{name}.{d}", r[d]) for d in "MNK")
+        check_row_labels(name, r, int(k), int(n))  # op, h, tp: the shape's, or refused
         rows.append((m, n, k, _rate(name, r, "tflops", 1e12, 2 * m * n * k)))
     dtype = data.get("dtype", "bfloat16")
     if not isinstance(dtype, str):

@@ -127,6 +127,30 @@ def test_bad_combinations_are_one_line(tmp_path):
         assert "ComputeModel(" not in err[0]  # the text given, not the object's repr
 
 
+def test_a_table_row_whose_labels_are_not_its_shape_is_one_line_naming_row_value_and_shape(tmp_path):
+    """Row 4 of the shipped table is qkv at h = 1024, tp = 2 (N = 3h/tp = 1536): tp 4 there is refused;
+    the table with the row's own tp predicts as the shipped one does (it is the shipped one)."""
+    from pathlib import Path
+
+    data = json.loads((Path(q.__file__).parent / "data" / "gemm" / "h100-bf16.json").read_text())
+    data["peak_tflops"] = 989.4
+    assert (data["gemm"][4]["op"], data["gemm"][4]["h"], data["gemm"][4]["K"], data["gemm"][4]["N"]) == (
+        "qkv", 1024, 1024, 1536,
+    )  # fmt: skip
+    bad, good = tmp_path / "bad.json", tmp_path / "good.json"
+    good.write_text(json.dumps(data))
+    data["gemm"][4]["tp"] = 4
+    bad.write_text(json.dumps(data))
+    status, _, err = cli("predict", *HYBRID, "--workers", "8", "--compute-model", str(bad))
+    assert status == 2 and len(err) == 1
+    assert err[0].startswith(f"queuesgd: error: --compute-model: got '{bad}'")
+    assert err[0].endswith(f"; {bad}.gemm[4].tp: got 4, expected 2, as qkv has K = h, N = 3h/tp "
+                           "(the row's K = 1024, N = 1536)")  # fmt: skip
+    status, out, _ = cli("predict", *HYBRID, "--workers", "8", "--compute-model", str(good), "--json")
+    shipped = ComputeModel(load_gemm_table("h100-bf16"), None)
+    assert status == 0 and json.loads(out)[0]["throughput"] == api(1, 8, shipped)
+
+
 def test_a_shapes_workload_is_its_own_or_a_catalog_workload_of_its_size():
     # without --workload the shape's own workload (micro-batch 1), said in the title
     status, out, _ = cli("predict", *HYBRID, "--tensor", "2", "--workers", "8", "--json")

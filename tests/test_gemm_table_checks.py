@@ -290,3 +290,64 @@ def test_every_key_the_probes_write_is_accepted_and_only_those(tmp_path):
     for r in written["flash"]:
         work = 4 * r["batch"] * r["heads"] * r["sequence"] ** 2 * r["head_dim"]
         assert r["tflops"] == pytest.approx(work / r["seconds"] / 1e12, rel=1e-12)
+
+
+# ---- 5. a GEMM row's labels: op, h, tp ------------------------------------------------------------------
+# A layer's products in Megatron's layout, written out here: column-parallel qkv (K = h, N = 3h/tp) and
+# fc1 (K = h, N = 4h/tp), row-parallel proj (K = h/tp, N = h) and fc2 (K = 4h/tp, N = h).
+def _labelled(op: str, h: int, tp: int, /, **labels) -> dict:
+    layout = {"qkv": (h, 3 * h // tp), "proj": (h // tp, h), "fc1": (h, 4 * h // tp), "fc2": (4 * h // tp, h)}
+    k, n = layout[op]
+    return {"op": op, "h": h, "tp": tp, "M": 512, "K": k, "N": n, "seconds": 1e-6, **labels}
+
+
+@pytest.mark.parametrize(
+    ("row", "field", "got", "accepted"),
+    [
+        (_labelled("qkv", 1024, 1, tp=2), "tp", "2",
+         "1, as qkv has K = h, N = 3h/tp (the row's K = 1024, N = 3072)"),
+        (_labelled("fc1", 2048, 4, tp=2), "tp", "2",
+         "4, as fc1 has K = h, N = 4h/tp (the row's K = 2048, N = 2048)"),
+        (_labelled("proj", 1024, 2, h=2048, tp=4), "h", "2048",
+         "1024, as proj has N = h, K = h/tp (the row's K = 512, N = 1024)"),
+        (_labelled("fc2", 4096, 8, h=1024), "h", "1024",
+         "4096, as fc2 has N = h, K = 4h/tp (the row's K = 2048, N = 4096)"),
+        ({"op": "qkv", "tp": 3, "M": 512, "K": 1024, "N": 1000, "seconds": 1e-6}, "tp", "3",  # 3072 / 1000
+         "none: qkv has K = h, N = 3h/tp (the row's K = 1024, N = 1000); no integer tp gives it"),
+        (_labelled("qkv", 1024, 2, tp=1.5), "tp", "1.5", "an integer >= 1"),
+        (_labelled("qkv", 1024, 2, tp=0), "tp", "0", "an integer >= 1"),
+        (_labelled("qkv", 1024, 2, h=True), "h", "True", "an integer >= 1"),
+        (_labelled("qkv", 1024, 2, h="1024"), "h", "'1024'", "an integer >= 1"),
+        (_labelled("qkv", 1024, 2, op=5), "op", "5", "the product's name, e.g. qkv, proj, fc1, fc2"),
+        ({**ROW, "op": "scores", "h": 1000, "tp": 3}, "tp", "3", "a divisor of the row's h (1000)"),
+    ],
+)  # fmt: skip
+def test_a_row_whose_labels_are_not_its_shape_is_refused_naming_row_and_column(
+    tmp_path, row, field, got, accepted
+):
+    """The probes write op, h and tp beside M, K, N; the reader used the shape alone and never read them,
+    so a row edited (or written) with the wrong labels was read as another product's, silently."""
+    data = json.loads(SHIPPED[0].read_text())
+    data["gemm"][7] = row
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidParameterError) as err:
+        load_gemm_table(path, peak_flops=989.4e12)
+    assert str(err.value) == f"source.gemm[7].{field}: got {got}; accepted: {accepted}"
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_the_shipped_rows_labels_are_their_shapes(path):
+    """Every shipped row's (K, N) is its op's at its h and tp, by the layout written out above."""
+    rows = json.loads(path.read_text())["gemm"]
+    assert len(rows) == 240 and all(r == _labelled(r["op"], r["h"], r["tp"], M=r["M"], seconds=r["seconds"],
+                                                  tflops=r["tflops"]) for r in rows)  # fmt: skip
+    load_gemm_table(path, peak_flops=989.4e12)  # and the reader takes them
+
+
+def test_rows_without_labels_or_of_another_op_are_read_by_their_shape():
+    """Labels are optional; another op's h and tp are labels only (sane, not tied to the shape)."""
+    rows = [ROW, {**ROW, "op": "scores", "h": 96, "tp": 8}, _labelled("fc2", 64, 4), _labelled("qkv", 64, 1)]
+    t = gemm_table_from_json({**BASE, "gemm": rows, "peak_tflops": 1e6})
+    # volumes log2(M K N): 8^3, (512)(64)(64) of fc2 at tp 4, (512)(64)(192) of qkv
+    assert t.volumes == pytest.approx((9.0, math.log2(512 * 64 * 64), math.log2(512 * 64 * 192)), rel=1e-15)

@@ -39,7 +39,7 @@ def compute_model_value(text: Any, memory_bandwidth: str | None = None) -> Any:
     """
     from queuesgd.busbw import bandwidth_value
     from queuesgd.compute_model import ComputeModel
-    from queuesgd.errors import QueuesgdError
+    from queuesgd.errors import QueuesgdError, short_repr
     from queuesgd.gemm_table import BUILTIN, load_gemm_table
 
     accepted = (
@@ -56,7 +56,8 @@ def compute_model_value(text: Any, memory_bandwidth: str | None = None) -> Any:
     try:
         table = load_gemm_table(name)
     except InvalidParameterError as err:  # the file: missing, not JSON, not a table, no peak
-        where = "" if err.field == "source" else f"{str(err.field).replace('source', name, 1)}: "
+        field = str(err.field).replace("source", name, 1)  # a row's: its value and what it should be
+        where = "" if err.field == "source" else f"{field}: got {short_repr(err.got)}, expected "
         raise InvalidParameterError("--compute-model", text, f"{accepted}; {where}{err.accepted}") from None
     except QueuesgdError as err:
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
