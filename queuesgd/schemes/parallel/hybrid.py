@@ -43,9 +43,10 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    each with its GEMM in ``t`` chunks (Transformer Engine; :mod:`~.hybrid_overlap`).
 4. **Pipeline.** Per micro-batch each GPU sends its activation and receives
    a gradient ``v`` times (once per model chunk), blocking, ``A / t`` bytes
-   each (Megatron's scatter/gather, Section 4.1), to the next stage ``t d``
-   ranks on: over NVLink if that rank is in the node, else over the GPU's
-   share of the rails; without sequence parallelism the ``t`` ranks that
+   each (Megatron's scatter/gather, Section 4.1), to and from the neighbour
+   stages ``t c d`` ranks away: each boundary over NVLink if both ends are in one node, else over
+   the GPU's share of the rails (:mod:`~.hybrid_sends`: a node may hold several stages, and
+   stages with a boundary between nodes are slower); without sequence parallelism the ``t`` ranks that
    receive a message then all-gather the whole ``A`` inside the node (with
    it each rank keeps its sequence shard). With ``tau`` one micro-batch's
    time on a stage (compute, tensor-parallel collectives, sends) and the
@@ -124,6 +125,7 @@ from queuesgd.schemes.parallel.hybrid_memory import busiest_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
 from queuesgd.schemes.parallel.hybrid_overlap import check_tp_overlap, scheme_exposed_per_layer
 from queuesgd.schemes.parallel.hybrid_reason import at_mean, caveats, closed_form_reason
+from queuesgd.schemes.parallel.hybrid_sends import message_times, slowest_replica, stage_sends
 from queuesgd.schemes.parallel.hybrid_stages import StepTimes, stage_chunks, stage_layer_counts, stage_shares
 from queuesgd.schemes.parallel.hybrid_zero import check_zero_overlap, exposed_per_step
 from queuesgd.schemes.parallel.megatron import (
@@ -433,15 +435,12 @@ class HybridParallel(Scheme):
                 top_k=self.top_k,
             )
             ep = self.layer_count / p * (6 if full else 4) * coll("alltoall", size, e, k_ep, "ep")
-        p2p = 0.0
-        if p > 1:
-            inside = t * c * d < gpn
-            bw = cluster.intra_bandwidth if inside else cluster.network_bandwidth / gpn
-            lat = cluster.intra_latency if inside else cluster.latency
+        p2p, sends = 0.0, ()
+        if p > 1:  # each boundary over NVLink or the rails, where its ranks are (hybrid_sends)
             # scatter/gather (Megatron 4.1): each rank sends A/t; without SP the receiving stage's t
             # ranks all-gather the whole A over NVLink (with SP each rank keeps its sequence shard)
             regather = 0.0 if self.sequence_parallel or t == 1 else coll("allgather", Ac, t, k_tp, "p2p_ag")
-            p2p = 2 * v * (lat + Ac / t / bw + regather)
+            p2p, sends = stage_sends(t, c, d, p, v, gpn, *message_times(cluster, Ac / t, regather))
         dc = d * c  # parameters are replicated over the context-parallel ranks too
         k_dp = math.gcd(dc, gpn // t) if t < gpn else 1
         X = expert_bytes(self, workload)
@@ -483,7 +482,7 @@ class HybridParallel(Scheme):
             post = self.zero_overlap == "post"
             dp = exposed_per_step(self.zero, m, dp, sum(reduces), sum(gathers), compute, fwd, n, post=post)
         steps = StepTimes(compute, exposed, p2p, dp, update, p, m, v, algorithms, cp, ep, head, shares)
-        steps = replace(steps, chunks=stage_chunks(self))
+        steps = slowest_replica(replace(steps, chunks=stage_chunks(self)), sends)
         return steps, tp, dp_all
 
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:

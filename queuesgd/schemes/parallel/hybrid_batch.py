@@ -45,6 +45,7 @@ from queuesgd.schemes.costs import (
 from queuesgd.schemes.memory import check_optimizer
 from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
 from queuesgd.schemes.parallel.hybrid_layout import (
+    end_shares,
     head_slots_interleaved_step,
     head_slots_step,
 )
@@ -56,6 +57,7 @@ from queuesgd.schemes.parallel.hybrid_overlap import (
     exposed_per_layer,
     gemm_times,
 )
+from queuesgd.schemes.parallel.hybrid_sends import batch_send_step, message_times
 from queuesgd.schemes.parallel.hybrid_zero import exposed_per_step
 from queuesgd.schemes.parallel.megatron import (
     head_share,
@@ -244,7 +246,8 @@ def batch_times(
     dict of str to ndarray
         ``throughput`` (samples/s), ``step`` (s), ``bubble`` (fraction),
         ``compute``/``tp``/``p2p`` (one micro-batch on one GPU, s; ``tp`` all the TP
-        collectives, ``tp_exposed`` those not hidden, what the step counts), ``head``
+        collectives, ``tp_exposed`` those not hidden, what the step counts; ``p2p`` the most a
+        stage sends where a node holds several stages, :mod:`~.hybrid_sends`), ``head``
         (the output layer the last stage adds to each micro-batch, s), ``dp``
         and ``update`` (one step, s; ``dp`` all the data-parallel collectives, and, besides
         :data:`COLUMNS`, ``dp_exposed`` those the step counts), and the busiest stage's memory per GPU
@@ -357,8 +360,9 @@ def batch_times(
         size = A / c / np.where(sp, t, 1) * capacity_factor * top_k
         a2a, _ = batch_collective_time("alltoall", size, cluster, e, k_ep)
         ep = shape.layers / p * np.where(full, 6, 4) * a2a
-    # pipeline sends: 2 v blocking sends of A/(t c), over NVLink if the next stage is in the node, then
-    # (without SP) the receiving stage's t ranks all-gather the whole A/c (scatter/gather)
+    # pipeline sends: 2 v blocking sends of A/(t c), then (without SP) the receiving stage's t ranks
+    # all-gather the whole A/c (scatter/gather); here every boundary priced alike, over NVLink where a
+    # stage's t c d GPUs are fewer than a node's; the rows where a node holds some stages are below
     inside = t * c * d < gpn
     bw = np.where(inside, cluster.intra_bandwidth, cluster.network_bandwidth / gpn)
     lat = np.where(inside, cluster.intra_latency, cluster.latency)
@@ -398,6 +402,14 @@ def batch_times(
         pipe = np.where(chunked, head_slots_interleaved_step(shape.layers, p, m, v, work, p2p, head), 0.0)
         pipe = np.where(uneven, head_slots_step(shape.layers, p, m, work, p2p, head), pipe)
         step = np.where(uneven | chunked, pipe + dp_exposed + update, step)
+    # where t c d < g < t c d p some boundaries are inside a node and some between: each stage its own
+    mixed, most, pipe = batch_send_step(
+        gpn, (t, c, d, p, v), m, *message_times(cluster, Ac / t, regather),
+        compute + tp_exposed + cp + ep, head, end_shares(shape.layers, p, v, uneven, chunked),
+        (sched == 2) & (chunked | (v > 1)),
+    )  # fmt: skip
+    p2p = np.where(mixed, most, p2p)
+    step = np.where(mixed, pipe + dp_exposed + update, step)
     moe_args = (experts, capacity_factor, top_k) if moe else None
     memory = batch_memory(shape, param_bytes, t, p, dc, b, m, sched, v, sp, rc, z, opt, c, e, moe_args, hs)
     return {

@@ -179,8 +179,10 @@ def hybrid_formula(
             f"{scheme.key} throughput ({scheme.schedule}, recompute {scheme.recompute}, ZeRO {scheme.zero})"
         )
         # predict places a data-parallel group's ranks inside a node where t < g (gcd(d, g / t) of them,
-        # over NVLink and the node's rails) and sends between stages of one node over NVLink: the audit
-        # of 2026-11-28 found the formula up to 97.5% off there
+        # over NVLink and the node's rails) and prices each pipeline boundary by its ranks' nodes, NVLink
+        # between stages of one node (hybrid_sends): the audit of 2026-11-28 found the formula up to 97.5%
+        # off there. With t >= g a stage fills whole nodes and every boundary (the interleaved wrap too)
+        # crosses nodes: the formula's one price B is then every send's
         why = (
             "the formula's placement: each tensor-parallel group fills whole nodes (t >= g), so pipeline "
             "sends and data-parallel collectives cross nodes at B; predict places them inside a node "

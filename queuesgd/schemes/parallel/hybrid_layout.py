@@ -31,6 +31,7 @@ import numpy as np
 
 __all__ = [
     "LAYOUTS",
+    "end_shares",
     "head_slot_layers",
     "head_slots_applies",
     "head_slots_interleaved",
@@ -138,3 +139,27 @@ def head_slots_interleaved_step(
     short = (n // v - 1) / mean * work + p2p / v
     last = short + head
     return m * (v * c + np.maximum(0.0, last - c)) + (p - 1) * c - (c - short) - np.maximum(0.0, c - last)
+
+
+def end_shares(layers: int, pipeline: Any, virtual: Any, uneven: Any, chunked: Any) -> tuple[Any, Any, Any]:
+    """Per row: the first chunk's (stage's), every other one's and the last one's layers over ``l / p``.
+
+    ``uneven``: head-slots stages under 1F1B or GPipe (``p > 2``), ``n - 1, n, ..., n - 1`` layers;
+    ``chunked``: head-slots under the interleaved schedule, chunks of ``n / v`` but the first
+    and the last ``n / v - 1``; else ``1 / v`` each (``HybridParallel``'s ``stage_shares`` and
+    ``stage_chunks``).
+
+    Examples
+    --------
+    >>> [[round(float(x[0]), 4) for x in end_shares(10, [4], [v], [u], [c])]
+    ...  for v, u, c in ((1, True, False), (2, False, False), (1, False, False))]
+    [[0.8, 1.2, 0.8], [0.5, 0.5, 0.5], [1.0, 1.0, 1.0]]
+    """
+    p = np.asarray(pipeline, dtype=np.int64)
+    v = np.asarray(virtual, dtype=np.int64)
+    n = (layers + 2) // p
+    mean = layers / p
+    even = 1.0 / v
+    end = np.where(uneven, (n - 1) / mean, np.where(chunked, (n // v - 1) / mean, even))
+    other = np.where(uneven, n / mean, np.where(chunked, (n // v) / mean, even))
+    return end, other, end

@@ -106,7 +106,10 @@ class StepTimes:
     """One configuration's seconds, per micro-batch on one GPU and per step.
 
     ``compute``, ``tp``, ``cp`` and ``ep`` are those of a stage of ``l / p``
-    layers; ``stages`` (None: equal stages) each stage's layers over ``l / p``.
+    layers; ``stages`` (None: equal stages) each stage's layers over ``l / p``;
+    ``sends`` (None: ``p2p / v`` each) each stage's ``v`` chunks' sends of one
+    micro-batch where the boundaries' prices differ (:mod:`~.hybrid_sends`), ``p2p`` then the most a
+    stage sends.
     """
 
     compute: float  # forward + backward + recomputation of one micro-batch
@@ -123,6 +126,7 @@ class StepTimes:
     head: float = 0.0  # the output layer's compute, which the last stage adds to each micro-batch
     stages: tuple[float, ...] | None = None  # each stage's layers over l / p (uneven partitions)
     chunks: tuple[tuple[float, ...], ...] | None = None  # interleaved: each chunk's layers over l / p
+    sends: tuple[tuple[float, ...], ...] | None = None  # each stage's chunks' sends, unless all p2p / v
 
     @property
     def chunk_times(self) -> tuple[tuple[float, ...], ...]:
@@ -134,7 +138,8 @@ class StepTimes:
         work, send = self.compute + self.tp + self.cp + self.ep, self.p2p / self.virtual
         v = self.virtual
         rows = self.chunks or tuple((x / v,) * v for x in (self.stages or (1.0,) * self.pipeline))
-        out = [[x * work + send for x in row] for row in rows]
+        sends = self.sends or tuple((send,) * v for _ in rows)
+        out = [[x * work + y for x, y in zip(row, ys)] for row, ys in zip(rows, sends)]
         out[-1][-1] += self.head
         return tuple(tuple(row) for row in out)
 
@@ -147,17 +152,30 @@ class StepTimes:
     def stage_taus(self) -> tuple[float, ...]:
         """Each stage's time of one micro-batch, the head on the last."""
         work = self.compute + self.tp + self.cp + self.ep
-        out = [r * work + self.p2p for r in self.stages] if self.stages else [self.tau] * self.pipeline
+        if self.sends:
+            out = [r * work + sum(ys) for r, ys in zip(self.stages or (1.0,) * self.pipeline, self.sends)]
+        else:
+            out = [r * work + self.p2p for r in self.stages] if self.stages else [self.tau] * self.pipeline
         out[-1] += self.head
         return tuple(out)
 
     @property
+    def even(self) -> bool:
+        """Equal stages: neither ``stages`` nor ``sends`` (closed form :func:`~.megatron.pipeline_time`)."""
+        return self.stages is None and self.sends is None
+
+    @property
+    def chunked(self) -> bool:
+        """Unequal chunks under the interleaved schedule (:func:`interleaved_chunk_time`)."""
+        return self.chunks is not None or (self.sends is not None and self.virtual > 1)
+
+    @property
     def bubble(self) -> float:
         """The slowest stage's idle time: ``(p - 1) tau / v``; ``sum tau_i - max tau_i`` if uneven."""
-        if self.stages is None:
+        if self.even:
             return (self.pipeline - 1) / self.virtual * self.tau
         taus = self.stage_taus
-        if self.chunks is not None:
+        if self.chunked:
             return interleaved_chunk_time(self.chunk_times, self.microbatches) - self.microbatches * max(taus)
         return sum(taus) - max(taus)
 
@@ -170,21 +188,22 @@ class StepTimes:
     def breakdown(self) -> dict[str, float]:
         """The slowest stage's step: its compute, its communication (and the step's data-parallel), idle."""
         m = self.microbatches
-        if self.stages is None:
+        if self.even:
             compute = m * (self.compute + self.head)
             comm = m * (self.tp + self.p2p + self.cp + self.ep) + self.dp
         else:
             k = self.slowest
-            r, head = self.stages[k], self.head if k == self.pipeline - 1 else 0.0
+            r, head = (self.stages or (1.0,) * self.pipeline)[k], self.head if k == self.pipeline - 1 else 0.0
+            send = sum(self.sends[k]) if self.sends else self.p2p
             compute = m * (r * self.compute + head)
-            comm = m * (r * (self.tp + self.cp + self.ep) + self.p2p) + self.dp
+            comm = m * (r * (self.tp + self.cp + self.ep) + send) + self.dp
         return {"compute": compute, "communication": comm, "waiting": self.bubble, "update": self.update}
 
     @property
     def step(self) -> float:
-        if self.stages is None:
+        if self.even:
             pipe = pipeline_time(self.tau, self.head, self.pipeline, self.microbatches, self.virtual)
-        elif self.chunks is not None:
+        elif self.chunked:
             pipe = interleaved_chunk_time(self.chunk_times, self.microbatches)
         else:
             pipe = stage_pipeline_time(self.stage_taus, self.microbatches)
