@@ -7,7 +7,9 @@ the records whose file is their dataclass's fields
 :class:`~queuesgd.harness.pipelining.StageProfile`), each field's own
 conversion given as a hook; :func:`write_json` and :func:`read_json` are
 their two ends, for a record whose document is built by hand
-(:class:`~queuesgd.harness.apriori.Profile`). Every file is
+(:class:`~queuesgd.harness.apriori.Profile`; a campaign's registered spec,
+summary, stored predictions, drift, probes and FSDP's own-step profile).
+Every file is
 ``json.dumps(doc, indent=1)`` and a newline; a file that cannot be read back
 is refused with an :class:`~queuesgd.errors.InvalidParameterError` naming
 the file and the kind of failure.
@@ -40,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,10 +60,12 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def write_json(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> Path:
+def write_json(path: str | os.PathLike[str], doc: Mapping[str, Any] | Sequence[Any]) -> Path:
     """Write ``doc`` at ``path`` (its folder made) as ``json.dumps(doc, indent=1)`` and a newline.
 
-    Tuples are written as lists and any mapping as a JSON object, in its order.
+    ``doc`` is a JSON object or a list (e.g. a campaign's stored predictions). Tuples are written as
+    lists and any mapping as a JSON object, in its order; NumPy numbers and non-finite floats are the
+    caller's to convert (:func:`queuesgd.harness.report.jsonable`).
 
     Examples
     --------
@@ -77,20 +81,28 @@ def write_json(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> Path:
 
 
 def read_json(
-    path: str | os.PathLike[str], build: Callable[[dict[str, Any]], T], field: str, expected: str
+    path: str | os.PathLike[str],
+    build: Callable[[Any], T],
+    field: str,
+    expected: str,
+    *,
+    document: type = dict,
 ) -> T:
-    """``build`` of the JSON object at ``path``; refused if it is not one or ``build`` refuses it.
+    """``build`` of the JSON document at ``path``; refused if it is no ``document`` or ``build`` refuses it.
 
     Parameters
     ----------
     path : str or path-like
     build : callable
-        The record from the document (a dict it may change).
+        The record from the document (a dict, or a list, it may change).
     field, expected : str
         The :class:`~queuesgd.errors.InvalidParameterError` raised when the
-        file cannot be read, is not a JSON object, or ``build`` raises
-        ``ValueError``, ``KeyError`` or ``TypeError``: ``field``, the path,
-        and ``expected`` followed by the failure's name in parentheses.
+        file cannot be read (missing, truncated, not JSON), is not a
+        ``document``, or ``build`` raises ``ValueError``, ``KeyError`` or
+        ``TypeError``: ``field``, the path, and ``expected`` followed by the
+        failure's name in parentheses.
+    document : {dict, list}
+        The JSON document the file must hold: an object (the default) or a list.
 
     Examples
     --------
@@ -103,12 +115,20 @@ def read_json(
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: x: got '.../x.json'; accepted: an x (KeyError)
+    >>> _ = (Path(d.name) / "cut.json").write_text('[{"a": 1}, {"a"')     # a file cut short
+    >>> read_json(Path(d.name) / "cut.json", list, "x", "a list of x", document=list)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: x: got '.../cut.json'; accepted: a list of x (JSONDecodeError)
     >>> d.cleanup()
     """
+    if document not in (dict, list):
+        raise InvalidParameterError("document", document, "dict or list")
     try:
         doc = json.loads(Path(path).read_text())
-        if not isinstance(doc, dict):
-            raise TypeError(f"a JSON object, not {type(doc).__name__}")
+        if not isinstance(doc, document):
+            kind = "an object" if document is dict else "a list"
+            raise TypeError(f"a JSON {kind}, not {type(doc).__name__}")
         return build(doc)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InvalidParameterError(field, str(path), f"{expected} ({type(exc).__name__})") from None

@@ -149,3 +149,78 @@ def test_helper_errors_name_the_field_and_the_file(tmp_path: Path, text: str | N
     msg = str(info.value)
     assert msg.startswith(f"profile: got '{path}'")
     assert msg.endswith(f"a stage profile written by StageProfile.save ({error})")
+
+
+# ---- every campaign file goes through the helper (audit finding LOW 11) -------------------------------
+def _cut(path: Path, doc) -> Path:
+    """``doc`` written at ``path`` as a campaign writes it, then cut short in the middle (a killed write)."""
+    text = json.dumps(doc, indent=1) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text[: len(text) // 2])
+    return path
+
+
+def test_a_parallel_input_cut_short_is_refused_naming_its_file(tmp_path: Path) -> None:
+    """FSDP's own-step profile and a stored prediction's calibration, runtime probe and in-runtime profile,
+    each truncated: the project's error naming the file, where ``json.loads`` raised a bare
+    ``JSONDecodeError``."""
+    from queuesgd.harness.apriori_parallel.run import load_inputs, save_inputs, stored_parallel_inputs
+
+    own = {"compute": {2: [0.01, 0.012]}, "update": {2: 0.001}, "measured": "now"}
+    _cut(tmp_path / "profiles" / "mlp.fsdp.json", own)
+    with pytest.raises(InvalidParameterError) as info:
+        load_inputs(tmp_path / "profiles", "mlp")
+    assert str(info.value).startswith(f"profiles: got '{tmp_path / 'profiles' / 'mlp.fsdp.json'}'")
+    assert str(info.value).endswith("(JSONDecodeError)")
+
+    save_inputs({"own": own}, tmp_path / "profiles", "mlp")
+    cal = _cut(tmp_path / "calibrations" / "c.json", {"kind": "sharded", "workers": 2})
+    record = {"input_files": {"profiles": "mlp", "calibration": "calibrations/c.json"}}
+    with pytest.raises(InvalidParameterError) as info:
+        stored_parallel_inputs(record, tmp_path)
+    assert str(info.value).startswith(f"input_files.calibration: got '{cal}'")
+
+    Calibration("p2p", 2, None, 1e-4, 1e9, 1.0, "none", "then").save(cal)
+    for key in ("runtime", "runtime_profile"):
+        probe = _cut(tmp_path / "probes" / f"{key}.json", {"step": 0.01, "forward": [0.001]})
+        files = {**record["input_files"], key: f"probes/{key}.json"}
+        with pytest.raises(InvalidParameterError) as info:
+            stored_parallel_inputs({"input_files": files}, tmp_path)
+        assert str(info.value).startswith(f"input_files.{key}: got '{probe}'"), key
+
+
+def test_a_drift_file_cut_short_is_refused_naming_it(tmp_path: Path, monkeypatch) -> None:
+    """The drift file a campaign appends to, truncated by a killed run: refused naming it (not a bare
+    ``JSONDecodeError``); a whole one keeps the other models' entries and replaces the model's."""
+    import queuesgd.harness.contention as contention
+    from queuesgd.harness.apriori import Campaign
+    from queuesgd.harness.apriori.profile import DDP_STEP
+
+    monkeypatch.setattr(contention, "measure_synchronized", lambda *a, **k: {1: {"span": [0.012, 0.012]}})
+    spec = {"name": "d", "models": {"mlp": {"batch_size": 8}}, "rates": ["loopback"], "steps": 30,
+            "warmup": 5, "passes": 1, "discard": {"rule": "none"}, "drift": True,
+            "lines": [{"scheme": "ddp", "models": ["mlp"], "workers": [1]}]}  # fmt: skip
+    prof = type("P", (), {"sync_span": {DDP_STEP: {1: [0.010, 0.010]}}, "device": "cpu"})()
+    path = _cut(tmp_path / "drift.json", [{"model": "cnn", "ratio": 1.0}, {"model": "mlp", "ratio": 9.0}])
+    campaign = Campaign(spec)
+    with pytest.raises(InvalidParameterError) as info:
+        campaign._drift("mlp", prof, tmp_path, "", lambda line: None)
+    assert str(info.value) == f"drift: got '{path}'; accepted: drift entries (JSONDecodeError)"
+    path.write_text(json.dumps([{"model": "cnn", "ratio": 1.0}, {"model": "mlp", "ratio": 9.0}]))
+    campaign._drift("mlp", prof, tmp_path, "", lambda line: None)
+    kept = json.loads(path.read_text())
+    assert [d["model"] for d in kept] == ["cnn", "mlp"] and kept[1]["ratio"] == pytest.approx(1.2, rel=1e-12)
+    assert path.read_text() == json.dumps(kept, indent=1) + "\n"
+
+
+def test_save_inputs_writes_as_every_other_record(tmp_path: Path) -> None:
+    """FSDP's own-step profile file: ``json.dumps(doc, indent=1)`` and a newline, as every campaign file
+    (it alone had no newline), NumPy numbers and worker-count keys as JSON's."""
+    import numpy as np
+
+    from queuesgd.harness.apriori_parallel.run import save_inputs
+
+    doc = {"compute": {2: [np.float64(0.25)]}, "update": {2: 0.5}, "measured": "now"}
+    (path,) = save_inputs({"own": doc}, tmp_path, "mlp")
+    expected = {"compute": {"2": [0.25]}, "update": {"2": 0.5}, "measured": "now"}
+    assert path.read_text() == json.dumps(expected, indent=1) + "\n"

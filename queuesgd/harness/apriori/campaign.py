@@ -32,7 +32,6 @@ would write is refused unless ``overwrite``.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -50,6 +49,7 @@ from queuesgd.harness.apriori.run import run_apriori
 from queuesgd.harness.apriori.spec import CampaignSpec, Configuration, load_spec, parse_spec
 from queuesgd.harness.live_schemes import live_scheme
 from queuesgd.harness.provenance import code_version, stamp
+from queuesgd.harness.records_json import read_json, write_json
 
 __all__ = ["Campaign"]
 
@@ -194,14 +194,14 @@ class Campaign:
             "commit": code_version(),
             "spec": self.spec.document,
         }
-        (root / "spec.json").write_text(json.dumps(record, indent=1) + "\n")
+        write_json(root / "spec.json", record)
         rows: list[dict[str, Any]] = []
         for number in range(1, self.spec.passes + 1):
             say(f"pass {number} of {self.spec.passes}")
             rows += self._pass(number, root, rows_dir, predict_only, say, write_rows)
         result = CampaignResult(self.spec, tuple(rows), root)
         if not predict_only:
-            (root / "summary.json").write_text(json.dumps(result.summary(), indent=1) + "\n")
+            write_json(root / "summary.json", result.summary())
         return result
 
     def _pass(
@@ -214,6 +214,7 @@ class Campaign:
         write_rows: Any,
     ) -> list[dict[str, Any]]:
         from queuesgd.harness.apriori_parallel.run import PROFILES
+        from queuesgd.harness.report import jsonable
 
         spec, tag = self.spec, self._tag(number)
         every = spec.configurations()
@@ -254,7 +255,7 @@ class Campaign:
             # Stored with the time the file holding them was written: every run of the model starts later.
             stored = _now()
             predictions += [{**self.identity(c, number), **v, "stored": stored} for c, v in zip(mine, values)]
-            (root / f"predictions{tag}.json").write_text(json.dumps(predictions, indent=1) + "\n")
+            write_json(root / f"predictions{tag}.json", jsonable(predictions))
             say(f"{len(values)} predictions of {label} stored before its runs")
             if predict_only:
                 continue
@@ -460,7 +461,7 @@ class Campaign:
         )[1]["span"]  # fmt: skip
         before, after = float(np.mean(prof.sync_span[DDP_STEP][1])), float(np.mean(again))
         path = root / f"drift{tag}.json"
-        kept = json.loads(path.read_text()) if path.exists() else []
+        kept = read_json(path, list, "drift", "drift entries", document=list) if path.exists() else []
         entry = {
             "model": label,
             "profiled": before,
@@ -468,7 +469,7 @@ class Campaign:
             "ratio": after / before,
             "when": stamp(),
         }
-        path.write_text(json.dumps([d for d in kept if d.get("model") != label] + [entry], indent=1) + "\n")
+        write_json(path, [d for d in kept if d.get("model") != label] + [entry])
         say(
             f"drift of {label}: one-worker DDP step {before:.5f} s at profiling, {after:.5f} s after its runs"
         )

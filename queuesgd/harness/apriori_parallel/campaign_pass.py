@@ -56,7 +56,6 @@ profile taken minutes before its run reads another machine.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -80,6 +79,7 @@ from queuesgd.harness.apriori_parallel.run import (
 from queuesgd.harness.netns import tbf_burst
 from queuesgd.harness.pipelining import balanced_split
 from queuesgd.harness.pipelining.runtime_profile import profile_runtime, runtime_inputs
+from queuesgd.harness.records_json import read_json, write_json
 
 __all__ = ["BUSY_REPEATS", "HINGE_SIZES", "parallel_pass"]
 
@@ -238,7 +238,7 @@ def parallel_pass(
             ),
             say,
         )  # fmt: skip
-        (root / staged_file(c)).write_text(json.dumps(jsonable(staged[key]), indent=1) + "\n")
+        write_json(root / staged_file(c), jsonable(staged[key]))
         say(
             f"in-runtime profile of {model} S={S} {sched} M={M}: passes {staged[key]['forward']} / "
             f"{staged[key]['backward']} s, own work per pass {staged[key]['overhead']} s"
@@ -288,7 +288,7 @@ def parallel_pass(
             # The probe's link is the row's: its calibration (same kind, rate and ranks), measured above.
             solved = action_overhead(probe, tiny, cals[cal_key(c)], link_bucket=bucket_of(c))
             runtime[key] = {**probe, **solved, "load": loads[probe_file(c)]["load"]}
-            (root / probe_file(c)).write_text(json.dumps(jsonable(runtime[key]), indent=1) + "\n")
+            write_json(root / probe_file(c), jsonable(runtime[key]))
             say(
                 f"runtime probe S={S} {sched} M={M} at {_where(rate)}: step {probe['step'] * 1e3:.3f} ms "
                 f"(model without overhead {solved['model_step_without'] * 1e3:.3f} ms) -> action_overhead "
@@ -342,9 +342,9 @@ def parallel_pass(
     def store(pairs: Sequence[tuple[Any, dict[str, Any]]]) -> str:
         """Append predictions to the pass's file (its other lines' were written before); the time stored."""
         stored = campaign.now()
-        kept = json.loads(path.read_text()) if path.exists() else []
+        kept = read_json(path, list, "predictions", "predictions", document=list) if path.exists() else []
         mine = [{**campaign.identity(c, number), **v, "stored": stored} for c, v in pairs]
-        path.write_text(json.dumps(jsonable(kept + mine), indent=1) + "\n")
+        write_json(path, jsonable(kept + mine))
         return stored
 
     later = [c for c in pipes if paired]  # predicted right before their own runs

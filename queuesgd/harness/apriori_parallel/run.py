@@ -35,6 +35,7 @@ from queuesgd.harness.apriori_parallel.predict import predict_fsdp, predict_pipe
 from queuesgd.harness.apriori_parallel.profile import profile_fsdp
 from queuesgd.harness.live_schemes import LiveScheme, live_scheme
 from queuesgd.harness.provenance import code_version, stamp
+from queuesgd.harness.records_json import read_json, write_json
 
 __all__ = [
     "INFO_ROLES",
@@ -135,18 +136,12 @@ def save_inputs(inputs: Mapping[str, Any], folder: str | os.PathLike[str], model
     ...     [p.name for p in save_inputs({"own": {"measured": "now"}}, d, "mlp")]
     ['mlp.fsdp.json']
     """
-    import json
-
     from queuesgd.harness.report import jsonable
 
     out = []
     for key, value in inputs.items():
         path = Path(folder) / _FILES[key].format(model=model)
-        if hasattr(value, "save"):
-            out.append(Path(value.save(path)))
-        else:
-            path.write_text(json.dumps(jsonable(value), indent=1))
-            out.append(path)
+        out.append(Path(value.save(path)) if hasattr(value, "save") else write_json(path, jsonable(value)))
     return out
 
 
@@ -177,9 +172,8 @@ def _input_files(folder: str | os.PathLike[str], model: str) -> dict[str, Path]:
 
 
 def _read_input(key: str, path: Path) -> Any:
-    """The input ``key`` of :func:`measure_inputs` read back from ``path``."""
-    import json
-
+    """The input ``key`` of :func:`measure_inputs` read back from ``path`` (a file that cannot be read
+    back is refused naming it)."""
     from queuesgd.harness.apriori.profile import Profile
     from queuesgd.harness.pipelining import StageProfile
 
@@ -187,10 +181,13 @@ def _read_input(key: str, path: Path) -> Any:
         return Profile.load(path)
     if key == "stages":
         return StageProfile.load(path)
-    doc = json.loads(path.read_text())
-    for field in ("compute", "update"):
-        doc[field] = {int(k): v for k, v in doc.get(field, {}).items()}
-    return doc
+
+    def build(doc: dict[str, Any]) -> dict[str, Any]:
+        for field in ("compute", "update"):
+            doc[field] = {int(k): v for k, v in doc.get(field, {}).items()}
+        return doc
+
+    return read_json(path, build, "profiles", "FSDP's own step as save_inputs writes it (profile_fsdp)")
 
 
 def rebuild_parallel(record: Mapping[str, Any], folder: str | os.PathLike[str]) -> dict[str, Any]:
@@ -231,26 +228,25 @@ def stored_parallel_inputs(
     >>> sorted(probes), probes["action_overhead"] > 0
     (['action_overhead', 'exchange'], True)
     """
-    import json
-
     from queuesgd.harness.apriori_parallel.calibration import ShardedCalibration
     from queuesgd.harness.apriori_parallel.probes import ExchangeCalibration, action_overhead
     from queuesgd.harness.pipelining import StageProfile
 
     paths = stored_input_paths(record, folder)
     inputs = {key: _read_input(key, path) for key, path in paths.items() if key in _FILES}
-    cal_kind = json.loads(paths["calibration"].read_text()).get("kind")
+    where = "input_files.calibration"
+    cal_kind = read_json(paths["calibration"], lambda doc: doc.get("kind"), where, "a calibration")
     calibration = (ShardedCalibration if cal_kind == "sharded" else Calibration).load(paths["calibration"])
     extra: dict[str, Any] = {}
     bucket = float(record.get("link_bucket", 0.0))  # recorded by predictions that took one
     if "runtime_profile" in paths:  # the stages profiled inside the runtime, not the tiny model's probe
         from queuesgd.harness.pipelining.runtime_profile import runtime_inputs
 
-        staged = json.loads(paths["runtime_profile"].read_text())
+        staged = read_json(paths["runtime_profile"], dict, "input_files.runtime_profile", "a runtime profile")
         inputs["stages"], h = runtime_inputs(inputs["stages"], staged)
         extra = {"action_overhead": h, "exchange": ExchangeCalibration.load(paths["exchange"])}
     elif "runtime" in paths:
-        probe = json.loads(paths["runtime"].read_text())
+        probe = read_json(paths["runtime"], dict, "input_files.runtime", "a runtime probe")
         tiny = StageProfile.load(paths["tiny"])
         h = action_overhead(probe, tiny, calibration, link_bucket=bucket)["action_overhead"]
         extra = {"action_overhead": h, "exchange": ExchangeCalibration.load(paths["exchange"])}
