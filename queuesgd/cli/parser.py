@@ -98,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run an a-priori campaign spec (models, schemes, workers, rates, passes, discard) into --out",
     )
     v.add_argument(
-        "--overwrite", action="store_true", help="with --apriori: write over a campaign's files in --out"
+        "--overwrite",
+        action="store_true",
+        help="with --apriori: start afresh in --out (a previous campaign's files there removed first)",
     )
 
     pr = sub.add_parser("profile", help="profile a PyTorch model on one worker into a workload file")

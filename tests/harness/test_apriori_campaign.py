@@ -264,6 +264,61 @@ def test_a_folder_holding_a_campaigns_files_is_refused_before_anything_runs(tmp_
     assert not (tmp_path / "spec.json").exists()
 
 
+def test_a_folder_with_a_drift_file_is_refused_when_the_spec_measures_drift(tmp_path, monkeypatch):
+    """drift.json is one of the campaign's files when its spec measures drift, and none otherwise."""
+    monkeypatch.setattr(Campaign, "check_models", lambda self: None)
+    monkeypatch.setattr(Campaign, "_pass", lambda *a: pytest.fail("the campaign ran"))
+    lines = [{"scheme": "ddp", "models": ["mlp"], "workers": [1]}]
+    plain = Campaign(_spec(models={"mlp": {"batch_size": 8}}, lines=lines, passes=1))
+    drift = Campaign(_spec(models={"mlp": {"batch_size": 8}}, lines=lines, passes=1, drift=True))
+    assert tmp_path / "drift.json" in drift.planned(tmp_path)
+    assert tmp_path / "drift.json" not in plain.planned(tmp_path)
+    (tmp_path / "drift.json").write_text("[]")
+    with pytest.raises(InvalidParameterError, match="drift.json exists"):
+        drift.run(tmp_path)
+
+
+def test_overwrite_starts_afresh_nothing_of_the_previous_campaign_is_merged(tmp_path, monkeypatch):
+    """A folder a previous campaign of models ``old`` and ``mlp`` left, run again with ``overwrite`` by a
+    spec of ``mlp`` alone: the drift file holds only ``mlp``'s entry (it held ``old``'s too, merged),
+    and the previous campaign's calibration, probe, profile and predictions are gone before the passes
+    run; the rows folder and a file of no campaign are kept."""
+    import queuesgd.harness.contention as contention
+    from queuesgd.harness.apriori.profile import DDP_STEP
+
+    monkeypatch.setattr(contention, "measure_synchronized", lambda *a, **k: {1: {"span": [0.011]}})
+    monkeypatch.setattr(Campaign, "check_models", lambda self: None)
+    left = {
+        "drift.json": [{"model": "old", "ratio": 2.0}, {"model": "mlp", "ratio": 3.0}],
+        "predictions.json": [{"scheme": "ddp", "model": "old", "workers": 4}],
+        "calibrations/allreduce-loopback-n4.json": {"kind": "allreduce"},
+        "probes/runtime-1f1b-S2-M2-loopback.json": {"step": 0.1},
+        "profiles/old.json": {"model": "old"},
+        "spec.json": {"hash": "0" * 64},
+        "results/elsewhere.json": [],
+        "notes.txt": "kept",
+    }
+    for name, doc in left.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    seen = {}
+
+    def one_pass(self, number, root, rows_dir, predict_only, say, write_rows):
+        seen["files"] = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+        prof = type("P", (), {"sync_span": {DDP_STEP: {1: [0.010]}}, "device": "cpu"})()
+        self._drift("mlp", prof, root, self._tag(number), say)
+        return []
+
+    monkeypatch.setattr(Campaign, "_pass", one_pass)
+    lines = [{"scheme": "ddp", "models": ["mlp"], "workers": [1]}]
+    campaign = Campaign(_spec(models={"mlp": {"batch_size": 8}}, lines=lines, passes=1, drift=True))
+    campaign.run(tmp_path, overwrite=True, predict_only=True)
+    assert seen["files"] == ["notes.txt", "results/elsewhere.json", "spec.json"]
+    assert json.loads((tmp_path / "spec.json").read_text())["hash"] == campaign.spec.hash
+    drift = json.loads((tmp_path / "drift.json").read_text())
+    assert [d["model"] for d in drift] == ["mlp"] and drift[0]["ratio"] == pytest.approx(1.1, rel=1e-12)
+
+
 # ---- a user's own model, end to end through the command line ----------------------------------------
 def _head() -> str | None:
     try:

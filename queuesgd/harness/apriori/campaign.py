@@ -26,7 +26,10 @@ inputs it was predicted from that were disturbed, the commit of the code and
 the spec's hash. :class:`CampaignResult` reports every pass (per-pass
 figures) and all passes pooled; targets are judged on the pooled figures.
 Nothing is overwritten: a folder that already holds any file the campaign
-would write is refused unless ``overwrite``.
+would write is refused unless ``overwrite``, which first removes every file
+a previous campaign left in the folder (:meth:`Campaign.previous`), so that
+nothing of it (a drift entry, a calibration, a stored prediction of a line
+the new spec no longer has) is mixed with the new campaign's.
 """
 
 from __future__ import annotations
@@ -129,7 +132,8 @@ class Campaign:
     def planned(
         self, out: str | os.PathLike[str], results: str | os.PathLike[str] | None = None
     ) -> list[Path]:
-        """The files the campaign writes besides calibrations: spec, summary, profiles, predictions, rows."""
+        """The files the campaign writes besides calibrations and probes: spec, summary, profiles,
+        predictions, drift (where the spec measures it), rows."""
         root, rows = Path(out), Path(results) if results is not None else Path(out) / "results"
         paths = [root / "spec.json", root / "summary.json"]
         configs = self.spec.configurations()
@@ -137,8 +141,35 @@ class Campaign:
             tag = self._tag(p)
             paths += [root / "profiles" / f"{m}{tag}.json" for m in dict.fromkeys(c.model for c in configs)]
             paths.append(root / f"predictions{tag}.json")
+            paths += [root / f"drift{tag}.json"] if self.spec.drift else []
             paths += [rows / f"{s}{tag}.json" for s in dict.fromkeys(c.stem(self.spec.name) for c in configs)]
         return paths
+
+    @staticmethod
+    def previous(out: str | os.PathLike[str]) -> list[Path]:
+        """The files a campaign left in ``out`` that :meth:`run` with ``overwrite`` removes before it starts.
+
+        Its spec, summary, stored predictions and drift (``predictions*.json``, ``drift*.json``: the
+        campaign appends to them), and every JSON file in ``profiles/``, ``calibrations/`` and
+        ``probes/``; not the rows (``results``, possibly shared with other campaigns: the campaign's own
+        are rewritten whole) nor any other file.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     for name in ("spec.json", "drift-pass1.json", "calibrations/c.json", "notes.txt"):
+        ...         (Path(d) / name).parent.mkdir(exist_ok=True)
+        ...         _ = (Path(d) / name).write_text("{}")
+        ...     [p.relative_to(d).as_posix() for p in Campaign.previous(d)]
+        ['calibrations/c.json', 'drift-pass1.json', 'spec.json']
+        """
+        root = Path(out)
+        found = [root / "spec.json", root / "summary.json"]
+        found += [*root.glob("predictions*.json"), *root.glob("drift*.json")]
+        for sub in ("profiles", "calibrations", "probes"):
+            found += (root / sub).glob("*.json")
+        return sorted(p for p in found if p.is_file())
 
     # ---- the protocol -------------------------------------------------------------------------------
     def run(
@@ -161,7 +192,8 @@ class Campaign:
         results : path, optional
             The folder of the rows (default ``out/results``).
         overwrite : bool
-            Write over files a previous campaign left (refused by default).
+            Start afresh in a folder a previous campaign left: its files (:meth:`previous`) are removed
+            first (refused by default).
         predict_only : bool
             Stop every pass after its predictions are stored.
         annotate : mapping, optional
@@ -185,6 +217,9 @@ class Campaign:
                     os.fspath(out),
                     f"a folder without this campaign's files ({taken} exists; or overwrite)",
                 )
+        else:
+            for path in self.previous(root):
+                path.unlink()
         for folder in (root / "profiles", root / "calibrations", rows_dir):
             make_folder("out", folder)
         # The registration: the spec as checked, its hash and when it was fixed, before anything runs.
