@@ -1,5 +1,8 @@
 """When and with which code a measurement was made: what every record and validation row carries.
 
+A row joins fields from several sources (the run's configuration and measurement, a prediction made
+before it); :func:`disjoint` keeps a prediction from silently replacing a field of the run's.
+
 Examples
 --------
 >>> import re
@@ -14,9 +17,13 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["code_version", "stamp"]
+from queuesgd.errors import InvalidParameterError
+
+__all__ = ["code_version", "disjoint", "stamp"]
 
 #: The checkout the package runs from (``queuesgd/harness/`` is two levels below it).
 _ROOT = Path(__file__).resolve().parents[2]
@@ -48,3 +55,37 @@ def code_version() -> str | None:
 def _git(*args: str) -> str:
     out = subprocess.run(["git", *args], cwd=_ROOT, capture_output=True, text=True, timeout=20, check=True)
     return out.stdout.strip()
+
+
+def disjoint(name: str, fields: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` (a copy), refused if any of them would change a field of ``row``.
+
+    A row is built from its run's fields and, e.g., the prediction made before
+    the run (``{**run, **prediction}``): a prediction's field of the same name
+    as one of the run's (``latency``: the calibrated fit, against the
+    emulated link's one-way latency) replaced the run's without a word. A field
+    both give with the same value is no conflict.
+
+    Parameters
+    ----------
+    name : str
+        What ``fields`` are (``"prediction"``): the error names ``name.FIELD``.
+    fields, row : mapping
+        The fields to join to ``row``, and the row's own.
+
+    Examples
+    --------
+    >>> disjoint("prediction", {"predicted": 9.5, "device": "cpu"}, {"measured": 10.0, "device": "cpu"})
+    {'predicted': 9.5, 'device': 'cpu'}
+    >>> disjoint("prediction", {"latency": 6e-4}, {"latency": 0.0})
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: prediction.latency: got 0.0006; accepted: no field the row has \
+already (the row's latency is 0.0)
+    """
+    for key, value in fields.items():
+        if key in row and row[key] != value:
+            raise InvalidParameterError(
+                f"{name}.{key}", value, f"no field the row has already (the row's {key} is {row[key]!r})"
+            )
+    return dict(fields)

@@ -198,6 +198,9 @@ def test_the_parallel_pass_uncounts_a_row_from_a_disturbed_probe(monkeypatch, tm
     assert (rows["pipeline"]["counted"], rows["pipeline"]["discarded"]) == (False, "inputs disturbed")
     assert (rows["sharded-dp"]["counted"], rows["sharded-dp"]["inputs_disturbed"]) == (True, [])
     assert result.summary()["pooled"]["not_counted"] == {"inputs disturbed": 1}
+    for scheme, row in rows.items():  # loopback: no emulated latency; the model's network is the fit
+        assert (row["latency"], row["bandwidth"], row["emulation"]) == (0.0, None, "none"), scheme
+        assert row["fit_latency"] == stored[scheme]["fit_latency"] == row["calibration"]["alpha"], scheme
 
 
 @pytest.mark.slow

@@ -129,7 +129,7 @@ def test_with_a_bucket_the_calibrations_sizes_are_fitted_as_a_hinge():
     prof = StageProfile("mlp", 4, {}, ("0", "2"), (1e-3, 1e-3), (2e-3, 2e-3), (400.0, 400.0),
                         (50000.0, 40.0), (6e-3, 6e-3), 0.0, "then")  # fmt: skip
     got = predict_pipeline(prof, link, 2, 1, schedule="gpipe", split=[1, 1], link_bucket=4000.0)
-    assert got["link_fit"] == "hinge" and got["latency"] == pytest.approx(3e-4, rel=1e-9)
+    assert got["link_fit"] == "hinge" and got["fit_latency"] == pytest.approx(3e-4, rel=1e-9)
     # M = 1: F0, act, F1, B1, grad, B0 in a chain; each 50,000-byte transfer finds a full 4,000-byte bucket
     c = 3e-4 + 46000 / 1e8
     assert got["iteration_time"] == pytest.approx(2 * (1e-3 + 2e-3) + 2 * c, rel=1e-9)

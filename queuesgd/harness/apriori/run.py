@@ -13,7 +13,7 @@ from queuesgd.harness.apriori.calibration import Calibration
 from queuesgd.harness.apriori.predict import SCHEMES, predict_apriori, straggler_recipe
 from queuesgd.harness.apriori.profile import Profile
 from queuesgd.harness.live_schemes import live_scheme
-from queuesgd.harness.provenance import code_version, stamp
+from queuesgd.harness.provenance import code_version, disjoint, stamp
 
 __all__ = ["run_apriori", "step_phases"]
 
@@ -41,7 +41,8 @@ def run_apriori(
     or loopback without a calibration. ``params`` (the scheme's) and
     ``random_delay`` (the straggler recipe, injected into the real model's
     steps) are as :func:`predict_apriori` takes them, and must be the ones
-    the prediction was made with.
+    the prediction was made with. A field of the prediction that the row
+    has already, with another value, is refused (``prediction.FIELD``).
 
     Returns
     -------
@@ -115,7 +116,7 @@ def run_apriori(
         records, emulation = on_network(world, rate, go)
     out = measured_throughput(records, row_.update_role(checked), profile.batch_size)
     buckets = next((r["bucket_sizes"] for r in records if r.get("role") == "buckets"), None)
-    row = {
+    run = {
         "scheme": row_.key,
         "workers": n,
         "steps": steps,
@@ -131,7 +132,8 @@ def run_apriori(
         "params": {k: v for k, v in checked.items() if not (on_device and k == "device")},
         "random_delay": None if delay is None else f"{delay.count}:{delay.delay * 1e3:g}ms",
         **out,
-        **pred,
+    }
+    after = {
         "error": pred["predicted"] / out["measured"] - 1.0,
         "device": profile.device,
         "profile": {"model": profile.model, "batch_size": profile.batch_size, "measured": profile.measured},
@@ -152,6 +154,8 @@ def run_apriori(
         # What else the machine did meanwhile (harness.load.CpuMeter): a diagnosis, never an input.
         "load": meter.result(),
     }
+    # The prediction's fields between the run's, none of them replacing one of the run's.
+    row = {**run, **disjoint("prediction", pred, {**run, **after}), **after}
     if buckets is not None:
         row["ddp_bucket_sizes"] = buckets
     phases = step_phases(records)  # the loops that time the backward pass apart (DDP's)

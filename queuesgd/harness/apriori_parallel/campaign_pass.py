@@ -79,6 +79,7 @@ from queuesgd.harness.apriori_parallel.run import (
 from queuesgd.harness.netns import tbf_burst
 from queuesgd.harness.pipelining import balanced_split
 from queuesgd.harness.pipelining.runtime_profile import profile_runtime, runtime_inputs
+from queuesgd.harness.provenance import disjoint
 from queuesgd.harness.records_json import read_json, write_json
 
 __all__ = ["BUSY_REPEATS", "HINGE_SIZES", "parallel_pass"]
@@ -383,8 +384,10 @@ def parallel_pass(
                 row = run_parallel_apriori(
                     c.scheme, pred, lambda: on_network(c.workers, c.rate, job)[0], m.batch_size
                 )
-            row.update(
-                workers=c.workers, workload=m.model, batch_size=m.batch_size, bandwidth=c.rate,
+            # The run's link: the emulated rate, and no added one-way latency (tc tbf, or loopback, adds
+            # none); the network the model was given is the prediction's fit_bandwidth and fit_latency.
+            run = dict(
+                workers=c.workers, workload=m.model, batch_size=m.batch_size, bandwidth=c.rate, latency=0.0,
                 gradient_bytes=None if layers is None else float(layers.workload.gradient_bytes),
                 emulation="none" if c.rate is None else "netns-tbf", params=dict(c.params),
                 profile={"measured": pred["profile_measured"]},
@@ -392,6 +395,8 @@ def parallel_pass(
                              "bandwidth": cal.bandwidth},
                 load=meter.result(),
             )  # fmt: skip
+            disjoint("prediction", pred, run)
+            row.update(run)
             return row
 
         rows += campaign.attempts(c, pred, stored, number, say, once, m.model)

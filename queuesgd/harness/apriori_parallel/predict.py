@@ -184,7 +184,9 @@ def predict_fsdp(
     dict
         ``predicted`` (samples per second), ``method``, ``reason``, ``p2p``,
         ``predicted_at``, ``cores``, ``compute_mean``, ``update_time``,
-        ``units``, ``profile_measured``, ``calibration_measured``.
+        ``units``, ``fit_bandwidth`` and ``fit_latency`` (the network the
+        model was given: the calibration's fit), ``profile_measured``,
+        ``calibration_measured``.
     """
     from queuesgd.distributions import Deterministic
     from queuesgd.prediction import predict
@@ -236,8 +238,8 @@ def predict_fsdp(
         compute_mean=work.compute_time,
         update_time=work.update_time,
         units=counts,
-        bandwidth=bandwidth,
-        latency=latency,
+        fit_bandwidth=bandwidth,
+        fit_latency=latency,
         profile_measured=profile.measured,
         fsdp_profile_measured=None if fsdp is None else fsdp["measured"],
         calibration_measured=None if calibration is None else calibration.measured,
@@ -309,7 +311,9 @@ def predict_pipeline(
         ``predicted`` (samples per second), ``iteration_time`` (seconds per
         step), ``method``, ``reason``, ``p2p``, ``action_overhead``,
         ``duplex``, ``predicted_at``, ``split``, ``activation_bytes``,
-        ``stage_times``, ``oversubscribed``, ``profile_measured``,
+        ``stage_times``, ``oversubscribed``, ``fit_bandwidth`` and
+        ``fit_latency`` (the link the model was given: the calibration's line,
+        or its hinge fit, ``link_fit``), ``profile_measured``,
         ``calibration_measured``.
 
     Examples
@@ -382,8 +386,8 @@ def predict_pipeline(
         stage_times=profile.stage_times(chosen),
         update_time=work.update_time,
         oversubscribed=cores is not None and D * S > cores,
-        bandwidth=bandwidth,
-        latency=latency,
+        fit_bandwidth=bandwidth,
+        fit_latency=latency,
         profile_measured=profile.measured,
         calibration_measured=None if calibration is None else calibration.measured,
         exchange_measured=None if exchange is None else exchange.measured,

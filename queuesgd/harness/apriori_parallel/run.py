@@ -34,7 +34,7 @@ from queuesgd.harness.apriori.profile import make_profile
 from queuesgd.harness.apriori_parallel.predict import predict_fsdp, predict_pipeline
 from queuesgd.harness.apriori_parallel.profile import profile_fsdp
 from queuesgd.harness.live_schemes import LiveScheme, live_scheme
-from queuesgd.harness.provenance import code_version, stamp
+from queuesgd.harness.provenance import code_version, disjoint, stamp
 from queuesgd.harness.records_json import read_json, write_json
 
 __all__ = [
@@ -393,7 +393,8 @@ def run_parallel_apriori(
     the samples each of rank 0's ``applied`` gradients stands for (the
     per-worker batch for FSDP, the micro-batch for a pipeline). The row's
     ``scheme`` is ``scheme`` as given (``"fsdp"`` names the row of
-    :class:`~queuesgd.ShardedDataParallel`).
+    :class:`~queuesgd.ShardedDataParallel`). A field of the prediction that
+    the row has already, with another value, is refused (``prediction.FIELD``).
 
     Examples
     --------
@@ -409,8 +410,8 @@ def run_parallel_apriori(
     started = stamp()
     records = run()
     out = measured_throughput(records, live.update_role(), _checks.integer("batch", batch))
-    row = {"scheme": scheme, "inputs": "a-priori", "started": started, "commit": code_version()}
-    row.update({**dict(prediction), **out})
+    run = {"scheme": scheme, "inputs": "a-priori", "started": started, "commit": code_version(), **out}
+    row = {**run, **disjoint("prediction", prediction, run)}
     row["error"] = float(prediction["predicted"]) / out["measured"] - 1.0
     info = next((r for r in records if r.get("role") in INFO_ROLES), None)
     if info is not None:
