@@ -85,6 +85,41 @@ def test_section_of_hand_made_rows(fields, section):
     assert section_of(fields) == section
 
 
+def _campaign_row(spec_path: Path, load: dict) -> dict:
+    """A row as the spec's campaign records it (Campaign.attempts): a run whose machine had ``load``."""
+    from queuesgd.harness.apriori import Campaign
+
+    campaign = Campaign(spec_path)
+    c = campaign.spec.configurations()[0]
+    row = {"scheme": c.scheme, "workers": c.workers, "workload": "resnet18s", "inputs": "a-priori",
+           "emulation": "none", "device": campaign.spec.device, "measured": 100.0, "predicted": 95.0,
+           "error": -0.05, "load": load}  # fmt: skip
+    (out,) = campaign.attempts(c, {"predicted": 95.0}, "0", 1, lambda line: None, lambda: dict(row), "x")
+    return out
+
+
+def test_a_spec_campaigns_row_is_set_aside_by_its_registered_rule_alone(tmp_path):
+    """validation/specs/gpu.json registers ``"rule": "none"``: a run with 30% of the machine taken by
+    others stays counted there and in the report (it went to the diagnosis by the report's own 10% rule,
+    a discard decided after the run). Under a spec registering ``"disturbed"`` at 10% the same run is
+    not counted, and a row of no spec campaign with that load is still set aside by the 10% default."""
+    busy = {"foreign_share": 0.3, "steal": 0.0}
+    kept = _campaign_row(VALIDATION / "specs" / "gpu.json", busy)
+    assert kept["campaign"] == "gpu" and kept["counted"] is True and kept["disturbed"] is True
+    assert section_of(kept) == "real-gpu"
+
+    doc = json.loads((VALIDATION / "specs" / "gpu.json").read_text())
+    doc["discard"] = {"rule": "disturbed", "attempts": 1, "limit": 0.1}
+    (tmp_path / "strict.json").write_text(json.dumps(doc))
+    dropped = _campaign_row(tmp_path / "strict.json", busy)
+    assert (dropped["counted"], dropped["discarded"]) == (False, "disturbed")
+    assert section_of(dropped) == "diagnosis"
+
+    loose = {k: v for k, v in kept.items() if k not in ("spec_hash", "campaign", "counted", "disturbed")}
+    assert section_of(loose) == "diagnosis"
+    assert section_of({**loose, "load": {"foreign_share": 0.05, "steal": 0.0}}) == "real-gpu"
+
+
 def test_sections_are_in_report_order_and_only_three_are_counted():
     assert [s.key for s in SECTIONS] == [
         "real-apriori",

@@ -122,13 +122,18 @@ def section_of(row: Mapping[str, Any]) -> str:
     - real training (any other ``workload``) with ``inputs == "a-priori"``:
       ``"real-gpu"`` when it ran on a CUDA ``device``, else ``"real-apriori"``;
     - anything else (real training with ``inputs`` ``"same-run"`` or missing,
-      or an emulation this report does not know), and any disturbed run
-      (marked ``disturbed``, or whose recorded ``load`` shows that other
-      processes and other guests of the host took more than a tenth of the
-      machine during it, :func:`queuesgd.harness.load.disturbed`; the
-      campaign ran it again), and any row its campaign did not count
-      (``counted`` false: failed, disturbed, or predicted from inputs that
-      stayed disturbed): ``"diagnosis"``, never counted.
+      or an emulation this report does not know): ``"diagnosis"``, never counted;
+    - a row of a spec's campaign (it records ``spec_hash``) that its campaign
+      did not count (``counted`` false: failed, disturbed, or predicted from
+      inputs that stayed disturbed, by the discard rule the spec registered
+      before it ran): ``"diagnosis"``. Its ``counted`` is the whole decision:
+      a row the spec's rule kept (``"rule": "none"``, or a ``limit`` other
+      than a tenth) is not set aside afterwards by another rule;
+    - any other row that is disturbed (marked ``disturbed``, or whose recorded
+      ``load`` shows that other processes and other guests of the host took
+      more than a tenth of the machine during it,
+      :func:`queuesgd.harness.load.disturbed` with its default limit), or
+      marked ``counted`` false: ``"diagnosis"``.
 
     Examples
     --------
@@ -150,10 +155,17 @@ def section_of(row: Mapping[str, Any]) -> str:
     >>> section_of({"workload": "cnn", "inputs": "a-priori", "emulation": "netns-tbf", "counted": False,
     ...             "discarded": "inputs disturbed"})
     'diagnosis'
+    >>> section_of({"workload": "cnn", "inputs": "a-priori", "emulation": "none", "device": "cuda",
+    ...             "spec_hash": "35902758", "counted": True, "disturbed": True,
+    ...             "load": {"foreign_share": 0.3}})   # its spec's rule is "none": counted, as registered
+    'real-gpu'
     """
     from queuesgd.harness.load import disturbed
 
-    if row.get("disturbed") or disturbed(row.get("load")) or row.get("counted") is False:
+    if row.get("spec_hash") is not None:  # a spec's campaign decided, by the rule it registered
+        if row.get("counted") is False:
+            return "diagnosis"
+    elif row.get("disturbed") or disturbed(row.get("load")) or row.get("counted") is False:
         return "diagnosis"
     emulation = row.get("emulation")
     if emulation == "app-shaper":
