@@ -163,12 +163,20 @@ def run_validate(args: argparse.Namespace) -> int:
     parse_straggler(args.straggler, 1.0, "--straggler")  # its errors name the flag; validate() scales it
     counts = ints("--workers", args.workers)
     _validate_checks(args, counts)
+    done: list[dict[str, Any]] = []
+
+    def keep(row: dict[str, Any]) -> None:  # each configuration's row written at once: a later one's
+        done.append(row)  # failure, or Ctrl-C, loses none
+        if args.out:
+            from queuesgd.harness.report import write_rows
+
+            write_rows(done, args.out)
+
     try:
-        result = _run(args, counts, params)
+        result = _run(args, counts, params, keep)
     except InvalidParameterError as err:  # validate()'s argument names, as the command line spells them
+        # (validate() checks its arguments before any run; a run's own failure is its row: exit 1)
         raise InvalidParameterError(cli_flag(err.field), err.got, err.accepted) from None
-    if args.out:
-        result.write(args.out)
     if args.json:
         from queuesgd.harness.report import jsonable
 
@@ -180,7 +188,7 @@ def run_validate(args: argparse.Namespace) -> int:
     return 1 if result.failures else 0
 
 
-def _run(args: argparse.Namespace, counts: list[int], params: dict[str, Any]) -> Any:
+def _run(args: argparse.Namespace, counts: list[int], params: dict[str, Any], on_row: Any) -> Any:
     from queuesgd.harness.campaign import validate
 
     return validate(
@@ -200,4 +208,5 @@ def _run(args: argparse.Namespace, counts: list[int], params: dict[str, Any]) ->
         timeout=args.timeout,
         seed=args.seed,
         progress=None if args.json else _progress_bar,
+        on_row=on_row,
     )

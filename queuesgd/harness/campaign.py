@@ -32,7 +32,7 @@ import numpy as np
 
 from queuesgd import _checks, units
 from queuesgd.distributions import Deterministic, Distribution, Empirical
-from queuesgd.errors import InvalidParameterError, WorkerFailure
+from queuesgd.errors import InvalidParameterError, MissingDependencyError, WorkerFailure
 from queuesgd.harness.layout import LIVE_SCHEMES, live_key
 from queuesgd.harness.live_schemes import ModelInputs, live_scheme
 from queuesgd.harness.live_schemes.allreduce import RING
@@ -176,6 +176,7 @@ def validate(
     timeout: float | None = None,
     seed: int = 0,
     progress: Callable[[str, int, int], None] | None = None,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> ValidationResult:
     """Run ``scheme`` live for each worker count, predict it, and compare.
 
@@ -223,6 +224,8 @@ def validate(
         Seed of the workers' random compute times (0 to 2**32 - 1).
     progress : callable, optional
         ``progress(label, done, total)`` called as steps complete.
+    on_row : callable, optional
+        ``on_row(row)`` called with each configuration's row as soon as it is made (e.g. to write it).
 
     Returns
     -------
@@ -255,6 +258,7 @@ def validate(
         timeout = _checks.duration("timeout", timeout, allow_zero=False)
     seed = _checks.integer("seed", seed, minimum=0, maximum=2**32 - 1)  # torch: seed x 7919 + rank < 2**64
 
+    _network(network, bw, lat, live_scheme(key).world_size(max(counts)))  # its refusals: before any run
     rows = []
     failures = []
     for n in counts:
@@ -293,10 +297,15 @@ def validate(
                     progress,
                 )
             )
-        except WorkerFailure as err:
-            row.update(failure=str(err), measured=None, predicted=None, error=None)
-            failures.append(f"{key} n={n}: {err}")
+        except Exception as err:  # a run's failure (a worker's, a measurement's): its row; the others run
+            if isinstance(err, MissingDependencyError):  # torch missing: no run can start (the CLI: status 2)
+                raise
+            failure = str(err) if isinstance(err, WorkerFailure) else f"{type(err).__name__}: {err}"
+            row.update(failure=failure, measured=None, predicted=None, error=None)
+            failures.append(f"{key} n={n}: {failure}")
         rows.append(row)
+        if on_row is not None:
+            on_row(row)
     return ValidationResult(tuple(rows), tuple(failures))
 
 
@@ -348,12 +357,6 @@ def _model(
     """
     inputs = ModelInputs(emulation, duplex, send_buffer, activation)
     return live_scheme(key).model(params, inputs)
-
-
-#: Live schemes predicted with the shared-link engines on a real network (every push's arrival on the PS's
-#: link), whose models read the PS's send buffer; the a-priori protocol also gives them the incast rate.
-#: The rows with ``shared_link`` (:mod:`queuesgd.harness.live_schemes`).
-SHARED_LINK = tuple(key for key in LIVE_SCHEMES if live_scheme(key).shared_link)
 
 
 def _run_one(
