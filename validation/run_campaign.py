@@ -4,31 +4,53 @@
     python validation/run_campaign.py --only sync-ps  # one scheme
     python validation/run_campaign.py --report-only   # rebuild REPORT.md from results/
 
-Results go to ``validation/results/<scheme>-<i>.json`` (one file per
-configuration line, so a partial campaign keeps what it measured); the report
-combines every file found there, the a-priori campaign's (``run_apriori.py``)
-included, in sections by where each prediction's inputs came from
-(``queuesgd.harness.report.section_of``), with one committed SVG plot per
-counted section. Notes on where a model misses come from
-``notes.json`` (written by people, from the measurements, not tuned to them).
+Results go to ``validation/results/<scheme>-<hash>.json``, one file per
+configuration line, named by the configuration itself (:func:`line_stem`: the
+first 8 hex digits of the sha256 of its canonical JSON, defaults included), so
+that the same configuration always has the same file, wherever its line
+stands. Each file is written again as each of its worker counts finishes, so a
+partial campaign keeps what it measured. A file that exists already is never
+written over without ``--overwrite``: the campaign refuses, naming it, before
+anything runs (a rerun kept nothing of the earlier rows). Files
+``<scheme>-<i>.json`` (``<i>``: the line's index) are the rows of the campaign
+before its files were named by configuration; they stay, and are read.
+
+Which runs count is fixed before they run, in the report: every row records
+the machine's CPU use during its run (``load``:
+:class:`~queuesgd.harness.load.CpuMeter`), and a run during which other
+processes and other guests of the host took more than a tenth of the machine
+(:func:`~queuesgd.harness.load.disturbed`, ``DISTURBED``) is listed in the
+report's diagnosis section, never counted (rows written before ``load``
+existed record none).
+
+The report combines every file found in ``results/``, the a-priori campaign's
+(``run_apriori.py``) included, in sections by where each prediction's inputs
+came from (``queuesgd.harness.report.section_of``), with one committed SVG plot
+per counted section. Notes on where a model misses come from ``notes.json``
+(written by people, from the measurements, not tuned to them).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from queuesgd.command_line import Parser, run_command  # noqa: E402
 from queuesgd.errors import InvalidParameterError  # noqa: E402
 from queuesgd.harness.apriori.inputs import inputs_of, stored_inputs  # noqa: E402
+from queuesgd.harness.apriori.spec import canonical_json  # noqa: E402
 from queuesgd.harness.apriori_parallel.run import stored_input_paths  # noqa: E402
 from queuesgd.harness.report import (  # noqa: E402
     SECTIONS,
@@ -155,27 +177,105 @@ def _names_its_inputs(row: dict) -> bool:
     return all(p.exists() for p in paths.values())
 
 
+def line_stem(scheme: str, configuration: Mapping[str, Any]) -> str:
+    """The stem of a line's result file: its scheme and the first 8 hex digits of the sha256 of the canonical
+    JSON (keys sorted, no spaces) of everything it runs with, ``scheme`` included.
+
+    Examples
+    --------
+    >>> line_stem("sync-ps", {"workers": [2, 4], "steps": 150}) == line_stem("sync-ps", {"steps": 150,
+    ...                                                                              "workers": [2, 4]})
+    True
+    >>> line_stem("sync-ps", {"steps": 150})[:8], len(line_stem("sync-ps", {"steps": 150}))
+    ('sync-ps-', 16)
+    """
+    text = canonical_json({"scheme": scheme, **configuration})
+    return f"{scheme}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"
+
+
+def planned_lines(spec: Mapping[str, Any], only: str | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(stem, scheme, configuration)`` of each line of a campaign document to run (``only``: one scheme's).
+
+    Raises
+    ------
+    InvalidParameterError
+        ``--only`` naming no scheme of the lines; ``configurations[i]`` repeating an earlier line (the same
+        configuration, so the same file).
+    """
+    out, seen = [], {}
+    for i, line in enumerate(spec["configurations"]):
+        cfg = {**spec["defaults"], **line}
+        scheme = cfg.pop("scheme")
+        stem = line_stem(scheme, cfg)
+        if stem in seen:
+            same = f"a configuration of its own (configurations[{seen[stem]}] is the same)"
+            raise InvalidParameterError(f"configurations[{i}]", line, same)
+        seen[stem] = i
+        if only is None or scheme == only:
+            out.append((stem, scheme, cfg))
+    if only is not None and not out:
+        schemes = sorted({line["scheme"] for line in spec["configurations"]})
+        raise InvalidParameterError("--only", only, f"a scheme of the campaign's lines: {', '.join(schemes)}")
+    return out
+
+
+def run_lines(
+    spec: Mapping[str, Any],
+    results: Path,
+    *,
+    only: str | None = None,
+    overwrite: bool = False,
+    run: Callable[..., Any] | None = None,
+) -> list[Path]:
+    """Run the campaign's lines (``only``: one scheme's) into ``results``; the files written.
+
+    Every line's file is checked before any line runs: one that exists is refused, naming it, unless
+    ``overwrite``. Each file is written again as each of its worker counts finishes (``on_row``).
+    ``run`` is :func:`queuesgd.harness.campaign.validate` (or a stand-in taking the same arguments).
+    """
+    if run is None:
+        from queuesgd.harness.campaign import validate as run
+    lines = planned_lines(spec, only)
+    files = [results / f"{stem}.json" for stem, _, _ in lines]
+    taken = next((path for path in files if path.exists()), None)
+    if taken is not None and not overwrite:
+        kept = "a result file not written yet (the campaign keeps earlier rows; or --overwrite)"
+        raise InvalidParameterError("results", str(taken), kept)
+    results.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stem, scheme, cfg in lines:
+        done: list[dict[str, Any]] = []
+
+        def keep(row: dict[str, Any], done: list = done, stem: str = stem) -> None:
+            done.append(row)
+            write_rows(done, results, stem=stem)
+
+        t0 = time.time()
+        result = run(scheme, **cfg, on_row=keep)
+        print(result.table(), f"\n({time.time() - t0:.0f} s)", flush=True)
+        written.append(results / f"{stem}.json")
+    return written
+
+
+#: The folder of the result files (every file there is read into the report).
+RESULTS = HERE / "results"
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(prog="run_campaign.py", description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="run only this scheme's lines")
     parser.add_argument("--report-only", action="store_true", help="rebuild REPORT.md from results/")
-    args = parser.parse_args(argv)
-    spec = json.loads((HERE / "campaign.json").read_text())
-    results = HERE / "results"
-    results.mkdir(exist_ok=True)
-    if not args.report_only:
-        from queuesgd.harness.campaign import validate
+    parser.add_argument(
+        "--overwrite", action="store_true", help="write over the result files of the lines that run"
+    )
+    return run_command(parser, argv, _main)
 
-        for i, line in enumerate(spec["configurations"]):
-            if args.only and line["scheme"] != args.only:
-                continue
-            cfg = {**spec["defaults"], **line}
-            scheme = cfg.pop("scheme")
-            t0 = time.time()
-            result = validate(scheme, **cfg)
-            write_rows(result.rows, results, stem=f"{scheme}-{i}")
-            print(result.table(), f"\n({time.time() - t0:.0f} s)", flush=True)
-    build_report(results)
+
+def _main(args: argparse.Namespace) -> int:
+    if not args.report_only:
+        spec = json.loads((HERE / "campaign.json").read_text())
+        run_lines(spec, RESULTS, only=args.only, overwrite=args.overwrite)
+    build_report(RESULTS)
     return 0
 
 

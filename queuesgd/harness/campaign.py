@@ -58,11 +58,10 @@ class ValidationResult:
     Attributes
     ----------
     rows : tuple of dict
-        Each with ``scheme``, ``workers``, ``steps``, ``workload``,
-        ``straggler``, ``bandwidth``, ``emulation``, ``measured``,
-        ``measured_low``, ``measured_high`` (samples/s), ``predicted``,
-        ``error`` (predicted / measured - 1), ``method``, ``calibration`` and,
-        for a failed run, ``failure``.
+        Each with ``scheme``, ``workers``, ``steps``, ``workload``, ``straggler``, ``bandwidth``,
+        ``emulation``, ``measured``, ``measured_low``, ``measured_high`` (samples/s), ``predicted``,
+        ``error`` (predicted / measured - 1), ``method``, ``calibration``, ``load`` (the machine's CPU
+        use during the run: :class:`~queuesgd.harness.load.CpuMeter`) and, for a failed run, ``failure``.
     """
 
     rows: tuple[dict[str, Any], ...]
@@ -377,7 +376,7 @@ def _run_one(
     seed: int,
     progress: Callable[[str, int, int], None] | None,
 ) -> dict[str, Any]:
-    from queuesgd.harness import calibrate, runners
+    from queuesgd.harness import calibrate, load, runners
     from queuesgd.harness.live import EmulatedCompute, RealModel
     from queuesgd.harness.shaping import Shaper
 
@@ -436,13 +435,13 @@ def _run_one(
         )
         return fit, recs, held
 
-    if namespaces is not None:
-        with namespaces as net:
-            fit, records, held = go(net.setup, net.bridge_address)
-    else:
-        fit, records, held = go(None, "127.0.0.1")
-
-    return compare_records(
+    with load.CpuMeter() as meter:  # the machine's CPU use meanwhile (the row's load: the report's rule)
+        if namespaces is not None:
+            with namespaces as net:
+                fit, records, held = go(net.setup, net.bridge_address)
+        else:
+            fit, records, held = go(None, "127.0.0.1")
+    out = compare_records(
         key,
         n,
         records,
@@ -455,6 +454,7 @@ def _run_one(
         emulation=emulation,
         send_buffer=held,
     )
+    return {**out, "load": meter.result()}
 
 
 def predict_live(

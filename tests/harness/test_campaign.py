@@ -85,6 +85,13 @@ def test_measured_compute_profile_matches_the_configured_law():
     assert abs(row["compute_mean"] - 0.02) <= 4 * se + 1e-3
     # the row records the code that made it (the checkout's commit, +dirty if the package differs from it)
     assert row["commit"] == code_version()
+    # and the machine's CPU use during the run (the report's disturbed rule reads it): a wall time of at
+    # least one worker's 35 measured steps of compute, on this machine's cores
+    import os
+
+    load = row["load"]
+    assert load["cores"] == os.cpu_count() and load["wall"] >= 35 * row["compute_mean"]
+    assert 0.0 <= load["foreign_share"] and 0.0 <= load["steal"] <= 1.0
 
 
 def test_straggler_specs():
