@@ -124,7 +124,7 @@ def outside_torchrun(monkeypatch, tmp_path):
         (["--scheme", "tree-allreduce"], "--scheme"),  # not run live
         (["--compute", "-1ms"], "--compute"),
         (["--gradient-bytes", "lots"], "--gradient-bytes"),
-        (["--workload", "foo"], "kind"),
+        (["--workload", "foo"], "--workload"),
         ([], "RANK"),  # good arguments, but not under torchrun: refused before init_process_group
     ],
 )
@@ -132,6 +132,34 @@ def test_torchrun_refuses_bad_input_in_one_line(argv, field, outside_torchrun, c
     assert torchrun.main(argv) == 2
     _refused(capsys, TORCHRUN, field)
     assert not (outside_torchrun / "records").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "field", "kwargs"),
+    [
+        (["--steps", "5", "--warmup", "100"], "--steps", {"steps": 5, "warmup": 100}),  # steps >= 20
+        (["--steps", "30", "--warmup", "100"], "--warmup", {"steps": 30, "warmup": 100}),  # < steps - 10
+        (["--steps", "30", "--warmup", "20"], "--warmup", {"steps": 30, "warmup": 20}),
+        (["--compute", "0"], "--compute", {"compute": "0"}),
+        (["--steps", "1000000", "--compute", "1h"], "--compute", {"steps": 1_000_000, "compute": "1h"}),
+        (["--workload", "bogus"], "--workload", {"workload": "bogus"}),
+        (["--steps", "1000000", "--random-delay", "1:1h"], "--random-delay",
+         {"steps": 1_000_000, "random_delay": "1:1h"}),
+    ],
+)  # fmt: skip
+def test_torchrun_checks_a_run_as_validate_does(argv, field, kwargs, outside_torchrun, capsys):
+    # Each of these passed torchrun's checks and reached the environment check (on a cluster: the whole
+    # job ran, then --compare failed on too few measured updates); validate() refuses each.
+    from queuesgd.errors import InvalidParameterError
+    from queuesgd.harness.campaign import validate
+
+    assert torchrun.main(argv) == 2
+    err = _refused(capsys, TORCHRUN, field)
+    assert err.startswith(f"{TORCHRUN}: error: {field}: got "), err
+    with pytest.raises(InvalidParameterError) as refused:
+        validate("ring-allreduce", workers=2, **kwargs)
+    assert refused.value.field == field.lstrip("-").replace("-", "_")
+    assert err.rstrip("\n").split("; accepted: ", 1)[1] in refused.value.accepted  # one checker, one text
 
 
 def test_torchrun_refuses_an_out_folder_it_cannot_make(outside_torchrun, capsys, monkeypatch):

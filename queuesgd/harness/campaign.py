@@ -30,13 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd import _checks, units
+from queuesgd import _checks
 from queuesgd.distributions import Deterministic, Distribution, Empirical
 from queuesgd.errors import InvalidParameterError, MissingDependencyError, WorkerFailure
 from queuesgd.harness.layout import LIVE_SCHEMES, live_key
 from queuesgd.harness.live_schemes import ModelInputs, live_scheme
 from queuesgd.harness.live_schemes.allreduce import RING
 from queuesgd.harness.provenance import code_version, stamp
+from queuesgd.harness.run_args import check_run, run_seconds
 from queuesgd.harness.run_records import measured_throughput, same_run_profile, update_role
 from queuesgd.workload import RandomDelay
 
@@ -117,29 +118,12 @@ def parse_straggler(text: str | None, mean: float, field: str = "straggler") -> 
         ) from None
 
 
-def _random_delay(value: str | RandomDelay | None) -> RandomDelay | None:
-    from queuesgd.specs import random_delay
-
-    if value is None or isinstance(value, RandomDelay):
-        return value
-    return random_delay(value, "random_delay")
-
-
 def _ints(field_name: str, values: int | Iterable[int]) -> list[int]:
     one = isinstance(values, (int, np.integer)) and not isinstance(values, bool)
     items = list(_checks.integers(field_name, [values] if one else values, maximum=_checks.MAX_COUNT))
     if len(set(items)) != len(items):
         raise InvalidParameterError(field_name, values, "distinct counts, each given once")
     return items
-
-
-def _run_seconds(field_name: str, value: Any, steps: int, *, allow_zero: bool = True) -> float:
-    """Seconds of ``value`` such that ``steps`` of them last at most ``units.MAX_SECONDS``."""
-    seconds = _checks.duration(field_name, value, allow_zero=allow_zero)
-    if steps * seconds > units.MAX_SECONDS:
-        limit = f"{steps} steps of it last at most {units.MAX_SECONDS:g} s (about 32 years)"
-        raise InvalidParameterError(field_name, value, f"at most {units.MAX_SECONDS / steps:.4g} s: {limit}")
-    return seconds
 
 
 def _checked_params(key: str, params: Mapping[str, Any] | None, counts: list[int]) -> dict[str, Any]:
@@ -231,31 +215,21 @@ def validate(
     ValidationResult
     """
     from queuesgd.busbw import bandwidth_value
-    from queuesgd.harness.models import MODELS
 
     key = live_key(scheme)
     counts = _ints("workers", workers)
-    steps = _checks.integer("steps", steps, minimum=20, maximum=_checks.MAX_COUNT)
-    warm = max(5, steps // 10) if warmup is None else _checks.integer("warmup", warmup, minimum=0)
-    if warm >= steps - 10:
-        raise InvalidParameterError("warmup", warm, f"fewer than steps - 10 ({steps - 10})")
-    workload = _checks.choice("workload", workload, ("emulated", *MODELS))
-    mean = _run_seconds("compute", compute, steps, allow_zero=False)
-    nbytes = int(_checks.positive("gradient_bytes", units.parse_bytes(gradient_bytes, "gradient_bytes")))
-    batch = _checks.integer("batch_size", batch_size, maximum=_checks.MAX_COUNT)
-    law = parse_straggler(straggler, mean)
-    delays = _random_delay(random_delay)
-    if delays is not None and (delays.count > min(counts) or steps * delays.delay > units.MAX_SECONDS):
-        accepted = f"at most {min(counts)} delayed workers (the fewest workers), each delay at most "
-        accepted += f"{units.MAX_SECONDS / steps:.4g} s ({steps} steps of it: at most 1e9 s, 32 years)"
-        raise InvalidParameterError("random_delay", random_delay, accepted)
+    run = check_run(steps, warmup, workload, compute, gradient_bytes, batch_size, random_delay, seed,
+                    fewest_workers=min(counts))  # fmt: skip
+    steps, warm, workload, nbytes, batch, seed = run.steps, run.warmup, run.workload, run.gradient_bytes, \
+        run.batch_size, run.seed  # fmt: skip
+    law = parse_straggler(straggler, run.compute)
+    delays = run.random_delay
     bw = None if bandwidth is None else bandwidth_value("bandwidth", bandwidth)
-    lat = _run_seconds("latency", latency, steps)
+    lat = run_seconds("latency", latency, steps)
     network = _checks.choice("network", network, ("auto", "netns", "app"))
     options = _checked_params(key, params, counts)
     if timeout is not None:
         timeout = _checks.duration("timeout", timeout, allow_zero=False)
-    seed = _checks.integer("seed", seed, minimum=0, maximum=2**32 - 1)  # torch: seed x 7919 + rank < 2**64
 
     _network(network, bw, lat, live_scheme(key).world_size(max(counts)))  # its refusals: before any run
     rows = []

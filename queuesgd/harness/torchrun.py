@@ -39,6 +39,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.command_line import Parser, run_command
 from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.run_args import RunArgs, check_run
 
 __all__ = ["build_parser", "calibration_fit", "compare_folder", "main"]
 
@@ -72,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheme", default=RING.key)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--warmup", type=int)
-    p.add_argument("--workload", default="emulated", help="emulated, mlp or cnn")
+    p.add_argument("--workload", default="emulated", help="emulated, or a harness model: mlp, cnn, ...")
     p.add_argument("--compute", default="50ms")
     p.add_argument("--gradient-bytes", default="1MB")
     p.add_argument("--batch-size", type=int, default=32)
@@ -86,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from queuesgd import specs, units
+    from queuesgd import specs
     from queuesgd.harness import calibrate, runners
     from queuesgd.harness._torch import require_torch
     from queuesgd.harness.campaign import parse_straggler
@@ -97,16 +98,14 @@ def _run(args: argparse.Namespace) -> int:
 
     key = live_key(args.scheme, "--scheme")
     row = live_scheme(key)
-    mean = units.parse_seconds(args.compute, "--compute")
-    law = parse_straggler(args.straggler, mean, "--straggler")
-    random_delay = specs.random_delay(args.random_delay) if args.random_delay else None
-    nbytes = int(units.parse_bytes(args.gradient_bytes, "--gradient-bytes"))
-    _check_counts(args)
-    if args.workload == "emulated":
+    run = _check_args(args)
+    law = parse_straggler(args.straggler, run.compute, "--straggler")
+    random_delay, nbytes = run.random_delay, run.gradient_bytes
+    if run.workload == "emulated":
         rd = None if random_delay is None else (random_delay.count, random_delay.delay)
-        live: Any = EmulatedCompute(law, nbytes, batch_size=args.batch_size, random_delay=rd)
+        live: Any = EmulatedCompute(law, nbytes, batch_size=run.batch_size, random_delay=rd)
     else:
-        live = RealModel(kind=args.workload, batch_size=args.batch_size)
+        live = RealModel(kind=run.workload, batch_size=run.batch_size)
         nbytes = live.gradient_bytes
     _check_environment(args.out)
     torch = require_torch()
@@ -116,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
     rank, world = dist.get_rank(), dist.get_world_size()
     n = row.workers(world)
     params = row.check_params(specs.parse_params(args.param), n)
-    warmup = max(5, args.steps // 10) if args.warmup is None else args.warmup
+    steps, warmup = run.steps, run.warmup
     out = Path(args.out)
     sink = _JsonLines(out / f"rank{rank}.jsonl")
     ctx = WorkerContext(rank, world, deadline=math.inf, epoch=time.perf_counter(), sink=sink)
@@ -125,12 +124,12 @@ def _run(args: argparse.Namespace) -> int:
             meta = {
                 "scheme": key,
                 "workers": n,
-                "steps": args.steps,
+                "steps": steps,
                 "warmup": warmup,
                 "batch": live.batch_size,
                 "gradient_bytes": nbytes,
                 "params": params,
-                "seed": args.seed,
+                "seed": run.seed,
                 "random_delay": None if random_delay is None else [random_delay.count, random_delay.delay],
             }
             ctx.report({"meta": meta})
@@ -144,7 +143,7 @@ def _run(args: argparse.Namespace) -> int:
             for _ in sizes:  # the ping-pong ranks meet one barrier per size
                 dist.barrier()
         dist.barrier()
-        runners.run_scheme(ctx, key, live, args.steps, None, params, warmup=warmup, seed=args.seed)
+        runners.run_scheme(ctx, key, live, steps, None, params, warmup=warmup, seed=run.seed)
     finally:
         sink.close()
         gc.collect()
@@ -152,14 +151,22 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_counts(args: argparse.Namespace) -> None:
-    """Refuse a count out of its bounds, naming its flag (before anything is started)."""
-    _checks.integer("--steps", args.steps, maximum=_checks.MAX_COUNT)
-    if args.warmup is not None:
-        _checks.integer("--warmup", args.warmup, minimum=0, maximum=_checks.MAX_COUNT)
-    _checks.integer("--batch-size", args.batch_size, maximum=_checks.MAX_COUNT)
+def _check_args(args: argparse.Namespace) -> RunArgs:
+    """The run's arguments checked as ``validate`` checks them, each error naming its flag (before anything
+    is started): :func:`queuesgd.harness.run_args.check_run`, and ``--repeats``."""
+    run = check_run(
+        args.steps,
+        args.warmup,
+        args.workload,
+        args.compute,
+        args.gradient_bytes,
+        args.batch_size,
+        args.random_delay,
+        args.seed,
+        flags=True,
+    )
     _checks.integer("--repeats", args.repeats, maximum=10_000)
-    _checks.integer("--seed", args.seed, minimum=0, maximum=2**32 - 1)
+    return run
 
 
 def _check_environment(out: str) -> None:
