@@ -8,6 +8,7 @@ and the steps and the setup are disjoint parts of the warm-up.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -105,3 +106,21 @@ def test_the_jit_cache_is_counted_in_bytes(script, tmp_path, monkeypatch):
     (tmp_path / "y.bin").write_bytes(b"0" * 24)
     monkeypatch.setenv("CUDA_CACHE_PATH", str(tmp_path))
     assert script.jit_cache_bytes() == 1024
+
+
+def test_the_runs_commit_is_provenances_and_says_dirty(script, monkeypatch):
+    # The document's commit is queuesgd.harness.provenance.code_version()'s: "+dirty" where the package's
+    # files differ from the commit (the script's own copy left it out, and a record could claim a clean
+    # commit from uncommitted code). git's answers are given here, as a dirty checkout would give them.
+    from queuesgd.harness import provenance
+
+    head = "0123456789abcdef" * 2 + "01234567"
+    answers = {"rev-parse": head, "status": " M queuesgd/profiler.py"}
+    monkeypatch.delenv("QUEUESGD_COMMIT", raising=False)
+    monkeypatch.setattr(provenance, "_git", lambda *args: answers[args[0]])
+    settings = {"device": "cpu", "warmup": 1, "repetitions": 2, "steps": 3, "protocol": "interleaved",
+                "device_warmup": 0, "blocks": 1, "block_steps": 1}  # fmt: skip
+    doc = script._document(argparse.Namespace(**settings), [], "now")
+    assert doc["commit"] == head + "+dirty"
+    monkeypatch.setenv("QUEUESGD_COMMIT", "given")  # a copy without .git: the commit it was given
+    assert script._document(argparse.Namespace(**settings), [], "now")["commit"] == "given"

@@ -106,14 +106,11 @@ for the report), each with a sidecar of the plain step's time.
 from __future__ import annotations
 
 import argparse
-import functools
-import gzip
 import inspect
 import json
 import math
 import os
 import platform
-import subprocess
 import sys
 import time
 import traceback
@@ -125,9 +122,11 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from device_first_use import jit_cache, jit_cache_bytes, stack_dumps  # noqa: E402
+from profile_fidelity_cases import cpu_cases, gpu_cases  # noqa: E402
+from profile_fidelity_traces import record_traces  # noqa: E402
 
 from queuesgd.harness.fidelity import FidelityCase, check_profile  # noqa: E402
-from queuesgd.harness.zoo import gpt, token_batch, vit  # noqa: E402
+from queuesgd.harness.provenance import code_version  # noqa: E402
 
 TARGET = 0.03
 OVERHEAD = 2.0
@@ -137,258 +136,6 @@ PHASES = ("warmup", "timed", "detailed", "memory")  # the profile's own time by 
 # from its provenance's ``profile_phases``: setup, warm-up, loop blocks, timed, detailed, ... result),
 # its own whole-call wall time (``profile_call_s``) and each warm-up step's host seconds
 # (``warmup_step_s``) beside ``profile_wall_s``, so a row says where a long profile's time went.
-
-
-def encoder(width: int = 512, layers: int = 6, heads: int = 8) -> object:
-    """``nn.TransformerEncoder`` of the issue's table: 6 layers, d = 512, on (batch, 256, 512) inputs."""
-    import torch
-
-    block = torch.nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True)
-    return torch.nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
-
-
-def hf_gpt2() -> object:
-    """Hugging Face's GPT-2 (small, random weights, nothing downloaded): its output is a ModelOutput."""
-    import transformers
-
-    return transformers.GPT2LMHeadModel(transformers.GPT2Config())
-
-
-def hf_batch(batch_size: int, device: object) -> dict:
-    ids = token_batch(50257, 1024)(batch_size, device)["ids"]
-    return {"input_ids": ids, "labels": ids}
-
-
-def compiled_encoder() -> object:
-    import torch
-
-    return torch.compile(encoder())
-
-
-def gpu_cases() -> list[FidelityCase]:
-    import torch
-
-    bf16 = torch.bfloat16
-    return [
-        FidelityCase("resnet50 fp32", "torchvision:resnet50", 64, (3, 224, 224), notes="target"),
-        FidelityCase(
-            "resnet50 bf16", "torchvision:resnet50", 64, (3, 224, 224), autocast=bf16, notes="target"
-        ),
-        FidelityCase(
-            "vit_b_16 bf16", "torchvision:vit_b_16", 32, (3, 224, 224), autocast=bf16, notes="target"
-        ),
-        FidelityCase(
-            "gpt2-small bf16 (token ids, tied, labels)",
-            gpt,
-            8,
-            inputs=token_batch(50257, 1024),
-            autocast=bf16,
-            notes="target",
-        ),
-        FidelityCase("transformer-encoder fp32", encoder, 32, (256, 512), notes="target (choice 1)"),
-        FidelityCase(
-            "convnext_tiny bf16, accumulation 2",
-            "torchvision:convnext_tiny",
-            32,
-            (3, 224, 224),
-            autocast=bf16,
-            accumulation=2,
-            notes="target (choice 2)",
-        ),
-        # Held out: not run before the timed steps were made back to back (pass 1 diagnosed that change
-        # on the rows above); registered here before pass 2, held to the same targets.
-        FidelityCase(
-            "efficientnet_b0 bf16",
-            "torchvision:efficientnet_b0",
-            64,
-            (3, 224, 224),
-            autocast=bf16,
-            notes="target (held out)",
-        ),
-        FidelityCase(
-            "swin_t bf16", "torchvision:swin_t", 32, (3, 224, 224), autocast=bf16, notes="target (held out)"
-        ),
-        FidelityCase(
-            "densenet121 fp32", "torchvision:densenet121", 32, (3, 224, 224), notes="target (held out)"
-        ),
-        FidelityCase(
-            "gpt2-small bf16, activation checkpointing",
-            lambda: gpt(checkpoint=True),
-            8,
-            inputs=token_batch(50257, 1024),
-            autocast=bf16,
-            notes="extra",
-        ),
-        FidelityCase(
-            "transformer-encoder fp32, torch.compile", compiled_encoder, 32, (256, 512), notes="extra"
-        ),
-        FidelityCase(
-            "resnet50 fp16 (GradScaler)",
-            "torchvision:resnet50",
-            64,
-            (3, 224, 224),
-            autocast=torch.float16,
-            notes="extra",
-        ),
-        FidelityCase(
-            "gpt2-small fp16 (GradScaler)",
-            gpt,
-            8,
-            inputs=token_batch(50257, 1024),
-            autocast=torch.float16,
-            notes="extra",
-        ),
-    ]
-
-
-def cpu_cases() -> list[FidelityCase]:
-    import torch
-
-    from queuesgd.harness.models import resnet18s
-
-    bf16 = torch.bfloat16
-    return [
-        FidelityCase("resnet18s w16 fp32", lambda: resnet18s(width=16), 16, (3, 32, 32), notes="cpu"),
-        FidelityCase(
-            "vit tiny fp32 (class token on the root)",
-            lambda: vit(image=32, patch=4, width=64, layers=2, heads=4, classes=10),
-            16,
-            (3, 32, 32),
-            notes="cpu",
-        ),
-        FidelityCase(
-            "gpt tiny bf16 (token ids, tied, labels)",
-            lambda: gpt(vocab=512, seq=64, width=64, layers=2, heads=4),
-            8,
-            inputs=token_batch(512, 64),
-            autocast=bf16,
-            notes="cpu",
-        ),
-        FidelityCase("transformer-encoder small fp32", lambda: encoder(64, 2, 4), 8, (32, 64), notes="cpu"),
-        FidelityCase(
-            "gpt tiny fp32, vocabulary 8192 (the logits' gradient dominates the peak)",
-            lambda: gpt(vocab=8192, seq=64, width=64, layers=2, heads=4),
-            8,
-            inputs=token_batch(8192, 64),
-            notes="cpu",
-        ),
-        FidelityCase(
-            "gpt tiny fp32, vocabulary 8192, activation checkpointing",
-            lambda: gpt(vocab=8192, seq=64, width=64, layers=2, heads=4, checkpoint=True),
-            8,
-            inputs=token_batch(8192, 64),
-            notes="cpu",
-        ),
-        FidelityCase(
-            "gpt tiny fp32, accumulation 2",
-            lambda: gpt(vocab=512, seq=64, width=64, layers=2, heads=4),
-            8,
-            inputs=token_batch(512, 64),
-            accumulation=2,
-            notes="cpu",
-        ),
-    ]
-
-
-def record_trace(
-    name: str, factory, batch, out: Path, *, autocast=None, scheduled: bool = True, device: str = "cuda"
-) -> dict:
-    """A torch.profiler trace of training steps, gzipped, and a sidecar with the plain step's time.
-
-    ``scheduled``: 6 steps under ``schedule(wait=1, warmup=1, active=3, repeat=1)`` with ``prof.step()``
-    after each (3 ``ProfilerStep`` spans); otherwise 3 steps inside the profiler with no schedule (the
-    reader cuts them at the optimizer steps). Three unrecorded steps first.
-    """
-    import torch
-    from torch.profiler import ProfilerActivity, schedule
-
-    from queuesgd.profiler import plain_step_time
-
-    torch.manual_seed(0)
-    net = factory().to(device)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    x = batch.to(device)
-    kind = "cuda" if device.startswith("cuda") else "cpu"
-
-    def one() -> None:
-        with torch.autocast(kind, dtype=autocast or torch.bfloat16, enabled=autocast is not None):
-            loss = net(x).float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    for _ in range(3):
-        one()
-    if kind == "cuda":
-        torch.cuda.synchronize()
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if kind == "cuda" else [])
-    if scheduled:
-        with torch.profiler.profile(
-            activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=1, active=3, repeat=1)
-        ) as prof:
-            for _ in range(6):
-                one()
-                prof.step()
-    else:
-        with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
-            for _ in range(3):
-                one()
-    raw = out / f"{name}.json"
-    prof.export_chrome_trace(str(raw))
-    with open(raw, "rb") as src, gzip.open(out / f"{name}.json.gz", "wb") as dst:
-        dst.write(src.read())
-    raw.unlink()
-    # the reference: the same step, plain, timed as plain_step_time times it; the update alone the same way
-    per = plain_step_time(
-        factory,
-        batch_size=x.shape[0],
-        inputs=batch,
-        autocast=autocast,
-        device=device,
-        steps=30,
-        chunks=3,
-        threads=None,
-    )
-    wait = torch.cuda.synchronize if kind == "cuda" else (lambda: None)
-    wait()
-    t0 = time.perf_counter()
-    for _ in range(20):
-        opt.step()
-    wait()
-    update = (time.perf_counter() - t0) / 20
-    meta = {
-        "parameters": sum(1 for p in net.parameters() if p.requires_grad),
-        "gradient_bytes": sum(p.numel() * p.element_size() for p in net.parameters() if p.requires_grad),
-        "step_seconds": sum(per) / len(per),
-        "update_seconds": update,
-        "batch_size": int(x.shape[0]),
-        "device": torch.cuda.get_device_name() if kind == "cuda" else "cpu",
-        "torch": torch.__version__,
-        "autocast": None if autocast is None else str(autocast),
-        "scheduled": scheduled,
-    }
-    (out / f"{name}.meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-    return meta
-
-
-def _mlp() -> object:
-    import torch
-
-    nn = torch.nn
-    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
-
-
-@functools.cache
-def _commit() -> str | None:
-    """The checkout's commit (``QUEUESGD_COMMIT`` where the copy run has no ``.git``)."""
-    if os.environ.get("QUEUESGD_COMMIT"):
-        return os.environ["QUEUESGD_COMMIT"]
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=HERE.parent, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -574,15 +321,6 @@ def _environment(torch: object, cuda: bool) -> dict:
     return out
 
 
-def _torchvision(name: str):
-    def make() -> object:
-        import torchvision
-
-        return torchvision.models.get_model(name, weights=None)
-
-    return make
-
-
 def _document(args: argparse.Namespace, rows: list[dict], started: str) -> dict:
     import torch
 
@@ -603,7 +341,7 @@ def _document(args: argparse.Namespace, rows: list[dict], started: str) -> dict:
         if args.device.startswith("cuda")
         else platform.processor(),
         "torch": torch.__version__,
-        "commit": _commit(),
+        "commit": code_version(),
         "started": started,
         "host": platform.node(),
         "cpus": os.cpu_count(),
@@ -655,24 +393,7 @@ def _run_rows(args: argparse.Namespace, torch: object, cuda: bool, targets: list
     for case in targets:
         one(case)
     if args.traces:
-        for name, factory, batch, amp, sched in (
-            ("cuda_mlp", _mlp, torch.randn(64, 256), None, True),
-            ("resnet50_bf16", _torchvision("resnet50"), torch.randn(64, 3, 224, 224), torch.bfloat16, True),
-            (
-                "resnet50_fp32_unscheduled",
-                _torchvision("resnet50"),
-                torch.randn(64, 3, 224, 224),
-                None,
-                False,
-            ),
-        ):
-            try:
-                meta = record_trace(
-                    name, factory, batch, args.out, autocast=amp, scheduled=sched, device=args.device
-                )
-                print(name, meta, flush=True)
-            except Exception:
-                traceback.print_exc()
+        record_traces(args.out, args.device)
     for case in extras:
         one(case)
     return 0
