@@ -151,6 +151,27 @@ def _apriori_campaign(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    """``queuesgd validate``: run a scheme live per worker count and print it against the model.
+
+    With ``--apriori SPEC.json`` it runs that spec's campaign instead. Every
+    argument is checked before any process starts.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The ``validate`` subcommand's arguments (:mod:`queuesgd.cli.parser`); a single run's options
+        not given get :data:`RUN_DEFAULTS`.
+
+    Returns
+    -------
+    int
+        0 when every run completed, 1 when a run failed (its row says why; the others are kept).
+
+    Raises
+    ------
+    InvalidParameterError
+        A bad argument, naming its flag (the CLI prints one line and exits with status 2).
+    """
     from queuesgd.harness.campaign import parse_straggler
 
     if getattr(args, "apriori", None):

@@ -61,7 +61,15 @@ EXCHANGE_GAP = 0.01
 
 
 def duplex_share(*, alone: float, both: float) -> float:
-    """``alone / both``, clipped to ``(0, 1]`` and rounded to 3 digits (see the module docstring)."""
+    """``alone / both``, clipped to ``(0, 1]`` and rounded to 3 digits (see the module docstring).
+
+    Examples
+    --------
+    >>> duplex_share(alone=0.008, both=0.010)  # each direction keeps 80% of the rate beside the other
+    0.8
+    >>> duplex_share(alone=0.010, both=0.009)  # faster beside the other: noise, full duplex
+    1.0
+    """
     a = _checks.positive("alone", alone)
     b = _checks.positive("both", both)
     return round(float(min(a / b, 1.0)), 3)

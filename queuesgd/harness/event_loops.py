@@ -34,6 +34,41 @@ def event_ps(
     staleness: float,
     contention: bool,
 ) -> None:
+    """The parameter server of async-ps and stale-synchronous (rank 0): an update per gradient, as it arrives.
+
+    The workers run :func:`~queuesgd.harness.ps_loops.ps_worker` with
+    ``stop_by_version=False``. Each gradient is applied on its own; under an
+    active shaper it is applied after ``alpha`` plus its transfer (queued
+    behind the uplink's earlier transfers when ``contention``), and its
+    reply leaves after the transfer back plus ``alpha`` (the downlink queued
+    likewise). A worker at clock ``c`` gets its reply only when every
+    worker's clock is at least ``c - staleness`` (``math.inf``: asynchronous).
+
+    Parameters
+    ----------
+    ctx : WorkerContext
+        This process's place in the group (rank 0) and its record sink.
+    key : str
+        The live scheme (``"async-ps"``, ``"stale-synchronous"``), written into the records.
+    live : EmulatedCompute or RealModel
+        The workload: the PS's replica of the model (:class:`~queuesgd.harness.plumbing.PSState`).
+    steps, warmup : int
+        Steps per worker; the updates of gradients from a worker's first ``warmup`` steps are marked warm-up.
+    shaper : Shaper
+        The emulated network (inactive: none).
+    seed : int
+        Seed of the PS's replica.
+    down : process group
+        The PS's group for its replies (:func:`~queuesgd.harness.plumbing.reply_group`).
+    staleness : float
+        The largest clock difference a reply may open (stale-synchronous's ``s``; ``math.inf``: async-ps).
+    contention : bool
+        Queue the transfers on the PS's uplink and downlink (async-ps) or give each its own (SSP).
+
+    Reports one ``role="ps"`` record per update (``sender``, ``worker_step``,
+    ``staleness``, ``t_apply``, ...: :mod:`~queuesgd.harness.runners`) and
+    returns after every worker's goodbye.
+    """
     ps = PSState(ctx, live, seed, down)
     n = ps.n
     clock = Clock()
@@ -127,6 +162,31 @@ def eager_ps(
     mode: str,
     max_stale: int,
 ) -> None:
+    """eager-SGD's coordinator (rank 0): rounds of a partial all-reduce, emulated on the gradients sent to it.
+
+    The workers run :func:`~queuesgd.harness.ps_loops.ps_worker` with
+    ``stop_by_version=True``. A round starts when the first gradient is in
+    (``mode="solo"``), when a random initiator's is in (``"majority"``), or
+    when all are in (every ``max_stale + 1``-th round, a synchronous one); it
+    averages the gradients in by its start with those buffered during the
+    previous round, lasts the ring all-reduce's model time plus the update
+    under an active shaper. Gradients arriving during it are buffered into
+    the next round; the new parameters go to the workers that took part and
+    to those buffered, which restart with them.
+
+    Parameters
+    ----------
+    ctx, key, live, steps, shaper, warmup, seed, down
+        As :func:`event_ps` takes them; ``steps`` is the number of rounds, the first ``warmup`` marked.
+    mode : str
+        ``"solo"`` or ``"majority"`` (:class:`~queuesgd.schemes.eager.eager.EagerSGD`).
+    max_stale : int
+        Partial rounds in a row before a synchronous one.
+
+    Reports one ``role="ps"`` record per round (``t_trigger``, ``round_end``,
+    ``sync``, ``initiator``, ``fresh``, ``buffered``, ...) and returns after
+    every worker's goodbye.
+    """
     ps = PSState(ctx, live, seed, down)
     n = ps.n
     clock = Clock()

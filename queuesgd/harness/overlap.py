@@ -52,7 +52,15 @@ _SIDE = 128  # matrix side of one unit of computation
 
 
 def overlap_efficiency(*, compute: float, comm: float, both: float) -> float:
-    """``(compute + comm - both) / min(compute, comm)``, clipped to ``[0, 1]`` (see the module docstring)."""
+    """``(compute + comm - both) / min(compute, comm)``, clipped to ``[0, 1]`` (see the module docstring).
+
+    Examples
+    --------
+    >>> overlap_efficiency(compute=0.5, comm=0.25, both=0.5625)  # 0.1875 s of the 0.25 s hidden
+    0.75
+    >>> [overlap_efficiency(compute=0.5, comm=0.25, both=b) for b in (0.5, 0.8)]  # all hidden; slower
+    [1.0, 0.0]
+    """
     c = _checks.positive("compute", compute)
     t = _checks.positive("comm", comm)
     b = _checks.positive("both", both)

@@ -41,6 +41,27 @@ class Clock:
 
 @dataclass
 class Msg:
+    """A message as :class:`Inbox` received it.
+
+    Attributes
+    ----------
+    src : int
+        The sender's rank.
+    buf : torch.Tensor
+        The message: ``[gradient..., tag]`` from a worker, ``[parameters..., version]`` from the PS.
+    t : float
+        ``time.perf_counter()`` when it arrived (this process's clock).
+    tag : float
+        Its last element: the version the gradient was computed on, or the parameters' version;
+        negative: the sender's goodbye.
+
+    Examples
+    --------
+    >>> m = Msg(src=2, buf=None, t=0.5, tag=-1.0)
+    >>> m.src, m.tag < 0
+    (2, True)
+    """
+
     src: int
     buf: Any
     t: float  # perf_counter at arrival
@@ -133,6 +154,13 @@ def reply_group() -> Any:
 
 
 def base_record(scheme: str, role: str, step: int, warmup: bool, shaper: Shaper) -> dict[str, Any]:
+    """The fields every record of a live loop starts with (the loop adds its own times and counts).
+
+    Examples
+    --------
+    >>> base_record("async-ps", "ps", 3, False, Shaper())
+    {'scheme': 'async-ps', 'role': 'ps', 'step': 3, 'warmup': False, 'emulation': 'none'}
+    """
     return {"scheme": scheme, "role": role, "step": step, "warmup": warmup, "emulation": shaper.emulation}
 
 

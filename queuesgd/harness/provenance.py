@@ -30,7 +30,15 @@ _ROOT = Path(__file__).resolve().parents[2]
 
 
 def stamp() -> str:
-    """The current time as ISO 8601 with the offset (what every record carries)."""
+    """The current time as ISO 8601 with the offset (what every record carries).
+
+    Examples
+    --------
+    >>> import time
+    >>> t = stamp()
+    >>> len(t), time.strptime(t, "%Y-%m-%dT%H:%M:%S%z").tm_year >= 2024
+    (24, True)
+    """
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
@@ -40,6 +48,20 @@ def code_version() -> str | None:
     ``+dirty`` is appended when the package's files differ from that commit
     (a row made by uncommitted code cannot be rebuilt from the history).
     None where neither tells (an installed copy outside a git checkout).
+
+    Examples
+    --------
+    >>> import os
+    >>> saved = os.environ.pop("QUEUESGD_COMMIT", None)
+    >>> os.environ["QUEUESGD_COMMIT"] = "0123abc"  # a copy of the code without .git, told its commit
+    >>> code_version()
+    '0123abc'
+    >>> del os.environ["QUEUESGD_COMMIT"]
+    >>> v = code_version()  # this checkout's: 40 hex digits, "+dirty" when the package differs
+    >>> v is None or (len(v.removesuffix("+dirty")) == 40 and int(v[:40], 16) >= 0)
+    True
+    >>> if saved is not None:
+    ...     os.environ["QUEUESGD_COMMIT"] = saved
     """
     given = os.environ.get("QUEUESGD_COMMIT")
     if given:

@@ -100,6 +100,33 @@ def barrier_ps(
     cutoff: float | None,
     cancel: bool,
 ) -> None:
+    """The barrier parameter server (rank 0) of sync-ps, backup-workers and static-cutoff.
+
+    Each iteration takes fresh gradients (tagged with the current version)
+    until it has ``need`` of them or, with a ``cutoff``, until ``cutoff``
+    seconds after the iteration began (at least one gradient); stale ones are
+    dropped. It applies their average, waits out the phase model's round
+    under an active shaper, and sends version + 1 to the contributors
+    (``cancel``: to every worker, aborting their computations). A dropped
+    gradient's worker gets the current parameters back unless ``cancel``.
+
+    Parameters
+    ----------
+    ctx, key, live, steps, shaper, warmup, seed, down
+        As :func:`~queuesgd.harness.event_loops.event_ps` takes them; ``steps`` is the number of
+        iterations (updates), the first ``warmup`` marked.
+    need : int
+        Fresh gradients that end an iteration: ``n`` (sync-ps), ``n - backups`` (backup-workers).
+    cutoff : float or None
+        Seconds after which an iteration ends with what arrived (static-cutoff); None: no cutoff.
+    cancel : bool
+        ``stragglers="cancel"``: every worker gets the new parameters at once.
+
+    Reports one ``role="ps"`` record per iteration (``t_barrier``,
+    ``dropped``, ``contributors``, ...: :mod:`~queuesgd.harness.runners`) and
+    returns after every worker's goodbye. Raises RuntimeError if a worker
+    stops before the last iteration.
+    """
     ps = PSState(ctx, live, seed, down)
     n = ps.n
     clock = Clock()

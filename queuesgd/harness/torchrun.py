@@ -65,7 +65,14 @@ class _JsonLines:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m queuesgd.harness.torchrun`` (every flag is in docs/cli.md)."""
+    """The command line of ``python -m queuesgd.harness.torchrun`` (every flag is in docs/cli.md).
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["--scheme", "async-ps", "--steps", "300"])
+    >>> args.scheme, args.steps, args.warmup, args.compute, args.gradient_bytes, args.out
+    ('async-ps', 300, None, '50ms', '1MB', 'records')
+    """
     from queuesgd.harness.live_schemes.allreduce import RING
 
     p = Parser(prog="python -m queuesgd.harness.torchrun", description=__doc__.splitlines()[0])

@@ -143,7 +143,17 @@ def predict_ddp(
 
 
 def straggler_recipe(value: Any) -> Any:
-    """The straggler recipe as a :class:`~queuesgd.RandomDelay` (from ``(count, delay)``), or None."""
+    """The straggler recipe as a :class:`~queuesgd.RandomDelay` (from ``(count, delay)``), or None.
+
+    Examples
+    --------
+    >>> straggler_recipe("2:320ms"), straggler_recipe((1, 0.05)), straggler_recipe(None)
+    (RandomDelay(count=2, delay=0.32), RandomDelay(count=1, delay=0.05), None)
+    >>> straggler_recipe(3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: random_delay: got 3; accepted: 'K:DELAY', (count, delay), ...
+    """
     from queuesgd.workload import RandomDelay
 
     if value is None or isinstance(value, RandomDelay):

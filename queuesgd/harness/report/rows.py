@@ -20,6 +20,13 @@ TABLE_COLUMNS = ("scheme", "workers", "configuration", "measured", "interval", "
 
 
 def abs_errors(rows: Iterable[Mapping[str, Any]]) -> np.ndarray:
+    """``|error|`` of every row with a prediction (a row whose ``error`` is None, a failed run, is left out).
+
+    Examples
+    --------
+    >>> abs_errors([{"error": -0.25}, {"error": None}, {"error": 0.5}])
+    array([0.25, 0.5 ])
+    """
     return np.array([abs(float(r["error"])) for r in rows if r.get("error") is not None], dtype=float)
 
 
@@ -27,6 +34,15 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per scheme: the number of configurations and the median and max absolute relative error.
 
     Rows without a prediction (``error`` None, a failed run) count as configurations but not in the errors.
+
+    Examples
+    --------
+    >>> rows = [{"scheme": "async-ps", "error": 0.04}, {"scheme": "async-ps", "error": -0.1},
+    ...         {"scheme": "sync-ps", "error": None}]
+    >>> summary(rows)["async-ps"]
+    {'configurations': 2, 'median_abs_error': 0.07, 'max_abs_error': 0.1}
+    >>> summary(rows)["sync-ps"]
+    {'configurations': 1, 'median_abs_error': None, 'max_abs_error': None}
     """
     out: dict[str, dict[str, Any]] = {}
     for scheme in dict.fromkeys(r["scheme"] for r in rows):
@@ -133,6 +149,16 @@ def write_rows(
 
     The PNG is skipped, with no error, when matplotlib is missing; the
     returned list says which files were written.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> rows = [{"scheme": "async-ps", "workers": 2, "measured": 100.0, "predicted": 104.0, "error": 0.04}]
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     paths = write_rows(rows, folder)
+    ...     back = read_rows(paths[0])
+    >>> [p.name for p in paths[:2]], back == rows
+    (['results.json', 'results.csv'], True)
     """
     out = make_folder("out", out_dir)
     clean = [jsonable(dict(r)) for r in rows]
@@ -156,7 +182,15 @@ def write_rows(
 
 
 def read_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Rows from a JSON file written by :func:`write_rows`."""
+    """Rows from a JSON file written by :func:`write_rows` (its example writes and reads them back).
+
+    Examples
+    --------
+    >>> read_rows("no/such/results.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: path: got 'no/such/results.json'; accepted: a JSON file of ...
+    """
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
