@@ -45,7 +45,6 @@ __all__ = [
     "LIVE_SCHEMES",
     "ValidationResult",
     "compare_records",
-    "measured_throughput",
     "predict_live",
     "parse_straggler",
     "validate",

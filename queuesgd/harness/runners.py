@@ -91,14 +91,11 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
-from queuesgd.harness.layout import LIVE_SCHEMES, world_size
+from queuesgd.harness.layout import world_size
 from queuesgd.harness.live_schemes import live_scheme
 from queuesgd.harness.shaping import Shaper
 
-__all__ = ["LAYOUT", "check_params", "run", "run_scheme", "world_size"]
-
-#: World layout of each scheme the harness runs (the rows of :data:`~queuesgd.harness.live_schemes.LIVE`).
-LAYOUT = LIVE_SCHEMES
+__all__ = ["check_params", "run", "run_scheme", "world_size"]
 
 
 def check_params(scheme_key: str, params: Mapping[str, Any] | None, workers: int) -> dict[str, Any]:
@@ -151,7 +148,8 @@ def run_scheme(
     ctx : WorkerContext
         This process's context.
     scheme_key : str
-        One of :data:`LAYOUT` (a row of :data:`~queuesgd.harness.live_schemes.LIVE`, whose loop runs).
+        One of :data:`~queuesgd.harness.layout.LIVE_SCHEMES` (a row of
+        :data:`~queuesgd.harness.live_schemes.LIVE`, whose loop runs).
     live : EmulatedCompute or RealModel
         The workload (:mod:`queuesgd.harness.live`).
     steps : int

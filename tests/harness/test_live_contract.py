@@ -223,8 +223,8 @@ def test_no_scheme_key_outside_the_table():
 def test_live_records_carry_the_row(key, params):
     pytest.importorskip("torch")
     from queuesgd.harness import runners
-    from queuesgd.harness.campaign import measured_throughput
     from queuesgd.harness.live import EmulatedCompute, RealModel
+    from queuesgd.harness.run_records import measured_throughput
 
     row = LIVE[key]
     if row.same_run:

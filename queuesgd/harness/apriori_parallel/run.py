@@ -404,7 +404,7 @@ def run_parallel_apriori(
     >>> round(row["measured"], 6), round(row["error"], 6)        # 4 x 2 samples per 0.1 s = 80/s
     (80.0, 1.5)
     """
-    from queuesgd.harness.campaign import measured_throughput
+    from queuesgd.harness.run_records import measured_throughput
 
     live = parallel_scheme(scheme)
     started = stamp()

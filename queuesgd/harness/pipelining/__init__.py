@@ -30,7 +30,7 @@ this stage), ``t_allreduce`` (after the replicas' all-reduce; equal to
 ``t_backward`` when ``D = 1``), ``t_end`` (after the optimizer step),
 ``applied = D x M`` (micro-batch gradients per update: the throughput is
 ``applied x micro-batch samples`` per step, as
-:func:`queuesgd.harness.campaign.measured_throughput` computes it with
+:func:`queuesgd.harness.run_records.measured_throughput` computes it with
 ``batch`` the micro-batch size), ``loss`` on the last stage (the mean of
 the micro-batch losses). Rank 0 reports ``role: "stages"``: the split,
 each stage's parameter bytes and each boundary's activation bytes per
