@@ -320,8 +320,11 @@ def duration(field: str, value: Any, *, allow_zero: bool = True, per: str = "") 
     return seconds
 
 
-def steps_and_warmup(steps: Any, warmup: Any) -> tuple[int, int]:
+def steps_and_warmup(steps: Any, warmup: Any, prefix: str = "") -> tuple[int, int]:
     """``(steps, warmup)`` of a live run as ints: ``steps >= 2`` and ``0 <= warmup < steps``.
+
+    ``prefix`` goes before both names in errors (``"spec."``: ``spec.warmup``), where they are fields of
+    a document.
 
     Examples
     --------
@@ -331,11 +334,15 @@ def steps_and_warmup(steps: Any, warmup: Any) -> tuple[int, int]:
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: warmup: got 3; accepted: fewer than steps (3)
+    >>> steps_and_warmup(30, 30, "spec.")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: spec.warmup: got 30; accepted: fewer than spec.steps (30)
     """
-    steps = integer("steps", steps, minimum=2)
-    warmup = integer("warmup", warmup, minimum=0)
+    steps = integer(f"{prefix}steps", steps, minimum=2)
+    warmup = integer(f"{prefix}warmup", warmup, minimum=0)
     if warmup >= steps:
-        raise InvalidParameterError("warmup", warmup, f"fewer than steps ({steps})")
+        raise InvalidParameterError(f"{prefix}warmup", warmup, f"fewer than {prefix}steps ({steps})")
     return steps, warmup
 
 

@@ -78,14 +78,15 @@ _TIME_UNITS: dict[str, tuple[float, float]] = {
 _NUMBER = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*?)\s*$")
 
 _ACCEPTED_BYTES = (
-    "a number of bytes >= 0, or a string such as '100MB', '64MiB', '1.5 GB', '8Mbit', '512KiB', '1B' "
+    "a finite number of bytes >= 0, or a string such as '100MB', '64MiB', '1.5 GB', '8Mbit', '512KiB', '1B' "
     "(B = byte, b/bit = bit; k/M/G/T = 1000**n, Ki/Mi/Gi/Ti = 1024**n)"
 )
 _ACCEPTED_SECONDS = (
-    "a number of seconds >= 0, or a string such as '100ns', '50us', '50\u00b5s', '2ms', '1.5s', '3min', '1h'"
+    "a finite number of seconds >= 0, or a string such as '100ns', '50us', '50\u00b5s', '2ms', '1.5s', "
+    "'3min', '1h'"
 )
 _ACCEPTED_BANDWIDTH = (
-    "a number of bytes per second >= 0, or a string such as '10Gbit/s', '10Gbps', '1.25GB/s', "
+    "a finite number of bytes per second >= 0, or a string such as '10Gbit/s', '10Gbps', '1.25GB/s', "
     "'100Mbit/s', '1GiB/s', '800Mb/s' (B = byte, b/bit = bit)"
 )
 

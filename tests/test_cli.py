@@ -369,6 +369,20 @@ def test_the_former_harness_delay_form_is_one_line_showing_k_delay(argv, field, 
     assert line.startswith(f"queuesgd: error: {field}: got 'delay:") and "K:DELAY, e.g. 2:320ms" in line
 
 
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["validate", "--workers", "2", "--timeout", "inf"], "--timeout"),  # said "a number of seconds >= 0"
+        (["validate", "--workers", "2", "--compute", "inf"], "--compute"),
+        (["predict", "--bandwidth", "inf"], "--bandwidth"),
+    ],
+)
+def test_an_infinite_quantity_is_refused_as_not_finite(argv, field, capsys):
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"queuesgd: error: {field}: got ") and "accepted: a finite number of" in line
+
+
 def test_random_delay_reaches_the_cluster(capsys):
     # --random-delay 2:320ms is RandomDelay(2, 0.32) in the cluster, as in Python.
     argv = ["predict", "--scheme", "eager-sgd", "--workers", "8", "--random-delay", "2:320ms", "--json"]

@@ -201,7 +201,9 @@ def validate(
         Steps left out of the measurement (default ``max(5, steps // 10)``).
     timeout : float, optional
         Wall-clock limit per run, seconds (default: generous, from the
-        expected duration).
+        expected duration); the network calibration before the run and the
+        send-buffer probe (shared-link schemes on a real network) each get
+        the same limit of their own.
     seed : int
         Seed of the workers' random compute times (0 to 2**32 - 1).
     progress : callable, optional
@@ -379,7 +381,8 @@ def _run_one(
         # Sizes around the run's message, and the run's idle time between operations: the fit
         # describes the network as a training step meets it (see calibrate's ``gap``).
         sizes = (4096, max(nbytes, 8192), 4 * max(nbytes, 8192))
-        # The calibration is part of the run: the same wall-clock limit covers it.
+        # The calibration, the send-buffer probe and the run are three launches, each with the wall-clock
+        # limit of its own (up to 3 x limit in all): a hung calibration ends at the run's limit too.
         common = {"setup": setup, "shaper": shaper if shaper.active else None, "host": host, "timeout": limit}
         gap = float(law.mean)
         if row.calibration(checked) == "allreduce":  # the workers' own all-reduce (eager-SGD's ring too)

@@ -80,6 +80,8 @@ def test_spec_hash_is_sha256_of_canonical_json_whatever_the_layout(tmp_path):
         ({"rates": ["1 Gbit/s", "fast"]}, "spec.rates[1]"),
         ({"latency": "5ms"}, "spec.latency"),
         ({"steps": 12}, "spec.steps"),
+        ({"warmup": 24}, "spec.warmup"),  # warmup >= steps: it named "warmup"
+        ({"warmup": -1}, "spec.warmup"),
         ({"pases": 2}, "spec.pases"),  # a misspelt field is refused, not ignored
         (
             {"lines": [{"scheme": "ddp", "models": ["tiny"], "workers": [2], "param": {}}]},

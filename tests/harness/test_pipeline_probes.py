@@ -230,6 +230,16 @@ def test_a_paired_pipeline_row_is_profiled_and_predicted_right_before_its_own_ru
         assert rebuild_parallel(p, tmp_path / "run")["predicted"] == p["predicted"] == r["predicted"]
 
 
+def test_the_runtime_probes_warmup_is_named_as_the_specs_field():
+    # warmup >= steps named "warmup", not the field of the spec that holds it
+    from queuesgd.harness.apriori_parallel.probes import probe_settings
+
+    for warmup in (20, -1):
+        with pytest.raises(InvalidParameterError) as err:
+            probe_settings({"runtime": {"steps": 20, "warmup": warmup}})
+        assert err.value.field == "spec.probes.runtime.warmup"
+
+
 def test_the_exchange_probe_settings_take_the_activations_switch():
     from queuesgd.harness.apriori_parallel.probes import probe_settings
 

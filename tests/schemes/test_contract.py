@@ -187,9 +187,10 @@ def test_bad_method_and_iterations_give_the_uniform_error(scheme):
         ([2.7], [1e9], [0.0], "workers[0]: got 2.7; accepted: an integer >= 1"),
         ([2, 0], [1e9], [0.0], "workers[1]: got 0; accepted: an integer >= 1"),
         ([2], [0.0], [0.0], "bandwidth[0]: got 0.0; accepted: at least 1 bit/s (0.125 bytes/s)"),
-        ([2, 2], [1e9, np.nan], [0.0], "bandwidth[1]: got nan; accepted: a number of bytes per second >= 0"),
-        ([2], [1e9], [np.nan], "latency[0]: got nan; accepted: a number of seconds >= 0"),
-        ([2], [1e9], [-1.0], "latency[0]: got -1.0; accepted: a number of seconds >= 0"),
+        ([2, 2], [1e9, np.nan], [0.0],
+         "bandwidth[1]: got nan; accepted: a finite number of bytes per second >= 0"),
+        ([2], [1e9], [np.nan], "latency[0]: got nan; accepted: a finite number of seconds >= 0"),
+        ([2], [1e9], [-1.0], "latency[0]: got -1.0; accepted: a finite number of seconds >= 0"),
         ([2, 3], [1e9, 2e9, 3e9], [0.0], "bandwidth: got '3 values'; accepted: one value, or one per row of "
          "workers (2)"),
     ],

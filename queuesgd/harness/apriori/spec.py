@@ -299,7 +299,8 @@ def parse_spec(document: Any) -> CampaignSpec:
         )
     models = _models(doc["models"])
     rates = link_rates("spec.rates", doc["rates"])
-    steps, warmup = _checks.steps_and_warmup(_int("spec.steps", doc["steps"], 2, MAX_STEPS), doc["warmup"])
+    steps = _int("spec.steps", doc["steps"], 2, MAX_STEPS)
+    steps, warmup = _checks.steps_and_warmup(steps, doc["warmup"], "spec.")
     if steps - warmup < 10:
         raise InvalidParameterError(
             "spec.steps", steps, f"at least warmup + 10 ({warmup + 10}): measured updates"
