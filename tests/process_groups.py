@@ -8,9 +8,13 @@ tests/harness/test_torchrun.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,3 +40,60 @@ def run_group(
         proc.communicate()
         pytest.fail(f"{cmd} ran past {timeout} s (its process group was killed)")
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process (read from /proc: a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def survivors_of_sigterm(
+    script: str, pid_dir: Path, count: int, *, start: float = 90.0, stop: float = 30.0, gone: float = 10.0
+) -> tuple[int | None, list[int], str]:
+    """SIGTERM a Python parent once its children have written their pids; the ones still alive after.
+
+    ``script`` runs in its own session; it (or what it starts) writes one file ``*.pid`` per child into
+    ``pid_dir``. Once ``count`` are there (at most ``start`` s), the parent gets SIGTERM and ``stop`` s
+    to exit; its children then get ``gone`` s to end. Returns the parent's exit status (None: still
+    running, killed here), the children's pids still running at the end and the parent's stderr.
+    Whatever happens, everything it started is killed before this returns (the parent's group, and
+    each child's group: the harness's workers lead their own).
+    """
+    err_path = pid_dir / "parent.err"
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+        )
+    pids: list[int] = []
+    status = None
+    left: list[int] = []
+    try:
+        deadline = time.monotonic() + start
+        while len(pids) < count and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+            pids = [int(p.read_text()) for p in pid_dir.glob("*.pid") if p.read_text().strip()]
+        if len(pids) < count:
+            pytest.fail(f"{len(pids)} of {count} children started: {err_path.read_text()[-3000:]}")
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            status = proc.wait(timeout=stop)
+        deadline = time.monotonic() + gone
+        left = [pid for pid in pids if alive(pid)]
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = [pid for pid in left if alive(pid)]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        for pid in pids:
+            if alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    return status, left, err_path.read_text()

@@ -19,7 +19,10 @@ from anyone each kill every child still alive (SIGKILL), reap them, and raise
 :class:`~queuesgd.errors.WorkerFailure` with the records collected so far.
 Every child leads its own process group, and the parent ends each group
 whole after reaping (SIGKILL): a process a worker started does not outlive
-the run.
+the run. SIGTERM to the parent raises ``SystemExit(143)``
+(:func:`~queuesgd.harness.lifecycle.take_sigterm`, or the handler of an
+enclosing :class:`~queuesgd.harness.netns.Namespaces`), which runs the same
+cleanup.
 
 Teardown in the child follows the measured fix for the DDP teardown
 deadlock: ``gc.collect()`` (dropping models and reducers that could hold the
@@ -47,6 +50,7 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.errors import WorkerFailure
 from queuesgd.harness._torch import require_torch
+from queuesgd.harness.lifecycle import restore_sigterm, sigterm_deferred, take_sigterm
 
 __all__ = ["WorkerContext", "run_probe", "run_workers"]
 
@@ -164,28 +168,6 @@ def _child(
     os._exit(code)
 
 
-def _sigterm(signum: int, _frame: Any) -> None:
-    raise SystemExit(128 + signum)
-
-
-def _end_on_sigterm() -> Any:
-    """Make SIGTERM raise ``SystemExit(143)`` while workers run; the handler it replaces, or None.
-
-    The workers sit in process groups of their own, out of reach of a signal
-    sent to the parent's group, and Python's default action ends the parent
-    without its cleanup: ``timeout 12 queuesgd validate ...`` left both
-    workers running (audit 2026-11-28). Raised as an exception, the signal
-    runs :func:`run_workers`' cleanup, which ends them. Only from the main
-    thread and only over the default action (a handler of the caller's own
-    is left alone).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return None
-    return signal.signal(signal.SIGTERM, _sigterm)
-
-
 def _drain(conn: Connection, rank: int, records: list[dict], on_record: Any) -> str | None:
     """Read every record waiting on ``conn``; return the first error text met, if any."""
     error = None
@@ -276,7 +258,10 @@ def run_workers(
             import torch._dynamo  # noqa: F401
         _dynamo_imported = True
     mp = multiprocessing.get_context("fork")
-    previous = _end_on_sigterm()
+    # SIGTERM raises SystemExit(143) so that the finally below ends the workers: they sit in process groups
+    # of their own, out of reach of a signal to the parent's group (`timeout 12 queuesgd validate ...` left
+    # both running, audit 2026-11-28); a handler already in place (an enclosing Namespaces') is kept.
+    previous = take_sigterm()
     start = time.monotonic()
     deadline = start + timeout
     epoch = time.perf_counter()
@@ -345,23 +330,23 @@ def run_workers(
                 elif progress_timeout is not None and now - last_record >= progress_timeout:
                     failure = (None, f"no record from any worker for {progress_timeout:g} s")
     finally:
-        if previous is not None:  # no second SIGTERM while the workers are ended
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for proc in procs:
-            if proc.is_alive():
-                proc.kill()
-        for proc in procs:
-            proc.join()
-            # Anything the worker started (its process group outlives it while members remain).
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        for rank, reader in enumerate(readers):
-            if failure is not None:
-                _drain(reader, rank, records, on_record)
-            reader.close()
-        store = None  # stops the rendezvous server
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        try:
+            with sigterm_deferred():  # a second SIGTERM waits until the workers are ended
+                for proc in procs:
+                    if proc.is_alive():
+                        proc.kill()
+                for proc in procs:
+                    proc.join()
+                    # Anything the worker started (its process group outlives it while members remain).
+                    with contextlib.suppress(OSError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                for rank, reader in enumerate(readers):
+                    if failure is not None:
+                        _drain(reader, rank, records, on_record)
+                    reader.close()
+                store = None  # stops the rendezvous server
+        finally:
+            restore_sigterm(previous)
     if failure is not None:
         raise WorkerFailure(failure[0], failure[1], partial=records)
     return records

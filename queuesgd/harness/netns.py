@@ -22,7 +22,10 @@ Everything the harness creates is named ``<prefix><pid>...`` (bridge
 ``<prefix><pid>b``, host-side veths ``<prefix><pid>v<rank>``, namespaces
 ``<prefix><pid>-<rank>``) and nothing else is ever touched. Everything is
 removed on exit from the ``with`` block, on an exception, on SIGTERM, and at
-interpreter exit.
+interpreter exit. SIGTERM (over the default action) raises ``SystemExit(143)``
+(:mod:`~queuesgd.harness.lifecycle`): the stack unwinds, so the workers of a
+run inside the block are ended by the run's own cleanup before the network
+they use is removed.
 
 Examples
 --------
@@ -46,15 +49,14 @@ import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import Any, TypeVar
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, QueuesgdError
+from queuesgd.harness.lifecycle import restore_sigterm, sigterm_deferred, take_sigterm
 from queuesgd.units import parse_bandwidth, parse_bytes, parse_seconds
 
 __all__ = ["Namespaces", "NetworkSetupError", "available", "on_network", "remove_stale", "tbf_burst"]
@@ -450,42 +452,34 @@ class Namespaces:
         """
         if self._owner is None or self._owner != os.getpid():
             return
-        self._owner = None
-        # Links first: deleting one end of a veth removes both at once, whereas a namespace's
-        # interfaces only go when the kernel destroys the namespace, later and asynchronously.
-        for link in (*self._veths, self.bridge):
-            if os.path.exists(f"/sys/class/net/{link}"):
-                _run(["ip", "link", "del", link], check=False)
-        for ns in self.names:
-            if os.path.exists(os.path.join(_NETNS_DIR, ns)):
-                _run(["ip", "netns", "del", ns], check=False)
-        self._remove_cleanup_hooks()
-        if self._auto_subnet:
-            self._subnet = None  # chosen afresh on the next entry
-        with _lock:
-            _active_tags.discard(self.tag)
+        try:
+            with sigterm_deferred():  # a SIGTERM now acts once everything is removed
+                self._owner = None
+                # Links first: deleting one end of a veth removes both at once, whereas a namespace's
+                # interfaces only go when the kernel destroys the namespace, later and asynchronously.
+                for link in (*self._veths, self.bridge):
+                    if os.path.exists(f"/sys/class/net/{link}"):
+                        _run(["ip", "link", "del", link], check=False)
+                for ns in self.names:
+                    if os.path.exists(os.path.join(_NETNS_DIR, ns)):
+                        _run(["ip", "netns", "del", ns], check=False)
+        finally:
+            self._remove_cleanup_hooks()
+            if self._auto_subnet:
+                self._subnet = None  # chosen afresh on the next entry
+            with _lock:
+                _active_tags.discard(self.tag)
 
     def _install_cleanup_hooks(self) -> None:
         atexit.register(self.close)
-        if threading.current_thread() is threading.main_thread():
-            self._prev_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+        # SIGTERM raises SystemExit(143): the `with` blocks inside this one end first (a run's workers),
+        # then __exit__ removes the network; a handler of the caller's own is left alone.
+        self._prev_sigterm = take_sigterm()
 
     def _remove_cleanup_hooks(self) -> None:
         atexit.unregister(self.close)
-        if self._prev_sigterm is not None and threading.current_thread() is threading.main_thread():
-            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-                signal.signal(signal.SIGTERM, self._prev_sigterm)
-            self._prev_sigterm = None
-
-    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        prev = self._prev_sigterm
-        if self._owner == os.getpid():
-            self.close()
-        if callable(prev):
-            prev(signum, frame)
-        elif prev != signal.SIG_IGN:  # default action: die of the signal, as without us
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+        restore_sigterm(self._prev_sigterm)
+        self._prev_sigterm = None
 
     def __repr__(self) -> str:
         rate = "None" if self.rate is None else f"{self.rate * 8 / 1e6:g} Mbit/s"

@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from process_groups import survivors_of_sigterm
 
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness import netns
@@ -325,12 +326,49 @@ def test_sigterm_removes_everything_and_still_terminates():
     proc, names = _holder("qsgdt")
     try:
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == -signal.SIGTERM  # died of the signal, as without the handler
+        assert proc.wait(30) == 128 + signal.SIGTERM  # SystemExit(143): the stack unwound, atexit ran
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert [n for n in names if _exists(n)] == []
+
+
+_RUN_IN_NAMESPACES = """
+import os, sys, time
+from queuesgd.harness.launch import run_workers
+from queuesgd.harness.netns import Namespaces
+
+pid_dir = sys.argv[1]
+
+def fn(ctx):
+    path = os.path.join(pid_dir, f"worker{ctx.rank}")
+    with open(path + ".tmp", "w") as fh:
+        fh.write(str(os.getpid()))
+    os.replace(path + ".tmp", path + ".pid")
+    ctx.report({"step": 0})
+    time.sleep(120)
+
+with Namespaces(2, prefix="qsgds") as net:
+    print(" ".join([*net.names, net.bridge, *net._veths]), file=sys.stderr, flush=True)
+    run_workers(fn, 2, timeout=100, progress_timeout=None, setup=net.setup, host=net.bridge_address)
+"""
+
+
+@needs_netns
+def test_sigterm_during_a_run_in_namespaces_ends_its_workers_then_the_network(tmp_path):
+    # audit 2026-11-28, harness lifecycle HIGH 1: Namespaces' own SIGTERM handler killed the parent with the
+    # default action, so run_workers' cleanup never ran and both workers (own process groups) kept running
+    pytest.importorskip("torch")
+    script = _RUN_IN_NAMESPACES.replace("sys.argv[1]", repr(str(tmp_path)))
+    try:
+        status, left, err = survivors_of_sigterm(script, tmp_path, 2)
+        names = err.split("\n", 1)[0].split()
+        assert left == [], err[-3000:]  # both workers gone within 10 s of the parent's exit
+        assert status == 128 + signal.SIGTERM, err[-3000:]  # SystemExit(143): every cleanup ran
+        assert len(names) == 5 and [n for n in names if _exists(n)] == []
+    finally:
+        remove_stale("qsgds")
 
 
 @needs_netns

@@ -1,0 +1,137 @@
+"""How the harness's processes end: SIGTERM as an exception in the parent, held during teardown.
+
+The harness's children sit in process groups of their own (a worker and
+whatever it starts: :mod:`~queuesgd.harness.launch`), out of reach of a
+signal sent to the parent's group, and Python's default action on SIGTERM
+ends the parent without running a single ``finally``. Every part of the
+harness that starts something which must not outlive the parent
+(:func:`~queuesgd.harness.launch.run_workers`,
+:class:`~queuesgd.harness.netns.Namespaces`,
+:class:`~queuesgd.harness.busy.BusyProcesses`) therefore takes SIGTERM over
+the default action with :func:`take_sigterm`: the signal raises
+``SystemExit(143)`` (:func:`exit_on_sigterm`), the stack unwinds, and every
+``finally`` and ``with`` on the way ends what it started -- the workers first,
+then the network they ran on. A handler of the caller's own is left alone.
+:func:`sigterm_deferred` holds a SIGTERM that arrives during a teardown until
+the teardown is done, so that a second signal cannot cut it short.
+
+Examples
+--------
+>>> import signal
+>>> previous = take_sigterm()          # the default action: taken
+>>> signal.getsignal(signal.SIGTERM) is exit_on_sigterm, previous is signal.SIG_DFL
+(True, True)
+>>> restore_sigterm(previous)
+>>> signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any, NoReturn
+
+__all__ = ["exit_on_sigterm", "restore_sigterm", "sigterm_deferred", "take_sigterm"]
+
+
+def exit_on_sigterm(signum: int, _frame: FrameType | None) -> NoReturn:
+    """The harness's SIGTERM handler: raise ``SystemExit(128 + signum)`` (143), so that cleanup runs.
+
+    Examples
+    --------
+    >>> import signal
+    >>> try:
+    ...     exit_on_sigterm(signal.SIGTERM, None)
+    ... except SystemExit as exc:
+    ...     print(exc.code)
+    143
+    """
+    raise SystemExit(128 + signum)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def take_sigterm() -> Any:
+    """Make SIGTERM raise ``SystemExit(143)``; return the handler replaced, or None when none was.
+
+    Only from the main thread (signal handlers cannot be set elsewhere) and
+    only over the default action: a handler of the caller's own, ``SIG_IGN``
+    or :func:`exit_on_sigterm` already in place (an enclosing part of the
+    harness took it) is left as it is, and None is returned.
+
+    Examples
+    --------
+    >>> import signal
+    >>> previous = take_sigterm()
+    >>> take_sigterm() is None             # taken already: nothing to give back twice
+    True
+    >>> restore_sigterm(previous)
+    """
+    if not _main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+    return signal.signal(signal.SIGTERM, exit_on_sigterm)
+
+
+def restore_sigterm(previous: Any) -> None:
+    """Give back the handler :func:`take_sigterm` replaced (``previous`` None: nothing was taken).
+
+    The handler is restored only while :func:`exit_on_sigterm` is in place:
+    one installed since by someone else stays.
+
+    Examples
+    --------
+    >>> restore_sigterm(None)             # nothing taken: nothing done
+    """
+    if previous is None or not _main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is exit_on_sigterm:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def sigterm_deferred() -> Iterator[None]:
+    """Hold SIGTERM while the block runs (a teardown), then deliver it to the handler in place after.
+
+    A SIGTERM during the block is remembered, not acted on; when the block
+    ends, the handler it found is put back and the signal is raised again
+    (:func:`signal.raise_signal`): :func:`exit_on_sigterm` then raises
+    ``SystemExit(143)`` after the teardown, the default action ends the
+    process after it. Outside the main thread, or where the handler in place
+    was not set from Python, the block runs as it is.
+
+    Examples
+    --------
+    >>> import os, signal
+    >>> previous = take_sigterm()
+    >>> try:
+    ...     with sigterm_deferred():
+    ...         os.kill(os.getpid(), signal.SIGTERM)
+    ...         print("teardown done")
+    ... except SystemExit as exc:
+    ...     print("then", exc.code)
+    teardown done
+    then 143
+    >>> restore_sigterm(previous)
+    """
+    current = signal.getsignal(signal.SIGTERM) if _main_thread() else None
+    if current is None:
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, _frame: FrameType | None) -> None:
+        held.append(signum)
+
+    signal.signal(signal.SIGTERM, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, current)
+        if held:
+            signal.raise_signal(signal.SIGTERM)
