@@ -28,22 +28,32 @@ import signal
 from typing import Any
 
 from queuesgd import _checks
+from queuesgd.harness.lifecycle import die_with_parent, restore_sigterm, sigterm_deferred, take_sigterm
 
 __all__ = ["BusyProcesses"]
 
 
-def _spin(stop: Any) -> None:  # pragma: no cover - runs in the child
+def _spin(stop: Any, parent: int) -> None:  # pragma: no cover - runs in the child
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)  # killed with the parent, however it dies (SIGKILL too)
     x = 1.0
     while not stop.is_set():
         for _ in range(20_000):
             x = x * 1.0000001 + 1e-9
         if x > 1e300:
             x = 1.0
+        if os.getppid() != parent:  # no parent-death signal here (not Linux): the parent is gone
+            return
 
 
 class BusyProcesses:
     """Fork ``count`` CPU-bound processes on entry; stop them on exit (a context manager).
+
+    The processes never outlive the block's process: SIGTERM to it raises
+    ``SystemExit(143)`` while the block runs (over the default action,
+    :func:`~queuesgd.harness.lifecycle.take_sigterm`), so ``__exit__`` stops
+    them, and each is killed by the kernel when the process that forked it
+    dies in any other way (:func:`~queuesgd.harness.lifecycle.die_with_parent`).
 
     Parameters
     ----------
@@ -55,15 +65,21 @@ class BusyProcesses:
         self.count = _checks.integer("busy", count, minimum=0)
         self._procs: list[Any] = []
         self._stop: Any = None
+        self._prev_sigterm: Any = None
 
     def __enter__(self) -> BusyProcesses:
         if self.count:
-            ctx = mp.get_context("fork")
-            self._stop = ctx.Event()
-            for _ in range(self.count):
-                p = ctx.Process(target=_spin, args=(self._stop,), daemon=True)
-                p.start()
-                self._procs.append(p)
+            self._prev_sigterm = take_sigterm()
+            try:
+                ctx = mp.get_context("fork")
+                self._stop = ctx.Event()
+                for _ in range(self.count):
+                    p = ctx.Process(target=_spin, args=(self._stop, os.getpid()), daemon=True)
+                    p.start()
+                    self._procs.append(p)
+            except BaseException:
+                self.__exit__()  # the ones started already: a half-made block leaves nothing behind
+                raise
         return self
 
     def alive(self) -> int:
@@ -71,11 +87,16 @@ class BusyProcesses:
         return sum(1 for p in self._procs if p.is_alive())
 
     def __exit__(self, *exc: object) -> None:
-        if self._stop is not None:
-            self._stop.set()
-        for p in self._procs:
-            p.join(5.0)
-            if p.is_alive():
-                os.kill(p.pid, signal.SIGKILL)
-                p.join(5.0)
-        self._procs = []
+        try:
+            with sigterm_deferred():  # a SIGTERM now acts once the processes are stopped
+                if self._stop is not None:
+                    self._stop.set()
+                for p in self._procs:
+                    p.join(5.0)
+                    if p.is_alive():
+                        os.kill(p.pid, signal.SIGKILL)
+                        p.join(5.0)
+                self._procs = []
+        finally:
+            restore_sigterm(self._prev_sigterm)
+            self._prev_sigterm = None

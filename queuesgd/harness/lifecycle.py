@@ -15,6 +15,10 @@ then the network they ran on. A handler of the caller's own is left alone.
 :func:`sigterm_deferred` holds a SIGTERM that arrives during a teardown until
 the teardown is done, so that a second signal cannot cut it short.
 
+A signal handler cannot help against SIGKILL, nor a child whose parent died
+of a signal: a child that must not outlive its parent calls
+:func:`die_with_parent` first (Linux's parent-death signal).
+
 Examples
 --------
 >>> import signal
@@ -29,13 +33,18 @@ True
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any, NoReturn
 
-__all__ = ["exit_on_sigterm", "restore_sigterm", "sigterm_deferred", "take_sigterm"]
+__all__ = ["die_with_parent", "exit_on_sigterm", "restore_sigterm", "sigterm_deferred", "take_sigterm"]
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def exit_on_sigterm(signum: int, _frame: FrameType | None) -> NoReturn:
@@ -135,3 +144,44 @@ def sigterm_deferred() -> Iterator[None]:
         signal.signal(signal.SIGTERM, current)
         if held:
             signal.raise_signal(signal.SIGTERM)
+
+
+def die_with_parent(parent: int) -> bool:
+    """In a child: be killed (SIGKILL) when the parent dies; exit now if ``parent`` is already gone.
+
+    Linux's ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, through :mod:`ctypes`. The
+    parent may have died between the fork and this call, before the signal
+    was asked for: so the parent's pid, ``parent``, read in the parent before
+    the fork, is compared with :func:`os.getppid` after it, and the child
+    leaves (``os._exit(1)``) when they differ. The signal comes when the
+    *thread* that forked ends: fork from a thread that outlives the child
+    (the harness forks and joins in the same call).
+
+    Returns
+    -------
+    bool
+        Whether the parent-death signal is set (False off Linux, or where
+        ``prctl`` failed): then the caller should watch :func:`os.getppid`
+        itself.
+
+    Examples
+    --------
+    >>> import multiprocessing, os, sys
+    >>> fork, parent = multiprocessing.get_context("fork"), os.getpid()
+    >>> got = fork.SimpleQueue()
+    >>> child = fork.Process(target=lambda: got.put(die_with_parent(parent)))
+    >>> child.start(); child.join()
+    >>> got.get() == sys.platform.startswith("linux"), child.exitcode
+    (True, 0)
+    >>> orphan = fork.Process(target=lambda: die_with_parent(-1))  # "the parent is gone": it leaves
+    >>> orphan.start(); orphan.join(); orphan.exitcode
+    1
+    """
+    armed = False
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    if os.getppid() != parent:
+        os._exit(1)
+    return armed

@@ -15,7 +15,7 @@ import sys
 import time
 
 import pytest
-from process_groups import survivors_of_sigterm
+from process_groups import survivors_of_signal
 
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness import netns
@@ -362,7 +362,7 @@ def test_sigterm_during_a_run_in_namespaces_ends_its_workers_then_the_network(tm
     pytest.importorskip("torch")
     script = _RUN_IN_NAMESPACES.replace("sys.argv[1]", repr(str(tmp_path)))
     try:
-        status, left, err = survivors_of_sigterm(script, tmp_path, 2)
+        status, left, err = survivors_of_signal(script, tmp_path, 2)
         names = err.split("\n", 1)[0].split()
         assert left == [], err[-3000:]  # both workers gone within 10 s of the parent's exit
         assert status == 128 + signal.SIGTERM, err[-3000:]  # SystemExit(143): every cleanup ran
