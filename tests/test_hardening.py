@@ -368,6 +368,27 @@ def test_validate_refuses_far_more_processes_than_cores(capsys, no_live_run):
     assert "499,500 TCP connections, about 1,001 sockets per process" in err[0]
     status, _, err = run_cli(capsys, "validate", "--workers", "2,1000", "--scheme", "async-ps")
     assert status == 2 and "1,001 processes" in err[0] and "500,500 TCP connections" in err[0]  # + the PS
+    # the rule counts processes: 8 per core async-ps workers are one more (the PS), refused
+    status, _, err = run_cli(capsys, "validate", "--workers", str(8 * cores), "--scheme", "async-ps")
+    assert status == 2 and len(err) == 1 and f"Estimate: {8 * cores + 1:,} processes" in err[0], err
+    assert err[0].startswith(f"queuesgd: error: --workers: got '{8 * cores}'; accepted: at most"), err
+
+
+def test_validate_force_reaches_the_harness(capsys, monkeypatch):
+    # --force is validate()'s force=True (the harness applies the same rule, audit 2026-11-28 MEDIUM 3)
+    from queuesgd.harness import campaign
+
+    seen = {}
+
+    def record(*args, **kwargs):
+        seen.update(kwargs)
+        raise InvalidParameterError("workers", kwargs["workers"], "stopped here by the test")
+
+    monkeypatch.setattr(campaign, "validate", record)
+    status, _, err = run_cli(capsys, "validate", "--workers", "1000", "--force")
+    assert status == 2 and seen["workers"] == [1000] and seen["force"] is True, err
+    status, _, err = run_cli(capsys, "validate", "--workers", "2")
+    assert status == 2 and seen["workers"] == [2] and seen["force"] is False, err
 
 
 @pytest.mark.parametrize(

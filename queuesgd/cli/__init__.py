@@ -19,8 +19,9 @@ from queuesgd.cli.parser import build_parser
 from queuesgd.cli.predict import run_derive, run_predict, run_whatif
 from queuesgd.cli.profile import run_profile
 from queuesgd.cli.scheme_args import scheme_flag
-from queuesgd.cli.validate import PROCESSES_PER_CORE, run_validate
+from queuesgd.cli.validate import run_validate
 from queuesgd.command_line import run_command
+from queuesgd.harness.process_limit import PROCESSES_PER_CORE
 
 __all__ = ["PLOT_SUFFIXES", "PROCESSES_PER_CORE", "main", "scheme_flag", "split_list"]
 

@@ -6,8 +6,9 @@ import argparse
 
 from queuesgd.cli.compare import add_compare_arguments
 from queuesgd.cli.scheme_args import add_common, add_derive
-from queuesgd.cli.validate import PROCESSES_PER_CORE, RUN_DEFAULTS
+from queuesgd.cli.validate import RUN_DEFAULTS
 from queuesgd.command_line import Parser
+from queuesgd.harness.process_limit import PROCESSES_PER_CORE
 from queuesgd.specs import RANDOM_DELAY
 
 

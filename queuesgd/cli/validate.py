@@ -16,6 +16,7 @@ from typing import Any
 
 from queuesgd.cli.args import fill_defaults, ints, option_field
 from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.specs import parse_params, random_delay
 
 #: A single live run's options, by their ``argparse`` names, with their defaults. The parser gives them
@@ -66,32 +67,16 @@ def _progress_bar(label: str, done: int, total: int) -> None:
     print(f"\r{label:<24} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end=end, file=sys.stderr)
 
 
-#: Most live worker processes per CPU core ``validate`` starts without ``--force``: emulated steps are
-#: timed waits, so 8 to 16 workers share two cores; far more measure the machine, not the scheme.
-PROCESSES_PER_CORE = 8
-
-
 def _validate_checks(args: argparse.Namespace, counts: list[int]) -> None:
     """What can be refused before any process is forked: counts, delays, the run's length, --out."""
-    import os
     from pathlib import Path
 
     from queuesgd import _checks, units
+    from queuesgd.harness.layout import live_key, world_size
 
-    cores = os.cpu_count() or 1
-    top = max(counts)
-    if top > PROCESSES_PER_CORE * cores and not args.force:
-        from queuesgd.harness.layout import live_key, world_size
-
-        procs = world_size(live_key(args.scheme, "--scheme"), top)  # the PS is one more process
-        raise InvalidParameterError(
-            "--workers",
-            args.workers,
-            f"at most {PROCESSES_PER_CORE * cores} worker processes on {cores} CPU core(s), or --force. "
-            f"Estimate for {top}: {procs:,} processes, each with 1/{procs / cores:.0f} of a core, so the run "
-            "would time the scheduler rather than the scheme; PyTorch's gloo connects every pair of "
-            f"ranks: {procs * (procs - 1) // 2:,} TCP connections, about {procs + 1:,} sockets per process",
-        )
+    # The harness's rule (validate() applies it too): refused here first, naming the flags.
+    processes = world_size(live_key(args.scheme, "--scheme"), max(counts))  # the PS is one more process
+    check_processes("--workers", args.workers, processes, force=args.force, option="--force")
     if args.random_delay:
         delays = random_delay(args.random_delay)
         if delays.count > min(counts):
@@ -230,4 +215,5 @@ def _run(args: argparse.Namespace, counts: list[int], params: dict[str, Any], on
         seed=args.seed,
         progress=None if args.json else _progress_bar,
         on_row=on_row,
+        force=args.force,
     )

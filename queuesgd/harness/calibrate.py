@@ -250,12 +250,15 @@ def _launch(
     timeout: float,
     setup: Callable[[int], None] | None,
     host: str,
+    force: bool = False,
 ) -> list[dict]:
     from queuesgd.harness.launch import run_workers
 
     # One record per size: at 100 Mbit/s a size can take longer than run_workers' default
     # progress timeout, so only the wall-clock timeout applies.
-    return run_workers(fn, world_size, timeout=timeout, progress_timeout=None, setup=setup, host=host)
+    return run_workers(
+        fn, world_size, timeout=timeout, progress_timeout=None, setup=setup, host=host, force=force
+    )
 
 
 def _span(records: list[dict], sizes: list[int], repeats: int) -> tuple[list[float], list[float]]:
@@ -335,6 +338,7 @@ def calibrate_allreduce(
     host: str = "127.0.0.1",
     gap: float = 0.0,
     device: str = "cpu",
+    force: bool = False,
 ) -> AlphaBeta:
     """Time ring all-reduces of a few sizes on ``world_size`` live ranks and fit the alpha-beta model.
 
@@ -378,6 +382,9 @@ def calibrate_allreduce(
         Where the tensors live: ``"cpu"`` (the default) or a CUDA device that
         every rank shares (gloo then copies each tensor to host memory and
         back: the calibration times that as DDP meets it on that device).
+    force : bool
+        Start more ranks than :func:`~queuesgd.harness.process_limit.process_limit`
+        (8 per CPU core), refused without it.
 
     Returns
     -------
@@ -407,7 +414,7 @@ def calibrate_allreduce(
     def fn(ctx: Any) -> None:
         allreduce_probe(ctx, sizes_b, reps, warm, shaper, idle, device)
 
-    records = _launch(fn, n, limit, setup, _checks.name("host", host))
+    records = _launch(fn, n, limit, setup, _checks.name("host", host), force)
     nbytes, seconds = _span(records, sizes_b, reps)
     return fit_alpha_beta(nbytes, seconds, kind="allreduce", world_size=n)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from queuesgd.errors import InvalidParameterError, MissingDependencyError, Worke
 from queuesgd.harness.layout import LIVE_SCHEMES, live_key
 from queuesgd.harness.live_schemes import ModelInputs, live_scheme
 from queuesgd.harness.live_schemes.allreduce import RING
+from queuesgd.harness.process_limit import worker_counts
 from queuesgd.harness.provenance import code_version, stamp
 from queuesgd.harness.run_args import check_run, run_seconds
 from queuesgd.harness.run_records import measured_throughput, same_run_profile, update_role
@@ -117,12 +118,6 @@ def parse_straggler(text: str | None, mean: float, field: str = "straggler") -> 
         ) from None
 
 
-def _ints(field_name: str, values: int | Iterable[int]) -> list[int]:
-    one = isinstance(values, (int, np.integer)) and not isinstance(values, bool)
-    items = list(_checks.integers(field_name, [values] if one else values, maximum=_checks.MAX_COUNT))
-    if len(set(items)) != len(items):
-        raise InvalidParameterError(field_name, values, "distinct counts, each given once")
-    return items
 
 
 def _checked_params(key: str, params: Mapping[str, Any] | None, counts: list[int]) -> dict[str, Any]:
@@ -159,6 +154,7 @@ def validate(
     seed: int = 0,
     progress: Callable[[str, int, int], None] | None = None,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    force: bool = False,
 ) -> ValidationResult:
     """Run ``scheme`` live for each worker count, predict it, and compare.
 
@@ -210,6 +206,9 @@ def validate(
         ``progress(label, done, total)`` called as steps complete.
     on_row : callable, optional
         ``on_row(row)`` called with each configuration's row as soon as it is made (e.g. to write it).
+    force : bool
+        Run more processes than :func:`~queuesgd.harness.process_limit.process_limit` (8 per CPU
+        core), refused before anything starts without it (``--force``).
 
     Returns
     -------
@@ -218,7 +217,7 @@ def validate(
     from queuesgd.busbw import bandwidth_value
 
     key = live_key(scheme)
-    counts = _ints("workers", workers)
+    counts = worker_counts("workers", workers, live_scheme(key).world_size, force=force)
     run = check_run(steps, warmup, workload, compute, gradient_bytes, batch_size, random_delay, seed,
                     fewest_workers=min(counts))  # fmt: skip
     steps, warm, workload, nbytes, batch, seed = run.steps, run.warmup, run.workload, run.gradient_bytes, \
@@ -269,6 +268,7 @@ def validate(
                     timeout,
                     seed,
                     progress,
+                    force,
                 )
             )
         except Exception as err:  # a run's failure (a worker's, a measurement's): its row; the others run
@@ -350,6 +350,7 @@ def _run_one(
     timeout: float | None,
     seed: int,
     progress: Callable[[str, int, int], None] | None,
+    force: bool = False,
 ) -> dict[str, Any]:
     from queuesgd.harness import calibrate, load, runners
     from queuesgd.harness.live import EmulatedCompute, RealModel
@@ -386,7 +387,7 @@ def _run_one(
         common = {"setup": setup, "shaper": shaper if shaper.active else None, "host": host, "timeout": limit}
         gap = float(law.mean)
         if row.calibration(checked) == "allreduce":  # the workers' own all-reduce (eager-SGD's ring too)
-            fit = calibrate.calibrate_allreduce(n, sizes, gap=gap, **common) if n > 1 else None
+            fit = calibrate.calibrate_allreduce(n, sizes, gap=gap, force=force, **common) if n > 1 else None
         else:
             fit = calibrate.calibrate_p2p(sizes, gap=gap, **common)
         held = 0.0
@@ -408,6 +409,7 @@ def _run_one(
             setup=setup,
             on_record=on_record,
             host=host,
+            force=force,
         )
         return fit, recs, held
 

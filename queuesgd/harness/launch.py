@@ -51,6 +51,7 @@ from queuesgd import _checks
 from queuesgd.errors import WorkerFailure
 from queuesgd.harness._torch import require_torch
 from queuesgd.harness.lifecycle import restore_sigterm, sigterm_deferred, take_sigterm
+from queuesgd.harness.process_limit import check_processes
 
 __all__ = ["WorkerContext", "run_probe", "run_workers"]
 
@@ -196,6 +197,7 @@ def run_workers(
     setup: Callable[[int], None] | None = None,
     on_record: Callable[[dict], None] | None = None,
     host: str = "127.0.0.1",
+    force: bool = False,
 ) -> list[dict]:
     """Run ``fn(ctx)`` in ``world_size`` forked processes joined by a gloo process group.
 
@@ -206,7 +208,9 @@ def run_workers(
         fine: children are forked, nothing is pickled). Report results with
         ``ctx.report(record)``.
     world_size : int
-        Number of processes (``>= 1``).
+        Number of processes (``>= 1``), at most
+        :func:`~queuesgd.harness.process_limit.process_limit` (8 per CPU core)
+        unless ``force``.
     timeout : float
         Wall-clock limit of the whole run in seconds (also the process group's
         timeout).
@@ -221,6 +225,9 @@ def run_workers(
         Address the parent's rendezvous store binds to and the children
         connect to (a bridge address when the children live in network
         namespaces).
+    force : bool
+        Start more processes than 8 per CPU core (refused without it, before
+        any is forked).
 
     Returns
     -------
@@ -245,7 +252,8 @@ def run_workers(
     [(0, 3.0), (1, 3.0)]
     """
     global _dynamo_imported
-    world_size = _checks.integer("world_size", world_size)
+    size = _checks.integer("world_size", world_size)
+    world_size = check_processes("world_size", world_size, size, force=force)
     timeout = _checks.positive("timeout", timeout)
     if progress_timeout is not None:
         progress_timeout = _checks.positive("progress_timeout", progress_timeout)

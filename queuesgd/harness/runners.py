@@ -93,6 +93,7 @@ from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
 from queuesgd.harness.layout import world_size
 from queuesgd.harness.live_schemes import live_scheme
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.shaping import Shaper
 
 __all__ = ["check_params", "run", "run_scheme", "world_size"]
@@ -199,12 +200,14 @@ def run(
     setup: Callable[[int], None] | None = None,
     on_record: Callable[[dict], None] | None = None,
     host: str = "127.0.0.1",
+    force: bool = False,
 ) -> list[dict]:
     """Launch a scheme with ``workers`` workers for ``steps`` steps; return every record.
 
-    The parameters are checked in the parent first (:func:`check_params`);
-    the rest are those of :func:`run_scheme` and
-    :func:`~queuesgd.harness.launch.run_workers`.
+    The parameters are checked in the parent first (:func:`check_params`),
+    and the processes against :func:`~queuesgd.harness.process_limit.process_limit`
+    (8 per CPU core; ``force=True`` starts more); the rest are those of
+    :func:`run_scheme` and :func:`~queuesgd.harness.launch.run_workers`.
 
     Raises
     ------
@@ -221,7 +224,7 @@ def run(
     """
     row = live_scheme(scheme_key)
     checked = row.check_params(params, workers)
-    size = row.world_size(workers)
+    size = check_processes("workers", workers, row.world_size(workers), force=force)
 
     def fn(ctx: WorkerContext) -> None:
         run_scheme(ctx, row.key, live, steps, shaper, checked, warmup=warmup, seed=seed)
@@ -234,4 +237,5 @@ def run(
         setup=setup,
         on_record=on_record,
         host=host,
+        force=force,
     )

@@ -124,6 +124,41 @@ def test_bad_input_is_refused_before_any_process_starts():
         validate("async-ps", workers=2, network="wifi")
 
 
+@pytest.fixture
+def no_fork(monkeypatch):
+    """Fail the test at the first process the harness would fork."""
+    import os
+
+    def forbidden():
+        raise AssertionError("a process was forked")
+
+    monkeypatch.setattr(os, "fork", forbidden)
+
+
+def test_more_processes_than_eight_per_core_are_refused_before_any_starts(no_fork):
+    # audit 2026-11-28, harness lifecycle MEDIUM 3: only the CLI had the per-core rule;
+    # validate(workers=[5000]) would have forked 5001 processes
+    import os
+
+    from queuesgd.harness import runners
+    from queuesgd.harness.live import EmulatedCompute
+    from queuesgd.harness.process_limit import process_limit
+
+    cores = os.cpu_count() or 1
+    most = 8 * cores
+    assert process_limit() == most
+    refused = rf"^workers: got \[{most + 1}\]; accepted: at most {most} worker processes on {cores} CPU"
+    with pytest.raises(InvalidParameterError, match=refused):
+        validate("ring-allreduce", workers=[most + 1])
+    # a parameter server is one more process: `most` workers are `most + 1` processes
+    with pytest.raises(InvalidParameterError, match=rf"Estimate: {most + 1:,} processes") as err:
+        validate("async-ps", workers=[2, most], steps=20)
+    assert err.value.field == "workers" and "or force=True" in err.value.accepted
+    live = EmulatedCompute("5ms", "4KB")
+    with pytest.raises(InvalidParameterError, match=rf"^workers: got {most}; .*{most + 1:,} processes"):
+        runners.run("sync-ps", live, most, 3)
+
+
 def test_report_files(tmp_path):
     rows = [
         {

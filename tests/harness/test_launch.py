@@ -216,6 +216,25 @@ def test_arguments_are_checked():
         run_workers(lambda ctx: None, 1, timeout=-1.0)
 
 
+def test_more_processes_than_eight_per_core_are_refused_before_any_is_forked(monkeypatch):
+    # audit 2026-11-28, harness lifecycle MEDIUM 3: run_workers had no cap (5000 asked, 5000 forked)
+    from queuesgd.harness.process_limit import process_limit
+
+    def forbidden():
+        raise AssertionError("a process was forked")
+
+    monkeypatch.setattr(os, "fork", forbidden)
+    most = 8 * (os.cpu_count() or 1)
+    assert process_limit() == most
+    refused = rf"^world_size: got {most + 1}; accepted: at most {most} worker processes"
+    with pytest.raises(InvalidParameterError, match=refused):
+        run_workers(lambda ctx: None, most + 1)
+    with pytest.raises(InvalidParameterError, match="force"):
+        run_workers(lambda ctx: None, 2, force="maybe")
+    with pytest.raises(AssertionError, match="forked"):  # forced: past the rule, to the first fork
+        run_workers(lambda ctx: None, most + 1, force=True)
+
+
 def test_a_timeout_past_the_poll_range_waits_in_chunks():
     # audit 2026-11-28: validate --steps 100000 --compute 10s gave run_workers a timeout past 2**31 ms and
     # multiprocessing's wait raised OverflowError after the workers had started
