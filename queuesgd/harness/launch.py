@@ -18,8 +18,10 @@ the wall-clock ``timeout`` or ``progress_timeout`` seconds without a record
 from anyone each kill every child still alive (SIGKILL), reap them, and raise
 :class:`~queuesgd.errors.WorkerFailure` with the records collected so far.
 Every child leads its own process group, and the parent ends each group
-whole after reaping (SIGKILL): a process a worker started does not outlive
-the run. SIGTERM to the parent raises ``SystemExit(143)``
+whole (SIGKILL) before reaping its leader, whose zombie keeps the group id
+from being reused: a process a worker started does not outlive the run. A
+child that outlives a parent killed without cleanup is killed by the kernel
+(:func:`~queuesgd.harness.lifecycle.die_with_parent`). SIGTERM to the parent raises ``SystemExit(143)``
 (:func:`~queuesgd.harness.lifecycle.take_sigterm`, or the handler of an
 enclosing :class:`~queuesgd.harness.netns.Namespaces`), which runs the same
 cleanup.
@@ -50,7 +52,7 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.errors import WorkerFailure
 from queuesgd.harness._torch import require_torch
-from queuesgd.harness.lifecycle import restore_sigterm, sigterm_deferred, take_sigterm
+from queuesgd.harness.lifecycle import die_with_parent, restore_sigterm, sigterm_deferred, take_sigterm
 from queuesgd.harness.process_limit import check_processes
 
 __all__ = ["WorkerContext", "run_probe", "run_workers"]
@@ -128,10 +130,12 @@ def _child(
     conn: Connection,
     fn: Callable[[WorkerContext], None],
     setup: Callable[[int], None] | None,
+    parent: int,
 ) -> None:  # pragma: no cover - runs in the forked child (its effects are tested)
     gc.freeze()  # the parent's objects: the final gc.collect() need not scan them
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # its own process group: the parent ends it whole, whatever it started
+    die_with_parent(parent)  # and the kernel ends it if the parent dies without cleanup (SIGKILL)
     torch = require_torch()
     import torch.distributed as dist
 
@@ -167,6 +171,32 @@ def _child(
             sys.stdout.flush()
             sys.stderr.flush()
     os._exit(code)
+
+
+def _exit_code(proc: Any, block: bool) -> int | None:
+    """``proc``'s exit code once it has ended (``-signal`` when killed), None while it runs; not reaped.
+
+    ``os.waitid(..., WNOWAIT)`` reads the status and leaves the zombie, which keeps the pid (and so the
+    process-group id) from being reused until the teardown has ended the group and joined the worker.
+    ``block``: wait for the end (its sentinel said it is ending).
+    """
+    flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
+    try:
+        info = os.waitid(os.P_PID, proc.pid, flags)
+    except ChildProcessError:  # reaped already: multiprocessing reaps ended children when it starts one
+        return proc.exitcode
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def _unreaped(proc: Any) -> bool:
+    """Whether ``proc``'s pid is still its own: running, or ended and not yet reaped."""
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
 
 
 def _drain(conn: Connection, rank: int, records: list[dict], on_record: Any) -> str | None:
@@ -273,6 +303,7 @@ def run_workers(
     start = time.monotonic()
     deadline = start + timeout
     epoch = time.perf_counter()
+    parent = os.getpid()
     procs: list[Any] = []
     readers: list[Connection] = []
     records: list[dict] = []
@@ -287,7 +318,7 @@ def run_workers(
             go_reader, go_writer = mp.Pipe(duplex=False)
             proc = mp.Process(
                 target=_child,
-                args=(rank, world_size, host, go_reader, timeout, deadline, epoch, writer, fn, setup),
+                args=(rank, world_size, host, go_reader, timeout, deadline, epoch, writer, fn, setup, parent),
                 name=f"queuesgd-worker-{rank}",
                 daemon=True,
             )
@@ -324,10 +355,9 @@ def run_workers(
                     if error is not None and failure is None:
                         failure = (rank, error)
             for rank in sorted(alive):
-                if procs[rank].sentinel in ready or not procs[rank].is_alive():
-                    procs[rank].join()
+                code = _exit_code(procs[rank], block=procs[rank].sentinel in ready)
+                if code is not None:  # ended, and left unreaped until its group is ended below
                     error = _drain(readers[rank], rank, records, on_record)
-                    code = procs[rank].exitcode
                     alive.discard(rank)
                     if failure is None and (error is not None or code != 0):
                         failure = (rank, error if error is not None else f"exit code {code}")
@@ -341,13 +371,14 @@ def run_workers(
         try:
             with sigterm_deferred():  # a second SIGTERM waits until the workers are ended
                 for proc in procs:
-                    if proc.is_alive():
-                        proc.kill()
+                    # The worker's group, with anything it started, ended while the worker is unreaped:
+                    # its zombie holds the pid, so the group id cannot name a new process's group yet.
+                    if _unreaped(proc):
+                        with contextlib.suppress(OSError):
+                            os.killpg(proc.pid, signal.SIGKILL)
+                        proc.kill()  # killed before its setpgid: not yet its own group's leader
                 for proc in procs:
                     proc.join()
-                    # Anything the worker started (its process group outlives it while members remain).
-                    with contextlib.suppress(OSError):
-                        os.killpg(proc.pid, signal.SIGKILL)
                 for rank, reader in enumerate(readers):
                     if failure is not None:
                         _drain(reader, rank, records, on_record)

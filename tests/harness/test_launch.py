@@ -12,6 +12,7 @@ import textwrap
 import time
 
 import pytest
+from process_groups import survivors_of_signal
 
 torch = pytest.importorskip("torch")
 
@@ -284,3 +285,42 @@ def test_sigterm_to_the_parent_ends_its_workers(tmp_path):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
     assert alive == []
+
+
+def test_workers_die_with_a_parent_killed_without_cleanup(tmp_path):
+    # audit 2026-11-28, harness lifecycle LOW 9: no parent-death signal, so a SIGKILLed parent (no cleanup
+    # can run) left its workers, each in its own process group, running under init
+    script = textwrap.dedent(f"""
+        import os, time
+        from queuesgd.harness.launch import run_workers
+
+        def fn(ctx):
+            path = os.path.join({str(tmp_path)!r}, f"worker{{ctx.rank}}")
+            with open(path + ".tmp", "w") as fh:
+                fh.write(str(os.getpid()))
+            os.replace(path + ".tmp", path + ".pid")
+            ctx.report({{"step": 0}})
+            time.sleep(120)
+
+        run_workers(fn, 2, timeout=100, progress_timeout=None)
+    """)
+    status, left, err = survivors_of_signal(script, tmp_path, 2, sig=signal.SIGKILL)
+    assert left == [], err[-2000:]  # both gone within 10 s: the kernel's SIGKILL on the parent's death
+    assert status == -signal.SIGKILL
+
+
+def test_each_workers_group_is_ended_before_the_worker_is_reaped(monkeypatch):
+    # audit 2026-11-28, harness lifecycle LOW 9: os.killpg(pid) ran after join(); once reaped, the pid (and
+    # so the group id) could belong to a new process. /proc says whether the pid was still the worker's.
+    real = os.killpg
+    seen: list[tuple[int, bool]] = []
+
+    def killpg(pgid: int, sig: int) -> None:
+        seen.append((pgid, os.path.exists(f"/proc/{pgid}")))
+        real(pgid, sig)
+
+    monkeypatch.setattr(os, "killpg", killpg)
+    records = run_workers(lambda ctx: ctx.report({"pid": os.getpid()}), 2, timeout=60)
+    pids = sorted(r["pid"] for r in records)
+    assert sorted(pgid for pgid, _ in seen) == pids  # both workers ended normally, both groups ended
+    assert all(held for _, held in seen), seen  # each while its zombie still held the pid
