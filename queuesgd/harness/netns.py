@@ -43,6 +43,7 @@ True
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import fcntl
 import math
@@ -51,6 +52,7 @@ import re
 import shutil
 import subprocess
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -131,6 +133,14 @@ def _run(args: Sequence[str], *, check: bool = True) -> subprocess.CompletedProc
     return proc
 
 
+def _remove(command: list[str], path: str) -> bool:
+    """Run a deletion if ``path`` exists; whether it is gone after (a failure is not raised)."""
+    with contextlib.suppress(subprocess.SubprocessError, OSError):
+        if os.path.exists(path):
+            _run(command, check=False)
+    return not os.path.exists(path)
+
+
 def _missing_tools() -> list[str]:
     return [tool for tool in ("ip", "tc") if shutil.which(tool) is None]
 
@@ -180,7 +190,9 @@ def available(prefix: str = "qsgd") -> tuple[bool, str]:
     except (NetworkSetupError, OSError, subprocess.SubprocessError) as err:
         return False, f"cannot build a network namespace here: {err}"
     finally:
-        _run(["ip", "netns", "del", probe], check=False)
+        # A failed removal must not hide the answer (remove_stale clears the probe once we have ended).
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            _run(["ip", "netns", "del", probe], check=False)
     return True, ""
 
 
@@ -444,7 +456,9 @@ class Namespaces:
         """Remove every namespace, veth and the bridge this object made (idempotent).
 
         Does nothing in a forked child: only the process that built the
-        network removes it.
+        network removes it. A deletion that fails (``ip`` past its timeout)
+        stops none of the others; what could not be removed is named in a
+        :class:`RuntimeWarning`.
 
         Examples
         --------
@@ -452,23 +466,32 @@ class Namespaces:
         """
         if self._owner is None or self._owner != os.getpid():
             return
+        failed: list[str] = []
         try:
             with sigterm_deferred():  # a SIGTERM now acts once everything is removed
                 self._owner = None
                 # Links first: deleting one end of a veth removes both at once, whereas a namespace's
                 # interfaces only go when the kernel destroys the namespace, later and asynchronously.
+                # Each deletion on its own: one that fails (ip hung past its timeout) stops no other.
                 for link in (*self._veths, self.bridge):
-                    if os.path.exists(f"/sys/class/net/{link}"):
-                        _run(["ip", "link", "del", link], check=False)
+                    if not _remove(["ip", "link", "del", link], f"/sys/class/net/{link}"):
+                        failed.append(link)
                 for ns in self.names:
-                    if os.path.exists(os.path.join(_NETNS_DIR, ns)):
-                        _run(["ip", "netns", "del", ns], check=False)
+                    if not _remove(["ip", "netns", "del", ns], os.path.join(_NETNS_DIR, ns)):
+                        failed.append(ns)
         finally:
             self._remove_cleanup_hooks()
             if self._auto_subnet:
                 self._subnet = None  # chosen afresh on the next entry
             with _lock:
                 _active_tags.discard(self.tag)
+        if failed:
+            warnings.warn(
+                f"could not remove {', '.join(failed)}: remove them with 'ip link del' / 'ip netns del', "
+                f"or with remove_stale({self.prefix!r}) once this process has ended",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def _install_cleanup_hooks(self) -> None:
         atexit.register(self.close)
