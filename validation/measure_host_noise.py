@@ -23,14 +23,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from queuesgd.profiler import plain_step_time  # noqa: E402
 
+#: Seconds one ``nvidia-smi`` clock read may take: a hung driver gives an empty reading, not a hang.
+SMI_TIMEOUT = 10.0
+
 
 def _clock() -> str:
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader"], capture_output=True, text=True
+            ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=SMI_TIMEOUT,
         )
         return out.stdout.strip()
-    except OSError:
+    except (OSError, subprocess.SubprocessError):
         return ""
 
 
