@@ -45,6 +45,7 @@ from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.model_shapes_attention import step_flops
 from queuesgd.schemes.memory import Memory
+from queuesgd.schemes.parallel.pipeline_schedule import interleaved_chunk, interleaved_warmup
 from queuesgd.schemes.parallel.sharded import sharded_memory
 
 __all__ = [
@@ -99,7 +100,7 @@ def pipeline_time(stage: Any, last: Any, pipeline: Any, microbatches: Any, virtu
     - max_i tau_i) / v`` is neither exact nor a bound against Megatron's
     order (``tests/schemes/test_hybrid_interleaved_stages.py`` has a
     counterexample; unequal chunks are timed by
-    :func:`~.hybrid_stages.interleaved_chunk_time`). With the last stage the
+    :func:`~.hybrid_stages.interleaved_pass_time`). With the last stage the
     slowest, both schedules give
 
         ``m (tau + last) + (p - 1) tau / v``,
@@ -313,15 +314,15 @@ def stage_layers_in_flight(
         return min(p - i, m) * layers
     v = len(chunks)
     total = m * v
-    warm = total if m == p else min(2 * (p - i - 1) + (v - 1) * p, total)
+    warm = interleaved_warmup(p, v, m, i)
     if len(set(chunks)) == 1:
         return float(min(warm + 1, total) * chunks[0])
-    held = float(sum(chunks[(k // p) % v] for k in range(warm)))
+    held = float(sum(chunks[interleaved_chunk(k, p, v)] for k in range(warm)))
     peak = held
     for q in range(min(total - warm, p * v)):  # forward warm + q, then backward q
-        held += chunks[((warm + q) // p) % v]
+        held += chunks[interleaved_chunk(warm + q, p, v)]
         peak = max(peak, held)
-        held -= chunks[v - 1 - (q // p) % v]
+        held -= chunks[interleaved_chunk(q, p, v, forward=False)]
     return peak
 
 

@@ -1,8 +1,11 @@
-"""The per-stage order of a pipeline's passes, as ``torch.distributed.pipelining`` runs them.
+"""The per-stage order of a pipeline's passes, as ``torch.distributed.pipelining`` and Megatron-LM run them.
 
 - :func:`pipeline_order` -- the static order in which one stage runs its
   forward (``"F"``) and backward (``"B"``) passes (``ScheduleGPipe`` and
   ``Schedule1F1B``).
+- :func:`interleaved_order` -- Megatron-LM's interleaved 1F1B order of one
+  GPU's passes through its ``v`` model chunks; :func:`interleaved_warmup`
+  and :func:`interleaved_chunk`, its warm-up and its chunk of an iteration.
 - :func:`warmup_forwards` and :func:`peak_stash` -- what that order implies,
   counted without listing it.
 - :func:`schedule_name` and :func:`p2p_name` -- the checked names of a
@@ -25,6 +28,9 @@ __all__ = [
     "MAX_ORDER_ENTRIES",
     "P2P",
     "SCHEDULES",
+    "interleaved_chunk",
+    "interleaved_order",
+    "interleaved_warmup",
     "p2p_name",
     "peak_stash",
     "pipeline_order",
@@ -180,3 +186,95 @@ def peak_stash(stages: int, microbatches: int, schedule: str) -> list[int]:
         return [M] * S
     # 1F1B: the w warm-up forwards are held, then each backward frees one before the next forward.
     return [warmup_forwards(S, M, s) for s in range(S)]
+
+
+def interleaved_warmup(pipeline: int, virtual: int, microbatches: int, rank: int) -> int:
+    """Forwards GPU ``rank`` runs before its first backward under Megatron-LM's interleaved 1F1B.
+
+    ``forward_backward_pipelining_with_interleaving`` (Megatron-Core,
+    ``megatron/core/pipeline_parallel/schedules.py``; ``m`` a multiple of
+    ``p``): ``2 (p - rank - 1) + (v - 1) p`` of the ``m v`` forward
+    iterations, all of them when that is more, or when ``m = p`` ("run all
+    forward passes and then all backward passes if number of microbatches is
+    just the number of pipeline stages").
+
+    Examples
+    --------
+    >>> [interleaved_warmup(4, 2, 8, r) for r in range(4)], interleaved_warmup(4, 2, 4, 3)
+    ([10, 8, 6, 4], 8)
+    """
+    p, v, m = pipeline, virtual, microbatches
+    return m * v if m == p else min(2 * (p - rank - 1) + (v - 1) * p, m * v)
+
+
+def interleaved_chunk(iteration: int, pipeline: int, virtual: int, forward: bool = True) -> int:
+    """The model chunk of a GPU's ``iteration``-th forward (or backward) under the interleaved schedule.
+
+    Megatron-Core's ``get_model_chunk_id``: ``(k mod p v) // p`` for a
+    forward, ``v - 1`` less that for a backward (the backward runs the
+    chunks in reverse); micro-batches go in groups of ``p`` through chunk
+    0, 1, ..., ``v - 1`` (forward).
+
+    Examples
+    --------
+    >>> [interleaved_chunk(k, 2, 3) for k in range(8)], interleaved_chunk(0, 2, 3, forward=False)
+    ([0, 0, 1, 1, 2, 2, 0, 0], 2)
+    """
+    c = (iteration % (pipeline * virtual)) // pipeline
+    return c if forward else virtual - 1 - c
+
+
+def interleaved_order(
+    pipeline: int, virtual: int, microbatches: int, rank: int
+) -> list[tuple[str, int, int]]:
+    """GPU ``rank``'s passes ``(kind, chunk, micro-batch)`` in Megatron-LM's interleaved 1F1B order.
+
+    Each of ``p`` GPUs holds ``v`` model chunks, GPU ``r``'s chunk ``c``
+    being virtual stage ``c p + r`` of ``p v`` (Narayanan et al., SC 2021,
+    Section 2.2.2). ``forward_backward_pipelining_with_interleaving``
+    (Megatron-Core; ``m`` a multiple of ``p``) runs ``m v`` forward and as
+    many backward iterations ``k``: :func:`interleaved_warmup` forwards,
+    then the forward ``k + w`` and the backward ``k`` for each ``k`` while
+    forwards remain, then the remaining backwards. Iteration ``k`` runs
+    :func:`interleaved_chunk` on micro-batch ``(k // p v) p + k mod p``
+    (``get_microbatch_id_in_model_chunk``).
+
+    Parameters
+    ----------
+    pipeline, virtual, microbatches : int
+        ``p >= 1``, ``v >= 1``, ``m`` a positive multiple of ``p``.
+    rank : int
+        The GPU, ``0 <= rank < p``.
+
+    Returns
+    -------
+    list of (str, int, int)
+        ``("F" | "B", chunk, micro-batch)`` in the order the GPU runs them.
+
+    Raises
+    ------
+    InvalidParameterError
+        A count out of range, or ``m`` not a multiple of ``p``.
+
+    Examples
+    --------
+    >>> interleaved_order(2, 2, 4, 1)[:6]
+    [('F', 0, 0), ('F', 0, 1), ('F', 1, 0), ('B', 1, 0), ('F', 1, 1), ('B', 1, 1)]
+    """
+    p = _checks.integer("pipeline", pipeline, minimum=1)
+    v = _checks.integer("virtual", virtual, minimum=1)
+    m = _checks.integer("microbatches", microbatches, minimum=1)
+    r = _checks.integer("rank", rank, minimum=0, maximum=p - 1)
+    if m % p:
+        raise InvalidParameterError("microbatches", m, f"a multiple of pipeline (= {p}), as Megatron asks")
+    if 2 * m * v > MAX_ORDER_ENTRIES:
+        raise StateSpaceTooLargeError(
+            f"the interleaved order of m = {m:,} micro-batches through v = {v} chunks has {2 * m * v:,} "
+            f"passes per GPU; at most {MAX_ORDER_ENTRIES:,} are listed: use fewer micro-batches"
+        )
+    total, w = m * v, interleaved_warmup(p, v, m, r)
+    kinds = [("F", k) for k in range(w)]
+    for k in range(total - w):
+        kinds += [("F", k + w), ("B", k)]
+    kinds += [("B", k) for k in range(total - w, total)]
+    return [(f, interleaved_chunk(k, p, v, f == "F"), (k // (p * v)) * p + k % p) for f, k in kinds]

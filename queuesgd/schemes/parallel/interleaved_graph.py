@@ -1,0 +1,427 @@
+"""The task graph of one step of Megatron-LM's interleaved 1F1B schedule, and its longest path.
+
+Each of ``p`` GPUs holds ``v`` model chunks, GPU ``r``'s chunk ``k`` being
+virtual stage ``s = k p + r``, and runs its ``2 m v`` passes in the order of
+:func:`~.pipeline_schedule.interleaved_order`. A pass starts when the GPU's
+previous pass has ended and its input is there: a forward of virtual stage
+``s`` on micro-batch ``j`` after the forward of ``s - 1`` on ``j``, a
+backward after the backward of ``s + 1`` on ``j`` (and its own forward, an
+earlier pass of the same GPU). With fixed pass times the step is the
+longest path through that graph, a max-plus function of the times
+(:func:`~queuesgd.dag.schedule`), computed exactly, for one set of times or
+for many at once.
+
+- :func:`interleaved_graph` -- the :class:`~queuesgd.dag.TaskGraph` of ``p``,
+  ``v``, ``m`` (kept for the last few asked), and which pass each task is.
+- :func:`interleaved_step` -- the step's seconds for pass times
+  ``forward[r][k]``, ``backward[r][k]`` (or a batch of them).
+
+The edges carry no time: a pass's time includes its send (blocking, as
+:class:`~queuesgd.HybridParallel` prices its pipeline sends), so the next
+stage's pass may start when it ends.
+
+Many micro-batches cost no more than a few groups of ``p``
+(:func:`interleaved_cut`). Past every GPU's warm-up and before its
+cool-down, the ``i``-th pass of a GPU waits only for its own pass ``i - 1``
+and for a neighbour's pass ``i - 1`` or ``i - 2`` (forwards from ``r - 1``,
+backwards from ``r + 1``, around the ring between chunks), and the kinds,
+chunks and neighbours repeat every ``2 p v`` passes, one group of ``p``
+micro-batches: a *period*. The step of ``G > G_0`` groups is the graph of
+``G_0`` groups with ``G - G_0`` periods inserted at a position ``P`` of
+that steady part; :func:`interleaved_step` times the graph's passes before
+``P`` (``head``), carries the ``2 p`` finish times at ``P - 2`` and ``P -
+1`` through ``G - G_0 + 1`` periods, and times the passes after them
+(``tail``, a period after ``P`` in the ``G_0``-group graph). A period maps
+those times by a max-plus matrix ``M`` (``2 p`` by ``2 p``): monotone,
+adding a constant to every time adds it to the result, so no two states
+move apart. The times are stepped a period at a time (at most
+:data:`SETTLE_PERIODS`); once a period moves each by ``lambda`` to within
+``e``, the ``k`` periods left move them by ``k lambda`` to within ``k e``,
+which is used where that is under :data:`SETTLE_TOLERANCE` of the step;
+the rest get ``M^k`` by squaring. The step is then the graph's longest path
+to rounding (``tests/schemes/test_interleaved_graph.py`` holds it to the
+whole graph and to the pass-by-pass simulation), with ``O(p^2 v)`` tasks
+whatever ``m``.
+
+Examples
+--------
+>>> interleaved_step([[0.5, 0.5]] * 2, [[1.0, 1.0]] * 2, 4)     # even: (m + (p - 1)/v)(f + b) = 4.5 x 3
+13.5
+>>> interleaved_step([[0.5, 0.5]] * 2, [[1.0, 1.0]] * 2, 4000)  # (4000 + 1/2) x 3, from graphs of 48 passes
+12001.5
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from queuesgd import _checks
+from queuesgd.dag import Task, TaskGraph, schedule
+from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
+from queuesgd.schemes.parallel.pipeline_graph import MAX_TASKS
+from queuesgd.schemes.parallel.pipeline_schedule import interleaved_order
+
+__all__ = [
+    "MAX_CUT_GROUPS",
+    "SETTLE_PERIODS",
+    "SETTLE_TOLERANCE",
+    "InterleavedCut",
+    "InterleavedGraph",
+    "interleaved_cut",
+    "interleaved_graph",
+    "interleaved_step",
+]
+
+#: Most groups of ``p`` micro-batches :func:`interleaved_cut` tries for a graph with a whole period inside.
+MAX_CUT_GROUPS = 8
+#: Periods :func:`interleaved_step` steps the finish times through, looking for one constant move.
+SETTLE_PERIODS = 6
+#: Most a settled state's ``k`` periods may be off (``k e``), relative to the step: else ``M^k``.
+SETTLE_TOLERANCE = 1e-13
+
+
+@dataclass(frozen=True, eq=False)
+class InterleavedGraph:
+    """A task graph of interleaved passes, and each task's pass (columns in ``graph.names`` order).
+
+    Attributes
+    ----------
+    graph : TaskGraph
+        Tasks ``s{s}/F{j}`` and ``s{s}/B{j}`` (virtual stage ``s``, micro-batch
+        ``j``), groups ``"forward"`` and ``"backward"``; a cut graph's
+        (:class:`InterleavedCut`) ``tail`` begins with ``2 p`` tasks
+        ``cut/r{r}/{i}`` (group ``"cut"``) whose durations are the finish
+        times carried to its first passes.
+    forward : numpy.ndarray of bool
+        Whether the task is a forward pass.
+    gpu, chunk : numpy.ndarray of int
+        The task's GPU ``r`` and its model chunk ``k`` there (``s = k p + r``; -1 for a ``cut`` task).
+    """
+
+    graph: TaskGraph
+    forward: np.ndarray
+    gpu: np.ndarray
+    chunk: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class InterleavedCut:
+    """The graph of ``groups`` groups of ``p`` micro-batches cut at pass ``position`` of every GPU.
+
+    Attributes
+    ----------
+    groups : int
+        ``G_0``: the graph is that of ``m = G_0 p``.
+    position : int
+        ``P``: ``head`` holds every GPU's passes ``0 .. P - 1``, ``tail`` its
+        passes from ``Q = P + 2 p v`` on, after ``2 p`` ``cut`` tasks (every
+        GPU's pass ``Q - 2``, then every GPU's ``Q - 1``).
+    head, tail : InterleavedGraph
+    ends : numpy.ndarray of int
+        The ``head`` tasks of passes ``P - 2`` and ``P - 1``, in the ``cut`` tasks' order.
+    forward, chunk, source, lag : numpy.ndarray of shape (2 p v, p)
+        Period pass ``t`` (pass ``P + t``) of GPU ``r``: forward or not, its chunk,
+        the GPU whose pass it waits for (-1: none besides its own previous
+        pass) and how many passes earlier that is (1 or 2).
+    """
+
+    groups: int
+    position: int
+    head: InterleavedGraph
+    tail: InterleavedGraph
+    ends: np.ndarray
+    forward: np.ndarray
+    chunk: np.ndarray
+    source: np.ndarray
+    lag: np.ndarray
+
+
+def _check_size(p: int, v: int, m: int, what: str) -> None:
+    if 2 * m * v * p > MAX_TASKS:
+        raise StateSpaceTooLargeError(
+            f"the interleaved schedule of p = {p} GPUs, v = {v} chunks has {2 * m * v * p:,} passes in "
+            f"{what}; at most {MAX_TASKS:,} are timed as a graph: use fewer stages or chunks, or stages "
+            "whose chunks are equal (their step is a closed form)"
+        )
+
+
+def _passes(p: int, v: int, m: int) -> tuple[Any, ...]:
+    """Every pass, GPU by GPU in order: names, its GPU, position, forward or not, chunk, its input's index."""
+    names, rows, index = [], [], {}
+    for r in range(p):
+        for i, (kind, k, j) in enumerate(interleaved_order(p, v, m, r)):
+            index[kind, k * p + r, j] = len(rows)
+            names.append(f"s{k * p + r}/{kind}{j}")
+            rows.append((r, i, kind == "F", k, j))
+    data = []
+    for r, _, fwd, k, j in rows:
+        s = k * p + r
+        key = ("F", s - 1, j) if fwd and s > 0 else ("B", s + 1, j) if not fwd and s < p * v - 1 else None
+        data.append(index[key] if key else -1)
+    a = np.array(rows, dtype=np.int64)
+    return names, a[:, 0], a[:, 1], a[:, 2].astype(bool), a[:, 3], np.array(data, dtype=np.int64)
+
+
+def _build(passes: tuple[Any, ...], keep: np.ndarray, cut: int | None = None) -> InterleavedGraph:
+    """The graph of the passes ``keep``; with ``cut = Q`` each input before ``Q`` is a ``cut`` task."""
+    names, gpu, pos, fwd, chunk, data = passes
+    p = int(gpu.max()) + 1
+    tasks = []
+    if cut is not None:
+        tasks = [Task(f"cut/r{r}/{i}", 0.0, group="cut") for i in (cut - 2, cut - 1) for r in range(p)]
+
+    def name(t: int) -> str:
+        return f"cut/r{gpu[t]}/{pos[t]}" if cut is not None and pos[t] < cut else names[t]
+
+    for t in np.flatnonzero(keep):
+        after = ([name(t - 1)] if pos[t] > 0 else []) + ([name(data[t])] if data[t] >= 0 else [])
+        tasks.append(Task(names[t], 0.0, after=after, group="forward" if fwd[t] else "backward"))
+    lead = np.full(len(tasks) - int(keep.sum()), -1)
+    return InterleavedGraph(
+        TaskGraph(tasks, name=f"interleaved 1F1B, p={p} v={chunk.max() + 1}"),
+        np.concatenate([np.zeros(len(lead), dtype=bool), fwd[keep]]),
+        np.concatenate([lead, gpu[keep]]),
+        np.concatenate([lead, chunk[keep]]),
+    )
+
+
+def interleaved_graph(pipeline: int, virtual: int, microbatches: int) -> InterleavedGraph:
+    """The task graph of one step of ``m`` micro-batches over ``p`` GPUs of ``v`` chunks, interleaved.
+
+    ``2 m v p`` tasks; more than :data:`~.pipeline_graph.MAX_TASKS` are
+    refused (:class:`~queuesgd.errors.StateSpaceTooLargeError`) before
+    anything is built (:func:`interleaved_step` needs only a few groups of
+    ``p`` micro-batches). The graphs of the last few ``(p, v, m)`` asked are kept.
+
+    Examples
+    --------
+    >>> g = interleaved_graph(2, 2, 2)
+    >>> len(g.graph), g.graph.names[:4], g.graph.tasks[3].after
+    (16, ('s0/F0', 's0/F1', 's2/F0', 's2/F1'), ('s2/F0', 's1/F1'))
+    """
+    p = _checks.integer("pipeline", pipeline, minimum=1)
+    v = _checks.integer("virtual", virtual, minimum=1)
+    m = _checks.integer("microbatches", microbatches, minimum=1)
+    _check_size(p, v, m, f"m = {m:,} micro-batches")
+    return _graph(p, v, m)
+
+
+@lru_cache(maxsize=8)
+def _graph(p: int, v: int, m: int) -> InterleavedGraph:
+    passes = _passes(p, v, m)
+    return _build(passes, np.ones(len(passes[0]), dtype=bool))
+
+
+def interleaved_cut(pipeline: int, virtual: int) -> InterleavedCut | None:
+    """The fewest groups of ``p`` micro-batches whose graph a period can be cut out of; None if none.
+
+    The cut ``P`` comes two passes after GPU 0's warm-up (the longest) and
+    leaves a period of ``2 p v`` passes before any GPU's cool-down. Checked
+    on the graph, not assumed: every pass of the period waits only for its
+    GPU's previous pass and at most one pass 1 or 2 positions earlier on
+    another GPU; at ``P`` and at ``P + 2 p v`` no pass waits for a later
+    position and none after the cut for one before the cut less 2; and the
+    graph of one group more has the same period at ``P`` and at ``P + 2 p
+    v`` (so the periods repeat). Tried from 2 groups up to
+    :data:`MAX_CUT_GROUPS`; kept for each ``(p, v)``.
+
+    Examples
+    --------
+    >>> c = interleaved_cut(4, 2)          # 3 groups: 48 passes a GPU, 12 in head, a period of 16, 20 in tail
+    >>> c.groups, c.position, len(c.head.graph), len(c.tail.graph), c.lag[:2].tolist(), c.source[:2].tolist()
+    (3, 12, 48, 88, [[1, 2, 2, 2], [2, 2, 2, 2]], [[-1, 0, 1, 2], [1, 2, 3, 0]])
+    """
+    p = _checks.integer("pipeline", pipeline, minimum=1)
+    v = _checks.integer("virtual", virtual, minimum=1)
+    return _cut(p, v)
+
+
+def _cuts(passes: tuple, P: int) -> bool:
+    """Whether no pass before ``P`` waits for a later one, nor one from ``P`` on for one before ``P - 2``."""
+    _, gpu, pos, fwd, chunk, data = passes
+    has = data >= 0
+    src = np.where(has, pos[np.maximum(data, 0)], -1)
+    after = pos >= P
+    return not (np.any(~after & has & (src >= P)) or np.any(after & has & (src < P - 2)))
+
+
+def _period(passes: tuple, P: int, period: int) -> tuple[np.ndarray, ...] | None:
+    """Every GPU's passes ``P .. P + period - 1``: forward, chunk, source, lag; None: no cut at ``P``."""
+    _, gpu, pos, fwd, chunk, data = passes
+    if not _cuts(passes, P):
+        return None
+    has = data >= 0
+    inside = (pos >= P) & (pos < P + period)
+    at = np.flatnonzero(inside)[np.lexsort((gpu[inside], pos[inside]))]  # pass P + t of GPU r
+    lag = np.where(has[at], pos[at] - pos[np.maximum(data[at], 0)], 1)
+    if np.any((lag < 1) | (lag > 2)):
+        return None
+    source = np.where(has[at], gpu[np.maximum(data[at], 0)], -1)
+    return tuple(a.reshape(period, -1) for a in (fwd[at], chunk[at], source, lag))
+
+
+@lru_cache(maxsize=16)
+def _cut(p: int, v: int) -> InterleavedCut | None:
+    period, warm = 2 * p * v, 2 * (p - 1) + (v - 1) * p  # GPU 0's warm-up, the longest
+    for groups in range(2, MAX_CUT_GROUPS + 1):
+        cuts = range(warm + 2, 2 * groups * p * v - warm - period + 1)  # the inputs at P - 2 past the warm-up
+        if not cuts:
+            continue
+        _check_size(p, v, (groups + 1) * p, f"the {groups + 1} groups of {p} micro-batches timed to cut it")
+        passes, more = _passes(p, v, groups * p), _passes(p, v, (groups + 1) * p)
+        for P in cuts:
+            cut = _period(passes, P, period)
+            # one group more: the same period at P and after it (so the periods repeat)
+            again = [_period(more, P + k * period, period) for k in (0, 1)]
+            if cut is None or not _cuts(passes, P + period):
+                continue
+            if any(x is None or any((a != b).any() for a, b in zip(cut, x)) for x in again):
+                continue
+            gpu, pos = passes[1], passes[2]
+            head = pos < P
+            ends = [np.flatnonzero((gpu == r) & (pos == i))[0] for i in (P - 2, P - 1) for r in range(p)]
+            return InterleavedCut(
+                groups,
+                P,
+                _build(passes, head),
+                _build(passes, pos >= P + period, cut=P + period),
+                np.searchsorted(np.flatnonzero(head), ends),  # their columns in head
+                *cut,
+            )
+    return None
+
+
+def _maxplus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Max-plus products of ``(n, k, k)`` matrices ``a`` and ``b`` (``(n, k)`` vectors ``b`` too)."""
+    if b.ndim == 2:
+        return (a + b[:, None, :]).max(axis=2)
+    out = a[:, :, :1] + b[:, None, 0, :]
+    for k in range(1, a.shape[2]):
+        np.maximum(out, a[:, :, k : k + 1] + b[:, None, k, :], out=out)
+    return out
+
+
+def _durations(
+    g: InterleavedGraph, F: np.ndarray, B: np.ndarray, lead: np.ndarray | None = None
+) -> np.ndarray:
+    """Each row's task durations: its passes' times, and ``lead`` (the ``cut`` tasks')."""
+    n, p, v = F.shape
+    lead = np.zeros((n, 1)) if lead is None else lead
+    flat = np.concatenate([F.reshape(n, -1), B.reshape(n, -1), lead], axis=1)
+    cut = np.cumsum(g.gpu < 0) - 1  # the cut tasks' columns after the passes'
+    pick = np.where(g.gpu >= 0, (~g.forward) * p * v + g.gpu * v + g.chunk, 2 * p * v + np.maximum(cut, 0))
+    return flat[:, pick]
+
+
+def _advance(c: InterleavedCut, D: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """The finish times at ``P - 2`` and ``P - 1`` a period on.
+
+    ``state``: ``(n, 2 p)`` times, or ``(n, 2 p, 2 p)`` max-plus matrices (their
+    rows); ``D``: the period's pass times, ``(n, 2 p v, p)``. A ring of three
+    positions holds ``P - 2 + i`` in slot ``i mod 3``.
+    """
+    n, period, p = D.shape
+    ring = np.empty((n, 3 * p) + state.shape[2:])
+    ring[:, : 2 * p] = state
+    r = np.arange(p)
+    wide = (slice(None), slice(None)) + (None,) * (state.ndim - 2)
+    for t in range(period):
+        own = ((t + 1) % 3) * p + r
+        other = np.where(c.source[t] >= 0, ((t + 2 - c.lag[t]) % 3) * p + c.source[t], own)
+        ready = np.maximum(ring[:, own], ring[:, other])
+        ready += D[:, t][wide]
+        ring[:, ((t + 2) % 3) * p + r] = ready
+    return ring[:, np.concatenate([(period % 3) * p + r, ((period + 1) % 3) * p + r])]
+
+
+def _cut_step(c: InterleavedCut, F: np.ndarray, B: np.ndarray, more: np.ndarray) -> np.ndarray:
+    """The step of ``G_0 + more`` groups per row: head, ``more + 1`` periods, tail (the module says how)."""
+    n, p, _ = F.shape
+    head = schedule(c.head.graph, _durations(c.head, F, B), critical_path=False)
+    x = head.finish[:, c.ends]
+    r = np.arange(p)[None, :]
+    D = np.where(c.forward[None], F[:, r, c.chunk], B[:, r, c.chunk])  # (n, 2 p v, p)
+    left = more.astype(np.int64) + 1  # the tail begins a period after the head ends
+    for _ in range(SETTLE_PERIODS):
+        go = np.flatnonzero(left > 0)
+        if not len(go):
+            break
+        y = _advance(c, D[go], x[go])
+        k = left[go] - 1
+        move = y - x[go]
+        top, low = move.max(axis=1), move.min(axis=1)
+        lam = (top + low) / 2
+        settled = k * (top - low) / 2 <= SETTLE_TOLERANCE * (y.max(axis=1) + k * lam)
+        x[go] = np.where(settled[:, None], y + (k * lam)[:, None], y)
+        left[go] = np.where(settled, 0, k)
+    go = np.flatnonzero(left > 0)
+    if len(go):  # M^k by squaring: M from the identity's rows a period on
+        eye = np.full((len(go), 2 * p, 2 * p), -np.inf)
+        eye[:, np.arange(2 * p), np.arange(2 * p)] = 0.0
+        power, k = _advance(c, D[go], eye), left[go]
+        while k.any():
+            odd = np.flatnonzero(k & 1)
+            x[go[odd]] = _maxplus(power[odd], x[go[odd]])
+            k >>= 1
+            if k.any():
+                power = _maxplus(power, power)
+    return schedule(c.tail.graph, _durations(c.tail, F, B, x), critical_path=False).makespan
+
+
+def interleaved_step(forward: ArrayLike, backward: ArrayLike, microbatches: ArrayLike) -> float | np.ndarray:
+    """Seconds of one interleaved step: the longest path of :func:`interleaved_graph` for these pass times.
+
+    Up to ``G_0`` groups of ``p`` micro-batches (:func:`interleaved_cut`) the
+    graph is timed whole; beyond, cut (the module docstring says how), with
+    the same result.
+
+    Parameters
+    ----------
+    forward, backward : array_like
+        ``forward[r][k]``: one micro-batch's forward (backward) pass through
+        GPU ``r``'s chunk ``k``, its send included; shape ``(p, v)``, or
+        ``(n, p, v)`` for ``n`` steps of the same ``p`` and ``v`` at once.
+    microbatches : int or array_like of int
+        ``m``, a multiple of ``p``; one, or one per step.
+
+    Returns
+    -------
+    float, or numpy.ndarray of shape (n,)
+
+    Examples
+    --------
+    >>> interleaved_step([[1.0, 2.0], [1.0, 1.0], [2.0, 1.0]], [[2.0, 4.0], [2.0, 2.0], [4.0, 2.0]], 3)
+    36.0
+    >>> interleaved_step([[[0.5, 0.5]] * 2, [[1.0, 1.0]] * 2], [[[1.0, 1.0]] * 2] * 2, [4, 8]).tolist()
+    [13.5, 34.0]
+    """
+    F, B = np.asarray(forward, dtype=float), np.asarray(backward, dtype=float)
+    accepted = "pass times >= 0 of shape (p, v) or (n, p, v), forward and backward alike"
+    if F.shape != B.shape or F.ndim not in (2, 3) or 0 in F.shape:
+        raise InvalidParameterError("forward", f"an array of shape {F.shape} (backward {B.shape})", accepted)
+    if not (np.all(np.isfinite(F)) and np.all(np.isfinite(B)) and F.min() >= 0 and B.min() >= 0):
+        raise InvalidParameterError("forward", "times with a negative or non-finite entry", accepted)
+    single = F.ndim == 2
+    F, B = (F[None], B[None]) if single else (F, B)
+    n, p, v = F.shape
+    ms = np.broadcast_to(np.asarray(microbatches), (n,))
+    if not (np.issubdtype(ms.dtype, np.integer) or np.issubdtype(ms.dtype, np.floating)) or np.any(
+        (ms < p) | (ms % p != 0)
+    ):
+        raise InvalidParameterError("microbatches", microbatches, f"positive multiples of pipeline (= {p})")
+    ms = ms.astype(np.int64)
+    out = np.empty(n)
+    cut = _cut(p, v) if np.any(ms // p > 2) else None
+    long = ms // p >= cut.groups if cut is not None else np.zeros(n, dtype=bool)
+    if long.any():
+        out[long] = _cut_step(cut, F[long], B[long], ms[long] // p - cut.groups)
+    for m in np.unique(ms[~long]).tolist():
+        at = np.flatnonzero((ms == m) & ~long)
+        g = interleaved_graph(p, v, m)
+        out[at] = schedule(g.graph, _durations(g, F[at], B[at]), critical_path=False).makespan
+    return float(out[0]) if single else out
