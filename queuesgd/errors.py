@@ -128,11 +128,16 @@ class UnknownNameError(InvalidParameterError):
     --------
     >>> print(UnknownNameError("station", "cpu", ["disk", "think"]))
     station: got 'cpu'; accepted: one of 'disk', 'think'
+    >>> print(UnknownNameError("optimizer", "lamb", ["sgd", "adam"], also="or a number >= 0"))
+    optimizer: got 'lamb'; accepted: one of 'sgd', 'adam' or a number >= 0
+
+    ``also`` adds what else is accepted after the names (not quoted as one of them).
     """
 
-    def __init__(self, field: str, got: Any, known: Any) -> None:
+    def __init__(self, field: str, got: Any, known: Any, also: str = "") -> None:
         names = ", ".join(repr(k) for k in known)
-        super().__init__(field, got, f"one of {names}" if names else "(none defined)")
+        accepted = f"one of {names}" if names else "(none defined)"
+        super().__init__(field, got, f"{accepted} {also}" if also else accepted)
 
 
 class StateSpaceTooLargeError(QueuesgdError, ValueError):

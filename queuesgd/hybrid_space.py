@@ -120,7 +120,8 @@ class HybridSpace:
     microbatch : tuple of int or None
         Samples per micro-batch ``b``. Default: every divisor of ``G / d``.
     schedule : tuple of str
-        Of ``"1f1b"``, ``"gpipe"``, ``"interleaved"``. Default 1F1B and
+        Of ``"1f1b"``, ``"gpipe"``, ``"interleaved"`` (names in any case, as ``HybridParallel``'s:
+        :mod:`queuesgd.name_checks`; so ``recompute`` and ``layout``). Default 1F1B and
         interleaved (GPipe takes as long as 1F1B in this model and holds more).
     virtual_stages : tuple of int or None
         ``v`` for the interleaved schedule. Default: every ``v >= 2`` with ``p v`` dividing the layers.
@@ -215,12 +216,12 @@ class HybridSpace:
         set_(
             self,
             "schedule",
-            choices(f"{n}.schedule", self.schedule, SCHEDULES, "'1f1b', 'gpipe', 'interleaved'"),
+            choices(f"{n}.schedule", self.schedule, SCHEDULES, "'1f1b', 'gpipe', 'interleaved' (any case)"),
         )
         set_(
             self,
             "recompute",
-            choices(f"{n}.recompute", self.recompute, RECOMPUTE, "None, 'full' or 'selective'"),
+            choices(f"{n}.recompute", self.recompute, RECOMPUTE, "None, 'full' or 'selective' (any case)"),
         )
         set_(self, "zero", choices(f"{n}.zero", self.zero, (0, 1, 2, 3), "ZeRO stages 0, 1, 2 or 3"))
         set_(self, "sequence_parallel", boolean_axis(f"{n}.sequence_parallel", self.sequence_parallel))
@@ -230,7 +231,8 @@ class HybridSpace:
         if not (isinstance(ov, (tuple, list)) and ov and all(bool_or(x, named) for x in ov)):
             raise InvalidParameterError(f"{n}.tp_overlap", ov, "a non-empty tuple of True, False, 'all'")
         set_(self, "tp_overlap", tuple(dict.fromkeys(tp_overlap_value(x, f"{n}.tp_overlap") for x in ov)))
-        set_(self, "layout", choices(f"{n}.layout", self.layout, LAYOUTS, "'even' or 'head-slots'"))
+        described = "'even' or 'head-slots' (any case)"
+        set_(self, "layout", choices(f"{n}.layout", self.layout, LAYOUTS, described))
         set_(self, "keep", _checks.integer(f"{n}.keep", self.keep, minimum=1, maximum=10_000))
 
 

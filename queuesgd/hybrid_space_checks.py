@@ -23,13 +23,13 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.mixture_checks import capacity_factor, mixture
+from queuesgd.name_checks import name_choice, name_key
 
 __all__ = ["axis", "bool_or", "boolean_axis", "check_experts", "choices", "divisors"]
 
-
 def bool_or(x: Any, names: tuple[str, ...]) -> bool:
-    """Whether ``x`` is a boolean or one of ``names`` (any case)."""
-    return isinstance(x, (bool, np.bool_)) or (isinstance(x, str) and x.lower() in names)
+    """Whether ``x`` is a boolean or one of ``names`` (:func:`~queuesgd.name_checks.name_key`: any case)."""
+    return isinstance(x, (bool, np.bool_)) or (isinstance(x, str) and name_key(x) in names)
 
 
 def axis(field: str, value: Any) -> tuple[int, ...] | None:
@@ -40,17 +40,36 @@ def axis(field: str, value: Any) -> tuple[int, ...] | None:
 
 
 def choices(field: str, value: Any, accepted: tuple[Any, ...], describe: str) -> tuple[Any, ...]:
-    """A non-empty tuple of ``accepted`` values (strings any case, ``"none"`` for None), no repeats."""
+    """A non-empty tuple of ``accepted`` values, no repeats, each refused as ``field[i]``.
+
+    Names are read as :class:`~queuesgd.HybridParallel` reads them
+    (:func:`~queuesgd.name_checks.name_choice`: any case, ``"none"`` for
+    None); integers (ZeRO stages) as :func:`queuesgd._checks.integer` reads
+    them: no bool (NumPy's neither), no array.
+
+    Examples
+    --------
+    >>> choices("HybridSpace.schedule", ["GPipe", " 1F1B"], ("1f1b", "gpipe"), "'1f1b' or 'gpipe'")
+    ('gpipe', '1f1b')
+    >>> choices("HybridSpace.zero", (np.int64(3), 1.0), (0, 1, 2, 3), "ZeRO stages 0 to 3")
+    (3, 1)
+    >>> choices("HybridSpace.zero", (np.bool_(True),), (0, 1, 2, 3), "ZeRO stages 0 to 3")
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: HybridSpace.zero[0]: got np.True_; accepted: ZeRO stages 0 to 3
+    """
     if isinstance(value, (str, bytes)) or value is None or not isinstance(value, (tuple, list)) or not value:
         raise InvalidParameterError(field, value, f"a non-empty tuple of {describe}")
+    named = any(isinstance(a, str) for a in accepted)
     out = []
     for i, v in enumerate(value):
-        v = None if isinstance(v, str) and v.lower() == "none" and None in accepted else v
-        if isinstance(v, str):
-            v = v.lower()
-        if isinstance(v, bool) and accepted == (0, 1, 2, 3) or v not in accepted:
-            raise InvalidParameterError(f"{field}[{i}]", value[i], describe)
-        out.append(v)
+        try:
+            if named:
+                out.append(name_choice(f"{field}[{i}]", v, accepted))
+            else:
+                out.append(_checks.integer(f"{field}[{i}]", v, minimum=min(accepted), maximum=max(accepted)))
+        except InvalidParameterError:
+            raise InvalidParameterError(f"{field}[{i}]", v, describe) from None
     return tuple(dict.fromkeys(out))
 
 

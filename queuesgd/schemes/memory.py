@@ -35,6 +35,7 @@ from typing import Any
 
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError, UnknownNameError
+from queuesgd.name_checks import name_choice
 
 __all__ = [
     "DEFAULT_UNIT_BYTES",
@@ -64,29 +65,26 @@ MAX_DEFAULT_UNITS = 1024
 
 
 def check_optimizer(field: str, value: Any) -> float:
-    """The optimizer state factor of ``value``: a name of :data:`OPTIMIZER_STATE` or a number ``>= 0``.
+    """The optimizer state factor of ``value``: a name in :data:`OPTIMIZER_STATE` (any case) or a number >= 0.
+
+    A name is read by :func:`queuesgd.name_checks.name_choice` (``"ADAM"`` is ``"adam"``).
 
     Examples
     --------
-    >>> check_optimizer("optimizer", "adam"), check_optimizer("optimizer", 6)
-    (2.0, 6.0)
-    >>> check_optimizer("optimizer", "lamb")  # doctest: +ELLIPSIS
+    >>> check_optimizer("o", "adam"), check_optimizer("o", " Momentum"), check_optimizer("o", 6)
+    (2.0, 1.0, 6.0)
+    >>> check_optimizer("opt", "lamb")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    queuesgd.errors.UnknownNameError: optimizer: got 'lamb'; accepted: one of 'sgd', 'momentum', 'adam'...
+    queuesgd.errors.UnknownNameError: opt: got 'lamb'; accepted: one of 'sgd', ... (any case) or a number ...
     """
+    also = f"or a number from 0 to {MAX_OPTIMIZER_STATE:g} (bytes of optimizer state per byte of parameters)"
     if isinstance(value, str):
-        if value not in OPTIMIZER_STATE:
-            raise UnknownNameError(field, value, (*OPTIMIZER_STATE, "or a number >= 0"))
-        return OPTIMIZER_STATE[value]
-    accepted = (
-        f"one of {sorted(OPTIMIZER_STATE)} or a number of bytes per byte of parameters from 0 to "
-        f"{MAX_OPTIMIZER_STATE:g}"
-    )
+        return OPTIMIZER_STATE[name_choice(field, value, OPTIMIZER_STATE, also=also)]
     try:
         return float(_checks.positive(field, value, allow_zero=True, maximum=MAX_OPTIMIZER_STATE))
     except InvalidParameterError:
-        raise InvalidParameterError(field, value, accepted) from None
+        raise UnknownNameError(field, value, OPTIMIZER_STATE, also=f"(any case) {also}") from None
 
 
 def default_unit_count(parameter_bytes: float) -> int:

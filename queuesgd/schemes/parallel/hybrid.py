@@ -117,9 +117,13 @@ from queuesgd.model_shapes import TransformerShape
 from queuesgd.model_shapes_llama import parse_shape
 from queuesgd.model_shapes_mlp import check_workload
 from queuesgd.schemes.base import Scheme, SchemeSolution
-from queuesgd.schemes.memory import Memory, check_optimizer
+from queuesgd.schemes.memory import Memory
 from queuesgd.schemes.parallel.collectives import collective_time
-from queuesgd.schemes.parallel.hybrid_checks import check_layers_and_shape, check_no_random_stragglers
+from queuesgd.schemes.parallel.hybrid_checks import (
+    check_layers_and_shape,
+    check_names,
+    check_no_random_stragglers,
+)
 from queuesgd.schemes.parallel.hybrid_formula import QUANTITIES, hybrid_formula
 from queuesgd.schemes.parallel.hybrid_memory import busiest_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
@@ -129,8 +133,6 @@ from queuesgd.schemes.parallel.hybrid_sends import message_times, slowest_replic
 from queuesgd.schemes.parallel.hybrid_stages import StepTimes, stage_chunks, stage_layer_counts, stage_shares
 from queuesgd.schemes.parallel.hybrid_zero import check_zero_overlap, exposed_per_step
 from queuesgd.schemes.parallel.megatron import (
-    RECOMPUTE,
-    SCHEDULES,
     alltoall_bytes,
     bubble_fraction,
     head_share,
@@ -159,6 +161,7 @@ class HybridParallel(Scheme):
     microbatches : int
         ``m`` micro-batches per step and replica (a multiple of ``p`` for the interleaved schedule).
     schedule : {"1f1b", "gpipe", "interleaved"}
+        Any case, as ``recompute`` and the optimizer's name (:mod:`queuesgd.name_checks`).
     virtual_stages : int
         ``v`` model chunks per GPU (interleaved only; 1 otherwise).
     sequence_parallel : bool
@@ -256,18 +259,13 @@ class HybridParallel(Scheme):
             set_(self, f, _checks.integer(f"{n}.{f}", getattr(self, f), maximum=_checks.MAX_COUNT))
         if self.data is not None:
             set_(self, "data", _checks.integer(f"{n}.data", self.data, maximum=_checks.MAX_COUNT))
-        set_(self, "schedule", _checks.choice(f"{n}.schedule", self.schedule, SCHEDULES))
+        check_names(self)  # schedule, recompute, optimizer: any case
         set_(self, "sequence_parallel", _checks.boolean(f"{n}.sequence_parallel", self.sequence_parallel))
-        rc = None if isinstance(self.recompute, str) and self.recompute.lower() == "none" else self.recompute
-        if rc not in RECOMPUTE:
-            raise InvalidParameterError(f"{n}.recompute", self.recompute, "None, 'full' or 'selective'")
-        set_(self, "recompute", rc)
         set_(self, "zero", _checks.integer(f"{n}.zero", self.zero, minimum=0, maximum=3))
         set_(self, "shape", parse_shape(self.shape))
         if self.layers is not None:
             set_(self, "layers", _checks.integer(f"{n}.layers", self.layers, maximum=_checks.MAX_COUNT))
         set_(self, "hidden_bytes", _checks.size(f"{n}.hidden_bytes", self.hidden_bytes))
-        check_optimizer(f"{n}.optimizer", self.optimizer)
         if self.compute_model is not None and not isinstance(self.compute_model, ComputeModel):
             raise InvalidParameterError(f"{n}.compute_model", self.compute_model, "None or a ComputeModel")
         if self.compute_model is not None and self.shape is None:

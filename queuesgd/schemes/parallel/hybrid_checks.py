@@ -1,4 +1,8 @@
-"""HybridParallel's checks across fields: what a shape fixes, what needs one, ``layers`` against ``p v``.
+"""HybridParallel's checks across fields: its names, what a shape fixes, ``layers`` against ``p v``.
+
+Names (``schedule``, ``recompute``, the optimizer's) are read in any case,
+surrounding spaces ignored (:mod:`queuesgd.name_checks`, the rule
+:class:`~queuesgd.hybrid_space.HybridSpace` reads its axes by).
 
 With ``shape=`` the shape gives the layers, the heads and the hidden states:
 ``layers`` must be None or the shape's, ``p v`` must divide the layers
@@ -29,14 +33,35 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from queuesgd.errors import InvalidParameterError
+from queuesgd.name_checks import name_choice
+from queuesgd.schemes.memory import OPTIMIZER_STATE, check_optimizer
+from queuesgd.schemes.parallel.megatron import RECOMPUTE, SCHEDULES
 
 if TYPE_CHECKING:
     from queuesgd.cluster import Cluster
     from queuesgd.schemes.parallel.hybrid import HybridParallel
 
-__all__ = ["check_layers_and_shape", "check_no_random_stragglers"]
+__all__ = ["check_layers_and_shape", "check_names", "check_no_random_stragglers"]
 
 N = "HybridParallel"
+
+
+def check_names(scheme: HybridParallel) -> None:
+    """Read ``schedule``, ``recompute`` and a named ``optimizer`` in any case, kept as listed.
+
+    Examples
+    --------
+    >>> from queuesgd.schemes.parallel.hybrid import HybridParallel
+    >>> s = HybridParallel(schedule="GPipe", recompute="Full", optimizer="ADAM")
+    >>> s.schedule, s.recompute, s.optimizer
+    ('gpipe', 'full', 'adam')
+    """
+    set_ = object.__setattr__
+    set_(scheme, "schedule", name_choice(f"{N}.schedule", scheme.schedule, SCHEDULES))
+    set_(scheme, "recompute", name_choice(f"{N}.recompute", scheme.recompute, RECOMPUTE))
+    check_optimizer(f"{N}.optimizer", scheme.optimizer)
+    if isinstance(scheme.optimizer, str):
+        set_(scheme, "optimizer", name_choice(f"{N}.optimizer", scheme.optimizer, OPTIMIZER_STATE))
 
 
 def check_layers_and_shape(scheme: HybridParallel) -> None:
