@@ -70,11 +70,21 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd import _checks, units
+from queuesgd import _checks
 from queuesgd.cluster import Cluster
 from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
-from queuesgd.hybrid_space_checks import axis, bool_or, boolean_axis, check_experts, choices, divisors
+from queuesgd.hybrid_space_checks import (  # memory_limit_bytes: the planners' reading, exported here too
+    axis,
+    bool_or,
+    boolean_axis,
+    check_experts,
+    choices,
+    divisors,
+    global_batch_value,
+    memory_limit_bytes,
+    microbatch_workloads,
+)
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes.parallel.hybrid_batch import COLUMNS, batch_times
 from queuesgd.schemes.parallel.hybrid_checks import check_no_random_stragglers
@@ -290,6 +300,8 @@ def _enumerate(
     E = space.experts
     ep_axis = (space.expert_parallel or divisors(E)) if E is not None else (1,)
     base: list[tuple[int, ...]] = []
+    sizes = divisors(G) if space.microbatch is None else space.microbatch  # b divides G / d, so G
+    too_many = 0  # (t, c, p, b) whose m = G / (d b) is above what HybridParallel takes
     for t in tensors:
         for c in contexts:
             if (n // t) % c:
@@ -302,10 +314,13 @@ def _enumerate(
                     continue
                 es = [e for e in ep_axis if d % e == 0]
                 each = G // d
-                for b in space.microbatch or divisors(each):
+                for b in sizes:
                     if each % b:
                         continue
                     m = each // b
+                    if m > _checks.MAX_COUNT:
+                        too_many += 1
+                        continue
                     for sched in space.schedule:
                         code, ks = SCHEDULES.index(sched), layouts(p)
                         if sched != "interleaved":
@@ -355,6 +370,11 @@ def _enumerate(
         used = set(np.unique(rows[:, names.index(ax)]).tolist()) if B else set()
         unused = [x for x in given or () if x not in used]
         notes.extend(f"{ax} {x}: not tried, no configuration takes it ({why})" for x in unused)
+    if too_many:
+        notes.append(
+            f"{too_many:,} (t, c, p, b) left out: m = G / (d b) above {_checks.MAX_COUNT:,} micro-batches "
+            "per step (the most HybridParallel.microbatches takes; a larger b or d has fewer)"
+        )
     if B and heads and not (rows[:, names.index("layout")] == 1).any():
         notes.append(HEAD_SLOTS_NONE)
     return {k: v[keep] for k, v in cols.items()}, notes
@@ -473,30 +493,6 @@ def _check_inputs(shape: Any, cluster: Any, space: Any, memory_limit: Any, compu
     return memory_limit_bytes(memory_limit)
 
 
-def memory_limit_bytes(memory_limit: Any) -> float:
-    """A memory limit in bytes per GPU, > 0 (a number or a unit string); the planners' one reading.
-
-    Examples
-    --------
-    >>> memory_limit_bytes("80GB")
-    80000000000.0
-    >>> memory_limit_bytes(0)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    queuesgd.errors.InvalidParameterError: memory_limit: got 0; accepted: bytes per GPU > 0, e.g. ...
-    """
-    accepted = "bytes per GPU > 0, e.g. 80e9 or '80GB'"
-    if memory_limit is None or isinstance(memory_limit, bool):
-        raise InvalidParameterError("memory_limit", memory_limit, accepted)
-    try:
-        cap = float(units.parse_bytes(memory_limit, "memory_limit"))
-    except InvalidParameterError:  # the parser's own "bytes >= 0": one message for every refusal
-        raise InvalidParameterError("memory_limit", memory_limit, accepted) from None
-    if not cap > 0:
-        raise InvalidParameterError("memory_limit", memory_limit, accepted)
-    return cap
-
-
 def evaluate_space(
     shape: TransformerShape,
     cluster: Cluster,
@@ -519,7 +515,8 @@ def evaluate_space(
     cluster : Cluster
     space : HybridSpace
     global_batch : int
-        ``G`` samples per step, the same for every configuration.
+        ``G`` samples per step, the same for every configuration (1 to
+        :data:`~queuesgd.hybrid_space_checks.MAX_GLOBAL_BATCH`, 10**9).
     memory_limit : float
         Bytes per GPU.
     optimizer : str or float
@@ -551,14 +548,16 @@ def evaluate_space(
     >>> sorted({(int(k), int(d)) for k, d in zip(t["context"], t["data"])})      # c d = 16 / t
     [(1, 8), (2, 4), (4, 2), (8, 1)]
     """
-    G = _checks.integer("global_batch", global_batch)
+    G = global_batch_value(global_batch)
     memory_limit = _check_inputs(shape, cluster, space, memory_limit, compute)
     cols, notes = _enumerate(space, shape, cluster, G)
     moe = None if space.experts is None else (space.experts, space.capacity_factor, space.top_k)
     kw = {} if moe is None else dict(zip(("experts", "capacity_factor", "top_k"), moe))
-    workloads = {
-        int(b): shape.workload(int(b), flops=flops, compute=compute) for b in np.unique(cols["microbatch"])
-    }
+    sizes = np.unique(cols["microbatch"]).tolist()
+    workloads, over, note = microbatch_workloads(shape, sizes, flops=flops, compute=compute)
+    if over:  # one micro-batch computes for longer than a Workload takes
+        cols = {k: v[~np.isin(cols["microbatch"], over)] for k, v in cols.items()}
+        notes.append(note)
     out = batch_times(shape, cluster, workloads, optimizer=optimizer, compute_model=compute, **cols, **kw)
     named: dict[str, np.ndarray] = {k: cols[k] for k in CONFIGURATION}
     named["schedule"] = np.array(SCHEDULES, dtype=object)[cols["schedule"]]

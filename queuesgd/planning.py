@@ -264,7 +264,8 @@ def plan_parallelism(
         Each worker's link (``"100Gbit/s"``; latency default ``"10us"``),
         with ``workers`` a number (a flat cluster).
     global_batch : int
-        Samples per training step over all workers (``G``).
+        Samples per training step over all workers (``G``), 1 to
+        :data:`~queuesgd.hybrid_space_checks.MAX_GLOBAL_BATCH` (10**9).
     memory_limit : float or str
         Bytes one worker holds at most (``"80GB"``: an 80 GB accelerator).
     stages : tuple of int, optional
@@ -377,14 +378,15 @@ def _plan_hybrid(
     compute: Any = None,
 ) -> Plan:
     """The hybrid space: every configuration at once, the ``keep`` fastest that fit predicted one by one."""
-    from queuesgd.hybrid_space import evaluate_space, memory_limit_bytes
+    from queuesgd.hybrid_space import evaluate_space
+    from queuesgd.hybrid_space_checks import global_batch_value, memory_limit_bytes
     from queuesgd.model_shapes import TransformerShape
     from queuesgd.prediction import predict
     from queuesgd.schemes.memory import check_optimizer
 
     if not isinstance(model, TransformerShape):
         raise InvalidParameterError("model", model, "a TransformerShape(...) for the hybrid space")
-    G = _checks.integer("global_batch", global_batch)
+    G = global_batch_value(global_batch)
     cap = memory_limit_bytes(memory_limit)
     check_optimizer("optimizer", optimizer)
     _checks.positive("flops", flops)
@@ -468,12 +470,12 @@ def _plan_strategies(
             raise InvalidParameterError(
                 "model", model, f"a model shape with a {method}() method, such as TransformerShape(...)"
             )
+    from queuesgd.hybrid_space_checks import global_batch_value, memory_limit_bytes
+
     n = cluster.workers
-    G = _checks.integer("global_batch", global_batch)
+    G = global_batch_value(global_batch)
     mb = _checks.integer("microbatch", microbatch)
     asked = DEFAULT_STAGES if stages is None else _checks.integers("stages", stages, allow_empty=True)
-    from queuesgd.hybrid_space import memory_limit_bytes
-
     cap = memory_limit_bytes(memory_limit)
     check_optimizer("optimizer", optimizer)
     _checks.positive("flops", flops)

@@ -1,22 +1,94 @@
-"""Fuzzed inputs of the hybrid space, the planners and HybridParallel (audit F2: 14, 20).
+"""Fuzzed inputs of the hybrid space, the planners and HybridParallel (audit F2: 1, 6, 14, 19, 20).
 
 Each bad input is refused naming its field (the command line: its flag, one line, status 2); the
-good neighbours keep their numbers, checked against predict of a row (tests/hybrid_rows.py).
+good neighbours keep their numbers, checked against predict of a row (tests/hybrid_rows.py),
+SymPy's divisors and hand counts.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hybrid_rows import dgx
+import sympy
+from hybrid_rows import assert_rows_equal_predict, dgx
 
 import queuesgd as q
 from queuesgd.errors import InvalidParameterError, UnknownNameError
-from queuesgd.hybrid_space import HybridSpace
+from queuesgd.hybrid_space import HybridSpace, evaluate_space
+from queuesgd.hybrid_space_checks import MAX_GLOBAL_BATCH, divisors
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes import Pipeline
 
 TINY = TransformerShape(4, 64, 4, 32, 100)
+ONE = dict(recompute=(None,), zero=(0,), sequence_parallel=(False,))  # one inner configuration per row
+
+
+# ---- 1, 19: the global batch is bounded; its divisors are found in sqrt time ----------------------------
+@pytest.mark.parametrize("G", [MAX_GLOBAL_BATCH + 1, 2**63, 10**400])
+def test_a_global_batch_above_the_bound_is_refused_naming_it_in_both_planners(G):
+    # 2**63 ran past any timeout (3e9 trial divisions), 10**400 raised a raw OverflowError, and the
+    # strategies planner named "microbatch: got 1152921504606846976" (2**63 / 8)
+    c = dgx(8)
+    with pytest.raises(InvalidParameterError, match=r"^global_batch: .*at most 1,000,000,000$"):
+        evaluate_space(TINY, c, HybridSpace(), global_batch=G, memory_limit=8e9)
+    for space in ("hybrid", "strategies"):
+        with pytest.raises(InvalidParameterError, match=r"^global_batch: .*at most 1,000,000,000$"):
+            q.plan_parallelism(TINY, c, global_batch=G, memory_limit=8e9, space=space)
+
+
+@pytest.mark.parametrize("x", [1, 12, 735_134_400, 999_999_937, MAX_GLOBAL_BATCH])
+def test_divisors_are_sympys(x):
+    # 735,134,400 has the most divisors (1,344) below 10**9; 999,999,937 is the largest prime below it
+    assert divisors(x) == sympy.divisors(x)
+
+
+def test_the_largest_global_batch_is_evaluated_and_its_rows_are_predicts():
+    space = HybridSpace(tensor=(1,), pipeline=(1,), schedule=("1f1b",), **ONE)
+    c = q.Cluster(8, "100Gbit/s")
+    t = evaluate_space(TINY, c, space, global_batch=MAX_GLOBAL_BATCH, memory_limit=8e9)
+    # d = 8: b a divisor of 1.25e8 = 2^6 5^9 (70 of them) with m = 1.25e8 / b <= 10**6, i.e. b >= 125:
+    # the divisors below 125 are 1, 2, 4, 8, 16, 32, 64, 5, 10, 20, 40, 80, 25, 50, 100 (15): 55 rows
+    assert len(t) == 70 - 15 == 55
+    assert set(t["microbatch"].tolist()) == {b for b in sympy.divisors(125_000_000) if b >= 125}
+    assert any(n.startswith("15 (t, c, p, b) left out") for n in t.notes)
+    assert_rows_equal_predict(t, c, [0, len(t) - 1])
+
+
+# ---- 6: configurations HybridParallel refuses are not listed ----------------------------------------------
+def test_rows_above_a_million_microbatches_are_left_out_with_a_note():
+    # d = 8 replicas of G / d = 1,250,000 = 2^4 5^7 (40 divisors b); only b = 1 has m > 10**6. It was listed
+    # (fits=True, the fastest), and plan_parallelism then failed on HybridParallel.microbatches
+    space = HybridSpace(tensor=(1,), pipeline=(1,), schedule=("1f1b",), **ONE)
+    c = q.Cluster(8, "100Gbit/s")
+    t = evaluate_space(TINY, c, space, global_batch=10**7, memory_limit=8e9)
+    assert len(t) == 39 and 1 not in t["microbatch"].tolist()
+    assert int(t["microbatches"].max()) == 625_000  # b = 2
+    assert any(n.startswith("1 (t, c, p, b) left out: m = G / (d b) above 1,000,000") for n in t.notes)
+    plan = q.plan_parallelism(TINY, c, global_batch=10**7, memory_limit=8e9, space=space)
+    best = plan.best
+    assert best.microbatches <= 10**6
+    assert best.throughput == pytest.approx(q.predict(*t.scheme(t.order()[0]), c).throughput, rel=1e-12)
+
+
+def test_microbatches_whose_compute_no_workload_takes_are_left_out_with_a_note():
+    # GPT-3 175B: ~17 s of compute per sequence at 125 TFLOP/s, so a micro-batch of ~6e7 sequences passes
+    # the 1e9 s a Workload takes; evaluate_space raised Workload.compute, which names no input of it
+    gpt3 = TransformerShape(96, 12288, 96, 2048, 51200)
+    space = HybridSpace(tensor=(8,), pipeline=(1,), schedule=("1f1b",), **ONE)
+    t = evaluate_space(gpt3, dgx(8), space, global_batch=MAX_GLOBAL_BATCH, memory_limit=8e9)
+
+    def builds(b: int) -> bool:
+        try:
+            gpt3.workload(b, flops=125e12)
+        except InvalidParameterError:
+            return False
+        return True
+
+    # d = 1: b divides 10**9 with m = 10**9 / b <= 10**6 (b >= 1000), and its workload builds
+    want = {b for b in sympy.divisors(10**9) if b >= 1000 and builds(b)}
+    assert set(t["microbatch"].tolist()) == want and 0 < len(want) < 100 - 16
+    assert any("left out, one micro-batch's compute" in n for n in t.notes)
+    assert_rows_equal_predict(t, dgx(8), [int(np.argmax(t["microbatch"]))])
 
 
 # ---- 14: NumPy booleans and arrays on the ZeRO axis ------------------------------------------------------

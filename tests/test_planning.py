@@ -129,8 +129,9 @@ def test_depths_that_do_not_apply_are_noted_when_asked_for():
 
 
 def test_a_candidate_too_large_to_build_is_listed_not_raised():
-    # 8 x 10**11 samples in micro-batches of 1: a pipeline task graph far above its guard; DP still runs
-    p = plan_parallelism(TINY, 2, "10Gbit/s", global_batch=2 * 10**11)
+    # 10**9 samples (MAX_GLOBAL_BATCH) in micro-batches of 1: a pipeline task graph far above its guard;
+    # DP still runs
+    p = plan_parallelism(TINY, 2, "10Gbit/s", global_batch=10**9)
     pp = [c for c in p.candidates if c.strategy == "PP"]
     assert len(pp) == 1 and math.isnan(pp[0].throughput) and not pp[0].fits and pp[0].note
     assert p.candidates[0].strategy == "DP" and p.candidates[0].throughput > 0
