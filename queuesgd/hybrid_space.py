@@ -134,7 +134,8 @@ class HybridSpace:
         :mod:`queuesgd.name_checks`; so ``recompute`` and ``layout``). Default 1F1B and
         interleaved (GPipe takes as long as 1F1B in this model and holds more).
     virtual_stages : tuple of int or None
-        ``v`` for the interleaved schedule. Default: every ``v >= 2`` with ``p v`` dividing the layers.
+        ``v >= 2`` for the interleaved schedule (1F1B and GPipe rows have ``v = 1``; with one chunk
+        Megatron-LM does not interleave). Default: every ``v >= 2`` with ``p v`` dividing the layers.
     recompute : tuple
         Of None, ``"selective"``, ``"full"``. Default all three.
     zero : tuple of int
@@ -221,7 +222,7 @@ class HybridSpace:
         set_ = object.__setattr__
         n = "HybridSpace"
         for f in ("tensor", "pipeline", "microbatch", "virtual_stages", "context", "expert_parallel"):
-            set_(self, f, axis(f"{n}.{f}", getattr(self, f)))
+            set_(self, f, axis(f"{n}.{f}", getattr(self, f), 2 if f == "virtual_stages" else 1))
         check_experts(self)
         set_(
             self,

@@ -126,11 +126,11 @@ def bool_or(x: Any, names: tuple[str, ...]) -> bool:
     return isinstance(x, (bool, np.bool_)) or (isinstance(x, str) and name_key(x) in names)
 
 
-def axis(field: str, value: Any) -> tuple[int, ...] | None:
-    """An axis of positive integers without repeats, or None (every value that applies)."""
+def axis(field: str, value: Any, minimum: int = 1) -> tuple[int, ...] | None:
+    """An axis of integers >= ``minimum`` without repeats, or None (every value that applies)."""
     if value is None:
         return None
-    return tuple(dict.fromkeys(_checks.integers(field, value, maximum=_checks.MAX_COUNT)))
+    return tuple(dict.fromkeys(_checks.integers(field, value, minimum=minimum, maximum=_checks.MAX_COUNT)))
 
 
 def choices(field: str, value: Any, accepted: tuple[Any, ...], describe: str) -> tuple[Any, ...]:

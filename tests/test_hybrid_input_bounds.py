@@ -1,11 +1,14 @@
-"""Fuzzed inputs of the hybrid space, the planners and HybridParallel (audit F2: 1, 6, 14, 19, 20).
+"""Fuzzed inputs of the hybrid space, the planners and HybridParallel (audit F2: 1, 5, 6, 14, 19, 20).
 
 Each bad input is refused naming its field (the command line: its flag, one line, status 2); the
-good neighbours keep their numbers, checked against predict of a row (tests/hybrid_rows.py),
-SymPy's divisors and hand counts.
+good neighbours keep their numbers, checked against predict of a row (tests/hybrid_rows.py), the
+interleaved bubble's closed form (p - 1) / (v m), SymPy's divisors and hand counts.
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -21,6 +24,11 @@ from queuesgd.schemes import Pipeline
 
 TINY = TransformerShape(4, 64, 4, 32, 100)
 ONE = dict(recompute=(None,), zero=(0,), sequence_parallel=(False,))  # one inner configuration per row
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "queuesgd", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
 # ---- 1, 19: the global batch is bounded; its divisors are found in sqrt time ----------------------------
@@ -89,6 +97,37 @@ def test_microbatches_whose_compute_no_workload_takes_are_left_out_with_a_note()
     assert set(t["microbatch"].tolist()) == want and 0 < len(want) < 100 - 16
     assert any("left out, one micro-batch's compute" in n for n in t.notes)
     assert_rows_equal_predict(t, dgx(8), [int(np.argmax(t["microbatch"]))])
+
+
+# ---- 5: interleaving needs v >= 2 ---------------------------------------------------------------------
+def test_interleaved_with_one_chunk_is_refused_naming_virtual_stages():
+    # it was accepted: 1F1B's throughput, but 331,776 B of activations against 1F1B's 221,184 B
+    with pytest.raises(InvalidParameterError, match=r"^HybridParallel\.virtual_stages: got 1; .*>= 2"):
+        q.HybridParallel(schedule="interleaved", pipeline=2, microbatches=4, shape=TINY)
+    r = cli("predict", "--scheme", "hybrid", "--workers", "8", "--pipeline", "4", "--microbatches", "8",
+            "--schedule", "interleaved", "--bandwidth", "1GB/s")  # fmt: skip
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("queuesgd: error: --virtual-stages: got 1;")
+    for axis in ((1,), (1, 2)):
+        with pytest.raises(InvalidParameterError, match=r"^HybridSpace\.virtual_stages\[0\]: got 1;.*>= 2"):
+            HybridSpace(virtual_stages=axis)
+    # two chunks stay accepted: the bubble is (p - 1) / (v m) = 3 / 16
+    s = q.HybridParallel(schedule="interleaved", virtual_stages=2, pipeline=4, microbatches=8)
+    assert q.predict(s, q.Workload("80ms", "100MB"), dgx(32)).details["bubble"] == pytest.approx(3 / 16)
+
+
+# ---- 19: the field at fault is named -------------------------------------------------------------------
+def test_chunks_that_do_not_split_the_layers_per_stage_name_virtual_stages():
+    kw = dict(schedule="interleaved", pipeline=2, microbatches=4, shape=TINY)  # 4 layers: 2 per stage
+    with pytest.raises(InvalidParameterError, match=r"^HybridParallel\.virtual_stages: got 3; .* 2 layers"):
+        q.HybridParallel(virtual_stages=3, **kw)
+    assert q.HybridParallel(virtual_stages=2, **kw).virtual_stages == 2
+    with pytest.raises(InvalidParameterError, match=r"^HybridParallel\.pipeline: got 3"):  # p divides no l
+        q.HybridParallel(**{**kw, "pipeline": 3, "microbatches": 3, "virtual_stages": 2})
+    r = cli("predict", "--scheme", "hybrid", "--workers", "8", "--pipeline", "2", "--microbatches", "8",
+            "--schedule", "interleaved", "--virtual-stages", "3", "--shape", "4:64:4:32:100",
+            "--bandwidth", "1GB/s")  # fmt: skip
+    assert r.returncode == 2 and r.stderr.startswith("queuesgd: error: --virtual-stages: got 3;")
 
 
 # ---- 14: NumPy booleans and arrays on the ZeRO axis ------------------------------------------------------

@@ -123,6 +123,7 @@ from queuesgd.schemes.parallel.hybrid_checks import (
     check_layers_and_shape,
     check_names,
     check_no_random_stragglers,
+    check_schedule,
 )
 from queuesgd.schemes.parallel.hybrid_formula import QUANTITIES, hybrid_formula
 from queuesgd.schemes.parallel.hybrid_memory import busiest_stage_memory
@@ -163,7 +164,7 @@ class HybridParallel(Scheme):
     schedule : {"1f1b", "gpipe", "interleaved"}
         Any case, as ``recompute`` and the optimizer's name (:mod:`queuesgd.name_checks`).
     virtual_stages : int
-        ``v`` model chunks per GPU (interleaved only; 1 otherwise).
+        ``v`` model chunks per GPU: interleaved, ``v >= 2``; 1 otherwise.
     sequence_parallel : bool
         Reduce-scatter + all-gather instead of all-reduce; activations over ``t``.
     recompute : None, "full" or "selective"
@@ -278,21 +279,7 @@ class HybridParallel(Scheme):
         kw = {"pipeline": self.pipeline, "layers": self.layer_count, "schedule": self.schedule}
         kw["virtual"] = self.virtual_stages
         set_(self, "stage_layers", stage_layer_counts(f"{n}.stage_layers", self.stage_layers, **kw))
-        if self.schedule != "interleaved" and self.virtual_stages != 1:
-            raise InvalidParameterError(
-                f"{n}.virtual_stages", self.virtual_stages, "1 unless schedule='interleaved'"
-            )
-        if self.schedule == "interleaved":
-            if self.pipeline == 1:  # nothing to interleave: the step would be 1F1B's, v ignored
-                accepted = "'1f1b' or 'gpipe' with pipeline=1 (interleaving needs stages)"
-                raise InvalidParameterError(f"{n}.schedule", "interleaved", accepted)
-            if self.microbatches % self.pipeline:
-                raise InvalidParameterError(
-                    f"{n}.microbatches",
-                    self.microbatches,
-                    f"a multiple of pipeline (= {self.pipeline}) "
-                    "for the interleaved schedule (Megatron requires it)",
-                )
+        check_schedule(self)  # v >= 2 interleaved, 1 otherwise; interleaved: p > 1, p | m
         check_layers_and_shape(self)
 
     # ---- configuration --------------------------------------------------------------------------

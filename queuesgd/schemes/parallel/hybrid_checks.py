@@ -1,8 +1,11 @@
-"""HybridParallel's checks across fields: its names, what a shape fixes, ``layers`` against ``p v``.
+"""HybridParallel's checks across fields: its names, the schedule's ``p v m``, what a shape fixes.
 
 Names (``schedule``, ``recompute``, the optimizer's) are read in any case,
 surrounding spaces ignored (:mod:`queuesgd.name_checks`, the rule
-:class:`~queuesgd.hybrid_space.HybridSpace` reads its axes by).
+:class:`~queuesgd.hybrid_space.HybridSpace` reads its axes by). The
+interleaved schedule needs ``p > 1``, ``v >= 2`` (with one chunk per stage
+Megatron-LM runs plain 1F1B: ``schedule="1f1b"``) and ``m`` a multiple of
+``p``; the other schedules ``v = 1``.
 
 With ``shape=`` the shape gives the layers, the heads and the hidden states:
 ``layers`` must be None or the shape's, ``p v`` must divide the layers
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
     from queuesgd.cluster import Cluster
     from queuesgd.schemes.parallel.hybrid import HybridParallel
 
-__all__ = ["check_layers_and_shape", "check_names", "check_no_random_stragglers"]
+__all__ = ["check_layers_and_shape", "check_names", "check_no_random_stragglers", "check_schedule"]
 
 N = "HybridParallel"
 
@@ -64,6 +67,45 @@ def check_names(scheme: HybridParallel) -> None:
         set_(scheme, "optimizer", name_choice(f"{N}.optimizer", scheme.optimizer, OPTIMIZER_STATE))
 
 
+def check_schedule(scheme: HybridParallel) -> None:
+    """``v = 1`` but interleaved; interleaved: ``p > 1``, ``m`` a multiple of ``p``, ``v >= 2``.
+
+    Megatron-LM turns a virtual pipeline size of 1 into none and runs the
+    schedule without interleaving (``megatron/training/arguments.py``,
+    ``validate_args``); an interleaved row with ``v = 1`` here would take
+    1F1B's time and price more activation memory than 1F1B holds.
+
+    Examples
+    --------
+    >>> from queuesgd.schemes.parallel.hybrid import HybridParallel
+    >>> HybridParallel(pipeline=4, microbatches=8, schedule="interleaved")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: HybridParallel.virtual_stages: got 1; accepted: an integer >= 2 ...
+    """
+    v = scheme.virtual_stages
+    if scheme.schedule != "interleaved":
+        if v != 1:
+            raise InvalidParameterError(f"{N}.virtual_stages", v, "1 unless schedule='interleaved'")
+        return
+    if scheme.pipeline == 1:  # nothing to interleave: the step would be 1F1B's, v ignored
+        accepted = "'1f1b' or 'gpipe' with pipeline=1 (interleaving needs stages)"
+        raise InvalidParameterError(f"{N}.schedule", "interleaved", accepted)
+    if scheme.microbatches % scheme.pipeline:
+        raise InvalidParameterError(
+            f"{N}.microbatches",
+            scheme.microbatches,
+            f"a multiple of pipeline (= {scheme.pipeline}) for the interleaved schedule (Megatron needs it)",
+        )
+    if v == 1:
+        raise InvalidParameterError(
+            f"{N}.virtual_stages",
+            v,
+            "an integer >= 2 with schedule='interleaved' (model chunks per stage; with one chunk Megatron-LM "
+            "runs plain 1F1B: schedule='1f1b')",
+        )
+
+
 def check_layers_and_shape(scheme: HybridParallel) -> None:
     """Refuse the combinations of the module docstring, naming the field (``InvalidParameterError``).
 
@@ -82,12 +124,12 @@ def check_layers_and_shape(scheme: HybridParallel) -> None:
         return
     if scheme.layers is not None and scheme.layers != shape.layers:
         raise InvalidParameterError(f"{N}.layers", scheme.layers, f"None or shape.layers ({shape.layers})")
-    if scheme.stage_layers is None and shape.layers % pv:
-        raise InvalidParameterError(
-            f"{N}.pipeline",
-            scheme.pipeline,
-            f"p x v dividing the {shape.layers} layers (v = {scheme.virtual_stages})",
-        )
+    if scheme.stage_layers is None and shape.layers % pv:  # the shape fixes l: name p, or v if p divides l
+        p, v, l = scheme.pipeline, scheme.virtual_stages, shape.layers
+        if v > 1 and l % p == 0:
+            accepted = f"a divisor >= 2 of the {l // p} layers per stage (the shape's l / p = {l} / {p})"
+            raise InvalidParameterError(f"{N}.virtual_stages", v, accepted)
+        raise InvalidParameterError(f"{N}.pipeline", p, f"p x v dividing the {l} layers (v = {v})")
     shape.check_tensor(scheme.tensor, f"{N}.tensor")  # heads, key-value heads, MLP inner size
     if shape.sequence % scheme.context:
         raise InvalidParameterError(
