@@ -320,32 +320,6 @@ def duration(field: str, value: Any, *, allow_zero: bool = True, per: str = "") 
     return seconds
 
 
-def steps_and_warmup(steps: Any, warmup: Any, prefix: str = "") -> tuple[int, int]:
-    """``(steps, warmup)`` of a live run as ints: ``steps >= 2`` and ``0 <= warmup < steps``.
-
-    ``prefix`` goes before both names in errors (``"spec."``: ``spec.warmup``), where they are fields of
-    a document.
-
-    Examples
-    --------
-    >>> steps_and_warmup(10, 2.0)
-    (10, 2)
-    >>> steps_and_warmup(3, 3)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    queuesgd.errors.InvalidParameterError: warmup: got 3; accepted: fewer than steps (3)
-    >>> steps_and_warmup(30, 30, "spec.")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    queuesgd.errors.InvalidParameterError: spec.warmup: got 30; accepted: fewer than spec.steps (30)
-    """
-    steps = integer(f"{prefix}steps", steps, minimum=2)
-    warmup = integer(f"{prefix}warmup", warmup, minimum=0)
-    if warmup >= steps:
-        raise InvalidParameterError(f"{prefix}warmup", warmup, f"fewer than {prefix}steps ({steps})")
-    return steps, warmup
-
-
 def name(field: str, value: Any) -> str:
     """Return ``value`` if it is a non-empty string."""
     if not isinstance(value, str) or not value.strip():
@@ -604,4 +578,3 @@ def write_probe_table(path: Any, table: Any, *, rows: str, probe: str) -> Path:
         raise InvalidParameterError("table", type(table).__name__, accepted)
     out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
     return out
-

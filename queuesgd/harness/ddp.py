@@ -35,6 +35,7 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
+from queuesgd.harness.run_args import steps_and_warmup
 
 __all__ = ["ddp_worker", "run_ddp", "train_steps"]
 
@@ -199,7 +200,7 @@ def run_ddp(
 
     _checks.choice("model", kind, MODELS)
     workers = _checks.integer("workers", workers)
-    steps, warmup = _checks.steps_and_warmup(steps, warmup)
+    steps, warmup = steps_and_warmup(steps, warmup)
     batch_size = _checks.integer("batch_size", batch_size)
     cap = None if bucket_cap_mb is None else _checks.positive("bucket_cap_mb", bucket_cap_mb)
     device = _checks.device("device", device)

@@ -41,6 +41,7 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
+from queuesgd.harness.run_args import steps_and_warmup
 
 __all__ = ["COLLECTIVES", "collective_seconds", "fsdp_units", "fsdp_worker", "run_fsdp", "timed_collectives"]
 
@@ -239,7 +240,7 @@ def run_fsdp(
 
     _checks.choice("model", kind, MODELS)
     workers = _checks.integer("workers", workers)
-    steps, warmup = _checks.steps_and_warmup(steps, warmup)
+    steps, warmup = steps_and_warmup(steps, warmup)
     batch_size = _checks.integer("batch_size", batch_size)
     if not isinstance(reshard_after_forward, bool):
         raise InvalidParameterError("reshard_after_forward", reshard_after_forward, "True or False")

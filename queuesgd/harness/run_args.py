@@ -16,7 +16,7 @@ from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
 from queuesgd.workload import RandomDelay
 
-__all__ = ["MIN_STEPS", "RunArgs", "check_run", "run_seconds"]
+__all__ = ["MIN_STEPS", "RunArgs", "check_run", "run_seconds", "steps_and_warmup"]
 
 #: Fewest steps of a live run, warm-up included (and at least 10 measured after the warm-up).
 MIN_STEPS = 20
@@ -149,3 +149,29 @@ def check_run(
         raise InvalidParameterError(name("random_delay"), random_delay, accepted)
     seed = _checks.integer(name("seed"), seed, minimum=0, maximum=2**32 - 1)  # torch: seed x 7919 + rank
     return RunArgs(steps, warm, workload, mean, nbytes, batch, delays, seed)
+
+
+def steps_and_warmup(steps: Any, warmup: Any, prefix: str = "") -> tuple[int, int]:
+    """``(steps, warmup)`` of a live run as ints: ``steps >= 2`` and ``0 <= warmup < steps``.
+
+    ``prefix`` goes before both names in errors (``"spec."``: ``spec.warmup``), where they are fields of
+    a document.
+
+    Examples
+    --------
+    >>> steps_and_warmup(10, 2.0)
+    (10, 2)
+    >>> steps_and_warmup(3, 3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: warmup: got 3; accepted: fewer than steps (3)
+    >>> steps_and_warmup(30, 30, "spec.")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: spec.warmup: got 30; accepted: fewer than spec.steps (30)
+    """
+    steps = _checks.integer(f"{prefix}steps", steps, minimum=2)
+    warmup = _checks.integer(f"{prefix}warmup", warmup, minimum=0)
+    if warmup >= steps:
+        raise InvalidParameterError(f"{prefix}warmup", warmup, f"fewer than {prefix}steps ({steps})")
+    return steps, warmup

@@ -81,6 +81,7 @@ from queuesgd.harness.apriori.spec_checks import (
 )
 from queuesgd.harness.apriori.spec_parallel import DEFAULTS as PARALLEL_DEFAULTS
 from queuesgd.harness.apriori.spec_parallel import check_profile_link, parallel_settings
+from queuesgd.harness.run_args import steps_and_warmup
 
 __all__ = [
     "DISCARD_RULES",
@@ -300,7 +301,7 @@ def parse_spec(document: Any) -> CampaignSpec:
     models = _models(doc["models"])
     rates = link_rates("spec.rates", doc["rates"])
     steps = _int("spec.steps", doc["steps"], 2, MAX_STEPS)
-    steps, warmup = _checks.steps_and_warmup(steps, doc["warmup"], "spec.")
+    steps, warmup = steps_and_warmup(steps, doc["warmup"], "spec.")
     if steps - warmup < 10:
         raise InvalidParameterError(
             "spec.steps", steps, f"at least warmup + 10 ({warmup + 10}): measured updates"

@@ -55,6 +55,7 @@ from queuesgd.harness.apriori.calibration import Calibration
 from queuesgd.harness.duplex import STATISTICS
 from queuesgd.harness.provenance import stamp
 from queuesgd.harness.records_json import load_fields, save_fields
+from queuesgd.harness.run_args import steps_and_warmup
 
 __all__ = [
     "DEFAULT_PROBES",
@@ -113,7 +114,7 @@ def probe_settings(value: Any, field: str = "spec.probes") -> dict[str, dict[str
     run = out["runtime"]
     for key in ("runs", "repetitions"):
         run[key] = _checks.integer(f"{field}.runtime.{key}", run[key], maximum=10_000)
-    run["steps"], run["warmup"] = _checks.steps_and_warmup(run["steps"], run["warmup"], f"{field}.runtime.")
+    run["steps"], run["warmup"] = steps_and_warmup(run["steps"], run["warmup"], f"{field}.runtime.")
     # where a paired in-runtime profile runs: "loopback", or an emulated link of its own rate (e.g.
     # "10Gbit/s": the namespaces' per-packet path, with transfers short enough to leave the passes alone)
     if run["link"] != "loopback":

@@ -9,6 +9,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.harness.provenance import stamp
+from queuesgd.harness.run_args import steps_and_warmup
 
 __all__ = ["profile_fsdp"]
 
@@ -65,7 +66,7 @@ def profile_fsdp(
     from queuesgd.schemes import ShardedDataParallel
 
     ks = sorted({_checks.integer("copies", k) for k in copies})
-    steps, warmup = _checks.steps_and_warmup(steps, warmup)
+    steps, warmup = steps_and_warmup(steps, warmup)
     measured = stamp()
     compute: dict[int, list[float]] = {}
     update: dict[int, float] = {}

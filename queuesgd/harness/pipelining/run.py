@@ -11,6 +11,7 @@ from queuesgd.harness.launch import WorkerContext, run_workers
 from queuesgd.harness.pipelining.profile import StageProfile, default_split
 from queuesgd.harness.pipelining.units import SCHEDULES, check_split, unit_count
 from queuesgd.harness.pipelining.worker import pipeline_worker
+from queuesgd.harness.run_args import steps_and_warmup
 from queuesgd.schemes import Pipeline
 
 __all__ = ["run_pipeline"]
@@ -90,7 +91,7 @@ def run_pipeline(
     S = _checks.integer("stages", stages)
     M = _checks.integer("microbatches", microbatches)
     D = _checks.integer("replicas", replicas)
-    steps, warmup = _checks.steps_and_warmup(steps, warmup)
+    steps, warmup = steps_and_warmup(steps, warmup)
     batch_size = _checks.integer("batch_size", batch_size)
     schedule = _checks.choice("schedule", schedule, SCHEDULES)
     if batch_size % M:

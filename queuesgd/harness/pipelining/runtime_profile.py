@@ -34,6 +34,7 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.harness.provenance import stamp
+from queuesgd.harness.run_args import steps_and_warmup
 
 __all__ = ["PARTS", "profile_runtime", "runtime_inputs", "timed_pipeline"]
 
@@ -146,7 +147,7 @@ def profile_runtime(
     S = _checks.integer("stages", stages, minimum=2)
     M = _checks.integer("microbatches", microbatches)
     mb = _checks.integer("microbatch", microbatch)
-    steps, warmup = _checks.steps_and_warmup(steps, warmup)
+    steps, warmup = steps_and_warmup(steps, warmup)
     chosen = [int(x) for x in split]
     options = dict(model_options or {})
     measured = stamp()
