@@ -196,14 +196,25 @@ def test_gpu_readings_record_null_and_why_and_never_raise():
     assert set(state["null_why"]) == {"power_w"}
 
 
+#: The stand-in device's clock (seconds): a kernel of the tests advances it by its own length, so the
+#: events time it exactly, however busy the machine running the test is.
+_DEVICE_CLOCK = [0.0]
+
+
+def _kernel(seconds=1e-4):
+    """A stand-in kernel of ``seconds`` on the device clock (and a sleep as long, on the host's)."""
+    time.sleep(seconds)
+    _DEVICE_CLOCK[0] += seconds
+
+
 class _Event:
-    """A stand-in for torch.cuda.Event on the host clock."""
+    """A stand-in for torch.cuda.Event on the stand-in device's clock."""
 
     def __init__(self, enable_timing=True):
         self.at = None
 
     def record(self):
-        self.at = time.perf_counter()
+        self.at = _DEVICE_CLOCK[0]
 
     def synchronize(self):
         pass
@@ -217,9 +228,10 @@ def test_the_cuda_path_with_a_stand_in_device():
     fake = _fake_torch(
         Event=_Event, synchronize=lambda d: None, clock_rate=lambda i: next(clocks), power_draw=lambda i: 7e5
     )
-    calls, spent = _fill(fake, "cuda", lambda: time.sleep(1e-4), 0.01, per_call=1.0)  # the estimate far off
-    assert spent >= 0.01 and calls >= 2  # a second round filled what the first left
-    calls, spent, trace = _soak(fake, "cuda", lambda: time.sleep(1e-4), 0.02, flops=1e9, warm=3)
+    calls, spent = _fill(fake, "cuda", _kernel, 0.01, per_call=1.0)  # the estimate far off
+    # the first round: 1 call (0.01 / 1.0 rounded up); the second fills the 0.0099 s left at 1e-4 s a call
+    assert spent >= 0.01 and calls >= 100 and spent == pytest.approx(1e-4 * calls, rel=1e-9)
+    calls, spent, trace = _soak(fake, "cuda", _kernel, 0.02, flops=1e9, warm=3)
     assert (
         calls >= 1 and spent >= 0.02 and trace[0]["sm_clock_mhz"] == 1980.0 and trace[0]["power_w"] == 700.0
     )
