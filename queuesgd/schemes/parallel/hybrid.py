@@ -46,9 +46,9 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    each (Megatron's scatter/gather, Section 4.1), to and from the neighbour
    stages ``t c d`` ranks away: each boundary over NVLink if both ends are in one node, else over
    the GPU's share of the rails (:mod:`~.hybrid_sends`: a node may hold several stages, and
-   stages with a boundary between nodes are slower); without sequence parallelism the ``t`` ranks that
-   receive a message then all-gather the whole ``A`` inside the node (with
-   it each rank keeps its sequence shard). With ``tau`` one micro-batch's
+   stages by a boundary between nodes slower; interleaved, each message in its chunk's pass); without
+   sequence parallelism the ``t`` ranks that receive a message then all-gather the whole ``A``
+   inside the node (with it each rank keeps its sequence shard). With ``tau`` one micro-batch's
    time on a stage (compute, tensor-parallel collectives, sends) and the
    last stage ``tau + head``, the pipeline takes ``m (tau + head) + (p -
    1) tau / v`` (:func:`~.megatron.pipeline_time`): for 1F1B and GPipe
@@ -57,7 +57,7 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    (Sections 2.2.1-2.2.2; ``v = 1`` for GPipe and 1F1B); equal stages give
    ``(m + (p - 1)/v) tau``, the bubble ``(p - 1)/(v m)`` of ``m tau``.
    ``stage_layers=`` gives the stages unequal layer counts (:mod:`~.hybrid_stages`):
-   ``sum_i tau_i + (m - 1) max_i tau_i``; interleaved, a bound over the chunks.
+   ``sum_i tau_i + (m - 1) max_i tau_i``; interleaved, Megatron's order of the chunks' passes timed.
 5. **Data parallelism** after the pipeline flush, exposed, over the ``d``
    ranks holding the same shard (``k`` per node when ``t`` packs fewer than
    a node; every GPU's group uses the rails at once): ZeRO 0 all-reduces
@@ -455,19 +455,19 @@ class HybridParallel(Scheme):
             update = workload.update_time * shard / workload.parameter_bytes
         else:
             update = workload.update_time / (t * p * (dc if self.zero else 1))
-        shares = stage_shares(self)
+        shares, chunks, n = stage_shares(self), stage_chunks(self, bool(sends)), self.layer_count / p
         dp_all = dp
-        if self.zero_overlap:  # behind the stage's compute, one layer's share exposed (hybrid_zero)
-            n = self.layer_count / p
+        if self.zero_overlap or chunks:  # the blocks' forward: ZeRO's overlap, the chunks' passes
             if self.compute_model is None:
                 fwd = C * (1.0 - hs + xs) * forward / (t * p * c)
             else:  # a block's forward from the compute model (its backward twice it, more with flash)
                 kw = {"tensor": t, "sequence_parallel": self.sequence_parallel, "context": c, "experts": mix}
                 fwd = stretch * (n * self.compute_model.block_parts(self.shape, workload.batch_size, **kw)[0])
+        if self.zero_overlap:  # behind the stage's compute, one layer's share exposed (hybrid_zero)
             post = self.zero_overlap == "post"
             dp = exposed_per_step(self.zero, m, dp, sum(reduces), sum(gathers), compute, fwd, n, post=post)
         steps = StepTimes(compute, exposed, p2p, dp, update, p, m, v, algorithms, cp, ep, head, shares)
-        steps = slowest_replica(replace(steps, chunks=stage_chunks(self)), sends)
+        steps = slowest_replica(replace(steps, chunks=chunks, forward=fwd if chunks else None), sends)
         return steps, tp, dp_all
 
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:

@@ -397,19 +397,19 @@ def batch_times(
     step = pipeline_time(tau, head, p, m, v) + dp_exposed + update
     uneven = hs & (p > 2) & (sched != 2)  # with p = 2 the head-slots split is the even one (1F1B, GPipe)
     chunked = hs & (sched == 2)  # interleaved: the end chunks one layer fewer, at p = 2 too
-    if uneven.any() or chunked.any():
-        work = compute + tp_exposed + cp + ep
-        pipe = np.where(chunked, head_slots_interleaved_step(shape.layers, p, m, v, work, p2p, head), 0.0)
-        pipe = np.where(uneven, head_slots_step(shape.layers, p, m, work, p2p, head), pipe)
-        step = np.where(uneven | chunked, pipe + dp_exposed + update, step)
+    work, phi = compute + tp_exposed + cp + ep, fwd / compute  # phi: the blocks' forward share
     # where t c d < g < t c d p some boundaries are inside a node and some between: each stage its own
     mixed, most, pipe = batch_send_step(
-        gpn, (t, c, d, p, v), m, *message_times(cluster, Ac / t, regather),
-        compute + tp_exposed + cp + ep, head, end_shares(shape.layers, p, v, uneven, chunked),
-        (sched == 2) & (chunked | (v > 1)),
+        gpn, (t, c, d, p, v), m, *message_times(cluster, Ac / t, regather), work, head,
+        end_shares(shape.layers, p, v, uneven, chunked), sched == 2, phi,
     )  # fmt: skip
+    if uneven.any() or chunked.any():  # the head-slots rows whose boundaries are priced alike
+        at = np.flatnonzero(chunked & ~mixed)
+        rows = (np.broadcast_to(x, step.shape)[at] for x in (p, m, v, work, p2p, head, phi))
+        pipe = np.where(uneven & ~mixed, head_slots_step(shape.layers, p, m, work, p2p, head), pipe)
+        pipe[at] = head_slots_interleaved_step(shape.layers, *rows)
     p2p = np.where(mixed, most, p2p)
-    step = np.where(mixed, pipe + dp_exposed + update, step)
+    step = np.where(mixed | uneven | chunked, pipe + dp_exposed + update, step)
     moe_args = (experts, capacity_factor, top_k) if moe else None
     memory = batch_memory(shape, param_bytes, t, p, dc, b, m, sched, v, sp, rc, z, opt, c, e, moe_args, hs)
     return {

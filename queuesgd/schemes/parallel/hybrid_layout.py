@@ -15,7 +15,9 @@ at ``p = 2`` too, a layout the even split is not.
 :func:`head_slots_step` is :func:`~.megatron.stage_pipeline_time` of those
 stages on arrays: three kinds of stage (first, middle, last), so the sum and
 the maximum are closed forms; :func:`head_slots_interleaved_step` is
-:func:`~.hybrid_stages.interleaved_chunk_time` of their chunks.
+:func:`~.hybrid_stages.interleaved_pass_time` of their chunks' passes (the
+closed form where the output layer's passes are not shorter than a layer's,
+else the schedule's graph).
 
 Examples
 --------
@@ -28,6 +30,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from queuesgd.schemes.parallel.hybrid_stages import chunk_layers, chunk_passes, interleaved_pass_time
+from queuesgd.schemes.parallel.pipeline_stages import BACKWARD_SHARE
 
 __all__ = [
     "LAYOUTS",
@@ -113,32 +118,51 @@ def head_slots_interleaved(layers: int, pipeline: int, virtual: int) -> bool:
 
 
 def head_slots_interleaved_step(
-    layers: int, pipeline: Any, microbatches: Any, virtual: Any, work: Any, p2p: Any, head: Any
+    layers: int,
+    pipeline: Any,
+    microbatches: Any,
+    virtual: Any,
+    work: Any,
+    p2p: Any,
+    head: Any,
+    forward: Any = 1.0 - BACKWARD_SHARE,
 ) -> np.ndarray:
-    """:func:`~.hybrid_stages.interleaved_chunk_time` of the head-slots chunks, per row (``p >= 2``).
+    """:func:`~.hybrid_stages.interleaved_pass_time` of the head-slots chunks' passes, per row (``p >= 2``).
 
     A chunk of ``k = n / v`` layers takes ``c = (k p / l) work + p2p / v``, the
     first stage's first ``c - w`` (``w = (p / l) work``, one layer), the last
-    stage's last ``c - w + head``: ``m (v c + max(0, head - w)) + (p - 1) c -
-    w - max(0, w - head)`` (``HybridParallel``'s ``StepTimes.chunk_times``).
+    stage's last ``c - w + head`` (``HybridParallel``'s ``StepTimes.chunk_times``),
+    each split into a forward and a backward pass by
+    :func:`~.hybrid_stages.chunk_passes` (``forward`` the blocks' forward share;
+    every message ``p2p / 2 v``: rows whose boundaries are priced differently
+    are :func:`~.hybrid_sends.batch_send_step`'s).
+    Where the last chunk's passes are not shorter than the others' the step is
+    the closed form ``m (v c + max(0, head - w)) + (p - 1) c - w``; otherwise
+    the longest path through Megatron-LM's order (one cut graph per ``(p, v)``).
 
     Examples
     --------
     >>> from queuesgd.schemes.parallel.hybrid_stages import interleaved_chunk_time
-    >>> chunks = [[3.1, 4.1], [4.1, 4.1], [4.1, 4.1], [4.1, 3.6]]   # 30 layers: 3 + 4, 4 + 4, 4 + 4, 4 + 3
-    >>> got = head_slots_interleaved_step(30, [4], [8], [2], [7.5], [0.2], [0.5])[0]   # one layer 1 s
-    >>> round(float(got), 9), round(interleaved_chunk_time(chunks, 8), 9)   # 8 x 8.2 + 3 x 4.1 - 1 - 0.5
-    (76.4, 76.4)
+    >>> chunks = [[3.1, 4.1], [4.1, 4.1], [4.1, 4.1], [4.1, 4.6]]   # 30 layers: 3 + 4, 4 + 4, 4 + 4, 4 + 3
+    >>> got = head_slots_interleaved_step(30, 4, 8, 2, 7.5, 0.2, [1.5, 0.5])   # a layer 1 s; heads 1.5, 0.5
+    >>> [round(float(x), 9) for x in got], round(interleaved_chunk_time(chunks, 8), 9)   # 8 x 8.7 + 12.3 - 1
+    ([80.9, 73.633333333], 80.9)
     """
-    p = np.asarray(pipeline, dtype=np.int64)
-    m = np.asarray(microbatches, dtype=np.int64)
-    v = np.asarray(virtual, dtype=np.int64)
-    n = (layers + 2) // p
-    mean = layers / p
-    c = (n // v) / mean * work + p2p / v
-    short = (n // v - 1) / mean * work + p2p / v
-    last = short + head
-    return m * (v * c + np.maximum(0.0, last - c)) + (p - 1) * c - (c - short) - np.maximum(0.0, c - last)
+    ints = (np.asarray(a, dtype=np.int64) for a in (pipeline, virtual, microbatches))
+    rows = np.broadcast_arrays(*ints, *(np.asarray(a, dtype=float) for a in (work, p2p, head, forward)))
+    # rows that differ only where the pipeline does not look (ZeRO, memory) are timed once
+    every = np.stack([a.ravel().astype(float) for a in rows], axis=1)
+    unique, back = np.unique(every, axis=0, return_inverse=True)
+    p, v, m = (unique[:, i].astype(np.int64) for i in range(3))
+    work, p2p, head, forward = unique[:, 3:].T
+    out = np.empty(len(unique))
+    keys = np.stack([p, v], axis=1)
+    for pp, vv in np.unique(keys, axis=0).tolist():
+        at = np.flatnonzero((keys == (pp, vv)).all(axis=1))
+        x = np.array(chunk_layers(head_slot_layers(layers, pp), vv), dtype=float) / (layers / pp)
+        F, B = chunk_passes(x, work[at], forward[at], (p2p[at] / (2 * vv))[:, None, None, None], head[at])
+        out[at] = interleaved_pass_time(F, B, m[at])
+    return out[back.ravel()].reshape(rows[0].shape)
 
 
 def end_shares(layers: int, pipeline: Any, virtual: Any, uneven: Any, chunked: Any) -> tuple[Any, Any, Any]:

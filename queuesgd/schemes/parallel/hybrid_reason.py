@@ -89,6 +89,7 @@ def closed_form_reason(scheme: HybridParallel, tm: StepTimes, cluster: Cluster, 
         + f", bubble (p-1)/(v m) = {bubble_fraction(s.pipeline, m, s.virtual_stages):.4g}"
         + (", the last stage also runs the output layer" if tm.head else "")
         + (f", uneven stages {s.stage_layers} (slowest: {tm.slowest})" if tm.stages else "")
+        + (", the chunks' passes timed over Megatron's interleaved order" if tm.chunks else "")
         + (", compute by kernel from the GEMM table" if s.compute_model is not None else "")
         + (", the backward's TP collectives behind the weight gradients" if s.tp_overlap is True else "")
         + (", every TP collective pipelined with its GEMM" if s.tp_overlap == "all" else "")

@@ -32,12 +32,17 @@ its chunk's other message. So under 1F1B and GPipe stage ``i`` pays ``b_{i-1}
 + b_i``, the first stage ``2 b_0`` and the last ``2 b_{p-2}``; interleaved, the
 wrap is real (the last stage's chunk ``k`` feeds the first stage's chunk ``k +
 1``): stage 0's chunks ``k >= 1`` pay ``b_0 + b_{p-1}``, the last stage's
-chunks ``k <= v - 2`` pay ``b_{p-2} + b_{p-1}`` (:func:`chunk_crossings`).
-Where every boundary is priced alike the stages stay equal; otherwise they
-are unequal stages (:class:`~.hybrid_stages.StepTimes` ``sends``): 1F1B and
-GPipe ``sum_i tau_i + (m - 1) max_i tau_i``, the interleaved schedule
-:func:`~.hybrid_stages.interleaved_chunk_time` of the chunks (see
-``docs/schemes/hybrid.md`` for what each is exact for).
+chunks ``k <= v - 2`` pay ``b_{p-2} + b_{p-1}`` (:func:`chunk_messages`,
+:func:`chunk_crossings`). Where every boundary is priced alike the stages
+stay equal; otherwise they are unequal stages
+(:class:`~.hybrid_stages.StepTimes` ``sends``, each chunk's forward and
+backward message): 1F1B and GPipe ``sum_i tau_i + (m - 1) max_i tau_i``
+(exact where the last stage is the slowest); the interleaved schedule each
+chunk's forward pass with its forward message and its backward pass with
+its backward one (:func:`~.hybrid_stages.chunk_passes`), timed
+over Megatron's order (:func:`~.hybrid_stages.interleaved_pass_time`):
+exact, as a simulation of that order with every message on its own
+boundary gives (``docs/schemes/hybrid.md``).
 
 Examples
 --------
@@ -55,6 +60,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from queuesgd.schemes.parallel.hybrid_stages import chunk_passes, interleaved_pass_time
+
 if TYPE_CHECKING:
     from queuesgd.schemes.parallel.hybrid_stages import StepTimes
     from queuesgd.workload import Cluster
@@ -62,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = [
     "batch_send_step",
     "chunk_crossings",
+    "chunk_messages",
     "crossing_patterns",
     "message_times",
     "slowest_replica",
@@ -93,8 +101,8 @@ def crossing_patterns(
     return tuple(seen)
 
 
-def chunk_crossings(pattern: Sequence[bool], virtual: int) -> tuple[tuple[int, ...], ...]:
-    """Each stage's ``v`` chunks: how many of the chunk's two messages per micro-batch cross nodes (0-2).
+def chunk_messages(pattern: Sequence[bool], virtual: int) -> tuple[tuple[tuple[bool, bool], ...], ...]:
+    """Each stage's ``v`` chunks: whether the chunk's forward and its backward message cross nodes.
 
     The forward one over boundary ``r``, the backward one over ``r - 1 mod p``;
     the first chunk's backward and the last chunk's forward (which Megatron
@@ -102,8 +110,8 @@ def chunk_crossings(pattern: Sequence[bool], virtual: int) -> tuple[tuple[int, .
 
     Examples
     --------
-    >>> chunk_crossings((False, True, False, True), 2)      # p = 4, 2 stages a node, interleaved
-    ((0, 1), (1, 1), (1, 1), (1, 0))
+    >>> chunk_messages((False, True, False, True), 2)[0]     # p = 4, 2 stages a node: GPU 0's chunks
+    ((False, False), (False, True))
     """
     p, v = len(pattern), int(virtual)
     out = []
@@ -113,9 +121,22 @@ def chunk_crossings(pattern: Sequence[bool], virtual: int) -> tuple[tuple[int, .
             u = k * p + r
             forward = pattern[r] if u < p * v - 1 else pattern[(p - 2) % p]
             backward = pattern[r - 1] if u > 0 else pattern[0]
-            row.append(int(forward) + int(backward))
+            row.append((bool(forward), bool(backward)))
         out.append(tuple(row))
     return tuple(out)
+
+
+def chunk_crossings(pattern: Sequence[bool], virtual: int) -> tuple[tuple[int, ...], ...]:
+    """Each stage's ``v`` chunks: how many of the chunk's two messages per micro-batch cross nodes (0-2).
+
+    :func:`chunk_messages`, counted.
+
+    Examples
+    --------
+    >>> chunk_crossings((False, True, False, True), 2)      # p = 4, 2 stages a node, interleaved
+    ((0, 1), (1, 1), (1, 1), (1, 0))
+    """
+    return tuple(tuple(int(f) + int(b) for f, b in row) for row in chunk_messages(pattern, virtual))
 
 
 def message_times(cluster: Cluster, nbytes: float, regather: float) -> tuple[float, float]:
@@ -140,30 +161,32 @@ def message_times(cluster: Cluster, nbytes: float, regather: float) -> tuple[flo
 def stage_sends(
     tensor: int, context: int, data: int, pipeline: int, virtual: int, per_node: int,
     inside: float, across: float,
-) -> tuple[float, tuple[tuple[tuple[float, ...], ...], ...]]:
+) -> tuple[float, tuple[tuple[tuple[tuple[float, float], ...], ...], ...]]:
     """``(p2p, options)``: the most one GPU sends per micro-batch, and each replica pattern's chunk sends.
 
-    ``options[j][r][k]``: chunk ``k`` of stage ``r``'s two messages of one
-    micro-batch under the ``j``-th distinct pattern (:func:`crossing_patterns`,
-    :func:`chunk_crossings`); empty where every message costs the same, and
-    ``p2p`` then ``2 v`` messages at that price (the equal stages' form).
+    ``options[j][r][k]``: chunk ``k`` of stage ``r``'s forward and backward
+    message of one micro-batch under the ``j``-th distinct pattern
+    (:func:`crossing_patterns`, :func:`chunk_messages`); empty where every
+    message costs the same, and ``p2p`` then ``2 v`` messages at that price
+    (the equal stages' form).
 
     Examples
     --------
     >>> p2p, options = stage_sends(2, 1, 1, 8, 1, 8, 1.0, 10.0)      # boundary 3 -> 4 crosses
-    >>> p2p, [sum(row) for row in options[0]]
-    (11.0, [2.0, 2.0, 2.0, 11.0, 11.0, 2.0, 2.0, 2.0])
+    >>> p2p, options[0][3], [sum(row[0]) for row in options[0]]
+    (11.0, ((10.0, 1.0),), [2.0, 2.0, 2.0, 11.0, 11.0, 2.0, 2.0, 2.0])
     """
     v = int(virtual)
     patterns = crossing_patterns(tensor, context, data, pipeline, per_node)
-    counts = [chunk_crossings(x, v) for x in patterns]
-    seen = {z for rows in counts for row in rows for z in row}
-    if seen <= {0} or seen <= {2}:
-        return 2 * v * (across if seen == {2} else inside), ()
+    flags = [chunk_messages(x, v) for x in patterns]
+    seen = {z for rows in flags for row in rows for pair in row for z in pair}
+    if len(seen) == 1:
+        return 2 * v * (across if True in seen else inside), ()
     options = tuple(
-        tuple(tuple((2 - z) * inside + z * across for z in row) for row in rows) for rows in counts
+        tuple(tuple(tuple(across if z else inside for z in pair) for pair in row) for row in rows)
+        for rows in flags
     )
-    return max(sum(row) for rows in options for row in rows), options
+    return max(sum(f + b for f, b in row) for rows in options for row in rows), options
 
 
 def slowest_replica(steps: StepTimes, options: Sequence[Any]) -> StepTimes:
@@ -175,9 +198,9 @@ def slowest_replica(steps: StepTimes, options: Sequence[Any]) -> StepTimes:
     Examples
     --------
     >>> from queuesgd.schemes.parallel.hybrid_stages import StepTimes
-    >>> tm = StepTimes(4.0, 0.0, 11.0, 0.0, 0.0, 2, 4, 1, {})
-    >>> slowest_replica(tm, [((2.0,), (11.0,)), ((11.0,), (2.0,))]).sends   # ties: the first
-    ((2.0,), (11.0,))
+    >>> tm = StepTimes(4.0, 0.0, 11.0, 0.0, 0.0, 2, 4, 1, {})      # two replicas, the same step: the first
+    >>> slowest_replica(tm, [(((1.0, 1.0),), ((10.0, 1.0),)), (((1.0, 10.0),), ((1.0, 1.0),))]).sends
+    (((1.0, 1.0),), ((10.0, 1.0),))
     """
     if not options:
         return steps
@@ -213,6 +236,7 @@ def batch_send_step(
     head: Any,
     shares: tuple[Any, Any, Any],
     chunked: Any,
+    forward: Any = 1.0 / 3.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows whose boundaries are priced differently: ``(mixed, p2p, pipe)``, per row (for ``batch_times``).
 
@@ -220,11 +244,13 @@ def batch_send_step(
     message's seconds (:func:`message_times`); ``work`` a stage of ``l / p``
     layers' compute and collectives of one micro-batch; ``shares`` the first
     chunk's (stage's), every other's and the last's layers over ``l / p``;
-    ``chunked`` the rows under :func:`~.hybrid_stages.interleaved_chunk_time`,
-    the others ``sum tau_i + (m - 1) max tau_i``. ``mixed`` marks the rows
-    whose stages differ in their sends, ``p2p`` is the most a stage sends per
-    micro-batch there, ``pipe`` the pipeline's time of the slowest replica
-    (NaN elsewhere): what ``HybridParallel`` computes stage by stage.
+    ``chunked`` the rows under the interleaved schedule, each chunk's passes
+    (``forward`` the blocks' forward share, :func:`~.hybrid_stages.chunk_passes`)
+    timed by :func:`~.hybrid_stages.interleaved_pass_time`, the others ``sum
+    tau_i + (m - 1) max tau_i``. ``mixed`` marks the rows whose stages differ
+    in their sends, ``p2p`` is the most a stage sends per micro-batch there,
+    ``pipe`` the pipeline's time of the slowest replica (NaN elsewhere): what
+    ``HybridParallel`` computes stage by stage.
 
     Examples
     --------
@@ -239,13 +265,14 @@ def batch_send_step(
     p, v = cols[3], cols[4]
     table = np.stack(cols + [np.full(n, int(per_node))], axis=1)
     unique, which = np.unique(table, axis=0, return_inverse=True)
+    which = which.ravel()
     counts = [_pattern_counts(tuple(int(x) for x in k)) if k[3] > 1 else None for k in unique]
     width = max([len(x) for x in counts if x] or [1])
     stats = np.zeros((len(unique), width, 7))
     for i, x in enumerate(counts):
         if x:
             stats[i] = x + [x[0]] * (width - len(x))  # fewer patterns: the first again
-    mixed = np.array([x is not None for x in counts], dtype=bool)[which.ravel()]
+    mixed = np.array([x is not None for x in counts], dtype=bool)[which]
     m = np.broadcast_to(np.asarray(microbatches, dtype=np.int64), (n,))
     a, b = np.broadcast_to(inside, (n,)), np.broadcast_to(across, (n,))
     w, h = np.broadcast_to(work, (n,)), np.broadcast_to(head, (n,))
@@ -258,15 +285,40 @@ def batch_send_step(
     pipe = np.full(n, -np.inf)
     p2p = np.full(n, -np.inf)
     for j in range(width):
-        zf, zl, hi, lo, total, most, least = (stats[which.ravel(), j, k] for k in range(7))
+        zf, zl, hi, lo, total, most, least = (stats[which, j, k] for k in range(7))
         first = xf * w + send(zf)
         last = xl * w + send(zl) + h
         other = np.where(p * v > 2, xo * w + np.maximum(send(hi), send(lo)), -np.inf)
-        c = np.maximum(first, other)  # interleaved: the largest chunk but the last
-        inter = m * (v * c + np.maximum(0.0, last - c)) + (p - 1) * c - (c - first)
-        inter = inter - np.maximum(0.0, c - last)
         sums = (xf + (p - 2) * xo + xl) * w + send(total, 2 * p * v) + h
-        flow = sums + (m - 1) * np.maximum(np.maximum(first, last), other)
-        pipe = np.maximum(pipe, np.where(ch, inter, flow))
+        pipe = np.maximum(pipe, sums + (m - 1) * np.maximum(np.maximum(first, last), other))
         p2p = np.maximum(p2p, np.maximum(send(most, 2 * v), send(least, 2 * v)))
+    at = np.flatnonzero(mixed & ch)
+    if at.size:
+        rows = (np.broadcast_to(x, (n,))[at] for x in (m, a, b, w, h, xf, xo, xl, forward))
+        pipe[at] = _interleaved_sends(unique, which[at], *rows)
     return mixed, np.where(mixed, p2p, np.nan), np.where(mixed, pipe, np.nan)
+
+
+def _interleaved_sends(unique: np.ndarray, which: np.ndarray, *rows: np.ndarray) -> np.ndarray:
+    """The interleaved rows of :func:`batch_send_step`: each replica's chunks' passes, the slowest's step.
+
+    ``unique[which]`` is each row's ``(t, c, d, p, v, g)``; ``rows`` its ``m``, ``inside``, ``across``,
+    ``work``, ``head``, the first, other and last chunk's layers over ``l / p``, and the forward share.
+    Rows alike are timed once.
+    """
+    out = np.empty(len(which))
+    for i in np.unique(which).tolist():
+        t, c, d, p, v, g = (int(x) for x in unique[i])
+        at = np.flatnonzero(which == i)
+        values, back = np.unique(np.stack([x[at] for x in rows], axis=1), axis=0, return_inverse=True)
+        m, a, b, w, h, xf, xo, xl, phi = values.T
+        x = np.repeat(xo, p * v).reshape(-1, p, v)
+        x[:, 0, 0], x[:, -1, -1] = xf, xl
+        step = np.full(len(values), -np.inf)
+        for flags in crossing_patterns(t, c, d, p, g):
+            cross = np.array(chunk_messages(flags, v), dtype=bool)  # (p, v, 2)
+            messages = np.where(cross, b[:, None, None, None], a[:, None, None, None])
+            F, B = chunk_passes(x, w, phi, messages, h)
+            step = np.maximum(step, interleaved_pass_time(F, B, m.astype(np.int64)))
+        out[at] = step[back.ravel()]
+    return out

@@ -34,34 +34,47 @@ virtual stage (its ``--decoder-first/last-pipeline-num-layers`` give a whole
 stage's chunks ``n_i / v`` each, the first case); every chunk keeps at least
 one layer; other counts are refused. Chunk ``k`` of stage ``r`` takes
 ``c_rk = (n_rk p / l) work + p2p / v`` (the last stage's last the head
-besides; :attr:`StepTimes.chunk_times`), and the step
-(:func:`interleaved_chunk_time`) is
+besides; :attr:`StepTimes.chunk_times`), as a forward and a backward pass
+(:func:`chunk_passes`): the blocks' work split as the compute splits
+(``StepTimes.forward``, the blocks' forward, over ``compute``: a third, or
+the workload's forward share, less with recomputation, whose forward is in
+the backward), a send each way (where the boundaries' prices differ,
+:mod:`~.hybrid_sends`, each its own: ``StepTimes.sends``; such stages are
+timed as these chunks too), the head a third forward.
+The step (:func:`interleaved_pass_time`) is exact for these passes:
 
-    ``m (v c + h) + (p - 1) c - d - e``,
+- where every chunk but the two end ones has the same passes, the first
+  chunk's are not longer and the last's not shorter (even stages;
+  head-slots when the head's passes are at least a layer's), the closed
+  form (:func:`interleaved_chunk_time`)
 
-``c`` the largest chunk but the last stage's last, ``d = c - c_00`` what the
-first chunk saves, ``h = max(0, c_last - c)``, ``e = max(0, c - c_last)``.
-Against a pass-by-pass simulation of Megatron-LM's interleaved order
+      ``m (v c + h) + (p - 1) c - d``,
+
+  ``c`` a middle chunk, ``d = c - c_00`` what the first chunk saves, ``h =
+  c_last - c``;
+- otherwise the longest path through Megatron-LM's order of the ``2 m v p``
+  passes (:func:`~.interleaved_graph.interleaved_step`: each pass after its
+  GPU's previous pass and its input, forwards stage to stage, backwards
+  back; a graph of ``O(p^2 v)`` passes whatever ``m``).
+
+Both equal a pass-by-pass simulation of Megatron-LM's interleaved order
 (``tests/pipeline_schedule_sim.py``: warm-up ``2 (p - r - 1) + (v - 1) p``
 forwards on GPU ``r``, then one forward and one backward, then the
-cool-down; exact against ``(m + (p - 1)/v)(f + b)`` for even stages) it is
-*exact* where every chunk but the two end ones takes ``c`` and ``e = 0``
-(even stages; head-slots with the head at least one layer's time), for any
-split of the passes between forward and backward, and an *upper bound*
-otherwise when every pass splits alike (the step is a max-plus function of
-the pass times: raising the chunks to that family can only lengthen it).
-Measured (``tests/schemes/test_hybrid_interleaved_stages.py``): over ``p =
-2..8``, ``v = 2..4``, ``m = p, 2p, 3p, 4p``, the first and the last chunk
-one layer fewer, 2-4 layers a chunk, random sends and head (252 cases) the
-error is 0 to +14.2% (mean 0.8%; layers and head 1:2 with sends 1:1: 0 to
-+20.2%), at most +4.8% (+5.4%) for ``p >= 3`` (at ``p = 2`` no stage of
-full chunks paces the pipeline, and the bound still takes ``v c``); any
-chunks of the rule, stages of unequal chunk sizes: at most +17.3% on that grid (+25.4% found off it,
-``p = 3, v = 2, m = 9``, ``stage_layers=(3, 2, 3)``; still an upper bound). The even
-form's generalisation ``m max tau_i + (sum tau_i - max tau_i) / v`` is
-neither exact nor a bound there (-0.85% to +8.0%). The breakdown's waiting
-is the step less ``m max tau_i``; the reported bubble stays ``(p - 1)/(v
-m)``.
+cool-down) to ``1e-12``. The closed form alone, with ``e = max(0, c -
+c_last)`` subtracted and ``c`` the largest chunk but the last, is an upper
+bound elsewhere when every pass splits forward:backward alike (the step is a
+max-plus function of the pass times: raising chunks can only lengthen it):
+over ``p = 2..8``, ``v = 2..4``, ``m = p, 2p, 3p, 4p``, the first and the
+last chunk one layer fewer, 2-4 layers a chunk, random sends and head (252
+cases, ``tests/schemes/test_hybrid_interleaved_stages.py``) it was 0 to
++14.2% over (mean 0.8%; layers and head 1:2 with sends 1:1: 0 to +20.2%),
+stages of unequal chunk sizes up to +17.3% (+25.4% off that grid: ``p = 3,
+v = 2, m = 9``, ``stage_layers=(3, 2, 3)``), which is why the step no
+longer uses it there; with passes that split unlike (the head's 1:2 against
+the blocks' share) it is not even a bound. The even form's generalisation
+``m max tau_i + (sum tau_i - max tau_i) / v`` is neither exact nor a bound
+(-0.85% to +8.0% on that grid). The breakdown's waiting is the step less
+``m max tau_i``; the reported bubble stays ``(p - 1)/(v m)``.
 
 Examples
 --------
@@ -75,18 +88,25 @@ Examples
 >>> tm = StepTimes(7.5, 0.0, 0.2, 0.0, 0.0, 4, 8, 2, {}, head=0.5,
 ...                stages=(7 / 7.5, 8 / 7.5, 8 / 7.5, 7 / 7.5),
 ...                chunks=((3 / 7.5, 4 / 7.5), (4 / 7.5,) * 2, (4 / 7.5,) * 2, (4 / 7.5, 3 / 7.5)))
->>> [[round(x, 9) for x in row] for row in tm.chunk_times], round(tm.step, 9)   # 8 x 8.2 + 3 x 4.1 - 1 - 0.5
-([[3.1, 4.1], [4.1, 4.1], [4.1, 4.1], [4.1, 3.6]], 76.4)
+>>> [[round(x, 9) for x in row] for row in tm.chunk_times], round(tm.step, 9)   # head < a layer: the graph
+([[3.1, 4.1], [4.1, 4.1], [4.1, 4.1], [4.1, 3.6]], 73.633333333)
+>>> round(interleaved_chunk_time(tm.chunk_times, 8), 9)               # the bound: 8 x 8.2 + 12.3 - 1 - 0.5
+76.4
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
+from queuesgd.schemes.parallel.interleaved_graph import interleaved_step
 from queuesgd.schemes.parallel.megatron import pipeline_time, stage_pipeline_time
+from queuesgd.schemes.parallel.pipeline_stages import BACKWARD_SHARE
 
 if TYPE_CHECKING:
     from queuesgd.schemes.parallel.hybrid import HybridParallel
@@ -94,7 +114,9 @@ if TYPE_CHECKING:
 __all__ = [
     "StepTimes",
     "chunk_layers",
+    "chunk_passes",
     "interleaved_chunk_time",
+    "interleaved_pass_time",
     "stage_chunks",
     "stage_layer_counts",
     "stage_shares",
@@ -107,9 +129,11 @@ class StepTimes:
 
     ``compute``, ``tp``, ``cp`` and ``ep`` are those of a stage of ``l / p``
     layers; ``stages`` (None: equal stages) each stage's layers over ``l / p``;
-    ``sends`` (None: ``p2p / v`` each) each stage's ``v`` chunks' sends of one
-    micro-batch where the boundaries' prices differ (:mod:`~.hybrid_sends`), ``p2p`` then the most a
-    stage sends.
+    ``chunks`` (None: not interleaved, or equal chunks sent alike) each chunk's;
+    ``sends`` (None: ``p2p / 2 v`` each) each stage's ``v`` chunks' forward and
+    backward message of one micro-batch where the boundaries' prices differ
+    (:mod:`~.hybrid_sends`), ``p2p`` then the most a stage sends; ``forward``
+    the blocks' forward on ``l / p`` layers (the chunks' passes, :func:`chunk_passes`).
     """
 
     compute: float  # forward + backward + recomputation of one micro-batch
@@ -126,7 +150,19 @@ class StepTimes:
     head: float = 0.0  # the output layer's compute, which the last stage adds to each micro-batch
     stages: tuple[float, ...] | None = None  # each stage's layers over l / p (uneven partitions)
     chunks: tuple[tuple[float, ...], ...] | None = None  # interleaved: each chunk's layers over l / p
-    sends: tuple[tuple[float, ...], ...] | None = None  # each stage's chunks' sends, unless all p2p / v
+    sends: tuple[tuple[tuple[float, float], ...], ...] | None = None  # each chunk's forward, backward message
+    forward: float | None = None  # the blocks' forward (part of compute) on l / p layers; None: a third
+
+    def _chunk_rows(self) -> tuple[tuple[float, ...], ...]:
+        v = self.virtual
+        return self.chunks or tuple((x / v,) * v for x in (self.stages or (1.0,) * self.pipeline))
+
+    @property
+    def messages(self) -> np.ndarray:
+        """Each chunk's forward and backward message of one micro-batch, ``(p, v, 2)`` (else p2p / 2 v)."""
+        if self.sends is not None:
+            return np.asarray(self.sends, dtype=float)
+        return np.full((self.pipeline, self.virtual, 2), self.p2p / (2 * self.virtual))
 
     @property
     def chunk_times(self) -> tuple[tuple[float, ...], ...]:
@@ -135,13 +171,27 @@ class StepTimes:
         Without ``chunks`` each stage's ``v`` chunks are equal: ``1 / v`` of its
         layers (``stages``, or ``l / p`` each).
         """
-        work, send = self.compute + self.tp + self.cp + self.ep, self.p2p / self.virtual
-        v = self.virtual
-        rows = self.chunks or tuple((x / v,) * v for x in (self.stages or (1.0,) * self.pipeline))
-        sends = self.sends or tuple((send,) * v for _ in rows)
-        out = [[x * work + y for x, y in zip(row, ys)] for row, ys in zip(rows, sends)]
+        work = self.compute + self.tp + self.cp + self.ep
+        out = (np.asarray(self._chunk_rows(), dtype=float) * work + self.messages.sum(axis=-1)).tolist()
         out[-1][-1] += self.head
         return tuple(tuple(row) for row in out)
+
+    @property
+    def forward_share(self) -> float:
+        """The forward pass's share of the blocks' work: ``forward / compute`` (without ``forward``, 1/3)."""
+        if self.forward is None or self.compute <= 0:
+            return 1.0 - BACKWARD_SHARE
+        return self.forward / self.compute
+
+    @property
+    def chunk_passes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each chunk's forward and backward pass of one micro-batch, ``(p, v)`` (:func:`chunk_passes`)."""
+        work = self.compute + self.tp + self.cp + self.ep
+        return chunk_passes(self._chunk_rows(), work, self.forward_share, self.messages, self.head)
+
+    @cached_property
+    def _interleaved(self) -> float:
+        return float(interleaved_pass_time(*self.chunk_passes, self.microbatches))
 
     @property
     def tau(self) -> float:
@@ -153,7 +203,8 @@ class StepTimes:
         """Each stage's time of one micro-batch, the head on the last."""
         work = self.compute + self.tp + self.cp + self.ep
         if self.sends:
-            out = [r * work + sum(ys) for r, ys in zip(self.stages or (1.0,) * self.pipeline, self.sends)]
+            rows = zip(self.stages or (1.0,) * self.pipeline, self.sends)
+            out = [r * work + sum(f + b for f, b in ys) for r, ys in rows]
         else:
             out = [r * work + self.p2p for r in self.stages] if self.stages else [self.tau] * self.pipeline
         out[-1] += self.head
@@ -165,18 +216,13 @@ class StepTimes:
         return self.stages is None and self.sends is None
 
     @property
-    def chunked(self) -> bool:
-        """Unequal chunks under the interleaved schedule (:func:`interleaved_chunk_time`)."""
-        return self.chunks is not None or (self.sends is not None and self.virtual > 1)
-
-    @property
     def bubble(self) -> float:
         """The slowest stage's idle time: ``(p - 1) tau / v``; ``sum tau_i - max tau_i`` if uneven."""
         if self.even:
             return (self.pipeline - 1) / self.virtual * self.tau
         taus = self.stage_taus
-        if self.chunked:
-            return interleaved_chunk_time(self.chunk_times, self.microbatches) - self.microbatches * max(taus)
+        if self.chunks is not None:
+            return self._interleaved - self.microbatches * max(taus)
         return sum(taus) - max(taus)
 
     @property
@@ -194,7 +240,7 @@ class StepTimes:
         else:
             k = self.slowest
             r, head = (self.stages or (1.0,) * self.pipeline)[k], self.head if k == self.pipeline - 1 else 0.0
-            send = sum(self.sends[k]) if self.sends else self.p2p
+            send = sum(f + b for f, b in self.sends[k]) if self.sends else self.p2p
             compute = m * (r * self.compute + head)
             comm = m * (r * (self.tp + self.cp + self.ep) + send) + self.dp
         return {"compute": compute, "communication": comm, "waiting": self.bubble, "update": self.update}
@@ -203,8 +249,8 @@ class StepTimes:
     def step(self) -> float:
         if self.even:
             pipe = pipeline_time(self.tau, self.head, self.pipeline, self.microbatches, self.virtual)
-        elif self.chunked:
-            pipe = interleaved_chunk_time(self.chunk_times, self.microbatches)
+        elif self.chunks is not None:
+            pipe = self._interleaved
         else:
             pipe = stage_pipeline_time(self.stage_taus, self.microbatches)
         return pipe + self.dp + self.update
@@ -299,16 +345,19 @@ def chunk_layers(counts: Any, virtual: int) -> tuple[tuple[int, ...], ...] | Non
     return tuple(out)
 
 
-def interleaved_chunk_time(chunks: Any, microbatches: int) -> float:
-    """Interleaved 1F1B of ``m`` micro-batches through chunks of times ``c_rk``: an upper bound.
+def interleaved_chunk_time(chunks: Any, microbatches: int) -> Any:
+    """Interleaved 1F1B of ``m`` micro-batches through chunks of times ``c_rk``: a closed form (or a bound).
 
     ``chunks[r][k]``: one micro-batch's forward + backward through device
-    ``r``'s chunk ``k`` (``p >= 2``). With ``c`` the largest chunk but the
-    last device's last, ``d = c - c_00`` what the first chunk saves, and the
-    last chunk ``c_last = c + h`` (``h >= 0``) or ``c - e`` (``e >= 0``), the
-    step is at most ``m (v c + h) + (p - 1) c - d - e``: exact when every
-    other chunk takes ``c`` and ``e = 0`` (:mod:`this module <.hybrid_stages>`
-    says why and by how much otherwise).
+    ``r``'s chunk ``k`` (``p >= 2``), shape ``(p, v)`` or ``(n, p, v)`` for
+    ``n`` at once. With ``c`` the largest chunk but the last device's last,
+    ``d = c - c_00`` what the first chunk saves, and the last chunk ``c_last
+    = c + h`` (``h >= 0``) or ``c - e`` (``e >= 0``), the step is ``m (v c +
+    h) + (p - 1) c - d - e``: exact when every other chunk's forward and
+    backward passes are equal, the first chunk's not longer and the last
+    chunk's not shorter (:func:`interleaved_pass_time` checks it); an upper
+    bound otherwise when every pass splits forward:backward alike
+    (:mod:`this module <.hybrid_stages>` says by how much).
 
     Examples
     --------
@@ -317,10 +366,89 @@ def interleaved_chunk_time(chunks: Any, microbatches: int) -> float:
     >>> interleaved_chunk_time([[0.75, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.5]], 8)   # 8 x 2.5 + 3 - 0.25
     22.75
     """
-    p, v, m = len(chunks), len(chunks[0]), microbatches
-    last = chunks[-1][-1]
-    c = max(x for r, row in enumerate(chunks) for k, x in enumerate(row) if (r, k) != (p - 1, v - 1))
-    return m * (v * c + max(0.0, last - c)) + (p - 1) * c - (c - chunks[0][0]) - max(0.0, c - last)
+    x = np.asarray(chunks, dtype=float)
+    rows = x.reshape(-1, x.shape[-2] * x.shape[-1])
+    p, v, m = x.shape[-2], x.shape[-1], microbatches
+    last = rows[:, -1]
+    c = rows[:, :-1].max(axis=1)
+    out = m * (v * c + np.maximum(0.0, last - c)) + (p - 1) * c - (c - rows[:, 0]) - np.maximum(0.0, c - last)
+    return float(out[0]) if x.ndim == 2 else out.reshape(x.shape[:-2])
+
+
+def chunk_passes(
+    layers: Any, work: Any, forward: Any, messages: Any, head: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each chunk's forward and backward pass of one micro-batch under the interleaved schedule.
+
+    Chunk ``(r, k)`` of ``x_rk`` (its layers over ``l / p``) takes ``x_rk work``
+    of blocks (compute and their collectives), of which ``forward`` (a share)
+    runs forward, and its two messages (``messages[r][k]``: the activation it
+    sends after its forward, the gradient after its backward, each priced by
+    the boundary it crosses, :mod:`~.hybrid_sends`; alike, ``p2p / 2 v`` each);
+    the last GPU's last chunk adds the output layer ``head``, a third forward
+    (``2 b s h V`` FLOPs, twice that backward). The two add up to
+    :attr:`StepTimes.chunk_times`.
+
+    Parameters
+    ----------
+    layers : array_like, shape (p, v) or (n, p, v)
+        ``x_rk``.
+    work, forward, head : float or array_like of shape (n,)
+        Per configuration; arrays give passes of shape ``(n, p, v)``.
+    messages : array_like, shape (p, v, 2) or (n, p, v, 2)
+        Each chunk's forward and backward message (``(n, 1, 1, 1)``: one price a row).
+
+    Examples
+    --------
+    >>> f, b = chunk_passes([[0.5, 1.0], [1.0, 0.5]], 3.0, 0.25, [[[0.1, 0.1]] * 2, [[0.1, 0.4]] * 2], 0.9)
+    >>> f.round(12).tolist(), b.round(12).tolist()          # GPU 1's gradients over a slower boundary
+    ([[0.475, 0.85], [0.85, 0.775]], [[1.225, 2.35], [2.65, 2.125]])
+    """
+    x = np.asarray(layers, dtype=float)
+    w, phi, h = (np.asarray(a, dtype=float)[..., None, None] for a in (work, forward, head))
+    s = np.asarray(messages, dtype=float)
+    s = np.broadcast_to(s, s.shape[:-1] + (2,))  # (n, 1, 1, 1): one price a row
+    tail = np.zeros(x.shape[-2:])
+    tail[-1, -1] = 1.0
+    fwd = x * phi * w + s[..., 0] + tail * h * (1.0 - BACKWARD_SHARE)
+    bwd = x * (1.0 - phi) * w + s[..., 1] + tail * h * BACKWARD_SHARE
+    return fwd, bwd
+
+
+def interleaved_pass_time(forward: Any, backward: Any, microbatches: int) -> Any:
+    """Interleaved 1F1B of ``m`` micro-batches through chunks of these passes: exact.
+
+    ``forward[r][k]``, ``backward[r][k]``: one micro-batch's passes through
+    GPU ``r``'s chunk ``k`` (:func:`chunk_passes`), shape ``(p, v)`` or
+    ``(n, p, v)``. Where every chunk but the first GPU's first and the last
+    GPU's last has the same forward and the same backward, the first's are
+    not longer and the last's not shorter, the step is
+    :func:`interleaved_chunk_time` of their sums (exact there); otherwise it is
+    the longest path through Megatron-LM's order of the passes
+    (:func:`~.interleaved_graph.interleaved_step`).
+
+    Examples
+    --------
+    >>> f = [[1.0, 2.0], [1.0, 1.0], [2.0, 1.0]]          # stage_layers=(3, 2, 3), v = 2: chunk layers
+    >>> interleaved_pass_time(f, 2 * np.array(f), 9), interleaved_chunk_time(3 * np.array(f), 9)
+    (87.0, 114.0)
+    >>> interleaved_pass_time([[0.5, 1.0], [1.0, 1.0]], [[1.0, 2.0], [2.0, 2.5]], 4)   # 4 x 6.5 + 3 - 1.5
+    27.5
+    """
+    F, B = np.asarray(forward, dtype=float), np.asarray(backward, dtype=float)
+    single = F.ndim == 2
+    F, B = (F[None], B[None]) if single else (F, B)
+    n, p, v = F.shape
+    m = np.broadcast_to(np.asarray(microbatches), (n,))
+    out = np.array(interleaved_chunk_time(F + B, m), dtype=float).reshape(n)
+    fam = np.full(n, p * v > 2)
+    if p * v > 2:
+        for x in (F.reshape(n, -1), B.reshape(n, -1)):
+            mid = x[:, 1:-1]
+            fam &= (mid == mid[:, :1]).all(axis=1) & (x[:, 0] <= mid[:, 0]) & (x[:, -1] >= mid[:, 0])
+    if not fam.all():
+        out[~fam] = interleaved_step(F[~fam], B[~fam], m[~fam])
+    return float(out[0]) if single else out
 
 
 def stage_shares(scheme: HybridParallel) -> tuple[float, ...] | None:
@@ -335,12 +463,17 @@ def stage_shares(scheme: HybridParallel) -> tuple[float, ...] | None:
     return tuple(n / mean for n in counts)
 
 
-def stage_chunks(scheme: HybridParallel) -> tuple[tuple[float, ...], ...] | None:
-    """Interleaved with ``stage_layers``: each chunk's layers over ``l / p``; None if the chunks are equal."""
-    if scheme.stage_layers is None or scheme.schedule != "interleaved":
+def stage_chunks(scheme: HybridParallel, mixed: bool = False) -> tuple[tuple[float, ...], ...] | None:
+    """Interleaved: each chunk's layers over ``l / p``; None where the chunks are equal (and not ``mixed``).
+
+    ``mixed``: the boundaries are priced differently (:func:`~.hybrid_sends.stage_sends`), which makes
+    equal chunks unequal stages, timed as such: their rows then too, ``1 / v`` each.
+    """
+    if scheme.schedule != "interleaved":
         return None
-    chunks = chunk_layers(scheme.stage_layers, scheme.virtual_stages)
-    if chunks is None or len({x for row in chunks for x in row}) == 1:
-        return None
-    mean = scheme.layer_count / scheme.pipeline
-    return tuple(tuple(x / mean for x in row) for row in chunks)
+    p, v = scheme.pipeline, scheme.virtual_stages
+    chunks = None if scheme.stage_layers is None else chunk_layers(scheme.stage_layers, v)
+    if chunks is not None and len({x for row in chunks for x in row}) > 1:
+        mean = scheme.layer_count / p
+        return tuple(tuple(x / mean for x in row) for row in chunks)
+    return tuple((1.0 / v,) * v for _ in range(p)) if mixed else None
