@@ -35,6 +35,7 @@ Examples
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,7 +44,7 @@ from scipy import special
 
 from queuesgd import _checks
 from queuesgd.distributions import Deterministic, Distribution, Empirical, Exponential, Shifted
-from queuesgd.errors import ConvergenceError, InvalidParameterError
+from queuesgd.errors import AccuracyWarning, ConvergenceError, InvalidParameterError
 from queuesgd.orderstats_numerics import (
     count_below_all,
     count_tail,
@@ -254,14 +255,12 @@ def integration_range(laws: Sequence[Distribution]) -> tuple[float, float, list[
     lo, hi, pts = math.inf, -math.inf, []
     nonneg = True
     for law in laws:
-        try:
-            m = float(law.mean)
-        except OverflowError:
-            raise ConvergenceError(f"{law!r}: its mean overflows a double") from None
-        try:
-            v = float(law.variance)
-        except OverflowError:
-            v = math.inf
+        law.check_numeric("integration_range()")
+        with warnings.catch_warnings():  # a moment beyond the double range is inf: handled here
+            warnings.simplefilter("ignore", AccuracyWarning)
+            m, v = float(law.mean), float(law.variance)
+        if not math.isfinite(m):
+            raise ConvergenceError(f"{law!r}: its mean overflows a double")
         s = math.sqrt(v) if math.isfinite(v) else abs(m)
         lo = min(lo, m - 60.0 * s)
         hi = max(hi, m + 60.0 * s)

@@ -2,26 +2,35 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
 import numpy as np
 
 from queuesgd import _checks
+from queuesgd.batchmeans import MAX_SAMPLES
 from queuesgd.errors import InvalidParameterError
 from queuesgd.units import parse_seconds
 
 
 def size_of(size: Any) -> tuple[int, ...] | None:
-    accepted = "None, an integer >= 0 or a tuple of integers >= 0"
+    """The shape ``size`` asks of ``sample``: at most :data:`~queuesgd.batchmeans.MAX_SAMPLES` draws in all
+    (1 GiB of doubles, the most one simulation holds), refused before anything is allocated."""
+    accepted = (
+        f"None, an integer >= 0 or a tuple of integers >= 0, at most {MAX_SAMPLES:,} draws in all "
+        "(1 GiB of doubles)"
+    )
     if size is None:
         return None
     dims = size if isinstance(size, tuple) else (size,)
     out = []
     for d in dims:
-        if isinstance(d, bool) or not isinstance(d, numbers.Integral) or int(d) < 0:
+        if isinstance(d, bool) or not isinstance(d, numbers.Integral) or not 0 <= int(d) <= MAX_SAMPLES:
             raise InvalidParameterError("size", size, accepted)
         out.append(int(d))
+    if math.prod(out) > MAX_SAMPLES:
+        raise InvalidParameterError("size", size, accepted)
     return tuple(out)
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import abc
+import functools
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -13,13 +14,63 @@ from numpy.typing import ArrayLike
 
 from queuesgd import _checks
 from queuesgd.distributions._helpers import construct, fmt, is_sympy, size_of
-from queuesgd.errors import InvalidParameterError, NotRepresentable
+from queuesgd.errors import AccuracyWarning, InvalidParameterError, NotRepresentable, warn_user
 from queuesgd.rng import as_generator
 
 if TYPE_CHECKING:
     from queuesgd.distributions.phase import PhaseType
 
 __all__ = ["Distribution"]
+
+#: The moments of a law (properties) that :func:`guard_moment` guards in every subclass that defines them.
+MOMENTS = ("mean", "variance", "std", "scv")
+
+
+def guard_moment(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Guard a moment's getter: where a numeric law's moment overflows the range of a double, ``inf``
+    with an :class:`~queuesgd.errors.AccuracyWarning` naming the law and the moment.
+
+    Python's floats raise there (``OverflowError`` from ``math.exp`` and ``**``, ``ZeroDivisionError``
+    where ``rate**2`` underflows to 0), its division and NumPy's sums give ``inf`` or ``NaN`` silently:
+    all of them become ``inf`` and the warning. Symbolic laws are not touched. The one infinite moment
+    that is not an overflow, the scv of a law of mean 0 and positive variance (``Normal(0, s)``), is
+    returned as ``inf`` without a warning.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from queuesgd.distributions import LogNormal
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     LogNormal(1000.0, 0.5).mean
+    inf
+    >>> seen[0].category.__name__
+    'AccuracyWarning'
+    """
+
+    def guard(fget: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fget)
+        def get(self: Distribution, *args: Any) -> Any:
+            if self.is_symbolic:
+                return fget(self, *args)
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                try:
+                    value = fget(self, *args)
+                except (OverflowError, ZeroDivisionError):
+                    value = math.inf
+            if not isinstance(value, float | np.floating) or math.isfinite(value):
+                return value
+            if not (name == "scv" and value == math.inf and self.mean == 0):
+                warn_user(
+                    f"{self!r}.{name} overflows the range of a double (about 1.8e308) in its computation: "
+                    "returned as inf",
+                    AccuracyWarning,
+                )
+            return math.inf
+
+        return get
+
+    return guard
 
 
 class Distribution(abc.ABC):
@@ -30,6 +81,14 @@ class Distribution(abc.ABC):
     """
 
     __slots__ = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Guard the moments a subclass defines (:data:`MOMENTS`): an overflow is ``inf`` and a warning."""
+        super().__init_subclass__(**kwargs)
+        for name in MOMENTS:
+            prop = cls.__dict__.get(name)
+            if isinstance(prop, property) and prop.fget is not None:
+                setattr(cls, name, property(guard_moment(name)(prop.fget), doc=prop.__doc__))
 
     #: Whether :meth:`sf` has a formula of its own (else ``1 - cdf``, exact only to 1e-16 absolute).
     _exact_sf: ClassVar[bool] = False
@@ -144,6 +203,7 @@ class Distribution(abc.ABC):
         """Variance Var[X] (seconds squared)."""
 
     @property
+    @guard_moment("std")
     def std(self) -> Any:
         """Standard deviation."""
         var = self.variance
@@ -154,6 +214,7 @@ class Distribution(abc.ABC):
         return math.sqrt(var)
 
     @property
+    @guard_moment("scv")
     def scv(self) -> Any:
         """Squared coefficient of variation Var[X] / E[X]**2 (0 for a law concentrated at 0)."""
         mean, var = self.mean, self.variance
@@ -234,10 +295,7 @@ class Distribution(abc.ABC):
     def _points(self, x: ArrayLike, what: str) -> np.ndarray:
         """``x`` as a NaN-free float array, for :meth:`cdf` and :meth:`sf` (a symbolic law refused)."""
         self.check_numeric(what)
-        try:
-            arr = np.asarray(x, dtype=float)
-        except (TypeError, ValueError):
-            raise InvalidParameterError("x", x, "a number or an array of numbers") from None
+        arr = _checks.reals("x", x, accepted="a number or an array of numbers")
         if np.any(np.isnan(arr)):
             raise InvalidParameterError("x", x, "numbers (not NaN)")
         return arr

@@ -115,6 +115,11 @@ class Normal(Distribution):
     def variance(self) -> float:
         return self._std**2
 
+    @property
+    def scv(self) -> float:
+        # (std / mean)**2, not variance / mean**2: Normal(1e300, 1e300) has scv 1, its variance overflows.
+        return (self._std / self._mean) ** 2 if self._mean != 0 else math.inf
+
     def _sample(self, gen, total):
         return gen.normal(self._mean, self._std, size=total)
 

@@ -11,7 +11,7 @@ from scipy import linalg, special
 
 from queuesgd import _checks
 from queuesgd.distributions._helpers import frozen, sample_exponential_mixture, time_value, vector_value
-from queuesgd.distributions.base import Distribution
+from queuesgd.distributions.base import Distribution, guard_moment
 from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
 
 __all__ = [
@@ -28,6 +28,9 @@ __all__ = [
 #: Most phases of a phase-type law built here: its dense ``k x k`` sub-generator is 8 MB, a CDF point's
 #: matrix exponential some 10**9 operations; a CTMC of such laws is larger still.
 MAX_PHASES = 1_000
+
+#: Largest order of :meth:`PhaseType.moment`: ``k!`` alone passes the double range at 171.
+_MAX_MOMENT = 170
 
 #: Largest scv :func:`fit_phase_type` fits: its two rates differ by a factor of about the scv, and
 #: ``PhaseType`` refuses a sub-generator whose rates differ by 1e14 as singular.
@@ -51,6 +54,9 @@ def check_phases(count: int, what: str, *, scv: float | None = None) -> int:
     StateSpaceTooLargeError
         Above :data:`MAX_PHASES`, with the ways on: a two-moment fit of fewer
         phases, a method that needs no phases, or a deterministic law.
+    InvalidParameterError
+        ``count`` not an integer >= 1 (``-1``, ``nan``, ``2.5``, ``True``), ``what`` not a
+        non-empty string, ``scv`` not a finite number >= 0.
 
     Examples
     --------
@@ -60,7 +66,15 @@ def check_phases(count: int, what: str, *, scv: float | None = None) -> int:
     Traceback (most recent call last):
     ...
     queuesgd.errors.StateSpaceTooLargeError: Erlang(k=1000000000) has 1,000,000,000 phases; ...
+    >>> check_phases(-1, "x")
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: count: got -1; accepted: an integer >= 1
     """
+    count = _checks.integer("count", count, minimum=1)
+    what = _checks.name("what", what)
+    if scv is not None:
+        scv = _checks.positive("scv", scv, allow_zero=True)
     if count > MAX_PHASES:
         near = (
             f", or a deterministic law (--compute deterministic): with scv {scv:.3g} it is nearly constant"
@@ -396,29 +410,35 @@ class PhaseType(Distribution):
         """Number of transient phases."""
         return self._alpha.size
 
+    @guard_moment("moment")
     def moment(self, k: int) -> float:
-        """Raw moment ``E[X**k] = k! alpha (-T)**-k 1``.
+        """Raw moment ``E[X**k] = k! alpha (-T)**-k 1`` (``inf``, with a warning, beyond the double range).
 
         Examples
         --------
         >>> Exponential(2.0).to_phase_type().moment(2)
         0.5
         """
-        k = _checks.integer("PhaseType.moment.k", k, minimum=0)
+        return self._moment(_checks.integer("PhaseType.moment.k", k, minimum=0, maximum=_MAX_MOMENT))
+
+    def _moment(self, k: int) -> float:
+        """``E[X**k]``, ``inf`` where it leaves the double range (the guarded properties warn)."""
         lu = linalg.lu_factor(-self._T)
         v = np.ones(self.phases)
         for _ in range(k):
             v = linalg.lu_solve(lu, v)
+            if not np.all(np.isfinite(v)):  # beyond the double range (and lu_solve refuses inf)
+                return math.inf
         return float(math.factorial(k) * self._alpha @ v)
 
     @property
     def mean(self) -> float:
-        return self.moment(1)
+        return self._moment(1)
 
     @property
     def variance(self) -> float:
-        m1 = self.moment(1)
-        return self.moment(2) - m1**2
+        m1 = self._moment(1)
+        return self._moment(2) - m1**2
 
     def _sample(self, gen, total):
         # Simulate the absorbing CTMC for all samples at once: each round moves every
