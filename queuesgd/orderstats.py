@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,7 +55,13 @@ from queuesgd.orderstats_numerics import (
 #: The rounding of a CDF near 1, hence of a survival computed as ``1 - F``.
 _EPS = 1.1e-16
 
+#: Largest ``n`` (and ``k``) taken here: 2**53, the largest integer from which every smaller one is a
+#: double, so ``n - k + 1`` and the binomial's parameters are exact (as ``Erlang.k``). Far above any
+#: cluster; the closed form is tested up to ``n = 1e15``.
+MAX_N = 2**53
+
 __all__ = [
+    "MAX_N",
     "blom",
     "expected_from_cdf",
     "expected_max",
@@ -83,12 +89,36 @@ def harmonic(n: Any) -> Any:
         import sympy
 
         return sympy.harmonic(n)
-    arr = np.asarray(n, dtype=float)
+    out = _harmonic(_numbers("harmonic.n", n, integer=True, minimum=0, maximum=None))
+    return float(out) if out.ndim == 0 else out
+
+
+def _harmonic(arr: np.ndarray) -> np.ndarray:
+    """``H_n`` of a float array of integers ``>= 0`` (checked by the caller)."""
     # digamma(n + 1) + Euler's gamma; exact sums for small n avoid its rounding.
     small = np.cumsum(np.concatenate([[0.0], 1.0 / np.arange(1, 65)]))
     idx = np.clip(arr, 0, 64).astype(int)
-    out = np.where(arr <= 64, small[idx], special.digamma(arr + 1.0) + np.euler_gamma)
-    return float(out) if out.ndim == 0 else out
+    return np.where(arr <= 64, small[idx], special.digamma(arr + 1.0) + np.euler_gamma)
+
+
+def _numbers(
+    field: str, value: Any, *, integer: bool, minimum: float, maximum: float | None = MAX_N
+) -> np.ndarray:
+    """``value`` (a number or an array) as a float array of finite numbers ``>= minimum`` (``> 0`` for a
+    real ``minimum`` of 0), integers where ``integer``, at most ``maximum``: the checks of the vectorized
+    closed forms. Refused, not rounded nor clamped: ``1.5`` for an integer, ``-1``, NaN, booleans,
+    strings, ``None``, ``10**400``."""
+    kind = f"integers >= {minimum:g}" if integer else f"finite numbers > {minimum:g}"
+    accepted = kind + ("" if maximum is None else f", at most {maximum:,}") + " (a number or an array)"
+    arr = _checks.reals(field, value, accepted=accepted)
+    bad = ~np.isfinite(arr) | ((arr < minimum) if integer else (arr <= minimum))
+    if integer:
+        bad |= arr != np.floor(arr)
+    if maximum is not None:
+        bad |= arr > maximum
+    if bad.any():
+        raise InvalidParameterError(field, value if arr.ndim == 0 else arr[bad].flat[0].item(), accepted)
+    return arr
 
 
 def exponential_order_statistic(rate: Any, n: Any, k: Any = None) -> Any:
@@ -107,19 +137,30 @@ def exponential_order_statistic(rate: Any, n: Any, k: Any = None) -> Any:
     >>> exponential_order_statistic(mu, n)
     harmonic(n)/mu
     """
-    if k is None:
-        k = n
+    is_max = k is None
+    k = n if is_max else k
     if any(_checks.is_symbolic(v) for v in (rate, n, k)):
         import sympy
 
+        rate = _checks.positive("rate", rate, symbolic=True)
+        n, k = (
+            v if _checks.is_symbolic(v) else _checks.integer(f, v, maximum=MAX_N)
+            for f, v in zip("nk", (n, k))
+        )
+        if not (_checks.is_symbolic(n) or _checks.is_symbolic(k)) and k > n:
+            raise InvalidParameterError("k", k, f"an integer with 1 <= k <= n (n = {n})")
         hn = sympy.harmonic(n)
-        hk = sympy.harmonic(n - k)
-        return sympy.simplify(hn - hk) / rate if k is not n else hn / rate
-    n_arr = np.asarray(n, dtype=float)
-    k_arr = np.asarray(k, dtype=float)
-    if np.any(k_arr < 1) or np.any(k_arr > n_arr):
+        return hn / rate if is_max else sympy.simplify(hn - sympy.harmonic(n - k)) / rate
+    rate_arr = _numbers("rate", rate, integer=False, minimum=0, maximum=None)
+    n_arr = _numbers("n", n, integer=True, minimum=1)
+    k_arr = n_arr if is_max else _numbers("k", k, integer=True, minimum=1)
+    try:
+        np.broadcast_shapes(rate_arr.shape, n_arr.shape, k_arr.shape)
+    except ValueError:
+        raise InvalidParameterError("k", k, "an array that broadcasts with n and rate") from None
+    if np.any(k_arr > n_arr):
         raise InvalidParameterError("k", k, f"an integer with 1 <= k <= n (n = {n})")
-    out = _top_harmonic(n_arr, k_arr) / np.asarray(rate, dtype=float)
+    out = _top_harmonic(n_arr, k_arr) / rate_arr
     return float(out) if np.ndim(out) == 0 else out
 
 
@@ -144,7 +185,7 @@ def _top_harmonic(n: np.ndarray, k: np.ndarray) -> np.ndarray:
     inv = lambda j: -d / a * sum(r**i for i in range(j)) / b**j  # noqa: E731
     asym = np.log1p(d / b) - inv(1) / 2 - inv(2) / 12 + inv(4) / 120 - inv(6) / 252 + inv(8) / 240
     few = b < 10
-    out[~small] = np.where(few, harmonic(n[~small]) - harmonic(np.where(few, b, 1.0) - 1.0), asym)
+    out[~small] = np.where(few, _harmonic(n[~small]) - _harmonic(np.where(few, b, 1.0) - 1.0), asym)
     for nv in np.unique(n[small]):
         mask = small & (n == nv)
         top = np.cumsum(1.0 / (nv - np.arange(int(k[mask].max()))))
@@ -160,30 +201,48 @@ def blom(mean: float, std: float, n: int, k: int | None = None) -> float:
     >>> round(blom(0.0, 1.0, 5), 2)       # exact value 1.163 (Harter 1961)
     1.18
     """
-    n = _checks.integer("n", n)
-    k = n if k is None else _checks.integer("k", k)
+    mean = _checks.real("mean", mean)
+    std = _checks.positive("std", std, allow_zero=True)
+    n = _checks.integer("n", n, maximum=MAX_N)
+    k = n if k is None else _checks.integer("k", k, maximum=MAX_N)
     if k > n:
         raise InvalidParameterError("k", k, f"an integer with 1 <= k <= n (n = {n})")
-    return float(mean + std * special.ndtri((k - 0.375) / (n + 0.25)))
+    # Above 1/2, Phi^-1(p) = -Phi^-1(1 - p) with 1 - p = (n - k + 5/8) / (n + 1/4): p itself carries
+    # 1 - p only to 1.1e-16 (the maximum of 1e12 was 1.7e-6 off, of 1e15 1e-3) and is 1 at n = 2**53 (inf).
+    p = (k - 0.375) / (n + 0.25)
+    z = special.ndtri(p) if p <= 0.5 else -special.ndtri((n - k + 0.625) / (n + 0.25))
+    return float(mean + std * z)
 
 
 # ----------------------------------------------------------------------------- general laws
 
 
+def _law_list(laws: Any, accepted: str = "a non-empty sequence of Distribution") -> list[Distribution]:
+    """``laws`` (a sequence or other ordered iterable) as a non-empty list of laws, each checked."""
+    unordered = (str, bytes, bytearray, Mapping, set, frozenset, Distribution)
+    if isinstance(laws, unordered) or not isinstance(laws, Iterable):
+        raise InvalidParameterError("laws", laws, accepted)
+    out = list(laws)
+    if not out:
+        raise InvalidParameterError("laws", laws, accepted)
+    for i, law in enumerate(out):
+        if not isinstance(law, Distribution):
+            raise InvalidParameterError(f"laws[{i}]", law, "a queuesgd.distributions.Distribution")
+    return out
+
+
 def _groups(laws: Distribution | Sequence[Distribution], n: int | None) -> list[tuple[Distribution, int]]:
-    """(law, multiplicity) pairs; a single law with ``n`` means n i.i.d. copies."""
+    """(law, multiplicity) pairs; a single law with ``n`` means n i.i.d. copies (``n`` at most
+    :data:`MAX_N`)."""
     if isinstance(laws, Distribution):
         if n is None:
             raise InvalidParameterError("n", None, "the number of i.i.d. durations when one law is given")
-        return [(laws, _checks.integer("n", n))]
-    if isinstance(laws, (str, bytes)) or not isinstance(laws, Sequence) or not laws:
-        raise InvalidParameterError("laws", laws, "a Distribution or a non-empty sequence of Distribution")
+        return [(laws, _checks.integer("n", n, maximum=MAX_N))]
+    laws = _law_list(laws, "a Distribution or a non-empty sequence of Distribution")
     groups: dict[Distribution, int] = {}
-    for i, law in enumerate(laws):
-        if not isinstance(law, Distribution):
-            raise InvalidParameterError(f"laws[{i}]", law, "a queuesgd.distributions.Distribution")
+    for law in laws:
         groups[law] = groups.get(law, 0) + 1
-    if n is not None and _checks.integer("n", n) != len(laws):
+    if n is not None and _checks.integer("n", n, maximum=MAX_N) != len(laws):
         raise InvalidParameterError("n", n, f"None or len(laws) = {len(laws)}")
     return list(groups.items())
 
@@ -194,7 +253,7 @@ def _groups_and_k(
     """The grouped laws and ``k`` checked against their total (the maximum when None)."""
     groups = _groups(laws, n)
     total = sum(m for _, m in groups)
-    k = total if k is None else _checks.integer("k", k)
+    k = total if k is None else _checks.integer("k", k, maximum=MAX_N)
     if k > total:
         raise InvalidParameterError("k", k, f"an integer with 1 <= k <= n (n = {total})")
     return groups, k
@@ -222,9 +281,11 @@ def order_statistic_cdf(
     0.399576400894
     """
     groups, k = _groups_and_k(laws, k, n)
-    xa = np.atleast_1d(np.asarray(x, dtype=float))
+    xa = _checks.reals("x", x, accepted="real numbers, not NaN (a number or an array)")
+    if np.isnan(xa).any():
+        raise InvalidParameterError("x", x, "real numbers, not NaN (a number or an array)")
     out = np.clip(count_tail(groups, k, xa.reshape(-1), done=True).reshape(xa.shape), 0.0, 1.0)
-    return out if np.ndim(x) else out[:1].reshape(())
+    return out if xa.ndim else out.reshape(())
 
 
 def _atoms(law: Distribution) -> list[float]:
@@ -254,7 +315,7 @@ def integration_range(laws: Sequence[Distribution]) -> tuple[float, float, list[
     """
     lo, hi, pts = math.inf, -math.inf, []
     nonneg = True
-    for law in laws:
+    for law in _law_list(laws):
         law.check_numeric("integration_range()")
         with warnings.catch_warnings():  # a moment beyond the double range is inf: handled here
             warnings.simplefilter("ignore", AccuracyWarning)
@@ -280,7 +341,7 @@ def group_laws(laws: Sequence[Distribution]) -> list[tuple[Distribution, int]]:
     >>> group_laws([Exponential(1.0), Exponential(2.0), Exponential(1.0)])
     [(Exponential(rate=1.0), 2), (Exponential(rate=2.0), 1)]
     """
-    return _groups(list(laws), None)
+    return _groups(_law_list(laws), None)
 
 
 def expected_from_cdf(
@@ -301,13 +362,21 @@ def expected_from_cdf(
     >>> round(expected_from_cdf(lambda y: np.clip(y, 0, 1), 0.0, 1.0), 12)   # uniform(0, 1)
     0.5
     """
-    if not (math.isfinite(lo) and math.isfinite(hi) and hi >= lo):
-        raise InvalidParameterError("integration range", (lo, hi), "finite lo <= hi")
+    if not callable(cdf):
+        raise InvalidParameterError("cdf", cdf, "a callable: the CDF of Y at an array of y")
+    accepted = "a finite number, lo <= hi (the integration range [lo, hi])"
+    lo, hi = _checks.real("lo", lo, accepted=accepted), _checks.real("hi", hi, accepted=accepted)
+    if hi < lo:
+        raise InvalidParameterError("hi", hi, f"{accepted}; lo = {lo:g}")
+    accepted = "a sequence of finite numbers (split points), e.g. [0.5, 2.0]"
+    splits = _checks.reals("points", points, accepted=accepted)
+    if splits.ndim != 1 or not np.isfinite(splits).all():
+        raise InvalidParameterError("points", points, accepted)
 
     def survival(y: np.ndarray) -> np.ndarray:
         return 1.0 - np.asarray(cdf(y), dtype=float).reshape(y.shape)
 
-    return lo + float(integrate_survival(survival, lo, hi, points, resolution=_EPS)[0])
+    return lo + float(integrate_survival(survival, lo, hi, splits.tolist(), resolution=_EPS)[0])
 
 
 def expected_order_statistic(
@@ -429,6 +498,13 @@ def expected_order_statistics(
     """
     groups = _groups(laws, n)
     total = sum(m for _, m in groups)
+    if total > _checks.MAX_COUNT:
+        raise InvalidParameterError(
+            "n" if isinstance(laws, Distribution) else "laws",
+            n if isinstance(laws, Distribution) else f"{total:,} laws",
+            f"at most {_checks.MAX_COUNT:,} durations (the most workers of a Cluster): the result holds "
+            "one value for each k (the exponential closed form takes about 1 s at 1,000,000)",
+        )
     for law, _ in groups:
         law.check_numeric("expected_order_statistics()")
     if len(groups) == 1:
