@@ -62,7 +62,8 @@ __all__ = [
 
 #: Points of the first grid of a continuous search.
 GRID_POINTS = 4001
-#: Largest number of integers an integer search evaluates (memory: 8 bytes each, twice).
+#: Largest number of integers an integer search evaluates, and of points of a continuous search's grid
+#: (memory: 8 bytes each, twice).
 MAX_GRID = 10_000_000
 
 
@@ -142,11 +143,28 @@ def _monotone(vals: np.ndarray) -> str | None:
     return None
 
 
+def _checked(fn: Any, symbol: Any) -> str:
+    """``symbol`` if ``fn`` is callable and ``symbol`` a non-empty string (the name in the result)."""
+    if not callable(fn):
+        raise InvalidParameterError(
+            "fn", fn, "a callable: the throughput of an array of values of the symbol"
+        )
+    return _checks.name("symbol", symbol)
+
+
 def _values(fn: Callable[[np.ndarray], Any], grid: np.ndarray, symbol: str) -> np.ndarray:
+    """``fn`` on the grid; refused where no value is finite, or every finite one is below the smallest
+    normal double (a throughput that underflows to 0 everywhere has no shape or maximum to read)."""
     vals = np.broadcast_to(np.asarray(fn(grid), dtype=float), grid.shape)
-    if not np.isfinite(vals).any():
+    where = f"{symbol} in [{_fmt(grid[0])}, {_fmt(grid[-1])}]"
+    finite = np.isfinite(vals)
+    if not finite.any():
+        raise NotRepresentable(f"the throughput is not finite at any {where}")
+    if np.all(np.abs(vals[finite]) < np.finfo(float).tiny):
         raise NotRepresentable(
-            f"the throughput is not finite at any {symbol} in [{_fmt(grid[0])}, {_fmt(grid[-1])}]"
+            f"the throughput is 0 (or below 2.2e-308, the smallest normal double) at every {where} "
+            "evaluated: it underflows there, so its shape and maximum cannot be read; search an interval "
+            "where it is representable"
         )
     return vals
 
@@ -172,6 +190,7 @@ def integer_search(fn: Callable[[np.ndarray], Any], symbol: str, lower: int, upp
     >>> integer_search(lambda n: -abs(n - 7.0), "n", 1, 20).argmax
     7
     """
+    symbol = _checked(fn, symbol)
     lower = _checks.integer("lower", lower, minimum=-(2**53))
     upper = _checks.integer("upper", upper, minimum=lower + 1)
     if upper - lower + 1 > MAX_GRID:
@@ -200,7 +219,10 @@ def continuous_search(
 
     The grid is log-spaced when ``upper / lower > 100`` (with ``lower = 0``
     kept as the first point and the rest log-spaced from ``upper * 1e-9``),
-    else linear.
+    else linear. ``points`` is an integer from 3 (both ends and one point
+    between: fewer has no interior, and with ``lower = 0`` two points did not
+    reach ``upper``) to :data:`MAX_GRID` (the grid and its values are held at
+    once, as :func:`integer_search`'s).
 
     Examples
     --------
@@ -210,6 +232,8 @@ def continuous_search(
     """
     from scipy import optimize as sopt
 
+    symbol = _checked(fn, symbol)
+    points = _checks.integer("points", points, minimum=3, maximum=MAX_GRID)
     lower = _checks.real("lower", lower)
     upper = _checks.real("upper", upper)
     if not upper > lower:
