@@ -132,7 +132,7 @@ BAD = {
     "flag": [2, 0.5, 1.0, "maybe", None, [True], "784"],
     "fraction": [1.5, 2, True, "abc", None, [0.5], float("inf")],
     "name": [3, True, "nope", [1], 2.7],
-    "optimizer": [True, "nope", "Adam", 1e30, 1001, [2], None],
+    "optimizer": [True, "nope", "AdamW", 1e30, 1001, [2], None],
     "rate": [True, 1e-300, "abc", None, [1]],
     "factor": [True, 0, 0.0, "1.5", "abc", None, [1.25], float("inf"), 1e30, 10**30],
 }
@@ -144,7 +144,7 @@ ACCEPTED = {
     ("ShardedDataParallel", "prefetch"): [(0, False), (np.True_, True), ("off", False)],
     ("CompressedAllReduce", "compress_time"): [("1ns", 1e-9), (MAX_SECONDS, MAX_SECONDS)],
     ("ShardedDataParallel", "activation_bytes"): [("1MB", 1e6), (MAX_BYTES, MAX_BYTES), (2.5, 2.5)],
-    ("ShardedDataParallel", "optimizer"): [(6, 6), ("sgd", "sgd")],
+    ("ShardedDataParallel", "optimizer"): [(6, 6), ("sgd", "sgd"), (" Adam ", "adam")],  # names: any case, kept as listed
     ("HybridParallel", "tp_overlap"): [
         (0, False),
         ("off", False),
@@ -152,6 +152,8 @@ ACCEPTED = {
         ("backward", True),  # a synonym of True
         ("ALL", "all"),  # Transformer Engine's overlap of every TP collective (needs sequence_parallel)
     ],
+    ("Pipeline", "optimizer"): [(" Momentum", "momentum"), (1.5, 1.5)],
+    ("HybridParallel", "optimizer"): [("ADAM", "adam")],
     ("HybridParallel", "zero_overlap"): [(0, False), ("off", False), (np.False_, False)],
 }
 

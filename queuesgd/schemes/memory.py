@@ -46,6 +46,7 @@ __all__ = [
     "check_optimizer",
     "ddp_memory",
     "default_unit_count",
+    "optimizer_field",
     "optimizer_state_bytes",
     "profiled_memory",
 ]
@@ -85,6 +86,21 @@ def check_optimizer(field: str, value: Any) -> float:
         return float(_checks.positive(field, value, allow_zero=True, maximum=MAX_OPTIMIZER_STATE))
     except InvalidParameterError:
         raise UnknownNameError(field, value, OPTIMIZER_STATE, also=f"(any case) {also}") from None
+
+
+def optimizer_field(field: str, value: Any) -> Any:
+    """A scheme's ``optimizer`` field as kept: a name as listed in :data:`OPTIMIZER_STATE`, a number as given.
+
+    Checked by :func:`check_optimizer`; a name in any case is kept as the listed one, so that
+    the field reads the same however it was spelled.
+
+    Examples
+    --------
+    >>> optimizer_field("o", " ADAM "), optimizer_field("o", 6)
+    ('adam', 6)
+    """
+    check_optimizer(field, value)
+    return name_choice(field, value, OPTIMIZER_STATE) if isinstance(value, str) else value
 
 
 def default_unit_count(parameter_bytes: float) -> int:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from queuesgd.errors import InvalidParameterError
 from queuesgd.name_checks import name_choice
-from queuesgd.schemes.memory import OPTIMIZER_STATE, check_optimizer
+from queuesgd.schemes.memory import optimizer_field
 from queuesgd.schemes.parallel.megatron import RECOMPUTE, SCHEDULES
 
 if TYPE_CHECKING:
@@ -62,9 +62,7 @@ def check_names(scheme: HybridParallel) -> None:
     set_ = object.__setattr__
     set_(scheme, "schedule", name_choice(f"{N}.schedule", scheme.schedule, SCHEDULES))
     set_(scheme, "recompute", name_choice(f"{N}.recompute", scheme.recompute, RECOMPUTE))
-    check_optimizer(f"{N}.optimizer", scheme.optimizer)
-    if isinstance(scheme.optimizer, str):
-        set_(scheme, "optimizer", name_choice(f"{N}.optimizer", scheme.optimizer, OPTIMIZER_STATE))
+    set_(scheme, "optimizer", optimizer_field(f"{N}.optimizer", scheme.optimizer))
 
 
 def check_schedule(scheme: HybridParallel) -> None:

@@ -104,7 +104,7 @@ from queuesgd import _checks
 from queuesgd.dag import TaskGraph
 from queuesgd.errors import InvalidParameterError, UnknownNameError
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
-from queuesgd.schemes.memory import Memory, check_optimizer
+from queuesgd.schemes.memory import Memory, check_optimizer, optimizer_field
 from queuesgd.schemes.parallel import pipeline_closed, pipeline_fine
 from queuesgd.schemes.parallel.pipeline_closed import closed_form_condition, rendezvous_two_stages
 from queuesgd.schemes.parallel.pipeline_formula import pipeline_formula
@@ -295,7 +295,7 @@ class Pipeline(Scheme):
                 tuple(_bytes_value(f"Pipeline.activation_bytes[{i}]", a) for i, a in enumerate(act)),
             )
         set_(self, "stash_bytes", _bytes_value("Pipeline.stash_bytes", self.stash_bytes))
-        check_optimizer("Pipeline.optimizer", self.optimizer)
+        set_(self, "optimizer", optimizer_field("Pipeline.optimizer", self.optimizer))
         dp = self.data_parallel
         if not isinstance(dp, str) or dp not in DATA_PARALLEL:
             raise UnknownNameError("Pipeline.data_parallel", dp, DATA_PARALLEL)

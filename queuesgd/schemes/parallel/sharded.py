@@ -113,7 +113,7 @@ from queuesgd import _checks
 from queuesgd.dag import TaskGraph
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.base import BatchSolution, Scheme, SchemeSolution
-from queuesgd.schemes.memory import Memory, check_optimizer
+from queuesgd.schemes.memory import Memory, check_optimizer, optimizer_field
 from queuesgd.schemes.parallel import sharded_closed, sharded_fine
 from queuesgd.schemes.parallel.sharded_formula import sharded_formula
 from queuesgd.schemes.parallel.sharded_graph import (
@@ -285,7 +285,7 @@ class ShardedDataParallel(Scheme):
         set_(self, "prefetch", _checks.boolean(f"{name}.prefetch", self.prefetch))
         set_(self, "overlap", _checks.boolean(f"{name}.overlap", self.overlap))
         set_(self, "units", _units_field(f"{name}.units", self.units))
-        check_optimizer(f"{name}.optimizer", self.optimizer)
+        set_(self, "optimizer", optimizer_field(f"{name}.optimizer", self.optimizer))
         set_(self, "activation_bytes", _checks.size(f"{name}.activation_bytes", self.activation_bytes))
 
     # ---- model pieces --------------------------------------------------------------------------
