@@ -178,7 +178,12 @@ class HybridParallel(Scheme):
     hidden_bytes : float or str
         ``A`` without a shape: bytes of one micro-batch's hidden states (``b s h`` x 2).
     optimizer : str or float
-        Optimizer state per byte of parameters (default 6: ZeRO's ``K = 12``).
+        Bytes of optimizer state per byte of parameters, the parameters counted as the workload
+        holds them (16-bit with a shape: 2 bytes each). The default, 6, is ZeRO's mixed-precision
+        Adam, ``K = 12`` bytes per parameter (an fp32 master copy and two fp32 moments) over 2 bytes
+        per 16-bit parameter. A name is :data:`~queuesgd.schemes.memory.OPTIMIZER_STATE`'s factor:
+        ``"adam"`` is 2 (two moments the size of the parameters, no master copy: 4 bytes per
+        16-bit parameter, a third of the default), ``"momentum"`` 1, ``"sgd"`` 0.
     compute_model : ComputeModel or None
         Kernel times by shape (needs ``shape``): one micro-batch's compute from the layer's
         products at their GEMM efficiency on ``t`` ranks instead of ``C / (t p)``.
