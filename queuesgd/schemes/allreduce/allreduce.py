@@ -118,14 +118,42 @@ class _AllReduce(FineGrained, BarrierScheme):
 class RingAllReduce(_AllReduce):
     """Synchronous SGD with a ring all-reduce: ``E[max] + 2(n-1)/n S/B + 2(n-1) alpha + u``.
 
-    ``overlap_efficiency`` (``eta``, fine road, with ``overlap=True``): the
-    share of the communication's overlap with the backward pass that is
-    realized. Where the workers' cores also run the collective (gloo on
-    shared CPUs), communicating slows the computation it overlaps, and the
-    step is ``eta`` of the way from the serial step (``overlap=False``) to
-    the fully overlapped one: ``T = eta T_overlap + (1 - eta) T_serial``. 1
-    (the default) is full overlap; a measured value comes from
-    :func:`queuesgd.harness.overlap.measure_overlap`.
+    Parameters
+    ----------
+    overlap : bool
+        Fine and coarse roads: a message's collective starts as soon as its
+        last gradient is ready (wait-free back-propagation; default True);
+        False: after the whole backward pass.
+    fusion : {"threshold", "ddp"}
+        How the fine and coarse roads pack gradients into messages:
+        ``"threshold"`` (the default; Horovod's fusion buffer, the two
+        thresholds below) or ``"ddp"`` (PyTorch DDP's buckets,
+        :func:`~queuesgd.schemes.fine.ddp_buckets.ddp_buckets`).
+    fusion_bytes, fusion_time : float, str or None
+        ``fusion="threshold"``: flush a fused message once it holds this many
+        bytes (default ``"64MiB"``) or this much backward computation (default
+        ``"5ms"``; :func:`~queuesgd.schemes.fine.fine.fuse`); ``None`` disables
+        a threshold, both ``None``: one message per tensor.
+    bucket_cap, first_bucket : float, str or None
+        ``fusion="ddp"``: DDP's bucket limit (``bucket_cap_mb``, default
+        ``"25MiB"``) and its first bucket's (default ``"1MiB"``; ``None``: the
+        same as ``bucket_cap``; see
+        :class:`~queuesgd.schemes.fine.finegrained.FineGrained`).
+    overlap_efficiency : float
+        ``eta``, fine road, with ``overlap=True``: the share of the
+        communication's overlap with the backward pass that is realized.
+        Where the workers' cores also run the collective (gloo on shared
+        CPUs), communicating slows the computation it overlaps, and the step
+        is ``eta`` of the way from the serial step (``overlap=False``) to the
+        fully overlapped one: ``T = eta T_overlap + (1 - eta) T_serial``. 1
+        (the default) is full overlap; a measured value comes from
+        :func:`queuesgd.harness.overlap.measure_overlap`.
+
+    Notes
+    -----
+    The closed form, ``ctmc`` and ``simulate`` are the phase model (no
+    overlap, one all-reduce of the whole gradient) and ignore every
+    parameter above; ``coarse`` reads all of them but ``overlap_efficiency``.
 
     Examples
     --------
@@ -219,6 +247,23 @@ class RingAllReduce(_AllReduce):
 class TreeAllReduce(_AllReduce):
     """Synchronous SGD with a binary-tree all-reduce: ``E[max] + 2 ceil(log2 n) (alpha + S/B) + u``.
 
+    Parameters
+    ----------
+    overlap : bool
+        Wait-free back-propagation in the fine and coarse roads, as
+        :class:`~queuesgd.RingAllReduce`'s.
+    fusion : {"threshold", "ddp"}
+        The fusion policy of the fine and coarse roads, as :class:`~queuesgd.RingAllReduce`'s.
+    fusion_bytes, fusion_time : float, str or None
+        ``fusion="threshold"``'s thresholds, as :class:`~queuesgd.RingAllReduce`'s.
+    bucket_cap, first_bucket : float, str or None
+        ``fusion="ddp"``'s bucket limits, as :class:`~queuesgd.RingAllReduce`'s.
+
+    Notes
+    -----
+    The closed form, ``ctmc`` and ``simulate`` ignore these parameters (the
+    phase model, no overlap, one message).
+
     Examples
     --------
     >>> from queuesgd import Workload, Cluster, predict
@@ -249,16 +294,27 @@ class HierarchicalAllReduce(_AllReduce):
     Parameters
     ----------
     per_node : int
-        Workers per node (``g``); the number of workers must be a multiple.
+        Workers per node (``g``, default 8); the number of workers must be a multiple.
     intra_bandwidth : float or str
         Bandwidth between the workers of one node (``"100Gbit/s"``, NVLink or
-        PCIe), bytes/s.
+        PCIe), bytes/s (default ``"100Gbit/s"``).
     intra_latency : float or str
-        One-way latency inside a node, seconds.
+        One-way latency inside a node, seconds (default 0).
+    overlap : bool
+        Wait-free back-propagation in the fine and coarse roads, as
+        :class:`~queuesgd.RingAllReduce`'s.
+    fusion : {"threshold", "ddp"}
+        The fusion policy of the fine and coarse roads, as :class:`~queuesgd.RingAllReduce`'s.
+    fusion_bytes, fusion_time : float, str or None
+        ``fusion="threshold"``'s thresholds, as :class:`~queuesgd.RingAllReduce`'s.
+    bucket_cap, first_bucket : float, str or None
+        ``fusion="ddp"``'s bucket limits, as :class:`~queuesgd.RingAllReduce`'s.
 
     Notes
     -----
-    The iteration time is ``E[max] + 2(g-1)/g S/B_intra + 2(g-1) alpha_intra
+    Every road reads ``per_node``, ``intra_bandwidth`` and ``intra_latency``;
+    the fusion parameters, the fine and coarse roads only. The iteration
+    time is ``E[max] + 2(g-1)/g S/B_intra + 2(g-1) alpha_intra
     + 2(r-1)/r S/B + 2(r-1) alpha + u`` with ``r = n / g`` nodes (see
     :func:`~queuesgd.schemes.costs.hierarchical_allreduce`).
 

@@ -96,6 +96,23 @@ class AsyncPS(Scheme):
     * Per-worker speed factors split the workers into classes by speed; the
       model is then solved by the exact multi-class recursion.
 
+    Parameters
+    ----------
+    service : {"exponential", "deterministic"}
+        Law of the PS's transfer and update times: ``"exponential"`` (the
+        default; the product-form network that MVA and the CTMC solve
+        exactly) or ``"deterministic"`` (fixed ``bytes / bandwidth``, as a
+        real link serves a message; only ``"simulate"`` represents it).
+    duplex : float
+        Share of its rate each direction of the PS's link keeps while the
+        other direction transmits too, ``0 < duplex <= 1``: 1 (the default)
+        is a full-duplex link (the pushes and the replies never slow each
+        other); below 1 a push and a reply in flight at once both progress at
+        ``duplex`` of the rate (the PS host's network stack and
+        acknowledgements share the link; measure it, e.g. with
+        :func:`queuesgd.harness.calibrate.calibrate_duplex`). Only
+        ``"simulate"`` represents it.
+
     Examples
     --------
     >>> from queuesgd import AsyncPS, Workload, Cluster
@@ -107,16 +124,7 @@ class AsyncPS(Scheme):
 
     key: ClassVar[str] = "async-ps"
 
-    #: Law of the PS's transfer and update times: ``"exponential"`` (the product-form network that
-    #: MVA and the CTMC solve exactly) or ``"deterministic"`` (fixed ``bytes / bandwidth``, as a real
-    #: link serves a message; only ``"simulate"`` represents it).
-    service: str = "exponential"
-
-    #: Share of its rate each direction of the PS's link keeps while the other direction transmits
-    #: too: 1 is a full-duplex link (the pushes and the replies never slow each other); below 1 a
-    #: push and a reply in flight at once both progress at ``duplex`` of the rate (the PS host's
-    #: network stack and acknowledgements share the link; measure it, e.g. with
-    #: :func:`queuesgd.harness.calibrate.calibrate_duplex`). Only ``"simulate"`` represents it.
+    service: str = "exponential"  # the class docstring's Parameters say what each field means
     duplex: float = 1.0
 
     def __post_init__(self) -> None:
