@@ -144,7 +144,7 @@ ACCEPTED = {
     ("ShardedDataParallel", "prefetch"): [(0, False), (np.True_, True), ("off", False)],
     ("CompressedAllReduce", "compress_time"): [("1ns", 1e-9), (MAX_SECONDS, MAX_SECONDS)],
     ("ShardedDataParallel", "activation_bytes"): [("1MB", 1e6), (MAX_BYTES, MAX_BYTES), (2.5, 2.5)],
-    ("ShardedDataParallel", "optimizer"): [(6, 6), ("sgd", "sgd"), (" Adam ", "adam")],  # names: any case, kept as listed
+    ("ShardedDataParallel", "optimizer"): [(6, 6), ("sgd", "sgd"), (" Adam ", "adam")],  # any case
     ("HybridParallel", "tp_overlap"): [
         (0, False),
         ("off", False),
