@@ -131,6 +131,10 @@ class Normal(Distribution):
     def _sf(self, x):
         return special.ndtr((self._mean - x) / self._std)
 
+    @property
+    def lower_bound(self) -> float:
+        return -math.inf
+
     def _scaled(self, factor):
         return Normal(self._mean * factor, self._std * factor)
 

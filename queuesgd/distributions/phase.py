@@ -566,7 +566,9 @@ def fit_phase_type(dist_or_mean: Distribution | Any, scv: Any = None, *, k_max: 
         # Whitt (1982): balanced means p1/mu1 = p2/mu2 = mean/2.
         root = math.sqrt((c - 1.0) / (c + 1.0))
         p2 = 1.0 / ((c + 1.0) * (1.0 + root))  # (1 - root) / 2 without its cancellation at a large scv
-        p = np.array([0.5 * (1.0 + root), p2])
+        # p1 = 1 - p2, not (1 + root) / 2: the two then sum to exactly 1 in floating point (the latter left
+        # 1 - 1.1e-16 at scv 12.04 or 1000, an atom of 1.1e-16 at 0 that the law does not have).
+        p = np.array([1.0 - p2, p2])
         return PhaseType(p, np.diag(-2.0 * p / mean))
     if c * k_max < 1.0:
         return _erlang_chain(k_max, k_max / mean, np.eye(1, k_max)[0])

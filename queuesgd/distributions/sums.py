@@ -96,6 +96,12 @@ class Shifted(Distribution):
         """Whether the shifted law's :meth:`sf` has a formula of its own."""
         return self._base.exact_sf
 
+    @property
+    def lower_bound(self) -> Any:
+        """The base law's lower bound plus the shift (``-inf`` for a shifted normal law)."""
+        low = self._base.lower_bound
+        return low if low == -math.inf else low + self._shift
+
     def _scaled(self, factor):
         return Shifted(self._base.scaled(factor), self._shift * factor)
 
@@ -216,7 +222,10 @@ def _chain(laws: list[PhaseType]) -> PhaseType:
         T[:a, :a] = out.T
         T[:a, a:] = np.outer(exit_out, nxt.alpha)
         T[a:, a:] = nxt.T
-        alpha = np.concatenate([out.alpha, (1.0 - float(np.sum(out.alpha))) * np.asarray(nxt.alpha)])
+        # The atom at 0 of the law so far starts the next one; an alpha that rounds above 1 (0.56 + 0.328 +
+        # 0.112 = 1 + 2.2e-16) has none, not a weight of -2.2e-16.
+        atom = max(0.0, 1.0 - float(np.sum(out.alpha)))
+        alpha = np.concatenate([out.alpha, atom * np.asarray(nxt.alpha)])
         out = PhaseType(alpha, T)
         exit_out = np.concatenate([np.zeros(a), nxt.exit_rates])
     return out
