@@ -43,12 +43,13 @@ import numpy as np
 from scipy import special
 
 from queuesgd import _checks
-from queuesgd.distributions import Deterministic, Distribution, Empirical, Exponential, Shifted
+from queuesgd.distributions import Deterministic, Distribution, Empirical, Exponential, Normal, Shifted
 from queuesgd.errors import AccuracyWarning, ConvergenceError, InvalidParameterError
+from queuesgd.orderstats_normal import normal_order_statistics
 from queuesgd.orderstats_numerics import (
     count_below_all,
     count_tail,
-    integrate_survival,
+    integrate_mean,
     law_tails,
 )
 
@@ -354,12 +355,13 @@ def expected_from_cdf(
     """``E[Y]`` from its CDF (vectorized), for ``Y`` with no mass below ``lo`` and most of it below ``hi``.
 
     ``E[Y] = lo + integral_lo^inf (1 - F(y)) dy`` by
-    :func:`~queuesgd.orderstats_numerics.integrate_survival`, split at ``points``
-    (atoms and kinks of ``F``) and where ``1 - F`` falls to each decade. ``1 - F``
-    rounds to 0 once ``F`` rounds to 1: the range ends where it is still above
-    1.1e-15, and the tail beyond, extrapolated, counts as error, so a tail that
-    holds more than 1e-9 of the result there raises
-    :class:`~queuesgd.errors.ConvergenceError`.
+    :func:`~queuesgd.orderstats_numerics.integrate_mean`, split at ``points``
+    (atoms and kinks of ``F``) and where ``1 - F`` falls to each decade; for
+    ``lo < 0``, ``integral_0^inf (1 - F) - integral_-inf^0 F`` (the negative part
+    from ``F`` itself). ``1 - F`` rounds to 0 once ``F`` rounds to 1: the range
+    ends where it is still above 1.1e-15, and the tail beyond, extrapolated,
+    counts as error, so a tail that holds more than 1e-9 of the result there
+    raises :class:`~queuesgd.errors.ConvergenceError`.
 
     Examples
     --------
@@ -377,10 +379,10 @@ def expected_from_cdf(
     if splits.ndim != 1 or not np.isfinite(splits).all():
         raise InvalidParameterError("points", points, accepted)
 
-    def survival(y: np.ndarray) -> np.ndarray:
-        return 1.0 - np.asarray(cdf(y), dtype=float).reshape(y.shape)
+    def at(y: np.ndarray) -> np.ndarray:
+        return np.asarray(cdf(y), dtype=float).reshape(y.shape)
 
-    return lo + float(integrate_survival(survival, lo, hi, splits.tolist(), resolution=_EPS)[0])
+    return float(integrate_mean(lambda y: 1.0 - at(y), at, lo, hi, splits.tolist(), resolution=_EPS)[0])
 
 
 def expected_order_statistic(
@@ -390,8 +392,11 @@ def expected_order_statistic(
 
     i.i.d. exponential laws use the closed form
     :func:`exponential_order_statistic`; equal deterministic laws give their
-    value; everything else integrates :func:`order_statistic_cdf` (identical
-    laws grouped, so large ``n`` costs no more than small).
+    value; i.i.d. normal laws ``mu + sigma E[Z_(k:n)]``
+    (:mod:`queuesgd.orderstats_normal`: the median of an odd ``n`` is ``mu``);
+    everything else integrates :func:`order_statistic_cdf` (identical laws
+    grouped, so large ``n`` costs no more than small), a law with mass below 0
+    as a positive and a negative part.
 
     Parameters
     ----------
@@ -423,6 +428,8 @@ def expected_order_statistic(
             return exponential_order_statistic(float(law.rate), m, k)
         if isinstance(law, Deterministic):
             return float(law.value)
+        if isinstance(law, Normal):
+            return float(normal_order_statistics(law, m, [k])[0])
     xs = _common_support(groups)
     if xs is not None:
         # Discrete laws (measured samples): the survival of the order statistic is a step function, so
@@ -432,7 +439,8 @@ def expected_order_statistic(
         return float(xs[0] + np.sum(count_tail(groups, k, _midpoints(xs)) * np.diff(xs)))
     lo, hi, pts = integration_range([law for law, _ in groups])
     survival = lambda x: count_tail(groups, k, x)  # noqa: E731
-    return lo + float(integrate_survival(survival, lo, hi, pts, resolution=_rounding(groups))[0])
+    cdf = lambda x: count_tail(groups, k, x, done=True)  # noqa: E731
+    return float(integrate_mean(survival, cdf, lo, hi, pts, resolution=_rounding(groups))[0])
 
 
 def _rounding(groups: list[tuple[Distribution, int]]) -> float:
@@ -519,22 +527,34 @@ def expected_order_statistics(
             )
         if isinstance(law, Deterministic):
             return np.full(m, float(law.value))
+        if isinstance(law, Normal):
+            return normal_order_statistics(law, m, np.arange(1, m + 1))
     xs = _common_support(groups)
     if xs is not None:
         # P(X_(k) > x) = P(count done by x < k): column k - 1 of the cumulated count pmf.
         return xs[0] + (count_below_all(groups, _midpoints(xs)) * np.diff(xs)[:, None]).sum(axis=0)
 
-    def mean_survival(x: np.ndarray) -> np.ndarray:
-        return sum(m * law_tails(law, x)[1] for law, m in groups) / total
+    def mean_tail(x: np.ndarray, side: int) -> np.ndarray:
+        return sum(m * law_tails(law, x)[side] for law, m in groups) / total
 
     # Split where the maximum's survival falls (its tail is every order statistic's tail), where the
-    # minimum's does (the lowest of them), and where the laws' average survival does (those between).
-    ladders = [lambda x, k=k: count_tail(groups, k, x) for k in (total, 1)] + [mean_survival]
+    # minimum's does (the lowest of them), and where the laws' average survival does (those between);
+    # below 0 (normal laws) where the minimum's CDF, the maximum's and the average CDF rise.
+    ladders = [lambda x, k=k: count_tail(groups, k, x) for k in (total, 1)] + [lambda x: mean_tail(x, 1)]
+    rising = [lambda x, k=k: count_tail(groups, k, x, done=True) for k in (1, total)]
     lo, hi, pts = integration_range([law for law, _ in groups])
-    value = integrate_survival(
-        lambda x: count_below_all(groups, x), lo, hi, pts, ladders, resolution=_rounding(groups), nested=True
+    value = integrate_mean(
+        lambda x: count_below_all(groups, x),
+        lambda x: count_below_all(groups, x, done=True),
+        lo,
+        hi,
+        pts,
+        ladders,
+        [*rising, lambda x: mean_tail(x, 0)],
+        resolution=_rounding(groups),
+        nested=True,
     )[0]
-    return lo + np.atleast_1d(np.asarray(value, dtype=float))
+    return np.atleast_1d(np.asarray(value, dtype=float))
 
 
 def expected_max(laws: Distribution | Sequence[Distribution], n: int | None = None) -> float:

@@ -22,7 +22,7 @@ from queuesgd import _checks
 from queuesgd.distributions import Distribution, Shifted
 from queuesgd.errors import NotRepresentable
 from queuesgd.orderstats import integration_range
-from queuesgd.orderstats_numerics import count_tail, integrate_survival, law_tails
+from queuesgd.orderstats_numerics import count_tail, integrate_mean, law_tails
 from queuesgd.schemes.barrier.kofn_sim import STRAGGLERS, Rounds
 from queuesgd.schemes.base import SchemeSolution
 from queuesgd.schemes.costs import ps_round
@@ -145,11 +145,25 @@ def static_moments(groups: list[tuple[Distribution, int]], T: float) -> tuple[fl
         _, smin, smean = survivals(x)
         return np.where(x < T, smean, smin)
 
+    def cdfs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # the CDFs themselves, for the part below 0 of a normal law (not 1 - S, which would cancel)
+        F = np.stack([law_tails(law, x)[0] for law, _ in groups])
+        done = [count_tail(groups, k, x, done=True) for k in (int(n), 1)]
+        return done[0], done[1], (m * F).sum(axis=0) / n
+
+    def cdf_d(x: np.ndarray) -> np.ndarray:
+        fmax, fmin, _ = cdfs(x)
+        return np.where(x < T, fmax, fmin)
+
+    def cdf_c(x: np.ndarray) -> np.ndarray:
+        _, fmin, fmean = cdfs(x)
+        return np.where(x < T, fmean, fmin)
+
     # D <= X_(n), so the laws' range holds D's mass whatever T is.
     lo, hi, pts = integration_range([law for law, _ in groups])
     pts = [*pts, T]
-    ED = lo + float(integrate_survival(survival_d, lo, hi, pts)[0])
-    comp = lo + float(integrate_survival(survival_c, lo, hi, pts)[0])
+    ED = float(integrate_mean(survival_d, cdf_d, lo, hi, pts)[0])
+    comp = float(integrate_mean(survival_c, cdf_c, lo, hi, pts)[0])
     FT = _cdf_matrix(groups, np.array([T]))[:, 0]
     EK = float((m[:, 0] * FT).sum() + np.prod((1.0 - FT) ** m[:, 0]))
     return ED, EK, comp
