@@ -19,6 +19,15 @@ One policy, used by the schemes' simulations, the Petri-net simulator
 - **Length.** A run needs at least :data:`MIN_PER_BATCH` iterations per batch
   (:func:`check_iterations`); each simulation's default length is stated
   in its docstring.
+- **Heavy tails.** The interval is asymptotic: the batch means must be
+  nearly normal, which needs a finite variance and enough draws for the
+  central limit theorem. Where the values' upper tail looks like a power
+  law of index below 2 (Hill's estimate, one-sided 95%), the variance may
+  be infinite and the interval covers the mean far less often than its
+  confidence says: :func:`check_tail` warns
+  (:class:`~queuesgd.errors.AccuracyWarning`). The task-graph Monte Carlo
+  checks its makespans so; the ratio intervals of the schemes' and the
+  Petri-net simulations are not checked.
 - **Cost.** Before it allocates or loops, every simulation checks its size
   (:func:`check_simulation_size`): at most :data:`MAX_SAMPLES` values held
   at once and, by the caller's estimate of an iteration's time, at most
@@ -44,12 +53,15 @@ __all__ = [
     "MAX_SIMULATION_SECONDS",
     "MIN_PER_BATCH",
     "WARMUP",
+    "TAIL_INDEX",
     "batch_means",
     "check_iterations",
     "check_simulation_size",
+    "check_tail",
     "half_width",
     "ratio_interval",
     "ratio_interval_of_runs",
+    "tail_index",
     "warmup_cut",
 ]
 
@@ -63,6 +75,11 @@ MIN_PER_BATCH = 5
 MAX_SAMPLES = 2**27
 #: Longest a simulation may run by its own estimate (iterations x the caller's seconds per iteration).
 MAX_SIMULATION_SECONDS = 300.0
+#: Tail index below which :func:`check_tail` warns: a power-law tail of index < 2 has no finite variance.
+TAIL_INDEX = 2.0
+#: Fewest values :func:`check_tail` judges: Hill's estimate from 15 values; from 10 (100 values) it called
+#: 1.1% of exponential samples heavy.
+_TAIL_MIN_VALUES = 200
 
 
 def check_simulation_size(
@@ -278,3 +295,73 @@ def ratio_interval_of_runs(
         return point, (point, point)
     half = half_width(ratios_all, confidence)
     return point, (point - half, point + half)
+
+
+def tail_index(values: np.ndarray) -> tuple[float, int]:
+    """Hill's (1975) estimate of the tail index of ``values`` above their median, and the ``k`` it used.
+
+    ``1 / mean(log(y_(i) / y_(k+1)))`` over the ``k = ceil(sqrt(n))`` largest ``y = values - median``
+    (the median makes it blind to a constant added to every value); ``inf`` where the top values are
+    equal or ``y_(k+1) <= 0``. A power law ``P(Y > y) ~ y^-alpha`` gives ``alpha`` (relative standard
+    error ``1 / sqrt(k)``); an exponential tail a value that grows with ``n`` (5 at ``n = 20,000``); a
+    lognormal tail its local slope, ``ln y / sigma^2``-like (1.2 for the maximum of 8 of sigma 3).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> alpha, k = tail_index(rng.pareto(1.5, 40_000) + 1.0)     # P(X > x) = x^-1.5, k = sqrt(40,000)
+    >>> bool(abs(alpha - 1.5) < 3 * 1.5 / np.sqrt(k)), k
+    (True, 200)
+    """
+    v = np.sort(np.asarray(values, dtype=float).ravel())
+    k = math.ceil(math.sqrt(v.size))
+    if v.size < 2 * k + 1:
+        return math.inf, k
+    top = v[-(k + 1) :] - float(np.median(v))
+    if not top[0] > 0:
+        return math.inf, k
+    logs = float(np.mean(np.log(top[1:] / top[0])))
+    return (1.0 / logs if logs > 0 else math.inf), k
+
+
+def check_tail(values: np.ndarray, what: str) -> None:
+    """Warn where the interval of the mean of ``values`` cannot be trusted: a tail too heavy for the CLT.
+
+    :func:`tail_index` below :data:`TAIL_INDEX` even at the upper end of its one-sided 95% band
+    (``alpha (1 + 1.645 / sqrt(k)) < 2``): the values look like a law with no finite variance, and a
+    Student-t interval on their batch means, asymptotic, covers the mean far less often than 95% (the
+    maximum of 8 lognormal durations of sigma 3: 163 of 200 at 20,000 iterations, 37 of them wholly
+    below the mean). Fewer than 200 values are not judged. Measured (2,000 runs of 200 and 1,000 values,
+    500 of 10,000, 300 of 20,000): never for exponential, normal or uniform laws, or the maximum of 8
+    gamma laws of shape 0.2; for the maximum of 8 lognormals of sigma 3 in 94% of runs of 200 values,
+    98.7% of 1,000, every run from 10,000; of sigma 2 in 37-61% (their intervals cover 85-95%); for a
+    gamma law of shape 0.05 (scv 20) in 97% of runs of 200 values and 67% of 1,000, where its interval
+    covers 90% and 94%, none from 10,000.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> rng = np.random.default_rng(0)
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     check_tail(rng.exponential(size=10_000), "exponential")
+    ...     check_tail(rng.pareto(1.2, 10_000), "Pareto(1.2)")
+    >>> [str(w.message).split(":")[0] for w in seen]
+    ['Pareto(1.2)']
+    """
+    from queuesgd.errors import AccuracyWarning, warn_user
+
+    v = np.asarray(values, dtype=float).ravel()
+    if v.size < _TAIL_MIN_VALUES:
+        return
+    alpha, k = tail_index(v)
+    upper = alpha * (1.0 + 1.645 / math.sqrt(k))
+    if upper < TAIL_INDEX:
+        warn_user(
+            f"{what}: the upper tail of the {v.size:,} values looks like a power law of index "
+            f"{alpha:.2g} (Hill's estimate from the top {k}; at most {upper:.2g} at 95%), below "
+            f"{TAIL_INDEX:g}, as if the variance were infinite: the 95% interval of the mean is "
+            "asymptotic and may cover it far less often (and lie wholly below it); more iterations "
+            "narrow it only slowly",
+            AccuracyWarning,
+        )

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from queuesgd import _checks
-from queuesgd.batchmeans import batch_means, check_simulation_size
+from queuesgd.batchmeans import batch_means, check_simulation_size, check_tail
 from queuesgd.dag import _evaluate
 from queuesgd.dag.graph import TaskGraph, check_graph, check_law
 from queuesgd.dag.maxplus import group_totals
@@ -86,7 +86,10 @@ class Simulation:
         95% confidence interval of the mean: the Student-t interval of
         :data:`~queuesgd.batchmeans.BATCHES` batch means
         (:func:`queuesgd.batchmeans.batch_means`; with fewer iterations, one
-        per batch); ``(-inf, inf)`` for one iteration.
+        per batch); ``(-inf, inf)`` for one iteration. Asymptotic: a
+        makespan with a tail too heavy for it gets an
+        :class:`~queuesgd.errors.AccuracyWarning`
+        (:func:`queuesgd.batchmeans.check_tail`).
     mean_start, mean_finish : numpy.ndarray
         Mean start and finish time of every task, shape (T,).
     task_share : mapping
@@ -237,6 +240,12 @@ def simulate(
     e.g. a Normal law with mean >= 6 std) is accepted; its rare negative draws
     are clipped at 0.
 
+    The interval is asymptotic (central limit theorem). Where the makespans'
+    upper tail looks like a power law of index below 2
+    (:func:`~queuesgd.batchmeans.check_tail`), it warns
+    (:class:`~queuesgd.errors.AccuracyWarning`): the maximum of 8 lognormal
+    tasks of sigma 3 covered its mean in 163 of 200 runs of 20,000 iterations.
+
     Examples
     --------
     >>> from queuesgd.dag import Task, TaskGraph, simulate
@@ -280,8 +289,10 @@ def simulate(
         if critical:
             flat = np.flatnonzero(ev.on_path[:T])  # much faster than a 2-D nonzero
             sum_path += np.bincount(flat // (r1 - r0), weights=D.ravel()[flat], minlength=T)
-    # Iterations are independent replications: no warm-up, batch means over all of them.
+    # Iterations are independent replications: no warm-up, batch means over all of them. The interval is
+    # asymptotic: a makespan whose tail looks too heavy for the central limit theorem is said so.
     mean, interval = batch_means(makespans)
+    check_tail(makespans, f"simulate(iterations={n:,})")
     total = float(makespans.sum())
     task_share: dict[str, float] = {}
     group_share: dict[str, float] = {}
