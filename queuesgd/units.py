@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import sys
 from typing import Any
 
 from queuesgd.errors import UnitError
@@ -44,6 +45,7 @@ from queuesgd.errors import UnitError
 __all__ = [
     "MAX_BYTES",
     "MAX_SECONDS",
+    "OVER_MAX_BYTES",
     "parse_bytes",
     "parse_seconds",
     "parse_bandwidth",
@@ -75,7 +77,9 @@ _TIME_UNITS: dict[str, tuple[float, float]] = {
     **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), (3600.0, 1.0)),
 }
 
-_NUMBER = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*?)\s*$")
+# ASCII digits only: int() and float() read the other scripts' digits too ("\uff13" is 3), which no
+# command line or file of queuesgd's means (a full-width 3 passed every check as 3 B/s).
+_NUMBER = re.compile(r"^\s*([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*(.*?)\s*$")
 
 _ACCEPTED_BYTES = (
     "a finite number of bytes >= 0, or a string such as '100MB', '64MiB', '1.5 GB', '8Mbit', '512KiB', '1B' "
@@ -105,6 +109,8 @@ def _split(value: Any, field: str, accepted: str) -> tuple[float, str] | float:
         return abs(f)  # -0.0 is 0
     if not isinstance(value, str):
         raise UnitError(field, value, accepted)
+    if any(ch.isdigit() and not ch.isascii() for ch in value):
+        raise UnitError(field, value, f"digits 0-9 (ASCII) only; {accepted}")
     match = _NUMBER.match(value)
     if match is None:
         raise UnitError(field, value, accepted)
@@ -264,43 +270,84 @@ def parse_bandwidth(value: Any, field: str = "bandwidth") -> float:
 
 
 def _check_format_input(value: Any, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-        raise UnitError(field, value, "a finite number >= 0")
-    f = float(value)
-    if f < 0:
-        raise UnitError(field, value, "a finite number >= 0")
-    return f
+    """``value`` as a float if it is a finite number >= 0 (``10**400``, past the float range, is not)."""
+    accepted = "a finite number >= 0"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise UnitError(field, value, accepted)
+    try:
+        f = float(value)
+    except (OverflowError, ValueError):  # an int beyond the float range (10**400)
+        raise UnitError(field, value, accepted) from None
+    if not math.isfinite(f) or f < 0:
+        raise UnitError(field, value, accepted)
+    return abs(f)  # -0.0 is 0
 
 
-def _format_scaled(value: float, steps: list[tuple[float, str]]) -> str:
-    """Format ``value`` with the largest unit of ``steps`` (ascending) it reaches, 4 significant digits."""
+def _format_scaled(value: float, steps: list[tuple[float, str]], limit: float = sys.float_info.max) -> str:
+    """Format ``value`` with the largest unit of ``steps`` (ascending) it reaches, 4 significant digits.
+
+    ``steps`` holds each unit's worth in the base unit of ``value``. A value
+    at most ``limit`` whose 4 digits round past it (1152.95 PB, over 1 EiB;
+    1.798e+308 s, past the largest float) gets as many more digits as keep
+    it within, so that its parser takes it.
+    """
     index = max([0] + [i for i, (scale, _) in enumerate(steps) if value >= scale])
     text = f"{value / steps[index][0]:.4g}"
     # Rounding can reach the next unit (999.96 kB -> "1000 kB"): move up instead.
     if float(text) >= 1000 and index + 1 < len(steps):
         index += 1
         text = f"{value / steps[index][0]:.4g}"
+    digits = 4
+    while float(text) * steps[index][0] > limit and digits < 17:
+        digits += 1
+        text = f"{value / steps[index][0]:.{digits}g}"
     return f"{text} {steps[index][1]}"
 
 
 _BYTE_STEPS = [(1.0, "B"), (1e3, "kB"), (1e6, "MB"), (1e9, "GB"), (1e12, "TB"), (1e15, "PB")]
-_BIT_STEPS = [(1.0, "bit/s"), (1e3, "kbit/s"), (1e6, "Mbit/s"), (1e9, "Gbit/s"), (1e12, "Tbit/s")]
+# Bits per second, each unit's worth in bytes per second (a bit is 1/8 byte): a bandwidth is divided,
+# never multiplied by 8, so that the largest float (1.8e308 B/s) prints as it is, not as "inf".
+_BIT_STEPS = [
+    (0.125, "bit/s"),
+    (125.0, "kbit/s"),
+    (1.25e5, "Mbit/s"),
+    (1.25e8, "Gbit/s"),
+    (1.25e11, "Tbit/s"),
+]
 _TIME_STEPS = [(1e-9, "ns"), (1e-6, "us"), (1e-3, "ms"), (1.0, "s")]
+
+#: What :func:`format_bytes` prints for a size above :data:`MAX_BYTES`, which no parser takes.
+OVER_MAX_BYTES = "more than 1 EiB"
 
 
 def format_bytes(n: float) -> str:
     """Format a number of bytes with an SI prefix and 4 significant digits.
 
+    :func:`parse_bytes` reads the text back to within 5e-4 of ``n`` for every
+    size it accepts (at most :data:`MAX_BYTES`, 1 EiB; the few sizes whose 4
+    digits would round past 1 EiB get more). A larger size is printed as
+    :data:`OVER_MAX_BYTES`, the limit it passed, not as a number no parser
+    takes. Not a finite number >= 0 (``nan``, ``10**400``): ``UnitError``.
+
     Examples
     --------
     >>> format_bytes(102.2e6), format_bytes(512), format_bytes(0)
     ('102.2 MB', '512 B', '0 B')
+    >>> format_bytes(2**60), format_bytes(2**61)
+    ('1152.9 PB', 'more than 1 EiB')
     """
-    return _format_scaled(_check_format_input(n, "bytes"), _BYTE_STEPS)
+    value = _check_format_input(n, "bytes")
+    if value > MAX_BYTES:
+        return OVER_MAX_BYTES
+    return _format_scaled(value, _BYTE_STEPS, MAX_BYTES)
 
 
 def format_seconds(s: float) -> str:
     """Format a duration in seconds as ns, us, ms or s with 4 significant digits.
+
+    Every finite duration >= 0 is printed (:func:`parse_seconds` has no upper
+    bound either) and reads back to within 5e-4 (the largest floats with more
+    digits: ``1.798e+308`` would be past the float range).
 
     Examples
     --------
@@ -313,10 +360,12 @@ def format_seconds(s: float) -> str:
 def format_bandwidth(bytes_per_second: float) -> str:
     """Format a bandwidth given in bytes per second as bits per second (network convention).
 
+    Every finite bandwidth >= 0 is printed, up to the largest float
+    (:func:`parse_bandwidth` takes them all) and reads back to within 5e-4.
+
     Examples
     --------
-    >>> format_bandwidth(1.25e9), format_bandwidth(12.5e6)
-    ('10 Gbit/s', '100 Mbit/s')
+    >>> format_bandwidth(1.25e9), format_bandwidth(12.5e6), format_bandwidth(1.7e308)
+    ('10 Gbit/s', '100 Mbit/s', '1.36e+297 Tbit/s')
     """
-    bits = 8 * _check_format_input(bytes_per_second, "bytes_per_second")
-    return _format_scaled(bits, _BIT_STEPS)
+    return _format_scaled(_check_format_input(bytes_per_second, "bytes_per_second"), _BIT_STEPS)
