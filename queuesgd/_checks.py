@@ -20,6 +20,7 @@ import numpy as np
 
 from queuesgd import units
 from queuesgd.errors import InvalidParameterError, UnknownNameError
+from queuesgd.sequence_checks import one_dimensional
 
 
 def is_symbolic(value: Any) -> bool:
@@ -256,8 +257,7 @@ def integers(
     unordered = (str, bytes, bytearray, Mapping, set, frozenset)
     if value is None or isinstance(value, unordered) or not isinstance(value, Iterable):
         raise InvalidParameterError(field, value, accepted)
-    if isinstance(value, np.ndarray) and value.ndim != 1:  # a 0-d array is Iterable but not iterable
-        raise InvalidParameterError(field, value, f"{accepted} (one-dimensional)")
+    one_dimensional(field, value, accepted)  # a 0-d array is Iterable but not iterable
     items = []
     for i, item in enumerate(value):
         if i == max_items:

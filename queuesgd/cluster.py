@@ -22,6 +22,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.busbw import MIN_BANDWIDTH, CollectiveTables, bandwidth_value
 from queuesgd.errors import InvalidParameterError
+from queuesgd.sequence_checks import items
 
 __all__ = [
     "Cluster",
@@ -273,11 +274,7 @@ class Cluster:
             set_(self, field, check(f"Cluster.{field}", getattr(self, field)))
         set_(self, "ps_shards", _bounded_int("Cluster.ps_shards", self.ps_shards, MAX_PS_SHARDS))
         if self.speeds is not None:
-            speeds = self.speeds
-            if isinstance(speeds, (str, bytes)) or not isinstance(speeds, (Sequence, np.ndarray)):
-                raise InvalidParameterError(
-                    "Cluster.speeds", speeds, "a sequence of speed factors > 0, or None"
-                )
+            speeds = items("Cluster.speeds", self.speeds, "a sequence of speed factors > 0, or None")
             speeds = tuple(_checks.positive(f"Cluster.speeds[{i}]", s) for i, s in enumerate(speeds))
             if len(speeds) != self.workers:
                 raise InvalidParameterError(

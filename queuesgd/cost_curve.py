@@ -13,14 +13,15 @@ Examples
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from queuesgd import _checks
 from queuesgd.catalog_files import load_vector_add_curve
 from queuesgd.errors import InvalidParameterError
+from queuesgd.sequence_checks import items
 from queuesgd.units import parse_bytes, parse_seconds
 
 __all__ = ["CostCurve", "byte_sizes"]
@@ -124,7 +125,8 @@ def byte_sizes(nbytes: Any) -> np.ndarray:
     """``nbytes`` (a number, a unit string or an array) as a float array of finite sizes >= 0.
 
     Raises :class:`~queuesgd.errors.InvalidParameterError` (field ``nbytes``)
-    for anything else.
+    for anything else: NaN, a negative size, a bool, a string in a list, an
+    integer beyond the float range (``10**400``).
 
     Examples
     --------
@@ -133,16 +135,11 @@ def byte_sizes(nbytes: Any) -> np.ndarray:
     """
     if isinstance(nbytes, str):
         nbytes = parse_bytes(nbytes, "nbytes")
-    try:
-        x = np.asarray(nbytes, dtype=float)
-    except (TypeError, ValueError):
-        raise InvalidParameterError("nbytes", nbytes, "finite sizes in bytes >= 0") from None
+    x = _checks.reals("nbytes", nbytes, accepted="finite sizes in bytes >= 0")  # 10**400, True: refused
     if np.any(~np.isfinite(x)) or np.any(x < 0):
         raise InvalidParameterError("nbytes", nbytes, "finite sizes in bytes >= 0")
     return x
 
 
 def _float_tuple(field_name: str, value: Any, accepted: str, parse: Any) -> tuple[float, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
-        raise InvalidParameterError(field_name, value, accepted)
-    return tuple(parse(v, f"{field_name}[{i}]") for i, v in enumerate(value))
+    return tuple(parse(v, f"{field_name}[{i}]") for i, v in enumerate(items(field_name, value, accepted)))

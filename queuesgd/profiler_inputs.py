@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from queuesgd.errors import InvalidParameterError, QueuesgdError
+from queuesgd.sequence_checks import items
 from queuesgd.units import format_bytes
 
 __all__ = [
@@ -80,9 +81,7 @@ def batch_shape(input_shape: Any, batch_size: int, free: int | None, dev: Any) -
     queuesgd.errors.InvalidParameterError: batch_size: got 'batch_size 10000000 x input_shape (784,) ...
     """
     accepted = "a tuple of positive integers, e.g. (3, 32, 32) (or inputs= for other batches)"
-    if input_shape is None or isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__iter__"):
-        raise InvalidParameterError("input_shape", input_shape, accepted)
-    shape = tuple(input_shape)
+    shape = tuple(items("input_shape", input_shape, accepted))  # np.array(3): refused, not a TypeError
     if not shape or not all(
         isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 1 for d in shape
     ):

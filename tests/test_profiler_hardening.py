@@ -425,6 +425,15 @@ def test_input_shape_is_positive_integers_in_a_sequence(shape):
         profile(torch.nn.Linear(8, 2), batch_size=2, input_shape=shape)
 
 
+def test_a_zero_dimensional_array_is_no_input_shape():
+    # fuzz audit F3: np.array(8) passed as iterable and raised "TypeError: iteration over a 0-d array"
+    import numpy as np
+
+    said = r"^input_shape: got array\(8\); accepted: .*one-dimensional"
+    with pytest.raises(InvalidParameterError, match=said):
+        profile(torch.nn.Linear(8, 2), batch_size=2, input_shape=np.array(8))
+
+
 def test_input_shape_accepts_numpy_integers():
     import numpy as np
 
