@@ -327,16 +327,13 @@ def compare(
     (256.0, 190)
     """
     from queuesgd import _checks
-    from queuesgd.rng import as_generator
+    from queuesgd.run_options import run_options
 
     # every argument is checked before the log is read or anything is predicted
     method = _checks.name("method", method)
     if warmup is not None:
         warmup = _checks.integer("warmup", warmup, minimum=0)
-    if iterations is not None:
-        iterations = _checks.integer("iterations", iterations)
-    if rng is not None:
-        as_generator(rng)
+    rng, iterations = run_options(rng, iterations)
     if workers is not None:
         workers = _checks.integer("workers", workers)
     if batch_size is not None:

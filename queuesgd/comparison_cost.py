@@ -17,8 +17,11 @@ queuesgd.errors.InvalidParameterError: max_seconds: got 30.0; accepted: at least
 
 from __future__ import annotations
 
+from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
+from queuesgd.prediction_inputs import prediction_inputs
 from queuesgd.schemes.base import Scheme
+from queuesgd.sequence_checks import items
 from queuesgd.workload import Cluster, Workload
 
 __all__ = [
@@ -61,7 +64,14 @@ def prediction_seconds(
     >>> twice = 2 * q.SyncPS.simulation_iterations
     >>> prediction_seconds(q.SyncPS(), w, q.Cluster(4, "1Gbit/s"), "simulate", twice)
     4.0
+
+    The arguments are checked as :func:`~queuesgd.predict` checks them
+    (:func:`~queuesgd.prediction_inputs.prediction_inputs`): ``iterations=-1`` is refused, not
+    estimated as a negative time.
     """
+    scheme, workload, cluster, method, _, iterations = prediction_inputs(
+        scheme, workload, cluster, method, None, iterations
+    )
     used = scheme.auto_method(workload, cluster)[0] if method == "auto" else method
     per = PREDICTION_SECONDS.get(used, 0.1)
     if used == "mva":
@@ -90,6 +100,8 @@ def check_count(n: int, max_configurations: int) -> None:
     --------
     >>> check_count(1000, MAX_CONFIGURATIONS)
     """
+    n = _checks.integer("n", n, minimum=0)
+    max_configurations = _checks.integer("max_configurations", max_configurations)
     if n > max_configurations:
         raise InvalidParameterError(
             "max_configurations",
@@ -115,8 +127,28 @@ def check_time(seconds: list[float], methods: list[str], max_seconds: float) -> 
     Raises
     ------
     InvalidParameterError
-        A total over ``max_seconds``, naming ``max_seconds`` and how to go on.
+        A total over ``max_seconds``, naming ``max_seconds`` and how to go on; ``seconds`` that are
+        not finite numbers >= 0, ``methods`` that are not one name per estimate.
+
+    Examples
+    --------
+    >>> check_time([0.5, 0.5], ["ctmc", "mva"], MAX_SECONDS)
+    >>> check_time([0.5, -1.0], ["ctmc", "mva"], MAX_SECONDS)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: seconds[1]: got -1.0; accepted: a finite number >= 0
     """
+    seconds = [
+        _checks.positive(f"seconds[{i}]", x, allow_zero=True)
+        for i, x in enumerate(items("seconds", seconds, "estimated seconds, one per prediction"))
+    ]
+    methods = [
+        _checks.name(f"methods[{i}]", m)
+        for i, m in enumerate(items("methods", methods, "method names, one per estimate"))
+    ]
+    if len(methods) != len(seconds):
+        raise InvalidParameterError("methods", methods, f"one method per estimate ({len(seconds)} names)")
+    max_seconds = _checks.positive("max_seconds", max_seconds)
     total, n = float(sum(seconds)), len(seconds)
     if total > max_seconds:
         used = ", ".join(dict.fromkeys(methods))

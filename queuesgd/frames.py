@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd.errors import MissingDependencyError
+from queuesgd.errors import InvalidParameterError, MissingDependencyError
+from queuesgd.sequence_checks import items, one_dimensional
 
 __all__ = ["column_rows", "html_table", "require_pandas", "require_xarray", "to_frame"]
 
@@ -68,6 +69,9 @@ def to_frame(columns: Mapping[str, Any], units: Mapping[str, str], **attrs: Any)
     >>> df["throughput"].tolist(), df.attrs["units"]
     ([3.0, 5.0], {'workers': '', 'throughput': 'samples/s'})
     """
+    columns = _columns(columns)
+    if not isinstance(units, Mapping) or not all(isinstance(u, str) for u in units.values()):
+        raise InvalidParameterError("units", units, "a mapping of column names to unit strings")
     pd = require_pandas()
     frame = pd.DataFrame({k: np.array(v) for k, v in columns.items()})
     frame.attrs.update(attrs)
@@ -83,6 +87,7 @@ def column_rows(columns: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
     >>> column_rows({"workers": np.array([1, 2]), "method": np.array(["mva", "mva"], dtype=object)})
     [{'workers': 1, 'method': 'mva'}, {'workers': 2, 'method': 'mva'}]
     """
+    columns = _columns(columns)
     n = len(next(iter(columns.values()))) if columns else 0
     out = []
     for i in range(n):
@@ -114,17 +119,46 @@ def html_table(
     -------
     str
         HTML for a notebook's ``_repr_html_``.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``header`` or ``rows`` (or a row) not a sequence, ``caption`` or ``note`` not a str.
     """
+    header = items("header", header, "a sequence of column titles")
+    body = [
+        items(f"rows[{i}]", row, "a sequence of cells") for i, row in enumerate(items("rows", rows, "rows"))
+    ]
+    for field, text in (("caption", caption), ("note", note)):
+        if not isinstance(text, str):
+            raise InvalidParameterError(field, text, "a str ('' for none)")
     esc = html.escape
     lines = ["<table>"]
     if caption:
         lines.append(f"<caption>{esc(caption)}</caption>")
     lines.append("<thead><tr>" + "".join(f"<th>{esc(str(h))}</th>" for h in header) + "</tr></thead>")
     lines.append("<tbody>")
-    for row in rows:
+    for row in body:
         lines.append("<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in row) + "</tr>")
     if note:
         lines.append(f'<tr><td colspan="{len(header)}">{esc(note)}</td></tr>')
     lines.append("</tbody>")
     lines.append("</table>")
     return "\n".join(lines)
+
+
+def _columns(columns: Any) -> dict[str, Any]:
+    """``columns`` if it maps str names to sequences or 1-d arrays of one length, else an error naming it."""
+    accepted = "a mapping of column names (str) to sequences or 1-d arrays of one length"
+    if not isinstance(columns, Mapping) or not all(isinstance(k, str) for k in columns):
+        raise InvalidParameterError("columns", columns, accepted)
+    lengths = {k: _length(f"columns[{k!r}]", v, accepted) for k, v in columns.items()}
+    if len(set(lengths.values())) > 1:
+        raise InvalidParameterError("columns", lengths, f"{accepted} (the lengths differ)")
+    return dict(columns)
+
+
+def _length(field: str, column: Any, accepted: str) -> int:
+    """The length of a column, a 1-d array not copied (a sweep's columns hold up to 10**7 rows)."""
+    one_dimensional(field, column, accepted)
+    return len(column) if isinstance(column, np.ndarray) else len(items(field, column, accepted))

@@ -16,7 +16,8 @@ from queuesgd import units
 from queuesgd.cluster import ROW_FIELDS
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.frames import column_rows, html_table, to_frame
-from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown, check_executor
+from queuesgd.prediction_inputs import prediction_inputs
+from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown, check_executor, placement_note
 from queuesgd.workload import Cluster, Workload
 
 __all__ = ["MAX_SWEEP_ROWS", "Prediction", "StationBreakdown", "SweepResult", "predict", "sweep"]
@@ -135,34 +136,6 @@ class Prediction:
         )
 
 
-def _resolve_workload(workload: Workload | str) -> Workload:
-    if isinstance(workload, str):
-        from queuesgd.catalog import load_workload
-
-        return load_workload(workload)
-    if not isinstance(workload, Workload):
-        raise InvalidParameterError("workload", workload, "a Workload or the name of a catalog workload")
-    return workload
-
-
-def _check_scheme(scheme: Any) -> Scheme:
-    if not isinstance(scheme, Scheme):
-        from queuesgd.registry import SCHEMES
-
-        raise InvalidParameterError(
-            "scheme",
-            scheme,
-            "a scheme object such as " + ", ".join(f"{c.__name__}()" for c in SCHEMES.values()),
-        )
-    return scheme
-
-
-def _check_cluster(cluster: Any) -> Cluster:
-    if not isinstance(cluster, Cluster):
-        raise InvalidParameterError("cluster", cluster, "a Cluster")
-    return cluster
-
-
 def _wrap(
     scheme: Scheme, workload: Workload, cluster: Cluster, sol: SchemeSolution, reason: str
 ) -> Prediction:
@@ -219,13 +192,19 @@ def predict(
         and the reason says so) or ``"simulate"`` (Monte Carlo with the
         actual laws; ``Prediction.interval`` is its 95% confidence interval).
     rng : numpy.random.Generator or int, optional
-        Randomness for ``"simulate"`` (and for schemes that sample).
+        Randomness for ``"simulate"`` (and for schemes that sample): a
+        Generator or an integer seed >= 0, checked whatever the method.
     iterations : int, optional
-        Length of a simulation, in iterations (the scheme's default if None).
+        Length of a simulation, in iterations (the scheme's default if None):
+        an integer from 1 to :data:`~queuesgd.run_options.MAX_ITERATIONS`,
+        checked whatever the method.
 
     Returns
     -------
     Prediction
+        On a two-level cluster (``Cluster(gpus_per_node=...)``) whose placement
+        the scheme's model does not read, the ``reason`` ends with the
+        scheme's :func:`~queuesgd.schemes.base.placement_note`.
 
     Examples
     --------
@@ -237,10 +216,9 @@ def predict(
     >>> p.method
     'mva'
     """
-    scheme = _check_scheme(scheme)
-    workload = _resolve_workload(workload)
-    cluster = _check_cluster(cluster)
-    method = scheme.check_method(method, auto=True)
+    scheme, workload, cluster, method, rng, iterations = prediction_inputs(
+        scheme, workload, cluster, method, rng, iterations
+    )
     scheme.check(workload, cluster)
     if method == "auto":
         used, why = scheme.auto_method(workload, cluster)
@@ -248,6 +226,9 @@ def predict(
         used, why = method, f"requested: {method}"
     sol = scheme.solve(workload, cluster, used, rng=rng, iterations=iterations)
     reason = why if not sol.reason or sol.reason == why else f"{why}; {sol.reason}"
+    note = placement_note(scheme, cluster)  # a two-level cluster whose placement the model does not read
+    if note and note in scheme.caveats(cluster, workload):
+        reason = f"{reason}; {note}"
     return _wrap(scheme, workload, cluster, sol, reason)
 
 
@@ -472,9 +453,11 @@ def sweep(
         row as is (each row equals :func:`predict` with that seed); a
         Generator is split into one independent stream per row before any row
         runs (rows of one configuration, the same values however spelled, are
-        solved once and share it).
+        solved once and share it). Checked as :func:`predict` checks it, even
+        where no row simulates.
     iterations : int, optional
-        Length of each simulation, in iterations (the scheme's default if None).
+        Length of each simulation, in iterations (the scheme's default if None);
+        checked as :func:`predict` checks it, even where no row simulates.
     executor : concurrent.futures.Executor, optional
         Where the rows that are not vectorized (``"simulate"``, ``"ctmc"``,
         ``"fine"``...) run: a ``ProcessPoolExecutor``, a
@@ -513,10 +496,9 @@ def sweep(
     >>> bool((par["throughput"] == sweep(SyncPS(), w, Cluster(1, "1Gbit/s"), **kw)["throughput"]).all())
     True
     """
-    scheme = _check_scheme(scheme)
-    workload = _resolve_workload(workload)
-    cluster = _check_cluster(cluster)
-    method = scheme.check_method(method, auto=True)
+    scheme, workload, cluster, method, rng, iterations = prediction_inputs(
+        scheme, workload, cluster, method, rng, iterations
+    )
     check_executor(executor)
     if cluster.speeds is not None and workers is not None:
         raise NotRepresentable(

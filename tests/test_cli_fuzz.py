@@ -14,6 +14,7 @@ import contextlib
 import io
 import time
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -223,3 +224,29 @@ def test_an_empty_value_is_refused_not_read_as_the_default():
     ):
         line = _refusal(argv)
         assert line.startswith(f"queuesgd: error: {flag}: got ") and line.endswith("for its default)")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        # fuzz audit F3: exit 0 (nothing simulates), a traceback (OverflowError), Cluster.stragglers.count
+        (
+            ["predict", "--scheme", "ring-allreduce", "--workers", "4", "--iterations", "-1"],
+            "--iterations: got -1",
+        ),
+        (
+            ["sweep", "--scheme", "ring-allreduce", "--workers", "4", "--iterations", "0"],
+            "--iterations: got 0",
+        ),
+        (
+            ["predict", "--method", "simulate", "--workers", "2", "--iterations", "1" + "0" * 400],
+            "--iterations: got",
+        ),
+        (
+            ["predict", "--workers", "4", "--random-delay", "5:10ms"],
+            "--random-delay: got 5; accepted: at most",
+        ),
+    ],
+)
+def test_a_simulation_option_or_the_random_delay_is_refused_naming_its_flag(argv, said):
+    assert _refusal(argv).startswith(f"queuesgd: error: {said}")

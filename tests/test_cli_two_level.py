@@ -63,3 +63,25 @@ def test_a_random_compute_law_is_noted_as_taken_at_its_mean(capsys, law, noted):
     reason = q.predict(q.HybridParallel(), w, q.Cluster(2, "1GB/s")).reason
     assert ("compute at its mean" in reason) is noted
     assert ("note: compute at its mean, paced by the slowest GPU" in err) is noted
+
+
+@pytest.mark.parametrize("scheme", ["ring-allreduce", "hierarchical-allreduce", "sync-ps"])
+def test_a_scheme_that_does_not_model_placement_gets_a_note_and_the_flat_numbers(capsys, scheme):
+    # fuzz audit F3: --gpus-per-node 8 --node-bandwidth 1B/s gave the flat numbers, exit 0, no note
+    args = ["predict", "--scheme", scheme, "--workers", "8,16", "--bandwidth", "200Gbit/s", "--json"]
+    assert main([*args, "--gpus-per-node", "8", "--node-bandwidth", "1B/s", "--rails", "8"]) == 0
+    captured = capsys.readouterr()
+    two, err = json.loads(captured.out), captured.err
+    assert main(args) == 0
+    flat = capsys.readouterr()
+    assert [r["throughput"] for r in two] == [r["throughput"] for r in json.loads(flat.out)]
+    # the same words as the Python API's caveat and reason
+    c = q.Cluster(16, "200Gbit/s", gpus_per_node=8, node_bandwidth=1.0, rails=8)
+    s = q.registry.make(scheme)
+    note = s.caveats(c)[0]
+    assert (
+        note.startswith(f"{scheme} does not model a two-level cluster")
+        and note in q.predict(s, "resnet50", c).reason
+    )
+    assert f"queuesgd: note: {note}\n" in err and "two-level" not in flat.err
+    assert two[1]["throughput"] == pytest.approx(q.predict(s, "resnet50", c).throughput, rel=1e-12)

@@ -82,3 +82,43 @@ def test_collective_tables_ride_on_the_cluster():
     c = dgx(collectives=t)
     assert c.collectives.table("inter", 16).busbw(1e9) == 40e9
     assert "collectives=" in repr(c)
+
+
+# -- schemes that do not model placement say so (fuzz audit F3) ------------------------------------------
+FLAT_MODELS = [
+    # (scheme, the iteration time by hand on 16 workers of 1 GB/s: 0.1 s compute, 100 MB) or None
+    (q.RingAllReduce(), 0.1 + 2 * 15 / 16 * 0.1),  # 2(n-1)/n S/B, the flat ring's
+    (q.HierarchicalAllReduce(per_node=2, intra_bandwidth="10GB/s"), 0.1 + 2 / 2 * 0.01 + 2 * 7 / 8 * 0.1),
+    (q.SyncPS(), None),
+    (q.AsyncPS(), None),
+    (q.StaleSynchronous(1), None),
+    (q.Pipeline(2, 4), None),
+]
+
+
+@pytest.mark.parametrize(("scheme", "by_hand"), FLAT_MODELS, ids=lambda v: getattr(v, "key", ""))
+def test_a_scheme_that_does_not_model_placement_says_so_and_predicts_the_flat_cluster(scheme, by_hand):
+    # RingAllReduce, HierarchicalAllReduce and SyncPS gave the flat cluster's numbers on a two-level one
+    # (148.84, 135.59, 70.18 samples/s) and said nothing, in the reason or on the command line
+    w = q.Workload(0.1, "100MB", batch_size=32)
+    nodes = {"gpus_per_node": 8, "node_bandwidth": 1.0, "rails": 8}  # 1 B/s in a node: surely unread
+    two, flat = q.Cluster(16, "1GB/s", **nodes), q.Cluster(16, "1GB/s")
+    p, f = q.predict(scheme, w, two, rng=0), q.predict(scheme, w, flat, rng=0)  # seeded where it simulates
+    assert p.throughput == f.throughput and p.iteration_time == f.iteration_time
+    if by_hand is not None:
+        assert p.iteration_time == pytest.approx(by_hand, rel=1e-12)
+    note = f"{scheme.key} does not model a two-level cluster: it reads neither gpus_per_node (8) nor"
+    assert note in p.reason and note not in f.reason
+    assert any(c.startswith(note) for c in scheme.caveats(two, w))
+    assert not any("two-level" in c for c in scheme.caveats(flat, w))
+    if isinstance(scheme, q.HierarchicalAllReduce):
+        assert p.reason.endswith("its nodes are its own per_node, intra_bandwidth and intra_latency")
+
+
+def test_hybrid_models_placement_and_has_no_such_note():
+    s = q.HybridParallel(tensor=8, shape="24:1024:16:2048:51200")
+    w = s.shape.workload(1)
+    p = q.predict(s, w, dgx(16))
+    assert "does not model a two-level cluster" not in p.reason and not s.caveats(dgx(16), w)
+    # the placement is read: the flat cluster of the same flags runs tensor parallelism over the rails
+    assert q.predict(s, w, q.Cluster(16, "200Gbit/s", "5us")).throughput < p.throughput

@@ -179,6 +179,16 @@ def test_every_simulation_refuses_a_billion_iterations_before_allocating():
         assert "lower iterations=" in row["message"] and row["seconds"] < 5, (key, row)
 
 
+@pytest.mark.parametrize("digits", [13, 401, 5000])
+def test_more_iterations_than_any_simulation_takes_are_refused_by_the_iterations_check(digits):
+    # fuzz audit F3: 10**400 iterations raised OverflowError in the size guard's message (schemes/laws.py)
+    said = r"^iterations: got .*; accepted: an integer >= 1, at most 1,000,000,000,000"
+    w, c = q.Workload(0.1, "1MB"), q.Cluster(2, "1GB/s")
+    for method in ("simulate", "closed_form"):  # checked whatever the method
+        with pytest.raises(InvalidParameterError, match=said):
+            q.predict(q.SyncPS(), w, c, method, iterations=10 ** (digits - 1) + 1)
+
+
 def test_the_cli_refuses_async_ps_simulating_a_billion_iterations():
     done = subprocess.run(
         [sys.executable, "-m", "queuesgd", "predict", "--scheme", "async-ps", "--method", "simulate"]

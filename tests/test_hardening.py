@@ -417,9 +417,9 @@ def test_validate_out_must_be_writable_before_the_campaign(capsys, no_live_run, 
     [
         (
             ["--bandwidth", "1e-300"],
-            "queuesgd: error: Cluster.bandwidth: got 1e-300; accepted: at least 1 bit/s",
+            "queuesgd: error: --bandwidth: got 1e-300; accepted: at least 1 bit/s",  # the flag (audit F3)
         ),
-        (["--ps-shards", "1000000"], "queuesgd: error: Cluster.ps_shards: got 1000000; accepted: an integer"),
+        (["--ps-shards", "1000000"], "queuesgd: error: --ps-shards: got 1000000; accepted: an integer"),
         (
             ["--workers", "1000000000"],
             "queuesgd: error: --workers: got 1000000000; accepted: an integer",

@@ -386,6 +386,22 @@ for _name, _symbol in _PARAMETER_SYMBOLS.items():  # the first flag of a symbol 
     _SYMBOL_FLAGS.setdefault(_symbol, scheme_flag(_name))
 
 
+#: The options of a Cluster's fields (``Cluster.stragglers.count`` is ``--random-delay``'s K).
+_CLUSTER_FLAGS = {
+    "workers": "--workers",
+    "bandwidth": "--bandwidth",
+    "latency": "--latency",
+    "ps_shards": "--ps-shards",
+    "stragglers": "--random-delay",
+    "gpus_per_node": "--gpus-per-node",
+    "node_bandwidth": "--node-bandwidth",
+    "node_latency": "--node-latency",
+    "rails": "--rails",
+}
+#: The options of predict's and sweep's simulation arguments (queuesgd.run_options).
+_RUN_FLAGS = {"iterations": "--iterations", "rng": "--seed"}
+
+
 def cli_field(field: str) -> str:
     """The option behind an error's field: a symbol's, ``Cluster.workers``'s, a scheme parameter's flag.
 
@@ -397,12 +413,17 @@ def cli_field(field: str) -> str:
     '--workload'
     >>> cli_field("TransformerShape.layers")
     'TransformerShape.layers'
+    >>> cli_field("Cluster.stragglers.count"), cli_field("iterations"), cli_field("rng")
+    ('--random-delay', '--iterations', '--seed')
     """
     if field in _SYMBOL_FLAGS:
         return _SYMBOL_FLAGS[field]
+    if field in _RUN_FLAGS:
+        return _RUN_FLAGS[field]
     owner, _, name = field.rpartition(".")
-    if owner == "Cluster" and name == "workers":
-        return "--workers"
+    cluster_field = re.match(r"Cluster\.([a-z_]+)", field)
+    if cluster_field and cluster_field.group(1) in _CLUSTER_FLAGS:
+        return _CLUSTER_FLAGS[cluster_field.group(1)]
     if field == "workload":  # load_workload's
         return "--workload"
     if owner in _scheme_class_names() and name in scheme_options():

@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from queuesgd import _checks
 from queuesgd.cluster import check_rows
 from queuesgd.errors import InvalidParameterError, NotRepresentable, UnknownNameError
+from queuesgd.run_options import iterations_option
 from queuesgd.schemes.solution import BatchSolution, SchemeSolution, StationBreakdown
 
 if TYPE_CHECKING:
@@ -61,6 +61,36 @@ METHODS: tuple[str, ...] = ("closed_form", "mva", "ctmc", "simulate", "coarse", 
 
 #: The solution roads, as the names of the methods that provide them.
 _ROADS: dict[str, str] = {m: f"solve_{m}" for m in METHODS}
+
+
+def placement_note(scheme: Scheme, cluster: Cluster) -> str:
+    """What :meth:`Scheme.caveats` says of a two-level cluster whose placement the model does not read.
+
+    ``""`` on a flat cluster. The numbers are those of the flat cluster of the
+    same workers, bandwidth and latency: ``gpus_per_node``,
+    ``node_bandwidth``, ``node_latency`` and ``rails`` change nothing, and
+    the note says so (with the scheme's :attr:`~Scheme.placement_hint`).
+    :func:`~queuesgd.predict` adds it to the ``reason`` where ``caveats`` has it.
+
+    Examples
+    --------
+    >>> from queuesgd import Cluster, RingAllReduce
+    >>> c = Cluster(16, "200Gbit/s", gpus_per_node=8, node_bandwidth="300GB/s", rails=8)
+    >>> print(placement_note(RingAllReduce(), c))  # doctest: +NORMALIZE_WHITESPACE
+    ring-allreduce does not model a two-level cluster: it reads neither gpus_per_node (8) nor
+    node_bandwidth, node_latency and rails, and predicts as on a flat cluster, every worker on its own
+    link of the cluster's bandwidth (hybrid models placement)
+    >>> placement_note(RingAllReduce(), Cluster(16, "200Gbit/s"))
+    ''
+    """
+    if not cluster.two_level:
+        return ""
+    hint = f"; {scheme.placement_hint}" if scheme.placement_hint else ""
+    return (
+        f"{scheme.key} does not model a two-level cluster: it reads neither gpus_per_node "
+        f"({cluster.gpus_per_node}) nor node_bandwidth, node_latency and rails, and predicts as on a flat "
+        f"cluster, every worker on its own link of the cluster's bandwidth (hybrid models placement){hint}"
+    )
 
 
 class Scheme:
@@ -82,6 +112,9 @@ class Scheme:
     #: the scheme stores parsed in that unit; a class lists its own, its bases and mixins add theirs
     #: (:meth:`parameter_unit`).
     parameter_units: ClassVar[Mapping[str, str]] = {}
+    #: Said after :func:`placement_note` where this scheme reads something of its own in place of a
+    #: two-level cluster's fields (:class:`~queuesgd.HierarchicalAllReduce`'s nodes).
+    placement_hint: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -100,15 +133,23 @@ class Scheme:
         (and ``workload``, where one is given).
 
         Each is also in the ``reason`` of the predictions it concerns; the
-        command line prints them as notes. None by default.
+        command line prints them as notes. By default none on a flat
+        cluster, and on a two-level one (``Cluster(gpus_per_node=...)``)
+        :func:`placement_note`: the model does not read where the workers
+        sit. A scheme that models placement (:class:`~queuesgd.HybridParallel`)
+        leaves it out; a scheme with caveats of its own adds them to these.
 
         Examples
         --------
         >>> from queuesgd import AsyncPS, Cluster
         >>> AsyncPS().caveats(Cluster(8, "10Gbit/s"))
         ()
+        >>> AsyncPS().caveats(Cluster(16, "200Gbit/s", gpus_per_node=8, node_bandwidth="300GB/s"))
+        ... # doctest: +ELLIPSIS
+        ("async-ps does not model a two-level cluster: ...",)
         """
-        return ()
+        note = placement_note(self, cluster)
+        return (note,) if note else ()
 
     def ignored_parameters(self, method: str) -> tuple[str, ...]:
         """The parameters of this scheme that ``method`` does not read (none by default).
@@ -212,8 +253,7 @@ class Scheme:
         3.846154
         """
         method = self.check_method(method)
-        if iterations is not None:
-            iterations = _checks.integer("iterations", iterations)
+        iterations = iterations_option(iterations)
         self.check(workload, cluster)
         road = getattr(self, _ROADS[method])
         sol = road(workload, cluster, rng=rng, iterations=iterations)

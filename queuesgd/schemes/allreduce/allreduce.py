@@ -334,6 +334,7 @@ class HierarchicalAllReduce(_AllReduce):
 
     key: ClassVar[str] = "hierarchical-allreduce"
     parameter_units: ClassVar[dict[str, str]] = {"intra_bandwidth": "B/s", "intra_latency": "s"}
+    placement_hint: ClassVar[str] = "its nodes are its own per_node, intra_bandwidth and intra_latency"
 
     per_node: int = 8
     intra_bandwidth: float | str = "100Gbit/s"

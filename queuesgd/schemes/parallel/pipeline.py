@@ -386,7 +386,7 @@ class Pipeline(Scheme):
                 "the gradient collectives of the D replicas run on each stage's own links and contend "
                 "neither with each other nor with the pipeline's sends"
             )
-        return tuple(out)
+        return (*Scheme.caveats(self, cluster, workload), *out)  # a two-level cluster: placement unread
 
     def task_graph(self, workload: Workload, cluster: Cluster, *, symmetric: bool | None = None) -> TaskGraph:
         """The task graph of one training step (see :func:`~.pipeline_graph.pipeline_graph` for the names).

@@ -195,7 +195,7 @@ class StaleSynchronous(Scheme):
         >>> StaleSynchronous(0, link="shared").caveats(Cluster(8, "10Gbit/s"))
         ()
         """
-        return self._caveats(cluster.workers)
+        return Scheme.caveats(self, cluster, workload) + self._caveats(cluster.workers)
 
     def _caveats(self, workers: int) -> tuple[str, ...]:
         if self.link != "dedicated" or workers == 1:
