@@ -20,6 +20,7 @@ import numpy as np
 
 from queuesgd import units
 from queuesgd.errors import InvalidParameterError, UnknownNameError
+from queuesgd.file_writes import write_text
 from queuesgd.sequence_checks import one_dimensional
 
 
@@ -576,5 +577,4 @@ def write_probe_table(path: Any, table: Any, *, rows: str, probe: str) -> Path:
     if not isinstance(table, dict) or not isinstance(table.get(rows), list):
         accepted = f"a table from {probe} (a dict with {rows!r})"
         raise InvalidParameterError("table", type(table).__name__, accepted)
-    out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
-    return out
+    return write_text("path", out, json.dumps(table, indent=1) + "\n")  # /proc: refused, not a traceback

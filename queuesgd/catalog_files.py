@@ -219,8 +219,12 @@ def _bracket_steps(text: str) -> np.ndarray:
 
 
 def read_lines(path: str | os.PathLike[str]) -> tuple[Path, list[str]]:
-    """The file's path and lines (trailing blank lines dropped); an unreadable file names its path."""
-    p = Path(path)
+    """The file's path and lines (trailing blank lines dropped); an unreadable file names its path.
+
+    A ``path`` that is no str or path-like (``3``) is refused naming ``path``
+    (:func:`queuesgd._checks.file_path`), where ``Path(3)`` raised ``TypeError``.
+    """
+    p = Path(_checks.file_path("path", path))
     text = read_text(p)
     lines = text.splitlines()
     while lines and not lines[-1].strip():

@@ -18,6 +18,8 @@ from queuesgd import _checks
 from queuesgd.catalog_trace import EXACT_HEADER, microseconds
 from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError
+from queuesgd.file_writes import write_text
+from queuesgd.sequence_checks import items
 from queuesgd.workload import Workload
 
 __all__ = ["check_layer_names", "save_workload"]
@@ -27,6 +29,10 @@ _NAMES_ACCEPTED = (
     "tensor names a trace reads back as written: no commas, no line breaks (\\n, \\r, \\x0b, \\x0c, "
     "\\x1c-\\x1e, \\x85, \\u2028, \\u2029), no spaces at either end, UTF-8 text; rename the parameter"
 )
+
+
+#: What ``save_workload``'s ``path`` accepts, for a write the system refuses.
+_OUT = "a regular file to write, its name ending in .json"
 
 
 def check_layer_names(field: str, names: list[str]) -> None:
@@ -45,8 +51,12 @@ def check_layer_names(field: str, names: list[str]) -> None:
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: model: got 'p '; accepted: tensor names a trace reads back ...
+    >>> check_layer_names("model", "fc.weight")  # a string is no list of names
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: model: got 'fc.weight'; accepted: a list of tensor names
     """
-    for name in names:
+    for name in items(field, names, "a list of tensor names"):
         try:
             name.encode("utf-8")
             ok = "," not in name and name.splitlines() == [name] and name.strip() == name
@@ -147,7 +157,6 @@ def save_workload(workload: Workload, path: str | os.PathLike[str], *, note: str
             raise InvalidParameterError("workload.layers", bad[:3], "whole numbers of bytes")
         # Exact decimals: the trace reads back to the same floats (layer * 1e6 / 1e6 need not; issue 22).
         header = [EXACT_HEADER, "1", str(len(rows))]
-        trace.write_text("\n".join(header + rows) + "\n", encoding="utf-8")
+        write_text("path", trace, "\n".join(header + rows) + "\n")  # what the system refuses: one error
         data["trace"] = trace.name
-    out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    return out
+    return write_text("path", out, json.dumps(data, indent=2) + "\n", accepted=_OUT)

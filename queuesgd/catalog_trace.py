@@ -12,6 +12,7 @@ import os
 from decimal import Decimal
 from fractions import Fraction
 
+from queuesgd import _checks
 from queuesgd.catalog_files import parse_number, read_lines
 from queuesgd.errors import InvalidParameterError
 from queuesgd.workload import Layer
@@ -35,8 +36,13 @@ def microseconds(seconds: float) -> str:
     --------
     >>> microseconds(0.005375578901785), 0.005375578901785 * 1e6 / 1e6 == 0.005375578901785
     ('5375.578901785', False)
+    >>> microseconds(None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: seconds: got None; accepted: a finite number >= 0
     """
-    return format(Decimal(repr(float(seconds))).scaleb(6), "f")
+    value = _checks.positive("seconds", seconds, allow_zero=True)  # a float: 10**400, nan, None refused
+    return format(Decimal(repr(value)).scaleb(6), "f")
 
 
 def _seconds(where: str, text: str, accepted: str, exact: bool) -> float:

@@ -14,6 +14,9 @@ import pytest
 
 import queuesgd as q
 from queuesgd.catalog import save_workload
+from queuesgd.catalog_files import load_vector_add_curve
+from queuesgd.catalog_save import check_layer_names
+from queuesgd.catalog_trace import load_trace, microseconds
 from queuesgd.errors import InvalidParameterError
 from queuesgd.workload import Layer
 
@@ -108,3 +111,55 @@ def test_wrong_types_are_refused_by_name(tmp_path, kwargs, field):
     with pytest.raises(InvalidParameterError) as info:
         save_workload("not a workload", tmp_path / "w.json")  # type: ignore[arg-type]
     assert info.value.field == "workload"
+
+
+# -- what the system refuses after the checks, and arguments of the wrong type (fuzz audit F3) -----------
+@pytest.mark.parametrize("layers", [True, False])
+def test_a_write_the_system_refuses_is_one_error_naming_path(tmp_path, monkeypatch, layers):
+    # FileNotFoundError, PermissionError, a full disk: raised as they were after output_file's checks passed
+    import errno
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(
+        InvalidParameterError, match=r"^path: got '.*\.(json|bk\.log)'; accepted: .*No space left"
+    ):
+        save_workload(workload(layers), tmp_path / "w.json")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_a_file_under_proc_is_refused_naming_path():
+    # /proc is a writable directory to os.access as root, yet takes no new file: FileNotFoundError
+    with pytest.raises(InvalidParameterError, match="^path: got '/proc/"):
+        save_workload(workload(), "/proc/queuesgd-audit-f3.json")
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda: microseconds(None), "seconds"),
+        (lambda: microseconds("1"), "seconds"),
+        (lambda: microseconds(float("nan")), "seconds"),
+        (lambda: microseconds(10**400), "seconds"),
+        (lambda: load_trace(3), "path"),
+        (lambda: load_trace(None), "path"),
+        (lambda: load_vector_add_curve(1), "path"),
+        (lambda: q.CostCurve.from_file(1.5), "path"),
+        (lambda: check_layer_names("f", None), "f"),
+        (lambda: check_layer_names("f", 3), "f"),
+        (lambda: check_layer_names("f", "fc.weight"), "f"),
+    ],
+)
+def test_arguments_of_the_wrong_type_are_refused_naming_them(call, field):
+    # TypeError from float() and pathlib, and a str of names read one character at a time (passed)
+    with pytest.raises(InvalidParameterError) as info:
+        call()
+    assert info.value.field == field
+
+
+def test_good_names_and_times_read_as_before():
+    check_layer_names("model", ("fc.weight", "fc.bias"))
+    # the shortest decimal of the float, point moved six places: 5.375578901785e-3 s
+    assert microseconds(0.005375578901785) == "5375.578901785" and microseconds(0) == "0"

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -250,3 +252,27 @@ def test_an_empty_value_is_refused_not_read_as_the_default():
 )
 def test_a_simulation_option_or_the_random_delay_is_refused_naming_its_flag(argv, said):
     assert _refusal(argv).startswith(f"queuesgd: error: {said}")
+
+
+TRACE = str(Path(__file__).parent / "data" / "traces" / "cuda_mlp.json.gz")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        # fuzz audit F3: the reader's and the writer's errors named "path", or were a traceback (/proc)
+        (["profile", "--from-trace", "/nonexistent/t.json", "--batch-size", "2", "--out", "/tmp/w.json"],
+         "--from-trace: got '/nonexistent/t.json'; accepted: a regular file"),
+        (["profile", "--from-trace", "/dev/null/x", "--batch-size", "2", "--out", "/tmp/w.json"],
+         "--from-trace: got '/dev/null/x'"),
+    ],
+)  # fmt: skip
+def test_profile_names_the_trace_it_cannot_read_by_its_flag(argv, said):
+    assert _refusal(argv).startswith(f"queuesgd: error: {said}")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_profile_out_under_proc_is_one_line_naming_out():
+    # the trace beside it is written first: its name is the one refused
+    line = _refusal(["profile", "--from-trace", TRACE, "--batch-size", "2", "--out", "/proc/f3.json"])
+    assert line.startswith("queuesgd: error: --out: got '/proc/f3.bk.log'; accepted: a regular file to write")

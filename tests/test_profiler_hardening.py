@@ -380,13 +380,13 @@ def _in_time(func, seconds: float = 10.0):
 
 
 def test_a_trace_that_is_a_device_or_fifo_is_refused_without_reading(tmp_path, capsys):
-    line = _in_time(lambda: _refused(capsys, "path", *_trace_args("/dev/zero", tmp_path / "w.json")))
+    line = _in_time(lambda: _refused(capsys, "--from-trace", *_trace_args("/dev/zero", tmp_path / "w.json")))
     assert "character device" in line
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)
-    line = _in_time(lambda: _refused(capsys, "path", *_trace_args(str(fifo), tmp_path / "w.json")))
+    line = _in_time(lambda: _refused(capsys, "--from-trace", *_trace_args(str(fifo), tmp_path / "w.json")))
     assert "FIFO" in line
-    assert "directory" in _refused(capsys, "path", *_trace_args(str(tmp_path), tmp_path / "w.json"))
+    assert "directory" in _refused(capsys, "--from-trace", *_trace_args(str(tmp_path), tmp_path / "w.json"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json"]
 
 
@@ -394,18 +394,19 @@ def test_trace_reads_are_bounded_in_size_inflation_and_depth(tmp_path, capsys, m
     monkeypatch.setattr(profiler_trace, "MAX_TRACE_BYTES", 1000)
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "x" * 2000}]}))
-    assert "at most 1,000 bytes" in _refused(capsys, "path", *_trace_args(str(big), tmp_path / "w.json"))
+    said = _refused(capsys, "--from-trace", *_trace_args(str(big), tmp_path / "w.json"))
+    assert "at most 1,000 bytes" in said
     bomb = tmp_path / "bomb.json.gz"
     bomb.write_bytes(gzip.compress(b" " * 10**7))  # 10 MB of JSON whitespace in about 10 kB
     assert bomb.stat().st_size < 1000 * 20
-    assert "inflated" in _refused(capsys, "path", *_trace_args(str(bomb), tmp_path / "w.json"))
+    assert "inflated" in _refused(capsys, "--from-trace", *_trace_args(str(bomb), tmp_path / "w.json"))
     monkeypatch.undo()
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 200_000 + "]" * 200_000)
-    assert "nests deeper" in _refused(capsys, "path", *_trace_args(str(deep), tmp_path / "w.json"))
+    assert "nests deeper" in _refused(capsys, "--from-trace", *_trace_args(str(deep), tmp_path / "w.json"))
     latin = tmp_path / "latin.json"
     latin.write_bytes(b'{"traceEvents": ["\xe9"]}')
-    assert "not JSON" in _refused(capsys, "path", *_trace_args(str(latin), tmp_path / "w.json"))
+    assert "not JSON" in _refused(capsys, "--from-trace", *_trace_args(str(latin), tmp_path / "w.json"))
 
 
 @pytest.mark.parametrize(

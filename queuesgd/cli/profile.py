@@ -10,7 +10,9 @@ factory (see :mod:`queuesgd.profiler_factory`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -110,7 +112,8 @@ def _profile_trace(args: argparse.Namespace, out: Path, log: Path) -> int:
         raise InvalidParameterError(
             "--out", str(out), f"a file other than the trace it reads ({args.from_trace})"
         )
-    w = read_trace(args.from_trace, batch_size=args.batch_size)
+    with _flag("--from-trace"):  # read_trace names the file it was given "path"
+        w = read_trace(args.from_trace, batch_size=args.batch_size)
     micro = w.provenance["accumulation"] if w.provenance else 1
     if "accumulation" in given and args.accumulation != micro:
         raise InvalidParameterError(
@@ -129,6 +132,17 @@ RUN_DEFAULTS = {"accumulation": 1, "repetitions": 20, "warmup": 3, "threads": 1,
 RUN_ONLY = ("repetitions", "warmup", "threads", "device", "seed")
 
 
+@contextlib.contextmanager
+def _flag(flag: str) -> Iterator[None]:
+    """An error of the Python API about its ``path`` argument, named by the option that gave the path."""
+    try:
+        yield
+    except InvalidParameterError as err:
+        if err.field != "path":
+            raise
+        raise InvalidParameterError(flag, err.got, err.accepted) from None
+
+
 def _given(args: argparse.Namespace) -> set[str]:
     """The ``profile`` options the user gave (those the parser leaves None otherwise)."""
     return {k for k, v in vars(args).items() if k != "command" and v is not None}
@@ -145,7 +159,8 @@ def _save(w: Workload, out: Path, log: Path, note: str) -> int:
     from queuesgd import units
     from queuesgd.catalog import save_workload
 
-    path = save_workload(w, out, note=note)
+    with _flag("--out"):  # a write the system refuses (/proc) after the checks: save_workload's "path"
+        path = save_workload(w, out, note=note)
     written = f"{path} and {log}" if w.layers else str(path)
     print(
         f"{w.name}: {len(w.layers)} tensors, {units.format_bytes(w.gradient_bytes)} of gradients, "
