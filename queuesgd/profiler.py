@@ -58,7 +58,7 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, QueuesgdError
 from queuesgd.harness import require_torch
-from queuesgd.profiler_step import TrainingStep, check_steps, resolve_model, training_step
+from queuesgd.profiler_step import MAX_PASSES, TrainingStep, check_steps, resolve_model, training_step
 from queuesgd.workload import Workload
 
 __all__ = [
@@ -207,9 +207,9 @@ def profile(
     >>> w.batch_size, w.provenance["accumulation"], len(w.layers)
     (8, 2, 3)
     """
-    warmup = _checks.integer("warmup", warmup, minimum=0)
-    repetitions = _checks.integer("repetitions", repetitions, minimum=2)
-    check_steps(accumulation, warmup + repetitions + 1)
+    warmup = _checks.integer("warmup", warmup, minimum=0, maximum=MAX_PASSES)
+    repetitions = _checks.integer("repetitions", repetitions, minimum=2, maximum=MAX_PASSES)
+    check_steps(accumulation, warmup + repetitions + 1, warmup=warmup, repetitions=repetitions)
     step_args = {
         "batch_size": batch_size,
         "input_shape": input_shape,
@@ -298,11 +298,12 @@ def profile_interleaved(
     >>> len(run.loop_s), len(run.profile_s), run.workload.provenance["timed_steps"]
     (4, 3, 12)
     """
-    warmup = _checks.integer("warmup", warmup, minimum=0)
-    blocks = _checks.integer("blocks", blocks)
-    block_steps = _checks.integer("block_steps", block_steps)
-    detailed = _checks.integer("detailed", detailed)
-    check_steps(accumulation, warmup + (2 * blocks + 1) * block_steps + detailed + 1)
+    warmup = _checks.integer("warmup", warmup, minimum=0, maximum=MAX_PASSES)
+    blocks = _checks.integer("blocks", blocks, maximum=MAX_PASSES)
+    block_steps = _checks.integer("block_steps", block_steps, maximum=MAX_PASSES)
+    detailed = _checks.integer("detailed", detailed, maximum=MAX_PASSES)
+    counts = {"warmup": warmup, "blocks": blocks, "block_steps": block_steps, "detailed": detailed}
+    check_steps(accumulation, warmup + (2 * blocks + 1) * block_steps + detailed + 1, **counts)
     step_args = {
         "batch_size": batch_size,
         "input_shape": input_shape,
@@ -468,10 +469,10 @@ def plain_step_time(
     (2, True)
     """
     torch = require_torch()
-    warmup = _checks.integer("warmup", warmup, minimum=0)
-    chunks = _checks.integer("chunks", chunks)
-    steps = _checks.integer("steps", steps, minimum=chunks)
-    check_steps(accumulation, warmup + steps)
+    warmup = _checks.integer("warmup", warmup, minimum=0, maximum=MAX_PASSES)
+    chunks = _checks.integer("chunks", chunks, maximum=MAX_PASSES)
+    steps = _checks.integer("steps", steps, minimum=chunks, maximum=MAX_PASSES)
+    check_steps(accumulation, warmup + steps, warmup=warmup, steps=steps)
     with _threads(torch, threads):
         step = training_step(
             model,

@@ -320,8 +320,13 @@ def training_step(
     return step
 
 
-def check_steps(accumulation: Any, steps: int) -> int:
-    """``accumulation`` as an int, if ``accumulation x steps`` passes stay within :data:`MAX_PASSES`.
+def check_steps(accumulation: Any, total: int, /, **counts: int) -> int:
+    """``accumulation`` as an int, if ``accumulation x total`` passes stay within :data:`MAX_PASSES`.
+
+    ``total`` is the steps the caller runs; ``counts`` its step counts that make it up (``warmup=5,
+    repetitions=20``), each checked already: with one micro-step per update the
+    error names the largest of them, the argument to lower (with several, it
+    names ``accumulation``).
 
     Examples
     --------
@@ -331,14 +336,21 @@ def check_steps(accumulation: Any, steps: int) -> int:
     Traceback (most recent call last):
     ...
     queuesgd.errors.InvalidParameterError: accumulation: got 1000000; accepted: at most 100,000 ...
+    >>> check_steps(1, 100_030, warmup=30, steps=100_000)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: steps: got 100000; accepted: at most 100,000 forward + backward ...
     """
     accumulation = _checks.integer("accumulation", accumulation)
-    if accumulation * steps > MAX_PASSES:
+    if accumulation * total > MAX_PASSES:
+        field = "accumulation"
+        if accumulation == 1 and counts:
+            field = max(counts, key=lambda name: counts[name])
         raise InvalidParameterError(
-            "accumulation" if accumulation > 1 else "repetitions",
-            accumulation if accumulation > 1 else steps,
+            field,
+            accumulation if field == "accumulation" else counts[field],
             f"at most {MAX_PASSES:,} forward + backward passes in all (accumulation {accumulation} x "
-            f"{steps} steps): fewer steps or a smaller accumulation",
+            f"{total:,} steps): fewer steps or a smaller accumulation",
         )
     return accumulation
 

@@ -522,7 +522,7 @@ def test_a_model_too_large_for_memory_is_refused_before_it_is_built(monkeypatch)
     [
         ({"repetitions": 10**9}, "repetitions"),
         ({"accumulation": 10**6}, "accumulation"),
-        ({"warmup": 10**9}, "repetitions"),
+        ({"warmup": 10**9}, "warmup"),  # it named repetitions (fuzz audit F3)
         ({"threads": 10**6}, "threads"),
         ({"seed": 2**64}, "seed"),
         ({"seed": -1}, "seed"),
@@ -538,6 +538,40 @@ def test_every_other_parameter_is_checked_before_the_model_is_built(kwargs, fiel
     assert time.perf_counter() - started < 10
     if field != "optimizer":  # the optimizer is made from the model's parameters
         assert profiler_models.CALLS == []
+
+
+@pytest.mark.parametrize(
+    ("func", "kwargs", "field"),
+    [
+        # fuzz audit F3: each named repetitions, which neither plain_step_time nor profile_interleaved has
+        ("plain_step_time", {"steps": 10**6}, "steps"),
+        ("plain_step_time", {"warmup": 10**7}, "warmup"),
+        ("plain_step_time", {"warmup": 99_990, "steps": 30}, "warmup"),  # each within, the sum not
+        ("plain_step_time", {"steps": 100_000, "warmup": 5}, "steps"),
+        ("profile_interleaved", {"blocks": 10**6}, "blocks"),
+        ("profile_interleaved", {"block_steps": 10**6}, "block_steps"),
+        ("profile_interleaved", {"blocks": 1000, "block_steps": 2000}, "block_steps"),
+        ("profile_interleaved", {"warmup": 10**7}, "warmup"),
+        ("profile", {"warmup": 99_990, "repetitions": 20}, "warmup"),
+    ],
+)
+def test_a_step_count_over_the_passes_bound_is_named(func, kwargs, field):
+    from queuesgd import profiler
+
+    started = time.perf_counter()
+    with pytest.raises(InvalidParameterError) as info:
+        getattr(profiler, func)("profiler_models:recorded", batch_size=2, input_shape=(8,), **kwargs)
+    assert info.value.field == field and "100,000" in info.value.accepted
+    assert time.perf_counter() - started < 10 and profiler_models.CALLS == []
+
+
+def test_a_huge_chunk_count_is_refused_with_a_short_bound():
+    # fuzz audit F3: plain_step_time(chunks=10**400) printed "steps: ...; accepted: an integer >= 1000...0"
+    from queuesgd.profiler import plain_step_time
+
+    with pytest.raises(InvalidParameterError) as info:
+        plain_step_time("profiler_models:recorded", batch_size=2, input_shape=(8,), chunks=10**400)
+    assert info.value.field == "chunks" and len(str(info.value)) < 200, str(info.value)[:300]
 
 
 @pytest.mark.parametrize("batch", ["nested", "cycle"])
