@@ -49,6 +49,11 @@ class Parser(argparse.ArgumentParser):
     >>> _ = p.add_argument("--latency")
     >>> p.parse_args(["--latency", "-1ms"]).latency
     '-1ms'
+    >>> _ = p.add_argument("--seed", type=int)
+    >>> p.parse_args(["--seed", "\uff13"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --seed: got '３'; accepted: an integer written with the digits ...
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -67,6 +72,14 @@ class Parser(argparse.ArgumentParser):
             name = action.option_strings[-1] if action.option_strings else action.dest
             hint = " (leave the option out for its default)" if action.option_strings else ""
             raise InvalidParameterError(name, empty[0], f"a value{hint}")  # run_command's one line
+        # int() and float() read other scripts' digits ("\uff13" is 3) and white space: a number on the
+        # command line is ASCII, in every option, as queuesgd.units and the list options read it
+        if action.type in (int, float):
+            odd = [a for a in arg_strings if isinstance(a, str) and not a.isascii()]
+            if odd:
+                name = action.option_strings[-1] if action.option_strings else action.dest
+                kind = "an integer" if action.type is int else "a number"
+                raise InvalidParameterError(name, odd[0], f"{kind} written with the digits 0-9 (ASCII)")
         return super()._get_values(action, arg_strings)
 
 

@@ -113,6 +113,8 @@ def compute_law(text: str, mean: float, field: str = "--compute") -> Any:
     from queuesgd import distributions as d
 
     kind, _, arg = text.partition(":")
+    if arg and not NUMBER.match(arg):  # float() reads "\uff13", "1_0" and "inf" too: a number is ASCII
+        raise InvalidParameterError(field, text, f"{COMPUTE_LAWS} (K, SCV, CV: numbers in the digits 0-9)")
     try:
         if kind == "deterministic" and not arg:
             return d.Deterministic(mean)
@@ -153,7 +155,7 @@ def random_delay(text: str, field: str = "--random-delay") -> Any:
     from queuesgd.workload import RandomDelay
 
     count, sep, delay = str(text).partition(":")
-    if not sep or not re.fullmatch(r"\s*\d+\s*", count) or int(count) < 1 or not delay.strip():
+    if not sep or not re.fullmatch(r"\s*[0-9]+\s*", count) or int(count) < 1 or not delay.strip():
         raise InvalidParameterError(field, text, RANDOM_DELAY)
     try:
         seconds = units.parse_seconds(delay.strip(), field)

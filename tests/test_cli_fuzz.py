@@ -276,3 +276,68 @@ def test_profile_out_under_proc_is_one_line_naming_out():
     # the trace beside it is written first: its name is the one refused
     line = _refusal(["profile", "--from-trace", TRACE, "--batch-size", "2", "--out", "/proc/f3.json"])
     assert line.startswith("queuesgd: error: --out: got '/proc/f3.bk.log'; accepted: a regular file to write")
+
+
+def _fullwidth(text: str) -> str:
+    """``text`` with its ASCII digits written full-width (U+FF10 to U+FF19), which int() and float() read."""
+    return text.translate({ord(d): 0xFF10 + int(d) for d in "0123456789"})
+
+
+PREDICT_2 = ["predict", "--workers", "2"]
+HYBRID = ["predict", "--scheme", "hybrid", "--workers", "2"]
+NODES = ["--gpus-per-node", "2", "--node-bandwidth", "1GB/s"]
+#: (the command line before the flag, the flag, an ASCII value it takes, the command line after it)
+DIGIT_FLAGS = [
+    (PREDICT_2, "--bandwidth", "3Gbit/s", []),
+    (PREDICT_2, "--bandwidth", "3", []),  # the bare number that gets the unit warning
+    (PREDICT_2, "--latency", "5us", []),
+    (PREDICT_2, "--seed", "3", []),
+    (PREDICT_2, "--iterations", "500", []),
+    (PREDICT_2, "--compute", "erlang:3", []),
+    (PREDICT_2, "--compute", "lognormal:0.5", []),
+    (["predict", "--scheme", "ring-allreduce", "--workers", "2"], "--random-delay", "1:10ms", []),
+    (PREDICT_2, "--node-bandwidth", "1GB/s", ["--gpus-per-node", "2"]),
+    (PREDICT_2, "--node-latency", "2us", NODES),
+    (["predict", "--scheme", "static-cutoff", "--workers", "2"], "--cutoff", "50ms", []),
+    (HYBRID, "--hidden-bytes", "1MB", []),
+    (["predict", "--scheme", "ring-allreduce", "--workers", "2"], "--fusion-bytes", "64MiB", []),
+    (["whatif", "--workers", "16"], "--bandwidth", "10Gbit/s", []),
+    (["whatif", "--workers", "16"], "--latency", "5us", []),
+    (["whatif", "--workers", "16"], "--fusion-time", "5ms", []),
+    (["derive", "ring-allreduce"], "--bandwidth", "10Gbit/s", []),
+    (["derive", "ring-allreduce"], "--latency", "5us", []),
+]
+#: Options read before any work (argparse's int and float types), where the ASCII value would start it.
+PARSED_FIRST = [
+    (["validate"], "--steps", "20", []),
+    (["validate"], "--seed", "3", []),
+    (["validate"], "--batch-size", "8", []),
+    (["validate"], "--timeout", "10.5", []),
+    (["profile", "torch.nn:Linear", "--out", "/tmp/w.json"], "--batch-size", "2", []),
+    (["profile", "--batch-size", "2", "--out", "/tmp/w.json"], "--repetitions", "20", []),
+    (["profile", "--batch-size", "2", "--out", "/tmp/w.json"], "--accumulation", "2", []),
+    (["compare", "missing.csv"], "--max-seconds", "30", []),
+    (["compare", "missing.csv"], "--warmup", "5", []),
+    (["compare", "missing.csv"], "--bandwidth", "10Gbit/s", []),
+]
+
+
+@pytest.mark.parametrize(("before", "flag", "value", "after"), DIGIT_FLAGS + PARSED_FIRST)
+def test_full_width_digits_are_refused_naming_the_flag(before, flag, value, after):
+    # fuzz audit F3: --bandwidth \uff13 ran as 3 B/s without the warning --bandwidth 3 gets, and int() or
+    # float() read full-width digits in --seed, --iterations, --batch-size, ...: every option refuses them
+    # (--workers, --backups, --compression, ... did already: tests/test_cli_fuzz.py's Unicode digits)
+    odd = _fullwidth(value)
+    assert odd != value
+    line = _refusal([*before, flag, odd, *after])
+    assert line.startswith(f"queuesgd: error: {flag}: got '{odd}'; accepted: "), line
+
+
+@pytest.mark.parametrize(("before", "flag", "value", "after"), DIGIT_FLAGS)
+def test_the_same_values_in_ascii_digits_are_taken(before, flag, value, after):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        status = cli.main([*before, flag, value, *after])
+    assert status == 0, err.getvalue()
+    if (flag, value) == ("--bandwidth", "3"):  # the bare number's warning, which the full-width one skipped
+        assert "warning: --bandwidth 3 is 3 bytes/s" in err.getvalue()
