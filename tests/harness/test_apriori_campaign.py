@@ -418,3 +418,24 @@ def test_targets_are_judged_per_scheme_too():
     assert summary["target_met"] is False
     assert summary["target_met_by_scheme"] == {"sharded-dp": False, "pipeline": True}
     assert summary["pooled"]["by_scheme"]["pipeline"]["median_abs_error"] == pytest.approx(0.075)
+
+
+def test_a_spec_past_the_process_limit_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    """runners.run refuses a run of more processes than 8 per core; a campaign whose spec asks for one
+    is refused at its start (it used to run its earlier passes, then fail at that run)."""
+    import os
+
+    from queuesgd.harness.process_limit import process_limit
+
+    monkeypatch.setattr(Campaign, "check_models", lambda self: None)
+    monkeypatch.setattr(Campaign, "_pass", lambda *a: pytest.fail("the campaign ran"))
+    most = process_limit()
+    assert most == 8 * (os.cpu_count() or 1)
+    if most >= 64:  # the spec's own bound (64 workers) is within this machine's limit
+        pytest.skip(f"{most} processes allowed here: no spec line exceeds it")
+    lines = [{"scheme": "ddp", "models": ["mlp"], "workers": [2, 64]}]
+    campaign = Campaign(_spec(models={"mlp": {"batch_size": 8}}, lines=lines, passes=1))
+    refused = rf"^spec\.lines\.workers: got 64; accepted: at most {most} "
+    with pytest.raises(InvalidParameterError, match=refused):
+        campaign.run(tmp_path / "c")
+    assert not (tmp_path / "c").exists()

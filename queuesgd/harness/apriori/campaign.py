@@ -51,6 +51,7 @@ from queuesgd.harness.apriori.results import CampaignResult
 from queuesgd.harness.apriori.run import run_apriori
 from queuesgd.harness.apriori.spec import CampaignSpec, Configuration, load_spec, parse_spec
 from queuesgd.harness.live_schemes import live_scheme
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.provenance import code_version, stamp
 from queuesgd.harness.records_json import read_json, write_json
 
@@ -207,6 +208,10 @@ class Campaign:
         say = progress or (lambda line: None)
         self._annotate = dict(annotate or {})
         self.check_models()
+        unforced = "a machine with more cores (a campaign's runs are not forced)"
+        for c in self.spec.configurations():  # past the process limit: refused now, not mid-way
+            processes = live_scheme(c.scheme).world_size(c.workers)
+            check_processes("spec.lines.workers", c.workers, processes, option=unforced)
         root = Path(out)
         rows_dir = Path(results) if results is not None else root / "results"
         if not overwrite:
