@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from queuesgd.cli.args import bandwidths, ints, latencies, notes, split_list
+from queuesgd.cli.predict import cli_field
 from queuesgd.errors import InvalidParameterError
 from queuesgd.specs import parse_params
 
@@ -112,7 +113,10 @@ def run_compare(args: argparse.Namespace) -> int:
         shards = 1
         if args.ps_shards is not None:
             shards = _one("--ps-shards", args.ps_shards, ints("--ps-shards", args.ps_shards))
-        cluster = Cluster(1, bandwidth, latency=latency, ps_shards=shards)
+        try:
+            cluster = Cluster(1, bandwidth, latency=latency, ps_shards=shards)
+        except InvalidParameterError as err:  # named by its flag, as predict names it
+            raise InvalidParameterError(cli_field(err.field), err.got, err.accepted) from err
     else:
         for flag, value in (("--latency", args.latency), ("--ps-shards", args.ps_shards)):
             if value is not None:
