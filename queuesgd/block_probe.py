@@ -52,6 +52,7 @@ from queuesgd import _checks
 from queuesgd.command_line import Parser, device_arguments, run_command
 from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError, QueuesgdError
+from queuesgd.file_writes import write_text
 from queuesgd.harness import check_device, require_torch
 from queuesgd.model_shapes import TransformerShape
 
@@ -349,7 +350,7 @@ def _run(a: argparse.Namespace) -> int:
     if model is not None:
         record["table"] = a.table
         record["comparison"] = compare_block(record, model, shape)
-    out.write_text(json.dumps(record, indent=1) + "\n")
+    write_text("out", out, json.dumps(record, indent=1) + "\n")  # /proc: refused, not a traceback
     cut = " (truncated by the budget)" if record["truncated"] else ""
     print(f"{record['device']}: {len(record['rows'])} micro-batches{cut} -> {out}")
     return 0

@@ -54,6 +54,7 @@ from queuesgd import _checks, json_text
 from queuesgd.block_probe import DTYPES, timed_mean
 from queuesgd.command_line import Parser, device_arguments, run_command
 from queuesgd.errors import InvalidParameterError
+from queuesgd.file_writes import write_text
 from queuesgd.harness import check_device, require_torch
 
 __all__ = ["build_parser", "main", "probe_flash"]
@@ -208,7 +209,7 @@ def _run(a: argparse.Namespace) -> int:
     if base:
         how = rec["how"] + ("; cut by the budget (truncated)" if rec["truncated"] else "")  # the table's keys
         doc = {**base, "flash": rec["flash"], "flash_how": how, "flash_device": rec["device"]}
-    out.write_text(json.dumps(doc, indent=1) + "\n")
+    write_text("out", out, json.dumps(doc, indent=1) + "\n")  # /proc: refused, not a traceback
     cut = " (cut by the budget)" if rec["truncated"] else ""
     best = f"best {max(r['tflops'] for r in rec['flash']):.1f} TFLOP/s" if rec["flash"] else "none measured"
     print(f"{rec['device']}: {len(rec['flash'])} sequence lengths{cut}, {best} -> {out}")

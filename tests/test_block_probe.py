@@ -101,3 +101,14 @@ def test_the_cli_refuses_bad_arguments_in_one_line(argv, tmp_path, monkeypatch, 
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("python -m queuesgd.block_probe: error:")
+
+
+def test_a_write_the_system_refuses_is_one_line_naming_out(capsys):
+    # /proc passes the path check (a writable directory to os.access) but takes no new file: the record
+    # was probed, then lost in a FileNotFoundError traceback (as save_workload's was, fuzz audit F3 #11)
+    argv = ["/proc/block.json", "--hidden", "32", "--heads", "4", "--sequence", "16", "--microbatch", "1",
+            "--device", "cpu", "--dtype", "float32", "--repeats", "1"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    head = "python -m queuesgd.block_probe: error: out: got '/proc/block.json'"
+    assert len(err) == 1 and err[0].startswith(head)
