@@ -198,6 +198,11 @@ class _Trace:
         self.leaf: set[int] = set()  # AccumulateGrad: the gradient becomes a parameter's .grad
         self.recompute: list[tuple[int, Any, Any, Any]] = []  # (node index, module, args, kwargs)
         self.handles: list[Any] = []
+        # Every node's Python object is held until remove(): autograd makes a new one each time a node
+        # is reached through next_functions once the last one is gone, so without this a node's id()
+        # could change between two of its parents (the node walked and hooked again, once per path:
+        # 2**16 paths through ResNet-50's residual blocks) or be taken by another node (one not hooked).
+        self.nodes: list[Any] = []
         depth = [0]
         seen: set[int] = set()
         todo = [loss.grad_fn]
@@ -205,6 +210,7 @@ class _Trace:
             node = todo.pop()
             if node is None or id(node) in seen:
                 continue
+            self.nodes.append(node)
             seen.add(id(node))
             nid = id(node)
             self.nexts[nid] = [None if n is None else id(n) for n, _ in node.next_functions]
@@ -229,6 +235,8 @@ class _Trace:
 
     def _pre(self, nid: int, current: list[int | None]) -> Any:
         def hook(grad_outputs: Any) -> None:
+            if nid in self.incoming:  # one run per node and pass: a second is a walk that went wrong
+                raise RuntimeError("the memory pass saw an autograd node run twice in one backward pass")
             self.order.append(nid)
             current[0] = nid
             self.incoming[nid] = [_key(g) for g in grad_outputs if g is not None]
@@ -245,6 +253,7 @@ class _Trace:
         for h in self.handles:
             h.remove()
         self.handles = []
+        self.nodes = []
 
 
 def _recomputed(
@@ -274,55 +283,100 @@ def _recomputed(
     return out
 
 
+class _Live:
+    """The storages alive in the replay: bytes, who holds each, and their running total.
+
+    A holder is ``"saved"`` (kept for the backward pass), ``"grad"`` (a
+    parameter's ``.grad``) or ``("buffer", node)`` (a gradient waiting at a
+    node not yet run). A storage no one holds is gone; every operation is
+    O(1) in the number of storages alive, so the replay is linear in the
+    pass's events (it was O(nodes x storages)).
+    """
+
+    def __init__(self) -> None:
+        self.holders: dict[int, tuple[int, set[Any]]] = {}
+        self.waiting: dict[Any, set[int]] = {}  # a node's buffer -> the storages waiting there
+        self.total = 0
+
+    def __contains__(self, key: int) -> bool:
+        return key in self.holders
+
+    def add(self, key: int, size: int) -> None:
+        """A storage with no holder yet (it counts until :meth:`settle`)."""
+        if key not in self.holders:
+            self.holders[key] = (size, set())
+            self.total += size
+
+    def hold(self, key: int, size: int, holder: Any) -> None:
+        self.add(key, size)
+        self.holders[key][1].add(holder)
+        if isinstance(holder, tuple):
+            self.waiting.setdefault(holder, set()).add(key)
+
+    def held_by(self, key: int, holder: Any) -> bool:
+        return key in self.holders and holder in self.holders[key][1]
+
+    def size(self, key: int) -> int:
+        return self.holders[key][0]
+
+    def release(self, key: int, holder: Any) -> None:
+        if key not in self.holders:
+            return
+        self.holders[key][1].discard(holder)
+        if isinstance(holder, tuple):
+            self.waiting.get(holder, set()).discard(key)
+        self.settle(key)
+
+    def settle(self, key: int) -> None:
+        """Gone if no one holds it."""
+        entry = self.holders.get(key)
+        if entry is not None and not entry[1]:
+            del self.holders[key]
+            self.total -= entry[0]
+
+
 def _replay(
     trace: _Trace, saved: dict[int, int], users: dict[int, set[int]], recomputed: dict[int, int]
 ) -> tuple[int, int]:
     """The backward pass replayed on storages: ``(peak, peak less the .grad made by then)``."""
     where = {nid: i for i, nid in enumerate(trace.order)}
-    live: dict[int, list[Any]] = {k: [b, set()] for k, b in saved.items()}  # storage -> [bytes, holders]
+    live = _Live()
     freed_after: dict[int, list[int]] = {}
-    for k in saved:
+    for k, b in saved.items():
+        live.hold(k, b, "saved")
         ran = [where[u] for u in users.get(k, ()) if u in where]
-        live[k][1].add("saved")
         if ran:  # freed after the last node that reads it; one no node reads stays to the end
             freed_after.setdefault(max(ran), []).append(k)
-    peak = without = sum(saved.values())
-
-    def drop() -> None:
-        for k in [k for k, v in live.items() if not v[1]]:
-            del live[k]
-
+    peak = without = live.total
     grads = 0
     for i, nid in enumerate(trace.order):
         buffer = ("buffer", nid)
         came = trace.incoming.get(nid, [])
-        for k, b in came:  # the gradients it takes, as the engine summed them
-            live.setdefault(k, [b, set()])[1].add(buffer)
         keys = {k for k, _ in came}
-        for k, v in live.items():
-            if buffer in v[1] and k not in keys:
-                v[1].discard(buffer)
-        drop()
-        made = trace.produced.get(nid, [])
+        for k, b in came:  # the gradients it takes, as the engine summed them
+            live.hold(k, b, buffer)
+        for k in [k for k in live.waiting.get(buffer, ()) if k not in keys]:
+            live.release(k, buffer)  # sent here, but summed into another storage: gone
+        made = [key for key in trace.produced.get(nid, []) if key is not None]
+        fresh = [key[0] for key in made if key[0] not in live]
         for key in made:
-            if key is not None and key[0] not in live:
-                live[key[0]] = [key[1], set()]
-        total = sum(v[0] for v in live.values()) + recomputed.get(i, 0)
+            live.add(*key)
+        total = live.total + recomputed.get(i, 0)
         peak = max(peak, total)
         without = max(without, total - grads)
         nexts = trace.nexts.get(nid, [])
-        for j, key in enumerate(made):
+        for j, key in enumerate(trace.produced.get(nid, [])):
             if key is not None and j < len(nexts) and nexts[j] is not None:
-                live[key[0]][1].add(("buffer", nexts[j]))
+                live.hold(key[0], key[1], ("buffer", nexts[j]))
         for k in keys:
-            if nid in trace.leaf and k in live and "grad" not in live[k][1]:
-                live[k][1].add("grad")
-                grads += live[k][0]
-            if k in live:
-                live[k][1].discard(buffer)
+            if nid in trace.leaf and k in live and not live.held_by(k, "grad"):
+                live.hold(k, live.size(k), "grad")
+                grads += live.size(k)
+            live.release(k, buffer)
         for k in freed_after.get(i, ()):
-            live[k][1].discard("saved")
-        drop()
+            live.release(k, "saved")
+        for k in fresh:
+            live.settle(k)
     return int(peak), int(without)
 
 

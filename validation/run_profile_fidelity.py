@@ -97,6 +97,26 @@ Registered before the run (fixed here, not after seeing results):
   and cuDNN versions, the build's arch list and the device's capability, the
   CUDA and cuDNN environment variables, the driver's JIT cache and its bytes
   at the start, ``jit_cache_bytes_after`` each row and ``jit_cache_bytes_now``).
+- pass 6 on an NVIDIA H200 (2026-11-28 06:14, commit d44b3bd plus the three
+  lines of the amendment above, ``validation/fidelity/h200-pass6.json``): the
+  device warm-up cost 5.5 s before the first row and 1-2 s before the others
+  (the first step 1.06 s, then 35-44 ms: no large one-time cost); ResNet-50
+  fp32 and bf16 within the error target (-0.03%, -0.03%; the pooled predict
+  -0.06%, +0.93%; the timed steps at 1.00x and 1.02x the plain loop), but the
+  profile took 134 s and 178 s, 127.7 s and 173.3 s of them in its memory
+  pass (``backward_peak``; 0.4 s for a ResNet-50 on this machine's CPU), so
+  the overhead target failed (57.8x, 87.2x); the run's limit ended ViT-B/16's
+  row inside its memory pass; the other ten rows did not start;
+- pass 7 (registered here before it runs; only the memory pass changes): the
+  memory pass's graph walk holds every node's Python object while it walks
+  (it deduplicated nodes by ``id()`` without holding them, and autograd makes
+  a new object for a node reached again once the last is gone: a node could
+  be walked and hooked again once per path; a node run twice now raises, which
+  the profile reports as "not predicted") and its replay keeps a running total
+  (linear in the pass's events; the same results on every CPU model checked).
+  ``validation/diagnose_memory_pass.py`` runs first in the same device call and
+  says whether the walk was the cause. Protocol, cases, settings and targets
+  as in pass 6; every row reported.
 
 On CUDA the script also records two ``torch.profiler`` traces for
 ``read_trace`` (``cuda_mlp.json.gz`` for the tests, ``resnet50_bf16.json.gz``
