@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from queuesgd.errors import InvalidParameterError
-from queuesgd.harness.report.sections import target_met
+from queuesgd.harness.report.sections import short_commit, target_met
 
 __all__ = ["campaign_lines", "purpose", "read_campaigns"]
 
@@ -36,12 +36,6 @@ def _pair(stats: Mapping[str, Any] | None) -> str:
     if not stats:
         return "-"
     return f"{_pct(stats.get('median_abs_error'))} / {_pct(stats.get('max_abs_error'))}"
-
-
-def _short_commit(commit: str) -> str:
-    """``0123456789abcdef+dirty`` as ``0123456+dirty``."""
-    head, plus, rest = str(commit).partition("+")
-    return head[:7] + plus + rest
 
 
 def purpose(description: str, limit: int = PURPOSE_CHARS) -> str:
@@ -131,7 +125,7 @@ def _rows_of(summary: Mapping[str, Any]) -> list[str]:
         ) from None
     schemes = dict(pooled.get("by_scheme") or {})
     passes = sorted(_field(summary, "passes"), key=lambda p: int(p["pass"]))
-    commits = ", ".join(_short_commit(c) for c in summary.get("commits") or []) or "-"
+    commits = ", ".join(short_commit(c) for c in summary.get("commits") or []) or "-"
     spec_hash = str(summary.get("spec_hash") or "-")[:12]
     wanted = f"<= {100 * target[0]:g}% / <= {100 * target[1]:g}%"
     out = []

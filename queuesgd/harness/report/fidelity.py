@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from queuesgd.harness.report.sections import short_commit
+
 __all__ = ["fidelity_lines", "read_passes", "trace_rows"]
 
 
@@ -179,7 +181,7 @@ def fidelity_lines(
         e = np.abs([r["error"] for r in mine]) if mine else np.array([])
         lines.append(
             f"| `{d.get('file', '')}` | {_device_of(d)} | "
-            f"`{str(d.get('commit') or '')[:7]}` | {d.get('started', '')} | {len(d['rows'])} | "
+            f"`{short_commit(d.get('commit'))}` | {d.get('started', '')} | {len(d['rows'])} | "
             + (f"{sum(_met(d, r) for r in mine)} of {len(targets)} | " if targets else "not held | ")
             + (f"{100 * float(np.median(e)):.1f}% | {100 * float(np.max(e)):.1f}% |" if mine else "- | - |")
         )

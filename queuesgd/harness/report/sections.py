@@ -259,19 +259,25 @@ def campaign_runs(rows: Iterable[Mapping[str, Any]]) -> list[str]:
             span += "-" + end.strftime("%H:%M" if end.date() == first.date() else "%Y-%m-%d %H:%M")
         kind, name = run[0][1]
         if kind == "campaign":
-            commits = list(dict.fromkeys(_short(c) for _, _, c in run if c))
+            commits = list(dict.fromkeys(short_commit(c) for _, _, c in run if c))
             said = {0: "code not recorded", 1: f"commit {commits[0]}" if commits else ""}
             code = f"campaign {name}; " + said.get(len(commits), f"commits {', '.join(commits)}")
         else:
-            code = f"commit {_short(name)}" if name else "code not recorded"
+            code = f"commit {short_commit(name)}" if name else "code not recorded"
         out.append(f"{span} ({code})")
     return out
 
 
-def _short(commit: Any) -> str:
-    """A commit as its first 7 hex digits, a ``+dirty`` mark kept."""
-    text = str(commit)
-    return text[:7] + ("+dirty" if text.endswith("+dirty") else "")
+def short_commit(commit: Any) -> str:
+    """A commit as its first 7 hex digits, what follows the hash kept (``+dirty``: code not as committed).
+
+    Examples
+    --------
+    >>> short_commit("0123456789abcdef+dirty"), short_commit(None)
+    ('0123456+dirty', '')
+    """
+    head, plus, rest = str(commit or "").partition("+")
+    return head[:7] + plus + rest
 
 
 def last_run(rows: Iterable[Mapping[str, Any]]) -> str | None:
