@@ -18,7 +18,8 @@ residual blocks. This measures, on the same model:
 - the same walk holding every node (the fix): nodes walked;
 - ``backward_peak`` as it now stands: seconds and its result.
 
-Each entry is written to ``OUT.json`` as it ends.
+Each entry is written to ``OUT.json`` as it ends. Its run on the H200 that ran pass 6:
+``validation/fidelity/probes/h200-diag-memory.json``.
 """
 
 from __future__ import annotations

@@ -97,8 +97,8 @@ Registered before the run (fixed here, not after seeing results):
   and cuDNN versions, the build's arch list and the device's capability, the
   CUDA and cuDNN environment variables, the driver's JIT cache and its bytes
   at the start, ``jit_cache_bytes_after`` each row and ``jit_cache_bytes_now``).
-- pass 6 on an NVIDIA H200 (2026-11-28 06:14, commit d44b3bd plus the three
-  lines of the amendment above, ``validation/fidelity/h200-pass6.json``): the
+- pass 6 on an NVIDIA H200 (2026-11-28 06:14, commit d44b3bd,
+  ``validation/fidelity/h200-pass6.json``): the
   device warm-up cost 5.5 s before the first row and 1-2 s before the others
   (the first step 1.06 s, then 35-44 ms: no large one-time cost); ResNet-50
   fp32 and bf16 within the error target (-0.03%, -0.03%; the pooled predict
