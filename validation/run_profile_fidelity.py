@@ -117,6 +117,22 @@ Registered before the run (fixed here, not after seeing results):
   ``validation/diagnose_memory_pass.py`` runs first in the same device call and
   says whether the walk was the cause. Protocol, cases, settings and targets
   as in pass 6; every row reported.
+- pass 7 on the same H200 (2026-11-28 06:27, ``validation/fidelity/h200-pass7.json``;
+  its commit stamp reads d44b3bd+dirty, the device copy's git state of the
+  session's first call: the tree sent was commit 414d35e): all 13 rows ran,
+  the memory pass 0.02-0.10 s, overhead 0.99-1.17x on every row; 7 of the 9
+  target rows within 3%; missed: ConvNeXt-T bf16 with accumulation 2
+  (-5.5%) and DenseNet-121 fp32 (-4.7%), host-bound steps whose plain-loop
+  blocks spread by 32% and 14%;
+- pass 8 (registered here before it runs; nothing changes from pass 7): a
+  replication on whichever GPU is lent, to tell pass 7's two misses from a
+  bias. Expected before the run: if they were the host's noise, the errors of
+  ConvNeXt-T and DenseNet-121 shrink or change sign; if the profile's timed
+  blocks run faster than the plain loop's on host-bound steps (5 of
+  DenseNet-121's 6 block errors and all 6 of the checkpointing row's were
+  negative in pass 7), both stay below -3% and their block errors stay
+  mostly negative. Either way every row is reported and pooled with passes
+  1-7; no row or pass is discarded.
 
 On CUDA the script also records two ``torch.profiler`` traces for
 ``read_trace`` (``cuda_mlp.json.gz`` for the tests, ``resnet50_bf16.json.gz``
