@@ -26,7 +26,6 @@ from types import MappingProxyType
 import numpy as np
 from numpy.typing import ArrayLike
 
-from queuesgd import _checks
 from queuesgd.batchmeans import batch_means, check_simulation_size, check_tail
 from queuesgd.dag import _evaluate
 from queuesgd.dag.graph import TaskGraph, check_graph, check_law
@@ -35,6 +34,7 @@ from queuesgd.dag.structure import readonly
 from queuesgd.distributions import Deterministic, Distribution
 from queuesgd.errors import InvalidParameterError
 from queuesgd.rng import as_generator
+from queuesgd.run_options import MAX_ITERATIONS, iterations_option
 
 __all__ = ["SECONDS_PER_TASK", "Simulation", "default_iterations", "simulate"]
 
@@ -56,7 +56,8 @@ def default_iterations(default: int, tasks: int, iterations: int | None = None) 
 
     At most :data:`DEFAULT_BUDGET_SECONDS` of simulation by :data:`SECONDS_PER_TASK`, and at least
     :data:`MIN_DEFAULT_ITERATIONS`; the batch-means interval of the result says the precision this buys.
-    An explicit ``iterations`` is only checked (an integer >= 1), never changed.
+    An explicit ``iterations`` is only checked (an integer from 1 to
+    :data:`~queuesgd.run_options.MAX_ITERATIONS`), never changed.
 
     Examples
     --------
@@ -66,7 +67,7 @@ def default_iterations(default: int, tasks: int, iterations: int | None = None) 
     (200, 5000)
     """
     if iterations is not None:
-        return _checks.integer("iterations", iterations)
+        return int(iterations_option(iterations))
     fit = int(DEFAULT_BUDGET_SECONDS / (SECONDS_PER_TASK * max(int(tasks), 1)))
     return max(MIN_DEFAULT_ITERATIONS, min(int(default), fit))
 
@@ -259,7 +260,9 @@ def simulate(
     {'fwd': 0.333333, 'bwd': 0.666667}
     """
     graph = check_graph(graph)
-    n = _checks.integer("iterations", iterations, minimum=1)
+    n = iterations_option(iterations)
+    if n is None:
+        raise InvalidParameterError("iterations", iterations, f"an integer >= 1, at most {MAX_ITERATIONS:,}")
     gen = as_generator(np.random.default_rng() if rng is None else rng)
     critical = bool(critical_path)
     T = len(graph)

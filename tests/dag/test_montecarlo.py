@@ -159,6 +159,8 @@ def test_without_critical_path():
     [
         ({"iterations": 0}, "iterations"),
         ({"iterations": 2.5}, "iterations"),
+        ({"iterations": 10**400}, "iterations"),  # an OverflowError in the size guard's message before
+        ({"iterations": None}, "iterations"),
         ({"rng": -1}, "rng"),
         ({"rng": "seed"}, "rng"),
     ],
@@ -168,6 +170,16 @@ def test_bad_arguments(kwargs, field):
     with pytest.raises(InvalidParameterError) as err:
         simulate(g, **kwargs)
     assert err.value.field == field
+
+
+def test_default_iterations_checks_an_explicit_count_as_simulate_does():
+    from queuesgd.dag import default_iterations
+    from queuesgd.run_options import MAX_ITERATIONS
+
+    assert default_iterations(100, 10, iterations=MAX_ITERATIONS) == MAX_ITERATIONS
+    with pytest.raises(InvalidParameterError, match="at most 1,000,000,000,000") as err:
+        default_iterations(100, 10, iterations=MAX_ITERATIONS + 1)
+    assert err.value.field == "iterations"
 
 
 def test_bad_graph_and_quantile():
