@@ -42,6 +42,7 @@ from queuesgd.errors import (
     UnknownNameError,
     warn_user,
 )
+from queuesgd.run_options import MAX_ITERATIONS
 
 if TYPE_CHECKING:
     from queuesgd.petri.net import PetriNet
@@ -99,9 +100,12 @@ def options(until, firings, warmup, batches, confidence, max_vanishing) -> dict[
             raise InvalidParameterError("until", until, f"a time > warmup ({warmup})")
     if firings is not None:
         least = batches * MIN_PER_BATCH
-        accepted = f"an integer >= {least:,} ({batches} batches of at least {MIN_PER_BATCH} firings)"
-        try:
-            firings = _checks.integer("firings", firings, minimum=least)
+        accepted = (
+            f"an integer >= {least:,} ({batches} batches of at least {MIN_PER_BATCH} firings), "
+            f"at most {MAX_ITERATIONS:,}"
+        )
+        try:  # the cap keeps a number such as 10**400 out of check_size's arithmetic (its message's float)
+            firings = _checks.integer("firings", firings, minimum=least, maximum=MAX_ITERATIONS)
         except InvalidParameterError:
             raise InvalidParameterError("firings", firings, accepted) from None
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0 < confidence < 1:

@@ -50,6 +50,13 @@ def test_too_long_runs_are_refused_before_they_start():
         mm13().simulate(firings=100, warmup=1e15, rng=0)
 
 
+def test_a_count_of_firings_past_any_run_is_refused_by_name():
+    # 10**400 firings reached the size check's message, which multiplied it into a float (OverflowError).
+    wanted = r"firings: got an integer of 401 digits; .* at most 1,000,000,000,000$"
+    with pytest.raises(InvalidParameterError, match=wanted):
+        mm13().simulate(firings=10**400, rng=0)
+
+
 def test_a_run_faster_than_its_initial_marking_stops_at_the_cap(monkeypatch):
     # One deterministic firing at t = 1 (initial rate 1, so until=1e4 looks like 1e4 firings), then a
     # loop at rate 1000: the running cap (lowered here to 5,000 firings) stops it near t = 6.
@@ -76,7 +83,8 @@ def test_a_run_faster_than_its_initial_marking_stops_at_the_cap(monkeypatch):
 def test_firings_below_min_per_batch_are_refused():
     with pytest.raises(
         InvalidParameterError,
-        match=r"^firings: got 20; accepted: an integer >= 100 \(20 batches of at least 5 firings\)$",
+        match=r"^firings: got 20; accepted: an integer >= 100 \(20 batches of at least 5 firings\), at most "
+        r"1,000,000,000,000$",
     ):
         mm13().simulate(firings=20, rng=0)
     with pytest.raises(
