@@ -50,14 +50,22 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
+from queuesgd.harness.process_limit import check_processes
 
 __all__ = ["lock_step_spans", "measure_concurrency", "measure_synchronized", "synchronized_step"]
 
 
 def _checked(
-    kind: str, copies: Iterable[int], model_options: Any, batch_size: int, repetitions: int, warmup: int
+    kind: str,
+    copies: Iterable[int],
+    model_options: Any,
+    batch_size: int,
+    repetitions: int,
+    warmup: int,
+    force: bool,
 ) -> tuple[list[int], dict[str, Any], int, int, int]:
-    """The arguments both measurements share, checked: copies, model options, batch, repetitions, warm-up."""
+    """The arguments both measurements share, checked: copies (within the process limit unless
+    ``force``), model options, batch, repetitions, warm-up."""
     from queuesgd.harness.models import check_model
 
     check_model(kind)
@@ -66,6 +74,7 @@ def _checked(
         from queuesgd.errors import InvalidParameterError
 
         raise InvalidParameterError("copies", copies, "one or more integers >= 1")
+    check_processes("copies", counts, counts[-1], force=force)  # the largest: before any run
     return (
         counts,
         dict(model_options or {}),
@@ -129,6 +138,7 @@ def measure_concurrency(
     model_options: Mapping[str, Any] | None = None,
     timeout: float = 600.0,
     device: str = "cpu",
+    force: bool = False,
 ) -> dict[int, dict[str, Any]]:
     """Profile ``k`` concurrent copies of a harness model's training step, for each ``k`` in ``copies``.
 
@@ -146,6 +156,9 @@ def measure_concurrency(
         Wall-clock limit of each ``k``'s run, seconds.
     device : str
         Where every copy computes: ``"cpu"`` or one CUDA device that all ``k`` share.
+    force : bool
+        Start more processes than :func:`~queuesgd.harness.process_limit.process_limit`
+        (8 per CPU core), refused without it before any run starts.
 
     Returns
     -------
@@ -155,7 +168,7 @@ def measure_concurrency(
         "workload": copy 0's layer-wise Workload}}``.
     """
     counts, options, batch_size, repetitions, warmup = _checked(
-        kind, copies, model_options, batch_size, repetitions, warmup
+        kind, copies, model_options, batch_size, repetitions, warmup, force
     )
     device = _checks.device("device", device)
     out: dict[int, dict[str, Any]] = {}
@@ -164,7 +177,7 @@ def measure_concurrency(
         def fn(ctx: WorkerContext) -> None:
             _copy(ctx, kind, batch_size, repetitions, warmup, seed, options, device)
 
-        records = run_workers(fn, k, timeout=timeout)
+        records = run_workers(fn, k, timeout=timeout, force=force)
         records.sort(key=lambda r: r["rank"])
         out[k] = {
             "compute": np.concatenate([np.asarray(r["compute"], dtype=float) for r in records]),
@@ -263,6 +276,7 @@ def measure_synchronized(
     timeout: float = 600.0,
     device: str = "cpu",
     local: bool = False,
+    force: bool = False,
 ) -> dict[int, dict[str, Any]]:
     """The compute phase of a synchronous step of ``k`` workers sharing this machine, for each ``k``.
 
@@ -290,6 +304,9 @@ def measure_synchronized(
     local : bool
         With ``ddp``: hand each bucket back unreduced through a communication
         hook, so that no collective is called (see the module docstring).
+    force : bool
+        Start more processes than :func:`~queuesgd.harness.process_limit.process_limit`
+        (8 per CPU core), refused without it before any run starts.
 
     Returns
     -------
@@ -307,7 +324,7 @@ def measure_synchronized(
     ([1, 2], 5, True)
     """
     counts, options, batch_size, repetitions, warmup = _checked(
-        kind, copies, model_options, batch_size, repetitions, warmup
+        kind, copies, model_options, batch_size, repetitions, warmup, force
     )
     device = _checks.device("device", device)
     out: dict[int, dict[str, Any]] = {}
@@ -318,7 +335,7 @@ def measure_synchronized(
                 ctx, kind, batch_size, repetitions, warmup, seed, options, bool(ddp), device, bool(local)
             )
 
-        records = run_workers(fn, k, timeout=timeout)
+        records = run_workers(fn, k, timeout=timeout, force=force)
         out[k] = lock_step_spans([r["times"] for r in records])
     return out
 

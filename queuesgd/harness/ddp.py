@@ -35,6 +35,7 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.run_args import steps_and_warmup
 
 __all__ = ["ddp_worker", "run_ddp", "train_steps"]
@@ -165,6 +166,7 @@ def run_ddp(
     host: str = "127.0.0.1",
     on_record: Callable[[dict], None] | None = None,
     device: str = "cpu",
+    force: bool = False,
 ) -> list[dict]:
     """Train ``kind`` with DDP on ``workers`` gloo processes; every record (see the module docstring).
 
@@ -191,6 +193,9 @@ def run_ddp(
         ``"cpu"`` (the default), or ``"cuda"``/``"cuda:N"``: every worker
         computes on that one device (several processes share it; gloo moves
         the buckets through host memory, as it does for CUDA tensors).
+    force : bool
+        Start more processes than :func:`~queuesgd.harness.process_limit.process_limit`
+        (8 per CPU core), refused without it before any starts.
 
     Returns
     -------
@@ -199,7 +204,7 @@ def run_ddp(
     from queuesgd.harness.models import MODELS
 
     _checks.choice("model", kind, MODELS)
-    workers = _checks.integer("workers", workers)
+    workers = check_processes("workers", workers, _checks.integer("workers", workers), force=force)
     steps, warmup = steps_and_warmup(steps, warmup)
     batch_size = _checks.integer("batch_size", batch_size)
     cap = None if bucket_cap_mb is None else _checks.positive("bucket_cap_mb", bucket_cap_mb)
@@ -218,4 +223,4 @@ def run_ddp(
             device=device,
         )
 
-    return run_workers(fn, workers, timeout=timeout, setup=setup, on_record=on_record, host=host)
+    return run_workers(fn, workers, timeout=timeout, setup=setup, on_record=on_record, host=host, force=force)

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
+from queuesgd.harness.process_limit import check_processes
 
 __all__ = ["eager_loop_times", "measure_eager"]
 
@@ -135,6 +136,7 @@ def measure_eager(
     model_options: Mapping[str, Any] | None = None,
     seed: int = 0,
     timeout: float = 300.0,
+    force: bool = False,
 ) -> dict[int, dict[str, Any]]:
     """Run eager-SGD's ring loop with a harness model on loopback for each worker count; its loop times.
 
@@ -150,6 +152,9 @@ def measure_eager(
         Rounds per run, and how many are left out at its start.
     timeout : float
         Wall-clock limit per run, seconds.
+    force : bool
+        Start more processes than :func:`~queuesgd.harness.process_limit.process_limit`
+        (8 per CPU core), refused without it before any run starts.
 
     Returns
     -------
@@ -170,6 +175,8 @@ def measure_eager(
     from queuesgd.harness.live_schemes.eager import EAGER
 
     ks = sorted({_checks.integer("workers", k) for k in workers})
+    if ks:  # the largest run's processes, before any run
+        check_processes("workers", ks, EAGER.world_size(ks[-1]), force=force)
     n_rounds = _checks.integer("rounds", rounds, minimum=10)
     warm = _checks.integer("warmup", warmup, minimum=0)
     live = RealModel(kind, batch_size=batch_size, **dict(model_options or {}))
@@ -184,6 +191,7 @@ def measure_eager(
             warmup=warm,
             seed=seed,
             timeout=timeout,
+            force=force,
         )
         out[k] = eager_loop_times(recs)
     return out

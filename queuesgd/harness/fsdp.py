@@ -41,6 +41,7 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.run_args import steps_and_warmup
 
 __all__ = ["COLLECTIVES", "collective_seconds", "fsdp_units", "fsdp_worker", "run_fsdp", "timed_collectives"]
@@ -197,6 +198,7 @@ def run_fsdp(
     setup: Callable[[int], None] | None = None,
     host: str = "127.0.0.1",
     on_record: Callable[[dict], None] | None = None,
+    force: bool = False,
 ) -> list[dict]:
     """Train ``kind`` with FSDP2 (``fully_shard`` per unit) on ``workers`` gloo processes; every record.
 
@@ -221,6 +223,9 @@ def run_fsdp(
         Wall-clock limit, seconds (every process group is killed and reaped past it).
     setup, host, on_record
         As :func:`~queuesgd.harness.launch.run_workers`.
+    force : bool
+        Start more processes than :func:`~queuesgd.harness.process_limit.process_limit`
+        (8 per CPU core), refused without it before any starts.
 
     Returns
     -------
@@ -239,7 +244,7 @@ def run_fsdp(
     from queuesgd.schemes import ShardedDataParallel
 
     _checks.choice("model", kind, MODELS)
-    workers = _checks.integer("workers", workers)
+    workers = check_processes("workers", workers, _checks.integer("workers", workers), force=force)
     steps, warmup = steps_and_warmup(steps, warmup)
     batch_size = _checks.integer("batch_size", batch_size)
     if not isinstance(reshard_after_forward, bool):
@@ -259,4 +264,4 @@ def run_fsdp(
             key=ShardedDataParallel.key,
         )
 
-    return run_workers(fn, workers, timeout=timeout, setup=setup, on_record=on_record, host=host)
+    return run_workers(fn, workers, timeout=timeout, setup=setup, on_record=on_record, host=host, force=force)

@@ -46,6 +46,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.process_limit import check_processes
 
 __all__ = ["incast_probe", "incast_rate", "measure_incast"]
 
@@ -115,6 +116,7 @@ def measure_incast(
     setup: Callable[[int], None] | None = None,
     host: str = "127.0.0.1",
     timeout: float = 300.0,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Measure a parameter server's link occupancy per push when ``senders`` ranks push back to back.
 
@@ -132,6 +134,9 @@ def measure_incast(
         Answer each push with a message of the same size, as the PS does.
     setup, host, timeout
         As :func:`~queuesgd.harness.launch.run_workers`.
+    force : bool
+        Start more processes (``senders + 1``) than :func:`~queuesgd.harness.process_limit.process_limit`
+        (8 per CPU core), refused without it before any starts.
 
     Returns
     -------
@@ -155,13 +160,16 @@ def measure_incast(
     if len(sized) < 2:
         raise InvalidParameterError("sizes", list(sizes), "at least two distinct message sizes in bytes")
     k = _checks.integer("senders", senders)
+    check_processes("senders", senders, k + 1, force=force)
     per = _checks.integer("count", count, minimum=8)
     limit = _checks.positive("timeout", timeout)
 
     def fn(ctx: Any) -> None:
         incast_probe(ctx, sized, per, bool(reply))
 
-    records = run_workers(fn, k + 1, timeout=limit, progress_timeout=None, setup=setup, host=host)
+    records = run_workers(
+        fn, k + 1, timeout=limit, progress_timeout=None, setup=setup, host=host, force=force
+    )
     by_size = {int(r["size"]): r["arrivals"] for r in records if "arrivals" in r}
     occupancy = [_occupancy(by_size[s]) for s in sized]
     fit = fit_alpha_beta(sized, occupancy, kind="p2p")

@@ -402,6 +402,7 @@ def run_probe(
     host: str = "127.0.0.1",
     timeout: float = 300.0,
     args: tuple[Any, ...] = (),
+    force: bool = False,
 ) -> tuple[int, list[dict]]:
     """Run a calibration probe ``probe(ctx, size, repeats, warmup, *args)`` on ``world_size`` ranks.
 
@@ -409,7 +410,8 @@ def run_probe(
     :mod:`~queuesgd.harness.duplex`): ``nbytes`` is rounded up to whole
     float32 elements, ``repeats`` and ``warmup`` are checked, and only the
     wall-clock ``timeout`` applies (a 100 Mbit/s probe can outlast
-    :func:`run_workers`' progress timeout).
+    :func:`run_workers`' progress timeout). ``force``: as :func:`run_workers`' (more than 8 processes
+    per CPU core).
 
     Returns
     -------
@@ -434,5 +436,7 @@ def run_probe(
     def fn(ctx: WorkerContext) -> None:
         probe(ctx, size, reps, warm, *args)
 
-    records = run_workers(fn, world_size, timeout=timeout, progress_timeout=None, setup=setup, host=host)
+    records = run_workers(
+        fn, world_size, timeout=timeout, progress_timeout=None, setup=setup, host=host, force=force
+    )
     return size, records

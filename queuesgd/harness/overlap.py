@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
+from queuesgd.harness.process_limit import check_processes
 
 __all__ = ["measure_overlap", "overlap_efficiency", "overlap_probe"]
 
@@ -135,6 +136,7 @@ def measure_overlap(
     host: str = "127.0.0.1",
     timeout: float = 300.0,
     device: str = "cpu",
+    force: bool = False,
 ) -> dict[str, float]:
     """Measure how much of an all-reduce of ``nbytes`` hides behind computation on ``workers`` ranks.
 
@@ -150,6 +152,9 @@ def measure_overlap(
         As :func:`~queuesgd.harness.launch.run_workers` (network namespaces).
     device : str
         Where the tensor and the computation live: ``"cpu"`` or a CUDA device the ranks share.
+    force : bool
+        Start more processes than :func:`~queuesgd.harness.process_limit.process_limit`
+        (8 per CPU core), refused without it before any starts.
 
     Returns
     -------
@@ -166,10 +171,19 @@ def measure_overlap(
     """
     from queuesgd.harness.launch import run_probe
 
-    n = _checks.integer("workers", workers, minimum=2)
+    n = check_processes("workers", workers, _checks.integer("workers", workers, minimum=2), force=force)
     device = _checks.device("device", device)
     _, records = run_probe(
-        overlap_probe, n, nbytes, repeats, warmup, setup=setup, host=host, timeout=timeout, args=(device,)
+        overlap_probe,
+        n,
+        nbytes,
+        repeats,
+        warmup,
+        setup=setup,
+        host=host,
+        timeout=timeout,
+        args=(device,),
+        force=force,
     )
     out = {}
     for phase in ("comm", "compute", "both"):

@@ -2,11 +2,15 @@
 
 Emulated steps are timed waits, so 8 to 16 worker processes share two cores;
 far more measure the machine, not the scheme (each process holds a sliver of
-a core, and gloo connects every pair of ranks). One rule, refused before any
-process is forked: by :func:`~queuesgd.harness.launch.run_workers`,
-:func:`~queuesgd.harness.runners.run`,
-:func:`~queuesgd.harness.campaign.validate` and ``queuesgd validate`` (its
-``--force`` is their ``force=True``).
+a core, and gloo connects every pair of ranks). One rule, :func:`check_processes`,
+refused before any process is forked: by :func:`~queuesgd.harness.launch.run_workers`
+and every public entry point that starts processes through it
+(:func:`~queuesgd.harness.runners.run`, :func:`~queuesgd.harness.campaign.validate`,
+:func:`~queuesgd.harness.ddp.run_ddp`, :func:`~queuesgd.harness.fsdp.run_fsdp`,
+:func:`~queuesgd.harness.pipelining.run_pipeline`, the contention, incast and overlap
+measurements, the profiles and the calibrations), each with the same ``force`` passed
+down, and ``queuesgd validate`` (its ``--force`` is ``force=True``). An entry point
+that loops over counts checks the largest before its first run.
 
 Examples
 --------

@@ -14,6 +14,7 @@ from typing import Any
 
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.provenance import stamp
 from queuesgd.harness.records_json import load_fields, save_fields
 
@@ -138,6 +139,7 @@ def calibrate_network(
     timeout: float = 300.0,
     busy: int = 0,
     device: str = "cpu",
+    force: bool = False,
 ) -> Calibration:
     """Calibrate the emulated network a run will use, in a run of its own (namespaces and ``tc tbf``).
 
@@ -166,6 +168,10 @@ def calibrate_network(
     device : str
         ``"allreduce"``: where the tensors live, ``"cpu"`` or the CUDA
         device that every rank shares (as DDP's buckets on one GPU).
+    force : bool
+        Start more ranks than :func:`~queuesgd.harness.process_limit.process_limit`
+        (8 per CPU core), refused without it before any starts
+        (or any namespace is made).
 
     An all-reduce calibration also measures, on the same ranks and network,
     how much of an all-reduce of the largest size hides behind computation
@@ -202,11 +208,10 @@ def calibrate_network(
         if kind == "allreduce":
             from queuesgd.harness.overlap import measure_overlap
 
-            fit = calibrate.calibrate_allreduce(
-                workers, sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout, device=device
-            )
+            at = {"setup": setup, "host": host, "timeout": timeout, "device": device, "force": force}
+            fit = calibrate.calibrate_allreduce(workers, sizes, repeats, gap=gap, **at)
             nbytes = max(sizes)
-            over = measure_overlap(workers, nbytes, setup=setup, host=host, timeout=timeout, device=device)
+            over = measure_overlap(workers, nbytes, **at)
             return fit, {**over, "nbytes": float(nbytes)}, None, None
         from queuesgd.harness.busy import BusyProcesses
         from queuesgd.harness.duplex import measure_duplex, measure_send_buffer
@@ -222,7 +227,7 @@ def calibrate_network(
     from queuesgd.harness.netns import on_network
 
     # p2p: two ranks, and a third for the duplex and incast probes
-    world = workers if kind == "allreduce" else 3
+    world = check_processes("workers", workers, workers if kind == "allreduce" else 3, force=force)
     (fit, over, duplex, ps_link), emulation = on_network(world, bw, go)
     held, incast = ps_link if ps_link is not None else (None, None)
     return Calibration(

@@ -17,6 +17,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.distributions import Empirical
 from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.provenance import stamp
 from queuesgd.harness.records_json import read_json, write_json
 from queuesgd.workload import Layer, Workload
@@ -251,6 +252,7 @@ def make_profile(
     device: str = "cpu",
     independent: Iterable[int] | None = None,
     ps: bool = True,
+    force: bool = False,
 ) -> Profile:
     """Profile a harness model on this machine: one worker alone, and ``k`` concurrent copies.
 
@@ -289,6 +291,10 @@ def make_profile(
         Time the parameter server's update (average ``k`` flat gradients,
         apply them) alone for every ``k`` (True, the default; the server is a
         CPU process, so a CUDA profile must leave it out).
+    force : bool
+        Start more processes than :func:`~queuesgd.harness.process_limit.process_limit`
+        (8 per CPU core), refused without it before any measurement
+        starts (``copies``, ``independent``, and ``eager``'s ``k + 1``).
 
     Returns
     -------
@@ -309,6 +315,12 @@ def make_profile(
             "ps", ps, "False with a CUDA device (the parameter server runs on the CPU)"
         )
     eager_ks = sorted({_checks.integer("eager", k) for k in eager})
+    from queuesgd.harness.live_schemes.eager import EAGER
+
+    largest = {"copies": (ks, ks[-1]), "independent": (alone, alone[-1]),
+               "eager": (eager_ks, EAGER.world_size(max(eager_ks, default=1)))}  # fmt: skip
+    for name, (given, processes) in largest.items():  # every measurement's, before the first
+        check_processes(name, given, processes, force=force)
     if eager_ks and device != "cpu":
         raise InvalidParameterError(
             "eager", eager_ks, "none with a CUDA device (eager-SGD's loop runs on CPUs)"
@@ -321,6 +333,7 @@ def make_profile(
         "seed": seed,
         "model_options": options,
         "device": device,
+        "force": force,
     }
     runs = measure_concurrency(kind, alone, **common)
     ps_times = _ps_update_times(kind, ks, {"batch_size": batch_size, **options}) if ps else {}
@@ -334,7 +347,9 @@ def make_profile(
     if eager_ks:
         from queuesgd.harness.eager_profile import measure_eager
 
-        loops = measure_eager(kind, eager_ks, batch_size=batch_size, model_options=options, seed=seed)
+        loops = measure_eager(
+            kind, eager_ks, batch_size=batch_size, model_options=options, seed=seed, force=force
+        )
     return Profile(
         kind,
         int(batch_size),

@@ -26,6 +26,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.calibration import Calibration
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.provenance import stamp
 
 __all__ = [
@@ -274,6 +275,7 @@ def calibrate_parallel(
     timeout: float = 300.0,
     mode: str = "idle-median",
     busy: float = 0.0,
+    force: bool = False,
 ) -> Calibration:
     """Calibrate the network of an FSDP or a pipeline run beforehand, in a run of its own.
 
@@ -299,6 +301,10 @@ def calibrate_parallel(
         (:data:`SHARDED_MODES`), and with ``"busy-mean"`` the seconds of
         synthetic work each rank does before each collective (> 0; an FSDP
         step's compute between two of its collectives).
+    force : bool
+        Start more ranks than :func:`~queuesgd.harness.process_limit.process_limit`
+        (8 per CPU core), refused without it before any starts
+        (or any namespace is made).
 
     Returns
     -------
@@ -319,6 +325,7 @@ def calibrate_parallel(
     n = _checks.integer("workers", workers, minimum=2)
     if kind == "p2p" and n != 2:
         raise InvalidParameterError("workers", workers, "2 for a point-to-point calibration")
+    check_processes("workers", workers, n, force=force)
     reps = _checks.integer("repeats", repeats)
     idle = _checks.positive("gap", gap, allow_zero=True)
     mode = _checks.choice("mode", mode, SHARDED_MODES)
@@ -344,7 +351,9 @@ def calibrate_parallel(
             else:
                 collective_probe(ctx, sizes_b, reps, 2, idle, work)
 
-        records = run_workers(fn, n, timeout=limit, progress_timeout=None, setup=setup, host=host)
+        records = run_workers(
+            fn, n, timeout=limit, progress_timeout=None, setup=setup, host=host, force=force
+        )
         if kind == "p2p":
             nbytes, seconds = _spans(records, sizes_b)
             return calibrate.fit_alpha_beta(nbytes, seconds, kind="p2p"), None

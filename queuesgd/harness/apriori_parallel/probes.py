@@ -53,6 +53,7 @@ from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.calibration import Calibration
 from queuesgd.harness.duplex import STATISTICS
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.provenance import stamp
 from queuesgd.harness.records_json import load_fields, save_fields
 from queuesgd.harness.run_args import steps_and_warmup
@@ -289,6 +290,7 @@ def probe_runtime(
     warmup: int = 15,
     runs: int = 1,
     timeout: float = 300.0,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Train the tiny model with the real pipelining runtime at ``(stages, schedule, microbatches)``.
 
@@ -298,7 +300,8 @@ def probe_runtime(
     updates after the warm-up): ``microbatches x 2`` samples over the rate.
     With ``runs > 1`` the tiny model trains that many times, each in
     processes of its own, and the step is the median run's (a run of a few
-    milliseconds per step is easily moved by the machine's other work).
+    milliseconds per step is easily moved by the machine's other work). ``force``: more stages than
+    8 per CPU core (:func:`~queuesgd.harness.process_limit.process_limit`), refused without it.
 
     Returns
     -------
@@ -312,7 +315,7 @@ def probe_runtime(
     from queuesgd.harness.pipelining import balanced_split, run_pipeline
     from queuesgd.harness.run_records import measured_throughput
 
-    S = _checks.integer("stages", stages)
+    S = check_processes("stages", stages, _checks.integer("stages", stages), force=force)
     M = _checks.integer("microbatches", microbatches)
     bw = None if rate is None else _checks.positive("rate", units.parse_bandwidth(rate, "rate"))
     split = balanced_split(profile.unit_times(), S)
@@ -332,6 +335,7 @@ def probe_runtime(
             timeout=timeout,
             setup=setup,
             host=host,
+            force=force,
         )
 
     n = _checks.integer("runs", runs)

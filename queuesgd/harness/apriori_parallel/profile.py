@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.provenance import stamp
 from queuesgd.harness.run_args import steps_and_warmup
 
@@ -25,6 +26,7 @@ def profile_fsdp(
     seed: int = 0,
     timeout: float = 120.0,
     group: bool = False,
+    force: bool = False,
 ) -> dict[str, Any]:
     """FSDP2's step without a network, measured in a separate run: ``k`` single-rank FSDP copies at once.
 
@@ -51,6 +53,9 @@ def profile_fsdp(
     against 3.4-3.6 ms for single-rank copies), without the network, which
     the calibration times. ``k = 1`` is the same either way.
 
+    More than :func:`~queuesgd.harness.process_limit.process_limit` copies (8 per CPU core) are
+    refused before any run, unless ``force``.
+
     Returns
     -------
     dict
@@ -66,6 +71,7 @@ def profile_fsdp(
     from queuesgd.schemes import ShardedDataParallel
 
     ks = sorted({_checks.integer("copies", k) for k in copies})
+    check_processes("copies", ks, max(ks, default=1), force=force)
     steps, warmup = steps_and_warmup(steps, warmup)
     measured = stamp()
     compute: dict[int, list[float]] = {}
@@ -90,7 +96,7 @@ def profile_fsdp(
                 )
             ctx.report({"role": "collectives", "calls": [list(c) for c in calls]})
 
-        records = run_workers(fn, k, timeout=timeout)
+        records = run_workers(fn, k, timeout=timeout, force=force)
         calls = {r["rank"]: r["calls"] for r in records if r.get("role") == "collectives"}
         recs = [r for r in records if r.get("role") == "worker" and not r["warmup"]]
         out = [collective_seconds(calls[r["rank"]], r["t0"], r["t_backward"]) if group else 0.0 for r in recs]

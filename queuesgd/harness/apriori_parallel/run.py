@@ -85,6 +85,7 @@ def measure_inputs(
     repetitions: int = 20,
     model_options: Mapping[str, Any] | None = None,
     fsdp_profile: str = "solo",
+    force: bool = False,
 ) -> dict[str, Any]:
     """The profile a parallel row's prediction takes, measured now in runs of its own.
 
@@ -97,6 +98,8 @@ def measure_inputs(
     (pipeline): ``"stages"``, one micro-batch of ``batch_size`` samples through each unit
     (:func:`~queuesgd.harness.pipelining.profile_stages`, one process).
     ``model_options``: the harness model's sizes (:func:`~queuesgd.harness.models.build`).
+    ``force``: run more copies than 8 per CPU core
+    (:func:`~queuesgd.harness.process_limit.process_limit`), refused without it before any run.
     """
     row = parallel_scheme(scheme)
     group = _checks.choice("fsdp_profile", fsdp_profile, ("solo", "group")) == "group"
@@ -117,8 +120,11 @@ def measure_inputs(
         repetitions=repetitions,
         synchronized=("plain",),
         model_options=options,
+        force=force,
     )
-    own = profile_fsdp(model, batch_size=batch_size, copies=copies, model_options=options, group=group)
+    own = profile_fsdp(
+        model, batch_size=batch_size, copies=copies, model_options=options, group=group, force=force
+    )
     return {"layers": layers, "own": own}
 
 

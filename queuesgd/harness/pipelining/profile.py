@@ -32,6 +32,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext
 from queuesgd.harness.pipelining.units import balanced_split, check_split, model_units
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.records_json import load_fields, save_fields
 
 __all__ = ["StageProfile", "default_split", "profile_stages"]
@@ -166,6 +167,7 @@ def profile_stages(
     seed: int = 0,
     copies: int = 1,
     timeout: float = 120.0,
+    force: bool = False,
 ) -> StageProfile:
     """Time one micro-batch through each unit of a harness model, in this process (one thread).
 
@@ -194,6 +196,9 @@ def profile_stages(
         processes (1: this process alone).
     timeout : float
         Wall-clock limit of the copies' run, seconds.
+    force : bool
+        Start more copies than :func:`~queuesgd.harness.process_limit.process_limit`
+        (8 per CPU core), refused without it before any starts.
 
     Returns
     -------
@@ -213,7 +218,7 @@ def profile_stages(
     mb = _checks.integer("microbatch", microbatch)
     reps = _checks.integer("repetitions", repetitions)
     warm = _checks.integer("warmup", warmup, minimum=0)
-    k = _checks.integer("copies", copies)
+    k = check_processes("copies", copies, _checks.integer("copies", copies), force=force)
     options = dict(model_options or {})
     measured = stamp()
     if k == 1:
@@ -225,7 +230,7 @@ def profile_stages(
         def fn(ctx: WorkerContext) -> None:
             ctx.report(_time_units(kind, mb, options, reps, warm, int(seed)))
 
-        runs = run_workers(fn, k, timeout=timeout)
+        runs = run_workers(fn, k, timeout=timeout, force=force)
         timed = runs[0]
         fwd = np.concatenate([np.asarray(r["forward"]) for r in runs])
         bwd = np.concatenate([np.asarray(r["backward"]) for r in runs])

@@ -11,6 +11,7 @@ from queuesgd.harness.launch import WorkerContext, run_workers
 from queuesgd.harness.pipelining.profile import StageProfile, default_split
 from queuesgd.harness.pipelining.units import SCHEDULES, check_split, unit_count
 from queuesgd.harness.pipelining.worker import pipeline_worker
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.run_args import steps_and_warmup
 from queuesgd.schemes import Pipeline
 
@@ -36,6 +37,7 @@ def run_pipeline(
     setup: Callable[[int], None] | None = None,
     host: str = "127.0.0.1",
     on_record: Callable[[dict], None] | None = None,
+    force: bool = False,
 ) -> list[dict]:
     """Train ``kind`` pipelined over ``stages`` gloo processes (times ``replicas``); every record.
 
@@ -72,6 +74,10 @@ def run_pipeline(
         Wall-clock limit, seconds (every process group is killed and reaped past it).
     setup, host, on_record
         As :func:`~queuesgd.harness.launch.run_workers`.
+    force : bool
+        Start more processes (``replicas x stages``) than
+        :func:`~queuesgd.harness.process_limit.process_limit` (8 per CPU core), refused without it
+        before any starts (or any profile is made).
 
     Returns
     -------
@@ -91,6 +97,7 @@ def run_pipeline(
     S = _checks.integer("stages", stages)
     M = _checks.integer("microbatches", microbatches)
     D = _checks.integer("replicas", replicas)
+    size = check_processes("replicas x stages", f"{D} x {S}", D * S, force=force)
     steps, warmup = steps_and_warmup(steps, warmup)
     batch_size = _checks.integer("batch_size", batch_size)
     schedule = _checks.choice("schedule", schedule, SCHEDULES)
@@ -124,4 +131,4 @@ def run_pipeline(
             report_parameters=report_parameters,
         )
 
-    return run_workers(fn, D * S, timeout=timeout, setup=setup, on_record=on_record, host=host)
+    return run_workers(fn, size, timeout=timeout, setup=setup, on_record=on_record, host=host, force=force)

@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from queuesgd import _checks
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.provenance import stamp
 from queuesgd.harness.run_args import steps_and_warmup
 
@@ -120,13 +121,16 @@ def profile_runtime(
     warmup: int = 8,
     timeout: float = 300.0,
     rate: float | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """The real model's pipeline on loopback, timed inside its steps: per stage, passes and own work.
 
     ``rate`` (bytes/s) runs the same pipeline on an emulated link instead
     (:func:`~queuesgd.harness.netns.on_network`; needs namespaces): for a
     diagnosis of how the passes change on that link, never as a prediction's
-    input for a run on it (that would read the run's own configuration).
+    input for a run on it (that would read the run's own configuration). More than
+    :func:`~queuesgd.harness.process_limit.process_limit` stages (8 per CPU core) are refused
+    before any starts, unless ``force``.
 
     Returns
     -------
@@ -144,7 +148,7 @@ def profile_runtime(
     from queuesgd.harness.pipelining.worker import pipeline_worker
     from queuesgd.schemes import Pipeline
 
-    S = _checks.integer("stages", stages, minimum=2)
+    S = check_processes("stages", stages, _checks.integer("stages", stages, minimum=2), force=force)
     M = _checks.integer("microbatches", microbatches)
     mb = _checks.integer("microbatch", microbatch)
     steps, warmup = steps_and_warmup(steps, warmup)
@@ -159,7 +163,7 @@ def profile_runtime(
         ctx.report({"role": "calls", "calls": [list(c) for c in calls]})
 
     def go(setup: Any, host: str) -> list[dict]:
-        return run_workers(fn, S, timeout=timeout, setup=setup, host=host)
+        return run_workers(fn, S, timeout=timeout, setup=setup, host=host, force=force)
 
     records, emulation = on_network(S, rate, go)
     calls = {r["rank"]: r["calls"] for r in records if r.get("role") == "calls"}
