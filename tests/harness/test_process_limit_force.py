@@ -94,7 +94,9 @@ ENTRIES = _entries()
 
 
 @pytest.mark.parametrize(("field", "call"), [e[1:] for e in ENTRIES], ids=[e[0] for e in ENTRIES])
-def test_refused_past_the_limit_without_force(one_core: None, field: str, call: Callable[[bool], Any]) -> None:
+def test_refused_past_the_limit_without_force(
+    one_core: None, field: str, call: Callable[[bool], Any]
+) -> None:
     with pytest.raises(InvalidParameterError) as err:
         call(False)  # a fork would raise Forked instead: the refusal comes before any process
     assert err.value.field == field
