@@ -21,7 +21,11 @@ Every child leads its own process group, and the parent ends each group
 whole (SIGKILL) before reaping its leader, whose zombie keeps the group id
 from being reused: a process a worker started does not outlive the run. A
 child that outlives a parent killed without cleanup is killed by the kernel
-(:func:`~queuesgd.harness.lifecycle.die_with_parent`). SIGTERM to the parent raises ``SystemExit(143)``
+(:func:`~queuesgd.harness.lifecycle.die_with_parent`), and so is what it starts
+through the harness (a :class:`~queuesgd.harness.busy.BusyProcesses` spinner, a
+program started with :func:`~queuesgd.harness.lifecycle.run_with_parent`; a
+plain ``subprocess.Popen`` of the worker's would run on under init). SIGTERM to
+the parent raises ``SystemExit(143)``
 (:func:`~queuesgd.harness.lifecycle.take_sigterm`, or the handler of an
 enclosing :class:`~queuesgd.harness.netns.Namespaces`), which runs the same
 cleanup.
@@ -136,6 +140,9 @@ def _child(
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # its own process group: the parent ends it whole, whatever it started
     die_with_parent(parent)  # and the kernel ends it if the parent dies without cleanup (SIGKILL)
+    # A daemonic multiprocessing child may not fork children of its own (BusyProcesses in a worker raised
+    # AssertionError): what it starts is ended with its group, and each asks for the parent-death signal.
+    multiprocessing.current_process().daemon = False
     torch = require_torch()
     import torch.distributed as dist
 

@@ -17,7 +17,12 @@ the teardown is done, so that a second signal cannot cut it short.
 
 A signal handler cannot help against SIGKILL, nor a child whose parent died
 of a signal: a child that must not outlive its parent calls
-:func:`die_with_parent` first (Linux's parent-death signal).
+:func:`die_with_parent` first (Linux's parent-death signal) -- a worker, a
+busy spinner (whoever forked it: the harness's parent or a worker), a
+program started with :func:`run_with_parent` (through ``preexec_fn``, before
+its ``exec``). The signal is not inherited by a child's own children, so
+each process a worker starts must ask for it itself: the harness starts
+them only through these two.
 
 Examples
 --------
@@ -34,15 +39,24 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
+import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any, NoReturn
 
-__all__ = ["die_with_parent", "exit_on_sigterm", "restore_sigterm", "sigterm_deferred", "take_sigterm"]
+__all__ = [
+    "die_with_parent",
+    "exit_on_sigterm",
+    "restore_sigterm",
+    "run_with_parent",
+    "sigterm_deferred",
+    "take_sigterm",
+]
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -177,11 +191,55 @@ def die_with_parent(parent: int) -> bool:
     >>> orphan.start(); orphan.join(); orphan.exitcode
     1
     """
-    armed = False
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    prctl = _prctl()
+    armed = prctl is not None and prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
     if os.getppid() != parent:
         os._exit(1)
     return armed
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's ``prctl`` (None off Linux, or where it cannot be loaded), looked up once.
+
+    Looked up in the parent before a fork (:func:`run_with_parent`), the child between its fork and
+    its ``exec`` only calls it: no library is loaded there.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    with contextlib.suppress(OSError, AttributeError):
+        return ctypes.CDLL(None, use_errno=True).prctl
+    return None
+
+
+def run_with_parent(args: Sequence[str], **kwargs: Any) -> subprocess.Popen:
+    """``subprocess.Popen(args, **kwargs)``, the program killed (SIGKILL) when the calling process dies.
+
+    :func:`die_with_parent` runs in the child between its fork and its
+    ``exec`` (``preexec_fn``; the parent-death signal survives the
+    ``exec``): a program a worker starts ends with that worker, and so with
+    the harness's parent however it dies, where a plain ``Popen``'s would
+    run on under init. As :func:`die_with_parent`, the signal comes when
+    the calling *thread* ends.
+
+    Raises
+    ------
+    TypeError
+        ``preexec_fn`` given (this function sets it).
+
+    Examples
+    --------
+    >>> import subprocess, sys
+    >>> proc = run_with_parent([sys.executable, "-c", "print('hi')"], stdout=subprocess.PIPE, text=True)
+    >>> proc.communicate()[0], proc.returncode
+    ('hi\\n', 0)
+    """
+    if "preexec_fn" in kwargs:
+        raise TypeError("run_with_parent sets preexec_fn itself")
+    parent = os.getpid()
+    _prctl()  # looked up here, before the fork
+
+    def arm() -> None:  # pragma: no cover - runs in the child, before its exec
+        die_with_parent(parent)
+
+    return subprocess.Popen(list(args), preexec_fn=arm, **kwargs)  # preexec_fn: a prctl call only

@@ -324,3 +324,40 @@ def test_each_workers_group_is_ended_before_the_worker_is_reaped(monkeypatch):
     pids = sorted(r["pid"] for r in records)
     assert sorted(pgid for pgid, _ in seen) == pids  # both workers ended normally, both groups ended
     assert all(held for _, held in seen), seen  # each while its zombie still held the pid
+
+
+_GRANDCHILDREN = """
+import os, subprocess, sys, time
+from queuesgd.harness.busy import BusyProcesses
+from queuesgd.harness.launch import run_workers
+from queuesgd.harness.lifecycle import run_with_parent
+
+def note(name, pid):
+    path = os.path.join(PID_DIR, name)
+    with open(path + ".tmp", "w") as fh:
+        fh.write(str(pid))
+    os.replace(path + ".tmp", path + ".pid")
+
+def fn(ctx):
+    with BusyProcesses(1) as busy:
+        program = START([sys.executable, "-c", "import time; time.sleep(120)"])
+        note(f"program{ctx.rank}", program.pid)
+        note(f"spinner{ctx.rank}", busy._procs[0].pid)
+        note(f"worker{ctx.rank}", os.getpid())
+        ctx.report({"step": 0})
+        time.sleep(120)
+
+run_workers(fn, 2, timeout=100, progress_timeout=None)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's parent-death signal, /proc")
+def test_what_a_worker_starts_dies_with_a_parent_killed_without_cleanup(tmp_path):
+    # A worker's own children (a busy spinner forked by it, a program it starts) are not in reach of the
+    # kernel's signal to the worker: each asks for its own (lifecycle.die_with_parent, run_with_parent).
+    # The parent, in its own session, is SIGKILLed (no cleanup runs): all 6 descendants must be gone
+    # within 10 s, counted from /proc; whatever is left is killed by survivors_of_signal.
+    script = f"PID_DIR = {str(tmp_path)!r}\n" + _GRANDCHILDREN.replace("START", "run_with_parent")
+    status, left, err = survivors_of_signal(script, tmp_path, 6, sig=signal.SIGKILL)
+    assert status == -signal.SIGKILL, err[-2000:]
+    assert left == [], err[-2000:]
