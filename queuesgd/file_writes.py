@@ -5,7 +5,8 @@ foresee every refusal: ``/proc`` takes no new file (``FileNotFoundError``, thoug
 directory to ``os.access``), a disk fills, a directory's permissions change. :func:`write_text` is
 the one place such a write happens, so that the refusal is an
 :class:`~queuesgd.errors.InvalidParameterError` naming the argument and the path, as the check's
-would be.
+would be. :func:`open_text` is the same for a file written as it goes (a JSON-lines log), and
+:func:`make_folder` for the folder the files go into.
 
 Examples
 --------
@@ -19,10 +20,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import IO
 
 from queuesgd.errors import InvalidParameterError
 
-__all__ = ["write_text"]
+__all__ = ["make_folder", "open_text", "write_text"]
 
 
 def write_text(
@@ -61,5 +63,51 @@ def write_text(
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as err:
-        raise InvalidParameterError(field, os.fspath(path), f"{accepted} ({err.strerror or err})") from None
+        raise _refused(field, path, accepted, err) from None
     return out
+
+
+def open_text(
+    field: str, path: str | os.PathLike[str], *, accepted: str = "a regular file to write"
+) -> IO[str]:
+    """``path`` opened for writing as UTF-8 text (a log written as it goes), or :func:`write_text`'s error.
+
+    Examples
+    --------
+    >>> open_text("--out", "/proc/r.jsonl")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --out: got '/proc/r.jsonl'; accepted: a regular file to write (...)
+    """
+    try:
+        return open(path, "w", encoding="utf-8")  # noqa: SIM115 - the caller closes it
+    except OSError as err:
+        raise _refused(field, path, accepted, err) from None
+
+
+def make_folder(field: str, path: str | os.PathLike[str]) -> Path:
+    """Create the folder ``path`` (and its parents) if needed; an error naming ``field`` if refused.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     make_folder("out", Path(d) / "a" / "b").is_dir()
+    True
+    >>> with tempfile.NamedTemporaryFile() as f:
+    ...     make_folder("out", f.name)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: out: got '...'; accepted: a writable folder (File exists)
+    """
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _refused(field, path, "a writable folder", err) from None
+    return folder
+
+
+def _refused(field: str, path: str | os.PathLike[str], accepted: str, err: OSError) -> InvalidParameterError:
+    """The one error of a refused write: the argument, the path, what it accepts and the system's reason."""
+    return InvalidParameterError(field, os.fspath(path), f"{accepted} ({err.strerror or err})")

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from queuesgd.errors import InvalidParameterError
+from queuesgd.file_writes import make_folder, write_text
 
 __all__ = ["load_fields", "read_json", "save_fields", "write_json"]
 
@@ -60,8 +61,13 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def write_json(path: str | os.PathLike[str], doc: Mapping[str, Any] | Sequence[Any]) -> Path:
+def write_json(
+    path: str | os.PathLike[str], doc: Mapping[str, Any] | Sequence[Any], *, field: str = "path"
+) -> Path:
     """Write ``doc`` at ``path`` (its folder made) as ``json.dumps(doc, indent=1)`` and a newline.
+
+    What the system refuses (the folder or the file) is one error naming ``field`` and the path
+    (:mod:`queuesgd.file_writes`).
 
     ``doc`` is a JSON object or a list (e.g. a campaign's stored predictions). Tuples are written as
     lists and any mapping as a JSON object, in its order; NumPy numbers and non-finite floats are the
@@ -75,9 +81,8 @@ def write_json(path: str | os.PathLike[str], doc: Mapping[str, Any] | Sequence[A
     '{\\n "x": [\\n  1\\n ]\\n}\\n'
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1, default=_plain) + "\n")
-    return path
+    make_folder(field, path.parent)
+    return write_text(field, path, json.dumps(doc, indent=1, default=_plain) + "\n")
 
 
 def read_json(

@@ -39,6 +39,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.command_line import Parser, run_command
 from queuesgd.errors import InvalidParameterError
+from queuesgd.file_writes import open_text
 from queuesgd.harness.run_args import RunArgs, check_run
 
 __all__ = ["build_parser", "calibration_fit", "compare_folder", "main"]
@@ -54,7 +55,7 @@ class _JsonLines:
     """A WorkerContext connection that appends records to a JSON-lines file (flushed per record)."""
 
     def __init__(self, path: Path) -> None:
-        self._fh = path.open("w", encoding="utf-8")
+        self._fh = open_text("--out", path)
 
     def send(self, record: Mapping[str, Any]) -> None:
         self._fh.write(json.dumps(record, default=float) + "\n")

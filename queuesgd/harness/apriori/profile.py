@@ -17,6 +17,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.distributions import Empirical
 from queuesgd.errors import InvalidParameterError
+from queuesgd.file_writes import make_folder
 from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.provenance import stamp
 from queuesgd.harness.records_json import read_json, write_json
@@ -149,7 +150,7 @@ class Profile:
         from queuesgd.catalog import save_workload
 
         path = Path(path).with_suffix(".json")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder("path", path.parent)
         work = save_workload(
             self.workload, path.with_suffix(".workload.json"), note=f"profile of {self.model}"
         )

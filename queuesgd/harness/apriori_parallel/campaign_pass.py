@@ -60,6 +60,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from queuesgd.file_writes import make_folder
 from queuesgd.harness.apriori_parallel.calibration import calibrate_parallel, calibration_ranks
 from queuesgd.harness.apriori_parallel.predict import fsdp_busy_work
 from queuesgd.harness.apriori_parallel.probes import (
@@ -116,7 +117,7 @@ def parallel_pass(
 
     spec, rule = campaign.spec, campaign.spec.discard
     for sub in ("profiles", "calibrations", "probes"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
+        make_folder("out", root / sub)
 
     def row_of(c: Any) -> Any:
         return parallel_scheme(c.scheme)

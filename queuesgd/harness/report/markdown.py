@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd.errors import InvalidParameterError
+from queuesgd.file_writes import write_text
 from queuesgd.harness.report.campaigns import campaign_lines
 from queuesgd.harness.report.rows import abs_errors, summary
 from queuesgd.harness.report.sections import (
@@ -371,6 +372,4 @@ def write_report(
         ]
         for scheme, text in notes.items():
             lines += [f"- **{scheme}**: {text}"]
-    out = Path(path)
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return out
+    return write_text("path", path, "\n".join(lines) + "\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd.errors import InvalidParameterError, MissingDependencyError
+from queuesgd.file_writes import make_folder, write_text
 from queuesgd.harness.report.plots import plot_rows
 
 #: Columns printed by :func:`format_table`, in order.
@@ -119,29 +121,6 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def make_folder(field: str, path: str | os.PathLike[str]) -> Path:
-    """Create the folder ``path`` (and its parents) if needed, or refuse it naming ``field``.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     make_folder("out", Path(d) / "a" / "b").is_dir()
-    True
-    >>> with tempfile.NamedTemporaryFile() as f:
-    ...     make_folder("out", f.name)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    queuesgd.errors.InvalidParameterError: out: got '...'; accepted: a writable folder (File exists)
-    """
-    folder = Path(path)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InvalidParameterError(field, os.fspath(path), f"a writable folder ({err.strerror})") from None
-    return folder
-
-
 def write_rows(
     rows: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str], stem: str = "results"
 ) -> list[Path]:
@@ -163,17 +142,14 @@ def write_rows(
     out = make_folder("out", out_dir)
     clean = [jsonable(dict(r)) for r in rows]
     written = []
-    path = out / f"{stem}.json"
-    path.write_text(json.dumps(clean, indent=1) + "\n", encoding="utf-8")
-    written.append(path)
+    written.append(write_text("out", out / f"{stem}.json", json.dumps(clean, indent=1) + "\n"))
     keys = list(dict.fromkeys(k for r in clean for k in r))
-    path = out / f"{stem}.csv"
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=keys)
-        writer.writeheader()
-        for r in clean:
-            writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})
-    written.append(path)
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=keys)
+    writer.writeheader()
+    for r in clean:
+        writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})
+    written.append(write_text("out", out / f"{stem}.csv", table.getvalue()))
     try:
         written.append(plot_rows(rows, out / f"{stem}.png"))
     except MissingDependencyError:
