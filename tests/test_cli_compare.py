@@ -76,6 +76,11 @@ def test_compare_json_and_the_model_samples_note(tmp_path, capsys):
             ["compare", "x.csv", "--param", "backups=1", "--param", "backups=0"],
             "--param: got 'backups'; accepted: each scheme parameter once",
         ),
+        # the run options were named by compare()'s Python arguments ('iterations: got 0', 'rng: got -1;
+        # accepted: a numpy.random.Generator ...'), not by the flags; predict names them --iterations, --seed
+        (["compare", "x.csv", "--iterations", "0"], "error: --iterations: got 0; accepted: an integer >= 1"),
+        (["compare", "x.csv", "--iterations", "-5"], "error: --iterations: got -5; accepted: an integer"),
+        (["compare", "x.csv", "--seed", "-1"], "queuesgd: error: --seed: got -1; accepted: an integer >= 0"),
     ],
 )
 def test_compare_errors_are_one_line(tmp_path, monkeypatch, args, message):

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from queuesgd.cli.args import bandwidths, ints, latencies, notes, split_list
-from queuesgd.cli.predict import cli_field
+from queuesgd.cli.predict import check_run_flags, cli_field
 from queuesgd.errors import InvalidParameterError
 from queuesgd.specs import parse_params
 
@@ -106,6 +106,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from queuesgd.workload import Cluster
 
     # the flags predict shares are read by predict's own parsers (one value each here)
+    check_run_flags(args)
     cluster = None
     if args.bandwidth is not None:
         bandwidth = _one("--bandwidth", args.bandwidth, bandwidths(args))

@@ -46,7 +46,7 @@ def _predict(args: argparse.Namespace, *, lists: bool) -> int:
     from queuesgd.prediction import sweep
 
     check_plot(args.plot)
-    _checks.integer("--seed", args.seed, minimum=0)  # the rng's own error named rng, not the option
+    check_run_flags(args)
     scheme, workload, cluster, params = setup(args, lists=lists)
     workers = ints("--workers", args.workers)
     bandwidth = bandwidths(args)
@@ -400,6 +400,28 @@ _CLUSTER_FLAGS = {
 }
 #: The options of predict's and sweep's simulation arguments (queuesgd.run_options).
 _RUN_FLAGS = {"iterations": "--iterations", "rng": "--seed"}
+
+
+def check_run_flags(args: argparse.Namespace) -> None:
+    """``--seed`` and ``--iterations`` (``predict``, ``sweep``, ``compare``), refused naming the flags.
+
+    The API's own errors name ``rng`` (and a Generator the CLI cannot take) and ``iterations``.
+
+    Examples
+    --------
+    >>> check_run_flags(argparse.Namespace(seed=0, iterations=None))
+    >>> check_run_flags(argparse.Namespace(seed=0, iterations=0))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --iterations: got 0; accepted: an integer >= 1, at most ...
+    """
+    from queuesgd.run_options import iterations_option
+
+    _checks.integer(_RUN_FLAGS["rng"], args.seed, minimum=0)
+    try:
+        iterations_option(args.iterations)
+    except InvalidParameterError as err:
+        raise InvalidParameterError(cli_field(err.field), err.got, err.accepted) from err
 
 
 def cli_field(field: str) -> str:
