@@ -5,8 +5,9 @@ foresee every refusal: ``/proc`` takes no new file (``FileNotFoundError``, thoug
 directory to ``os.access``), a disk fills, a directory's permissions change. :func:`write_text` is
 the one place such a write happens, so that the refusal is an
 :class:`~queuesgd.errors.InvalidParameterError` naming the argument and the path, as the check's
-would be. :func:`open_text` is the same for a file written as it goes (a JSON-lines log), and
-:func:`make_folder` for the folder the files go into.
+would be. :func:`open_text` is the same for a file written as it goes (a JSON-lines log),
+:func:`make_folder` for the folder the files go into, and :func:`save_figure` for a
+matplotlib figure.
 
 Examples
 --------
@@ -20,11 +21,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from queuesgd.errors import InvalidParameterError
 
-__all__ = ["make_folder", "open_text", "write_text"]
+__all__ = ["make_folder", "open_text", "save_figure", "write_text"]
 
 
 def write_text(
@@ -106,6 +107,26 @@ def make_folder(field: str, path: str | os.PathLike[str]) -> Path:
     except OSError as err:
         raise _refused(field, path, "a writable folder", err) from None
     return folder
+
+
+def save_figure(field: str, fig: Any, path: str | os.PathLike[str], **options: Any) -> Path:
+    """``fig.savefig(path, **options)`` (a matplotlib figure), or :func:`write_text`'s error if refused.
+
+    Examples
+    --------
+    >>> import pytest; plt = pytest.importorskip("matplotlib.pyplot")
+    >>> fig = plt.figure()
+    >>> save_figure("--plot", fig, "/proc/p.png")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: --plot: got '/proc/p.png'; accepted: a writable file path (...)
+    >>> plt.close(fig)
+    """
+    try:
+        fig.savefig(path, **options)
+    except OSError as err:
+        raise _refused(field, path, "a writable file path", err) from None
+    return Path(path)
 
 
 def _refused(field: str, path: str | os.PathLike[str], accepted: str, err: OSError) -> InvalidParameterError:

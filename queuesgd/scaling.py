@@ -42,6 +42,7 @@ from queuesgd import _checks, units
 from queuesgd.cluster import MAX_WORKERS, MIN_BANDWIDTH
 from queuesgd.dag import schedule
 from queuesgd.errors import InvalidParameterError
+from queuesgd.file_writes import save_figure
 from queuesgd.frames import require_xarray, to_frame
 from queuesgd.schemes.fine.fine import allreduce_graph, fuse, ring_message_costs
 from queuesgd.workload import Cluster, Workload
@@ -232,9 +233,7 @@ class WhatIf:
         ax.legend(fontsize=7)
         fig.tight_layout()
         try:
-            fig.savefig(path, dpi=120)
-        except OSError as err:
-            raise InvalidParameterError("plot", path, f"a writable file path ({err.strerror})") from err
+            save_figure("plot", fig, path, dpi=120)
         finally:
             plt.close(fig)
 

@@ -429,3 +429,26 @@ def test_validate_out_must_be_writable_before_the_campaign(capsys, no_live_run, 
 def test_cli_refuses_unrepresentable_clusters_in_one_line(capsys, argv, expected):
     status, out, err = run_cli(capsys, "predict", *argv)
     assert status == 2 and out == "" and len(err) == 1 and err[0].startswith(expected)
+
+
+@pytest.mark.parametrize("where", ["cli", "whatif", "report"])
+def test_a_figure_the_system_refuses_is_one_error_naming_its_argument(capsys, where):
+    # /proc takes no new file (FileNotFoundError from matplotlib's savefig); each figure writer names
+    # its own argument, the path and the system's reason (file_writes.save_figure).
+    pytest.importorskip("matplotlib")
+    path = "/proc/queuesgd-figure.png"
+    reason = "(No such file or directory)"
+    if where == "cli":
+        status, out, err = run_cli(capsys, "predict", "--workers", "1,2", "--plot", path)
+        assert status == 2 and len(err) == 1
+        assert err[0] == f"queuesgd: error: --plot: got '{path}'; accepted: a writable file path {reason}"
+        return
+    with pytest.raises(InvalidParameterError) as exc:
+        if where == "whatif":
+            q.whatif("resnet50", workers=[2, 4], bandwidth=[1e9, 1e10]).plot(path)
+        else:
+            from queuesgd.harness.report.plots import plot_rows
+
+            plot_rows([{"scheme": "ddp", "predicted": 10.0, "measured": 11.0}], path)
+    assert str(exc.value).endswith(f"got '{path}'; accepted: a writable file path {reason}")
+    assert exc.value.field == ("plot" if where == "whatif" else "out")

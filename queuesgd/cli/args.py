@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from queuesgd.errors import InvalidParameterError
+from queuesgd.file_writes import save_figure
 from queuesgd.specs import NUMBER as _NUMBER
 
 
@@ -207,8 +208,6 @@ def plot_table(table: Any, title: str, path: str) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=120)
-    except OSError as err:
-        raise InvalidParameterError("--plot", path, f"a writable file path ({err.strerror})") from err
+        save_figure("--plot", fig, path, dpi=120)
     finally:
         plt.close(fig)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd.errors import InvalidParameterError, MissingDependencyError
+from queuesgd.file_writes import save_figure
 
 
 def _band_limits(grid: np.ndarray, band: float) -> tuple[np.ndarray, np.ndarray]:
@@ -79,13 +80,9 @@ def plot_rows(
         fig.tight_layout()
         try:
             if svg:
-                fig.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
+                save_figure("out", fig, out, format="svg", metadata={"Date": None, "Creator": None})
             else:
-                fig.savefig(out, dpi=120)
-        except OSError as err:
-            raise InvalidParameterError(
-                "out", os.fspath(path), f"a writable file path ({err.strerror})"
-            ) from None
+                save_figure("out", fig, out, dpi=120)
         finally:
             plt.close(fig)
     return out
