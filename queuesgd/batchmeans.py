@@ -25,9 +25,17 @@ One policy, used by the schemes' simulations, the Petri-net simulator
   law of index below 2 (Hill's estimate, one-sided 95%), the variance may
   be infinite and the interval covers the mean far less often than its
   confidence says: :func:`check_tail` warns
-  (:class:`~queuesgd.errors.AccuracyWarning`). The task-graph Monte Carlo
-  checks its makespans so; the ratio intervals of the schemes' and the
-  Petri-net simulations are not checked.
+  (:class:`~queuesgd.errors.AccuracyWarning`). Every simulation that
+  reports an interval checks the values behind it so: the task-graph Monte
+  Carlo its makespans, the barrier rounds (:mod:`~queuesgd.schemes.barrier.kofn_sim`:
+  sync, backup workers, cutoffs) and eager-SGD their round durations, the
+  asynchronous PS and stale-synchronous simulations each worker's cycles
+  (compute to update), the Petri-net simulation the firing times drawn
+  from each non-exponential law. Measured (2026-11-29; lognormal compute of
+  sigma 2 and 3 against an exact value, 95% asked): barrier rounds of 8
+  workers 953 and 835 of 1,000, their ratio interval 947 and 780; the
+  Petri-net cycle 451 and 388 of 500; stale-synchronous (no bound) 444 and
+  280 of 500; asynchronous PS 269 and 178 of 300.
 - **Cost.** Before it allocates or loops, every simulation checks its size
   (:func:`check_simulation_size`): at most :data:`MAX_SAMPLES` values held
   at once and, by the caller's estimate of an iteration's time, at most
@@ -360,8 +368,8 @@ def check_tail(values: np.ndarray, what: str) -> None:
         warn_user(
             f"{what}: the upper tail of the {v.size:,} values looks like a power law of index "
             f"{alpha:.2g} (Hill's estimate from the top {k}; at most {upper:.2g} at 95%), below "
-            f"{TAIL_INDEX:g}, as if the variance were infinite: the 95% interval of the mean is "
-            "asymptotic and may cover it far less often (and lie wholly below it); more iterations "
+            f"{TAIL_INDEX:g}, as if the variance were infinite: the 95% interval is asymptotic and may "
+            "cover the true value far less often (and lie wholly on one side of it); more iterations "
             "narrow it only slowly",
             AccuracyWarning,
         )

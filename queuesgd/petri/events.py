@@ -50,6 +50,7 @@ from queuesgd.petri.simulate_checks import MAX_CLOCKS, MAX_DRAWS
 __all__ = ["BatchRecorder", "EventNet", "Run", "clock_sampler", "compile_net", "run_events"]
 
 _BUF = 4096  # samples drawn at once per transition (one Distribution.sample call per refill)
+_KEEP = 16 * _BUF  # firing times kept per transition of a general law, for the tail check of its interval
 _EXP, _DET, _GEN = 0, 1, 2  # how a transition's clock is drawn
 
 _Watchers = list[list[tuple[int, list[int]]]]  # per place: (arc multiplicity k, transitions)
@@ -65,6 +66,7 @@ class Run(NamedTuple):
     end: float  # simulated time at the end of the run
     firings: int  # firings of the whole run (warm-up included)
     warmup_end: float  # time the warm-up ended (0 without one)
+    draws: tuple[np.ndarray, ...] = ()  # per transition: its first firing times drawn (general laws only)
 
 
 class EventNet(NamedTuple):
@@ -148,12 +150,18 @@ def compile_net(net: Any) -> EventNet:
 
 
 def clock_sampler(
-    laws: list[Distribution | None], gen: np.random.Generator, names: tuple[str, ...]
+    laws: list[Distribution | None],
+    gen: np.random.Generator,
+    names: tuple[str, ...],
+    kept: list[list[np.ndarray]] | None = None,
 ) -> tuple[Callable[[int, int], float], Callable[[], float]]:
     """``(draw, uniform)``: ``draw(j, n)`` is the earliest of ``n`` clocks of transition ``j``.
 
     Samples are drawn in blocks of 4096 per law (one ``Distribution.sample``
     call per block); ``uniform()`` gives the uniforms of immediate choices.
+    With ``kept`` (one list per transition), the first 16 blocks drawn from
+    each law that is neither exponential nor deterministic are appended to
+    its list (what :func:`~queuesgd.batchmeans.check_tail` judges).
     More than :data:`~queuesgd.petri.simulate_checks.MAX_CLOCKS` clocks of a
     non-exponential law at once (``InvalidParameterError`` naming the
     transition), or more than :data:`~queuesgd.petri.simulate_checks.MAX_DRAWS`
@@ -202,6 +210,8 @@ def clock_sampler(
                 f"a law of nonnegative durations (it produced the firing time {bad}); "
                 "e.g. LogNormal or Gamma instead of Normal",
             )
+        if kept is not None and kind[j] == _GEN and sum(a.size for a in kept[j]) < _KEEP:
+            kept[j].append(arr)
         bufs[j] = buf = arr.tolist()
         bpos[j] = 0
         return buf
@@ -452,7 +462,8 @@ def run_events(
     """
     s = compile_net(net)
     T, K = len(s.names), len(preds)
-    draw, uniform = clock_sampler(laws, gen, s.names)
+    kept: list[list[np.ndarray]] = [[] for _ in range(T)]
+    draw, uniform = clock_sampler(laws, gen, s.names, kept)
     m = net.initial_marking.tolist()
     degree = _degree_fn(s, m)
     unsat = [sum(m[p] < k for p, k in s.inputs[j]) + sum(m[p] >= k for p, k in s.inhib[j]) for j in range(T)]
@@ -510,4 +521,5 @@ def run_events(
             fire(j, t)
     except Done:
         pass
-    return Run(*rec.arrays(T), end=t, firings=rec.total, warmup_end=rec.warmup_end)
+    draws = tuple(np.concatenate(k) if k else np.zeros(0) for k in kept)
+    return Run(*rec.arrays(T), end=t, firings=rec.total, warmup_end=rec.warmup_end, draws=draws)

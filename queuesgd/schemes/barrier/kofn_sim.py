@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, WARMUP, half_width, ratio_interval
+from queuesgd.batchmeans import BATCHES, WARMUP, check_tail, half_width, ratio_interval
 from queuesgd.errors import InvalidParameterError
 
 __all__ = ["STRAGGLERS", "BarrierSimulation", "Rounds", "simulate_barrier", "simulate_rounds"]
@@ -84,13 +84,19 @@ class Rounds:
     def rate(self, warmup: int = 0, batches: int = BATCHES) -> tuple[float, tuple[float, float]]:
         """Gradients per second ``sum K / sum duration`` after ``warmup`` rounds, with its 95% interval.
 
+        The interval is asymptotic: round durations whose upper tail looks like a power law of index
+        below 2 warn (:func:`queuesgd.batchmeans.check_tail`; the rounds of 8 workers of lognormal
+        compute of sigma 3 covered the exact rate in 780 of 1,000 runs of 20,000).
+
         Examples
         --------
         >>> r = simulate_rounds(np.ones((100, 3)), phase=1.0)
         >>> r.rate()                                 # 3 gradients every 2 s
         (1.5, (1.5, 1.5))
         """
-        return ratio_interval(self.gradients[warmup:], self.duration[warmup:], batches)
+        duration = self.duration[warmup:]
+        check_tail(duration, f"the {duration.size:,} simulated rounds")
+        return ratio_interval(self.gradients[warmup:], duration, batches)
 
 
 _FIELDS = ("gradients", "barrier", "compute", "communication", "update")
@@ -254,7 +260,8 @@ class BarrierSimulation:
         Mean seconds from the start of an iteration to the barrier.
     interval : tuple of float
         95% batch-means confidence interval of gradients per second
-        (``k / iteration time``).
+        (``k / iteration time``). Asymptotic: iteration times with a tail too heavy for it
+        warn (:func:`queuesgd.batchmeans.check_tail`).
     iterations : int
         Iterations measured (warm-up excluded).
     """
@@ -324,6 +331,7 @@ def simulate_barrier(
     start = 0 if stragglers == "cancel" or k == n else min(int(warmup * iters), iters - 2 * batches)
     T, d = T[start:], d[start:]
     dur = T + d
+    check_tail(dur, f"simulate_barrier({iters:,} iterations)")
     m = dur.size // batches
     means = (dur[: m * batches].reshape(batches, m)).mean(axis=1)
     mean = float(dur.mean())

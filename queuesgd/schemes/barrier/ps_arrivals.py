@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, half_width
+from queuesgd.batchmeans import BATCHES, check_tail, half_width
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.barrier.kofn_sim import Rounds
 
@@ -326,7 +326,8 @@ class SSPRun:
     rate : float
         Updates per second (all workers).
     interval : tuple of float
-        95% batch-means interval of ``rate`` (batches of equal time).
+        95% batch-means interval of ``rate`` (batches of equal time); asymptotic: compute times with a
+        tail too heavy for it warn (:func:`queuesgd.batchmeans.check_tail`).
     cycle : float
         A worker's mean iteration (``n / rate``).
     compute, transfer, update : float
@@ -496,6 +497,8 @@ def simulate_ps_ssp(
     rate = count / (t1 - t0)
     per = np.histogram(times[inwin], bins=np.linspace(t0, t1, batches + 1))[0] / ((t1 - t0) / batches)
     half = half_width(per)
+    # The interval is asymptotic: compute times (a cycle's only random part) with too heavy a tail warn.
+    check_tail(x, f"the SSP simulation of {iters:,} iterations of {n} workers")
     cycle = n / rate
     return SSPRun(
         rate=rate,

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, check_iterations, check_simulation_size, ratio_interval
+from queuesgd.batchmeans import BATCHES, check_iterations, check_simulation_size, check_tail, ratio_interval
 from queuesgd.distributions import Deterministic, Distribution, Exponential
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.rng import as_generator
@@ -244,7 +244,10 @@ worker (majority all-reduce needs Cluster.workers >= 2)
     def solve_simulate(
         self, workload: Workload, cluster: Cluster, *, rng: Any = None, iterations: int | None = None
     ) -> SchemeSolution:
-        """Monte Carlo of the rounds with the actual laws (speeds and ``RandomDelay`` stragglers included)."""
+        """Monte Carlo of the rounds with the actual laws (speeds and ``RandomDelay`` stragglers included).
+
+        The 95% interval is asymptotic: round durations with a tail too heavy for it warn
+        (:func:`queuesgd.batchmeans.check_tail`)."""
         return self._simulate(workload, cluster, rng, iterations)
 
     def batch_closed_form(
@@ -383,6 +386,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         )
         durations, idle, contrib, fresh = durations[warm:], idle[warm:], contrib[warm:], fresh[warm:]
         total_time = float(durations.sum())
+        check_tail(durations, f"EagerSGD simulation of {rounds:,} rounds")  # the interval is asymptotic
         rate, (lo, hi) = ratio_interval(contrib, durations, BATCHES)
         half = (hi - lo) / 2
         sdist = np.bincount(stale) / stale.size

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from queuesgd.batchmeans import BATCHES, check_iterations, check_simulation_size, half_width
+from queuesgd.batchmeans import BATCHES, check_iterations, check_simulation_size, check_tail, half_width
 from queuesgd.errors import NotRepresentable
 from queuesgd.queueing.results import bottleneck_station
 from queuesgd.rng import as_generator
@@ -105,7 +105,10 @@ def simulate_async_ps(
     # per-station means (Little's law for queue lengths)
     sl = slice(warm, cycles)
     before = np.column_stack([A, dep[:, :-1]])
-    res = (dep - before)[sl].mean(axis=0)
+    res_each = (dep - before)[sl]
+    res = res_each.mean(axis=0)
+    # The interval is asymptotic: each pass's cycle (compute, then the PS queues) with too heavy a tail warns.
+    check_tail(C[sl] + res_each.sum(axis=1), f"AsyncPS simulation of {cycles - warm:,} updates")
     svc_mean = S[sl].mean(axis=0)
     R = {"compute": float(C[sl].mean())}
     demands = {"compute": R["compute"]}

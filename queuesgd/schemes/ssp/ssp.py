@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, check_iterations, half_width
+from queuesgd.batchmeans import BATCHES, check_iterations, check_tail, half_width
 from queuesgd.distributions import Convolution, Deterministic, Distribution, Exponential, Shifted
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.orderstats import expected_max
@@ -454,6 +454,7 @@ class StaleSynchronous(Scheme):
         rows = slice(warm, rounds)
         blocked = (start - E[:-1])[rows]
         elapsed = (E[1:] - E[:-1])[rows]
+        check_tail(elapsed, f"StaleSynchronous simulation of {elapsed.size:,} worker cycles")  # asymptotic
         share = upd / (comm + upd)
         details = {
             "blocked_fraction": float(blocked.sum() / elapsed.sum()),
