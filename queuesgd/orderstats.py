@@ -52,6 +52,7 @@ from queuesgd.orderstats_numerics import (
     integrate_mean,
     law_tails,
 )
+from queuesgd.orderstats_work import check_order_statistics_work
 
 #: The rounding of a CDF near 1, hence of a survival computed as ``1 - F``.
 _EPS = 1.1e-16
@@ -500,6 +501,15 @@ def expected_order_statistics(
     -------
     ndarray of float, shape (n,)
 
+    Raises
+    ------
+    InvalidParameterError
+        More than 1,000,000 durations; or, on the finite-sum and quadrature
+        roads, work estimated above 60 s
+        (:data:`~queuesgd.orderstats_work.MAX_ORDER_STATISTICS_SECONDS`,
+        :func:`~queuesgd.orderstats_work.order_statistics_seconds`): about
+        25,000 identical durations, fewer in several groups of laws.
+
     Examples
     --------
     >>> from queuesgd.distributions import Empirical, Exponential
@@ -530,6 +540,9 @@ def expected_order_statistics(
         if isinstance(law, Normal):
             return normal_order_statistics(law, m, np.arange(1, m + 1))
     xs = _common_support(groups)
+    field, value = ("n", n) if isinstance(laws, Distribution) else ("laws", f"{total:,} laws")
+    # The rows priced: the support points, or the quadrature's nodes (queuesgd.orderstats_work).
+    check_order_statistics_work([m for _, m in groups], field, value, *([] if xs is None else [xs.size]))
     if xs is not None:
         # P(X_(k) > x) = P(count done by x < k): column k - 1 of the cumulated count pmf.
         return xs[0] + (count_below_all(groups, _midpoints(xs)) * np.diff(xs)[:, None]).sum(axis=0)
