@@ -73,7 +73,7 @@ def test_every_scheme_has_a_row_with_every_flag(entry):
 def _derive_examples() -> list[tuple[list[str], list[str]]]:
     section = CLI_MD.split("## `queuesgd derive`")[1].split("\n## ")[0]
     out: list[tuple[list[str], list[str]]] = []
-    for block in re.findall(r"```\n(.*?)```", section, re.S):
+    for block in re.findall(r"```[a-z]*\n(.*?)```", section, re.S):
         for line in block.splitlines():
             if line.startswith("$ queuesgd "):
                 out.append((shlex.split(line[len("$ queuesgd ") :]), []))

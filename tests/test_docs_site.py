@@ -204,6 +204,45 @@ def test_markdown_indents_list_contents_by_four_spaces() -> None:
     assert not offenders, "\n".join(offenders)
 
 
+#: A fence line: its backticks or tildes, and its info string (the language).
+_FENCE_INFO = re.compile(r" *(`{3,}|~{3,})(.*)")
+
+
+def test_every_fenced_block_names_a_language() -> None:
+    # A bare ``` block gets no highlighting (or a guessed one), and a reader cannot tell a command
+    # from its output; each block names what it holds: python, console (a `$ ...` session), sh,
+    # text (output, tables, trees), json. The name must be a Pygments lexer (what pymdownx.highlight
+    # uses), and a doctest (a block opening with `>>>`) stays Python. pytest's --doctest-glob reads
+    # the `>>>` lines whatever the fence says, so the tag changes no doctest.
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    offenders = []
+    for path in _rendered_markdown():
+        fence, where, language, first = "", "", "", True
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            found = _FENCE_INFO.match(line)
+            if fence:
+                if found and found.group(1).startswith(fence) and not found.group(2).strip():
+                    fence = ""
+                elif first and line.lstrip().startswith(">>>") and language not in ("python", "pycon"):
+                    offenders.append(f"{where}: a doctest fenced as {language!r}, not python")
+                first = False
+                continue
+            if found:
+                fence, first = found.group(1), True
+                language = found.group(2).strip().split(" ")[0].lstrip("{.")
+                where = f"{path.relative_to(ROOT)}:{n}"
+                if not language:
+                    offenders.append(f"{where}: a fenced block with no language")
+                    continue
+                try:
+                    get_lexer_by_name(language)
+                except ClassNotFound:
+                    offenders.append(f"{where}: {language!r} is not a Pygments lexer")
+    assert not offenders, "\n".join(offenders)
+
+
 def test_scheme_pages_and_derive_have_math(built: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     site, _ = built
     pages = sorted((site / "schemes").glob("*/index.html")) + [site / "derive" / "index.html"]
