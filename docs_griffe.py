@@ -17,6 +17,11 @@ the current package (``~.pipeline_graph.pipeline_graph``). ``~`` shows only
 the last component; functions and methods get ``()``, as Sphinx writes them.
 The docstrings in the repository keep their roles: ``help()`` and other
 tools read them unchanged.
+
+A second extension, :class:`DoctestsToCode`, fences a doctest written in a
+docstring's text before its first section (a property's one-line example,
+without an ``Examples`` heading): Markdown would read its ``>>>`` as three
+levels of quotation and its code as prose.
 """
 
 from __future__ import annotations
@@ -167,3 +172,55 @@ class SphinxRolesToAutorefs(griffe.Extension):
         for obj in _objects(pkg):
             if obj.docstring is not None and ":" in obj.docstring.value:
                 obj.docstring.value = convert(obj.docstring.value, obj, pkg)
+
+
+#: A NumPy-style section heading: a title, then a line of at least 3 dashes.
+_SECTION = re.compile(r"^[ \t]*\S[^\n]*\n[ \t]*-{3,}[ \t]*$", re.M)
+
+
+def fence_doctests(text: str) -> str:
+    r"""``text`` with each doctest before its first section fenced as Python code.
+
+    A doctest runs from a ``>>>`` line to the next blank line (its output
+    included); those inside sections (``Examples``) are left to the NumPy
+    parser, which renders them as code.
+
+    Parameters
+    ----------
+    text : str
+        A docstring.
+
+    Returns
+    -------
+    str
+        The docstring, each such doctest between a ```` ```python ```` line and a ```` ``` ```` line.
+
+    Examples
+    --------
+    >>> fence_doctests("A sum.\n\n>>> 1 + 1\n2\n")
+    'A sum.\n\n```python\n>>> 1 + 1\n2\n```\n'
+    """
+    section = _SECTION.search(text)
+    end = section.start() if section else len(text)
+    lines, out, i = text[:end].split("\n"), [], 0
+    while i < len(lines):
+        if not lines[i].lstrip().startswith(">>>"):
+            out.append(lines[i])
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and lines[j].strip():
+            j += 1
+        out += ["```python", *lines[i:j], "```"]
+        i = j
+    return "\n".join(out) + text[end:]
+
+
+class DoctestsToCode(griffe.Extension):
+    """Fence the doctests that a loaded package's docstrings hold outside their sections."""
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
+        """Fence every such doctest of ``pkg`` once the whole package is loaded."""
+        for obj in _objects(pkg):
+            if obj.docstring is not None and ">>>" in obj.docstring.value:
+                obj.docstring.value = fence_doctests(obj.docstring.value)

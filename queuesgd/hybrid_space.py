@@ -517,7 +517,7 @@ def evaluate_space(
     space : HybridSpace
     global_batch : int
         ``G`` samples per step, the same for every configuration (1 to
-        :data:`~queuesgd.hybrid_space_checks.MAX_GLOBAL_BATCH`, 10**9).
+        :data:`~queuesgd.hybrid_space_checks.MAX_GLOBAL_BATCH`, ``10**9``).
     memory_limit : float
         Bytes per GPU.
     optimizer : str or float

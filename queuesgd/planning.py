@@ -265,7 +265,7 @@ def plan_parallelism(
         with ``workers`` a number (a flat cluster).
     global_batch : int
         Samples per training step over all workers (``G``), 1 to
-        :data:`~queuesgd.hybrid_space_checks.MAX_GLOBAL_BATCH` (10**9).
+        :data:`~queuesgd.hybrid_space_checks.MAX_GLOBAL_BATCH` (``10**9``).
     memory_limit : float or str
         Bytes one worker holds at most (``"80GB"``: an 80 GB accelerator).
     stages : tuple of int, optional

@@ -8,7 +8,7 @@ those floats with the functions here.
 Conventions:
 
 - SI prefixes ``k``/``K`` = 1e3, ``M`` = 1e6, ``G`` = 1e9, ``T`` = 1e12,
-  ``P`` = 1e15; binary prefixes ``Ki``, ``Mi``, ``Gi``, ``Ti``, ``Pi`` = 1024**n.
+  ``P`` = 1e15; binary prefixes ``Ki``, ``Mi``, ``Gi``, ``Ti``, ``Pi`` = ``1024**n``.
   Prefix letters are case-insensitive (``"gbit"`` is a gigabit).
 - ``B`` (or ``byte``) is a byte; ``b`` (or ``bit``) is a bit, worth 1/8 byte.
   The case of ``B``/``b`` matters: ``"800Mb/s"`` is 100 MB/s.

@@ -180,7 +180,7 @@ class Workload:
         ``gradient_bytes`` (dense model, same dtype).
     batch_size : int
         Training samples per worker per step (the mini-batch size), from 1 to
-        :data:`MAX_BATCH_SIZE` (2**53).
+        :data:`MAX_BATCH_SIZE` (``2**53``).
     update_time : float or str
         Seconds a parameter server needs to apply one gradient (``0`` if
         negligible).

@@ -121,7 +121,10 @@ def test_no_doctest_outside_code(built: tuple[Path, subprocess.CompletedProcess[
     for page in _pages(site):
         text = page.read_text(encoding="utf-8")
         quotes = re.findall(r"<blockquote>(.*?)</blockquote>", text, re.S)
-        if any("&gt;&gt;&gt;" in q or "&gt;=" in q for q in quotes) or "&gt;&gt;&gt;" in _prose(text):
+        # A `>>>` Markdown reads as three quote levels (a docstring's doctest outside its Examples section).
+        nested = re.search(r"<blockquote>\s*<blockquote>\s*<blockquote>", text)
+        quoted = any("&gt;&gt;&gt;" in q or "&gt;=" in q for q in quotes)
+        if quoted or nested or "&gt;&gt;&gt;" in _prose(text):
             offenders.append(str(page.relative_to(site)))
     assert not offenders, offenders
 
@@ -137,6 +140,14 @@ _LEFT_AS_TEXT = {
     "a code span broken across blocks (a stray backtick)": re.compile(r"`"),
     "a '$' that is not math (arithmatex did not pair it)": re.compile(r"\$"),
     "a pipe table that did not become a table (no blank line before it)": re.compile(r"\|\s*:?-{3,}"),
+    # One `**` stays as text, a pair sets what lies between in bold (_INNER_EMPHASIS): `2**31`, 2^31.
+    "a Python power outside code (write it as code, `2**31`)": re.compile(r"[\w)\]]\*\*[\w(]"),
+}
+#: What the check above still finds, as (page, text): docs/profiling.md is another change's to edit.
+#: Remove an entry when its page writes the power as code.
+_KNOWN_LEFT_AS_TEXT = {
+    ("profiling/index.html", "at most 2**31 elements"),
+    ("profiling/index.html", "a seed below 2**64"),
 }
 #: Emphasis inside a word: ``2**31 ... 10**6`` or ``a*b*c`` outside code set in bold or italics.
 _INNER_EMPHASIS = re.compile(r"[A-Za-z0-9]<(em|strong)>(?:(?!</\1>).)*</\1>[A-Za-z0-9]", re.S)
@@ -157,7 +168,9 @@ def test_no_markdown_left_as_text(built: tuple[Path, subprocess.CompletedProcess
         texts = [html.unescape(_TAG.sub("", inner)) for _, inner in _BLOCK.findall(article)]
         for what, pattern in _LEFT_AS_TEXT.items():
             for text in texts:
-                if found := pattern.search(text):
+                if (found := pattern.search(text)) and not any(
+                    str(name) == page_name and known in text for page_name, known in _KNOWN_LEFT_AS_TEXT
+                ):
                     offenders.append(
                         f"{name}: {what}: {text[max(0, found.start() - 60) : found.end() + 20]!r}"
                     )

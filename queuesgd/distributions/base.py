@@ -216,7 +216,7 @@ class Distribution(abc.ABC):
     @property
     @guard_moment("scv")
     def scv(self) -> Any:
-        """Squared coefficient of variation Var[X] / E[X]**2 (0 for a law concentrated at 0)."""
+        """Squared coefficient of variation ``Var[X] / E[X]**2`` (0 for a law concentrated at 0)."""
         mean, var = self.mean, self.variance
         if is_sympy(mean) or is_sympy(var):
             import sympy

@@ -201,7 +201,7 @@ def validate(
         send-buffer probe (shared-link schemes on a real network) each get
         the same limit of their own.
     seed : int
-        Seed of the workers' random compute times (0 to 2**32 - 1).
+        Seed of the workers' random compute times (0 to ``2**32 - 1``).
     progress : callable, optional
         ``progress(label, done, total)`` called as steps complete.
     on_row : callable, optional

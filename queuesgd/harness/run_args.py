@@ -89,7 +89,7 @@ def check_run(
     ``compute`` > 0 with ``steps`` of it at most 1e9 s; ``gradient_bytes`` > 0;
     ``batch_size`` 1 to 1,000,000; ``random_delay`` ``"K:DELAY"`` (or a
     :class:`~queuesgd.RandomDelay`) with ``steps`` delays at most 1e9 s and,
-    given ``fewest_workers``, ``K`` at most that; ``seed`` 0 to 2**32 - 1.
+    given ``fewest_workers``, ``K`` at most that; ``seed`` 0 to ``2**32 - 1``.
 
     Parameters
     ----------

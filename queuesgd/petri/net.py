@@ -160,7 +160,7 @@ class PetriNet:
             Rate of one server, > 0. Symbols count as positive: ``-x`` is
             refused (see :mod:`queuesgd.petri.rates`).
         inputs, outputs, inhibitors : mapping of place to multiplicity
-            Integers from 1 to :data:`MAX_ARC` (2**31 - 1, as a place's tokens).
+            Integers from 1 to :data:`MAX_ARC` (``2**31 - 1``, as a place's tokens).
         servers : int, ``"infinite"`` or ``math.inf``
             Single-server (1), k-server (k) or infinite-server semantics.
         """

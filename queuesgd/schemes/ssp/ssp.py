@@ -162,7 +162,7 @@ class StaleSynchronous(Scheme):
         ``L - 1`` in ``n``; e.g. exponential compute, s = 2, 8 workers:
         ``C(14, 6) = 3003``. Past :data:`STATE_COUNT_CAP` the count is not
         formed (a million workers at staleness 100 give a number of 440
-        digits, at staleness 10**6 one of 600,000): ``math.inf``.
+        digits, at staleness ``10**6`` one of 600,000): ``math.inf``.
 
         Examples
         --------
