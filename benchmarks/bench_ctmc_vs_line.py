@@ -79,7 +79,7 @@ def main() -> int:
     try:
         import line_solver  # noqa: F401
     except ImportError:
-        print("line-solver is not installed: pip install queuesgd[test]")
+        print('line-solver is not installed: pip install -e ".[peers]" in the queuesgd checkout')
         return 1
     ours(2)  # warm up imports on both sides
     line(2)

@@ -172,7 +172,7 @@ def main() -> int:
     try:
         import simpy
     except ImportError:
-        print("simpy is not installed: pip install queuesgd[test]")
+        print('simpy is not installed: pip install -e ".[peers]" in the queuesgd checkout')
         return 1
     print(
         f"machine: {os.cpu_count()} CPUs (nproc), {platform.machine()}, Python {platform.python_version()}, "

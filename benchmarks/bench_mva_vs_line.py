@@ -135,7 +135,7 @@ def main() -> int:
     try:
         import line_solver  # noqa: F401
     except ImportError:
-        print("line-solver is not installed: pip install queuesgd[test]")
+        print('line-solver is not installed: pip install -e ".[peers]" in the queuesgd checkout')
         return 1
     ok1 = bench_population_range(args.n_max)
     ok2 = bench_sweep(args.sample)

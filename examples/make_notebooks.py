@@ -40,7 +40,7 @@ DERIVE = [
         `Formula.optimize` where the throughput is largest, for the workers and for the number of
         backup workers. The last cell checks the formula against `queuesgd.predict`.
 
-        Runs in a few seconds; needs `pip install "queuesgd[examples]"`.
+        Runs in a few seconds; needs `pip install -e ".[examples]"` in the queuesgd checkout.
         """
     ),
     code(
@@ -213,7 +213,7 @@ SWEEP = [
         them, and asks `whatif` how much gradient compression the ring would need. The last cell
         checks the sweep against `predict`, row by row.
 
-        Runs in a few seconds; needs `pip install "queuesgd[examples]"`.
+        Runs in a few seconds; needs `pip install -e ".[examples]"` in the queuesgd checkout.
         """
     ),
     code(
@@ -379,7 +379,7 @@ COMPARE = [
         coefficient of variation 0.05), the gradient 1 MB, the batch 32 samples per worker. The
         comments at the top of the file say what each column is.
 
-        Runs in a few seconds; needs `pip install "queuesgd[examples]"`.
+        Runs in a few seconds; needs `pip install -e ".[examples]"` in the queuesgd checkout.
         """
     ),
     code(

@@ -27,7 +27,7 @@ How it times: ``layers`` blocks in a row (so no kernel sits at an edge),
 ``budget`` seconds, checked before every pass (:func:`timed_mean`): a variant
 cut short is the mean of the passes it timed, one not timed is ``None``, and
 ``"truncated": true`` says so. PyTorch is imported only here
-(``pip install queuesgd[validation]``).
+(``pip install -e ".[validation]"``).
 
 Examples
 --------

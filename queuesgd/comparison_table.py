@@ -157,7 +157,7 @@ class Comparison:
         Raises
         ------
         MissingDependencyError
-            Without pandas (``pip install queuesgd[pandas]``).
+            Without pandas (``pip install -e ".[pandas]"``).
         """
         return to_frame(self.columns, _UNITS)
 

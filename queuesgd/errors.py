@@ -205,13 +205,13 @@ class MissingDependencyError(QueuesgdError, ImportError):
     Examples
     --------
     >>> print(MissingDependencyError("matplotlib", "plot"))
-    matplotlib is not installed: pip install queuesgd[plot]
+    matplotlib is not installed: pip install -e ".[plot]" in the queuesgd checkout
     """
 
     def __init__(self, package: str, extra: str) -> None:
         self.package = package
         self.extra = extra
-        super().__init__(f"{package} is not installed: pip install queuesgd[{extra}]")
+        super().__init__(f'{package} is not installed: pip install -e ".[{extra}]" in the queuesgd checkout')
 
 
 class WorkerFailure(QueuesgdError, RuntimeError):

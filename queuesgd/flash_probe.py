@@ -23,7 +23,7 @@ forward (:data:`~queuesgd.model_shapes_attention.FLASH_BACKWARD`); their ratio
 (a table of :mod:`queuesgd.gemm_probe`) with the rows added under ``"flash"``,
 which :func:`~queuesgd.gemm_table.load_gemm_table` reads; without
 ``--table``, ``OUT.json`` holds the rows alone. PyTorch is imported only here
-(``pip install queuesgd[validation]``).
+(``pip install -e ".[validation]"``).
 
 The measuring is bounded by ``budget`` seconds, checked before every call
 (:func:`~queuesgd.block_probe.timed_mean`): where it runs out, the row being

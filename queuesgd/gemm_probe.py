@@ -15,7 +15,7 @@ call), or :func:`time.perf_counter` on a CPU; the mean per call. What it
 bounds: every dimension, every operand's elements (``max_elements``), and
 the wall time (``budget`` seconds: shapes left when it runs out are not
 measured, and ``"truncated": true`` says so). PyTorch is imported only here
-(``pip install queuesgd[validation]``).
+(``pip install -e ".[validation]"``).
 
 A sustained table (``sustain`` and ``window`` seconds, both 0 by default):
 the default table times a few calls after a few warm-ups, so a GPU that

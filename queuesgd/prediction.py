@@ -284,7 +284,7 @@ class SweepResult:
         Raises
         ------
         MissingDependencyError
-            Without pandas (``pip install queuesgd[pandas]``).
+            Without pandas (``pip install -e ".[pandas]"``).
 
         Examples
         --------

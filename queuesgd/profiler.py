@@ -37,7 +37,7 @@ its backward gap (the mean time from the previous gradient being ready to
 this one) and its forward time (its module's exclusive forward time, split
 among the module's parameters in proportion to their sizes).
 
-PyTorch is an optional dependency (``pip install queuesgd[validation]``),
+PyTorch is an optional dependency (``pip install -e ".[validation]"``),
 imported only when :func:`profile` runs.
 """
 

@@ -121,7 +121,7 @@ class WhatIf:
         Raises
         ------
         MissingDependencyError
-            Without pandas (``pip install queuesgd[pandas]``).
+            Without pandas (``pip install -e ".[pandas]"``).
 
         Examples
         --------
@@ -143,7 +143,7 @@ class WhatIf:
         Raises
         ------
         MissingDependencyError
-            Without xarray (``pip install queuesgd[xarray]``).
+            Without xarray (``pip install -e ".[xarray]"``).
 
         Examples
         --------

@@ -109,7 +109,8 @@ def test_sweep_to_pandas_without_pandas_names_the_extra(monkeypatch):
     t = _sweep()
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(
-        MissingDependencyError, match=r"pandas is not installed: pip install queuesgd\[pandas\]"
+        MissingDependencyError,
+        match=r'pandas is not installed: pip install -e "\.\[pandas\]" in the queuesgd checkout$',
     ):
         t.to_pandas()
 
@@ -221,11 +222,14 @@ def test_whatif_without_xarray_or_pandas_names_the_extra(monkeypatch):
     r = q.whatif("resnet50", workers=[16, 64])
     monkeypatch.setitem(sys.modules, "xarray", None)
     with pytest.raises(
-        MissingDependencyError, match=r"xarray is not installed: pip install queuesgd\[xarray\]"
+        MissingDependencyError,
+        match=r'xarray is not installed: pip install -e "\.\[xarray\]" in the queuesgd checkout$',
     ):
         r.to_xarray()
     monkeypatch.setitem(sys.modules, "pandas", None)
-    with pytest.raises(MissingDependencyError, match=r"pip install queuesgd\[pandas\]"):
+    with pytest.raises(
+        MissingDependencyError, match=r'pip install -e "\.\[pandas\]" in the queuesgd checkout$'
+    ):
         r.to_pandas()
 
 

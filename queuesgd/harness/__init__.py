@@ -1,6 +1,6 @@
 """The live validation harness: run a scheme with PyTorch worker processes and compare with the model.
 
-PyTorch is optional (``pip install queuesgd[validation]``) and imported only
+PyTorch is optional (``pip install -e ".[validation]"``) and imported only
 when a live run starts. The pieces:
 
 - :func:`validate` (:mod:`~queuesgd.harness.campaign`): calibrate, run,

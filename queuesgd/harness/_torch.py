@@ -21,14 +21,14 @@ def require_torch() -> ModuleType:
     Raises
     ------
     MissingDependencyError
-        ``torch is not installed: pip install queuesgd[validation]``.
+        ``torch is not installed: pip install -e ".[validation]" in the queuesgd checkout``.
 
     Examples
     --------
     >>> try:
     ...     ok = require_torch().__name__ == "torch"
     ... except MissingDependencyError as err:
-    ...     ok = str(err) == "torch is not installed: pip install queuesgd[validation]"
+    ...     ok = str(err) == 'torch is not installed: pip install -e ".[validation]" in the queuesgd checkout'
     >>> ok
     True
     """

@@ -419,7 +419,7 @@ class PetriNet:
     def to_snakes(self) -> Any:
         """The net as a SNAKES P/T net with black tokens (see :func:`queuesgd.petri.snakes_io.to_snakes`).
 
-        Needs ``pip install queuesgd[snakes]``. Stochastic data is kept in a
+        Needs ``pip install -e ".[snakes]"``. Stochastic data is kept in a
         ``queuesgd`` transition label.
 
         Examples

@@ -9,7 +9,7 @@ from queuesgd.errors import InvalidParameterError
 
 
 def simulate_with_simpy(graph: TaskGraph, durations: np.ndarray) -> np.ndarray:
-    """The SimPy peer (``pip install queuesgd[peers]``); a test that calls it skips without SimPy."""
+    """The SimPy peer (``pip install -e ".[peers]"``); a test that calls it skips without SimPy."""
     pytest.importorskip("simpy")
     from peers.simpy_dag import simulate_with_simpy as peer
 

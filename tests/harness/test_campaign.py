@@ -211,7 +211,7 @@ def test_missing_torch_is_one_line_naming_the_extra():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "queuesgd: error: torch is not installed: pip install queuesgd[validation]"
+        'queuesgd: error: torch is not installed: pip install -e ".[validation]" in the queuesgd checkout'
     ]
 
 

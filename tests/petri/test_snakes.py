@@ -266,7 +266,9 @@ def test_missing_snakes_names_the_extra(monkeypatch):
     for mod in ("snakes", "snakes.nets", "snakes.plugins"):
         monkeypatch.setitem(sys.modules, mod, None)
     try:
-        with pytest.raises(MissingDependencyError, match=r"pip install queuesgd\[snakes\]"):
+        with pytest.raises(
+            MissingDependencyError, match=r'pip install -e "\.\[snakes\]" in the queuesgd checkout$'
+        ):
             to_snakes(mm1k(2))
     finally:
         snakes_convert.snakes_nets.cache_clear()

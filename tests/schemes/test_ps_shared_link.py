@@ -27,7 +27,7 @@ MS = 1e-3
 
 
 def barrier_ps(*args, **kwargs):
-    """The SimPy peer of the barrier loops (``pip install queuesgd[peers]``); skips without SimPy."""
+    """The SimPy peer of the barrier loops (``pip install -e ".[peers]"``); skips without SimPy."""
     pytest.importorskip("simpy")
     from peers.simpy_ps import barrier_ps as peer
 
@@ -35,7 +35,7 @@ def barrier_ps(*args, **kwargs):
 
 
 def ssp_ps(*args, **kwargs):
-    """The SimPy peer of the SSP loop (``pip install queuesgd[peers]``); skips without SimPy."""
+    """The SimPy peer of the SSP loop (``pip install -e ".[peers]"``); skips without SimPy."""
     pytest.importorskip("simpy")
     from peers.simpy_ps import ssp_ps as peer
 

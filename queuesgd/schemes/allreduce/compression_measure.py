@@ -49,7 +49,7 @@ def measure_compression(
       orthogonalisation of ``P``, ``Q = M^T P``; decompress = ``P Q^T``;
     - ``"fp16"``: compress = ``g.half()``, decompress = ``h.float()``.
 
-    PyTorch is imported here (``pip install queuesgd[validation]``).
+    PyTorch is imported here (``pip install -e ".[validation]"``).
 
     Parameters
     ----------
