@@ -54,8 +54,8 @@ __all__ = ["AsyncPS", "EXACT_MVA_SIZE", "MAX_FORMULA_WORKERS"]
 EXACT_MVA_SIZE = 250_000
 
 #: Most workers :meth:`AsyncPS.formula` writes out: the normalization constant has C(N + 3, 3)
-#: monomials (969 at 16 workers, 39,711 at 60). Measured on a 2-core machine: 12 workers take 1.9 s,
-#: 16 take 4.3 s, 20 take 8.5 s, growing about as N**3.
+#: monomials (969 at 16 workers, 39,711 at 60). Measured (docs/schemes/async-ps.md) on a shared 2-core
+#: machine at load 3.3 to 3.8, medians of 3: 12 workers take 0.97 s, 16 take 2.4 s, 20 take 5.9 s.
 MAX_FORMULA_WORKERS = 16
 
 
