@@ -18,7 +18,13 @@ the last component; functions and methods get ``()``, as Sphinx writes them.
 The docstrings in the repository keep their roles: ``help()`` and other
 tools read them unchanged.
 
-A second extension, :class:`DoctestsToCode`, fences a doctest written in a
+:class:`CommentDocstrings` gives a constant documented the Sphinx way, by
+``#:`` comment lines right above it, those lines as its docstring: Griffe
+reads only a string below an assignment, and mkdocstrings leaves out a member
+without a docstring, so no such constant reached the API reference. It runs
+first (mkdocs.yml), so the roles of these comments become links too.
+
+:class:`DoctestsToCode` fences a doctest written in a
 docstring's text before its first section (a property's one-line example,
 without an ``Examples`` heading): Markdown would read its ``>>>`` as three
 levels of quotation and its code as prose.
@@ -224,3 +230,51 @@ class DoctestsToCode(griffe.Extension):
         for obj in _objects(pkg):
             if obj.docstring is not None and ">>>" in obj.docstring.value:
                 obj.docstring.value = fence_doctests(obj.docstring.value)
+
+
+#: A Sphinx ``#:`` documentation comment line (what follows it is the text).
+_DOC_COMMENT = re.compile(r"^\s*#:(?: |$)(.*)$")
+
+
+def comment_docstring(lines: list[str], lineno: int) -> str | None:
+    """The text of the ``#:`` comment lines right above line ``lineno`` (1-based), or None.
+
+    Parameters
+    ----------
+    lines : list of str
+        The lines of the module.
+    lineno : int
+        The first line of the assignment.
+
+    Returns
+    -------
+    str or None
+        The comments' text, their ``#:`` removed, one line each; None where the line above is not one.
+
+    Examples
+    --------
+    >>> comment_docstring(["#: The answer,", "#: exactly.", "ANSWER = 42"], 3)
+    'The answer,\\nexactly.'
+    >>> comment_docstring(["# a comment", "ANSWER = 42"], 2) is None
+    True
+    """
+    text: list[str] = []
+    i = lineno - 2
+    while i >= 0 and (found := _DOC_COMMENT.match(lines[i])):
+        text.insert(0, found.group(1))
+        i -= 1
+    return "\n".join(text) if text else None
+
+
+class CommentDocstrings(griffe.Extension):
+    """Give each attribute documented by ``#:`` comments, and without a docstring, those comments as one."""
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
+        """Read the comments of every attribute of ``pkg`` once the whole package is loaded."""
+        for obj in _objects(pkg):
+            if not obj.is_attribute or obj.docstring is not None or obj.lineno is None:
+                continue
+            text = comment_docstring(obj.lines_collection[obj.filepath], obj.lineno)  # type: ignore[index]
+            if text is not None:
+                parser = obj.module.docstring.parser if obj.module.docstring else None
+                obj.docstring = griffe.Docstring(text, lineno=obj.lineno, parent=obj, parser=parser)

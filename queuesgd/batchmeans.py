@@ -79,7 +79,7 @@ BATCHES = 20
 WARMUP = 0.05
 #: Fewest iterations per batch a simulation accepts.
 MIN_PER_BATCH = 5
-#: Most values one simulation holds at once (iterations x values per iteration): 2**27 floats, 1 GiB.
+#: Most values one simulation holds at once (iterations x values per iteration): ``2**27`` floats, 1 GiB.
 MAX_SAMPLES = 2**27
 #: Longest a simulation may run by its own estimate (iterations x the caller's seconds per iteration).
 MAX_SIMULATION_SECONDS = 300.0

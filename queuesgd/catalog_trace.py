@@ -22,7 +22,7 @@ __all__ = ["EXACT_HEADER", "load_trace", "microseconds"]
 _TRACE_COLUMNS = ("gap_us", "bytes", "forward_us", "name")
 
 #: Line 1 of a trace whose times are exact decimals (:func:`microseconds`; ``save_workload`` writes it):
-#: :func:`load_trace` reads each time as the decimal's value over 10**6, rounded once, which gives back
+#: :func:`load_trace` reads each time as the decimal's value over ``10**6``, rounded once, which gives back
 #: the writer's seconds to the last bit. Other traces keep the older reading ``float(text) / 1e6`` (two
 #: roundings: about 4% of times came back one unit in the last place off; issue 22).
 EXACT_HEADER = "# queuesgd profile: gap_us,bytes,forward_us,name (backward order; exact decimal microseconds)"

@@ -39,7 +39,7 @@ __all__ = [
     "microbatch_workloads",
 ]
 
-#: Largest global batch the planners take, samples per step: 10**9, far above any published batch
+#: Largest global batch the planners take, samples per step: ``10**9``, far above any published batch
 #: (Megatron-LM's and Llama 3's are a few thousand sequences, Llama 3's 16M tokens), and small enough
 #: that its divisors (the micro-batch sizes ``b``, at most 1,344 of them) take 31,623 trial divisions
 #: and the hybrid space over them stays under a million rows.

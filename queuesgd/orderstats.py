@@ -57,7 +57,7 @@ from queuesgd.orderstats_work import check_order_statistics_work
 #: The rounding of a CDF near 1, hence of a survival computed as ``1 - F``.
 _EPS = 1.1e-16
 
-#: Largest ``n`` (and ``k``) taken here: 2**53, the largest integer from which every smaller one is a
+#: Largest ``n`` (and ``k``) taken here: ``2**53``, the largest integer from which every smaller one is a
 #: double, so ``n - k + 1`` and the binomial's parameters are exact (as ``Erlang.k``). Far above any
 #: cluster; the closed form is tested up to ``n = 1e15``.
 MAX_N = 2**53

@@ -23,7 +23,7 @@ from queuesgd.workload import Cluster, Workload
 __all__ = ["MAX_SWEEP_ROWS", "Prediction", "StationBreakdown", "SweepResult", "predict", "sweep"]
 
 #: Most rows one :func:`sweep` computes (the product of its axes' lengths), and most values one axis
-#: takes: ten columns of 10**7 rows are about 1 GB. An axis is read no further than this bound, so an
+#: takes: ten columns of ``10**7`` rows are about 1 GB. An axis is read no further than this bound, so an
 #: endless iterable is refused too.
 MAX_SWEEP_ROWS = 10_000_000
 

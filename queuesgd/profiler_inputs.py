@@ -40,7 +40,7 @@ __all__ = [
     "free_memory",
 ]
 
-#: The largest random input batch made from ``input_shape`` (2**31 float32 elements: 8 GiB).
+#: The largest random input batch made from ``input_shape`` (``2**31`` float32 elements: 8 GiB).
 MAX_INPUT_ELEMENTS = 2**31
 #: The deepest nesting of lists, tuples and dicts in an ``inputs`` batch.
 MAX_BATCH_DEPTH = 8

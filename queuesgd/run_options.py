@@ -25,9 +25,9 @@ from queuesgd.rng import as_generator
 
 __all__ = ["MAX_ITERATIONS", "iterations_option", "rng_option", "run_options"]
 
-#: Most iterations a simulation is asked for: 10**12. Each simulation's own guard
+#: Most iterations a simulation is asked for: ``10**12``. Each simulation's own guard
 #: (:func:`~queuesgd.batchmeans.check_simulation_size`: at most :data:`~queuesgd.batchmeans.MAX_SAMPLES`
-#: values, 2**27, and :data:`~queuesgd.batchmeans.MAX_SIMULATION_SECONDS`) refuses far fewer and says how
+#: values, ``2**27``, and :data:`~queuesgd.batchmeans.MAX_SIMULATION_SECONDS`) refuses far fewer and says how
 #: far to lower them; this bound keeps a number such as ``10**400`` out of that guard's arithmetic
 #: (its message divided it into a float: ``OverflowError``).
 MAX_ITERATIONS = 10**12

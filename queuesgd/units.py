@@ -54,7 +54,7 @@ __all__ = [
     "format_bandwidth",
 ]
 
-#: Largest size :func:`parse_bytes` accepts: 1 EiB (2**60 bytes), far above any gradient, buffer or
+#: Largest size :func:`parse_bytes` accepts: 1 EiB (``2**60`` bytes), far above any gradient, buffer or
 #: dataset, and small enough that a size divided by the smallest bandwidth a cluster accepts stays finite.
 MAX_BYTES = 2.0**60
 #: Largest duration a parameter takes: 1e9 s (about 32 years), far above any step, timeout or latency,

@@ -49,7 +49,7 @@ from queuesgd.units import MAX_SECONDS, parse_bytes
 
 __all__ = ["Layer", "CostCurve", "MAX_BATCH_SIZE", "PhaseTimes", "Workload", "Cluster", "RandomDelay"]
 
-#: Largest mini-batch accepted: 2**53, the largest integer up to which every count is exact in the
+#: Largest mini-batch accepted: ``2**53``, the largest integer up to which every count is exact in the
 #: floating-point throughput arithmetic (samples/s = batch x updates/s).
 MAX_BATCH_SIZE = 2**53
 

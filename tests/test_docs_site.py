@@ -19,6 +19,7 @@ predicted and error columns lie within the window.
 
 from __future__ import annotations
 
+import ast
 import html
 import json
 import os
@@ -284,6 +285,72 @@ def test_install_instructions_install_from_the_checkout() -> None:
     assert not offenders, "\n".join(offenders)
     started = (ROOT / "docs" / "getting-started.md").read_text()  # which says so, once
     assert "not published on PyPI" in started and 'pip install -e ".[plot]"' in started
+
+
+#: A module-level constant's assignment (``NAME = ...`` or ``NAME: T = ...``).
+_CONSTANT = re.compile(r"([A-Z][A-Z0-9_]*)\s*(?::[^=]+)?=")
+
+
+def _exported(tree: ast.Module) -> set[str] | None:
+    """The names a module's ``__all__`` lists (a lazy package's ``_EXPORTS`` keys), or None without one."""
+    values = {
+        target.id: node.value
+        for node in tree.body
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    }
+    if "__all__" not in values:
+        return None
+    try:
+        return set(ast.literal_eval(values["__all__"]))
+    except ValueError:  # sorted(_EXPORTS) + [...]: the lazy packages
+        strings = {n.value for n in ast.walk(values["__all__"]) if isinstance(n, ast.Constant)}
+        return strings | set(ast.literal_eval(values["_EXPORTS"])) if "_EXPORTS" in values else strings
+
+
+def documented_constants() -> list[str]:
+    """``module.NAME`` of every public module constant documented by ``#:`` comment lines above it.
+
+    Public: no part of the module's path starts with ``_``, and the name is in its ``__all__`` (any
+    name without a leading ``_`` where the module has none). Read from the source, not with Griffe.
+    """
+    found = []
+    for path in sorted((ROOT / "queuesgd").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        if any(part.startswith("_") for part in parts):
+            continue
+        text = path.read_text()
+        exported = _exported(ast.parse(text))
+        lines = text.splitlines()
+        for above, line in zip(lines, lines[1:]):
+            if above.startswith("#:") and (match := _CONSTANT.match(line)):
+                if exported is None or match.group(1) in exported:
+                    found.append(".".join((*parts, match.group(1))))
+    return found
+
+
+def test_every_documented_constant_is_in_the_api_reference(
+    built: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    # Griffe reads no `#:` comment, and mkdocstrings leaves out a member without a docstring, so no such
+    # constant was rendered; docs_griffe.CommentDocstrings makes the comments docstrings. A constant
+    # appears on its module's page, under a package that exports it, or on api/constants.md.
+    site, _ = built
+    ids = {
+        anchor
+        for page in (site / "api").rglob("*.html")
+        for anchor in re.findall(r'id="(queuesgd\.[^"]+)"', page.read_text(encoding="utf-8"))
+    }
+    constants = documented_constants()
+    assert len(constants) >= 200
+    missing = []
+    for constant in constants:
+        parts = constant.split(".")
+        if not any(".".join((*parts[:k], parts[-1])) in ids for k in range(1, len(parts))):
+            missing.append(constant)
+    assert not missing, f"{len(missing)} of {len(constants)} not in the API reference:\n" + "\n".join(missing)
 
 
 def test_scheme_pages_and_derive_have_math(built: tuple[Path, subprocess.CompletedProcess[str]]) -> None:

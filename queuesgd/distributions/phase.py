@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 #: Most phases of a phase-type law built here: its dense ``k x k`` sub-generator is 8 MB, a CDF point's
-#: matrix exponential some 10**9 operations; a CTMC of such laws is larger still.
+#: matrix exponential some ``10**9`` operations; a CTMC of such laws is larger still.
 MAX_PHASES = 1_000
 
 #: Largest order of :meth:`PhaseType.moment`: ``k!`` alone passes the double range at 171.

@@ -28,7 +28,7 @@ __all__ = ["PetriNet", "Place", "Transition", "INFINITE", "MAX_ARC"]
 
 #: ``servers=INFINITE`` (or the string ``"infinite"``): infinite-server semantics.
 INFINITE = math.inf
-#: Largest arc multiplicity, as for a place's tokens (markings and arcs are int arrays): 2**31 - 1.
+#: Largest arc multiplicity, as for a place's tokens (markings and arcs are int arrays): ``2**31 - 1``.
 MAX_ARC = 2**31 - 1
 
 

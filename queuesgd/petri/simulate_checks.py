@@ -68,9 +68,9 @@ MAX_BATCHES = 10_000
 SECONDS_PER_FIRING = 5e-6
 #: Most firings of one run: MAX_SIMULATION_SECONDS at SECONDS_PER_FIRING each (60,000,000).
 MAX_FIRINGS = round(MAX_SIMULATION_SECONDS / SECONDS_PER_FIRING)
-#: Most clocks of one transition with a non-exponential law drawn at once (2**16 firing times).
+#: Most clocks of one transition with a non-exponential law drawn at once (``2**16`` firing times).
 MAX_CLOCKS = 2**16
-#: Most firing times one run draws (2**31, about a minute of sampling): many clocks per firing cost more.
+#: Most firing times one run draws (``2**31``, about a minute of sampling): many clocks per firing cost more.
 MAX_DRAWS = 2**31
 
 _INSTEAD = "net.solve() (the exact CTMC, for exponential laws)"

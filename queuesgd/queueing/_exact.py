@@ -194,7 +194,7 @@ def _subset_networks(n_ld: int, exact: bool) -> tuple[np.ndarray, np.ndarray]:
     return (sub[:, None] & bit[None, :]) != 0, sub[:, None] | bit[None, :]
 
 
-#: Largest number of multi-server queues for the float recursion (2**L sub-networks).
+#: Largest number of multi-server queues for the float recursion (``2**L`` sub-networks).
 _MAX_LD_STATIONS = 12
 
 

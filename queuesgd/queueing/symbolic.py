@@ -20,7 +20,7 @@ __all__ = [
 
 #: Largest work estimate (see :func:`symbolic_mva_work`) that exact MVA with symbolic demands may take on.
 #: Measured on a 2-core machine: 2 stations at population 25 (work 1,300) take about 2 s, 3 stations
-#: at 12 (work 3,276) 4.5 s, 5 stations at 5 (work 3,150) 5 s; the time grows about as work**2.
+#: at 12 (work 3,276) 4.5 s, 5 stations at 5 (work 3,150) 5 s; the time grows about as ``work**2``.
 MAX_SYMBOLIC_WORK = 1_500
 
 
@@ -86,7 +86,8 @@ def check_symbolic_mva(stations: int, population: int, steps: int | None = None)
 
 
 #: Largest integer population :func:`repairman_throughput` sums with numeric demands: its N + 1 terms
-#: hold N! exactly, so the time grows about as N**2 (about 1 s at 2,000 on a 2-core machine, 80 s at 10,000).
+#: hold N! exactly, so the time grows about as ``N**2`` (about 1 s at 2,000 on a 2-core machine, 80 s
+#: at 10,000).
 MAX_REPAIRMAN_POPULATION = 2_000
 
 

@@ -44,7 +44,7 @@ LOOPBACK = "loopback"
 #: Least link rate of a campaign, bytes/s: 8 kbit/s, the least :class:`~queuesgd.harness.netns.Namespaces`
 #: shapes (the runs' links are network namespaces with ``tc tbf``).
 MIN_RATE = 1000.0
-#: Largest link rate, bytes/s: 2**60 (:data:`queuesgd.units.MAX_BYTES` a second), whose bits per second
+#: Largest link rate, bytes/s: ``2**60`` (:data:`queuesgd.units.MAX_BYTES` a second), whose bits per second
 #: still fit ``tc``'s 64-bit rate.
 MAX_RATE = units.MAX_BYTES
 #: Longest ``calibration_gap``, seconds: a calibration sleeps it before each of its timed operations (30
