@@ -8,10 +8,13 @@ parse (griffe's warnings). Skipped only where MkDocs is not installed: the
 The built HTML is then checked as a reader gets it: no Sphinx role or raw
 LaTeX outside code and math, no doctest outside a code block, no Markdown
 left as text (a list inside a paragraph, a stray backtick or dollar, a pipe
-table's rule, emphasis inside a word), math on the scheme pages, the
-validation report's tables leading with the result, no broken local link;
-the Markdown indents list contents by 4 spaces (Python-Markdown flattens
-less without a trace in the text); and in headless Chromium at 1280 px (skipped, saying
+table's rule, emphasis inside a word, a Python power such as 2**31 outside
+code), math on the scheme pages, every ``#:``-documented public constant in
+the API reference, the validation report's tables leading with the result,
+no broken local link; the Markdown indents list contents by 4 spaces
+(Python-Markdown flattens less without a trace in the text), names the
+language of every fenced block, and installs queuesgd only from a checkout
+(it is not on PyPI); and in headless Chromium at 1280 px (skipped, saying
 why, where none is installed; ``.ci/run`` installs Debian's), KaTeX
 typesets every formula of two scheme pages and the report's measured,
 predicted and error columns lie within the window.
