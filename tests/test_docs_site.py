@@ -147,12 +147,6 @@ _LEFT_AS_TEXT = {
     # One `**` stays as text, a pair sets what lies between in bold (_INNER_EMPHASIS): `2**31`, 2^31.
     "a Python power outside code (write it as code, `2**31`)": re.compile(r"[\w)\]]\*\*[\w(]"),
 }
-#: What the check above still finds, as (page, text): docs/profiling.md is another change's to edit.
-#: Remove an entry when its page writes the power as code.
-_KNOWN_LEFT_AS_TEXT = {
-    ("profiling/index.html", "at most 2**31 elements"),
-    ("profiling/index.html", "a seed below 2**64"),
-}
 #: Emphasis inside a word: ``2**31 ... 10**6`` or ``a*b*c`` outside code set in bold or italics.
 _INNER_EMPHASIS = re.compile(r"[A-Za-z0-9]<(em|strong)>(?:(?!</\1>).)*</\1>[A-Za-z0-9]", re.S)
 
@@ -172,9 +166,7 @@ def test_no_markdown_left_as_text(built: tuple[Path, subprocess.CompletedProcess
         texts = [html.unescape(_TAG.sub("", inner)) for _, inner in _BLOCK.findall(article)]
         for what, pattern in _LEFT_AS_TEXT.items():
             for text in texts:
-                if (found := pattern.search(text)) and not any(
-                    str(name) == page_name and known in text for page_name, known in _KNOWN_LEFT_AS_TEXT
-                ):
+                if found := pattern.search(text):
                     offenders.append(
                         f"{name}: {what}: {text[max(0, found.start() - 60) : found.end() + 20]!r}"
                     )
@@ -262,8 +254,6 @@ def test_every_fenced_block_names_a_language() -> None:
 
 #: An install of queuesgd by name, which PyPI does not have (``pip install queuesgd[plot]``, quoted or not).
 _INSTALL_BY_NAME = re.compile(r"pip install\s+(?:-U\s+)?\\?[\"']?queuesgd\b")
-#: Lines that still install by name, as (path, text): docs/profiling.md is another change's to edit.
-_KNOWN_INSTALL_BY_NAME = {("docs/profiling.md", "`pip install queuesgd[validation]`")}
 
 
 def test_install_instructions_install_from_the_checkout() -> None:
@@ -283,7 +273,6 @@ def test_install_instructions_install_from_the_checkout() -> None:
         for path in sources
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if _INSTALL_BY_NAME.search(line)
-        and not any(str(path.relative_to(ROOT)) == p and known in line for p, known in _KNOWN_INSTALL_BY_NAME)
     ]
     assert not offenders, "\n".join(offenders)
     started = (ROOT / "docs" / "getting-started.md").read_text()  # which says so, once
