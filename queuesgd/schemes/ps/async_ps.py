@@ -414,7 +414,8 @@ class AsyncPS(Scheme):
         if N > MAX_FORMULA_WORKERS:
             raise StateSpaceTooLargeError(
                 f"AsyncPS.formula(workers={N}): the exact rational function would have about "
-                f"{2 * math.comb(N + 3, 3):,} terms, and SymPy's time grows about as N**3; at most "
+                f"{2 * math.comb(N + 3, 3):,} terms, and SymPy's time grows as about N**3 to N**4 "
+                "(2.4 s at 16 workers, 5.9 s at 20 on a 2-core machine); at most "
                 f"{MAX_FORMULA_WORKERS} workers. For more, predict numerically: "
                 "queuesgd.predict(AsyncPS(), workload, Cluster(workers, ...)) runs the same exact MVA at any "
                 "population (queuesgd predict --scheme async-ps --workers N)"
