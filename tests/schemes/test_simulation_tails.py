@@ -94,6 +94,16 @@ W0 = {"gradient_bytes": "1MB", "parameter_bytes": "1MB", "batch_size": 8}
 C4 = q.Cluster(workers=4, bandwidth="20MB/s")
 
 
+def _covered(scheme, workload, cluster, value, *, seeds):
+    """How many of ``seeds`` simulations of 20,000 iterations cover ``value``; each must warn."""
+    hits = 0
+    for seed in range(seeds):
+        with pytest.warns(AccuracyWarning, match=MATCH):
+            lo, hi = scheme.solve(workload, cluster, "simulate", rng=seed, iterations=20_000).interval
+        hits += lo <= value <= hi
+    return hits
+
+
 def test_ssp_without_bound_covers_far_below_95_percent_at_sigma_3_and_warns():
     """``StaleSynchronous(inf)``: 60 seeds of 20,000 iterations against the closed form (the audit: 280 of
     500 held it); here at most 51 of 60 (a binomial tail of 0.0024 under 95%) and each run warns."""
@@ -103,11 +113,7 @@ def test_ssp_without_bound_covers_far_below_95_percent_at_sigma_3_and_warns():
     value = exact.iteration_rate * exact.gradients_per_update
     comm = sum(S.communication_time(w, C4))
     assert value == pytest.approx(4 / (0.1 + comm), rel=1e-12)  # n / (E[C] + E[M]), renewal
-    hits = 0
-    for seed in range(60):
-        with pytest.warns(AccuracyWarning, match=MATCH):
-            lo, hi = S.solve(w, C4, "simulate", rng=seed, iterations=20_000).interval
-        hits += lo <= value <= hi
+    hits = _covered(S, w, C4, value, seeds=60)
     assert hits <= 51, hits
 
 
@@ -135,11 +141,7 @@ def test_async_ps_covers_below_95_percent_at_sigma_3_and_warns():
     exact = S.solve(w, c, "mva")
     assert exact.method == "mva"
     value = exact.iteration_rate * exact.gradients_per_update
-    hits = 0
-    for seed in range(40):
-        with pytest.warns(AccuracyWarning, match=MATCH):
-            lo, hi = S.solve(w, c, "simulate", rng=seed, iterations=20_000).interval
-        hits += lo <= value <= hi
+    hits = _covered(S, w, c, value, seeds=40)
     assert hits <= 34, hits
 
 
