@@ -7,7 +7,8 @@ parameters, models and worker counts), the links, the run's length, the
 number of passes and the discard rule. :func:`load_spec` reads one (a bounded
 read) and checks it field by field, so that a mistake is one error naming
 the field before any process starts; :attr:`CampaignSpec.hash` is the sha256
-of its canonical JSON, which every row of the campaign records.
+of its canonical JSON (:func:`~queuesgd.harness.apriori.spec_text.spec_hash`),
+which every row of the campaign records.
 
 Fields (``*``: required)::
 
@@ -58,7 +59,6 @@ queuesgd.errors.InvalidParameterError: spec.models: got None; accepted: a requir
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -67,8 +67,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from queuesgd import _checks, json_text, units
-from queuesgd.catalog_files import DuplicateKeyError, unique_keys
+from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.apriori.discard import DISCARD_RULES, DiscardRule
 from queuesgd.harness.apriori.profile import DDP_STEP
@@ -81,6 +80,7 @@ from queuesgd.harness.apriori.spec_checks import (
 )
 from queuesgd.harness.apriori.spec_parallel import DEFAULTS as PARALLEL_DEFAULTS
 from queuesgd.harness.apriori.spec_parallel import check_profile_link, parallel_settings
+from queuesgd.harness.apriori.spec_text import canonical_json, spec_document, spec_hash
 from queuesgd.harness.run_args import steps_and_warmup
 
 __all__ = [
@@ -224,18 +224,6 @@ class CampaignSpec:
         ]
 
 
-def canonical_json(document: Any) -> str:
-    """The canonical JSON of a document: keys sorted, no spaces, UTF-8 kept (what :attr:`CampaignSpec.hash`
-    hashes).
-
-    Examples
-    --------
-    >>> canonical_json({"b": [1, 2.5], "a": "é"})
-    '{"a":"é","b":[1,2.5]}'
-    """
-    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
 def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
     """Read a campaign spec (a regular file of at most :data:`MAX_SPEC_BYTES`, a JSON object) and check it.
 
@@ -247,24 +235,7 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
     """
     raw = _checks.read_bytes("spec", path, max_bytes=MAX_SPEC_BYTES)
     where = os.fspath(path)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise InvalidParameterError(
-            "spec", where, f"a UTF-8 JSON file ({err.reason} at byte {err.start})"
-        ) from None
-    try:
-        doc = json_text.loads(text, finite=True, object_pairs_hook=unique_keys)
-    except json.JSONDecodeError as err:
-        raise InvalidParameterError(
-            "spec", where, f"a JSON object ({err.msg} at line {err.lineno}, column {err.colno})"
-        ) from None
-    except DuplicateKeyError as err:  # json keeps the last value: a field written twice is refused
-        raise InvalidParameterError(
-            "spec", f"the key {err.got!r} twice in one object of {where}", "each key once in an object"
-        ) from None
-    except RecursionError:
-        raise InvalidParameterError("spec", where, "a JSON object (it is nested too deeply)") from None
+    doc = spec_document(raw, where)
     try:
         return parse_spec(doc)
     except InvalidParameterError as err:  # a field's error, naming the file it is in
@@ -333,7 +304,6 @@ def parse_spec(document: Any) -> CampaignSpec:
         raise InvalidParameterError(
             "spec.calibrate_at_buckets", True, "false (the sizes of DDP's buckets serve DDP lines only)"
         )
-    canonical = canonical_json(doc)
     spec = CampaignSpec(
         name,
         description,
@@ -350,8 +320,8 @@ def parse_spec(document: Any) -> CampaignSpec:
         discard,
         drift,
         targets,
-        json.loads(canonical),
-        hashlib.sha256(canonical.encode("utf-8")).hexdigest(),
+        json.loads(canonical_json(doc)),
+        spec_hash(doc),
         MappingProxyType(probes),
         **parallel,
     )

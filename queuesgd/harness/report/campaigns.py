@@ -14,14 +14,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.preregistration import check_registration
 from queuesgd.harness.report.sections import short_commit, target_met
 
-__all__ = ["campaign_lines", "purpose", "read_campaigns"]
+__all__ = ["campaign_lines", "purpose", "read_campaigns", "registration_lines"]
 
 #: The longest purpose (first sentence of the spec's description) shown before it is cut at a word.
 PURPOSE_CHARS = 160
@@ -147,7 +148,11 @@ def _rows_of(summary: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def campaign_lines(folder: str | os.PathLike[str]) -> list[str]:
+def campaign_lines(
+    folder: str | os.PathLike[str],
+    rows: Sequence[Mapping[str, Any]] = (),
+    specs: str | os.PathLike[str] | None = None,
+) -> list[str]:
     """The "Preregistered campaigns" subsection: one row per campaign and scheme, from its summary.
 
     For every ``<folder>/*/summary.json`` (in the order of
@@ -164,6 +169,11 @@ def campaign_lines(folder: str | os.PathLike[str]) -> list[str]:
     ----------
     folder : path-like
         The folder of campaign folders (``validation/campaigns``).
+    rows : sequence of dict
+        The validation rows (the campaigns' among them, told by their ``spec_hash``).
+    specs : path-like, optional
+        The folder of the committed specs (``validation/specs``, in the git
+        repository): campaign ``NAME``'s spec is ``NAME.json`` there.
 
     Returns
     -------
@@ -218,4 +228,45 @@ def campaign_lines(folder: str | os.PathLike[str]) -> list[str]:
             "",
             *purposes,
         ]
+    if specs is not None:
+        lines += ["", *registration_lines(campaigns, rows, specs)]
+    return lines
+
+
+def registration_lines(
+    campaigns: Sequence[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
+    specs: str | os.PathLike[str],
+) -> list[str]:
+    """Whether each campaign's spec was committed before its first row, checked against the git history.
+
+    Per campaign (a summary of :func:`read_campaigns`), its rows are those
+    recording its ``spec_hash``, and its spec is ``<specs>/<campaign>.json``;
+    the line is :meth:`~queuesgd.harness.preregistration.Registration.describe`
+    of :func:`~queuesgd.harness.preregistration.check_registration`: the
+    spec's first commit with that hash and its time, and the rows' first
+    time; "not checked (no history)" where git or the history is missing.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> rows = [{"spec_hash": "ab" * 32, "started": "2026-11-26T21:10:32+0000"}]
+    >>> registration_lines([{"campaign": "demo", "spec_hash": "ab" * 32}], rows, tempfile.mkdtemp())[-1]
+    '- `demo`: not checked (no history)'
+    """
+    lines = [
+        "Preregistration, checked against the git history (`queuesgd.harness.preregistration`): the first "
+        "commit in which `validation/specs/<campaign>.json` has the hash the campaign's rows record, against "
+        "the earliest time the rows record (an input measured, a prediction made, a run started).",
+        "",
+    ]
+    for summary in campaigns:
+        wanted = summary.get("spec_hash")
+        mine = [r for r in rows if wanted and r.get("spec_hash") == wanted]
+        name = str(summary["campaign"])
+        if not mine:
+            lines.append(f"- `{name}`: not checked (no row records its spec's hash)")
+            continue
+        found = check_registration(specs, Path(specs) / f"{name}.json", mine)
+        lines.append(f"- `{name}`: {found.describe()}")
     return lines

@@ -223,6 +223,7 @@ def write_report(
     appendix: Sequence[str] = (),
     rebuildable: Callable[[Mapping[str, Any]], bool] | None = None,
     campaigns: str | os.PathLike[str] | None = None,
+    specs: str | os.PathLike[str] | None = None,
     earlier: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> Path:
     """Write the accuracy report (Markdown) in the sections of :data:`SECTIONS`.
@@ -266,6 +267,11 @@ def write_report(
         its own pooled figures (:func:`queuesgd.harness.report.campaigns.campaign_lines`)
         before listing its configurations. By default the ``campaigns`` folder
         beside ``path``, where there is one.
+    specs : path-like, optional
+        The folder of the committed specs, in the git repository: each
+        campaign's ``NAME.json`` is checked to have been committed before the
+        campaign's first row (:mod:`queuesgd.harness.preregistration`). By
+        default the ``specs`` folder beside ``path``.
     earlier : mapping of str to rows, optional
         Per section key, the rows of its earlier passes (kept apart from
         ``rows``, whose configurations they repeat): the section's headline
@@ -274,6 +280,7 @@ def write_report(
     groups = by_section(rows)
     plots = dict(plots or {})
     campaign_folder = Path(path).parent / "campaigns" if campaigns is None else Path(campaigns)
+    spec_folder = Path(path).parent / "specs" if specs is None else Path(specs)
     lines = [
         "# Validation report",
         "",
@@ -357,7 +364,7 @@ def write_report(
                 "Not evidence of accuracy: the `difference` column is the model against its own replay.",
             ]
         if sec.key == "real-apriori" and campaign_folder.is_dir():
-            lines += ["", *campaign_lines(campaign_folder)]
+            lines += ["", *campaign_lines(campaign_folder, rows, spec_folder)]
         lines += ["", f"### Every configuration: {sec.title.split(':')[0].lower()}", ""]
         lines += [_markdown_rows(mine, sec.key)]
     if appendix:
