@@ -100,6 +100,12 @@ class Registration:
         The earliest time the rows record (:func:`first_row_time`).
     reason : str
         Why the status is ``unknown`` (empty otherwise).
+    code : tuple of int
+        ``(contain, recorded)``: of the rows that record the commit of the
+        code they ran (``commit``, a ``+dirty`` mark stripped), how many ran
+        code whose history contains the spec's commit (``git merge-base
+        --is-ancestor``: no clock involved), and how many record one.
+        ``(0, 0)`` where no commit was found or none is recorded.
     """
 
     status: str
@@ -108,6 +114,7 @@ class Registration:
     committed: dt.datetime | None = None
     first_row: dt.datetime | None = None
     reason: str = ""
+    code: tuple[int, int] = (0, 0)
 
     def describe(self) -> str:
         """One line for the report: the status, the spec's commit and its time, the first row's time.
@@ -123,6 +130,9 @@ class Registration:
             f"spec committed in `{(self.commit or '')[:7]}` at {_utc(self.committed)}; "
             f"first row {_utc(self.first_row)}"
         )
+        contain, recorded = self.code
+        if recorded:
+            times += f"; the code {contain} of {recorded} rows ran contains that commit"
         if self.status == BEFORE:
             return f"committed before its first row: {times}"
         if self.status == AFTER:
@@ -284,6 +294,30 @@ def _first_match(
     return found
 
 
+def _code_containing(repo: Path, commit: str, rows: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """``(rows whose recorded code commit has ``commit`` in its history, rows that record one)``.
+
+    A row's code commit was the checkout's HEAD when it ran, so a spec commit
+    in its history existed then: evidence of the order that no clock gives.
+    A recorded commit the history lacks counts as not containing it.
+    """
+    verdict: dict[str, bool] = {}
+    contain = recorded = 0
+    for row in rows:
+        code = str(row.get("commit") or "").partition("+")[0]
+        if not code:
+            continue
+        recorded += 1
+        if code not in verdict:
+            try:
+                _git(repo, "merge-base", "--is-ancestor", commit, code)
+                verdict[code] = True
+            except _NoHistory:  # exit 1 (not an ancestor) or an unknown commit
+                verdict[code] = False
+        contain += verdict[code]
+    return contain, recorded
+
+
 def _registered_hash(rows: Sequence[Mapping[str, Any]]) -> str | None:
     hashes = {str(r["spec_hash"]) for r in rows if r.get("spec_hash")}
     if len(hashes) > 1:
@@ -345,12 +379,13 @@ def check_registration(
         why = NO_HISTORY if shallow else f"no commit of {os.fspath(spec_path)} has the hash {wanted[:12]}"
         return Registration(UNKNOWN, wanted, first_row=first, reason=why)
     commit, committed = found
+    code = _code_containing(Path(repo), commit, rows)
     if first is None:
-        return Registration(UNKNOWN, wanted, commit, committed, reason="the rows record no time")
+        return Registration(UNKNOWN, wanted, commit, committed, reason="the rows record no time", code=code)
     if committed + SECOND <= first:
-        return Registration(BEFORE, wanted, commit, committed, first)
+        return Registration(BEFORE, wanted, commit, committed, first, code=code)
     if committed >= first + SECOND:  # a shallow history may lack an earlier commit of the same content
         status, why = (UNKNOWN, NO_HISTORY) if shallow else (AFTER, "")
-        return Registration(status, wanted, commit, committed, first, why)
+        return Registration(status, wanted, commit, committed, first, why, code)
     same = "the spec's commit and the first row are within one second"
-    return Registration(UNKNOWN, wanted, commit, committed, first, same)
+    return Registration(UNKNOWN, wanted, commit, committed, first, same, code)

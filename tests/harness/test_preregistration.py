@@ -238,3 +238,21 @@ def test_the_report_says_when_each_campaign_was_registered(tmp_path):
     shutil.copytree(repo / "validation", plain / "validation")
     lines = campaign_lines(plain / "validation" / "campaigns", rows, plain / "validation" / "specs")
     assert lines[-1] == "- `demo`: not checked (no history)"
+
+
+def test_the_code_each_row_ran_is_checked_to_contain_the_spec_commit(tmp_path):
+    # Clock-free: a row's recorded code commit was HEAD when it ran, so the spec's commit in its history
+    # existed then. Rows of a commit made before the spec (on a side branch) do not contain it.
+    repo = _repo(tmp_path)
+    early = _commit(repo, "code.py", "v0", "2026-11-26T17:00:00+00:00")
+    spec = _commit(repo, "validation/specs/demo.json", json.dumps(SPEC), "2026-11-26T18:00:00+00:00")
+    later = _commit(repo, "code.py", "v1", "2026-11-26T18:30:00+00:00")
+    rows = _rows(SPEC, "2026-11-26T18:40:00+0000", "2026-11-26T18:41:00+0000", "2026-11-26T18:42:00+0000")
+    rows[0]["commit"], rows[1]["commit"], rows[2]["commit"] = spec, later + "+dirty", early
+    rows.append({"spec_hash": _hash(SPEC), "started": "2026-11-26T18:43:00+0000", "commit": "f" * 40})
+    result = check_registration(repo, "validation/specs/demo.json", rows)
+    assert result.status == BEFORE and result.commit == spec
+    assert result.code == (2, 4)  # the spec's own commit and a later one; not the earlier or an unknown one
+    assert result.describe().endswith("; the code 2 of 4 rows ran contains that commit")
+    without = check_registration(repo, "validation/specs/demo.json", _rows(SPEC, "2026-11-26T18:40:00+0000"))
+    assert without.code == (0, 0) and "rows ran" not in without.describe()
