@@ -1,11 +1,11 @@
 """Uneven stages under the interleaved schedule: the chunk rule, its step against the simulator, the scheme.
 
 The reference is tests/pipeline_schedule_sim.py (Megatron-LM's interleaved 1F1B order simulated pass by
-pass, free sends). The scheme's step, :func:`~queuesgd.schemes.parallel.hybrid_stages.interleaved_pass_time`
+pass, free sends). The scheme's step, :func:`~queuesgd.schemes.parallel.schedule_step.interleaved_pass_time`
 of each chunk's forward and backward pass (:func:`~queuesgd.schemes.parallel.hybrid_stages.chunk_passes`),
 must equal the simulation of those passes to 1e-12: on the grid below, on the scheme's own chunks, and on
 random stage layouts off the grid (the audit's ``stage_layers=(3, 2, 3)`` among them). The closed form
-:func:`~queuesgd.schemes.parallel.hybrid_stages.interleaved_chunk_time` (``m (v c + h) + (p - 1) c - d -
+:func:`~queuesgd.schemes.parallel.schedule_step.interleaved_chunk_time` (``m (v c + h) + (p - 1) c - d -
 e``, ``c`` the largest chunk but the last device's last, ``d = c - c_00``, ``h = max(0, c_last - c)``, ``e
 = max(0, c - c_last)``) is held to be exact on the family where every other chunk takes ``c`` and ``e =
 0``, an upper bound elsewhere (any chunk times whose passes split forward:backward alike, by monotonicity
@@ -22,12 +22,8 @@ from pipeline_schedule_sim import makespan
 import queuesgd as q
 from queuesgd.hybrid_space import HybridSpace, evaluate_space
 from queuesgd.model_shapes import TransformerShape
-from queuesgd.schemes.parallel.hybrid_stages import (
-    chunk_layers,
-    chunk_passes,
-    interleaved_chunk_time,
-    interleaved_pass_time,
-)
+from queuesgd.schemes.parallel.hybrid_stages import chunk_layers, chunk_passes
+from queuesgd.schemes.parallel.schedule_step import interleaved_chunk_time, interleaved_pass_time
 
 GPT30 = TransformerShape(layers=30, hidden=256, heads=8, sequence=64, vocabulary=1000, name="thirty")
 TEN = TransformerShape(layers=10, hidden=256, heads=8, sequence=64, vocabulary=1000, name="ten")

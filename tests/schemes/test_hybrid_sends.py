@@ -5,12 +5,13 @@ them are inside it and those between nodes are not. The independent sources:
 
 - a re-implementation written here from first principles: every rank placed in Megatron-Core's order
   (``tp-cp-ep-dp-pp``, ranks packed ``g`` to a node), each replica's boundaries read off the nodes of
-  its ``t c`` ranks at both ends, each chunk's two messages priced by their own boundary, then the
-  1F1B/GPipe closed form ``sum_i tau_i + (m - 1) max_i tau_i`` over the stages (interleaved:
-  each chunk's forward pass with its forward message, its backward pass with its backward one, through
-  the pass-by-pass simulation of Megatron's order in ``tests/pipeline_schedule_sim.py``), the slowest
-  replica: ``predict`` and the vectorized sweep (``batch_times``, ``evaluate_space``) against it to
-  1e-12 relative;
+  its ``t c`` ranks at both ends, each chunk's two messages priced by their own boundary, each chunk's
+  forward pass with its forward message, its backward pass with its backward one, through a simulation
+  of the schedule's order (interleaved: the pass-by-pass one of Megatron's order in
+  ``tests/pipeline_schedule_sim.py``; GPipe and 1F1B: the event simulation of
+  ``tests/schemes/test_stage_step.py``; the closed form ``sum_i tau_i + (m - 1) max_i tau_i`` before), the
+  slowest replica: ``predict`` and the vectorized sweep (``batch_times``, ``evaluate_space``) against it
+  to 1e-12 relative;
 - a case computed by hand (8 GPUs per node, ``t = 2``, ``p = 8``: four stages a node, boundary 3 -> 4
   between nodes), its numbers written out;
 - the pass-by-pass simulation of Megatron-LM's 1F1B and interleaved orders
@@ -38,11 +39,13 @@ from queuesgd.hybrid_space import HybridSpace, evaluate_space
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes.parallel.hybrid_batch import batch_times
 from queuesgd.schemes.parallel.hybrid_layout import head_slot_layers
-from queuesgd.schemes.parallel.hybrid_stages import chunk_layers, interleaved_chunk_time
+from queuesgd.schemes.parallel.hybrid_stages import chunk_layers
 from queuesgd.schemes.parallel.megatron import SCHEDULES
+from queuesgd.schemes.parallel.schedule_step import interleaved_chunk_time
 from tests.hybrid_rows import A_E, A_I, B_I, B_R, rel
 from tests.pipeline_schedule_sim import makespan
 from tests.schemes.test_hybrid_stages import graph_makespan
+from tests.schemes.test_stage_step import simulate as event_makespan
 
 EVEN = TransformerShape(48, 512, 8, 256, 1000, name="even48")  # p v divides 48 for p <= 8, v = 2
 SLOTS = TransformerShape(46, 512, 8, 256, 1000, name="slots46")  # (46 + 2) / p whole for p = 2, 3, 4, 6, 8
@@ -115,14 +118,9 @@ def reference(s: q.HybridParallel, w: q.Workload, c: q.Cluster) -> tuple[float, 
             fwd.append(frow)
             bwd.append(brow)
         most = max([most] + [sum(row) - sum(shares[r]) * work for r, row in enumerate(chunks)])
-        chunks[-1][-1] += tm.head
-        if s.schedule == "interleaved":  # Megatron's order simulated pass by pass; the head 1:2
-            fwd[-1][-1] += tm.head / 3
-            bwd[-1][-1] += 2 * tm.head / 3
-            pipe = simulated(fwd, bwd, m)
-        else:
-            taus = [sum(row) for row in chunks]
-            pipe = sum(taus) + (m - 1) * max(taus)
+        fwd[-1][-1] += tm.head / 3  # the head 1:2
+        bwd[-1][-1] += 2 * tm.head / 3
+        pipe = simulated(fwd, bwd, m, s.schedule)  # the schedule's order simulated pass by pass
         worst = max(worst, pipe)
     if p == 1:
         most, prices = 0.0, set()
@@ -130,13 +128,17 @@ def reference(s: q.HybridParallel, w: q.Workload, c: q.Cluster) -> tuple[float, 
 
 
 @functools.cache
-def _simulated(fwd: tuple, bwd: tuple, m: int) -> float:
-    return makespan(fwd, bwd, m)
+def _simulated(fwd: tuple, bwd: tuple, m: int, sched: str) -> float:
+    if sched == "interleaved":
+        return makespan(fwd, bwd, m)
+    zero = [0.0] * len(fwd)  # the sends are in the passes
+    return event_makespan(sched, [x[0] for x in fwd], [x[0] for x in bwd], zero, zero, m)
 
 
-def simulated(fwd: list, bwd: list, m: int) -> float:
-    """:func:`makespan` of Megatron's interleaved order, once per distinct set of passes."""
-    return _simulated(tuple(map(tuple, fwd)), tuple(map(tuple, bwd)), m)
+def simulated(fwd: list, bwd: list, m: int, sched: str = "interleaved") -> float:
+    """The simulated step, once per distinct set of passes: :func:`makespan` of Megatron's interleaved
+    order, or the event simulation of GPipe and 1F1B of ``tests/schemes/test_stage_step.py``."""
+    return _simulated(tuple(map(tuple, fwd)), tuple(map(tuple, bwd)), m, sched)
 
 
 def grid():

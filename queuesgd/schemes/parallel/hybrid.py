@@ -56,8 +56,8 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    slowest GPU's whole work plus ``(p - 1)/v`` of the other stages' chunks
    (Sections 2.2.1-2.2.2; ``v = 1`` for GPipe and 1F1B); equal stages give
    ``(m + (p - 1)/v) tau``, the bubble ``(p - 1)/(v m)`` of ``m tau``.
-   ``stage_layers=`` gives the stages unequal layer counts (:mod:`~.hybrid_stages`):
-   ``sum_i tau_i + (m - 1) max_i tau_i``; interleaved, Megatron's order of the chunks' passes timed.
+   ``stage_layers=`` gives the stages unequal layer counts (:mod:`~.hybrid_stages`): the longest
+   path through the schedule's order of the stages' (chunks') passes (:mod:`~.schedule_step`).
 5. **Data parallelism** after the pipeline flush, exposed, over the ``d``
    ranks holding the same shard (``k`` per node when ``t`` packs fewer than
    a node; every GPU's group uses the rails at once): ZeRO 0 all-reduces
@@ -461,8 +461,8 @@ class HybridParallel(Scheme):
         else:
             update = workload.update_time / (t * p * (dc if self.zero else 1))
         shares, chunks, n = stage_shares(self), stage_chunks(self, bool(sends)), self.layer_count / p
-        dp_all = dp
-        if self.zero_overlap or chunks:  # the blocks' forward: ZeRO's overlap, the chunks' passes
+        dp_all, passes = dp, bool(chunks or shares or sends)  # unequal stages: their passes are timed
+        if self.zero_overlap or passes:  # the blocks' forward: ZeRO's overlap, the stages' passes
             if self.compute_model is None:
                 fwd = C * (1.0 - hs + xs) * forward / (t * p * c)
             else:  # a block's forward from the compute model (its backward twice it, more with flash)
@@ -472,8 +472,8 @@ class HybridParallel(Scheme):
             post = self.zero_overlap == "post"
             dp = exposed_per_step(self.zero, m, dp, sum(reduces), sum(gathers), compute, fwd, n, post=post)
         steps = StepTimes(compute, exposed, p2p, dp, update, p, m, v, algorithms, cp, ep, head, shares)
-        steps = slowest_replica(replace(steps, chunks=chunks, forward=fwd if chunks else None), sends)
-        return steps, tp, dp_all
+        steps = replace(steps, chunks=chunks, forward=fwd if passes else None, schedule=self.schedule)
+        return slowest_replica(steps, sends), tp, dp_all
 
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:
         """Bytes per GPU of the busiest stage (item 7; :func:`~.hybrid_memory.busiest_stage_memory`).

@@ -46,8 +46,7 @@ from queuesgd.schemes.memory import check_optimizer
 from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
 from queuesgd.schemes.parallel.hybrid_layout import (
     end_shares,
-    head_slots_interleaved_step,
-    head_slots_step,
+    head_slots_pass_step,
 )
 from queuesgd.schemes.parallel.hybrid_memory import batch_memory
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share, mlp_bytes
@@ -233,10 +232,10 @@ def batch_times(
         (:mod:`~.hybrid_overlap`; neither with ``experts``).
     layout : array of int
         Index into :data:`~.hybrid_layout.LAYOUTS` (default 0, ``"even"``); ``1``, head-slots:
-        ``HybridParallel(stage_layers=head_slot_layers(l, p))``, the step over its three kinds of
-        stage (:func:`~.hybrid_layout.head_slots_step`), the busiest stage's memory (the first and
-        the last hold ``n - 1`` layers, the others ``n``), the data-parallel part unchanged (GPipe
-        and 1F1B; with ``p = 2`` the even split).
+        ``HybridParallel(stage_layers=head_slot_layers(l, p))``, the step the longest path through
+        the schedule's order of its stages' passes (:func:`~.hybrid_layout.head_slots_pass_step`), the
+        busiest stage's memory (the first and the last hold ``n - 1`` layers, the others ``n``), the
+        data-parallel part unchanged (GPipe and 1F1B; with ``p = 2`` the even split).
     zero_overlap : array of bool
         ``HybridParallel.zero_overlap`` (default False; any ZeRO stage): the data-parallel collectives
         overlapped with the stage's compute (:mod:`~.hybrid_zero`).
@@ -401,13 +400,12 @@ def batch_times(
     # where t c d < g < t c d p some boundaries are inside a node and some between: each stage its own
     mixed, most, pipe = batch_send_step(
         gpn, (t, c, d, p, v), m, *message_times(cluster, Ac / t, regather), work, head,
-        end_shares(shape.layers, p, v, uneven, chunked), sched == 2, phi,
+        end_shares(shape.layers, p, v, uneven, chunked), sched, phi,
     )  # fmt: skip
-    if uneven.any() or chunked.any():  # the head-slots rows whose boundaries are priced alike
-        at = np.flatnonzero(chunked & ~mixed)
-        rows = (np.broadcast_to(x, step.shape)[at] for x in (p, m, v, work, p2p, head, phi))
-        pipe = np.where(uneven & ~mixed, head_slots_step(shape.layers, p, m, work, p2p, head), pipe)
-        pipe[at] = head_slots_interleaved_step(shape.layers, *rows)
+    at = np.flatnonzero((uneven | chunked) & ~mixed)  # the head-slots rows whose boundaries are priced alike
+    if at.size:
+        rows = (np.broadcast_to(x, step.shape)[at] for x in (p, m, v, work, p2p, head, phi, sched))
+        pipe[at] = head_slots_pass_step(shape.layers, *rows)
     p2p = np.where(mixed, most, p2p)
     step = np.where(mixed | uneven | chunked, pipe + dp_exposed + update, step)
     moe_args = (experts, capacity_factor, top_k) if moe else None

@@ -12,12 +12,11 @@ stage's ``v`` chunks hold ``n / v`` layers but the first stage's first and
 the last stage's last, ``n / v - 1`` (:func:`~.hybrid_stages.chunk_layers`):
 at ``p = 2`` too, a layout the even split is not.
 
-:func:`head_slots_step` is :func:`~.megatron.stage_pipeline_time` of those
-stages on arrays: three kinds of stage (first, middle, last), so the sum and
-the maximum are closed forms; :func:`head_slots_interleaved_step` is
-:func:`~.hybrid_stages.interleaved_pass_time` of their chunks' passes (the
-closed form where the output layer's passes are not shorter than a layer's,
-else the schedule's graph).
+:func:`head_slots_pass_step` is :func:`~.schedule_step.pass_time` of those
+stages' (chunks') passes on arrays, under each row's schedule: GPipe's
+closed form, the longest path through 1F1B's order, the interleaved closed
+form where the output layer's passes are not shorter than a layer's, else
+the interleaved order's graph.
 
 Examples
 --------
@@ -31,8 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd.schemes.parallel.hybrid_stages import chunk_layers, chunk_passes, interleaved_pass_time
+from queuesgd.schemes.parallel.hybrid_stages import chunk_layers, chunk_passes
+from queuesgd.schemes.parallel.megatron import SCHEDULES
 from queuesgd.schemes.parallel.pipeline_stages import BACKWARD_SHARE
+from queuesgd.schemes.parallel.schedule_step import pass_time, timed_once
 
 __all__ = [
     "LAYOUTS",
@@ -40,8 +41,7 @@ __all__ = [
     "head_slot_layers",
     "head_slots_applies",
     "head_slots_interleaved",
-    "head_slots_interleaved_step",
-    "head_slots_step",
+    "head_slots_pass_step",
 ]
 
 #: The values of ``HybridSpace.layout``, by code (the ``layout`` column of ``batch_times``).
@@ -73,34 +73,6 @@ def head_slot_layers(layers: int, pipeline: int) -> tuple[int, ...] | None:
     return (n - 1,) + (n,) * (pipeline - 2) + (n - 1,)
 
 
-def head_slots_step(
-    layers: int, pipeline: Any, microbatches: Any, work: Any, p2p: Any, head: Any
-) -> np.ndarray:
-    """``sum tau_i + (m - 1) max tau_i`` of the head-slots stages, per row (``p > 2``).
-
-    ``work`` is one micro-batch's compute and collectives on a stage of ``l / p``
-    layers; stage ``i`` takes ``tau_i = (n_i p / l) work + p2p``, the last
-    stage ``head`` more (as ``HybridParallel``'s ``StepTimes.stage_taus``).
-
-    Examples
-    --------
-    >>> from queuesgd.schemes.parallel.megatron import stage_pipeline_time
-    >>> w = 10 / 4                                   # 10 layers as 2, 3, 3, 2: 10.9 + 7 x 3.1
-    >>> taus = [2 / 2.5 * w + 0.1, 3 / 2.5 * w + 0.1, 3 / 2.5 * w + 0.1, 2 / 2.5 * w + 0.1 + 0.5]
-    >>> float(head_slots_step(10, [4], [8], [w], [0.1], [0.5])[0]), stage_pipeline_time(taus, 8)
-    (32.6, 32.6)
-    """
-    p = np.asarray(pipeline, dtype=np.int64)
-    m = np.asarray(microbatches, dtype=np.int64)
-    n = (layers + 2) // p
-    mean = layers / p
-    end = (n - 1) / mean * work + p2p
-    mid = n / mean * work + p2p
-    last = end + head
-    total = end + (p - 2) * mid + last
-    return total + (m - 1) * np.maximum(np.maximum(end, mid), last)
-
-
 def head_slots_interleaved(layers: int, pipeline: int, virtual: int) -> bool:
     """Whether the head-slots stages split into ``v`` chunks under the interleaved schedule.
 
@@ -117,7 +89,7 @@ def head_slots_interleaved(layers: int, pipeline: int, virtual: int) -> bool:
     return n % virtual == 0 and n // virtual >= 2
 
 
-def head_slots_interleaved_step(
+def head_slots_pass_step(
     layers: int,
     pipeline: Any,
     microbatches: Any,
@@ -126,43 +98,45 @@ def head_slots_interleaved_step(
     p2p: Any,
     head: Any,
     forward: Any = 1.0 - BACKWARD_SHARE,
+    schedule: Any = 2,
 ) -> np.ndarray:
-    """:func:`~.hybrid_stages.interleaved_pass_time` of the head-slots chunks' passes, per row (``p >= 2``).
+    """:func:`~.schedule_step.pass_time` of the head-slots stages' (chunks') passes, per row.
 
-    A chunk of ``k = n / v`` layers takes ``c = (k p / l) work + p2p / v``, the
-    first stage's first ``c - w`` (``w = (p / l) work``, one layer), the last
+    ``schedule`` indexes :data:`~.megatron.SCHEDULES` (``0`` 1F1B, ``1``
+    GPipe, ``2`` interleaved, the default; 1F1B and GPipe at ``p > 2``,
+    ``v = 1``). A chunk of ``k = n / v`` layers (1F1B and GPipe: a stage of
+    ``n - 1`` or ``n``) takes ``c = (k p / l) work + p2p / v``, the first
+    stage's first ``c - w`` (``w = (p / l) work``, one layer), the last
     stage's last ``c - w + head`` (``HybridParallel``'s ``StepTimes.chunk_times``),
     each split into a forward and a backward pass by
     :func:`~.hybrid_stages.chunk_passes` (``forward`` the blocks' forward share;
     every message ``p2p / 2 v``: rows whose boundaries are priced differently
-    are :func:`~.hybrid_sends.batch_send_step`'s).
-    Where the last chunk's passes are not shorter than the others' the step is
-    the closed form ``m (v c + max(0, head - w)) + (p - 1) c - w``; otherwise
-    the longest path through Megatron-LM's order (one cut graph per ``(p, v)``).
+    are :func:`~.hybrid_sends.batch_send_step`'s), the step the longest path
+    through the schedule's order of them (the interleaved closed form where
+    it holds); rows alike are timed once (:func:`~.schedule_step.timed_once`).
 
     Examples
     --------
-    >>> from queuesgd.schemes.parallel.hybrid_stages import interleaved_chunk_time
+    >>> from queuesgd.schemes.parallel.schedule_step import interleaved_chunk_time
     >>> chunks = [[3.1, 4.1], [4.1, 4.1], [4.1, 4.1], [4.1, 4.6]]   # 30 layers: 3 + 4, 4 + 4, 4 + 4, 4 + 3
-    >>> got = head_slots_interleaved_step(30, 4, 8, 2, 7.5, 0.2, [1.5, 0.5])   # a layer 1 s; heads 1.5, 0.5
+    >>> got = head_slots_pass_step(30, 4, 8, 2, 7.5, 0.2, [1.5, 0.5])   # a layer 1 s; heads 1.5, 0.5
     >>> [round(float(x), 9) for x in got], round(interleaved_chunk_time(chunks, 8), 9)   # 8 x 8.7 + 12.3 - 1
     ([80.9, 73.633333333], 80.9)
+    >>> w = 10 / 4                                   # 10 layers as 2, 3, 3, 2 under 1F1B, a layer 1 s
+    >>> [round(float(x), 9) for x in head_slots_pass_step(10, 4, 8, 1, w, 0.1, [0.5, 1.5], schedule=0)]
+    [32.1, 37.1]
+
+    With the head 0.5 s the middle stages (3.1 s) pace, and the step is 0.5 s
+    under ``sum tau_i + 7 max tau_i = 10.9 + 21.7``; with 1.5 s the last
+    stage (3.6 s) does, and it is that form, ``11.9 + 7 x 3.6``.
     """
-    ints = (np.asarray(a, dtype=np.int64) for a in (pipeline, virtual, microbatches))
-    rows = np.broadcast_arrays(*ints, *(np.asarray(a, dtype=float) for a in (work, p2p, head, forward)))
-    # rows that differ only where the pipeline does not look (ZeRO, memory) are timed once
-    every = np.stack([a.ravel().astype(float) for a in rows], axis=1)
-    unique, back = np.unique(every, axis=0, return_inverse=True)
-    p, v, m = (unique[:, i].astype(np.int64) for i in range(3))
-    work, p2p, head, forward = unique[:, 3:].T
-    out = np.empty(len(unique))
-    keys = np.stack([p, v], axis=1)
-    for pp, vv in np.unique(keys, axis=0).tolist():
-        at = np.flatnonzero((keys == (pp, vv)).all(axis=1))
-        x = np.array(chunk_layers(head_slot_layers(layers, pp), vv), dtype=float) / (layers / pp)
-        F, B = chunk_passes(x, work[at], forward[at], (p2p[at] / (2 * vv))[:, None, None, None], head[at])
-        out[at] = interleaved_pass_time(F, B, m[at])
-    return out[back.ravel()].reshape(rows[0].shape)
+    def time(key: tuple[int, ...], m: Any, work: Any, p2p: Any, head: Any, forward: Any) -> Any:
+        p, v, sched = key
+        x = np.array(chunk_layers(head_slot_layers(layers, p), v), dtype=float) / (layers / p)
+        F, B = chunk_passes(x, work, forward, (p2p / (2 * v))[:, None, None, None], head)
+        return pass_time(F, B, m.astype(np.int64), SCHEDULES[sched])
+
+    return timed_once((pipeline, virtual, schedule), (microbatches, work, p2p, head, forward), time)
 
 
 def end_shares(layers: int, pipeline: Any, virtual: Any, uneven: Any, chunked: Any) -> tuple[Any, Any, Any]:

@@ -36,13 +36,13 @@ chunks ``k <= v - 2`` pay ``b_{p-2} + b_{p-1}`` (:func:`chunk_messages`,
 :func:`chunk_crossings`). Where every boundary is priced alike the stages
 stay equal; otherwise they are unequal stages
 (:class:`~.hybrid_stages.StepTimes` ``sends``, each chunk's forward and
-backward message): 1F1B and GPipe ``sum_i tau_i + (m - 1) max_i tau_i``
-(exact where the last stage is the slowest); the interleaved schedule each
-chunk's forward pass with its forward message and its backward pass with
-its backward one (:func:`~.hybrid_stages.chunk_passes`), timed
-over Megatron's order (:func:`~.hybrid_stages.interleaved_pass_time`):
-exact, as a simulation of that order with every message on its own
-boundary gives (``docs/schemes/hybrid.md``).
+backward message): under every schedule each chunk's (a stage's, for
+1F1B and GPipe) forward pass with its forward message and its backward
+pass with its backward one (:func:`~.hybrid_stages.chunk_passes`), timed
+over the schedule's order (:func:`~.schedule_step.pass_time`): exact, as
+a simulation of that order with every message on its own boundary gives
+(``docs/schemes/hybrid.md``; before, 1F1B and GPipe took ``sum_i tau_i +
+(m - 1) max_i tau_i``, exact only where the last stage is the slowest).
 
 Examples
 --------
@@ -60,7 +60,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from queuesgd.schemes.parallel.hybrid_stages import chunk_passes, interleaved_pass_time
+from queuesgd.schemes.parallel.hybrid_stages import chunk_passes
+from queuesgd.schemes.parallel.megatron import SCHEDULES
+from queuesgd.schemes.parallel.schedule_step import pass_time, timed_once
 
 if TYPE_CHECKING:
     from queuesgd.schemes.parallel.hybrid_stages import StepTimes
@@ -207,23 +209,14 @@ def slowest_replica(steps: StepTimes, options: Sequence[Any]) -> StepTimes:
     return max((replace(steps, sends=tuple(x)) for x in options), key=lambda s: s.step)
 
 
-def _pattern_counts(key: tuple[int, ...]) -> list[tuple[int, ...]] | None:
-    """Per distinct replica pattern of ``(t, c, d, p, v, g)``: the counts :func:`batch_send_step` needs.
-
-    ``(first chunk, last chunk, the others' most, least, all chunks' sum, a stage's most, least)``;
-    None where every message costs the same.
-    """
+def _stage_most(key: tuple[int, ...]) -> list[tuple[int, int]] | None:
+    """Per distinct replica pattern of ``(t, c, d, p, v, g)``: the most and the fewest messages a stage
+    sends across nodes per micro-batch; None where every message costs the same."""
     t, c, d, p, v, g = key
     rows = [chunk_crossings(x, v) for x in crossing_patterns(t, c, d, p, g)]
     if {z for r in rows for row in r for z in row} in ({0}, {2}):
         return None
-    out = []
-    for r in rows:
-        flat = [z for row in r for z in row]
-        others = flat[1:-1] or flat[:1]  # p v = 2: no other chunk (then every message costs the same)
-        stage = [sum(row) for row in r]
-        out.append((flat[0], flat[-1], max(others), min(others), sum(flat), max(stage), min(stage)))
-    return out
+    return [(max(sum(row) for row in r), min(sum(row) for row in r)) for r in rows]
 
 
 def batch_send_step(
@@ -235,7 +228,7 @@ def batch_send_step(
     work: Any,
     head: Any,
     shares: tuple[Any, Any, Any],
-    chunked: Any,
+    schedule: Any,
     forward: Any = 1.0 / 3.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows whose boundaries are priced differently: ``(mixed, p2p, pipe)``, per row (for ``batch_times``).
@@ -244,81 +237,62 @@ def batch_send_step(
     message's seconds (:func:`message_times`); ``work`` a stage of ``l / p``
     layers' compute and collectives of one micro-batch; ``shares`` the first
     chunk's (stage's), every other's and the last's layers over ``l / p``;
-    ``chunked`` the rows under the interleaved schedule, each chunk's passes
-    (``forward`` the blocks' forward share, :func:`~.hybrid_stages.chunk_passes`)
-    timed by :func:`~.hybrid_stages.interleaved_pass_time`, the others ``sum
-    tau_i + (m - 1) max tau_i``. ``mixed`` marks the rows whose stages differ
-    in their sends, ``p2p`` is the most a stage sends per micro-batch there,
-    ``pipe`` the pipeline's time of the slowest replica (NaN elsewhere): what
+    ``schedule`` each row's index into :data:`~.megatron.SCHEDULES`. Each
+    replica pattern's chunks' passes (``forward`` the blocks' forward share,
+    :func:`~.hybrid_stages.chunk_passes`, each message at its boundary's
+    price) are timed by :func:`~.schedule_step.pass_time` under the row's
+    schedule. ``mixed`` marks the rows whose stages differ in their sends,
+    ``p2p`` is the most a stage sends per micro-batch there, ``pipe`` the
+    pipeline's time of the slowest replica (NaN elsewhere): what
     ``HybridParallel`` computes stage by stage.
 
     Examples
     --------
     >>> k = [np.array([2]), 1, 1, np.array([8]), 1]       # t = 2, p = 8 on two nodes of 8; 1F1B
-    >>> mixed, p2p, pipe = batch_send_step(8, k, 4, 1.0, 10.0, 100.0, 50.0, (1.0, 1.0, 1.0), False)
-    >>> bool(mixed[0]), float(p2p[0]), float(pipe[0])      # 8 x 102 + 18 + 50 + 3 x 152
+    >>> mixed, p2p, pipe = batch_send_step(8, k, 4, 1.0, 10.0, 100.0, 50.0, (1.0, 1.0, 1.0), 0)
+    >>> bool(mixed[0]), float(p2p[0]), round(float(pipe[0]), 9)  # 8 x 102 + 18 + 50 + 3 x 152: the last paces
     (True, 11.0, 1340.0)
     """
     cols = [np.asarray(x, dtype=np.int64) for x in keys]
     n = max(x.size for x in cols)
     cols = [np.broadcast_to(x, (n,)) for x in cols]
-    p, v = cols[3], cols[4]
     table = np.stack(cols + [np.full(n, int(per_node))], axis=1)
     unique, which = np.unique(table, axis=0, return_inverse=True)
     which = which.ravel()
-    counts = [_pattern_counts(tuple(int(x) for x in k)) if k[3] > 1 else None for k in unique]
-    width = max([len(x) for x in counts if x] or [1])
-    stats = np.zeros((len(unique), width, 7))
-    for i, x in enumerate(counts):
-        if x:
-            stats[i] = x + [x[0]] * (width - len(x))  # fewer patterns: the first again
+    counts = [_stage_most(tuple(int(x) for x in k)) if k[3] > 1 else None for k in unique]
     mixed = np.array([x is not None for x in counts], dtype=bool)[which]
-    m = np.broadcast_to(np.asarray(microbatches, dtype=np.int64), (n,))
+    most = np.array([max(max(x) for x in c) if c else 0 for c in counts])[which]  # across
+    least = np.array([min(min(x) for x in c) if c else 0 for c in counts])[which]
     a, b = np.broadcast_to(inside, (n,)), np.broadcast_to(across, (n,))
-    w, h = np.broadcast_to(work, (n,)), np.broadcast_to(head, (n,))
-    xf, xo, xl = (np.broadcast_to(x, (n,)) for x in shares)
-    ch = np.broadcast_to(np.asarray(chunked, dtype=bool), (n,))
-
-    def send(z: np.ndarray, of: Any = 2) -> np.ndarray:  # z of `of` messages cross
-        return (of - z) * a + z * b
-
-    pipe = np.full(n, -np.inf)
-    p2p = np.full(n, -np.inf)
-    for j in range(width):
-        zf, zl, hi, lo, total, most, least = (stats[which, j, k] for k in range(7))
-        first = xf * w + send(zf)
-        last = xl * w + send(zl) + h
-        other = np.where(p * v > 2, xo * w + np.maximum(send(hi), send(lo)), -np.inf)
-        sums = (xf + (p - 2) * xo + xl) * w + send(total, 2 * p * v) + h
-        pipe = np.maximum(pipe, sums + (m - 1) * np.maximum(np.maximum(first, last), other))
-        p2p = np.maximum(p2p, np.maximum(send(most, 2 * v), send(least, 2 * v)))
-    at = np.flatnonzero(mixed & ch)
+    v = cols[4]
+    p2p = np.maximum((2 * v - most) * a + most * b, (2 * v - least) * a + least * b)
+    pipe = np.full(n, np.nan)
+    at = np.flatnonzero(mixed)
     if at.size:
-        rows = (np.broadcast_to(x, (n,))[at] for x in (m, a, b, w, h, xf, xo, xl, forward))
-        pipe[at] = _interleaved_sends(unique, which[at], *rows)
-    return mixed, np.where(mixed, p2p, np.nan), np.where(mixed, pipe, np.nan)
+        columns = (microbatches, inside, across, work, head, *shares, forward)
+        rows = [np.broadcast_to(x, (n,))[at] for x in columns]
+
+        def time(key: tuple[int, ...], m: Any, a: Any, b: Any, w: Any, h: Any, *rest: Any) -> Any:
+            return _replica_step(unique[key[0]], SCHEDULES[key[1]], m.astype(np.int64), a, b, w, h, *rest)
+
+        pipe[at] = timed_once((which[at], np.broadcast_to(schedule, (n,))[at]), rows, time)
+    return mixed, np.where(mixed, p2p, np.nan), pipe
 
 
-def _interleaved_sends(unique: np.ndarray, which: np.ndarray, *rows: np.ndarray) -> np.ndarray:
-    """The interleaved rows of :func:`batch_send_step`: each replica's chunks' passes, the slowest's step.
+def _replica_step(key: Any, schedule: str, m: Any, a: Any, b: Any, w: Any, h: Any, *shares: Any) -> Any:
+    """The slowest replica's pipeline: each pattern's chunks' passes (each message its boundary's) timed.
 
-    ``unique[which]`` is each row's ``(t, c, d, p, v, g)``; ``rows`` its ``m``, ``inside``, ``across``,
-    ``work``, ``head``, the first, other and last chunk's layers over ``l / p``, and the forward share.
-    Rows alike are timed once.
+    ``key`` is ``(t, c, d, p, v, g)``; the rows: ``m``, ``inside``, ``across``, ``work``, ``head``,
+    the first, other and last chunk's layers over ``l / p``, and the forward share.
     """
-    out = np.empty(len(which))
-    for i in np.unique(which).tolist():
-        t, c, d, p, v, g = (int(x) for x in unique[i])
-        at = np.flatnonzero(which == i)
-        values, back = np.unique(np.stack([x[at] for x in rows], axis=1), axis=0, return_inverse=True)
-        m, a, b, w, h, xf, xo, xl, phi = values.T
-        x = np.repeat(xo, p * v).reshape(-1, p, v)
-        x[:, 0, 0], x[:, -1, -1] = xf, xl
-        step = np.full(len(values), -np.inf)
-        for flags in crossing_patterns(t, c, d, p, g):
-            cross = np.array(chunk_messages(flags, v), dtype=bool)  # (p, v, 2)
-            messages = np.where(cross, b[:, None, None, None], a[:, None, None, None])
-            F, B = chunk_passes(x, w, phi, messages, h)
-            step = np.maximum(step, interleaved_pass_time(F, B, m.astype(np.int64)))
-        out[at] = step[back.ravel()]
-    return out
+    t, c, d, p, v, g = (int(x) for x in key)
+    xf, xo, xl, phi = shares
+    x = np.repeat(xo, p * v).reshape(-1, p, v)
+    x[:, 0, 0], x[:, -1, -1] = xf, xl
+    step = np.full(len(m), -np.inf)
+    for flags in crossing_patterns(t, c, d, p, g):
+        cross = np.array(chunk_messages(flags, v), dtype=bool)  # (p, v, 2)
+        messages = np.where(cross, b[:, None, None, None], a[:, None, None, None])
+        F, B = chunk_passes(x, w, phi, messages, h)
+        step = np.maximum(step, pass_time(F, B, m, schedule))
+    return step

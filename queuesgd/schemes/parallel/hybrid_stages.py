@@ -8,11 +8,20 @@ the logit head each taking a layer's slot on the first and last stage.
 ``HybridParallel(stage_layers=(n_1, ..., n_p))`` (``sum n_i = l``) gives each
 stage ``i`` the time ``tau_i = (n_i p / l) (compute + tp + cp + ep) + p2p``
 of one micro-batch (its blocks, their collectives, and its sends, which do
-not depend on its layers), the last stage the output layer besides, and the
-step ``sum_i tau_i + (m - 1) max_i tau_i``
-(:func:`~.megatron.stage_pipeline_time`): exact when the last stage is the
-slowest, an upper bound under 1F1B when an earlier one is (``details
-["slowest_stage"]`` says which). Each stage's memory counts its own ``n_i``
+not depend on its layers), the last stage the output layer besides, as a
+forward and a backward pass (:func:`chunk_passes`, one chunk a stage, as
+below), and the step the longest path through the schedule's order of
+those passes (:func:`~.schedule_step.pass_time`; exact, as an event
+simulation of GPipe and 1F1B with every stage's and every boundary's own
+times gives, ``tests/schemes/test_stage_step.py``): GPipe ``sum f_i + (m -
+1) max f_i + sum b_i + (m - 1) max b_i``, 1F1B the graph of its order.
+Both are the textbook ``sum_i tau_i + (m - 1) max_i tau_i``
+(:func:`~.megatron.stage_pipeline_time`, the step before) where the last
+stage is the slowest forward and backward; where an earlier stage is the
+slowest, 1F1B is below it (the later stages' fill and drain overlap its
+warm-up), and GPipe above it where the slowest forward and the slowest
+backward are on different stages (``details["slowest_stage"]`` says which
+stage is the slowest). Each stage's memory counts its own ``n_i``
 layers, and the memory per GPU is the busiest stage's (:mod:`~.hybrid_memory`);
 the data-parallel collectives and the update stay those of
 the model's average shard ``1 / (t p)`` (the shards differ by the layers
@@ -41,12 +50,12 @@ the workload's forward share, less with recomputation, whose forward is in
 the backward), a send each way (where the boundaries' prices differ,
 :mod:`~.hybrid_sends`, each its own: ``StepTimes.sends``; such stages are
 timed as these chunks too), the head a third forward.
-The step (:func:`interleaved_pass_time`) is exact for these passes:
+The step (:func:`~.schedule_step.interleaved_pass_time`) is exact for these passes:
 
 - where every chunk but the two end ones has the same passes, the first
   chunk's are not longer and the last's not shorter (even stages;
   head-slots when the head's passes are at least a layer's), the closed
-  form (:func:`interleaved_chunk_time`)
+  form (:func:`~.schedule_step.interleaved_chunk_time`)
 
       ``m (v c + h) + (p - 1) c - d``,
 
@@ -80,9 +89,12 @@ Examples
 --------
 >>> stage_layer_counts("stage_layers", "5:6:6:5", pipeline=4, layers=22, schedule="1f1b")
 (5, 6, 6, 5)
+>>> from dataclasses import replace
 >>> tm = StepTimes(5.0, 1.0, 0.5, 0.0, 0.0, 4, 8, 1, {}, head=1.0, stages=(5 / 6, 7 / 6, 7 / 6, 5 / 6))
->>> [round(x, 9) for x in tm.stage_taus], round(tm.step, 9)      # 24 layers as 5, 7, 7, 5: 27 + 7 x 7.5
-([5.5, 7.5, 7.5, 6.5], 79.5)
+>>> [round(x, 9) for x in tm.stage_taus], round(tm.step, 9)      # 24 layers as 5, 7, 7, 5: under 27 + 7 x 7.5
+([5.5, 7.5, 7.5, 6.5], 78.5)
+>>> round(replace(tm, schedule="gpipe").step, 9)                   # 1F1B 1 s less; GPipe the textbook form
+79.5
 >>> chunk_layers((7, 8, 8, 7), 2)                                 # interleaved, v = 2
 ((3, 4), (4, 4), (4, 4), (4, 3))
 >>> tm = StepTimes(7.5, 0.0, 0.2, 0.0, 0.0, 4, 8, 2, {}, head=0.5,
@@ -90,6 +102,7 @@ Examples
 ...                chunks=((3 / 7.5, 4 / 7.5), (4 / 7.5,) * 2, (4 / 7.5,) * 2, (4 / 7.5, 3 / 7.5)))
 >>> [[round(x, 9) for x in row] for row in tm.chunk_times], round(tm.step, 9)   # head < a layer: the graph
 ([[3.1, 4.1], [4.1, 4.1], [4.1, 4.1], [4.1, 3.6]], 73.633333333)
+>>> from queuesgd.schemes.parallel.schedule_step import interleaved_chunk_time
 >>> round(interleaved_chunk_time(tm.chunk_times, 8), 9)               # the bound: 8 x 8.2 + 12.3 - 1 - 0.5
 76.4
 """
@@ -104,9 +117,9 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
-from queuesgd.schemes.parallel.interleaved_graph import interleaved_step
-from queuesgd.schemes.parallel.megatron import pipeline_time, stage_pipeline_time
+from queuesgd.schemes.parallel.megatron import pipeline_time
 from queuesgd.schemes.parallel.pipeline_stages import BACKWARD_SHARE
+from queuesgd.schemes.parallel.schedule_step import interleaved_chunk_time, interleaved_pass_time, pass_time
 
 if TYPE_CHECKING:
     from queuesgd.schemes.parallel.hybrid import HybridParallel
@@ -115,7 +128,7 @@ __all__ = [
     "StepTimes",
     "chunk_layers",
     "chunk_passes",
-    "interleaved_chunk_time",
+    "interleaved_chunk_time",  # re-exported: they live in schedule_step
     "interleaved_pass_time",
     "stage_chunks",
     "stage_layer_counts",
@@ -152,6 +165,7 @@ class StepTimes:
     chunks: tuple[tuple[float, ...], ...] | None = None  # interleaved: each chunk's layers over l / p
     sends: tuple[tuple[tuple[float, float], ...], ...] | None = None  # each chunk's forward, backward message
     forward: float | None = None  # the blocks' forward (part of compute) on l / p layers; None: a third
+    schedule: str = "1f1b"  # "1f1b" or "gpipe" (v = 1); v > 1: "interleaved"
 
     def _chunk_rows(self) -> tuple[tuple[float, ...], ...]:
         v = self.virtual
@@ -190,8 +204,10 @@ class StepTimes:
         return chunk_passes(self._chunk_rows(), work, self.forward_share, self.messages, self.head)
 
     @cached_property
-    def _interleaved(self) -> float:
-        return float(interleaved_pass_time(*self.chunk_passes, self.microbatches))
+    def _pipe(self) -> float:
+        """Unequal stages' pipeline: the longest path through the schedule's passes (:func:`pass_time`)."""
+        sched = "interleaved" if self.virtual > 1 or self.chunks is not None else self.schedule
+        return float(pass_time(*self.chunk_passes, self.microbatches, sched))
 
     @property
     def tau(self) -> float:
@@ -217,13 +233,10 @@ class StepTimes:
 
     @property
     def bubble(self) -> float:
-        """The slowest stage's idle time: ``(p - 1) tau / v``; ``sum tau_i - max tau_i`` if uneven."""
+        """The slowest stage's idle time: ``(p - 1) tau / v``; uneven, the pipeline less ``m max tau_i``."""
         if self.even:
             return (self.pipeline - 1) / self.virtual * self.tau
-        taus = self.stage_taus
-        if self.chunks is not None:
-            return self._interleaved - self.microbatches * max(taus)
-        return sum(taus) - max(taus)
+        return self._pipe - self.microbatches * max(self.stage_taus)
 
     @property
     def slowest(self) -> int:
@@ -249,10 +262,8 @@ class StepTimes:
     def step(self) -> float:
         if self.even:
             pipe = pipeline_time(self.tau, self.head, self.pipeline, self.microbatches, self.virtual)
-        elif self.chunks is not None:
-            pipe = self._interleaved
         else:
-            pipe = stage_pipeline_time(self.stage_taus, self.microbatches)
+            pipe = self._pipe
         return pipe + self.dp + self.update
 
 
@@ -345,36 +356,6 @@ def chunk_layers(counts: Any, virtual: int) -> tuple[tuple[int, ...], ...] | Non
     return tuple(out)
 
 
-def interleaved_chunk_time(chunks: Any, microbatches: int) -> Any:
-    """Interleaved 1F1B of ``m`` micro-batches through chunks of times ``c_rk``: a closed form (or a bound).
-
-    ``chunks[r][k]``: one micro-batch's forward + backward through device
-    ``r``'s chunk ``k`` (``p >= 2``), shape ``(p, v)`` or ``(n, p, v)`` for
-    ``n`` at once. With ``c`` the largest chunk but the last device's last,
-    ``d = c - c_00`` what the first chunk saves, and the last chunk ``c_last
-    = c + h`` (``h >= 0``) or ``c - e`` (``e >= 0``), the step is ``m (v c +
-    h) + (p - 1) c - d - e``: exact when every other chunk's forward and
-    backward passes are equal, the first chunk's not longer and the last
-    chunk's not shorter (:func:`interleaved_pass_time` checks it); an upper
-    bound otherwise when every pass splits forward:backward alike
-    (:mod:`this module <.hybrid_stages>` says by how much).
-
-    Examples
-    --------
-    >>> interleaved_chunk_time([[1.0, 1.0]] * 4, 8)          # even: (m + (p - 1)/v) v c
-    19.0
-    >>> interleaved_chunk_time([[0.75, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.5]], 8)   # 8 x 2.5 + 3 - 0.25
-    22.75
-    """
-    x = np.asarray(chunks, dtype=float)
-    rows = x.reshape(-1, x.shape[-2] * x.shape[-1])
-    p, v, m = x.shape[-2], x.shape[-1], microbatches
-    last = rows[:, -1]
-    c = rows[:, :-1].max(axis=1)
-    out = m * (v * c + np.maximum(0.0, last - c)) + (p - 1) * c - (c - rows[:, 0]) - np.maximum(0.0, c - last)
-    return float(out[0]) if x.ndim == 2 else out.reshape(x.shape[:-2])
-
-
 def chunk_passes(
     layers: Any, work: Any, forward: Any, messages: Any, head: Any
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -413,42 +394,6 @@ def chunk_passes(
     fwd = x * phi * w + s[..., 0] + tail * h * (1.0 - BACKWARD_SHARE)
     bwd = x * (1.0 - phi) * w + s[..., 1] + tail * h * BACKWARD_SHARE
     return fwd, bwd
-
-
-def interleaved_pass_time(forward: Any, backward: Any, microbatches: int) -> Any:
-    """Interleaved 1F1B of ``m`` micro-batches through chunks of these passes: exact.
-
-    ``forward[r][k]``, ``backward[r][k]``: one micro-batch's passes through
-    GPU ``r``'s chunk ``k`` (:func:`chunk_passes`), shape ``(p, v)`` or
-    ``(n, p, v)``. Where every chunk but the first GPU's first and the last
-    GPU's last has the same forward and the same backward, the first's are
-    not longer and the last's not shorter, the step is
-    :func:`interleaved_chunk_time` of their sums (exact there); otherwise it is
-    the longest path through Megatron-LM's order of the passes
-    (:func:`~.interleaved_graph.interleaved_step`).
-
-    Examples
-    --------
-    >>> f = [[1.0, 2.0], [1.0, 1.0], [2.0, 1.0]]          # stage_layers=(3, 2, 3), v = 2: chunk layers
-    >>> interleaved_pass_time(f, 2 * np.array(f), 9), interleaved_chunk_time(3 * np.array(f), 9)
-    (87.0, 114.0)
-    >>> interleaved_pass_time([[0.5, 1.0], [1.0, 1.0]], [[1.0, 2.0], [2.0, 2.5]], 4)   # 4 x 6.5 + 3 - 1.5
-    27.5
-    """
-    F, B = np.asarray(forward, dtype=float), np.asarray(backward, dtype=float)
-    single = F.ndim == 2
-    F, B = (F[None], B[None]) if single else (F, B)
-    n, p, v = F.shape
-    m = np.broadcast_to(np.asarray(microbatches), (n,))
-    out = np.array(interleaved_chunk_time(F + B, m), dtype=float).reshape(n)
-    fam = np.full(n, p * v > 2)
-    if p * v > 2:
-        for x in (F.reshape(n, -1), B.reshape(n, -1)):
-            mid = x[:, 1:-1]
-            fam &= (mid == mid[:, :1]).all(axis=1) & (x[:, 0] <= mid[:, 0]) & (x[:, -1] >= mid[:, 0])
-    if not fam.all():
-        out[~fam] = interleaved_step(F[~fam], B[~fam], m[~fam])
-    return float(out[0]) if single else out
 
 
 def stage_shares(scheme: HybridParallel) -> tuple[float, ...] | None:

@@ -1,4 +1,4 @@
-"""The task graph of one step of Megatron-LM's interleaved 1F1B schedule, and its longest path.
+"""The task graph of one step of Megatron-LM's interleaved 1F1B (or plain 1F1B), and its longest path.
 
 Each of ``p`` GPUs holds ``v`` model chunks, GPU ``r``'s chunk ``k`` being
 virtual stage ``s = k p + r``, and runs its ``2 m v`` passes in the order of
@@ -9,7 +9,11 @@ backward after the backward of ``s + 1`` on ``j`` (and its own forward, an
 earlier pass of the same GPU). With fixed pass times the step is the
 longest path through that graph, a max-plus function of the times
 (:func:`~queuesgd.dag.schedule`), computed exactly, for one set of times or
-for many at once.
+for many at once. ``schedule="1f1b"`` gives the plain 1F1B order of
+:func:`~.pipeline_schedule.pipeline_order` (``v = 1``: torch's
+``Schedule1F1B``, Megatron-LM's ``forward_backward_pipelining_without_interleaving``)
+the same graph and the same machinery: it is not the interleaved order at
+``v = 1`` (whose warm-up is ``2 (p - r - 1)`` forwards, not ``p - r - 1``).
 
 - :func:`interleaved_graph` -- the :class:`~queuesgd.dag.TaskGraph` of ``p``,
   ``v``, ``m`` (kept for the last few asked), and which pass each task is.
@@ -20,12 +24,13 @@ The edges carry no time: a pass's time includes its send (blocking, as
 :class:`~queuesgd.HybridParallel` prices its pipeline sends), so the next
 stage's pass may start when it ends.
 
-Many micro-batches cost no more than a few groups of ``p``
-(:func:`interleaved_cut`). Past every GPU's warm-up and before its
+Many micro-batches cost no more than a few groups of ``q`` (:func:`interleaved_cut`;
+``q = p``, and 1 for 1F1B, whose period is one forward and one backward a
+GPU). Past every GPU's warm-up and before its
 cool-down, the ``i``-th pass of a GPU waits only for its own pass ``i - 1``
 and for a neighbour's pass ``i - 1`` or ``i - 2`` (forwards from ``r - 1``,
 backwards from ``r + 1``, around the ring between chunks), and the kinds,
-chunks and neighbours repeat every ``2 p v`` passes, one group of ``p``
+chunks and neighbours repeat every ``2 q v`` passes, one group of ``q``
 micro-batches: a *period*. The step of ``G > G_0`` groups is the graph of
 ``G_0`` groups with ``G - G_0`` periods inserted at a position ``P`` of
 that steady part; :func:`interleaved_step` times the graph's passes before
@@ -40,8 +45,8 @@ move apart. The times are stepped a period at a time (at most
 which is used where that is under :data:`SETTLE_TOLERANCE` of the step;
 the rest get ``M^k`` by squaring. The step is then the graph's longest path
 to rounding (``tests/schemes/test_interleaved_graph.py`` holds it to the
-whole graph and to the pass-by-pass simulation), with ``O(p^2 v)`` tasks
-whatever ``m``.
+whole graph and to the pass-by-pass simulation; ``tests/schemes/test_stage_step.py``
+the 1F1B graph), with ``O(p^2 v)`` tasks whatever ``m``.
 
 Examples
 --------
@@ -61,10 +66,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from queuesgd import _checks
-from queuesgd.dag import Task, TaskGraph, schedule
+from queuesgd.dag import Task, TaskGraph
+from queuesgd.dag import schedule as schedule_graph
 from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
 from queuesgd.schemes.parallel.pipeline_graph import MAX_TASKS
-from queuesgd.schemes.parallel.pipeline_schedule import interleaved_order
+from queuesgd.schemes.parallel.pipeline_schedule import interleaved_order, pipeline_order
 
 __all__ = [
     "MAX_CUT_GROUPS",
@@ -77,7 +83,7 @@ __all__ = [
     "interleaved_step",
 ]
 
-#: Most groups of ``p`` micro-batches :func:`interleaved_cut` tries for a graph with a whole period inside.
+#: How many group counts :func:`interleaved_cut` tries (from the fewest) for a graph with a period inside.
 MAX_CUT_GROUPS = 8
 #: Periods :func:`interleaved_step` steps the finish times through, looking for one constant move.
 SETTLE_PERIODS = 6
@@ -144,17 +150,40 @@ class InterleavedCut:
 def _check_size(p: int, v: int, m: int, what: str) -> None:
     if 2 * m * v * p > MAX_TASKS:
         raise StateSpaceTooLargeError(
-            f"the interleaved schedule of p = {p} GPUs, v = {v} chunks has {2 * m * v * p:,} passes in "
+            f"the pipeline schedule of p = {p} GPUs, v = {v} chunks has {2 * m * v * p:,} passes in "
             f"{what}; at most {MAX_TASKS:,} are timed as a graph: use fewer stages or chunks, or stages "
             "whose chunks are equal (their step is a closed form)"
         )
 
 
-def _passes(p: int, v: int, m: int) -> tuple[Any, ...]:
+def _schedule(schedule: Any, v: int) -> str:
+    """The checked schedule: ``"interleaved"`` (any ``v``) or ``"1f1b"`` (``v = 1``)."""
+    if schedule == "interleaved" or (schedule == "1f1b" and v == 1):
+        return schedule
+    raise InvalidParameterError(
+        "schedule", schedule, f"'interleaved' (Megatron-LM's order), or '1f1b' with one chunk a GPU (v = {v})"
+    )
+
+
+def _group(p: int, v: int, sched: str) -> tuple[int, int]:
+    """``(q, w)``: the micro-batches a period holds (``p`` interleaved, 1 for 1F1B), GPU 0's warm-up."""
+    if sched == "interleaved":
+        return p, 2 * (p - 1) + (v - 1) * p
+    return 1, p
+
+
+def _orders(p: int, v: int, m: int, sched: str) -> list[list[tuple[str, int, int]]]:
+    """Every GPU's passes ``(kind, chunk, micro-batch)`` in the order it runs them."""
+    if sched == "interleaved":
+        return [interleaved_order(p, v, m, r) for r in range(p)]
+    return [[(kind, 0, j) for kind, j in row] for row in pipeline_order(p, m, sched)]
+
+
+def _passes(p: int, v: int, m: int, sched: str = "interleaved") -> tuple[Any, ...]:
     """Every pass, GPU by GPU in order: names, its GPU, position, forward or not, chunk, its input's index."""
     names, rows, index = [], [], {}
-    for r in range(p):
-        for i, (kind, k, j) in enumerate(interleaved_order(p, v, m, r)):
+    for r, order in enumerate(_orders(p, v, m, sched)):
+        for i, (kind, k, j) in enumerate(order):
             index[kind, k * p + r, j] = len(rows)
             names.append(f"s{k * p + r}/{kind}{j}")
             rows.append((r, i, kind == "F", k, j))
@@ -167,10 +196,12 @@ def _passes(p: int, v: int, m: int) -> tuple[Any, ...]:
     return names, a[:, 0], a[:, 1], a[:, 2].astype(bool), a[:, 3], np.array(data, dtype=np.int64)
 
 
-def _build(passes: tuple[Any, ...], keep: np.ndarray, cut: int | None = None) -> InterleavedGraph:
+def _build(
+    passes: tuple[Any, ...], keep: np.ndarray, cut: int | None = None, sched: str = "interleaved"
+) -> InterleavedGraph:
     """The graph of the passes ``keep``; with ``cut = Q`` each input before ``Q`` is a ``cut`` task."""
     names, gpu, pos, fwd, chunk, data = passes
-    p = int(gpu.max()) + 1
+    p, v = int(gpu.max()) + 1, int(chunk.max()) + 1
     tasks = []
     if cut is not None:
         tasks = [Task(f"cut/r{r}/{i}", 0.0, group="cut") for i in (cut - 2, cut - 1) for r in range(p)]
@@ -183,62 +214,74 @@ def _build(passes: tuple[Any, ...], keep: np.ndarray, cut: int | None = None) ->
         tasks.append(Task(names[t], 0.0, after=after, group="forward" if fwd[t] else "backward"))
     lead = np.full(len(tasks) - int(keep.sum()), -1)
     return InterleavedGraph(
-        TaskGraph(tasks, name=f"interleaved 1F1B, p={p} v={chunk.max() + 1}"),
+        TaskGraph(tasks, name=f"{'interleaved 1F1B' if sched == 'interleaved' else '1F1B'}, p={p} v={v}"),
         np.concatenate([np.zeros(len(lead), dtype=bool), fwd[keep]]),
         np.concatenate([lead, gpu[keep]]),
         np.concatenate([lead, chunk[keep]]),
     )
 
 
-def interleaved_graph(pipeline: int, virtual: int, microbatches: int) -> InterleavedGraph:
+def interleaved_graph(
+    pipeline: int, virtual: int, microbatches: int, schedule: str = "interleaved"
+) -> InterleavedGraph:
     """The task graph of one step of ``m`` micro-batches over ``p`` GPUs of ``v`` chunks, interleaved.
 
     ``2 m v p`` tasks; more than :data:`~.pipeline_graph.MAX_TASKS` are
     refused (:class:`~queuesgd.errors.StateSpaceTooLargeError`) before
     anything is built (:func:`interleaved_step` needs only a few groups of
-    ``p`` micro-batches). The graphs of the last few ``(p, v, m)`` asked are kept.
+    ``p`` micro-batches). ``schedule="1f1b"`` (``v = 1``, any ``m``): the
+    passes in the order of :func:`~.pipeline_schedule.pipeline_order`
+    instead. The graphs of the last few ``(p, v, m, schedule)`` asked are kept.
 
     Examples
     --------
     >>> g = interleaved_graph(2, 2, 2)
     >>> len(g.graph), g.graph.names[:4], g.graph.tasks[3].after
     (16, ('s0/F0', 's0/F1', 's2/F0', 's2/F1'), ('s2/F0', 's1/F1'))
+    >>> interleaved_graph(2, 1, 3, "1f1b").graph.names[:4]
+    ('s0/F0', 's0/F1', 's0/B0', 's0/F2')
     """
     p = _checks.integer("pipeline", pipeline, minimum=1)
     v = _checks.integer("virtual", virtual, minimum=1)
     m = _checks.integer("microbatches", microbatches, minimum=1)
+    sched = _schedule(schedule, v)
     _check_size(p, v, m, f"m = {m:,} micro-batches")
-    return _graph(p, v, m)
+    return _graph(p, v, m, sched)
 
 
-@lru_cache(maxsize=8)
-def _graph(p: int, v: int, m: int) -> InterleavedGraph:
-    passes = _passes(p, v, m)
-    return _build(passes, np.ones(len(passes[0]), dtype=bool))
+@lru_cache(maxsize=64)
+def _graph(p: int, v: int, m: int, sched: str = "interleaved") -> InterleavedGraph:
+    passes = _passes(p, v, m, sched)
+    return _build(passes, np.ones(len(passes[0]), dtype=bool), sched=sched)
 
 
-def interleaved_cut(pipeline: int, virtual: int) -> InterleavedCut | None:
-    """The fewest groups of ``p`` micro-batches whose graph a period can be cut out of; None if none.
+def interleaved_cut(pipeline: int, virtual: int, schedule: str = "interleaved") -> InterleavedCut | None:
+    """The fewest groups of ``q`` micro-batches whose graph a period can be cut out of; None if none.
 
-    The cut ``P`` comes two passes after GPU 0's warm-up (the longest) and
-    leaves a period of ``2 p v`` passes before any GPU's cool-down. Checked
+    ``q = p`` for the interleaved schedule, 1 for 1F1B (``schedule="1f1b"``,
+    ``v = 1``; a period is then one forward and one backward a GPU). The
+    cut ``P`` comes two passes after GPU 0's warm-up (the longest) and
+    leaves a period of ``2 q v`` passes before any GPU's cool-down. Checked
     on the graph, not assumed: every pass of the period waits only for its
     GPU's previous pass and at most one pass 1 or 2 positions earlier on
-    another GPU; at ``P`` and at ``P + 2 p v`` no pass waits for a later
+    another GPU; at ``P`` and at ``P + 2 q v`` no pass waits for a later
     position and none after the cut for one before the cut less 2; and the
-    graph of one group more has the same period at ``P`` and at ``P + 2 p
-    v`` (so the periods repeat). Tried from 2 groups up to
-    :data:`MAX_CUT_GROUPS`; kept for each ``(p, v)``.
+    graph of one group more has the same period at ``P`` and at ``P + 2 q
+    v`` (so the periods repeat). Tried from the fewest groups with room for
+    a period, :data:`MAX_CUT_GROUPS` counts; kept for each ``(p, v, schedule)``.
 
     Examples
     --------
     >>> c = interleaved_cut(4, 2)          # 3 groups: 48 passes a GPU, 12 in head, a period of 16, 20 in tail
     >>> c.groups, c.position, len(c.head.graph), len(c.tail.graph), c.lag[:2].tolist(), c.source[:2].tolist()
     (3, 12, 48, 88, [[1, 2, 2, 2], [2, 2, 2, 2]], [[-1, 0, 1, 2], [1, 2, 3, 0]])
+    >>> c = interleaved_cut(4, 1, "1f1b")  # 6 micro-batches: 12 passes a GPU, a period of 2
+    >>> c.groups, c.position, c.forward.tolist(), c.source.tolist()
+    (6, 6, [[False, True, False, True], [True, False, True, False]], [[1, 0, 3, 2], [-1, 2, 1, -1]])
     """
     p = _checks.integer("pipeline", pipeline, minimum=1)
     v = _checks.integer("virtual", virtual, minimum=1)
-    return _cut(p, v)
+    return _cut(p, v, _schedule(schedule, v))
 
 
 def _cuts(passes: tuple, P: int) -> bool:
@@ -266,14 +309,14 @@ def _period(passes: tuple, P: int, period: int) -> tuple[np.ndarray, ...] | None
 
 
 @lru_cache(maxsize=16)
-def _cut(p: int, v: int) -> InterleavedCut | None:
-    period, warm = 2 * p * v, 2 * (p - 1) + (v - 1) * p  # GPU 0's warm-up, the longest
-    for groups in range(2, MAX_CUT_GROUPS + 1):
-        cuts = range(warm + 2, 2 * groups * p * v - warm - period + 1)  # the inputs at P - 2 past the warm-up
-        if not cuts:
-            continue
-        _check_size(p, v, (groups + 1) * p, f"the {groups + 1} groups of {p} micro-batches timed to cut it")
-        passes, more = _passes(p, v, groups * p), _passes(p, v, (groups + 1) * p)
+def _cut(p: int, v: int, sched: str = "interleaved") -> InterleavedCut | None:
+    q, warm = _group(p, v, sched)  # warm: GPU 0's warm-up, the longest
+    period = 2 * q * v
+    fewest = (2 * warm + period + 1) // period + 1  # the fewest groups with a cut inside
+    for groups in range(fewest, fewest + MAX_CUT_GROUPS):
+        cuts = range(warm + 2, 2 * groups * q * v - warm - period + 1)  # the inputs at P - 2 past the warm-up
+        _check_size(p, v, (groups + 1) * q, f"the {groups + 1} groups of {q} micro-batches timed to cut it")
+        passes, more = _passes(p, v, groups * q, sched), _passes(p, v, (groups + 1) * q, sched)
         for P in cuts:
             cut = _period(passes, P, period)
             # one group more: the same period at P and after it (so the periods repeat)
@@ -288,8 +331,8 @@ def _cut(p: int, v: int) -> InterleavedCut | None:
             return InterleavedCut(
                 groups,
                 P,
-                _build(passes, head),
-                _build(passes, pos >= P + period, cut=P + period),
+                _build(passes, head, sched=sched),
+                _build(passes, pos >= P + period, cut=P + period, sched=sched),
                 np.searchsorted(np.flatnonzero(head), ends),  # their columns in head
                 *cut,
             )
@@ -342,7 +385,7 @@ def _advance(c: InterleavedCut, D: np.ndarray, state: np.ndarray) -> np.ndarray:
 def _cut_step(c: InterleavedCut, F: np.ndarray, B: np.ndarray, more: np.ndarray) -> np.ndarray:
     """The step of ``G_0 + more`` groups per row: head, ``more + 1`` periods, tail (the module says how)."""
     n, p, _ = F.shape
-    head = schedule(c.head.graph, _durations(c.head, F, B), critical_path=False)
+    head = schedule_graph(c.head.graph, _durations(c.head, F, B), critical_path=False)
     x = head.finish[:, c.ends]
     r = np.arange(p)[None, :]
     D = np.where(c.forward[None], F[:, r, c.chunk], B[:, r, c.chunk])  # (n, 2 p v, p)
@@ -370,15 +413,18 @@ def _cut_step(c: InterleavedCut, F: np.ndarray, B: np.ndarray, more: np.ndarray)
             k >>= 1
             if k.any():
                 power = _maxplus(power, power)
-    return schedule(c.tail.graph, _durations(c.tail, F, B, x), critical_path=False).makespan
+    return schedule_graph(c.tail.graph, _durations(c.tail, F, B, x), critical_path=False).makespan
 
 
-def interleaved_step(forward: ArrayLike, backward: ArrayLike, microbatches: ArrayLike) -> float | np.ndarray:
+def interleaved_step(
+    forward: ArrayLike, backward: ArrayLike, microbatches: ArrayLike, schedule: str = "interleaved"
+) -> float | np.ndarray:
     """Seconds of one interleaved step: the longest path of :func:`interleaved_graph` for these pass times.
 
-    Up to ``G_0`` groups of ``p`` micro-batches (:func:`interleaved_cut`) the
+    Up to ``G_0`` groups of ``q`` micro-batches (:func:`interleaved_cut`) the
     graph is timed whole; beyond, cut (the module docstring says how), with
-    the same result.
+    the same result. ``schedule="1f1b"``: torch's and Megatron-LM's 1F1B
+    order of one chunk a GPU (``v = 1``, any ``m``; ``q = 1``) instead.
 
     Parameters
     ----------
@@ -387,7 +433,8 @@ def interleaved_step(forward: ArrayLike, backward: ArrayLike, microbatches: Arra
         GPU ``r``'s chunk ``k``, its send included; shape ``(p, v)``, or
         ``(n, p, v)`` for ``n`` steps of the same ``p`` and ``v`` at once.
     microbatches : int or array_like of int
-        ``m``, a multiple of ``p``; one, or one per step.
+        ``m``, a multiple of ``p`` (interleaved; 1F1B any ``m >= 1``); one, or one per step.
+    schedule : {"interleaved", "1f1b"}
 
     Returns
     -------
@@ -399,6 +446,8 @@ def interleaved_step(forward: ArrayLike, backward: ArrayLike, microbatches: Arra
     36.0
     >>> interleaved_step([[[0.5, 0.5]] * 2, [[1.0, 1.0]] * 2], [[[1.0, 1.0]] * 2] * 2, [4, 8]).tolist()
     [13.5, 34.0]
+    >>> interleaved_step([[2.0], [1.0]], [[4.0], [2.0]], 1000, "1f1b")   # stage 0's 1000 x 6, 1 s waiting
+    6001.0
     """
     F, B = np.asarray(forward, dtype=float), np.asarray(backward, dtype=float)
     accepted = "pass times >= 0 of shape (p, v) or (n, p, v), forward and backward alike"
@@ -409,19 +458,22 @@ def interleaved_step(forward: ArrayLike, backward: ArrayLike, microbatches: Arra
     single = F.ndim == 2
     F, B = (F[None], B[None]) if single else (F, B)
     n, p, v = F.shape
+    sched = _schedule(schedule, v)
+    q = _group(p, v, sched)[0]
     ms = np.broadcast_to(np.asarray(microbatches), (n,))
     if not (np.issubdtype(ms.dtype, np.integer) or np.issubdtype(ms.dtype, np.floating)) or np.any(
-        (ms < p) | (ms % p != 0)
+        (ms < q) | (ms % q != 0)
     ):
-        raise InvalidParameterError("microbatches", microbatches, f"positive multiples of pipeline (= {p})")
+        what = f"positive multiples of pipeline (= {p})" if q > 1 else "whole numbers >= 1"
+        raise InvalidParameterError("microbatches", microbatches, what)
     ms = ms.astype(np.int64)
     out = np.empty(n)
-    cut = _cut(p, v) if np.any(ms // p > 2) else None
-    long = ms // p >= cut.groups if cut is not None else np.zeros(n, dtype=bool)
+    cut = _cut(p, v, sched) if np.any(ms // q > 2) else None
+    long = ms // q >= cut.groups if cut is not None else np.zeros(n, dtype=bool)
     if long.any():
-        out[long] = _cut_step(cut, F[long], B[long], ms[long] // p - cut.groups)
+        out[long] = _cut_step(cut, F[long], B[long], ms[long] // q - cut.groups)
     for m in np.unique(ms[~long]).tolist():
         at = np.flatnonzero((ms == m) & ~long)
-        g = interleaved_graph(p, v, m)
-        out[at] = schedule(g.graph, _durations(g, F[at], B[at]), critical_path=False).makespan
+        g = interleaved_graph(p, v, m, sched)
+        out[at] = schedule_graph(g.graph, _durations(g, F[at], B[at]), critical_path=False).makespan
     return float(out[0]) if single else out

@@ -100,7 +100,7 @@ def pipeline_time(stage: Any, last: Any, pipeline: Any, microbatches: Any, virtu
     - max_i tau_i) / v`` is neither exact nor a bound against Megatron's
     order (``tests/schemes/test_hybrid_interleaved_stages.py`` has a
     counterexample; unequal chunks are timed by
-    :func:`~.hybrid_stages.interleaved_pass_time`). With the last stage the
+    :func:`~.schedule_step.interleaved_pass_time`). With the last stage the
     slowest, both schedules give
 
         ``m (tau + last) + (p - 1) tau / v``,
@@ -136,7 +136,11 @@ def stage_pipeline_time(stages: Any, microbatches: Any) -> Any:
     Otherwise, when an earlier stage is the slowest under 1F1B, the stages
     after it overlap part of their fill and drain with its warm-up forwards
     and the form is an upper bound (both checked against the task graph in
-    ``tests/schemes/test_hybrid_stages.py``). ``stages`` a sequence of numbers.
+    ``tests/schemes/test_hybrid_stages.py``). ``HybridParallel`` times
+    unequal stages exactly instead (:func:`~.schedule_step.pass_time`: the
+    longest path through the schedule's passes; for GPipe this form is
+    below it where the slowest forward and backward are on different
+    stages). ``stages`` a sequence of numbers.
 
     Examples
     --------
