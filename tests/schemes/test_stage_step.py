@@ -23,6 +23,8 @@ import pytest
 
 import queuesgd as q
 from queuesgd.model_shapes import TransformerShape
+from queuesgd.schemes.parallel.hybrid_layout import head_slots_pass_step
+from queuesgd.schemes.parallel.hybrid_sends import batch_send_step
 from queuesgd.schemes.parallel.schedule_step import pass_time
 from tests.hybrid_rows import dgx
 from tests.pipeline_schedule_sim import makespan
@@ -158,11 +160,28 @@ def test_many_rows_at_once_and_the_cut_roads(monkeypatch):
             np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+def test_a_million_microbatches_cost_a_few():
+    # equal stages, the last with a head: (m + p - 1) tau + m head, from graphs of p + 2 micro-batches
+    f, b = np.array([[1.0]] * 6), np.array([[2.0]] * 6)
+    f[-1], b[-1] = 1.25, 2.5
+    for sched in ("1f1b", "gpipe"):
+        got = pass_time(f, b, 10**6, sched)
+        assert got == pytest.approx(3 * (10**6 + 5) + 0.75 * 10**6, rel=1e-12)
+
+
 def test_bad_schedules_are_refused():
     with pytest.raises(q.errors.InvalidParameterError, match="schedule"):
         pass_time([[1.0, 1.0]] * 2, [[1.0, 1.0]] * 2, 4, "1f1b")  # two chunks a stage: interleaved only
     with pytest.raises(q.errors.InvalidParameterError, match="schedule"):
         pass_time([[1.0]] * 2, [[1.0]] * 2, 4, "zb-h1")
+    # the planner's functions take each row's schedule as an index: a boolean "interleaved?" is refused,
+    # not read as 1 (GPipe)
+    k = [np.array([2]), 1, 1, np.array([8]), 1]
+    with pytest.raises(q.errors.InvalidParameterError, match="schedule"):
+        batch_send_step(8, k, 4, 1.0, 10.0, 100.0, 50.0, (1.0, 1.0, 1.0), True)
+    for bad in (True, 3, 1.0):
+        with pytest.raises(q.errors.InvalidParameterError, match="schedule"):
+            head_slots_pass_step(10, 4, 8, 1, 2.5, 0.1, 0.5, schedule=bad)
 
 
 GPT22 = TransformerShape(22, 4096, 32, 2048, 51200)

@@ -33,7 +33,7 @@ import numpy as np
 from queuesgd.schemes.parallel.hybrid_stages import chunk_layers, chunk_passes
 from queuesgd.schemes.parallel.megatron import SCHEDULES
 from queuesgd.schemes.parallel.pipeline_stages import BACKWARD_SHARE
-from queuesgd.schemes.parallel.schedule_step import pass_time, timed_once
+from queuesgd.schemes.parallel.schedule_step import pass_time, schedule_codes, timed_once
 
 __all__ = [
     "LAYOUTS",
@@ -136,7 +136,9 @@ def head_slots_pass_step(
         F, B = chunk_passes(x, work, forward, (p2p / (2 * v))[:, None, None, None], head)
         return pass_time(F, B, m.astype(np.int64), SCHEDULES[sched])
 
-    return timed_once((pipeline, virtual, schedule), (microbatches, work, p2p, head, forward), time)
+    rows = np.broadcast(pipeline, virtual, schedule, microbatches, work, p2p, head, forward)
+    codes = schedule_codes(schedule, rows.size).reshape(rows.shape)
+    return timed_once((pipeline, virtual, codes), (microbatches, work, p2p, head, forward), time)
 
 
 def end_shares(layers: int, pipeline: Any, virtual: Any, uneven: Any, chunked: Any) -> tuple[Any, Any, Any]:

@@ -62,7 +62,7 @@ import numpy as np
 
 from queuesgd.schemes.parallel.hybrid_stages import chunk_passes
 from queuesgd.schemes.parallel.megatron import SCHEDULES
-from queuesgd.schemes.parallel.schedule_step import pass_time, timed_once
+from queuesgd.schemes.parallel.schedule_step import pass_time, schedule_codes, timed_once
 
 if TYPE_CHECKING:
     from queuesgd.schemes.parallel.hybrid_stages import StepTimes
@@ -275,7 +275,7 @@ def batch_send_step(
         def time(key: tuple[int, ...], m: Any, a: Any, b: Any, w: Any, h: Any, *rest: Any) -> Any:
             return _replica_step(unique[key[0]], SCHEDULES[key[1]], m.astype(np.int64), a, b, w, h, *rest)
 
-        pipe[at] = timed_once((which[at], np.broadcast_to(schedule, (n,))[at]), rows, time)
+        pipe[at] = timed_once((which[at], schedule_codes(schedule, n)[at]), rows, time)
     return mixed, np.where(mixed, p2p, np.nan), pipe
 
 

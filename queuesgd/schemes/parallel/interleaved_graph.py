@@ -308,7 +308,7 @@ def _period(passes: tuple, P: int, period: int) -> tuple[np.ndarray, ...] | None
     return tuple(a.reshape(period, -1) for a in (fwd[at], chunk[at], source, lag))
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=32)
 def _cut(p: int, v: int, sched: str = "interleaved") -> InterleavedCut | None:
     q, warm = _group(p, v, sched)  # warm: GPU 0's warm-up, the longest
     period = 2 * q * v

@@ -57,7 +57,14 @@ from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.parallel.interleaved_graph import interleaved_step
 from queuesgd.schemes.parallel.megatron import SCHEDULES
 
-__all__ = ["gpipe_pass_time", "interleaved_chunk_time", "interleaved_pass_time", "pass_time", "timed_once"]
+__all__ = [
+    "gpipe_pass_time",
+    "interleaved_chunk_time",
+    "interleaved_pass_time",
+    "pass_time",
+    "schedule_codes",
+    "timed_once",
+]
 
 
 def interleaved_chunk_time(chunks: Any, microbatches: int) -> Any:
@@ -184,6 +191,36 @@ def pass_time(forward: Any, backward: Any, microbatches: Any, schedule: str = "i
     if schedule == "gpipe":
         return gpipe_pass_time(forward, backward, microbatches)
     return interleaved_step(forward, backward, microbatches, "1f1b")
+
+
+def schedule_codes(schedule: Any, rows: int) -> np.ndarray:
+    """Each of ``rows`` rows' schedule, an index into :data:`~.megatron.SCHEDULES`, checked.
+
+    Integers 0 (``"1f1b"``), 1 (``"gpipe"``) or 2 (``"interleaved"``), one or
+    one a row; anything else (a boolean "interleaved or not" among them) is
+    refused, naming the field.
+
+    Examples
+    --------
+    >>> schedule_codes([0, 2], 2).tolist()
+    [0, 2]
+    >>> schedule_codes(True, 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: schedule: got True; accepted: each row's index into ...
+    """
+    codes = np.asarray(schedule)
+    if (
+        codes.dtype == bool
+        or not np.issubdtype(codes.dtype, np.integer)
+        or (codes.size and (codes.min() < 0 or codes.max() >= len(SCHEDULES)))
+    ):
+        raise InvalidParameterError(
+            "schedule",
+            schedule,
+            "each row's index into megatron.SCHEDULES: 0 '1f1b', 1 'gpipe', 2 'interleaved'",
+        )
+    return np.broadcast_to(codes, (rows,))
 
 
 def timed_once(keys: Sequence[Any], columns: Sequence[Any], time: Callable[..., Any]) -> np.ndarray:
