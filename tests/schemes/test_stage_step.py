@@ -174,6 +174,12 @@ def test_bad_schedules_are_refused():
         pass_time([[1.0, 1.0]] * 2, [[1.0, 1.0]] * 2, 4, "1f1b")  # two chunks a stage: interleaved only
     with pytest.raises(q.errors.InvalidParameterError, match="schedule"):
         pass_time([[1.0]] * 2, [[1.0]] * 2, 4, "zb-h1")
+    for sched in ("1f1b", "gpipe"):
+        for m in (0, 2.5, [4, 8, 16]):  # two rows of passes: one m, or two
+            with pytest.raises(q.errors.InvalidParameterError, match="microbatches"):
+                pass_time([[[1.0]] * 2] * 2, [[[1.0]] * 2] * 2, m, sched)
+        with pytest.raises(q.errors.InvalidParameterError, match="forward"):
+            pass_time([[1.0], [-1.0]], [[1.0], [1.0]], 4, sched)
     # the planner's functions take each row's schedule as an index: a boolean "interleaved?" is refused,
     # not read as 1 (GPipe)
     k = [np.array([2]), 1, 1, np.array([8]), 1]

@@ -460,7 +460,9 @@ def interleaved_step(
     n, p, v = F.shape
     sched = _schedule(schedule, v)
     q = _group(p, v, sched)[0]
-    ms = np.broadcast_to(np.asarray(microbatches), (n,))
+    if np.size(microbatches) not in (1, n):
+        raise InvalidParameterError("microbatches", microbatches, f"one count, or one per row (n = {n})")
+    ms = np.broadcast_to(np.asarray(microbatches).reshape(-1), (n,))
     if not (np.issubdtype(ms.dtype, np.integer) or np.issubdtype(ms.dtype, np.floating)) or np.any(
         (ms < q) | (ms % q != 0)
     ):

@@ -67,6 +67,13 @@ __all__ = [
 ]
 
 
+def _per_row(microbatches: Any, n: int) -> np.ndarray:
+    """``m`` for each of ``n`` rows: one count, or one a row (else the field's error)."""
+    if np.size(microbatches) not in (1, n):
+        raise InvalidParameterError("microbatches", microbatches, f"one count, or one per row (n = {n})")
+    return np.broadcast_to(np.asarray(microbatches).reshape(-1), (n,))
+
+
 def interleaved_chunk_time(chunks: Any, microbatches: int) -> Any:
     """Interleaved 1F1B of ``m`` micro-batches through chunks of times ``c_rk``: a closed form (or a bound).
 
@@ -121,7 +128,7 @@ def interleaved_pass_time(forward: Any, backward: Any, microbatches: int) -> Any
     single = F.ndim == 2
     F, B = (F[None], B[None]) if single else (F, B)
     n, p, v = F.shape
-    m = np.broadcast_to(np.asarray(microbatches), (n,))
+    m = _per_row(microbatches, n)
     out = np.array(interleaved_chunk_time(F + B, m), dtype=float).reshape(n)
     fam = np.full(n, p * v > 2)
     if p * v > 2:
@@ -145,9 +152,16 @@ def gpipe_pass_time(forward: Any, backward: Any, microbatches: Any) -> Any:
     31.0
     """
     F, B = np.asarray(forward, dtype=float), np.asarray(backward, dtype=float)
+    accepted = "pass times >= 0 of shape (p, 1) or (n, p, 1), forward and backward alike"
+    if F.shape != B.shape or F.ndim not in (2, 3) or F.shape[-1] != 1 or 0 in F.shape:
+        raise InvalidParameterError("forward", f"an array of shape {F.shape} (backward {B.shape})", accepted)
+    if not (np.all(np.isfinite(F)) and np.all(np.isfinite(B)) and F.min() >= 0 and B.min() >= 0):
+        raise InvalidParameterError("forward", "times with a negative or non-finite entry", accepted)
     n = F.shape[0] if F.ndim == 3 else 1
     F, B = F.reshape(n, -1), B.reshape(n, -1)
-    m = np.broadcast_to(np.asarray(microbatches), (n,))
+    m = _per_row(microbatches, n)
+    if not np.issubdtype(m.dtype, np.number) or np.any((m < 1) | (m % 1 != 0)):
+        raise InvalidParameterError("microbatches", microbatches, "whole numbers >= 1")
     out = F.sum(axis=1) + B.sum(axis=1) + (m - 1) * (F.max(axis=1) + B.max(axis=1))
     return float(out[0]) if np.ndim(forward) == 2 else out
 
