@@ -117,20 +117,20 @@ class InterleavedGraph:
 
 @dataclass(frozen=True, eq=False)
 class InterleavedCut:
-    """The graph of ``groups`` groups of ``p`` micro-batches cut at pass ``position`` of every GPU.
+    """The graph of ``groups`` groups of ``q`` micro-batches (``p``; 1F1B 1), cut at pass ``position``.
 
     Attributes
     ----------
     groups : int
-        ``G_0``: the graph is that of ``m = G_0 p``.
+        ``G_0``: the graph is that of ``m = G_0 q``.
     position : int
         ``P``: ``head`` holds every GPU's passes ``0 .. P - 1``, ``tail`` its
-        passes from ``Q = P + 2 p v`` on, after ``2 p`` ``cut`` tasks (every
+        passes from ``Q = P + 2 q v`` on, after ``2 p`` ``cut`` tasks (every
         GPU's pass ``Q - 2``, then every GPU's ``Q - 1``).
     head, tail : InterleavedGraph
     ends : numpy.ndarray of int
         The ``head`` tasks of passes ``P - 2`` and ``P - 1``, in the ``cut`` tasks' order.
-    forward, chunk, source, lag : numpy.ndarray of shape (2 p v, p)
+    forward, chunk, source, lag : numpy.ndarray of shape (2 q v, p)
         Period pass ``t`` (pass ``P + t``) of GPU ``r``: forward or not, its chunk,
         the GPU whose pass it waits for (-1: none besides its own previous
         pass) and how many passes earlier that is (1 or 2).
@@ -365,7 +365,7 @@ def _advance(c: InterleavedCut, D: np.ndarray, state: np.ndarray) -> np.ndarray:
     """The finish times at ``P - 2`` and ``P - 1`` a period on.
 
     ``state``: ``(n, 2 p)`` times, or ``(n, 2 p, 2 p)`` max-plus matrices (their
-    rows); ``D``: the period's pass times, ``(n, 2 p v, p)``. A ring of three
+    rows); ``D``: the period's pass times, ``(n, 2 q v, p)``. A ring of three
     positions holds ``P - 2 + i`` in slot ``i mod 3``.
     """
     n, period, p = D.shape
@@ -388,7 +388,7 @@ def _cut_step(c: InterleavedCut, F: np.ndarray, B: np.ndarray, more: np.ndarray)
     head = schedule_graph(c.head.graph, _durations(c.head, F, B), critical_path=False)
     x = head.finish[:, c.ends]
     r = np.arange(p)[None, :]
-    D = np.where(c.forward[None], F[:, r, c.chunk], B[:, r, c.chunk])  # (n, 2 p v, p)
+    D = np.where(c.forward[None], F[:, r, c.chunk], B[:, r, c.chunk])  # (n, 2 q v, p)
     left = more.astype(np.int64) + 1  # the tail begins a period after the head ends
     for _ in range(SETTLE_PERIODS):
         go = np.flatnonzero(left > 0)
