@@ -187,13 +187,16 @@ def test_cluster_flags_are_refused_as_predict_refuses_them(tmp_path, capsys, fla
         (["--bandwidth", "1,10Gbit/s"], "--bandwidth: got '1,10Gbit/s'; accepted: one value"),
         (["--column", "time"], "--column: got 'time'; accepted: NAME=COLUMN"),
         (["--column", "time=a", "--column", "time=b"], "each NAME once"),
-        (["--time-unit", "min"], "time_unit: got 'min'"),
-        (["--max-configurations", "0"], "max_configurations: got 0"),
+        (["--time-unit", "min"], "--time-unit: got 'min'"),
+        (["--max-configurations", "0"], "--max-configurations: got 0"),
         (["--seed", "-1"], "--seed: got -1; accepted: an integer >= 0"),
         (["--iterations", "0"], "--iterations: got 0"),
-        (["--method", "nope"], "method: got 'nope'"),
-        (["--log-pattern", "(unclosed"], "log_pattern: got '(unclosed'"),
-        (["--log-pattern", "(?P<loss>\\d+)"], "one of them a measurement"),
+        (["--method", "nope"], "--method: got 'nope'"),
+        (["--log-pattern", "(unclosed"], "--log-pattern: got '(unclosed'"),
+        (["--log-pattern", "(?P<loss>\\d+)"], "--log-pattern: got"),
+        (["--warmup", "-1"], "--warmup: got -1"),
+        (["--max-seconds", "0"], "--max-seconds: got 0"),
+        (["--ignore", "nope"], "--ignore: got"),
     ],
 )
 def test_cli_flags_are_checked(tmp_path, capsys, flags, message):
@@ -206,6 +209,7 @@ def test_cli_flags_are_checked(tmp_path, capsys, flags, message):
     status, out, err = run_cli(args, capsys)
     assert status == 2 and out == ""
     assert err.count("\n") == 1 and message in err, err
+    assert err.startswith("queuesgd: error: --"), err  # every one names its flag, none a Python name
 
 
 def test_arguments_are_checked_before_the_log_is_read(tmp_path):

@@ -11,6 +11,22 @@ from queuesgd.cli.predict import check_run_flags, cli_field
 from queuesgd.errors import InvalidParameterError
 from queuesgd.specs import parse_params
 
+#: :func:`queuesgd.comparison.compare`'s arguments that are this command's flags: its error naming one
+#: names the flag (a log's own cells are named by row and column, never mapped).
+COMPARE_FLAGS = {
+    "method": "--method",
+    "warmup": "--warmup",
+    "ignore": "--ignore",
+    "params": "--param",
+    "workers": "--workers",
+    "batch_size": "--batch-size",
+    "columns": "--column",
+    "log_pattern": "--log-pattern",
+    "time_unit": "--time-unit",
+    "max_configurations": "--max-configurations",
+    "max_seconds": "--max-seconds",
+}
+
 
 def add_compare_arguments(cmp: argparse.ArgumentParser) -> None:
     """The options of ``queuesgd compare`` (documented in docs/compare.md)."""
@@ -101,7 +117,6 @@ def _columns(items: list[str]) -> dict[str, str]:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from queuesgd.comparison import compare
     from queuesgd.harness.report import jsonable
     from queuesgd.workload import Cluster
 
@@ -127,7 +142,25 @@ def run_compare(args: argparse.Namespace) -> int:
         workers = _one("--workers", args.workers, ints("--workers", args.workers))
     if args.batch_size is not None:
         batch = _one("--batch-size", args.batch_size, ints("--batch-size", args.batch_size))
-    result = compare(
+    try:
+        result = _compare(args, cluster, workers, batch)
+    except InvalidParameterError as err:  # compare()'s own argument: named by this command's flag
+        if err.field in COMPARE_FLAGS:
+            raise InvalidParameterError(COMPARE_FLAGS[err.field], err.got, err.accepted) from err
+        raise
+    if args.json:
+        print(json.dumps([jsonable(r) for r in result.rows()], indent=1))
+    else:
+        print(result.table(notes=False))
+    notes(args).extend(f"note: {n}" for n in result.notes)
+    return 0
+
+
+def _compare(args: argparse.Namespace, cluster: Any, workers: Any, batch: Any) -> Any:
+    """:func:`queuesgd.comparison.compare` with this command's arguments."""
+    from queuesgd.comparison import compare
+
+    return compare(
         args.measured,
         args.scheme,
         args.workload,
@@ -146,9 +179,3 @@ def run_compare(args: argparse.Namespace) -> int:
         max_configurations=args.max_configurations,
         max_seconds=args.max_seconds,
     )
-    if args.json:
-        print(json.dumps([jsonable(r) for r in result.rows()], indent=1))
-    else:
-        print(result.table(notes=False))
-    notes(args).extend(f"note: {n}" for n in result.notes)
-    return 0
