@@ -129,6 +129,7 @@ from queuesgd.schemes.parallel.hybrid_formula import QUANTITIES, hybrid_formula
 from queuesgd.schemes.parallel.hybrid_memory import busiest_stage_memory
 from queuesgd.schemes.parallel.hybrid_moe import check_experts, expert_bytes, expert_share
 from queuesgd.schemes.parallel.hybrid_overlap import check_tp_overlap, scheme_exposed_per_layer
+from queuesgd.schemes.parallel.hybrid_passes import forward_collectives
 from queuesgd.schemes.parallel.hybrid_reason import at_mean, caveats, closed_form_reason
 from queuesgd.schemes.parallel.hybrid_sends import message_times, slowest_replica, stage_sends
 from queuesgd.schemes.parallel.hybrid_stages import StepTimes, stage_chunks, stage_layer_counts, stage_shares
@@ -404,16 +405,13 @@ class HybridParallel(Scheme):
         if self.tp_overlap:  # behind the weight gradients (True) or pipelined with every GEMM ("all")
             hidden = scheme_exposed_per_layer(self, workload.batch_size, one, rs, ag, C, stretch)
             exposed = self.layer_count / p * hidden
-        cp = ep = 0.0
+        cp = ep = gather = a2a = 0.0
         if c > 1:  # K/V: all-gather forward, again backward, reduce-scatter of their gradients
             k_cp = math.gcd(c, gpn // t) if t < gpn else 1
             kv = kv_bytes(A, t, self.shape.kv / self.shape.heads)  # grouped-query: g = k h / a columns
             gather = coll("allgather", kv, c, k_cp, "cp")
-            cp = (
-                self.layer_count
-                / p
-                * ((3 if full else 2) * gather + coll("reduce_scatter", kv, c, k_cp, "cp_rs"))
-            )
+            rs_kv = coll("reduce_scatter", kv, c, k_cp, "cp_rs")
+            cp = self.layer_count / p * ((3 if full else 2) * gather + rs_kv)
         if self.experts is not None:  # dispatch and combine, forward, backward (and a recomputed forward)
             k_ep = math.gcd(e, gpn // (t * c)) if t * c < gpn else 1
             size = alltoall_bytes(
@@ -424,7 +422,8 @@ class HybridParallel(Scheme):
                 capacity_factor=self.capacity_factor,
                 top_k=self.top_k,
             )
-            ep = self.layer_count / p * (6 if full else 4) * coll("alltoall", size, e, k_ep, "ep")
+            a2a = coll("alltoall", size, e, k_ep, "ep")
+            ep = self.layer_count / p * (6 if full else 4) * a2a
         p2p, sends = 0.0, ()
         if p > 1:  # each boundary over NVLink or the rails, where its ranks are (hybrid_sends)
             # scatter/gather (Megatron 4.1): each rank sends A/t; without SP the receiving stage's t
@@ -472,7 +471,9 @@ class HybridParallel(Scheme):
             post = self.zero_overlap == "post"
             dp = exposed_per_step(self.zero, m, dp, sum(reduces), sum(gathers), compute, fwd, n, post=post)
         steps = StepTimes(compute, exposed, p2p, dp, update, p, m, v, algorithms, cp, ep, head, shares)
-        steps = replace(steps, chunks=chunks, forward=fwd if passes else None, schedule=self.schedule)
+        cf = forward_collectives(n, one, exposed / n, self.tp_overlap == "all", full, gather, a2a)
+        steps = replace(steps, chunks=chunks, forward=fwd if passes else None, schedule=self.schedule,
+                        collectives_forward=cf)  # fmt: skip
         return slowest_replica(steps, sends), tp, dp_all
 
     def memory(self, workload: Workload, cluster: Cluster) -> Memory:

@@ -44,10 +44,7 @@ from queuesgd.schemes.costs import (
 )
 from queuesgd.schemes.memory import check_optimizer
 from queuesgd.schemes.parallel.collectives import TREE_EFFICIENCY
-from queuesgd.schemes.parallel.hybrid_layout import (
-    end_shares,
-    head_slots_pass_step,
-)
+from queuesgd.schemes.parallel.hybrid_layout import end_shares
 from queuesgd.schemes.parallel.hybrid_memory import batch_memory
 from queuesgd.schemes.parallel.hybrid_moe import expert_compute_share, mlp_bytes
 from queuesgd.schemes.parallel.hybrid_overlap import (
@@ -56,6 +53,7 @@ from queuesgd.schemes.parallel.hybrid_overlap import (
     exposed_per_layer,
     gemm_times,
 )
+from queuesgd.schemes.parallel.hybrid_passes import block_passes, forward_collectives
 from queuesgd.schemes.parallel.hybrid_sends import batch_send_step, message_times
 from queuesgd.schemes.parallel.hybrid_zero import exposed_per_step
 from queuesgd.schemes.parallel.megatron import (
@@ -233,7 +231,7 @@ def batch_times(
     layout : array of int
         Index into :data:`~.hybrid_layout.LAYOUTS` (default 0, ``"even"``); ``1``, head-slots:
         ``HybridParallel(stage_layers=head_slot_layers(l, p))``, the step the longest path through
-        the schedule's order of its stages' passes (:func:`~.hybrid_layout.head_slots_pass_step`), the
+        the schedule's order of its stages' passes (:func:`~.hybrid_sends.batch_send_step`), the
         busiest stage's memory (the first and the last hold ``n - 1`` layers, the others ``n``), the
         data-parallel part unchanged (GPipe and 1F1B; with ``p = 2`` the even split).
     zero_overlap : array of bool
@@ -353,7 +351,7 @@ def batch_times(
     cp_ag, _ = batch_collective_time("allgather", kv, cluster, c, k_cp)
     cp_rs, _ = batch_collective_time("reduce_scatter", kv, cluster, c, k_cp)
     cp = np.where(c > 1, shape.layers / p * (np.where(full, 3, 2) * cp_ag + cp_rs), 0.0)
-    ep = np.zeros(n)
+    ep, a2a = np.zeros(n), np.zeros(n)
     if moe:  # two all-to-alls forward, two backward (two more in a recomputed forward)
         k_ep = np.where(t * c < gpn, np.gcd(e, np.maximum(gpn // (t * c), 1)), 1)
         size = A / c / np.where(sp, t, 1) * capacity_factor * top_k
@@ -393,21 +391,20 @@ def batch_times(
         hidden = exposed_per_step(z, m, dp, reduce, gather, compute, fwd, shape.layers / p)
         dp_exposed = np.where(zo, hidden, dp)
     tau = compute + tp_exposed + p2p + cp + ep
-    step = pipeline_time(tau, head, p, m, v) + dp_exposed + update
+    step = pipeline_time(tau, head, p, m, v) + dp_exposed + update  # p = 1 (p2p = 0)
     uneven = hs & (p > 2) & (sched != 2)  # with p = 2 the head-slots split is the even one (1F1B, GPipe)
     chunked = hs & (sched == 2)  # interleaved: the end chunks one layer fewer, at p = 2 too
-    work, phi = compute + tp_exposed + cp + ep, fwd / compute  # phi: the blocks' forward share
-    # where t c d < g < t c d p some boundaries are inside a node and some between: each stage its own
-    mixed, most, pipe = batch_send_step(
-        gpn, (t, c, d, p, v), m, *message_times(cluster, Ac / t, regather), work, head,
-        end_shares(shape.layers, p, v, uneven, chunked), sched, phi,
+    # the blocks' passes, each with the collectives it issues (hybrid_passes)
+    cf = forward_collectives(shape.layers / p, one, tp_exposed / (shape.layers / p), ov == 2, full,
+                             np.where(c > 1, cp_ag, 0.0), a2a)  # fmt: skip
+    passes = block_passes(compute, fwd, tp_exposed + cp + ep, cf)
+    # p > 1: each stage's (chunk's) passes with its own sends (none at the ends; hybrid_sends), timed
+    most, pipe = batch_send_step(
+        gpn, (t, c, d, p, v), m, *message_times(cluster, Ac / t, regather), *passes, head,
+        end_shares(shape.layers, p, v, uneven, chunked), sched,
     )  # fmt: skip
-    at = np.flatnonzero((uneven | chunked) & ~mixed)  # the head-slots rows whose boundaries are priced alike
-    if at.size:
-        rows = (np.broadcast_to(x, step.shape)[at] for x in (p, m, v, work, p2p, head, phi, sched))
-        pipe[at] = head_slots_pass_step(shape.layers, *rows)
-    p2p = np.where(mixed, most, p2p)
-    step = np.where(mixed | uneven | chunked, pipe + dp_exposed + update, step)
+    p2p = np.where(p > 1, most, p2p)
+    step = np.where(p > 1, pipe + dp_exposed + update, step)
     moe_args = (experts, capacity_factor, top_k) if moe else None
     memory = batch_memory(shape, param_bytes, t, p, dc, b, m, sched, v, sp, rc, z, opt, c, e, moe_args, hs)
     return {

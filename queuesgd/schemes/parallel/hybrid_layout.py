@@ -12,11 +12,9 @@ stage's ``v`` chunks hold ``n / v`` layers but the first stage's first and
 the last stage's last, ``n / v - 1`` (:func:`~.hybrid_stages.chunk_layers`):
 at ``p = 2`` too, a layout the even split is not.
 
-:func:`head_slots_pass_step` is :func:`~.schedule_step.pass_time` of those
-stages' (chunks') passes on arrays, under each row's schedule: GPipe's
-closed form, the longest path through 1F1B's order, the interleaved closed
-form where the output layer's passes are not shorter than a layer's, else
-the interleaved order's graph.
+:func:`end_shares` gives the planner's rows their first, middle and last
+chunk's (stage's) layers; :func:`~.hybrid_sends.batch_send_step` times their
+passes under each row's schedule (:func:`~.schedule_step.pass_time`).
 
 Examples
 --------
@@ -30,18 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from queuesgd.schemes.parallel.hybrid_stages import chunk_layers, chunk_passes
-from queuesgd.schemes.parallel.megatron import SCHEDULES
-from queuesgd.schemes.parallel.pipeline_stages import BACKWARD_SHARE
-from queuesgd.schemes.parallel.schedule_step import pass_time, schedule_codes, timed_once
-
 __all__ = [
     "LAYOUTS",
     "end_shares",
     "head_slot_layers",
     "head_slots_applies",
     "head_slots_interleaved",
-    "head_slots_pass_step",
 ]
 
 #: The values of ``HybridSpace.layout``, by code (the ``layout`` column of ``batch_times``).
@@ -87,58 +79,6 @@ def head_slots_interleaved(layers: int, pipeline: int, virtual: int) -> bool:
         return False
     n = (layers + 2) // pipeline
     return n % virtual == 0 and n // virtual >= 2
-
-
-def head_slots_pass_step(
-    layers: int,
-    pipeline: Any,
-    microbatches: Any,
-    virtual: Any,
-    work: Any,
-    p2p: Any,
-    head: Any,
-    forward: Any = 1.0 - BACKWARD_SHARE,
-    schedule: Any = 2,
-) -> np.ndarray:
-    """:func:`~.schedule_step.pass_time` of the head-slots stages' (chunks') passes, per row.
-
-    ``schedule`` indexes :data:`~.megatron.SCHEDULES` (``0`` 1F1B, ``1``
-    GPipe, ``2`` interleaved, the default; 1F1B and GPipe at ``p > 2``,
-    ``v = 1``). A chunk of ``k = n / v`` layers (1F1B and GPipe: a stage of
-    ``n - 1`` or ``n``) takes ``c = (k p / l) work + p2p / v``, the first
-    stage's first ``c - w`` (``w = (p / l) work``, one layer), the last
-    stage's last ``c - w + head`` (``HybridParallel``'s ``StepTimes.chunk_times``),
-    each split into a forward and a backward pass by
-    :func:`~.hybrid_stages.chunk_passes` (``forward`` the blocks' forward share;
-    every message ``p2p / 2 v``: rows whose boundaries are priced differently
-    are :func:`~.hybrid_sends.batch_send_step`'s), the step the longest path
-    through the schedule's order of them (the interleaved closed form where
-    it holds); rows alike are timed once (:func:`~.schedule_step.timed_once`).
-
-    Examples
-    --------
-    >>> from queuesgd.schemes.parallel.schedule_step import interleaved_chunk_time
-    >>> chunks = [[3.1, 4.1], [4.1, 4.1], [4.1, 4.1], [4.1, 4.6]]   # 30 layers: 3 + 4, 4 + 4, 4 + 4, 4 + 3
-    >>> got = head_slots_pass_step(30, 4, 8, 2, 7.5, 0.2, [1.5, 0.5])   # a layer 1 s; heads 1.5, 0.5
-    >>> [round(float(x), 9) for x in got], round(interleaved_chunk_time(chunks, 8), 9)   # 8 x 8.7 + 12.3 - 1
-    ([80.9, 73.633333333], 80.9)
-    >>> w = 10 / 4                                   # 10 layers as 2, 3, 3, 2 under 1F1B, a layer 1 s
-    >>> [round(float(x), 9) for x in head_slots_pass_step(10, 4, 8, 1, w, 0.1, [0.5, 1.5], schedule=0)]
-    [32.1, 37.1]
-
-    With the head 0.5 s the middle stages (3.1 s) pace, and the step is 0.5 s
-    under ``sum tau_i + 7 max tau_i = 10.9 + 21.7``; with 1.5 s the last
-    stage (3.6 s) does, and it is that form, ``11.9 + 7 x 3.6``.
-    """
-    def time(key: tuple[int, ...], m: Any, work: Any, p2p: Any, head: Any, forward: Any) -> Any:
-        p, v, sched = key
-        x = np.array(chunk_layers(head_slot_layers(layers, p), v), dtype=float) / (layers / p)
-        F, B = chunk_passes(x, work, forward, (p2p / (2 * v))[:, None, None, None], head)
-        return pass_time(F, B, m.astype(np.int64), SCHEDULES[sched])
-
-    rows = np.broadcast(pipeline, virtual, schedule, microbatches, work, p2p, head, forward)
-    codes = schedule_codes(schedule, rows.size).reshape(rows.shape)
-    return timed_once((pipeline, virtual, codes), (microbatches, work, p2p, head, forward), time)
 
 
 def end_shares(layers: int, pipeline: Any, virtual: Any, uneven: Any, chunked: Any) -> tuple[Any, Any, Any]:

@@ -25,24 +25,32 @@ differ (:func:`crossing_patterns`; the step is the slowest replica's).
 **What each stage pays.** Chunk ``k`` of stage ``r`` (virtual stage ``u = k p +
 r``; ``v = 1`` but for the interleaved schedule) sends its activation forward
 over boundary ``r`` and its gradient backward over boundary ``r - 1 mod p``,
-once each per micro-batch. The model counts those two messages on every
-chunk, as Megatron's first and last virtual stages do not (``u = 0`` has no
-gradient to send, ``u = p v - 1`` no activation); each of those is priced as
-its chunk's other message. So under 1F1B and GPipe stage ``i`` pays ``b_{i-1}
-+ b_i``, the first stage ``2 b_0`` and the last ``2 b_{p-2}``; interleaved, the
-wrap is real (the last stage's chunk ``k`` feeds the first stage's chunk ``k +
-1``): stage 0's chunks ``k >= 1`` pay ``b_0 + b_{p-1}``, the last stage's
-chunks ``k <= v - 2`` pay ``b_{p-2} + b_{p-1}`` (:func:`chunk_messages`,
-:func:`chunk_crossings`). Where every boundary is priced alike the stages
-stay equal; otherwise they are unequal stages
+once each per micro-batch, but the first virtual stage ``u = 0`` sends no
+gradient (it has no predecessor) and the last ``u = p v - 1`` no activation
+(no successor): Megatron-LM's ``send_backward`` and ``send_forward`` return
+without a message there (``is_pipeline_first_stage`` / ``is_pipeline_last_stage``,
+``megatron/core/pipeline_parallel/p2p_communication.py``). So under 1F1B and
+GPipe stage ``i`` pays ``b_{i-1} + b_i``, the first stage ``b_0`` (its
+activation) and the last ``b_{p-2}`` (its gradient); interleaved, the wrap is
+real (the last stage's chunk ``k`` feeds the first stage's chunk ``k + 1``):
+stage 0's chunks ``k >= 1`` pay ``b_0 + b_{p-1}``, its chunk 0 ``b_0``, the
+last stage's chunks ``k <= v - 2`` pay ``b_{p-2} + b_{p-1}``, its last
+``b_{p-2}`` (:func:`chunk_messages`, :func:`chunk_crossings`). The end stages
+thus send less than the others, even where every boundary is priced alike:
+with ``p > 1`` the stages are always unequal stages
 (:class:`~.hybrid_stages.StepTimes` ``sends``, each chunk's forward and
-backward message): under every schedule each chunk's (a stage's, for
-1F1B and GPipe) forward pass with its forward message and its backward
-pass with its backward one (:func:`~.hybrid_stages.chunk_passes`), timed
-over the schedule's order (:func:`~.schedule_step.pass_time`): exact, as
-a simulation of that order with every message on its own boundary gives
-(``docs/schemes/hybrid.md``; before, 1F1B and GPipe took ``sum_i tau_i +
-(m - 1) max_i tau_i``, exact only where the last stage is the slowest).
+backward message, 0 where none is sent): under every schedule each chunk's (a
+stage's, for 1F1B and GPipe) forward pass with its forward message and its
+backward pass with its backward one (:func:`~.hybrid_stages.chunk_passes`),
+timed over the schedule's order (:func:`~.schedule_step.pass_time`): exact,
+as a simulation of that order with every message on its own boundary gives
+(``tests/schemes/test_stage_step.py``). Where every boundary is priced alike
+(one message ``s``) and the stages hold equal layers the step is the textbook
+``(m + (p - 1)/v) tau + m h`` less ``(m + 1) s`` (``tau`` with ``2 v`` messages,
+``h`` the output layer), GPipe's plus ``(m - 1) max(0, s - h / 3)``; under 1F1B
+where ``h >= s``, interleaved where ``h / 3 >= s`` (the head's forward pass at
+least a message; :mod:`~.hybrid_formula`). Before, the model charged the two
+messages Megatron does not send, each priced as its chunk's other one.
 
 Examples
 --------
@@ -103,17 +111,22 @@ def crossing_patterns(
     return tuple(seen)
 
 
-def chunk_messages(pattern: Sequence[bool], virtual: int) -> tuple[tuple[tuple[bool, bool], ...], ...]:
+Flag = bool | None  # a message crosses nodes (True), stays inside one (False), is not sent (None)
+
+
+def chunk_messages(pattern: Sequence[bool], virtual: int) -> tuple[tuple[tuple[Flag, Flag], ...], ...]:
     """Each stage's ``v`` chunks: whether the chunk's forward and its backward message cross nodes.
 
     The forward one over boundary ``r``, the backward one over ``r - 1 mod p``;
-    the first chunk's backward and the last chunk's forward (which Megatron
-    does not send) priced as the chunk's other message; ``v = 1``: no wrap.
+    None for the two Megatron does not send, the first virtual stage's
+    gradient and the last one's activation; ``v = 1``: no wrap.
 
     Examples
     --------
     >>> chunk_messages((False, True, False, True), 2)[0]     # p = 4, 2 stages a node: GPU 0's chunks
-    ((False, False), (False, True))
+    ((False, None), (False, True))
+    >>> chunk_messages((True, True), 1)                      # p = 2: one message each way
+    (((True, None),), ((None, True),))
     """
     p, v = len(pattern), int(virtual)
     out = []
@@ -121,24 +134,24 @@ def chunk_messages(pattern: Sequence[bool], virtual: int) -> tuple[tuple[tuple[b
         row = []
         for k in range(v):
             u = k * p + r
-            forward = pattern[r] if u < p * v - 1 else pattern[(p - 2) % p]
-            backward = pattern[r - 1] if u > 0 else pattern[0]
-            row.append((bool(forward), bool(backward)))
+            forward = bool(pattern[r]) if u < p * v - 1 else None
+            backward = bool(pattern[r - 1]) if u > 0 else None
+            row.append((forward, backward))
         out.append(tuple(row))
     return tuple(out)
 
 
 def chunk_crossings(pattern: Sequence[bool], virtual: int) -> tuple[tuple[int, ...], ...]:
-    """Each stage's ``v`` chunks: how many of the chunk's two messages per micro-batch cross nodes (0-2).
+    """Each stage's ``v`` chunks: how many of the chunk's messages per micro-batch cross nodes (0-2).
 
-    :func:`chunk_messages`, counted.
+    :func:`chunk_messages`, counted (a message not sent crosses nothing).
 
     Examples
     --------
     >>> chunk_crossings((False, True, False, True), 2)      # p = 4, 2 stages a node, interleaved
     ((0, 1), (1, 1), (1, 1), (1, 0))
     """
-    return tuple(tuple(int(f) + int(b) for f, b in row) for row in chunk_messages(pattern, virtual))
+    return tuple(tuple((f is True) + (b is True) for f, b in row) for row in chunk_messages(pattern, virtual))
 
 
 def message_times(cluster: Cluster, nbytes: float, regather: float) -> tuple[float, float]:
@@ -168,25 +181,20 @@ def stage_sends(
 
     ``options[j][r][k]``: chunk ``k`` of stage ``r``'s forward and backward
     message of one micro-batch under the ``j``-th distinct pattern
-    (:func:`crossing_patterns`, :func:`chunk_messages`); empty where every
-    message costs the same, and ``p2p`` then ``2 v`` messages at that price
-    (the equal stages' form).
+    (:func:`crossing_patterns`, :func:`chunk_messages`; 0 for a message
+    not sent); ``p > 1``.
 
     Examples
     --------
     >>> p2p, options = stage_sends(2, 1, 1, 8, 1, 8, 1.0, 10.0)      # boundary 3 -> 4 crosses
-    >>> p2p, options[0][3], [sum(row[0]) for row in options[0]]
-    (11.0, ((10.0, 1.0),), [2.0, 2.0, 2.0, 11.0, 11.0, 2.0, 2.0, 2.0])
+    >>> p2p, options[0][3], [sum(row[0]) for row in options[0]]       # the end stages send one message
+    (11.0, ((10.0, 1.0),), [1.0, 2.0, 2.0, 11.0, 11.0, 2.0, 2.0, 1.0])
     """
     v = int(virtual)
-    patterns = crossing_patterns(tensor, context, data, pipeline, per_node)
-    flags = [chunk_messages(x, v) for x in patterns]
-    seen = {z for rows in flags for row in rows for pair in row for z in pair}
-    if len(seen) == 1:
-        return 2 * v * (across if True in seen else inside), ()
+    price = {None: 0.0, False: inside, True: across}
     options = tuple(
-        tuple(tuple(tuple(across if z else inside for z in pair) for pair in row) for row in rows)
-        for rows in flags
+        tuple(tuple(tuple(price[z] for z in pair) for pair in row) for row in chunk_messages(x, v))
+        for x in crossing_patterns(tensor, context, data, pipeline, per_node)
     )
     return max(sum(f + b for f, b in row) for rows in options for row in rows), options
 
@@ -209,14 +217,16 @@ def slowest_replica(steps: StepTimes, options: Sequence[Any]) -> StepTimes:
     return max((replace(steps, sends=tuple(x)) for x in options), key=lambda s: s.step)
 
 
-def _stage_most(key: tuple[int, ...]) -> list[tuple[int, int]] | None:
-    """Per distinct replica pattern of ``(t, c, d, p, v, g)``: the most and the fewest messages a stage
-    sends across nodes per micro-batch; None where every message costs the same."""
+def _stage_counts(key: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The distinct ``(inside, across)`` message counts a stage sends per micro-batch under ``(t, c, d, p,
+    v, g)``'s replica patterns (:func:`chunk_messages`)."""
     t, c, d, p, v, g = key
-    rows = [chunk_crossings(x, v) for x in crossing_patterns(t, c, d, p, g)]
-    if {z for r in rows for row in r for z in row} in ({0}, {2}):
-        return None
-    return [(max(sum(row) for row in r), min(sum(row) for row in r)) for r in rows]
+    seen = set()
+    for flags in crossing_patterns(t, c, d, p, g):
+        for row in chunk_messages(flags, v):
+            zs = [z for pair in row for z in pair]
+            seen.add((zs.count(False), zs.count(True)))
+    return sorted(seen)
 
 
 def batch_send_step(
@@ -225,33 +235,33 @@ def batch_send_step(
     microbatches: Any,
     inside: Any,
     across: Any,
-    work: Any,
+    forward: Any,
+    backward: Any,
     head: Any,
     shares: tuple[Any, Any, Any],
     schedule: Any,
-    forward: Any = 1.0 / 3.0,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows whose boundaries are priced differently: ``(mixed, p2p, pipe)``, per row (for ``batch_times``).
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pipeline's sends and step, per row with ``p > 1`` (for ``batch_times``): ``(p2p, pipe)``.
 
     ``keys`` is ``(t, c, d, p, v)`` as arrays; ``inside`` and ``across`` one
-    message's seconds (:func:`message_times`); ``work`` a stage of ``l / p``
-    layers' compute and collectives of one micro-batch; ``shares`` the first
-    chunk's (stage's), every other's and the last's layers over ``l / p``;
-    ``schedule`` each row's index into :data:`~.megatron.SCHEDULES`. Each
-    replica pattern's chunks' passes (``forward`` the blocks' forward share,
-    :func:`~.hybrid_stages.chunk_passes`, each message at its boundary's
-    price) are timed by :func:`~.schedule_step.pass_time` under the row's
-    schedule. ``mixed`` marks the rows whose stages differ in their sends,
-    ``p2p`` is the most a stage sends per micro-batch there, ``pipe`` the
-    pipeline's time of the slowest replica (NaN elsewhere): what
-    ``HybridParallel`` computes stage by stage.
+    message's seconds (:func:`message_times`); ``forward`` and ``backward``
+    the blocks' forward and backward pass on ``l / p`` layers (compute and
+    collectives of one micro-batch, :func:`~.hybrid_passes.block_passes`);
+    ``shares`` the first chunk's (stage's), every other's and the last's
+    layers over ``l / p``; ``schedule`` each row's index into
+    :data:`~.megatron.SCHEDULES`. Each replica pattern's chunks' passes
+    (:func:`~.hybrid_stages.chunk_passes`, each message at its boundary's
+    price, none at the ends) are timed by :func:`~.schedule_step.pass_time`
+    under the row's schedule. ``p2p`` is the most a stage sends per
+    micro-batch, ``pipe`` the pipeline's time of the slowest replica (both
+    NaN where ``p = 1``): what ``HybridParallel`` computes stage by stage.
 
     Examples
     --------
     >>> k = [np.array([2]), 1, 1, np.array([8]), 1]       # t = 2, p = 8 on two nodes of 8; 1F1B
-    >>> mixed, p2p, pipe = batch_send_step(8, k, 4, 1.0, 10.0, 100.0, 50.0, (1.0, 1.0, 1.0), 0)
-    >>> bool(mixed[0]), float(p2p[0]), round(float(pipe[0]), 9)  # 8 x 102 + 18 + 50 + 3 x 152: the last paces
-    (True, 11.0, 1340.0)
+    >>> p2p, pipe = batch_send_step(8, k, 4, 1.0, 10.0, 100 / 3, 200 / 3, 50.0, (1.0, 1.0, 1.0), 0)
+    >>> float(p2p[0]), round(float(pipe[0]), 9)           # 4 x 102 + 18 + 3 x 150 + ...: the last paces
+    (11.0, 1339.0)
     """
     cols = [np.asarray(x, dtype=np.int64) for x in keys]
     n = max(x.size for x in cols)
@@ -259,40 +269,42 @@ def batch_send_step(
     table = np.stack(cols + [np.full(n, int(per_node))], axis=1)
     unique, which = np.unique(table, axis=0, return_inverse=True)
     which = which.ravel()
-    counts = [_stage_most(tuple(int(x) for x in k)) if k[3] > 1 else None for k in unique]
-    mixed = np.array([x is not None for x in counts], dtype=bool)[which]
-    most = np.array([max(max(x) for x in c) if c else 0 for c in counts])[which]  # across
-    least = np.array([min(min(x) for x in c) if c else 0 for c in counts])[which]
     a, b = np.broadcast_to(inside, (n,)), np.broadcast_to(across, (n,))
-    v = cols[4]
-    p2p = np.maximum((2 * v - most) * a + most * b, (2 * v - least) * a + least * b)
-    pipe = np.full(n, np.nan)
-    at = np.flatnonzero(mixed)
+    p2p, pipe = np.full(n, np.nan), np.full(n, np.nan)
+    for i, key in enumerate(unique):
+        at = np.flatnonzero(which == i)
+        if key[3] > 1:
+            counts = _stage_counts(tuple(int(x) for x in key))
+            p2p[at] = np.max([k_in * a[at] + k_out * b[at] for k_in, k_out in counts], axis=0)
+    at = np.flatnonzero(cols[3] > 1)
     if at.size:
-        columns = (microbatches, inside, across, work, head, *shares, forward)
+        columns = (microbatches, inside, across, forward, backward, head, *shares)
         rows = [np.broadcast_to(x, (n,))[at] for x in columns]
 
-        def time(key: tuple[int, ...], m: Any, a: Any, b: Any, w: Any, h: Any, *rest: Any) -> Any:
-            return _replica_step(unique[key[0]], SCHEDULES[key[1]], m.astype(np.int64), a, b, w, h, *rest)
+        def time(key: tuple[int, ...], m: Any, *rest: Any) -> Any:
+            return _replica_step(unique[key[0]], SCHEDULES[key[1]], m.astype(np.int64), *rest)
 
         pipe[at] = timed_once((which[at], schedule_codes(schedule, n)[at]), rows, time)
-    return mixed, np.where(mixed, p2p, np.nan), pipe
+    return p2p, pipe
 
 
-def _replica_step(key: Any, schedule: str, m: Any, a: Any, b: Any, w: Any, h: Any, *shares: Any) -> Any:
+def _replica_step(
+    key: Any, schedule: str, m: Any, a: Any, b: Any, fw: Any, bw: Any, h: Any, *shares: Any
+) -> Any:
     """The slowest replica's pipeline: each pattern's chunks' passes (each message its boundary's) timed.
 
-    ``key`` is ``(t, c, d, p, v, g)``; the rows: ``m``, ``inside``, ``across``, ``work``, ``head``,
-    the first, other and last chunk's layers over ``l / p``, and the forward share.
+    ``key`` is ``(t, c, d, p, v, g)``; the rows: ``m``, ``inside``, ``across``, the blocks' forward
+    and backward on ``l / p`` layers, ``head``, the first, other and last chunk's layers over ``l / p``.
     """
     t, c, d, p, v, g = (int(x) for x in key)
-    xf, xo, xl, phi = shares
+    xf, xo, xl = shares
     x = np.repeat(xo, p * v).reshape(-1, p, v)
     x[:, 0, 0], x[:, -1, -1] = xf, xl
     step = np.full(len(m), -np.inf)
     for flags in crossing_patterns(t, c, d, p, g):
-        cross = np.array(chunk_messages(flags, v), dtype=bool)  # (p, v, 2)
-        messages = np.where(cross, b[:, None, None, None], a[:, None, None, None])
-        F, B = chunk_passes(x, w, phi, messages, h)
+        sent = np.array([[[z is not None for z in pair] for pair in row] for row in chunk_messages(flags, v)])
+        cross = np.array([[[z is True for z in pair] for pair in row] for row in chunk_messages(flags, v)])
+        price = np.where(cross, b[:, None, None, None], a[:, None, None, None])
+        F, B = chunk_passes(x, fw, bw, np.where(sent, price, 0.0), h)
         step = np.maximum(step, pass_time(F, B, m, schedule))
     return step

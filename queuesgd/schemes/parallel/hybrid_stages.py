@@ -117,6 +117,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
+from queuesgd.schemes.parallel.hybrid_passes import block_passes
 from queuesgd.schemes.parallel.megatron import pipeline_time
 from queuesgd.schemes.parallel.pipeline_stages import BACKWARD_SHARE
 from queuesgd.schemes.parallel.schedule_step import interleaved_chunk_time, interleaved_pass_time, pass_time
@@ -166,6 +167,7 @@ class StepTimes:
     sends: tuple[tuple[tuple[float, float], ...], ...] | None = None  # each chunk's forward, backward message
     forward: float | None = None  # the blocks' forward (part of compute) on l / p layers; None: a third
     schedule: str = "1f1b"  # "1f1b" or "gpipe" (v = 1); v > 1: "interleaved"
+    collectives_forward: float | None = None  # tp + cp + ep's in the forward (hybrid_passes); None: pro rata
 
     def _chunk_rows(self) -> tuple[tuple[float, ...], ...]:
         v = self.virtual
@@ -198,10 +200,19 @@ class StepTimes:
         return self.forward / self.compute
 
     @property
+    def block_passes(self) -> tuple[float, float]:
+        """The blocks' forward and backward pass on ``l / p`` layers (:func:`~.hybrid_passes.block_passes`).
+
+        The collectives as each pass issues them (``collectives_forward``); without it, as the compute.
+        """
+        coll = self.tp + self.cp + self.ep
+        cf = coll * self.forward_share if self.collectives_forward is None else self.collectives_forward
+        return block_passes(self.compute, self.forward_share * self.compute, coll, cf)
+
+    @property
     def chunk_passes(self) -> tuple[np.ndarray, np.ndarray]:
         """Each chunk's forward and backward pass of one micro-batch, ``(p, v)`` (:func:`chunk_passes`)."""
-        work = self.compute + self.tp + self.cp + self.ep
-        return chunk_passes(self._chunk_rows(), work, self.forward_share, self.messages, self.head)
+        return chunk_passes(self._chunk_rows(), *self.block_passes, self.messages, self.head)
 
     @cached_property
     def _pipe(self) -> float:
@@ -357,42 +368,42 @@ def chunk_layers(counts: Any, virtual: int) -> tuple[tuple[int, ...], ...] | Non
 
 
 def chunk_passes(
-    layers: Any, work: Any, forward: Any, messages: Any, head: Any
+    layers: Any, forward: Any, backward: Any, messages: Any, head: Any
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each chunk's forward and backward pass of one micro-batch under the interleaved schedule.
+    """Each chunk's forward and backward pass of one micro-batch (a stage's where ``v = 1``).
 
-    Chunk ``(r, k)`` of ``x_rk`` (its layers over ``l / p``) takes ``x_rk work``
-    of blocks (compute and their collectives), of which ``forward`` (a share)
-    runs forward, and its two messages (``messages[r][k]``: the activation it
-    sends after its forward, the gradient after its backward, each priced by
-    the boundary it crosses, :mod:`~.hybrid_sends`; alike, ``p2p / 2 v`` each);
-    the last GPU's last chunk adds the output layer ``head``, a third forward
-    (``2 b s h V`` FLOPs, twice that backward). The two add up to
-    :attr:`StepTimes.chunk_times`.
+    Chunk ``(r, k)`` of ``x_rk`` (its layers over ``l / p``) takes ``x_rk
+    forward`` and ``x_rk backward`` of blocks (``forward``, ``backward``: the
+    two passes of ``l / p`` layers, compute and the collectives each issues,
+    :func:`~.hybrid_passes.block_passes`), and its two messages
+    (``messages[r][k]``: the activation it sends after its forward, the
+    gradient after its backward, each priced by the boundary it crosses, 0
+    where none is sent, :mod:`~.hybrid_sends`); the last GPU's last chunk adds
+    the output layer ``head``, a third forward (``2 b s h V`` FLOPs, twice
+    that backward). The two add up to :attr:`StepTimes.chunk_times`.
 
     Parameters
     ----------
     layers : array_like, shape (p, v) or (n, p, v)
         ``x_rk``.
-    work, forward, head : float or array_like of shape (n,)
+    forward, backward, head : float or array_like of shape (n,)
         Per configuration; arrays give passes of shape ``(n, p, v)``.
     messages : array_like, shape (p, v, 2) or (n, p, v, 2)
-        Each chunk's forward and backward message (``(n, 1, 1, 1)``: one price a row).
+        Each chunk's forward and backward message.
 
     Examples
     --------
-    >>> f, b = chunk_passes([[0.5, 1.0], [1.0, 0.5]], 3.0, 0.25, [[[0.1, 0.1]] * 2, [[0.1, 0.4]] * 2], 0.9)
+    >>> f, b = chunk_passes([[0.5, 1.0], [1.0, 0.5]], 0.75, 2.25, [[[0.1, 0.0]] * 2, [[0.1, 0.4]] * 2], 0.9)
     >>> f.round(12).tolist(), b.round(12).tolist()          # GPU 1's gradients over a slower boundary
-    ([[0.475, 0.85], [0.85, 0.775]], [[1.225, 2.35], [2.65, 2.125]])
+    ([[0.475, 0.85], [0.85, 0.775]], [[1.125, 2.25], [2.65, 2.125]])
     """
     x = np.asarray(layers, dtype=float)
-    w, phi, h = (np.asarray(a, dtype=float)[..., None, None] for a in (work, forward, head))
+    fw, bw, h = (np.asarray(a, dtype=float)[..., None, None] for a in (forward, backward, head))
     s = np.asarray(messages, dtype=float)
-    s = np.broadcast_to(s, s.shape[:-1] + (2,))  # (n, 1, 1, 1): one price a row
     tail = np.zeros(x.shape[-2:])
     tail[-1, -1] = 1.0
-    fwd = x * phi * w + s[..., 0] + tail * h * (1.0 - BACKWARD_SHARE)
-    bwd = x * (1.0 - phi) * w + s[..., 1] + tail * h * BACKWARD_SHARE
+    fwd = x * fw + s[..., 0] + tail * h * (1.0 - BACKWARD_SHARE)
+    bwd = x * bw + s[..., 1] + tail * h * BACKWARD_SHARE
     return fwd, bwd
 
 
