@@ -24,6 +24,7 @@ from queuesgd.hybrid_space import HybridSpace, evaluate_space
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes.parallel.hybrid_stages import chunk_layers, chunk_passes
 from queuesgd.schemes.parallel.schedule_step import interleaved_chunk_time, interleaved_pass_time
+from tests.schemes.test_stage_step import reference_blocks
 
 GPT30 = TransformerShape(layers=30, hidden=256, heads=8, sequence=64, vocabulary=1000, name="thirty")
 TEN = TransformerShape(layers=10, hidden=256, heads=8, sequence=64, vocabulary=1000, name="ten")
@@ -199,13 +200,17 @@ def test_stage_layers_with_the_interleaved_schedule_refuses_what_does_not_split(
 
 
 # ---- the scheme ---------------------------------------------------------------------------------------
-def scheme_passes(tm, counts, v):
-    """Each chunk's passes written out from the scheme's parts: the blocks split as the compute, sends 1:1,
-    the head 1:2 (as documented, not read from ``chunk_passes``)."""
+def scheme_passes(s, w, c, tm, counts, v):
+    """Each chunk's passes written out from the scheme's parts: the blocks as each pass issues its
+    collectives (:func:`~tests.schemes.test_stage_step.reference_blocks`), a message each way (every
+    boundary priced alike here) but none backward from the first virtual stage and none forward from the
+    last, the head 1:2 (as documented, not read from ``chunk_passes``)."""
     p, layers = len(counts), np.array(chunk_layers(counts, v), dtype=float)
     x = layers * p / sum(counts)
-    work, phi, send = tm.compute + tm.tp + tm.cp + tm.ep, tm.forward / tm.compute, tm.p2p / v
-    fwd, bwd = x * phi * work + send / 2, x * (1 - phi) * work + send / 2
+    (fb, bb), msg = reference_blocks(s, w, c, tm), max(x for row in tm.sends for y in row for x in y)
+    fwd, bwd = x * fb + msg, x * bb + msg
+    fwd[-1, -1] -= msg
+    bwd[0, 0] -= msg
     fwd[-1, -1] += tm.head / 3
     bwd[-1, -1] += 2 * tm.head / 3
     return fwd, bwd
@@ -226,12 +231,13 @@ def test_the_scheme_step_is_the_simulation_of_its_chunks():
         for r in range(p):
             for k in range(v):
                 head = tm.head if (r, k) == (p - 1, v - 1) else 0.0
-                want = layers[r][k] * p / 30 * work + tm.p2p / v + head
+                end = tm.p2p / (2 * v) if (r, k) in ((0, 0), (p - 1, v - 1)) else 0.0  # one message less
+                want = layers[r][k] * p / 30 * work + tm.p2p / v + head - end
                 assert chunks[r][k] == pytest.approx(want, rel=1e-12)
         assert [sum(row) for row in chunks] == pytest.approx(tm.stage_taus, rel=1e-12)
         # the blocks' forward share: a third (the workload's f : b = 1 : 2), a quarter with full recomputation
         assert tm.forward / tm.compute == pytest.approx({None: 1 / 3, "full": 1 / 4}.get(rc, 1 / 3), rel=2e-2)
-        fwd, bwd = scheme_passes(tm, counts, v)
+        fwd, bwd = scheme_passes(s, w, cluster, tm, counts, v)
         np.testing.assert_allclose(np.array(tm.chunk_passes), [fwd, bwd], rtol=1e-12)
         got = q.predict(s, w, cluster)
         sim = makespan(fwd.tolist(), bwd.tolist(), m)
@@ -262,9 +268,7 @@ def test_random_stage_layouts_off_the_grid_are_the_simulation():
                              recompute=rng.choice([None, "full"]))  # fmt: skip
         w, cluster = q.Workload(rng.uniform(0.01, 0.2), "100MB"), q.Cluster(2 * p, "10GB/s", "5us")
         tm = s.times(w, cluster)
-        if tm.chunks is None:  # equal chunks: the even stages' closed form (tested elsewhere)
-            continue
-        fwd, bwd = scheme_passes(tm, counts, v)
+        fwd, bwd = scheme_passes(s, w, cluster, tm, counts, v)
         sim = makespan(fwd.tolist(), bwd.tolist(), m)
         assert q.predict(s, w, cluster).iteration_time == pytest.approx(sim + tm.dp + tm.update, rel=1e-12)
         done.add((p, v, m > 3 * p))

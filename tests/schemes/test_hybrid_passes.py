@@ -1,4 +1,4 @@
-"""Which pass issues a stage's TP, CP and EP collectives, and the sends the end stages skip: hand closed forms.
+"""Which pass issues a stage's TP, CP and EP collectives, and the sends the end stages skip: by hand.
 
 Per transformer layer Megatron-LM issues 2 TP all-reduces in the forward and 2 in the backward (the ``f``
 and ``g`` operators, Shoeybi et al. 2019, Figs. 3-4), with sequence parallelism 2 all-gathers + 2

@@ -23,6 +23,7 @@ from queuesgd.schemes.parallel.megatron import pipeline_time, stage_pipeline_tim
 from queuesgd.schemes.parallel.pipeline_graph import StageSplit, pipeline_graph
 from tests.hybrid_rows import A_E, A_I, B_I, B_R, dgx
 from tests.pipeline_schedule_sim import makespan
+from tests.schemes.test_stage_step import reference_blocks
 
 
 def graph_makespan(forward, backward, microbatches: int, sched: str) -> float:
@@ -105,8 +106,10 @@ def test_the_step_equals_the_task_graph_of_its_own_stage_times():
         s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, shape=GPT, **kw)
         tm = s.times(w, c)
         sched = "gpipe" if s.schedule == "gpipe" else "1f1b"
-        fwd = [tm.tau / 3] * 4
-        bwd = [2 * tm.tau / 3] * 4
+        fb, bb = reference_blocks(s, w, c, tm)  # each pass's compute and the collectives it issues
+        msg = tm.p2p / 2  # every boundary between nodes; no gradient from stage 0, no activation from 3
+        fwd = [fb + msg] * 3 + [fb]
+        bwd = [bb] + [bb + msg] * 3
         fwd[-1] += tm.head / 3
         bwd[-1] += 2 * tm.head / 3
         want = graph_makespan(fwd, bwd, 8, sched) + tm.dp + tm.update
@@ -114,8 +117,12 @@ def test_the_step_equals_the_task_graph_of_its_own_stage_times():
     s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, shape=GPT, schedule="interleaved",
                          virtual_stages=2)  # fmt: skip
     tm = s.times(w, c)
-    fwd = [[tm.tau / 6] * 2 for _ in range(4)]
-    bwd = [[tm.tau / 3] * 2 for _ in range(4)]
+    fb, bb = reference_blocks(s, w, c, tm)
+    msg = tm.p2p / 4
+    fwd = [[fb / 2 + msg] * 2 for _ in range(4)]
+    bwd = [[bb / 2 + msg] * 2 for _ in range(4)]
+    fwd[3][1] -= msg  # the last virtual stage sends no activation, the first no gradient
+    bwd[0][0] -= msg
     fwd[3][1] += tm.head / 3
     bwd[3][1] += 2 * tm.head / 3
     want = makespan(fwd, bwd, 8) + tm.dp + tm.update
@@ -201,9 +208,11 @@ def test_the_scheme_with_uneven_stages_equals_the_task_graph(sched):
         got = p.iteration_time
         # the blocks, their TP collectives scale with a stage's layers; the sends do not
         one = GPT22.layers / 4
-        for n, tau in zip(layers, tm.stage_taus[:-1]):
-            assert tau == pytest.approx(n / one * (tm.compute + tm.tp) + tm.p2p, rel=1e-12)
-        assert tm.stage_taus[-1] == pytest.approx(layers[-1] / one * (tm.compute + tm.tp) + tm.p2p + tm.head)
+        sends = [tm.p2p / 2] + [tm.p2p] * 2 + [tm.p2p / 2]  # the end stages send one message
+        for n, tau, x in zip(layers, tm.stage_taus[:-1], sends):
+            assert tau == pytest.approx(n / one * (tm.compute + tm.tp) + x, rel=1e-12)
+        last = layers[-1] / one * (tm.compute + tm.tp) + sends[-1] + tm.head
+        assert tm.stage_taus[-1] == pytest.approx(last)
         # the longest path through the schedule's passes: the task graph Pipeline solves, whichever stage
         # paces (an earlier one, under 1F1B, ran below sum tau_i + (m - 1) max tau_i, the step before)
         assert got == pytest.approx(scheme_stage_graph(s, w, c), rel=1e-9)

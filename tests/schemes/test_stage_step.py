@@ -192,24 +192,21 @@ GPT24 = TransformerShape(24, 4096, 32, 2048, 51200)
 MOE = TransformerShape(8, 1024, 16, 2048, 51200, name="moe")
 
 
-def reference_passes(s, w, c, tm):
-    """Each stage's forward and backward (compute and the collectives each pass issues) and each boundary's
-    message, written here from the sources, not from the package's passes.
+def reference_blocks(s, w, c, tm):
+    """The blocks' forward and backward pass on ``l / p`` layers (compute and the collectives each pass
+    issues), written here from the sources, not from the package's passes.
 
     Per layer (Shoeybi et al. 2019, Figs. 3-4; Korthikanti et al. 2022, Sec. 4.2.2): TP 2 all-reduces
     forward, 2 backward (sequence parallel: 2 all-gathers + 2 reduce-scatters each way); CP one K/V
     all-gather forward, the all-gather and the reduce-scatter of their gradients backward; EP dispatch
     and combine forward, their transposes backward; full recomputation re-issues the forward's in the
-    backward. The compute: ``forward`` of the blocks forward, the rest (recomputation too) backward; the
-    head 1:2 on the last stage. Boundary ``r`` (stage ``r`` to ``r + 1``) crosses nodes where the two
-    stages' ranks are on different nodes (ranks in order, ``t c d`` a stage); a message is ``A / (c t)``
-    bytes, then (without SP, ``t > 1``) an all-gather of ``A / c`` over the ``t`` ranks.
+    backward. The compute: ``forward`` of the blocks forward, the rest (recomputation too) backward.
     """
     from queuesgd.schemes.parallel.collectives import collective_time
     from queuesgd.schemes.parallel.megatron import alltoall_bytes, kv_bytes
 
     t, p, cc, e, full = s.tensor, s.pipeline, s.context, s.expert_parallel, s.recompute == "full"
-    g, d = c.per_node, s.replicas(c)
+    g = c.per_node
     A = s.message_bytes(w) / cc
     n = s.layer_count / p
     k = min(t, g)
@@ -232,9 +229,23 @@ def reference_passes(s, w, c, tm):
         a2a = collective_time("alltoall", size, c, e, per_node=ke).seconds
         fwd_c, bwd_c = fwd_c + 2 * a2a, bwd_c + (4 if full else 2) * a2a
     assert tm.tp + tm.cp + tm.ep == pytest.approx(n * (fwd_c + bwd_c), rel=1e-12)
+    return tm.forward + n * fwd_c, tm.compute - tm.forward + n * bwd_c
+
+
+def reference_passes(s, w, c, tm):
+    """Each stage's forward and backward (:func:`reference_blocks` times its layers, the head 1:2 on the
+    last) and each boundary's message. Boundary ``r`` (stage ``r`` to ``r + 1``) crosses nodes where the
+    two stages' ranks are on different nodes (ranks in order, ``t c d`` a stage); a message is ``A / (c t)``
+    bytes, then (without SP, ``t > 1``) an all-gather of ``A / c`` over the ``t`` ranks.
+    """
+    from queuesgd.schemes.parallel.collectives import collective_time
+
+    t, p, cc = s.tensor, s.pipeline, s.context
+    g, d = c.per_node, s.replicas(c)
+    A, n, k = s.message_bytes(w) / cc, s.layer_count / p, min(t, g)
+    fb, bb = reference_blocks(s, w, c, tm)
     x = np.array(s.stage_layers or (n,) * p) / n
-    f = x * (tm.forward + n * fwd_c)
-    b = x * (tm.compute - tm.forward + n * bwd_c)
+    f, b = x * fb, x * bb
     f[-1], b[-1] = f[-1] + tm.head / 3, b[-1] + 2 * tm.head / 3
     regather = 0.0
     if not s.sequence_parallel and t > 1:

@@ -164,8 +164,8 @@ def hybrid_formula(
         blocks = sy["C"] - head
         extra = {None: 0, "full": blocks * _forward_share(scheme), "selective": sy["C_a"]}[scheme.recompute]
         regather = 0 if scheme.sequence_parallel else ring_allgather(t, A, Bi, ai)
-        send = 2 * v * (a + A / (t * B) + regather) * sympy.Min(p - 1, 1)
-        tau = (blocks + extra) / (t * p) + l / p * per_layer + send
+        msg = (a + A / (t * B) + regather) * sympy.Min(p - 1, 1)  # one message (none with p = 1)
+        tau = (blocks + extra) / (t * p) + l / p * per_layer + 2 * v * msg
         Gs = G / (t * p)
         if scheme.zero == 0:
             dp = ring_allreduce(d, Gs, B, a)
@@ -174,7 +174,18 @@ def hybrid_formula(
         else:
             dp = M * (2 * ring_allgather(d, Gs, B, a) + ring_reduce_scatter(d, Gs, B, a))
         update = sy["u"] / (t * p * (d if scheme.zero else 1))
-        expr = d * M * m / (pipeline_time(tau, head / t, p, M, v) + dp + update)
+        # the first stage sends no gradient, the last no activation: (M + 1) messages less than the
+        # textbook form, exact where the head's passes cover a message (hybrid_sends; GPipe: any head)
+        pipe = pipeline_time(tau, head / t, p, M, v) - (M + 1) * msg
+        if scheme.schedule == "gpipe":
+            pipe += (M - 1) * sympy.Max(0, msg - head / (3 * t))
+        else:
+            why = (
+                "the last stage's output layer at least one pipeline message (1F1B: C_h / t; interleaved: "
+                "its forward, C_h / 3t), where the closed form is exact; predict times the passes elsewhere"
+            )
+            conditions += ((head / (t * (3 if scheme.schedule == "interleaved" else 1)) - msg >= 0, why),)
+        expr = d * M * m / (pipe + dp + update)
         name = (
             f"{scheme.key} throughput ({scheme.schedule}, recompute {scheme.recompute}, ZeRO {scheme.zero})"
         )
