@@ -260,8 +260,8 @@ def batch_send_step(
     --------
     >>> k = [np.array([2]), 1, 1, np.array([8]), 1]       # t = 2, p = 8 on two nodes of 8; 1F1B
     >>> p2p, pipe = batch_send_step(8, k, 4, 1.0, 10.0, 100 / 3, 200 / 3, 50.0, (1.0, 1.0, 1.0), 0)
-    >>> float(p2p[0]), round(float(pipe[0]), 9)           # 4 x 102 + 18 + 3 x 150 + ...: the last paces
-    (11.0, 1339.0)
+    >>> float(p2p[0]), round(float(pipe[0]), 9)           # 101 + 4 x 102 + 2 x 111 + 151 + 3 x 151
+    (11.0, 1335.0)
     """
     cols = [np.asarray(x, dtype=np.int64) for x in keys]
     n = max(x.size for x in cols)
