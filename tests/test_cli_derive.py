@@ -232,12 +232,13 @@ def test_numbers_print_as_a_number(capsys):
 
 def test_hybrid_flags_set_their_symbols_where_they_were_ignored(capsys):
     # --tensor, --pipeline, --data and --layers left t, p, d and l free (the output was plain derive's)
+    # (GPipe: 1F1B's formula of p > 1 stages needs a shape, below)
     flags = ["--tensor", "2", "--pipeline", "4", "--data", "2", "--layers", "24", "--microbatches", "8"]
-    status, out, err = derive(capsys, "hybrid", *flags)
+    status, out, err = derive(capsys, "hybrid", *flags, "--schedule", "gpipe")
     assert status == 0, err
     import sympy
 
-    general = q.derive(q.HybridParallel(), compute="deterministic")
+    general = q.derive(q.HybridParallel(schedule="gpipe"), compute="deterministic")
     expected = general.subs({"t": 2, "p": 4, "d": 2, "l": 24, "M": 8}).expr
     names = {str(x): x for x in general.expr.free_symbols}
     got = sympy.sympify(out.split("X = ")[1].split("\n")[0], locals=names)
@@ -247,6 +248,21 @@ def test_hybrid_flags_set_their_symbols_where_they_were_ignored(capsys):
     status, out, err = derive(capsys, "hybrid", "--shape", "24:1024:16:2048:51200")
     assert status == 0, err
     assert " l: " not in out and "24*" in out
+
+
+def test_hybrid_without_a_shape_refuses_1f1b_and_interleaved_pipelines_saying_what_to_do(capsys):
+    # the ends' unsent messages leave the stages unequal: the closed form holds where the output layer
+    # covers a message, and without a shape there is none. It printed a formula whose condition
+    # (-A/(2 B_intra) - ... >= 0) no positive send meets; it says so now, as one line
+    flags = ["--tensor", "2", "--pipeline", "4", "--data", "2", "--layers", "24", "--microbatches", "8"]
+    for schedule in ([], ["--schedule", "interleaved", "--virtual-stages", "2"]):
+        status, out, err = derive(capsys, "hybrid", *flags, *schedule)
+        assert status == 2 and len(err) == 1 and out == "", err
+        assert "needs a shape (--shape ...)" in err[0] and "predict times the passes" in err[0]
+        assert "--schedule gpipe has a formula without a shape" in err[0]
+    for extra in (["--shape", "24:1024:16:2048:51200"], ["--pipeline", "1"]):  # a shape, or one stage
+        status, out, err = derive(capsys, "hybrid", *flags, *extra)
+        assert status == 0 and "X = " in out, err
 
 
 def test_hybrid_refuses_a_workload_of_another_model_beside_a_shape_as_predict_does(capsys):

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 import queuesgd as q
-from queuesgd.errors import InvalidParameterError
+from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.model_shapes import TransformerShape
 from queuesgd.schemes.parallel.megatron import (
     bubble_fraction,
@@ -212,9 +212,10 @@ def test_formula_refuses_where_a_tensor_group_is_smaller_than_a_node():
 def test_formula_refuses_the_configurations_the_scheme_refuses():
     # audit 2026-11-28: the interleaved formula evaluated M = 3 micro-batches on 4 stages and 6 layers on
     # p v = 8 chunks, both refused by HybridParallel itself; its conditions say so now
-    values = dict(t=1, p=4, d=1, M=8, m=1, l=8, C=0.1, A=0.0, B_intra=1e11, alpha_intra=0.0, B=1e10,
-                  alpha=0.0, G=1e9, u=0.0, v=2, g=1)  # fmt: skip
-    s = q.HybridParallel(pipeline=4, microbatches=8, schedule="interleaved", virtual_stages=2, layers=8)
+    values = dict(t=1, p=4, d=1, M=8, m=1, l=8, C=0.1, C_h=0.0, A=0.0, B_intra=1e11, alpha_intra=0.0,
+                  B=1e10, alpha=0.0, G=1e9, u=0.0, v=2, g=1)  # fmt: skip
+    gpt = TransformerShape(8, 1024, 16, 512, 32000)  # without a shape the formula refuses p > 1 (below)
+    s = q.HybridParallel(pipeline=4, microbatches=8, schedule="interleaved", virtual_stages=2, shape=gpt)
     f = q.derive(s, "deterministic")
     with pytest.raises(InvalidParameterError, match="HybridParallel.microbatches"):
         q.HybridParallel(pipeline=4, microbatches=3, schedule="interleaved", virtual_stages=2, layers=8)
@@ -303,3 +304,26 @@ def test_workers_must_be_t_p_d_and_tensor_groups_pack_into_nodes():
         q.predict(
             q.HybridParallel(tensor=3), w, q.Cluster(24, "1GB/s", gpus_per_node=8, node_bandwidth="1TB/s")
         )
+
+
+def test_formula_without_a_shape_refuses_1f1b_and_interleaved_pipelines_and_holds_for_gpipe():
+    # Megatron does not send the first stage's gradient nor the last stage's activation, so p > 1 stages
+    # are unequal; the closed form holds where the output layer covers a message, and without a shape
+    # there is none: formula() says so (it returned a formula whose condition no positive send meets).
+    # GPipe's adds the shortfall back, (M - 1) max(0, s - C_h/3t), and holds without a shape:
+    # there it equals predict's pass timing (the longest path through GPipe's passes)
+    for kw in ({}, {"schedule": "interleaved", "virtual_stages": 2}):
+        s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, layers=8, hidden_bytes=2**24, **kw)
+        with pytest.raises(NotRepresentable, match=r"needs a shape \(shape=\.\.\.\).*predict times"):
+            s.formula()
+        assert q.derive(s, "deterministic", quantity="bubble").evaluate(p=4, M=8, **kw and {"v": 2}) > 0
+    s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, layers=8, hidden_bytes=2**24, schedule="gpipe")
+    w = q.Workload("40ms", "2GB", batch_size=1)
+    c = dgx(32 * 8)
+    p = q.predict(s, w, c)
+    assert set(p.details["algorithms"].values()) == {"ring"}
+    values = dict(t=8, p=4, d=8, M=8, m=1, l=8, C=0.04, A=2**24, B_intra=B_I, alpha_intra=A_I, B=B_R,
+                  alpha=A_E, G=2e9, u=w.update_time, g=8)  # fmt: skip
+    f = s.formula()
+    x = f.evaluate(**{k: v for k, v in values.items() if k in f.free_names + f.condition_names})
+    assert float(x) == pytest.approx(p.throughput, rel=1e-12)

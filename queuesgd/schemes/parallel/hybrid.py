@@ -34,30 +34,23 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    model, micro-batch or larger ``t`` runs each product less efficiently;
    ``C`` is then not used.
 3. **Tensor parallelism** (Megatron, Section 3.3): per layer and micro-batch
-   2 all-reduces of ``A`` bytes forward and 2 backward over the ``t`` ranks
-   (2 more with full recomputation), not overlapped; with sequence
-   parallelism each is a reduce-scatter plus an all-gather of ``A``
-   (Korthikanti, Section 4.2.2). The group is packed inside a node.
-   ``tp_overlap=True`` (off by default) hides the backward's two behind the
-   weight gradients of QKV and fc1, exposed ``max(0, x - w)``; ``"all"`` pipelines
-   each with its GEMM in ``t`` chunks (Transformer Engine; :mod:`~.hybrid_overlap`).
-4. **Pipeline.** Per micro-batch each GPU sends its activation and receives
-   a gradient ``v`` times (once per model chunk), blocking, ``A / t`` bytes
-   each (Megatron's scatter/gather, Section 4.1), to and from the neighbour
-   stages ``t c d`` ranks away: each boundary over NVLink if both ends are in one node, else over
-   the GPU's share of the rails (:mod:`~.hybrid_sends`: a node may hold several stages, and
-   stages by a boundary between nodes slower; interleaved, each message in its chunk's pass); without
-   sequence parallelism the ``t`` ranks that receive a message then all-gather the whole ``A``
-   inside the node (with it each rank keeps its sequence shard). With ``tau`` one micro-batch's
-   time on a stage (compute, tensor-parallel collectives, sends) and the
-   last stage ``tau + head``, the pipeline takes ``m (tau + head) + (p -
-   1) tau / v`` (:func:`~.megatron.pipeline_time`): for 1F1B and GPipe
-   ``sum_i tau_i + (m - 1) max_i tau_i``, for the interleaved schedule the
-   slowest GPU's whole work plus ``(p - 1)/v`` of the other stages' chunks
-   (Sections 2.2.1-2.2.2; ``v = 1`` for GPipe and 1F1B); equal stages give
-   ``(m + (p - 1)/v) tau``, the bubble ``(p - 1)/(v m)`` of ``m tau``.
-   ``stage_layers=`` gives the stages unequal layer counts (:mod:`~.hybrid_stages`): the longest
-   path through the schedule's order of the stages' (chunks') passes (:mod:`~.schedule_step`).
+   2 all-reduces of ``A`` bytes over the ``t`` ranks in the forward pass, 2 in
+   the backward (2 more there with full recomputation), each in the pass that
+   issues it (:mod:`~.hybrid_passes`), not overlapped; with sequence parallelism each
+   is a reduce-scatter plus an all-gather (Korthikanti, Section 4.2.2). The group is
+   packed inside a node. ``tp_overlap=True`` hides the backward's two behind the
+   weight gradients of QKV and fc1; ``"all"`` pipelines each with its GEMM (:mod:`~.hybrid_overlap`).
+4. **Pipeline.** Per micro-batch each model chunk sends its activation forward and
+   its gradient backward, blocking, ``A / t`` bytes (Section 4.1), except the first
+   chunk's gradient and the last chunk's activation (Megatron sends neither), each
+   boundary over NVLink or the GPU's share of the rails (:mod:`~.hybrid_sends`); without
+   sequence parallelism the receiving ``t`` ranks all-gather ``A`` inside the node. Each
+   stage's (chunk's) micro-batch is a forward and a backward pass, the last stage's output
+   layer a third forward; the step is the longest path through GPipe's, 1F1B's or the
+   interleaved schedule's order of those passes (:mod:`~.schedule_step`; Sections 2.2.1-2.2.2),
+   ``stage_layers=`` unequal layer counts (:mod:`~.hybrid_stages`). The bubble is reported as
+   ``(p - 1)/(v m)``; ``formula()`` is the textbook ``m (tau + head) + (p - 1) tau / v``
+   (:func:`~.megatron.pipeline_time`) less the ``m + 1`` unsent messages, where exact.
 5. **Data parallelism** after the pipeline flush, exposed, over the ``d``
    ranks holding the same shard (``k`` per node when ``t`` packs fewer than
    a node; every GPU's group uses the rails at once): ZeRO 0 all-reduces
@@ -77,22 +70,18 @@ SC 2021; Korthikanti et al., 2022), as a closed form; every assumption
    over ``t``, ZeRO over ``d`` (:func:`~.megatron.hybrid_memory`; ZeRO 3 two
    gathered layers besides), activations per :func:`~.megatron.layer_activation_bytes`
    times :func:`~.megatron.stage_layers_in_flight` (GPipe ``m L_i``, 1F1B ``min(p - i, m) L_i``).
-8. **Context parallelism** (``context=c``, Megatron-Core): each of ``c``
-   ranks holds ``s / c`` of every sequence (``workers = t c p d``, the
-   ranks ``t`` apart). Compute, the TP messages, the pipeline sends and the
-   activations are over ``c``; per layer and micro-batch the keys and values
-   (:func:`~.megatron.kv_bytes`, ``2 A / t``; ``k / a`` of it with ``k`` key-value heads) are all-gathered
-   forward, again backward (and in a recomputed forward), and their
-   gradients reduce-scattered over the ``c`` ranks, exposed (Megatron-Core
-   overlaps its ring with the attention blocks: an upper bound); gradients
-   and ZeRO go over the ``d c`` ranks holding the same parameters.
-9. **Experts** (``experts=E``, every layer's MLP; :mod:`~.hybrid_moe`):
-   compute of the MLPs times ``capacity_factor x top_k``; per layer and
-   micro-batch two all-to-alls forward (dispatch, combine) and two backward
-   (two more with full recomputation) of :func:`~.megatron.alltoall_bytes`
-   over the ``e`` expert-parallel ranks (within the data-parallel group);
-   each GPU holds ``E / e`` experts, their gradients and ZeRO over the ``d c
-   / e`` ranks that hold the same experts.
+8. **Context parallelism** (``context=c``, Megatron-Core): each of ``c`` ranks holds
+   ``s / c`` of every sequence (``workers = t c p d``). Compute, the TP messages, the
+   sends and the activations are over ``c``; per layer and micro-batch the keys and
+   values (:func:`~.megatron.kv_bytes`) are all-gathered in the forward pass, and in
+   the backward again (and in a recomputed forward) with their gradients' reduce-scatter,
+   exposed (an upper bound: Megatron-Core overlaps its ring); gradients and ZeRO go over
+   the ``d c`` ranks holding the same parameters.
+9. **Experts** (``experts=E``; :mod:`~.hybrid_moe`): the MLPs' compute times
+   ``capacity_factor x top_k``; per layer and micro-batch two all-to-alls
+   (:func:`~.megatron.alltoall_bytes`) over the ``e`` expert-parallel ranks in the
+   forward pass, their two transposes in the backward (two more with full
+   recomputation); ZeRO and the experts' gradients over the ``d c / e`` ranks holding them.
 
 Examples
 --------

@@ -7,7 +7,11 @@ pipeline sends of ``A / t`` then an all-gather of ``A`` over the ``t`` ranks
 collectives exposed after the flush, deterministic stages: with a shape the
 last stage also runs the output layer (``C_h``) and paces the pipeline,
 ``M (tau + C_h / t) + (p - 1) tau / v`` (Narayanan et al., SC 2021;
-Korthikanti et al., 2022; :func:`~.megatron.pipeline_time`). Context and
+Korthikanti et al., 2022; :func:`~.megatron.pipeline_time`) less the ``M + 1``
+messages Megatron does not send (the first stage's gradients, the last's
+activations), exact where the output layer covers a message (GPipe: always);
+without a shape, 1F1B and the interleaved schedule with ``p > 1`` raise
+NotRepresentable (``predict`` times their passes). Context and
 expert parallelism are not in it (their collectives' placement depends on
 the cluster's nodes): the scheme's closed form has them, ``formula`` says so. With ``tp_overlap``
 the backward's two TP collectives of a layer are ``Max(0, x - W_qkv)`` and
@@ -99,6 +103,15 @@ def hybrid_formula(
             "HybridParallel's formula has equal stages only (stage_layers=None or equal counts, "
             "interleaved: equal chunks); predict has uneven partitions"
         )
+    ends = scheme.pipeline > 1 and scheme.schedule != "gpipe"  # the ends' unsent messages: unequal stages
+    if quantity == "throughput" and scheme.shape is None and ends:
+        raise NotRepresentable(
+            f"HybridParallel's formula of pipeline={scheme.pipeline} under schedule='{scheme.schedule}' "
+            "needs a shape (shape=...): Megatron does not send the first stage's gradient nor the last "
+            "stage's activation, so the stages are unequal, and the closed form is exact only where the "
+            "last stage's output layer covers a message; predict times the passes numerically, and "
+            "schedule='gpipe' has a formula without a shape"
+        )
     pos = {"positive": True}
     ints = {k: sympy.Symbol(k, integer=True, **pos) for k in ("t", "p", "d", "M", "v", "m", "l", "g")}
     reals = {k: sympy.Symbol(k, **pos) for k in ("C", "B_intra", "B", "G")}
@@ -182,7 +195,8 @@ def hybrid_formula(
         else:
             why = (
                 "the last stage's output layer at least one pipeline message (1F1B: C_h / t; interleaved: "
-                "its forward, C_h / 3t), where the closed form is exact; predict times the passes elsewhere"
+                "its forward, C_h / 3t; without a shape p = 1), where the closed form is exact: "
+                "the ends' unsent messages leave the stages unequal; predict times the passes elsewhere"
             )
             conditions += ((head / (t * (3 if scheme.schedule == "interleaved" else 1)) - msg >= 0, why),)
         expr = d * M * m / (pipe + dp + update)
