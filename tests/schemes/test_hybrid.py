@@ -317,13 +317,18 @@ def test_formula_without_a_shape_refuses_1f1b_and_interleaved_pipelines_and_hold
         with pytest.raises(NotRepresentable, match=r"needs a shape \(shape=\.\.\.\).*predict times"):
             s.formula()
         assert q.derive(s, "deterministic", quantity="bubble").evaluate(p=4, M=8, **kw and {"v": 2}) > 0
-    s = q.HybridParallel(tensor=8, pipeline=4, microbatches=8, layers=8, hidden_bytes=2**24, schedule="gpipe")
+    # and 1F1B's two stages, which send one message each: the last is the slower whatever the head
     w = q.Workload("40ms", "2GB", batch_size=1)
-    c = dgx(32 * 8)
-    p = q.predict(s, w, c)
-    assert set(p.details["algorithms"].values()) == {"ring"}
-    values = dict(t=8, p=4, d=8, M=8, m=1, l=8, C=0.04, A=2**24, B_intra=B_I, alpha_intra=A_I, B=B_R,
-                  alpha=A_E, G=2e9, u=w.update_time, g=8)  # fmt: skip
-    f = s.formula()
-    x = f.evaluate(**{k: v for k, v in values.items() if k in f.free_names + f.condition_names})
-    assert float(x) == pytest.approx(p.throughput, rel=1e-12)
+    for p_, sched in ((4, "gpipe"), (2, "1f1b")):
+        kw = dict(layers=8, hidden_bytes=2**24, schedule=sched)
+        s = q.HybridParallel(tensor=8, pipeline=p_, microbatches=8, **kw)
+        c = dgx(8 * p_ * 8)
+        p = q.predict(s, w, c)
+        assert set(p.details["algorithms"].values()) == {"ring"}
+        values = dict(t=8, p=p_, d=8, M=8, m=1, l=8, C=0.04, A=2**24, B_intra=B_I, alpha_intra=A_I, B=B_R,
+                      alpha=A_E, G=2e9, u=w.update_time, g=8)  # fmt: skip
+        f = s.formula()
+        x = f.evaluate(**{k: v for k, v in values.items() if k in f.free_names + f.condition_names})
+        assert float(x) == pytest.approx(p.throughput, rel=1e-12)
+    with pytest.raises(InvalidParameterError, match="1F1B on p <= 2 stages any"):  # p = 4 of p = 2's formula
+        f.evaluate(**{k: v for k, v in {**values, "p": 4}.items() if k in f.free_names + f.condition_names})

@@ -10,8 +10,8 @@ last stage also runs the output layer (``C_h``) and paces the pipeline,
 Korthikanti et al., 2022; :func:`~.megatron.pipeline_time`) less the ``M + 1``
 messages Megatron does not send (the first stage's gradients, the last's
 activations), exact where the output layer covers a message (GPipe: always);
-without a shape, 1F1B and the interleaved schedule with ``p > 1`` raise
-NotRepresentable (``predict`` times their passes). Context and
+without a shape, 1F1B with ``p > 2`` and the interleaved schedule with ``p > 1``
+raise NotRepresentable (``predict`` times their passes). Context and
 expert parallelism are not in it (their collectives' placement depends on
 the cluster's nodes): the scheme's closed form has them, ``formula`` says so. With ``tp_overlap``
 the backward's two TP collectives of a layer are ``Max(0, x - W_qkv)`` and
@@ -103,7 +103,8 @@ def hybrid_formula(
             "HybridParallel's formula has equal stages only (stage_layers=None or equal counts, "
             "interleaved: equal chunks); predict has uneven partitions"
         )
-    ends = scheme.pipeline > 1 and scheme.schedule != "gpipe"  # the ends' unsent messages: unequal stages
+    # the ends' unsent messages leave the stages unequal; 1F1B's two stages send one message each (exact)
+    ends = scheme.pipeline > {"1f1b": 2, "interleaved": 1}.get(scheme.schedule, scheme.pipeline)
     if quantity == "throughput" and scheme.shape is None and ends:
         raise NotRepresentable(
             f"HybridParallel's formula of pipeline={scheme.pipeline} under schedule='{scheme.schedule}' "
@@ -195,10 +196,11 @@ def hybrid_formula(
         else:
             why = (
                 "the last stage's output layer at least one pipeline message (1F1B: C_h / t; interleaved: "
-                "its forward, C_h / 3t; without a shape p = 1), where the closed form is exact: "
+                "its forward, C_h / 3t; 1F1B on p <= 2 stages any), where the closed form is exact: "
                 "the ends' unsent messages leave the stages unequal; predict times the passes elsewhere"
             )
-            conditions += ((head / (t * (3 if scheme.schedule == "interleaved" else 1)) - msg >= 0, why),)
+            covered = head / (t * (3 if scheme.schedule == "interleaved" else 1)) - msg >= 0
+            conditions += ((sympy.Or(covered, p <= 2) if scheme.schedule == "1f1b" else covered, why),)
         expr = d * M * m / (pipe + dp + update)
         name = (
             f"{scheme.key} throughput ({scheme.schedule}, recompute {scheme.recompute}, ZeRO {scheme.zero})"

@@ -81,6 +81,7 @@ __all__ = [
     "chunk_crossings",
     "chunk_messages",
     "crossing_patterns",
+    "even_pass_step",
     "message_times",
     "slowest_replica",
     "stage_sends",
@@ -266,7 +267,12 @@ def batch_send_step(
     cols = [np.asarray(x, dtype=np.int64) for x in keys]
     n = max(x.size for x in cols)
     cols = [np.broadcast_to(x, (n,)) for x in cols]
-    table = np.stack(cols + [np.full(n, int(per_node))], axis=1)
+    # boundaries all crossing (t c d >= g) or none (p t c d <= g): one pattern whatever t, c, d; time it once
+    s_ = cols[0] * cols[1] * cols[2]
+    alike = (s_ >= per_node) | (cols[3] * s_ <= per_node)
+    t_ = np.where(alike, np.where(s_ >= per_node, per_node, 1), cols[0])
+    tcd = [t_, *(np.where(alike, 1, x) for x in cols[1:3])]
+    table = np.stack(tcd + cols[3:] + [np.full(n, int(per_node))], axis=1)
     unique, which = np.unique(table, axis=0, return_inverse=True)
     which = which.ravel()
     a, b = np.broadcast_to(inside, (n,)), np.broadcast_to(across, (n,))
@@ -276,16 +282,64 @@ def batch_send_step(
         if key[3] > 1:
             counts = _stage_counts(tuple(int(x) for x in key))
             p2p[at] = np.max([k_in * a[at] + k_out * b[at] for k_in, k_out in counts], axis=0)
+    codes = schedule_codes(schedule, n)
     at = np.flatnonzero(cols[3] > 1)
+    columns = (microbatches, inside, across, forward, backward, head, *shares)
+    rows = [np.broadcast_to(x, (n,))[at] for x in columns]
+    holds, fast = even_pass_step(per_node, [x[at] for x in cols], codes[at], *rows[:6], tuple(rows[6:]))
+    pipe[at[holds]] = fast[holds]
+    at, rows = at[~holds], [x[~holds] for x in rows]
     if at.size:
-        columns = (microbatches, inside, across, forward, backward, head, *shares)
-        rows = [np.broadcast_to(x, (n,))[at] for x in columns]
 
         def time(key: tuple[int, ...], m: Any, *rest: Any) -> Any:
             return _replica_step(unique[key[0]], SCHEDULES[key[1]], m.astype(np.int64), *rest)
 
-        pipe[at] = timed_once((which[at], schedule_codes(schedule, n)[at]), rows, time)
+        pipe[at] = timed_once((which[at], codes[at]), rows, time)
     return p2p, pipe
+
+
+def even_pass_step(
+    per_node: int,
+    keys: Sequence[Any],
+    schedule: Any,
+    microbatches: Any,
+    inside: Any,
+    across: Any,
+    forward: Any,
+    backward: Any,
+    head: Any,
+    shares: tuple[Any, Any, Any],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Where it is exact, the closed form of :func:`batch_send_step`'s pass timing: ``(holds, pipe)``.
+
+    Equal stages (``shares`` all equal) whose boundaries are priced alike, one
+    message ``s`` (every boundary crossing nodes, ``t c d >= g``, or none,
+    ``p t c d <= g``): the textbook ``m (tau + h) + (p - 1) tau / v`` with ``tau =
+    forward + backward + 2 v s`` (:func:`~.megatron.pipeline_time`) less the ``m + 1``
+    messages Megatron does not send, GPipe plus ``(m - 1) max(0, s - h / 3)``.
+    It is the longest path through the schedule's passes where the output
+    layer ``h`` covers a message (1F1B: ``h >= s`` or ``p = 2``; interleaved: its
+    forward, ``h / 3 >= s``; GPipe: always), as ``formula()`` states; ``holds`` is
+    False elsewhere (``pipe`` there is not the step). Arrays a row, ``keys`` ``(t, c, d, p, v)``.
+
+    Examples
+    --------
+    >>> k = [np.array([8]), 1, 1, np.array([4]), 1]          # t = 8 fills a node: every boundary crosses
+    >>> holds, pipe = even_pass_step(8, k, np.array([0]), 8, 0.1, 0.5, 1.0, 2.0, 0.5, (1.0, 1.0, 1.0))
+    >>> bool(holds[0]), round(float(pipe[0]), 9)                # 8 x 4.5 + 3 x 4 - 9 x 0.5
+    (True, 43.5)
+    """
+    t, c, d, p, v = (np.asarray(x, dtype=np.int64) for x in keys)
+    s_, code = t * c * d, np.asarray(schedule)
+    price = np.where(s_ >= per_node, across, inside)
+    h, m = np.asarray(head, dtype=float), np.asarray(microbatches)
+    covered = np.where(code == 1, True, h / np.where(code == 2, 3, 1) >= price)
+    covered |= (code == 0) & (p == 2)  # two stages, one message each: the last is the slower whatever h
+    holds = (shares[0] == shares[1]) & (shares[1] == shares[2]) & ((s_ >= per_node) | (p * s_ <= per_node))
+    tau = forward + backward + 2 * v * price
+    pipe = m * (tau + h) + (p - 1) * tau / v - (m + 1) * price
+    pipe = pipe + np.where(code == 1, (m - 1) * np.maximum(0.0, price - h / 3), 0.0)
+    return np.asarray(holds & covered), np.asarray(pipe, dtype=float)
 
 
 def _replica_step(
