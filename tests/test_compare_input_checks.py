@@ -168,8 +168,8 @@ def test_flags_without_effect_on_throughputs_are_refused(tmp_path, capsys):
         q.compare(path, q.AsyncPS(), W, C, warmup=1000)
     with pytest.raises(InvalidParameterError, match=r"time_unit: got 'ms'; accepted: 'auto' with samples"):
         q.compare(path, q.AsyncPS(), W, C, time_unit="ms")
-    _refused(["compare", str(path), "--warmup", "1000", *FLAGS], capsys, r"warmup: got 1000")
-    _refused(["compare", str(path), "--time-unit", "ms", *FLAGS], capsys, r"time_unit: got 'ms'")
+    _refused(["compare", str(path), "--warmup", "1000", *FLAGS], capsys, r"--warmup: got 1000")
+    _refused(["compare", str(path), "--time-unit", "ms", *FLAGS], capsys, r"--time-unit: got 'ms'")
 
 
 # ---- 6. values too small (or large) for a finite error ---------------------------------------------
