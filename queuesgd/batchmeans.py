@@ -31,7 +31,7 @@ One policy, used by the schemes' simulations, the Petri-net simulator
   sync, backup workers, cutoffs) and eager-SGD their round durations, the
   asynchronous PS and stale-synchronous simulations each worker's cycles
   (compute to update), the Petri-net simulation the firing times drawn
-  from each non-exponential law. Measured (2026-11-29; lognormal compute of
+  from each non-exponential law. Measured (2026-11-28; lognormal compute of
   sigma 2 and 3 against an exact value, 95% asked): barrier rounds of 8
   workers 953 and 835 of 1,000, their ratio interval 947 and 780; the
   Petri-net cycle 451 and 388 of 500; stale-synchronous (no bound) 444 and

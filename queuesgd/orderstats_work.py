@@ -9,7 +9,7 @@ group (a convolution of ``a`` by ``b`` terms costs ``a x b`` multiply-adds).
 :func:`check_order_statistics_work` refuses a call priced above
 :data:`MAX_ORDER_STATISTICS_SECONDS`.
 
-Measured on a 2-core development machine (2026-11-29; lognormal and gamma laws,
+Measured on a 2-core development machine (2026-11-28; lognormal and gamma laws,
 one group of n and two groups of n/2):
 
 ===========  ==========  ===============  =========  ============

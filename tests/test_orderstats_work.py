@@ -1,4 +1,4 @@
-"""The work bound of every order statistic at once (``queuesgd.orderstats_work``, 2026-11-29).
+"""The work bound of every order statistic at once (``queuesgd.orderstats_work``, 2026-11-28).
 
 Before it, ``expected_order_statistics`` took any law up to 1,000,000 durations: 4.5-6 s at n = 4,096 of
 one law, 112 s for two groups of 2,048 (their pmfs' convolution), an hour-scale run near the cap. Now a call

@@ -1,4 +1,4 @@
-"""The Petri-net simulation's intervals under heavy-tailed firing times (2026-11-29).
+"""The Petri-net simulation's intervals under heavy-tailed firing times (2026-11-28).
 
 A single token cycling through one single-server transition fires at rate ``1 / E[X]`` exactly (a renewal
 process); with lognormal firing times of mean 1, the audit ran 500 seeds of 20,000 firings: the 95%

@@ -1,4 +1,4 @@
-"""The schemes' simulated 95% intervals under heavy-tailed compute: coverage and warning (2026-11-29).
+"""The schemes' simulated 95% intervals under heavy-tailed compute: coverage and warning (2026-11-28).
 
 An audit ran each simulation that reports an interval on lognormal compute laws (sigma 2: scv 54; sigma 3:
 scv 8,100) against an exact value from another method, and counted the runs whose interval held it:
