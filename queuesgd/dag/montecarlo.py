@@ -26,6 +26,7 @@ from types import MappingProxyType
 import numpy as np
 from numpy.typing import ArrayLike
 
+from queuesgd import _checks
 from queuesgd.batchmeans import batch_means, check_simulation_size, check_tail
 from queuesgd.dag import _evaluate
 from queuesgd.dag.graph import TaskGraph, check_graph, check_law
@@ -260,9 +261,7 @@ def simulate(
     {'fwd': 0.333333, 'bwd': 0.666667}
     """
     graph = check_graph(graph)
-    n = iterations_option(iterations)
-    if n is None:
-        raise InvalidParameterError("iterations", iterations, f"an integer >= 1, at most {MAX_ITERATIONS:,}")
+    n = _checks.integer("iterations", iterations, maximum=MAX_ITERATIONS)  # iterations_option's, None refused
     gen = as_generator(np.random.default_rng() if rng is None else rng)
     critical = bool(critical_path)
     T = len(graph)
