@@ -17,7 +17,8 @@ synchronize to a device synchronize:
 
 - ``loop``: ``profiler._loop_block`` (the plain loop of the fidelity check);
 - ``timed``: ``Recorder.timed`` (the profile's timed steps), also its events'
-  sum (``timed_events``: the compute and update samples, as the profile reads them);
+  sum (``timed_events``: the compute and update samples) and the block as
+  ``profile_interleaved`` reads it (``timed_profile``: mean compute + median update);
 - ``inline``: the timed steps' code without the events (``run_micro``,
   ``backward``, ``update`` called as ``Recorder.timed`` calls them);
 - ``inline_del``: ``inline`` with the loss (and so its graph) let go right
@@ -34,6 +35,7 @@ prediction; its run is recorded under ``validation/fidelity/probes/``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import statistics
@@ -52,7 +54,11 @@ from queuesgd.profiler_step import training_step  # noqa: E402
 ARMS = ("loop", "timed", "inline", "inline_del", "marked")
 
 
-def _cases(device: str) -> list[Any]:
+def _cases(device: str, names: list[str] | None = None) -> list[Any]:
+    """The cases probed: a host-bound MLP on a CPU; on CUDA ``names`` (default: five of the GPU rows).
+
+    A name ``"NAME@accK"`` is the case ``NAME`` with ``accumulation=K``.
+    """
     if device == "cpu":
         import torch
 
@@ -72,10 +78,23 @@ def _cases(device: str) -> list[Any]:
         "resnet50 fp32",
     )
     by_name = {c.name: c for c in gpu_cases()}
-    return [by_name[n] for n in wanted]
+    chosen = []
+    for name in names or wanted:
+        base, _, acc = name.partition("@acc")
+        case = by_name[base]
+        chosen.append(dataclasses.replace(case, name=name, accumulation=int(acc)) if acc else case)
+    return chosen
 
 
-def _probe(case: Any, device: str, rounds: int, steps: int, deadline: float, seed: int) -> dict[str, Any]:
+def _probe(
+    case: Any,
+    device: str,
+    rounds: int,
+    steps: int,
+    deadline: float,
+    seed: int,
+    arms_run: tuple[str, ...] = ARMS,
+) -> dict[str, Any]:
     import torch
 
     step = training_step(case.model, device=device, optimizer=None, seed=0, **case.step_arguments())
@@ -135,14 +154,15 @@ def _probe(case: Any, device: str, rounds: int, steps: int, deadline: float, see
     }
     with step.modes_kept(), step.errors():
         _loop_block(step, 5, wait)  # warm-up
-        blocks: dict[str, list[float]] = {a: [] for a in ARMS}
+        blocks: dict[str, list[float]] = {a: [] for a in arms_run}
         events: list[float] = []
+        profiled: list[float] = []
         orders = []
         rng = random.Random(seed)
         for _ in range(rounds):
             if time.perf_counter() > deadline:
                 break
-            order = list(ARMS)
+            order = list(arms_run)
             rng.shuffle(order)
             orders.append(order)
             for arm in order:
@@ -154,18 +174,24 @@ def _probe(case: Any, device: str, rounds: int, steps: int, deadline: float, see
                         (sum(rec.samples["compute"][first:n]) + sum(rec.samples["update"][first:n]))
                         / (n - first)
                     )
+                    # the block as profile_interleaved reads it: mean compute + median update
+                    profiled.append(
+                        statistics.fmean(rec.samples["compute"][first:n])
+                        + statistics.median(rec.samples["update"][first:n])
+                    )
     done = len(blocks["timed"])
     out: dict[str, Any] = {
         "name": case.name,
         "rounds": done,
         "steps": steps,
         "orders": orders,
-        "blocks_s": {a: blocks[a][:done] for a in ARMS},
+        "blocks_s": {a: blocks[a][:done] for a in arms_run},
         "timed_events_s": events,
+        "timed_profile_s": profiled,
     }
     summary = {}
-    for arm in (*ARMS[1:], "timed_events"):
-        own = events if arm == "timed_events" else blocks[arm]
+    for arm in (*arms_run[1:], "timed_events", "timed_profile"):
+        own = {"timed_events": events, "timed_profile": profiled}.get(arm) or blocks[arm]
         rel = [x / y - 1.0 for x, y in zip(own[:done], blocks["loop"][:done], strict=True)]
         summary[arm] = {
             "median_vs_loop": statistics.median(rel) if rel else None,
@@ -195,6 +221,8 @@ def main() -> None:
         "--budget", type=float, default=150.0, help="seconds for all cases; rounds stop at it"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cases", nargs="*", help="CUDA: case names (NAME@accK: with accumulation K)")
+    parser.add_argument("--arms", nargs="*", choices=ARMS, help="arms to run (loop always)")
     opts = parser.parse_args()
     import gc
 
@@ -207,13 +235,14 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "cases": [],
     }
-    cases = _cases(opts.device)
+    cases = _cases(opts.device, opts.cases)
+    arms_run = ("loop", *[a for a in (opts.arms or ARMS) if a != "loop"])
     began = time.perf_counter()
     for k, case in enumerate(cases):
         share = (opts.budget - (time.perf_counter() - began)) / (len(cases) - k)
         t0 = time.perf_counter()
         try:
-            row = _probe(case, opts.device, opts.rounds, opts.steps, t0 + share, opts.seed + k)
+            row = _probe(case, opts.device, opts.rounds, opts.steps, t0 + share, opts.seed + k, arms_run)
         except Exception as exc:  # a diagnosis: record the failure, go on to the next case
             row = {"name": case.name, "error": f"{type(exc).__name__}: {exc}"[:500]}
         row["seconds"] = time.perf_counter() - t0
