@@ -146,6 +146,7 @@ def backward_peak(step: TrainingStep) -> dict[str, int]:
         raise InvalidParameterError(
             "step", step.label, "a step between updates: gradients None (zero_grad(set_to_none=True))"
         )
+    step.held = None  # the last step's loss and graph go before the pass, not inside it
     static = {_key(t)[0] for t in (*step.net.parameters(), *step.net.buffers(), *_tensors(step.batch, torch))}
     saved: dict[int, int] = {}
     users: dict[int, set[int]] = {}
@@ -412,6 +413,7 @@ def cpu_allocator_peak(step: TrainingStep) -> dict[str, int]:
     from torch.profiler import ProfilerActivity
 
     static = sum(static_bytes(step).values())
+    step.held = None  # the last step's loss and graph go before the recorded step, not inside it
     with torch.profiler.profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step.run()
     fd, path = tempfile.mkstemp(suffix=".json")

@@ -93,11 +93,23 @@ class TrainingStep:
     loss_label: str = "the default loss"  # the user's loss, as an error names it
     first_loss: Any = field(repr=False, default=None)  # the first micro-step's loss, detached (no wait)
     modes: list[tuple[Any, bool]] = field(repr=False, default_factory=list)  # each module's mode before
+    held: Any = field(repr=False, default=None)  # the last micro-step loss's backward, as run() keeps it
 
     def run(self) -> None:
-        """One whole step, unhooked."""
+        """One whole step, unhooked, as a training loop runs it.
+
+        Each micro-step's loss is kept until the next micro-step's forward
+        pass has run, as ``loss = ...`` in a training loop replaces it then,
+        and as the profile's timed steps keep it
+        (:meth:`queuesgd.profiler_recorder.Recorder.timed`): letting it go
+        right after ``backward`` (as this did before, issue 21) ran a
+        host-bound CPU step 1.6-2.3% slower than keeping it (medians of 300
+        shuffled 8-step blocks; ``validation/diagnose_block_bias.py``), so the
+        reference loop and the profile ran different code.
+        """
         for j in range(self.accumulation):
-            self.run_micro(j == self.accumulation - 1)()
+            self.held = self.run_micro(j == self.accumulation - 1)
+            self.held()
         self.update()
 
     @contextlib.contextmanager

@@ -124,3 +124,48 @@ def test_the_runs_commit_is_provenances_and_says_dirty(script, monkeypatch):
     assert doc["commit"] == head + "+dirty"
     monkeypatch.setenv("QUEUESGD_COMMIT", "given")  # a copy without .git: the commit it was given
     assert script._document(argparse.Namespace(**settings), [], "now")["commit"] == "given"
+
+
+def test_paired_held_error_is_the_median_block_error_of_the_rows_own_blocks(script, tmp_path):
+    # pass 10's statistic, recomputed here from the blocks the row records: each profile block over the
+    # mean of the two loop blocks around it, their median; the ratio of medians is kept beside it
+    import statistics
+
+    out = tmp_path / "pass"
+    argv = ["--device", "cpu", "--out", str(out), "--only", CASE, "--held", "paired", "--targets-only",
+            "--warmup", "1", "--blocks", "3", "--block-steps", "1", "--repetitions", "2"]  # fmt: skip
+    assert script.main(argv) == 0
+    doc = json.loads((out / "fidelity.json").read_text())
+    (row,) = doc["rows"]
+    loop, prof = row["loop_s"], row["profile_s"]
+    assert len(loop) == 4 and len(prof) == 3
+    paired = statistics.median(p / ((loop[i] + loop[i + 1]) / 2) - 1 for i, p in enumerate(prof))
+    ratio = statistics.median(prof) / statistics.median(loop) - 1
+    assert row["held"] == "paired" and row["error"] == pytest.approx(paired, rel=1e-12)
+    assert row["error_ratio"] == pytest.approx(ratio, rel=1e-12)
+    assert (
+        doc["settings"]["held"] == "paired"
+        and "median of the block errors" in doc["registered"]["held_error"]
+    )
+
+
+def test_check_profile_refuses_an_unknown_held_statistic():
+    from queuesgd.errors import InvalidParameterError
+    from queuesgd.harness.fidelity import FidelityCase, check_profile
+
+    with pytest.raises(InvalidParameterError, match="^held: got 'mean'; accepted: one of 'ratio', 'paired'"):
+        check_profile(FidelityCase("x", "queuesgd:mlp", 2, (4,)), held="mean", blocks=2)
+
+
+def test_targets_only_leaves_the_extra_rows_out(script, tmp_path, monkeypatch):
+    import dataclasses
+
+    (case,) = [c for c in script.cpu_cases() if c.name == CASE]
+    extra = dataclasses.replace(case, name=f"{CASE}, as an extra", notes="extra")
+    monkeypatch.setattr(script, "cpu_cases", lambda: [case, extra])
+    runs = {}
+    for only in (False, True):
+        out = tmp_path / f"pass-{only}"
+        assert script.main(["--device", "cpu", "--out", str(out), *SMALL, *(["--targets-only"] * only)]) == 0
+        runs[only] = [r["name"] for r in json.loads((out / "fidelity.json").read_text())["rows"]]
+    assert runs == {False: [CASE, extra.name], True: [CASE]}

@@ -161,6 +161,51 @@ Registered before the run (fixed here, not after seeing results):
   pass 9 is one more replication. If the local set is every CPU given, the
   pin changes nothing and pass 9 is a replication (the record says so).
   Every row reported and pooled with passes 1-8; nothing discarded.
+- pass 9 on the same H200 (2026-11-28 08:53, commit 1766632,
+  ``validation/fidelity/h200-pass9.json``): the GPU's local CPUs were all 16
+  (one NUMA node), so the pin changed nothing: a replication. 7 of the 9
+  target rows within 3% (ResNet-50 fp32 -0.05%, bf16 +0.13%, ViT-B/16
+  +1.89%, GPT-2-small-style +0.10%, TransformerEncoder +0.01%,
+  EfficientNet-B0 +0.97%, DenseNet-121 -0.49%); missed: ConvNeXt-T bf16 with
+  accumulation 2 +7.12% and Swin-T -3.11%; overhead 1.00-1.14x. The affinity
+  diagnosis before it (``probes/h200-host-affinity.json``): the plain loop's
+  4-step blocks spread by 45-53% (ViT-B/16) and 35-52% (DenseNet-121)
+  whether the thread was free, on the node or on one CPU: the noise is not
+  the thread's moves. After it (``probes/h200-convnext-acc*.json``, 8-step
+  shuffled blocks): ConvNeXt-T's timed steps against the loop, with
+  accumulation 2, median +2.64% over 96 pairs (bootstrap 95% interval
+  +0.45..+4.15%; the mean +1.66% +- 1.83%), with accumulation 1 -0.23% over
+  94 (-1.29..+1.77%);
+- pass 10 (registered here before it runs, for the next GPU lent; two
+  changes). (1) The reference loop (``TrainingStep.run``) keeps each
+  micro-step's loss until the next forward pass has run, as a training loop's
+  ``loss = ...`` does and as the profile's timed steps always did; it let the
+  loss go right after ``backward``, and on this machine's CPU that ran a
+  host-bound step 1.6-2.3% slower than the timed steps' code (300 shuffled
+  8-step blocks, 2 runs; with it changed: -0.19% and +0.19%, 200-210 of 400
+  blocks negative), so the profile and its reference ran different code; on
+  the H200 the two codes did not differ beyond the host's noise. (2) More
+  power where the host's noise is: ``--targets-only --held paired --blocks
+  100 --block-steps 4`` (the nine target rows; 100 timed blocks of 4 steps
+  between 101 loop blocks; the held error the median of the block errors,
+  each profile block over the mean of the two loop blocks around it, less 1;
+  the ratio of medians reported beside it). The paired block errors of
+  passes 7-9 spread by 7-16% a block on the host-bound rows, so the median
+  of 100 should move by about 1-2% (one standard error) from noise.
+  Expected before the run: the device-bound rows (ResNet-50 fp32 and bf16,
+  the GPT-2-small-style model, the TransformerEncoder) stay within 0.5%; the
+  host-bound ones (ViT-B/16, ConvNeXt-T, EfficientNet-B0, Swin-T,
+  DenseNet-121) within 3% if their misses were noise; ConvNeXt-T with
+  accumulation 2 near +2.5% if the probe's +2.6% is the profile's own. The
+  command (about 6 minutes of rows; timeout_s 560):
+  ``QUEUESGD_COMMIT=<hash> PYTHONUNBUFFERED=1 PYTHONPATH=. timeout 500 python
+  validation/run_profile_fidelity.py --device cuda --out $OUT/pass10
+  --targets-only --held paired --blocks 100 --block-steps 4 --budget 440``.
+  Every row reported and pooled with passes 1-9; nothing discarded. The
+  same settings run first on this machine's CPU (the seven CPU rows, none of
+  them the MLP the change was diagnosed on; ``cpu-pass10.json``; CPU rows
+  are reported, not held): expected within 3%, and no longer mostly negative
+  (cpu-pass5: 5 of 7 negative, -2.6..+1.7%).
 
 On CUDA the script also records two ``torch.profiler`` traces for
 ``read_trace`` (``cuda_mlp.json.gz`` for the tests, ``resnet50_bf16.json.gz``
@@ -190,7 +235,7 @@ from host_affinity import pin_local  # noqa: E402
 from profile_fidelity_cases import cpu_cases, gpu_cases  # noqa: E402
 from profile_fidelity_traces import record_traces  # noqa: E402
 
-from queuesgd.harness.fidelity import FidelityCase, check_profile  # noqa: E402
+from queuesgd.harness.fidelity import HELD, FidelityCase, check_profile  # noqa: E402
 from queuesgd.harness.provenance import code_version  # noqa: E402
 
 TARGET = 0.03
@@ -220,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
         "--device-warmup", type=int, default=3, help="plain steps of each row's model before its row"
     )
     ap.add_argument(
+        "--held",
+        choices=HELD,
+        default="ratio",
+        help="interleaved: the error held to the target (paired: the median block error; from pass 10)",
+    )
+    ap.add_argument("--targets-only", action="store_true", help="run the target rows only (from pass 10)")
+    ap.add_argument(
         "--pin",
         choices=("none", "local"),
         default="none",
@@ -239,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t_start = time.perf_counter()
     targets = [c for c in cases if c.notes != "extra"]
-    extras = [c for c in cases if c.notes == "extra"]
+    extras = [c for c in cases if c.notes == "extra" and not args.targets_only]
     with open(args.out / "stacks.txt", "w") as stacks, stack_dumps(stacks, 60):
         return _run_rows(args, torch, cuda, targets, extras, started, t_start)
 
@@ -326,6 +378,7 @@ def _row(case: FidelityCase, args: argparse.Namespace, progress: Callable[[dict]
             steps=args.steps,
             blocks=args.blocks if args.protocol == "interleaved" else None,
             block_steps=args.block_steps,
+            held=getattr(args, "held", "ratio"),
         )
     except Exception as exc:  # a row of its own: every case is reported
         row = {"name": case.name, "notes": case.notes, "failed": f"{type(exc).__name__}: {exc}"}
@@ -406,8 +459,13 @@ def _document(args: argparse.Namespace, rows: list[dict], started: str) -> dict:
             "passes": 1,
             "discard": "none: every case is a row (an exception is a failed row)",
             "targets_apply_to": "rows noted 'target' on a CUDA device",
-            "held_error": "interleaved: median of the profile's block means / median of the loop's - 1; "
-            "bracket: predict's step / the two loops' mean - 1",
+            "held_error": (
+                "interleaved: median of the block errors (each profile block / the mean of the two loop "
+                "blocks around it - 1)"
+                if getattr(args, "held", "ratio") == "paired"
+                else "interleaved: median of the profile's block means / median of the loop's - 1"
+            )
+            + "; bracket: predict's step / the two loops' mean - 1",
             "memory_expected": "CUDA peak / Memory (transient included) within 0.90-1.15; reported, not held",
         },
         "device": args.device,
@@ -428,6 +486,8 @@ def _document(args: argparse.Namespace, rows: list[dict], started: str) -> dict:
             "blocks": args.blocks if args.protocol == "interleaved" else None,
             "block_steps": args.block_steps if args.protocol == "interleaved" else None,
             "pin": getattr(args, "pin", "none"),
+            "held": getattr(args, "held", "ratio"),
+            "targets_only": getattr(args, "targets_only", False),
         },
         "affinity": getattr(args, "affinity", None),
         "rows": rows,
