@@ -92,6 +92,20 @@ def _memory_cells(r: Mapping[str, Any]) -> tuple[str, str, str]:
     return cuda, cpu, transient
 
 
+def _protocol(row: Mapping[str, Any]) -> str:
+    """The row's protocol, and its held statistic when it is not the ratio of medians (pass 10 on).
+
+    >>> _protocol({"protocol": "interleaved", "held": "paired", "blocks": 100, "block_steps": 4})
+    'interleaved, 100 x 4 steps, paired'
+    >>> _protocol({"protocol": "interleaved", "blocks": 6, "block_steps": 8}), _protocol({})
+    ('interleaved, 6 x 8 steps', 'bracket')
+    """
+    name = row.get("protocol", "bracket")
+    if name == "interleaved" and row.get("blocks"):
+        name += f", {row['blocks']} x {row.get('block_steps')} steps"
+    return name + (", paired" if row.get("held") == "paired" else "")
+
+
 def _held(doc: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
     """Is ``row`` held to the targets? Rows noted 'target' on the device the registration names."""
     return str(doc.get("device", "")).startswith("cuda") and str(row.get("notes", "")).startswith("target")
@@ -147,7 +161,8 @@ def fidelity_lines(
         "predicts its one-worker step (`predict` on the profile: compute + update) and compares it with "
         "a plain loop of the same step, no hooks, timed before and after the profile "
         "(`validation/run_profile_fidelity.py`; from pass 5 the profile's timed blocks alternate with "
-        "blocks of the plain loop, *interleaved*, and their medians are compared). "
+        "blocks of the plain loop, *interleaved*, and their medians are compared; from pass 10, "
+        "*paired*, the error is the median of each timed block over the two loop blocks around it). "
         "Targets, registered in the script before each pass: "
         "|error| <= 3% on the GPU rows noted *target*, the profile's wall time per step at most 2x a "
         "plain step.",
@@ -205,7 +220,7 @@ def fidelity_lines(
                 continue
             cuda, cpu, transient = _memory_cells(r)
             lines.append(
-                f"| {r['name']} | {r.get('notes', '')} | {r.get('protocol', 'bracket')} | "
+                f"| {r['name']} | {r.get('notes', '')} | {_protocol(r)} | "
                 f"{_ms(r['predicted_s'])} | {_ms(r['reference_s'])} | "
                 f"{_pct(r['error'])} | {100 * r.get('reference_spread', float('nan')):.1f}% | "
                 f"{r['overhead']:.2f}x | {cuda} | {cpu} | {transient} |"
