@@ -569,6 +569,7 @@ def _backward_memory(step: TrainingStep) -> dict[str, Any]:
         "transient_bytes": max(peak - m["kept"] - m["gradients"], 0),
         "backward_peak_bytes": peak,
         "recomputed_bytes": m["recomputed"],
+        "backward_peak_node": m["peak_node"],
     }
 
 

@@ -126,7 +126,10 @@ def backward_peak(step: TrainingStep) -> dict[str, int]:
         (the same less the ``.grad`` made by then: with gradient accumulation
         the gradients exist throughout a later micro-step), ``transient``
         (``peak - kept - gradients``, at least 0: what the Memory sum lacks),
-        and ``nodes`` (autograd nodes run).
+        ``nodes`` (autograd nodes run) and ``peak_node`` (where the peak is
+        reached: the node's autograd name and place in the order the engine
+        ran them, ``"ReluBackward0 (node 10 of 14)"``; empty when the saved
+        tensors alone are the peak).
 
     Examples
     --------
@@ -140,6 +143,8 @@ def backward_peak(step: TrainingStep) -> dict[str, int]:
     True
     >>> m["transient"] == m["peak"] - m["kept"] - m["gradients"] > 0  # two 256 x 256 gradients at the ReLU
     True
+    >>> m["peak_node"].split()[0]  # there: the ReLU's incoming gradient and the one it makes
+    'ReluBackward0'
     """
     torch = step.torch
     if any(p.grad is not None for _, p in step.params):
@@ -174,7 +179,8 @@ def backward_peak(step: TrainingStep) -> dict[str, int]:
         step.opt.zero_grad(set_to_none=True)
     del loss
     recomputed = _recomputed(step, trace.recompute, static)
-    peak, without = _replay(trace, saved, users, recomputed)
+    peak, without, at = _replay(trace, saved, users, recomputed)
+    order = trace.order
     grads = sum(p.numel() * p.element_size() for _, p in step.params)
     kept = sum(saved.values())
     return {
@@ -185,6 +191,7 @@ def backward_peak(step: TrainingStep) -> dict[str, int]:
         "peak_without_gradients": without,
         "transient": max(peak - kept - int(grads), 0),
         "nodes": len(trace.order),
+        "peak_node": "" if at is None else f"{trace.names[trace.order[at]]} (node {at + 1} of {len(order)})",
     }
 
 
@@ -197,6 +204,7 @@ class _Trace:
         self.produced: dict[int, list[tuple[int, int] | None]] = {}
         self.nexts: dict[int, list[int | None]] = {}
         self.leaf: set[int] = set()  # AccumulateGrad: the gradient becomes a parameter's .grad
+        self.names: dict[int, str] = {}  # each node's name (MulBackward0, ...), kept after remove()
         self.recompute: list[tuple[int, Any, Any, Any]] = []  # (node index, module, args, kwargs)
         self.handles: list[Any] = []
         # Every node's Python object is held until remove(): autograd makes a new one each time a node
@@ -214,6 +222,7 @@ class _Trace:
             self.nodes.append(node)
             seen.add(id(node))
             nid = id(node)
+            self.names[nid] = node.name()
             self.nexts[nid] = [None if n is None else id(n) for n, _ in node.next_functions]
             if hasattr(node, "variable"):
                 self.leaf.add(nid)
@@ -338,8 +347,12 @@ class _Live:
 
 def _replay(
     trace: _Trace, saved: dict[int, int], users: dict[int, set[int]], recomputed: dict[int, int]
-) -> tuple[int, int]:
-    """The backward pass replayed on storages: ``(peak, peak less the .grad made by then)``."""
+) -> tuple[int, int, int | None]:
+    """The backward pass replayed on storages: ``(peak, peak less the .grad made by then, where)``.
+
+    ``where`` is the index in ``trace.order`` of the node at which the peak is reached (the first
+    such), None when the saved tensors alone are the peak.
+    """
     where = {nid: i for i, nid in enumerate(trace.order)}
     live = _Live()
     freed_after: dict[int, list[int]] = {}
@@ -349,6 +362,7 @@ def _replay(
         if ran:  # freed after the last node that reads it; one no node reads stays to the end
             freed_after.setdefault(max(ran), []).append(k)
     peak = without = live.total
+    at: int | None = None
     grads = 0
     for i, nid in enumerate(trace.order):
         buffer = ("buffer", nid)
@@ -363,7 +377,8 @@ def _replay(
         for key in made:
             live.add(*key)
         total = live.total + recomputed.get(i, 0)
-        peak = max(peak, total)
+        if total > peak:
+            peak, at = total, i
         without = max(without, total - grads)
         nexts = trace.nexts.get(nid, [])
         for j, key in enumerate(trace.produced.get(nid, [])):
@@ -378,7 +393,7 @@ def _replay(
             live.release(k, "saved")
         for k in fresh:
             live.settle(k)
-    return int(peak), int(without)
+    return int(peak), int(without), at
 
 
 def cpu_allocator_peak(step: TrainingStep) -> dict[str, int]:
