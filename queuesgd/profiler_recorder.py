@@ -338,7 +338,7 @@ class Recorder:
             Empirical(compute),
             None,
             batch_size=batch_size,
-            update_time=float(statistics.median(self.samples["update"])),
+            update_time=float(statistics.fmean(self.samples["update"])),
             layers=tuple(layers),
             name=name,
             provenance=provenance,

@@ -147,3 +147,24 @@ def test_the_reference_loop_keeps_each_loss_as_the_timed_steps_and_a_training_lo
     for _ in range(3):
         step.run()
     assert timed == net.alive == [False] + [True] * (3 * accumulation - 1)
+
+
+def test_the_update_time_is_the_mean_optimizer_step_not_the_median():
+    # One worker's throughput divides by a step's expected length. Updates of 1, 1 and 9 ms (sleeps,
+    # which only ever run long): the median would say about 1 ms, the mean at least 11/3 ms.
+    import statistics
+    import time
+
+    step = _step(_mlp, (8,), 1)
+    pauses = iter([0.001, 0.001, 0.009] * 2)
+
+    def update():
+        step.update()
+        time.sleep(next(pauses))
+
+    rec = Recorder(torch, step.net, step.params, cuda=False, forward_hooks=True)
+    rec.timed(step.run_micro, update, 1, 6, skip=0)
+    rec.detailed(step.run_micro, step.update, 1, measure=True)  # the split among layers: not timed here
+    w = rec.workload(4, "mlp", {})
+    assert w.update_time == statistics.fmean(rec.samples["update"]) >= 11e-3 / 3
+    assert statistics.median(rec.samples["update"]) < w.update_time
