@@ -103,6 +103,17 @@ def check_profile(
 
     Parameters
     ----------
+    case : FidelityCase
+        The model and its step.
+    device, threads, warmup : str, int or None, int
+        As for :func:`queuesgd.profile`.
+    repetitions : int
+        The profile's steps (bracket: half timed, half detailed; interleaved: ``repetitions // 2``
+        detailed).
+    steps, chunks : int
+        Bracket protocol (``blocks=None``): plain-loop steps before and after the profile, in chunks.
+    blocks, block_steps : int or None, int
+        Interleaved protocol: the profile's timed blocks and the steps of every block.
     held : {"ratio", "paired"}
         With ``blocks``, which statistic is ``error``: ``"ratio"`` the median
         of the profile's block means over the median of the loop's, less 1
