@@ -249,7 +249,7 @@ def interleaved_graph(
     return _graph(p, v, m, sched)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def _graph(p: int, v: int, m: int, sched: str = "interleaved") -> InterleavedGraph:
     passes = _passes(p, v, m, sched)
     return _build(passes, np.ones(len(passes[0]), dtype=bool), sched=sched)
