@@ -221,6 +221,10 @@ Registered before the run (fixed here, not after seeing results):
   to size (3), so this pass is a replication, not held-out evidence for it
   (GPU pass 10 is). Expected: within 3%, each row 0.1-0.6% above where it
   was in CPU pass 10, beyond the noise (the loop blocks spread by 10-183%).
+- CPU pass 11 (2026-11-28 09:35, commit e21199d, ``cpu-pass11.json``): all
+  seven within 3% (-1.76..+1.15%, 4 of 7 negative); the rows moved by -1.5
+  to +1.7 points from CPU pass 10, both ways: the machine's noise is larger
+  than the expected 0.1-0.6% rise, which is not seen.
 
 On CUDA the script also records two ``torch.profiler`` traces for
 ``read_trace`` (``cuda_mlp.json.gz`` for the tests, ``resnet50_bf16.json.gz``
