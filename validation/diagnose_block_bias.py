@@ -22,8 +22,9 @@ synchronize to a device synchronize:
 - ``inline``: the timed steps' code without the events (``run_micro``,
   ``backward``, ``update`` called as ``Recorder.timed`` calls them);
 - ``inline_del``: ``inline`` with the loss (and so its graph) let go right
-  after ``backward`` returns, as ``step.run()`` lets it go (``inline`` and
-  ``Recorder.timed`` hold it until the next micro-step's forward pass ends);
+  after ``backward`` returns, as ``step.run()`` let it go until pass 10
+  (``inline`` and ``Recorder.timed`` hold it until the next micro-step's
+  forward pass ends, as ``step.run()`` now does);
 - ``marked``: the plain loop's ``step.run()`` with the timed steps' four events
   per micro-step recorded around it.
 
@@ -110,25 +111,15 @@ def _probe(
         rec.timed(*args, steps, skip=0)  # ends with one synchronize
         return (time.perf_counter() - t0) / steps
 
-    def inline() -> float:
+    def inline(drop: bool) -> float:
         wait()
         t0 = time.perf_counter()
         for _ in range(steps):
             for j in range(step.accumulation):
                 backward = step.run_micro(j == step.accumulation - 1)
                 backward()
-            step.update()
-        wait()
-        return (time.perf_counter() - t0) / steps
-
-    def inline_del() -> float:
-        wait()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            for j in range(step.accumulation):
-                backward = step.run_micro(j == step.accumulation - 1)
-                backward()
-                del backward  # the loss and its graph go now, as in step.run()
+                if drop:  # the loss and its graph go now, as step.run() let them go before pass 10
+                    del backward
             step.update()
         wait()
         return (time.perf_counter() - t0) / steps
@@ -148,8 +139,8 @@ def _probe(
     arms = {
         "loop": lambda: _loop_block(step, steps, wait),
         "timed": timed,
-        "inline": inline,
-        "inline_del": inline_del,
+        "inline": lambda: inline(False),
+        "inline_del": lambda: inline(True),
         "marked": marked,
     }
     with step.modes_kept(), step.errors():
