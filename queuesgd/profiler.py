@@ -58,8 +58,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from queuesgd import _checks
-from queuesgd.errors import InvalidParameterError, QueuesgdError
+from queuesgd.errors import InvalidParameterError
 from queuesgd.harness import require_torch
+from queuesgd.profiler_memory import memory_provenance
 from queuesgd.profiler_step import MAX_PASSES, TrainingStep, check_steps, resolve_model, training_step
 from queuesgd.workload import Workload
 
@@ -408,7 +409,7 @@ def _run(
                         memory["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(step.dev))
                         memory["activation_bytes"] = max(step.activations)
                 with counted("memory"):
-                    memory.update(_backward_memory(step))
+                    memory.update(memory_provenance(step))
             finally:
                 t0 = time.perf_counter()
                 rec.remove()
@@ -543,35 +544,6 @@ def _memory(step: TrainingStep) -> dict[str, Any]:
         "parameter_bytes": int(size),
         "frozen_parameter_bytes": int(frozen),
         "optimizer_state_bytes": int(state),
-    }
-
-
-def _backward_memory(step: TrainingStep) -> dict[str, Any]:
-    """The memory pass (:func:`queuesgd.profiler_memory.backward_peak`) as provenance entries.
-
-    With gradient accumulation a later micro-step holds every gradient from
-    its start, so its peak is the gradients plus the pass's peak without them.
-    """
-    from queuesgd.profiler_memory import backward_peak
-
-    if step.compiled:
-        return {"transient_note": "not predicted: a torch.compile'd model's graph saves its tensors itself"}
-    try:
-        m = backward_peak(step)
-    except QueuesgdError:
-        raise
-    except Exception as exc:  # a model the replay cannot follow: the timing profile stands, the gap is said
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        return {"transient_note": f"not predicted: the memory pass raised {type(exc).__name__}: {first}"}
-    peak = m["peak"]
-    if step.accumulation > 1:
-        peak = max(peak, m["gradients"] + m["peak_without_gradients"])
-    return {
-        "kept_activation_bytes": m["kept"],
-        "transient_bytes": max(peak - m["kept"] - m["gradients"], 0),
-        "backward_peak_bytes": peak,
-        "recomputed_bytes": m["recomputed"],
-        "backward_peak_node": m["peak_node"],
     }
 
 

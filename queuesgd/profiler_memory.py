@@ -46,10 +46,10 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from queuesgd.errors import InvalidParameterError
+from queuesgd.errors import InvalidParameterError, QueuesgdError
 from queuesgd.profiler_step import TrainingStep
 
-__all__ = ["backward_peak", "cpu_allocator_peak", "static_bytes"]
+__all__ = ["backward_peak", "cpu_allocator_peak", "memory_provenance", "static_bytes"]
 
 
 def _key(t: Any) -> tuple[int, int]:
@@ -192,6 +192,54 @@ def backward_peak(step: TrainingStep) -> dict[str, int]:
         "transient": max(peak - kept - int(grads), 0),
         "nodes": len(trace.order),
         "peak_node": "" if at is None else f"{trace.names[trace.order[at]]} (node {at + 1} of {len(order)})",
+    }
+
+
+def memory_provenance(step: TrainingStep) -> dict[str, Any]:
+    """The memory pass (:func:`backward_peak`) as a profile's provenance entries.
+
+    With gradient accumulation a later micro-step holds every gradient from
+    its start, so its peak is the gradients plus the pass's peak without
+    them. A ``torch.compile``'d model, or one the replay cannot follow, gets a
+    ``transient_note`` saying why nothing was predicted (the timing profile
+    stands); the library's own errors (a step holding gradients) propagate.
+
+    Returns
+    -------
+    dict
+        ``kept_activation_bytes``, ``transient_bytes``, ``backward_peak_bytes``,
+        ``recomputed_bytes`` and ``backward_peak_node``, or ``transient_note``.
+
+    Examples
+    --------
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> from queuesgd.profiler_step import training_step
+    >>> net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
+    >>> step = training_step(net, batch_size=256, input_shape=(64,), inputs=None, loss=None, autocast=None,
+    ...                      accumulation=1, device="cpu", optimizer=None, seed=0)
+    >>> m = backward_peak(step)
+    >>> prov = memory_provenance(step)
+    >>> prov["backward_peak_bytes"] == m["peak"] and prov["kept_activation_bytes"] == m["kept"]
+    True
+    """
+    if step.compiled:
+        return {"transient_note": "not predicted: a torch.compile'd model's graph saves its tensors itself"}
+    try:
+        m = backward_peak(step)
+    except QueuesgdError:
+        raise
+    except Exception as exc:  # a model the replay cannot follow: the timing profile stands, the gap is said
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        return {"transient_note": f"not predicted: the memory pass raised {type(exc).__name__}: {first}"}
+    peak = m["peak"]
+    if step.accumulation > 1:
+        peak = max(peak, m["gradients"] + m["peak_without_gradients"])
+    return {
+        "kept_activation_bytes": m["kept"],
+        "transient_bytes": max(peak - m["kept"] - m["gradients"], 0),
+        "backward_peak_bytes": peak,
+        "recomputed_bytes": m["recomputed"],
+        "backward_peak_node": m["peak_node"],
     }
 
 

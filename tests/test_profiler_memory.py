@@ -196,7 +196,6 @@ def test_a_deep_residual_net_is_walked_once_per_node_and_matches_the_allocator()
 def test_a_node_run_twice_is_reported_as_not_predicted(monkeypatch):
     # A walk that hooked a node twice would count its gradients twice; the pass refuses, and the profile
     # says the memory term was not predicted instead of reporting a wrong one.
-    import queuesgd.profiler as profiler_module
     import queuesgd.profiler_memory as pm
 
     class Twice(pm._Trace):
@@ -207,6 +206,6 @@ def test_a_node_run_twice_is_reported_as_not_predicted(monkeypatch):
     monkeypatch.setattr(pm, "_Trace", Twice)
     step = _mlp()
     step.opt.zero_grad(set_to_none=True)
-    got = profiler_module._backward_memory(step)
+    got = pm.memory_provenance(step)
     assert got["transient_note"].startswith("not predicted: the memory pass raised RuntimeError")
     assert "twice" in got["transient_note"]
