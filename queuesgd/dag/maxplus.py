@@ -188,9 +188,8 @@ def _group_matrix(graph: TaskGraph) -> np.ndarray:
 
 
 def _build_group_matrix(graph: TaskGraph) -> np.ndarray:
-    col = {g: j for j, g in enumerate(graph.groups)}
-    M = np.zeros((len(graph), len(col)))
-    M[np.arange(len(graph)), [col[t.group or "other"] for t in graph.tasks]] = 1.0
+    M = np.zeros((len(graph), len(graph.groups)))
+    M[np.arange(len(graph)), graph.group_index] = 1.0
     return M
 
 

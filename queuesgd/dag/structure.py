@@ -8,12 +8,10 @@ tasks that make the cycle (:func:`super_depths`).
 
 Examples
 --------
->>> super_depths([[], [0], [1]], [-1, -1, -1], ("a", "b", "c"), ()).tolist()
+>>> import numpy as np
+>>> ptr, idx = np.array([0, 0, 1, 2]), np.array([0, 1])      # c after b after a
+>>> super_depths(ptr, idx, np.array([-1, -1, -1]), ("a", "b", "c"), ()).tolist()
 [0, 1, 2]
->>> super_depths([[], [0], [1]], [0, -1, 0], ("a", "b", "c"), ("gpu",))   # doctest: +ELLIPSIS
-Traceback (most recent call last):
-...
-queuesgd.errors.InvalidParameterError: TaskGraph resource 'gpu': got "task 'c' depends on task 'a' ...
 """
 
 from __future__ import annotations
@@ -62,52 +60,75 @@ def readonly(arr: np.ndarray) -> np.ndarray:
 
 
 def super_depths(
-    preds: list, res_of: list[int], names: tuple[str, ...], resources: tuple[str, ...]
+    pred_ptr: np.ndarray,
+    pred_idx: np.ndarray,
+    res_of: np.ndarray,
+    names: tuple[str, ...],
+    resources: tuple[str, ...],
 ) -> np.ndarray:
     """Longest-path depth of every task's node in the graph where each resource is one node.
 
     The super-graph must be acyclic: that is the rule "no task of a resource depends on
-    another task of the same resource, directly or through other resources".
+    another task of the same resource, directly or through other resources". The
+    predecessors are compressed rows (``pred_idx[pred_ptr[i]:pred_ptr[i + 1]]``, in
+    ``[0, T)``); ``res_of`` is each task's resource (-1: none). Kahn's algorithm over
+    the edges, sorted by source once (NumPy), then one pass in plain Python.
+
+    Examples
+    --------
+    >>> ptr, idx = np.array([0, 0, 1, 2]), np.array([0, 1])
+    >>> super_depths(ptr, idx, np.array([-1, -1, -1]), ("a", "b", "c"), ()).tolist()
+    [0, 1, 2]
+    >>> super_depths(ptr, idx, np.array([0, -1, 0]), ("a", "b", "c"), ("gpu",))   # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: TaskGraph resource 'gpu': got "task 'c' depends on task 'a' ...
     """
-    T = len(preds)
-    node = [T + r if r >= 0 else i for i, r in enumerate(res_of)]
+    T = len(names)
+    res_of = np.asarray(res_of, dtype=np.int64)
+    node = np.where(res_of >= 0, T + res_of, np.arange(T))
+    task = np.repeat(np.arange(T), np.diff(pred_ptr))  # the task of each edge
+    u, v = node[pred_idx], node[task]
+    loop = np.flatnonzero(u == v)
+    if loop.size:
+        preds = _rows(pred_ptr, pred_idx)
+        _raise_cycle(preds, names)  # a task cycle is reported as such first
+        i, p = int(task[loop[0]]), int(pred_idx[loop[0]])
+        raise InvalidParameterError(
+            f"TaskGraph resource {resources[res_of[i]]!r}",
+            f"task {names[i]!r} depends on task {names[p]!r}",
+            _RESOURCE_RULE,
+        )
     n_nodes = T + len(resources)
-    succ: list[list[int]] = [[] for _ in range(n_nodes)]
-    indeg = [0] * n_nodes
-    for i, ps in enumerate(preds):
-        v = node[i]
-        for p in ps:
-            u = node[p]
-            if u == v:
-                _raise_cycle(preds, names)  # a task cycle is reported as such first
-                r = resources[res_of[i]]
-                raise InvalidParameterError(
-                    f"TaskGraph resource {r!r}",
-                    f"task {names[i]!r} depends on task {names[p]!r}",
-                    _RESOURCE_RULE,
-                )
-            succ[u].append(v)
-            indeg[v] += 1
-    present = [False] * n_nodes
-    for v in node:
-        present[v] = True
+    order = np.argsort(u, kind="stable")
+    succ = v[order].tolist()
+    ptr = np.concatenate(([0], np.cumsum(np.bincount(u, minlength=n_nodes)))).tolist()
+    indeg_a = np.bincount(v, minlength=n_nodes)
+    present = np.zeros(n_nodes, dtype=bool)
+    present[node] = True
+    indeg = indeg_a.tolist()
     depth = [0] * n_nodes
-    queue = deque(v for v in range(n_nodes) if present[v] and indeg[v] == 0)
-    done = 0
-    while queue:
-        u = queue.popleft()
-        done += 1
-        du = depth[u] + 1
-        for v in succ[u]:
-            if depth[v] < du:
-                depth[v] = du
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                queue.append(v)
-    if done < sum(present):
+    queue = np.flatnonzero(present & (indeg_a == 0)).tolist()
+    for x in queue:  # the list grows as nodes become ready: a breadth-first Kahn
+        dx = depth[x] + 1
+        for y in succ[ptr[x] : ptr[x + 1]]:
+            if depth[y] < dx:
+                depth[y] = dx
+            indeg[y] -= 1
+            if not indeg[y]:
+                queue.append(y)
+    if len(queue) < int(present.sum()):
+        preds = _rows(pred_ptr, pred_idx)
         _raise_cycle(preds, names)
-        _raise_resource_cycle(preds, node, indeg, names, resources)
-    return readonly(np.array([depth[v] for v in node], dtype=np.int64))
+        _raise_resource_cycle(preds, node.tolist(), indeg, names, resources)
+    return readonly(np.array(depth, dtype=np.int64)[node])
+
+
+def _rows(pred_ptr: np.ndarray, pred_idx: np.ndarray) -> list[list[int]]:
+    """The predecessors as one list per task (for the error messages)."""
+    idx = pred_idx.tolist()
+    ptr = pred_ptr.tolist()
+    return [idx[a:b] for a, b in zip(ptr[:-1], ptr[1:])]
 
 
 def _raise_cycle(preds: list, names: tuple[str, ...]) -> None:

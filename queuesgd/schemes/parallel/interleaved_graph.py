@@ -66,7 +66,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from queuesgd import _checks
-from queuesgd.dag import Task, TaskGraph
+from queuesgd.dag import TaskGraph
 from queuesgd.dag import schedule as schedule_graph
 from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
 from queuesgd.schemes.parallel.pipeline_graph import MAX_TASKS
@@ -199,25 +199,42 @@ def _passes(p: int, v: int, m: int, sched: str = "interleaved") -> tuple[Any, ..
 def _build(
     passes: tuple[Any, ...], keep: np.ndarray, cut: int | None = None, sched: str = "interleaved"
 ) -> InterleavedGraph:
-    """The graph of the passes ``keep``; with ``cut = Q`` each input before ``Q`` is a ``cut`` task."""
+    """The graph of the passes ``keep``; with ``cut = Q`` each input before ``Q`` is a ``cut`` task.
+
+    Each pass comes after its GPU's previous pass, then its input (``data``):
+    compressed rows of indices for :meth:`~queuesgd.dag.TaskGraph.from_arrays`.
+    """
     names, gpu, pos, fwd, chunk, data = passes
     p, v = int(gpu.max()) + 1, int(chunk.max()) + 1
-    tasks = []
+    kept = np.flatnonzero(keep)
+    lead = 2 * p if cut is not None else 0
+    column = np.full(len(names), -1, dtype=np.int64)  # each pass's task; -1: none (refused if an input)
+    column[kept] = lead + np.arange(len(kept))
+    if cut is not None:  # the cut tasks: every GPU's pass Q - 2, then every GPU's Q - 1
+        at = (pos == cut - 2) | (pos == cut - 1)
+        column[at] = (pos[at] - (cut - 2)) * p + gpu[at]
+    has = np.stack([pos[kept] > 0, data[kept] >= 0], axis=1)
+    inputs = np.stack([column[kept - 1], column[np.maximum(data[kept], 0)]], axis=1)
+    counts = np.concatenate([np.zeros(lead, dtype=np.int64), has.sum(axis=1)])
+    task_names = names if len(kept) == len(names) else [names[t] for t in kept.tolist()]
+    groups = np.where(fwd[kept], "forward", "backward").tolist()
     if cut is not None:
-        tasks = [Task(f"cut/r{r}/{i}", 0.0, group="cut") for i in (cut - 2, cut - 1) for r in range(p)]
-
-    def name(t: int) -> str:
-        return f"cut/r{gpu[t]}/{pos[t]}" if cut is not None and pos[t] < cut else names[t]
-
-    for t in np.flatnonzero(keep):
-        after = ([name(t - 1)] if pos[t] > 0 else []) + ([name(data[t])] if data[t] >= 0 else [])
-        tasks.append(Task(names[t], 0.0, after=after, group="forward" if fwd[t] else "backward"))
-    lead = np.full(len(tasks) - int(keep.sum()), -1)
+        task_names = [f"cut/r{r}/{i}" for i in (cut - 2, cut - 1) for r in range(p)] + task_names
+        groups = ["cut"] * lead + groups
+    graph = TaskGraph.from_arrays(
+        task_names,
+        np.zeros(len(task_names)),
+        np.concatenate(([0], np.cumsum(counts))),
+        inputs[has],
+        groups,
+        name=f"{'interleaved 1F1B' if sched == 'interleaved' else '1F1B'}, p={p} v={v}",
+    )
+    none = np.full(lead, -1)
     return InterleavedGraph(
-        TaskGraph(tasks, name=f"{'interleaved 1F1B' if sched == 'interleaved' else '1F1B'}, p={p} v={v}"),
-        np.concatenate([np.zeros(len(lead), dtype=bool), fwd[keep]]),
-        np.concatenate([lead, gpu[keep]]),
-        np.concatenate([lead, chunk[keep]]),
+        graph,
+        np.concatenate([np.zeros(lead, dtype=bool), fwd[kept]]),
+        np.concatenate([none, gpu[kept]]),
+        np.concatenate([none, chunk[kept]]),
     )
 
 
