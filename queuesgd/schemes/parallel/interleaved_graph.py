@@ -70,7 +70,7 @@ from queuesgd.dag import TaskGraph
 from queuesgd.dag import schedule as schedule_graph
 from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
 from queuesgd.schemes.parallel.pipeline_graph import MAX_TASKS
-from queuesgd.schemes.parallel.pipeline_schedule import interleaved_order, pipeline_order
+from queuesgd.schemes.parallel.pipeline_schedule import interleaved_passes, pass_sequence, warmup_forwards
 
 __all__ = [
     "MAX_CUT_GROUPS",
@@ -172,28 +172,30 @@ def _group(p: int, v: int, sched: str) -> tuple[int, int]:
     return 1, p
 
 
-def _orders(p: int, v: int, m: int, sched: str) -> list[list[tuple[str, int, int]]]:
-    """Every GPU's passes ``(kind, chunk, micro-batch)`` in the order it runs them."""
-    if sched == "interleaved":
-        return [interleaved_order(p, v, m, r) for r in range(p)]
-    return [[(kind, 0, j) for kind, j in row] for row in pipeline_order(p, m, sched)]
+def _passes(p: int, v: int, m: int, sched: str = "interleaved") -> tuple[np.ndarray, ...]:
+    """Every pass, GPU by GPU in order: its micro-batch, GPU, position, forward or not, chunk, input's index.
 
-
-def _passes(p: int, v: int, m: int, sched: str = "interleaved") -> tuple[Any, ...]:
-    """Every pass, GPU by GPU in order: names, its GPU, position, forward or not, chunk, its input's index."""
-    names, rows, index = [], [], {}
-    for r, order in enumerate(_orders(p, v, m, sched)):
-        for i, (kind, k, j) in enumerate(order):
-            index[kind, k * p + r, j] = len(rows)
-            names.append(f"s{k * p + r}/{kind}{j}")
-            rows.append((r, i, kind == "F", k, j))
-    data = []
-    for r, _, fwd, k, j in rows:
-        s = k * p + r
-        key = ("F", s - 1, j) if fwd and s > 0 else ("B", s + 1, j) if not fwd and s < p * v - 1 else None
-        data.append(index[key] if key else -1)
-    a = np.array(rows, dtype=np.int64)
-    return names, a[:, 0], a[:, 1], a[:, 2].astype(bool), a[:, 3], np.array(data, dtype=np.int64)
+    The input of the forward of virtual stage ``s`` on micro-batch ``j`` is the
+    forward of ``s - 1`` on ``j``; of a backward, the backward of ``s + 1``
+    (-1: none, at the first and the last stage).
+    """
+    rows = []
+    for r in range(p):
+        if sched == "interleaved":
+            rows.append(interleaved_passes(p, v, m, r))
+        else:  # torch's and Megatron-LM's 1F1B: one chunk, iteration k is micro-batch k
+            forward, k = pass_sequence(warmup_forwards(p, m, r), m, False)
+            rows.append((forward, np.zeros_like(k), k))
+    fwd, chunk, mb = (np.concatenate(x) for x in zip(*rows))
+    n = len(fwd) // p
+    gpu, pos = np.repeat(np.arange(p), n), np.tile(np.arange(n), p)
+    s, S = chunk * p + gpu, p * v
+    index = np.empty((2, S, m), dtype=np.int64)  # [forward, stage, micro-batch] -> the pass
+    index[fwd.astype(np.int64), s, mb] = np.arange(len(fwd))
+    source = np.where(fwd, s - 1, s + 1)
+    has = (source >= 0) & (source < S)
+    data = np.where(has, index[fwd.astype(np.int64), np.clip(source, 0, S - 1), mb], -1)
+    return mb, gpu, pos, fwd, chunk, data
 
 
 def _build(
@@ -204,11 +206,11 @@ def _build(
     Each pass comes after its GPU's previous pass, then its input (``data``):
     compressed rows of indices for :meth:`~queuesgd.dag.TaskGraph.from_arrays`.
     """
-    names, gpu, pos, fwd, chunk, data = passes
+    mb, gpu, pos, fwd, chunk, data = passes
     p, v = int(gpu.max()) + 1, int(chunk.max()) + 1
     kept = np.flatnonzero(keep)
     lead = 2 * p if cut is not None else 0
-    column = np.full(len(names), -1, dtype=np.int64)  # each pass's task; -1: none (refused if an input)
+    column = np.full(len(gpu), -1, dtype=np.int64)  # each pass's task; -1: none (refused if an input)
     column[kept] = lead + np.arange(len(kept))
     if cut is not None:  # the cut tasks: every GPU's pass Q - 2, then every GPU's Q - 1
         at = (pos == cut - 2) | (pos == cut - 1)
@@ -216,7 +218,8 @@ def _build(
     has = np.stack([pos[kept] > 0, data[kept] >= 0], axis=1)
     inputs = np.stack([column[kept - 1], column[np.maximum(data[kept], 0)]], axis=1)
     counts = np.concatenate([np.zeros(lead, dtype=np.int64), has.sum(axis=1)])
-    task_names = names if len(kept) == len(names) else [names[t] for t in kept.tolist()]
+    stage, kinds = (chunk * p + gpu)[kept].tolist(), np.where(fwd[kept], "F", "B").tolist()
+    task_names = [f"s{x}/{f}{j}" for x, f, j in zip(stage, kinds, mb[kept].tolist())]
     groups = np.where(fwd[kept], "forward", "backward").tolist()
     if cut is not None:
         task_names = [f"cut/r{r}/{i}" for i in (cut - 2, cut - 1) for r in range(p)] + task_names

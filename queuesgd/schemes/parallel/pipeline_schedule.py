@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, StateSpaceTooLargeError
 
@@ -30,8 +32,10 @@ __all__ = [
     "SCHEDULES",
     "interleaved_chunk",
     "interleaved_order",
+    "interleaved_passes",
     "interleaved_warmup",
     "p2p_name",
+    "pass_sequence",
     "peak_stash",
     "pipeline_order",
     "schedule_name",
@@ -146,23 +150,46 @@ def pipeline_order(stages: int, microbatches: int, schedule: str) -> list[list[t
             "warmup_forwards, which count without listing"
         )
     out: list[list[tuple[str, int]]] = []
-    for s in range(S):
-        if sched == "gpipe":
-            out.append([("F", m) for m in range(M)] + [("B", m) for m in range(M)])
-            continue
-        w = warmup_forwards(S, M, s)
-        order = [("F", m) for m in range(w)]
-        f, b = w, 0
-        while True:  # torch's 1B1F loop: one backward, then (if any is left) one forward
-            order.append(("B", b))
-            b += 1
-            if f == M:
-                break
-            order.append(("F", f))
-            f += 1
-        order += [("B", j) for j in range(b, M)]
-        out.append(order)
+    for s in range(S):  # GPipe: every forward is a warm-up one; 1F1B: torch's 1B1F pairs, backward first
+        forward, k = pass_sequence(M if sched == "gpipe" else warmup_forwards(S, M, s), M, False)
+        out.append(list(zip(np.where(forward, "F", "B").tolist(), k.tolist())))
     return out
+
+
+def pass_sequence(warmup: int, passes: int, forward_first: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A 1F1B-shaped order of ``n`` forward and ``n`` backward iterations, as arrays.
+
+    ``w`` warm-up forwards ``0 .. w - 1``; then, while forwards remain, pairs
+    of the forward ``k + w`` and the backward ``k``, the forward first
+    (``forward_first``: Megatron-LM's steady 1F1B) or the backward first
+    (torch's "1B1F"); then the backwards left. Forward ``k`` is at position
+    ``k`` (``k < w``), else ``w + 2 (k - w)`` (+ 1 if the backward is first);
+    backward ``k`` at ``w + 2 k`` (+ 1 if the forward is first) while
+    ``k < n - w``, else ``n + k``. ``w = n`` is GPipe's order.
+
+    Returns
+    -------
+    forward : numpy.ndarray of bool, shape (2 n,)
+        Whether the pass at each position is a forward.
+    iteration : numpy.ndarray of int, shape (2 n,)
+        Its iteration ``k`` among the forwards (or the backwards).
+
+    Examples
+    --------
+    >>> forward, k = pass_sequence(2, 4, False)    # torch's 1F1B: F0 F1 B0 F2 B1 F3 B2 B3
+    >>> forward.astype(int).tolist(), k.tolist()
+    ([1, 1, 0, 1, 0, 1, 0, 0], [0, 1, 0, 2, 1, 3, 2, 3])
+    """
+    n, w = passes, warmup
+    k = np.arange(n)
+    at_forward = np.where(k < w, k, w + 2 * (k - w) + (0 if forward_first else 1))
+    at_backward = np.where(k < n - w, w + 2 * k + (1 if forward_first else 0), n + k)
+    forward = np.zeros(2 * n, dtype=bool)
+    forward[at_forward] = True
+    iteration = np.empty(2 * n, dtype=np.int64)
+    iteration[at_forward] = k
+    iteration[at_backward] = k
+    return forward, iteration
 
 
 def peak_stash(stages: int, microbatches: int, schedule: str) -> list[int]:
@@ -221,6 +248,8 @@ def interleaved_chunk(iteration: int, pipeline: int, virtual: int, forward: bool
     ([0, 0, 1, 1, 2, 2, 0, 0], 2)
     """
     c = (iteration % (pipeline * virtual)) // pipeline
+    if np.ndim(forward):  # arrays of iterations and kinds (interleaved_passes)
+        return np.where(forward, c, virtual - 1 - c)
     return c if forward else virtual - 1 - c
 
 
@@ -261,6 +290,25 @@ def interleaved_order(
     >>> interleaved_order(2, 2, 4, 1)[:6]
     [('F', 0, 0), ('F', 0, 1), ('F', 1, 0), ('B', 1, 0), ('F', 1, 1), ('B', 1, 1)]
     """
+    forward, chunk, j = interleaved_passes(pipeline, virtual, microbatches, rank)
+    return list(zip(np.where(forward, "F", "B").tolist(), chunk.tolist(), j.tolist()))
+
+
+def interleaved_passes(
+    pipeline: int, virtual: int, microbatches: int, rank: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`interleaved_order` as arrays: each pass's kind (forward or not), chunk and micro-batch.
+
+    :func:`pass_sequence` of :func:`interleaved_warmup` forwards and ``m v``
+    iterations, the forward of a pair first; iteration ``k`` runs
+    :func:`interleaved_chunk` on micro-batch ``(k // p v) p + k mod p``.
+
+    Examples
+    --------
+    >>> forward, chunk, j = interleaved_passes(2, 2, 4, 1)
+    >>> forward[:6].astype(int).tolist(), chunk[:6].tolist(), j[:6].tolist()
+    ([1, 1, 1, 0, 1, 0], [0, 0, 1, 1, 1, 1], [0, 1, 0, 0, 1, 1])
+    """
     p = _checks.integer("pipeline", pipeline, minimum=1)
     v = _checks.integer("virtual", virtual, minimum=1)
     m = _checks.integer("microbatches", microbatches, minimum=1)
@@ -272,9 +320,5 @@ def interleaved_order(
             f"the interleaved order of m = {m:,} micro-batches through v = {v} chunks has {2 * m * v:,} "
             f"passes per GPU; at most {MAX_ORDER_ENTRIES:,} are listed: use fewer micro-batches"
         )
-    total, w = m * v, interleaved_warmup(p, v, m, r)
-    kinds = [("F", k) for k in range(w)]
-    for k in range(total - w):
-        kinds += [("F", k + w), ("B", k)]
-    kinds += [("B", k) for k in range(total - w, total)]
-    return [(f, interleaved_chunk(k, p, v, f == "F"), (k // (p * v)) * p + k % p) for f, k in kinds]
+    forward, k = pass_sequence(interleaved_warmup(p, v, m, r), m * v, True)
+    return forward, interleaved_chunk(k, p, v, forward), (k // (p * v)) * p + k % p
