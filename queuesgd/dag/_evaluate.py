@@ -112,41 +112,85 @@ def _padded(idx: np.ndarray, ptr: np.ndarray, pred_idx: np.ndarray, T: int) -> n
     return P
 
 
+def _segments(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[slice | np.ndarray]:
+    """:func:`as_index` of each segment ``values[starts[g]:ends[g]]`` (non-empty), checked all at once.
+
+    Examples
+    --------
+    >>> _segments(np.array([3, 5, 7, 1, 2, 4, 9]), np.array([0, 3, 6]), np.array([3, 6, 7]))
+    [slice(3, 8, 2), array([1, 2, 4]), slice(9, 10, 1)]
+    """
+    lengths = ends - starts
+    seg = np.repeat(np.arange(starts.size), lengths)
+    pos = np.arange(seg.size) - np.repeat(np.cumsum(lengths) - lengths, lengths) + np.repeat(starts, lengths)
+    d = np.append(np.diff(values), 0)  # d[i] = values[i + 1] - values[i]
+    step = np.where(lengths >= 2, d[starts], 0)
+    broken = (pos < ends[seg] - 1) & (d[pos] != step[seg])  # a step inside a segment unlike its first
+    regular = (np.bincount(seg, weights=broken, minlength=starts.size) == 0) & (step > 0)
+    out: list[slice | np.ndarray] = []
+    for a, b, ok, st in zip(starts.tolist(), ends.tolist(), regular.tolist(), step.tolist()):
+        if b - a == 1:
+            out.append(slice(int(values[a]), int(values[a]) + 1, 1))
+        elif ok:
+            out.append(slice(int(values[a]), int(values[b - 1]) + 1, st))
+        else:
+            out.append(values[a:b])
+    return out
+
+
 def _build(graph: TaskGraph) -> Plan:
     T = len(graph)
     ptr, pred_idx, res_of, depth = graph.structure
     npred = np.diff(ptr)
     # plain tasks: groups by (depth, bucket of predecessor count): 0, 1, 2, 3-4, 5-8, ...
     bucket = np.where(npred == 0, 0, np.ceil(np.log2(np.maximum(npred, 1))).astype(np.int64) + 1)
-    entries: list[tuple[int, int, int, np.ndarray]] = []  # (depth, 0 plain / 1 resource, key, idx)
+    entries: list[tuple[int, int, int, Stage]] = []  # (depth, 0 plain / 1 resource, key, stage)
     plain = np.flatnonzero(res_of < 0)
     if plain.size:
         keys = depth[plain] * (int(bucket.max()) + 1) + bucket[plain]
         order = np.argsort(keys, kind="stable")
-        ks = keys[order]
-        cuts = np.flatnonzero(np.diff(ks)) + 1
-        for grp in np.split(plain[order], cuts):
-            entries.append((int(depth[grp[0]]), 0, int(bucket[grp[0]]), grp))
+        tasks = plain[order]
+        starts = np.concatenate(([0], np.flatnonzero(np.diff(keys[order])) + 1))
+        ends = np.append(starts[1:], tasks.size)
+        # each group's stage, built from arrays over every group at once
+        b_of = bucket[tasks]
+        one = np.flatnonzero(b_of[starts] == 1)
+        first = pred_idx[np.minimum(ptr[tasks], pred_idx.size - 1)] if pred_idx.size else 0
+        p1 = np.where(b_of == 1, first, 0)  # a chain's one predecessor
+        group = np.repeat(np.arange(starts.size), ends - starts)
+        by = np.lexsort((p1, group))
+        again = np.zeros(tasks.size, dtype=bool)
+        again[by[1:]] = (p1[by[1:]] == p1[by[:-1]]) & (group[by[1:]] == group[by[:-1]])
+        unique = np.add.reduceat(again, starts) == 0
+        p1_sel = _segments(p1, starts[one], ends[one])
+        rows = np.zeros(tasks.size, dtype=np.int64)  # each task's row in its bucket's padded matrix
+        padded = {}
+        for b in (np.flatnonzero(np.bincount(b_of)[2:]) + 2).tolist():
+            at = np.flatnonzero(b_of == b)
+            rows[at] = np.arange(at.size)
+            padded[b] = _padded(tasks[at], ptr, pred_idx, T)
+        width = np.maximum.reduceat(npred[tasks], starts)
+        sels = _segments(tasks, starts, ends)
+        chains = dict(zip(one.tolist(), p1_sel))
+        for g, (a, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+            idx, b, sel = tasks[a:e], int(b_of[a]), sels[g]
+            if b == 0:
+                st = Stage(_SOURCE, idx, sel, None, None, False)
+            elif b == 1:
+                p, u = p1[a:e], bool(unique[g])
+                st = Stage(_CHAIN, idx, sel, p[:, None], chains[g] if u else p, u)
+            else:
+                r = int(rows[a])
+                st = Stage(_JOIN, idx, sel, padded[b][r : r + e - a, : int(width[g])], None, False)
+            entries.append((int(depth[idx[0]]), 0, b, st))
     for r in range(len(graph.resources)):
         J = np.flatnonzero(res_of == r)
-        entries.append((int(depth[J[0]]), 1, r, J))
+        st = Stage(_RESOURCE, J, as_index(J), _padded(J, ptr, pred_idx, T), None, False)
+        entries.append((int(depth[J[0]]), 1, r, st))
     entries.sort(key=lambda e: e[:3])
-    stages = []
-    for _, is_res, b, idx in entries:
-        sel = as_index(idx)
-        if is_res:
-            stages.append(Stage(_RESOURCE, idx, sel, _padded(idx, ptr, pred_idx, T), None, False))
-        elif b == 0:
-            stages.append(Stage(_SOURCE, idx, sel, None, None, False))
-        elif b == 1:
-            p = pred_idx[ptr[idx]]
-            unique = np.unique(p).size == p.size
-            stages.append(Stage(_CHAIN, idx, sel, p[:, None], as_index(p) if unique else p, unique))
-        else:
-            stages.append(Stage(_JOIN, idx, sel, _padded(idx, ptr, pred_idx, T), None, False))
     has_succ = np.zeros(T, dtype=bool)
     has_succ[pred_idx] = True
-    return Plan(T, tuple(stages), np.flatnonzero(~has_succ))
+    return Plan(T, tuple(e[3] for e in entries), np.flatnonzero(~has_succ))
 
 
 @dataclass(eq=False)
