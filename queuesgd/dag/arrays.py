@@ -44,7 +44,7 @@ def check_names(names: Any) -> tuple[str, ...]:
         raise InvalidParameterError("names", names, "a sequence of task names") from None
     if not names:
         raise InvalidParameterError("names", [], "at least one task name")
-    if not all(type(n) is str and n.strip() for n in names):
+    if set(map(type, names)) != {str} or not all(map(str.strip, names)):
         for i, n in enumerate(names):
             _checks.name(f"names[{i}]", n)
     if len(set(names)) < len(names):
@@ -87,11 +87,17 @@ def check_groups(groups: Any, T: int) -> tuple[tuple, tuple[str, ...], np.ndarra
     groups = (None,) * T if groups is None else tuple(groups)
     if len(groups) != T:
         raise InvalidParameterError("groups", f"{len(groups)} labels", f"{T}, one a task (None: 'other')")
-    for g in set(groups):
+    try:
+        distinct = dict.fromkeys(groups)  # in order of first appearance
+    except TypeError:
+        raise InvalidParameterError("groups", groups, "group labels: non-empty strings, or None") from None
+    for g in distinct:
         if g is not None:
             _checks.name("groups", g)
-    labels = {g: j for j, g in enumerate(dict.fromkeys(g or "other" for g in groups))}
-    return groups, tuple(labels), readonly(np.array([labels[g or "other"] for g in groups], dtype=np.int64))
+    labels = {g: j for j, g in enumerate(dict.fromkeys(g or "other" for g in distinct))}
+    code = {g: labels[g or "other"] for g in distinct}
+    index = np.fromiter(map(code.__getitem__, groups), dtype=np.int64, count=T)
+    return groups, tuple(labels), readonly(index)
 
 
 def check_rows(pred_ptr: ArrayLike, pred_idx: ArrayLike, names: tuple[str, ...]) -> tuple[np.ndarray, ...]:
@@ -139,10 +145,14 @@ def check_rows(pred_ptr: ArrayLike, pred_idx: ArrayLike, names: tuple[str, ...])
             "TaskGraph.tasks", f"{n} -> {n}", "an acyclic graph (no task may depend on itself)"
         )
     if counts.size and counts.max() > 1:
-        order = np.argsort(row * T + idx, kind="stable")
-        key = (row * T + idx)[order]
-        again = np.zeros(idx.size, dtype=bool)
-        again[order[1:]] = key[1:] == key[:-1]  # a repeat, after its first appearance
+        again = np.zeros(idx.size, dtype=bool)  # a repeat, after its first appearance
+        two = ptr[:-1][counts == 2]
+        again[two + 1] = idx[two] == idx[two + 1]
+        more = np.flatnonzero(counts[row] > 2)  # the edges of longer rows: sorted by (row, index)
+        if more.size:
+            key = row[more] * T + idx[more]
+            order = np.argsort(key, kind="stable")
+            again[more[order[1:]]] = key[order[1:]] == key[order[:-1]]
         if again.any():
             idx = idx[~again]
             ptr = np.concatenate(([0], np.cumsum(np.bincount(row[~again], minlength=T))))

@@ -109,14 +109,15 @@ def super_depths(
     indeg = indeg_a.tolist()
     depth = [0] * n_nodes
     queue = np.flatnonzero(present & (indeg_a == 0)).tolist()
+    append = queue.append
     for x in queue:  # the list grows as nodes become ready: a breadth-first Kahn
         dx = depth[x] + 1
         for y in succ[ptr[x] : ptr[x + 1]]:
-            if depth[y] < dx:
+            left = indeg[y] - 1
+            indeg[y] = left
+            if not left:  # first in, first out: the nodes come level by level, its last input's the deepest
                 depth[y] = dx
-            indeg[y] -= 1
-            if not indeg[y]:
-                queue.append(y)
+                append(y)
     if len(queue) < int(present.sum()):
         preds = _rows(pred_ptr, pred_idx)
         _raise_cycle(preds, names)

@@ -127,6 +127,7 @@ def test_depths_are_the_longest_paths_of_the_resource_graph(seed):
         ((["a", "b", "c"], [1.0] * 3, [0, 1, 2, 3], [2, 0, 1]), "TaskGraph.tasks"),  # a cycle
         ((["a", "b"], [1.0, 1.0], [0, 0, 0], [], ["x"]), "groups"),
         ((["a", "b"], [1.0, 1.0], [0, 0, 0], [], ["x", " "]), "groups"),
+        ((["a", "b"], [1.0, 1.0], [0, 0, 0], [], [["x"], None]), "groups"),
     ],
 )
 def test_from_arrays_refuses_bad_arrays(args, field):

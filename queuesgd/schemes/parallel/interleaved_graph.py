@@ -386,20 +386,22 @@ def _advance(c: InterleavedCut, D: np.ndarray, state: np.ndarray) -> np.ndarray:
 
     ``state``: ``(n, 2 p)`` times, or ``(n, 2 p, 2 p)`` max-plus matrices (their
     rows); ``D``: the period's pass times, ``(n, 2 q v, p)``. A ring of three
-    positions holds ``P - 2 + i`` in slot ``i mod 3``.
+    blocks of ``p`` GPUs holds ``P - 2 + i`` in block ``i mod 3``, GPU-major
+    (a block is a slice, each GPU's times contiguous).
     """
     n, period, p = D.shape
-    ring = np.empty((n, 3 * p) + state.shape[2:])
-    ring[:, : 2 * p] = state
-    r = np.arange(p)
-    wide = (slice(None), slice(None)) + (None,) * (state.ndim - 2)
+    ring = np.empty((3 * p, n) + state.shape[2:])
+    ring[: 2 * p] = np.moveaxis(state, 1, 0)
+    times = np.moveaxis(D, 0, 2)[(...,) + (None,) * (state.ndim - 2)]  # (2 q v, p, n[, 1])
+    t = np.arange(period)[:, None]
+    other = np.where(c.source >= 0, ((t + 2 - c.lag) % 3) * p + c.source, ((t + 1) % 3) * p + np.arange(p))
     for t in range(period):
-        own = ((t + 1) % 3) * p + r
-        other = np.where(c.source[t] >= 0, ((t + 2 - c.lag[t]) % 3) * p + c.source[t], own)
-        ready = np.maximum(ring[:, own], ring[:, other])
-        ready += D[:, t][wide]
-        ring[:, ((t + 2) % 3) * p + r] = ready
-    return ring[:, np.concatenate([(period % 3) * p + r, ((period + 1) % 3) * p + r])]
+        own, dest = ((t + 1) % 3) * p, ((t + 2) % 3) * p
+        ready = ring[dest : dest + p]
+        np.maximum(ring[own : own + p], ring[other[t]], out=ready)
+        ready += times[t]
+    ends = [(period % 3) * p, ((period + 1) % 3) * p]
+    return np.ascontiguousarray(np.moveaxis(np.concatenate([ring[e : e + p] for e in ends]), 0, 1))
 
 
 def _cut_step(c: InterleavedCut, F: np.ndarray, B: np.ndarray, more: np.ndarray) -> np.ndarray:
