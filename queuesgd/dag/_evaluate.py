@@ -128,11 +128,14 @@ def _segments(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[
     broken = (pos < ends[seg] - 1) & (d[pos] != step[seg])  # a step inside a segment unlike its first
     regular = (np.bincount(seg, weights=broken, minlength=starts.size) == 0) & (step > 0)
     out: list[slice | np.ndarray] = []
-    for a, b, ok, st in zip(starts.tolist(), ends.tolist(), regular.tolist(), step.tolist()):
+    first, last = values[starts].tolist(), values[ends - 1].tolist()
+    for a, b, ok, st, x, y in zip(
+        starts.tolist(), ends.tolist(), regular.tolist(), step.tolist(), first, last
+    ):
         if b - a == 1:
-            out.append(slice(int(values[a]), int(values[a]) + 1, 1))
+            out.append(slice(x, x + 1, 1))
         elif ok:
-            out.append(slice(int(values[a]), int(values[b - 1]) + 1, st))
+            out.append(slice(x, y + 1, st))
         else:
             out.append(values[a:b])
     return out
@@ -169,11 +172,12 @@ def _build(graph: TaskGraph) -> Plan:
             at = np.flatnonzero(b_of == b)
             rows[at] = np.arange(at.size)
             padded[b] = _padded(tasks[at], ptr, pred_idx, T)
-        width = np.maximum.reduceat(npred[tasks], starts)
+        width = np.maximum.reduceat(npred[tasks], starts).tolist()
         sels = _segments(tasks, starts, ends)
         chains = dict(zip(one.tolist(), p1_sel))
-        for g, (a, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-            idx, b, sel = tasks[a:e], int(b_of[a]), sels[g]
+        columns = zip(starts.tolist(), ends.tolist(), b_of[starts].tolist(), depth[tasks[starts]].tolist())
+        for g, (a, e, b, d) in enumerate(columns):
+            idx, sel = tasks[a:e], sels[g]
             if b == 0:
                 st = Stage(_SOURCE, idx, sel, None, None, False)
             elif b == 1:
@@ -181,8 +185,8 @@ def _build(graph: TaskGraph) -> Plan:
                 st = Stage(_CHAIN, idx, sel, p[:, None], chains[g] if u else p, u)
             else:
                 r = int(rows[a])
-                st = Stage(_JOIN, idx, sel, padded[b][r : r + e - a, : int(width[g])], None, False)
-            entries.append((int(depth[idx[0]]), 0, b, st))
+                st = Stage(_JOIN, idx, sel, padded[b][r : r + e - a, : width[g]], None, False)
+            entries.append((d, 0, b, st))
     for r in range(len(graph.resources)):
         J = np.flatnonzero(res_of == r)
         st = Stage(_RESOURCE, J, as_index(J), _padded(J, ptr, pred_idx, T), None, False)

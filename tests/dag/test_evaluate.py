@@ -136,3 +136,40 @@ def test_helpers():
     assert chunk_rows(3) == 1_000_000
     assert as_index(np.array([4])) == slice(4, 5, 1)
     assert as_index(np.array([9, 6])).tolist() == [9, 6]  # decreasing: kept as an array
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_plan_lists_every_task_once_with_its_own_predecessors(seed):
+    # the stages are built from arrays over every group at once: each must hold what it says
+    from queuesgd.dag._evaluate import plan
+
+    rng = np.random.default_rng(seed)
+    T = 150
+    tasks = []
+    for i in range(T):  # chains in parallel (slices), joins of 2 to 12, a few resources
+        w = i % 5
+        k = int(rng.integers(0, min(i, 12) + 1)) if rng.random() < 0.3 else 0
+        after = {f"t{i - 5}"} if i >= 5 else set()
+        after |= {f"t{int(j)}" for j in rng.integers(0, i, k)} if i else set()
+        res = f"R{w}" if (i < 5 and rng.random() < 0.5) else None
+        tasks.append(Task(f"t{i}", 1.0, tuple(sorted(after)), resource=res))
+    g = TaskGraph(tasks)
+    ptr, pred_idx, res_of, depth = g.structure
+    seen = np.zeros(T, dtype=int)
+    last = -1
+    for st in plan(g).stages:
+        idx = st.idx
+        seen[idx] += 1
+        assert np.array_equal(np.arange(T)[st.sel], idx)
+        assert len(set(depth[idx].tolist())) == 1 and depth[idx[0]] >= last
+        last = depth[idx[0]]
+        if st.P is not None:
+            for row, t in zip(st.P.tolist(), idx.tolist()):
+                own = pred_idx[ptr[t] : ptr[t + 1]].tolist()
+                assert row == own + [T] * (len(row) - len(own)) and len(row) == max(
+                    1, max(ptr[j + 1] - ptr[j] for j in idx)
+                )
+        if st.p1 is not None:
+            assert np.array_equal(np.arange(T)[st.p1], st.P[:, 0])
+            assert st.p1_unique == (len(set(st.P[:, 0].tolist())) == len(idx))
+    assert (seen == 1).all()
