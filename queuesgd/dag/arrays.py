@@ -120,8 +120,6 @@ def check_rows(pred_ptr: ArrayLike, pred_idx: ArrayLike, names: tuple[str, ...])
     """
     T = len(names)
     ptr, idx = np.asarray(pred_ptr), np.asarray(pred_idx)
-    if ptr.size == 0 and idx.size == 0:
-        ptr, idx = np.zeros(T + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)
     if idx.size == 0:
         idx = idx.astype(np.int64)
     if ptr.shape != (T + 1,) or ptr.dtype.kind not in "iu" or ptr[0] != 0 or np.any(np.diff(ptr) < 0):

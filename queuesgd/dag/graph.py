@@ -330,6 +330,20 @@ class TaskGraph:
         range, no cycle) rather than task by task: for the graphs of 10^5
         tasks a library builds. :attr:`tasks` is made when first asked for.
 
+        Parameters
+        ----------
+        names : sequence of str
+            ``T`` task names.
+        durations : array_like of float, shape (T,)
+            Seconds, finite and >= 0.
+        pred_ptr : array_like of int, shape (T + 1,)
+            Where each task's predecessors begin in ``pred_idx`` (from 0, nondecreasing).
+        pred_idx : array_like of int
+            The predecessors' indices in ``[0, T)``, task after task.
+        groups : sequence of (str or None), optional
+            Each task's group (None: ``"other"``).
+        name : str, optional
+
         Examples
         --------
         >>> g = TaskGraph.from_arrays(["a", "b", "c"], [1.0, 2.0, 0.5], [0, 0, 0, 2], [0, 1],
