@@ -536,6 +536,10 @@ class TaskGraph:
     def __len__(self) -> int:
         return len(self._names)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its tasks, factors and name, built again (and checked again) when loaded."""
+        return (TaskGraph, (self.tasks, dict(self._factors), self._name))
+
     def __repr__(self) -> str:
         parts = [f"name={self._name!r}"] if self._name is not None else []
         parts.append(f"tasks={len(self._names)}")

@@ -256,3 +256,32 @@ def test_long_dependency_path_is_shortened_in_the_message():
     assert (
         err.value.got == "task 'b' depends on task 'a' (a -> m0 -> m1 -> ... 96 more ... -> m98 -> m99 -> b)"
     )
+
+
+def test_a_graph_pickles_and_loads_as_the_same_graph():
+    # a worker process (multiprocessing, Dask) gets a graph by pickle; it was refused (a mappingproxy)
+    import pickle
+
+    from queuesgd.dag import schedule, simulate
+
+    g = TaskGraph(
+        [
+            Task("load", Exponential(2.0), resource="disk"),
+            Task("a", 1.0, after=["load"], scale="slow", group="compute"),
+            Task("b", Gamma(2.0, 0.5), resource="disk"),
+            Task("c", 0.5, after=["a", "b"]),
+        ],
+        factors={"slow": Gamma(4.0, 0.25)},
+        name="toy",
+    )
+    arrays = TaskGraph.from_arrays(
+        ["x", "y", "z"], [1.0, 2.0, 0.5], [0, 0, 1, 3], [0, 0, 1], groups=["g", None, "g"]
+    )
+    for graph in (g, arrays):
+        back = pickle.loads(pickle.dumps(graph))
+        assert back.names == graph.names and back.groups == graph.groups and back.resources == graph.resources
+        assert [t.after for t in back.tasks] == [t.after for t in graph.tasks]
+        for field in ("pred_ptr", "pred_idx", "resource_of", "depth"):
+            assert np.array_equal(getattr(back.structure, field), getattr(graph.structure, field))
+        assert schedule(back).makespan == schedule(graph).makespan  # the means' schedule, the same numbers
+        assert simulate(back, iterations=2_000, rng=5).mean == simulate(graph, iterations=2_000, rng=5).mean
