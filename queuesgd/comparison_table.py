@@ -26,6 +26,7 @@ import numpy as np
 from queuesgd import units
 from queuesgd.errors import InvalidParameterError
 from queuesgd.frames import column_rows, html_table, to_frame
+from queuesgd.frozen_pickle import frozen_reduce
 from queuesgd.measured_columns import CONFIG_COLUMNS
 
 __all__ = ["Comparison", "comparison_from_rows", "percent"]
@@ -63,6 +64,8 @@ class Comparison:
         ``error_high`` (the error over the measured interval); ``method``;
         ``where`` (the rows it came from).
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
 
     columns: Mapping[str, np.ndarray]
     notes: tuple[str, ...] = ()

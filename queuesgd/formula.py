@@ -34,6 +34,7 @@ import numpy as np
 
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError, UnknownNameError
+from queuesgd.frozen_pickle import frozen_reduce
 from queuesgd.optimum import Optimum
 
 __all__ = ["Formula", "INTEGER_SYMBOLS", "Optimum"]
@@ -113,6 +114,8 @@ class Formula:
         symbol the expression does not have (``t >= g``, the GPUs per node ``g``):
         :meth:`evaluate` needs its value too (:attr:`condition_names`).
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
 
     expr: Any
     symbols: Mapping[str, Any]

@@ -74,6 +74,7 @@ from queuesgd import _checks
 from queuesgd.cluster import Cluster
 from queuesgd.compute_model import ComputeModel
 from queuesgd.errors import InvalidParameterError
+from queuesgd.frozen_pickle import frozen_reduce
 from queuesgd.hybrid_space_checks import (  # memory_limit_bytes: the planners' reading, exported here too
     axis,
     bool_or,
@@ -410,6 +411,8 @@ class HybridTable:
     experts : tuple or None
         The model's mixture of experts, ``(E, capacity_factor, top_k)``, or None (dense).
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
 
     columns: Mapping[str, np.ndarray]
     memory_limit: float

@@ -33,6 +33,7 @@ import numpy as np
 
 from queuesgd import units
 from queuesgd.errors import InvalidParameterError
+from queuesgd.frozen_pickle import frozen_reduce
 from queuesgd.measured_cells import MAX_CELL, MEASURE_RANGE, empty, short_value
 
 __all__ = ["PLAUSIBLE_STEP", "TIME_UNITS", "Measurement", "measurement", "run_keys"]
@@ -82,6 +83,8 @@ class Measurement:
         What a reader of the numbers should know: rows skipped, a time unit
         recognized, an implausible step time.
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
 
     config: Mapping[str, Any]
     params: Mapping[str, Any]

@@ -16,6 +16,7 @@ from queuesgd import units
 from queuesgd.cluster import ROW_FIELDS
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.frames import column_rows, html_table, to_frame
+from queuesgd.frozen_pickle import frozen_reduce
 from queuesgd.prediction_inputs import prediction_inputs
 from queuesgd.schemes.base import Scheme, SchemeSolution, StationBreakdown, check_executor, placement_note
 from queuesgd.workload import Cluster, Workload
@@ -75,6 +76,8 @@ class Prediction:
     interval : tuple of float or None
         95% confidence interval of ``throughput`` (simulation only).
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
 
     scheme: str
     workers: int
@@ -255,6 +258,8 @@ class SweepResult:
         (``timeout="25ms"`` is 0.025), as :meth:`to_pandas` says in
         ``attrs["units"]``.
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
 
     scheme: str
     columns: Mapping[str, np.ndarray]

@@ -34,6 +34,7 @@ from queuesgd.dag.maxplus import group_totals
 from queuesgd.dag.structure import readonly
 from queuesgd.distributions import Deterministic, Distribution
 from queuesgd.errors import InvalidParameterError
+from queuesgd.frozen_pickle import frozen_reduce
 from queuesgd.rng import as_generator
 from queuesgd.run_options import MAX_ITERATIONS, iterations_option
 
@@ -108,6 +109,8 @@ class Simulation:
     >>> sim.mean, sim.interval, dict(sim.group_share), sim.quantile(0.5)
     (4.0, (4.0, 4.0), {'io': 0.25, 'other': 0.75}, 4.0)
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
 
     graph: TaskGraph
     makespans: np.ndarray

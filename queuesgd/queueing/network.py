@@ -18,6 +18,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, UnknownNameError
+from queuesgd.frozen_pickle import frozen_reduce
 
 __all__ = ["Delay", "Queue", "ClosedNetwork", "Station"]
 
@@ -59,6 +60,8 @@ class Delay:
     Delay(name='think', demand=2.0)
     """
 
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
+
     name: str
     demand: Demand
 
@@ -93,6 +96,8 @@ class Queue:
     >>> Queue("cpu", 0.5, servers=2)
     Queue(name='cpu', demand=0.5, servers=2)
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
 
     name: str
     demand: Demand
@@ -134,6 +139,8 @@ class ClosedNetwork:
     >>> net.demands.tolist()
     [[4.0], [1.0]]
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
 
     stations: Sequence[Station]
     population: int | Mapping[str, int]

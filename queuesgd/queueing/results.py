@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd.errors import InvalidParameterError
+from queuesgd.frozen_pickle import frozen_reduce
 from queuesgd.queueing.network import ClosedNetwork
 
 __all__ = ["MVAResult", "MVASeries"]
@@ -93,6 +94,8 @@ class MVAResult:
     (0.5, 'cpu')
     """
 
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
+
     network: ClosedNetwork
     method: str
     throughput: Any
@@ -159,6 +162,8 @@ class MVASeries:
     >>> s.population.tolist(), s.throughput.round(4).tolist()
     ([1, 2, 3], [0.5, 0.8, 0.9375])
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
 
     network: ClosedNetwork
     method: str

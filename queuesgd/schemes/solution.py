@@ -16,6 +16,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
+from queuesgd.frozen_pickle import frozen_reduce
 
 __all__ = ["PARTS", "BatchSolution", "SchemeSolution", "StationBreakdown", "bottleneck"]
 
@@ -79,6 +80,8 @@ class SchemeSolution:
     model : object
         The model that was solved (a ClosedNetwork, a PetriNet, a Formula...).
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
 
     iteration_rate: float
     gradients_per_update: float

@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING
 from queuesgd import _checks
 from queuesgd.busbw import OPERATIONS
 from queuesgd.errors import InvalidParameterError
+from queuesgd.frozen_pickle import frozen_reduce
 from queuesgd.schemes.costs import (
     hierarchical_allreduce,
     ring_allgather,
@@ -190,6 +191,8 @@ class CollectiveTime:
     times : mapping of str to float
         Every algorithm's modelled seconds (the candidates of the choice).
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only mappings
 
     seconds: float
     algorithm: str
