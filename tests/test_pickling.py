@@ -42,7 +42,7 @@ def _same(a, b, where="") -> None:
             assert np.array_equal(getattr(a.structure, field), getattr(b.structure, field)), where
     elif isinstance(a, np.ndarray):
         assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), where
-    elif dataclasses.is_dataclass(a) and not isinstance(a, type):
+    elif (dataclasses.is_dataclass(a) or hasattr(a, "__dict__")) and not isinstance(a, type):
         for name in vars(a):
             _same(getattr(a, name), getattr(b, name), f"{where}.{name}")
     elif isinstance(a, tuple | list):
@@ -71,6 +71,9 @@ def _results():
     return {
         "Prediction (ring)": q.predict(q.RingAllReduce(), W, C),
         "Prediction (async-ps, stations)": q.predict(q.AsyncPS(), W, C),
+        "Prediction (async-ps, its Petri net)": q.predict(
+            q.AsyncPS(), W, q.Cluster(2, "10Gbit/s"), method="ctmc"
+        ),
         "SweepResult": q.sweep(q.AsyncPS(), W, C, workers=[1, 2, 4]),
         "Simulation": simulate(graph, iterations=500, rng=1),
         "MVAResult": mva(network),

@@ -18,6 +18,7 @@ import numpy as np
 
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError, UnknownNameError
+from queuesgd.frozen_pickle import frozen_reduce
 from queuesgd.petri.rates import positive_rate
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class Transition:
         Priority of an immediate transition (higher fires first); timed
         transitions have priority 0.
     """
+
+    __reduce__ = frozen_reduce  # picklable despite its read-only arc mappings
 
     name: str
     kind: str
