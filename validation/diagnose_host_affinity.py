@@ -36,7 +36,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from host_affinity import SMI_TIMEOUT, gpu_local_cpus  # noqa: E402
+from host_affinity import gpu_local_cpus  # noqa: E402
+from nvidia_smi import SMI_TIMEOUT  # noqa: E402
 
 from queuesgd.profiler import _loop_block  # noqa: E402
 from queuesgd.profiler_step import training_step  # noqa: E402

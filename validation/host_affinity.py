@@ -10,12 +10,10 @@ PCI device lists the CPUs local to it (``local_cpulist`` in sysfs).
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
-#: Seconds one ``nvidia-smi`` query may take: a hung driver gives no bus id, not a hang.
-SMI_TIMEOUT = 10.0
+from nvidia_smi import query
 
 
 def parse_cpulist(text: str) -> list[int]:
@@ -50,16 +48,7 @@ def sysfs_device(bus_id: str) -> str:
 def gpu_local_cpus(index: int = 0) -> dict[str, Any]:
     """The GPU's PCI address and the CPUs sysfs lists as local to it (``cpus`` empty when unknown)."""
     out: dict[str, Any] = {"bus_id": None, "cpus": [], "numa_node": None}
-    try:
-        run = subprocess.run(
-            ["nvidia-smi", f"--id={index}", "--query-gpu=pci.bus_id", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=SMI_TIMEOUT,
-        )
-        bus = run.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return out
+    bus = query("pci.bus_id", index)
     if not bus:
         return out
     out["bus_id"] = bus

@@ -14,30 +14,21 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from nvidia_smi import SMI_TIMEOUT, query  # noqa: E402
 
 from queuesgd.profiler import plain_step_time  # noqa: E402
 
-#: Seconds one ``nvidia-smi`` clock read may take: a hung driver gives an empty reading, not a hang.
-SMI_TIMEOUT = 10.0
-
 
 def _clock() -> str:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=SMI_TIMEOUT,
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
+    """The SM clock (``SMI_TIMEOUT`` read at the call: a test may shorten it)."""
+    return query("clocks.sm", timeout=SMI_TIMEOUT)
 
 
 def main() -> int:
