@@ -119,7 +119,8 @@ def test_the_runs_commit_is_provenances_and_says_dirty(script, monkeypatch):
     monkeypatch.delenv("QUEUESGD_COMMIT", raising=False)
     monkeypatch.setattr(provenance, "_git", lambda *args: answers[args[0]])
     settings = {"device": "cpu", "warmup": 1, "repetitions": 2, "steps": 3, "protocol": "interleaved",
-                "device_warmup": 0, "blocks": 1, "block_steps": 1}  # fmt: skip
+                "device_warmup": 0, "blocks": 1, "block_steps": 1, "pin": "none", "held": "ratio",
+                "targets_only": False, "affinity": None}  # fmt: skip
     doc = script._document(argparse.Namespace(**settings), [], "now")
     assert doc["commit"] == head + "+dirty"
     monkeypatch.setenv("QUEUESGD_COMMIT", "given")  # a copy without .git: the commit it was given

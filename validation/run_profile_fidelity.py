@@ -397,7 +397,7 @@ def _row(case: FidelityCase, args: argparse.Namespace, progress: Callable[[dict]
             steps=args.steps,
             blocks=args.blocks if args.protocol == "interleaved" else None,
             block_steps=args.block_steps,
-            held=getattr(args, "held", "ratio"),
+            held=args.held,
         )
     except Exception as exc:  # a row of its own: every case is reported
         row = {"name": case.name, "notes": case.notes, "failed": f"{type(exc).__name__}: {exc}"}
@@ -481,7 +481,7 @@ def _document(args: argparse.Namespace, rows: list[dict], started: str) -> dict:
             "held_error": (
                 "interleaved: median of the block errors (each profile block / the mean of the two loop "
                 "blocks around it - 1)"
-                if getattr(args, "held", "ratio") == "paired"
+                if args.held == "paired"
                 else "interleaved: median of the profile's block means / median of the loop's - 1"
             )
             + "; bracket: predict's step / the two loops' mean - 1",
@@ -504,11 +504,11 @@ def _document(args: argparse.Namespace, rows: list[dict], started: str) -> dict:
             "device_warmup": args.device_warmup,
             "blocks": args.blocks if args.protocol == "interleaved" else None,
             "block_steps": args.block_steps if args.protocol == "interleaved" else None,
-            "pin": getattr(args, "pin", "none"),
-            "held": getattr(args, "held", "ratio"),
-            "targets_only": getattr(args, "targets_only", False),
+            "pin": args.pin,
+            "held": args.held,
+            "targets_only": args.targets_only,
         },
-        "affinity": getattr(args, "affinity", None),
+        "affinity": args.affinity,
         "rows": rows,
     }
 
