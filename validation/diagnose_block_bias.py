@@ -16,9 +16,11 @@ shuffled per round (seeded), each arm timed on the host from a device
 synchronize to a device synchronize:
 
 - ``loop``: ``profiler._loop_block`` (the plain loop of the fidelity check);
-- ``timed``: ``Recorder.timed`` (the profile's timed steps), also its events'
-  sum (``timed_events``: the compute and update samples) and the block as
-  ``profile_interleaved`` reads it (``timed_profile``: mean compute + median update);
+- ``timed``: ``Recorder.timed`` (the profile's timed steps), also its events
+  (``timed_events``: mean compute + mean update, the block as
+  ``profile_interleaved`` reads it from pass 10; the probes recorded in
+  passes 8 and 9 also carry ``timed_profile``, with the median update the
+  profile read then);
 - ``inline``: the timed steps' code without the events (``run_micro``,
   ``backward``, ``update`` called as ``Recorder.timed`` calls them);
 - ``inline_del``: ``inline`` with the loss (and so its graph) let go right
@@ -147,7 +149,6 @@ def _probe(
         _loop_block(step, 5, wait)  # warm-up
         blocks: dict[str, list[float]] = {a: [] for a in arms_run}
         events: list[float] = []
-        profiled: list[float] = []
         orders = []
         rng = random.Random(seed)
         for _ in range(rounds):
@@ -160,15 +161,9 @@ def _probe(
                 first = len(rec.samples["compute"])
                 blocks[arm].append(arms[arm]())
                 if arm == "timed":
-                    n = len(rec.samples["compute"])
                     events.append(
-                        (sum(rec.samples["compute"][first:n]) + sum(rec.samples["update"][first:n]))
-                        / (n - first)
-                    )
-                    # the block as profile_interleaved reads it: mean compute + median update
-                    profiled.append(
-                        statistics.fmean(rec.samples["compute"][first:n])
-                        + statistics.median(rec.samples["update"][first:n])
+                        statistics.fmean(rec.samples["compute"][first:])
+                        + statistics.fmean(rec.samples["update"][first:])
                     )
     done = len(blocks["timed"])
     out: dict[str, Any] = {
@@ -178,11 +173,10 @@ def _probe(
         "orders": orders,
         "blocks_s": {a: blocks[a][:done] for a in arms_run},
         "timed_events_s": events,
-        "timed_profile_s": profiled,
     }
     summary = {}
-    for arm in (*arms_run[1:], "timed_events", "timed_profile"):
-        own = {"timed_events": events, "timed_profile": profiled}.get(arm) or blocks[arm]
+    for arm in (*arms_run[1:], "timed_events"):
+        own = events if arm == "timed_events" else blocks[arm]
         rel = [x / y - 1.0 for x, y in zip(own[:done], blocks["loop"][:done], strict=True)]
         summary[arm] = {
             "median_vs_loop": statistics.median(rel) if rel else None,
