@@ -52,7 +52,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from queuesgd.profiler import _loop_block  # noqa: E402
 from queuesgd.profiler_recorder import Recorder  # noqa: E402
-from queuesgd.profiler_step import training_step  # noqa: E402
 
 ARMS = ("loop", "timed", "inline", "inline_del", "marked")
 
@@ -100,7 +99,7 @@ def _probe(
 ) -> dict[str, Any]:
     import torch
 
-    step = training_step(case.model, device=device, optimizer=None, seed=0, **case.step_arguments())
+    step = case.build_step(device)
     cuda = step.dev.type == "cuda"
     rec = Recorder(torch, step.net, step.params, cuda=cuda, forward_hooks=not step.compiled)
     clock = rec.clock

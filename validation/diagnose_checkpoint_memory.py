@@ -82,9 +82,8 @@ def _probe(case: Any) -> dict[str, Any]:
     import torch
 
     from queuesgd.profiler_memory import backward_peak
-    from queuesgd.profiler_step import training_step
 
-    step = training_step(case.model, device="cuda", optimizer=None, seed=0, **case.step_arguments())
+    step = case.build_step("cuda")
     mib = 2.0**20
     with step.modes_kept(), step.errors():
         for _ in range(2):

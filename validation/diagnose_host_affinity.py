@@ -40,7 +40,6 @@ from host_affinity import gpu_local_cpus  # noqa: E402
 from nvidia_smi import SMI_TIMEOUT  # noqa: E402
 
 from queuesgd.profiler import _loop_block  # noqa: E402
-from queuesgd.profiler_step import training_step  # noqa: E402
 
 CASES = ("vit_b_16 bf16", "densenet121 fp32")
 
@@ -70,7 +69,7 @@ def _probe(
 ) -> dict:
     import torch
 
-    step = training_step(case.model, device="cuda", optimizer=None, seed=0, **case.step_arguments())
+    step = case.build_step("cuda")
     wait = torch.cuda.synchronize
     blocks: dict[str, list[float]] = {a: [] for a in arms}
     rng = random.Random(seed)

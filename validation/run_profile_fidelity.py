@@ -234,7 +234,6 @@ for the report), each with a sidecar of the plain step's time.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import os
@@ -335,8 +334,6 @@ def _device_warmup(
         return
     import torch
 
-    from queuesgd.profiler_step import training_step
-
     cuda = args.device.startswith("cuda")
     wait = torch.cuda.synchronize if cuda else (lambda: None)
     threads = torch.get_num_threads()
@@ -344,9 +341,7 @@ def _device_warmup(
         torch.set_num_threads(1)
     t0 = time.perf_counter()
     try:
-        given = {"optimizer": None, "seed": 0, **case.step_arguments(), "device": args.device}
-        takes = inspect.signature(training_step).parameters
-        step = training_step(case.model, **{k: v for k, v in given.items() if k in takes})
+        step = case.build_step(args.device)
         wait()
         out["device_warmup_setup_s"] = time.perf_counter() - t0
         with step.errors():

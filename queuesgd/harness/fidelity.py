@@ -85,6 +85,26 @@ class FidelityCase:
             **self.options,
         }
 
+    def build_step(self, device: str = "cpu") -> Any:
+        """The case's :class:`~queuesgd.profiler_step.TrainingStep` on ``device``, as the profile builds it.
+
+        The default optimizer and seed 0, as :func:`queuesgd.profile`; of ``options`` only what
+        :func:`~queuesgd.profiler_step.training_step` takes (the rest are the profile's own).
+
+        Examples
+        --------
+        >>> import pytest; torch = pytest.importorskip("torch")
+        >>> case = FidelityCase("linear", lambda: torch.nn.Linear(16, 4), 8, (16,), options={"warmup": 3})
+        >>> step = case.build_step()
+        >>> step.batch_size, step.accumulation, type(step.opt).__name__
+        (8, 1, 'SGD')
+        """
+        from queuesgd.profiler_step import training_step
+
+        given = {"optimizer": None, "seed": 0, **self.step_arguments(), "device": device}
+        takes = inspect.signature(training_step).parameters
+        return training_step(self.model, **{k: v for k, v in given.items() if k in takes})
+
 
 def check_profile(
     case: FidelityCase,
@@ -295,11 +315,8 @@ def cpu_step_peak(case: FidelityCase, *, warmup: int = 2) -> int:
     True
     """
     from queuesgd.profiler_memory import cpu_allocator_peak
-    from queuesgd.profiler_step import training_step
 
-    args = {"optimizer": None, "seed": 0, "model_args": None, **case.step_arguments(), "device": "cpu"}
-    takes = inspect.signature(training_step).parameters
-    step = training_step(case.model, **{k: v for k, v in args.items() if k in takes})
+    step = case.build_step("cpu")
     with step.errors():
         for _ in range(warmup):
             step.run()
