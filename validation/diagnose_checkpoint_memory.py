@@ -90,7 +90,6 @@ def _probe(case: Any) -> dict[str, Any]:
             step.run()
         torch.cuda.synchronize()
         m = backward_peak(step)
-        step.held = None
         torch.cuda.synchronize()
         start = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
