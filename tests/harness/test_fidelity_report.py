@@ -120,3 +120,48 @@ def test_memory_cells_are_the_measured_peaks_over_memorys_total(tmp_path):
     )
     assert "| cpu | target | interleaved | 10.00 | 10.00 | +0.0% | nan% | 1.00x | - | 0.95 | 0.25 |" in text
     assert "(no transient term): a pass made before" in text
+
+
+def _interleaved(name: str, device: str, blocks: int, errors: list[float], held: str | None = None) -> dict:
+    row = {"name": name, "notes": "target", "protocol": "interleaved", "blocks": blocks, "block_steps": 8}
+    return {
+        "device": "cpu" if device == "cpu" else "cuda",
+        "device_name": device,
+        "file": f"{name}-{blocks}-{len(errors)}.json",
+        "registered": {"target_error": 0.03},
+        "rows": [{**row, "block_errors": errors, **({"held": held} if held else {})}],
+    }
+
+
+def test_pooled_block_errors_take_the_textbook_order_statistics_of_the_median():
+    # 18 block errors pooled from three passes of one protocol: the 95% interval of the median is
+    # [x(5), x(14)] (binomial(18, 1/2): P(B <= 4) = 0.0154, P(B <= 5) = 0.0481; Conover's table A3).
+    from fractions import Fraction
+    from math import comb
+
+    from queuesgd.harness.report.fidelity import pooled_blocks
+
+    coverage = sum(Fraction(comb(18, k), 2**18) for k in range(5, 14))  # x(5) <= median < x(14)
+    assert coverage >= Fraction(95, 100) > sum(Fraction(comb(18, k), 2**18) for k in range(6, 13))
+    values = [(-1) ** i * i / 100 for i in range(18)]  # distinct, unsorted
+    passes = [_interleaved("m", "H200", 6, values[6 * j : 6 * j + 6]) for j in range(3)]
+    passes.append(_interleaved("m", "H200", 100, [0.1] * 4, held="paired"))  # another protocol
+    passes.append(_interleaved("m", "cpu", 6, [0.0] * 6))  # another device
+    passes.append(_interleaved("k", "H200", 6, [0.029, -0.03, 0.0, 0.01, -0.01, 0.02]))  # another model
+    got = pooled_blocks(passes)
+    assert [(g["device"], g["protocol"], g["blocks"], len(g["passes"])) for g in got] == [
+        ("H200", "interleaved, 6 x 8 steps", 18, 3),
+        ("H200", "interleaved, 100 x 8 steps, paired", 4, 1),
+        ("cpu", "interleaved, 6 x 8 steps", 6, 1),
+        ("H200", "interleaved, 6 x 8 steps", 6, 1),
+    ]
+    ordered = sorted(values)
+    assert got[0]["interval"] == (ordered[4], ordered[13])
+    assert got[0]["median"] == (ordered[8] + ordered[9]) / 2
+    text = "\n".join(fidelity_lines(passes))
+    assert "| H200 | interleaved, 6 x 8 steps | m | 3 | 18 |" in text
+    # m's interval [-0.08, +0.09] is not within 3%, nor are the four +10% blocks; k's six blocks
+    # ([x(1), x(6)] for n = 6: coverage 1 - 2/64) are; the CPU pass (device 'cpu') is not held
+    assert got[3]["interval"] == (-0.03, 0.029)
+    lines = [line for line in text.splitlines() if line.startswith("| H200 |") or line.startswith("| cpu |")]
+    assert [line.rsplit("|", 2)[-2].strip() for line in lines] == ["no", "no", "not held", "yes"]
