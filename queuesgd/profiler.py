@@ -377,12 +377,12 @@ def _run(
                 with step.errors():
                     if loop:
                         with counted("warmup"):
-                            rec.timed(*args, warmup, skip=warmup)
+                            rec.timed(*args, warmup, skip=warmup, holder=step)
                     warm_steps = list(rec.skipped_seconds)
                     for count in timed_blocks:
                         if not loop:  # the warm-up runs straight into the timed steps: its host time moves
                             with counted("timed"):
-                                rec.timed(*args, warmup + count, skip=warmup)
+                                rec.timed(*args, warmup + count, skip=warmup, holder=step)
                             warm_steps = list(rec.skipped_seconds)
                             phases["timed"] -= math.fsum(warm_steps)
                             phases["warmup"] += math.fsum(warm_steps)
@@ -391,7 +391,7 @@ def _run(
                             loop_s.append(_loop_block(step, loop, wait))
                         first = len(rec.samples["compute"])
                         with counted("timed"):
-                            rec.timed(*args, count, skip=0)
+                            rec.timed(*args, count, skip=0, holder=step)
                         profile_s.append(
                             statistics.fmean(rec.samples["compute"][first:])
                             + statistics.fmean(rec.samples["update"][first:])

@@ -122,6 +122,7 @@ class Recorder:
                 for child_name, child in mod.named_children():
                     full = f"{mod_name}.{child_name}" if mod_name else child_name
                     hooked.setdefault(id(child), (full, child))
+
             # A module between two owners has its frame too, so the owner above it is not charged its
             # parameter-free work (a block in a ModuleList, the root's grandchild: its residual adds and
             # activations went to the root's class token, audit 2026-11-28); elsewhere that work is
@@ -174,7 +175,9 @@ class Recorder:
 
     # ----------------------------------------------------------------------------- one step
 
-    def timed(self, run_micro: Any, update: Any, accumulation: int, count: int, *, skip: int) -> None:
+    def timed(
+        self, run_micro: Any, update: Any, accumulation: int, count: int, *, skip: int, holder: Any = None
+    ) -> None:
         """``count`` steps back to back with no hooks and no wait; the first ``skip`` are not recorded.
 
         The steps run as a plain training loop runs them: on a CUDA device
@@ -183,8 +186,19 @@ class Recorder:
         device idle while the host launches the next step's first kernels:
         a ResNet-50 step in bfloat16 on an H100 took 16% longer so). Each
         step's phases are events on the device's timeline, read at the end.
+
+        ``holder`` (a :class:`~queuesgd.profiler_step.TrainingStep`) lends its
+        ``held`` loss: the first step lets it go (its graph is freed inside
+        that step, as in a loop that goes on), and the last step's loss is
+        handed back, so a block of steps between two blocks of
+        :meth:`TrainingStep.run` frees one graph a micro-step as they do;
+        without it the first step had none to free and the last freed its own
+        after the timing.
         """
         clock = self.clock
+        backward = None
+        if holder is not None:
+            backward, holder.held = holder.held, None
         steps = []
         starts = []  # host clock at each unrecorded step's start (a phase diagnostic: no wait)
         wall0 = 0.0
@@ -202,6 +216,8 @@ class Recorder:
                 marks.append((m0, m1, clock.mark()))
             update()
             steps.append((marks, clock.mark()))
+        if holder is not None:
+            holder.held = backward
         last = time.perf_counter() if count <= skip else wall0  # the last unrecorded step's end, on the host
         clock.finish()
         if count > skip:

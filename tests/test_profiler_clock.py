@@ -120,13 +120,17 @@ class _Watched(torch.nn.Module):
         self.lin = torch.nn.Linear(4, 1)
         self.last = None  # a weak reference to the last pass's token
         self.alive = []
+        self.tokens = []  # weak references to every pass's token
+        self.graphs = []  # at each forward pass: how many earlier passes' graphs are alive
 
     def forward(self, x):
         import weakref
 
         self.alive.append(self.last is not None and self.last() is not None)
+        self.graphs.append(sum(t() is not None for t in self.tokens))
         token = _Token()
         self.last = weakref.ref(token)
+        self.tokens.append(self.last)
         return _Mark.apply(self.lin(x), token)
 
 
@@ -147,6 +151,22 @@ def test_the_reference_loop_keeps_each_loss_as_the_timed_steps_and_a_training_lo
     for _ in range(3):
         step.run()
     assert timed == net.alive == [False] + [True] * (3 * accumulation - 1)
+
+
+@pytest.mark.parametrize("accumulation", [1, 3])
+def test_interleaved_blocks_each_free_one_graph_a_micro_step_as_a_loop_that_goes_on(accumulation):
+    # In a training loop each forward pass finds exactly one earlier graph alive (the last loss's). The
+    # timed blocks between plain-loop blocks started with none of their own and let the loop's held loss
+    # live on beside theirs (two alive), then freed their last graph after the timing; now they take the
+    # loop's loss over and hand their last one back.
+    from queuesgd.profiler import profile_interleaved
+
+    net = _Watched()
+    warmup, blocks, block_steps = 2, 3, 2
+    profile_interleaved(net, batch_size=2, input_shape=(4,), blocks=blocks, block_steps=block_steps,
+                        detailed=1, warmup=warmup, accumulation=accumulation)  # fmt: skip
+    steps = warmup + (2 * blocks + 1) * block_steps  # the warm-up, the loop blocks and the timed blocks
+    assert net.graphs[: steps * accumulation] == [0] + [1] * (steps * accumulation - 1)
 
 
 def test_the_update_time_is_the_mean_optimizer_step_not_the_median():

@@ -109,7 +109,7 @@ def _probe(
     def timed() -> float:
         wait()
         t0 = time.perf_counter()
-        rec.timed(*args, steps, skip=0)  # ends with one synchronize
+        rec.timed(*args, steps, skip=0, holder=step)  # ends with one synchronize; the loss handed on
         return (time.perf_counter() - t0) / steps
 
     def inline(drop: bool) -> float:

@@ -225,6 +225,24 @@ Registered before the run (fixed here, not after seeing results):
   seven within 3% (-1.76..+1.15%, 4 of 7 negative); the rows moved by -1.5
   to +1.7 points from CPU pass 10, both ways: the machine's noise is larger
   than the expected 0.1-0.6% rise, which is not seen.
+- Pass 10 amended a second time before it runs (2026-11-28, a fourth
+  change, found reading the code, not from a pass): (4) the interleaved
+  protocol's timed blocks freed one graph fewer than the loop blocks around
+  them. A training loop frees the last micro-step's graph in each forward
+  pass (``loss = ...``); a timed block started with no loss of its own, so
+  its first step freed none while the loop's last loss lived on beside it,
+  and its last loss was freed after the timing. Now ``Recorder.timed(...,
+  holder=step)`` takes the loop's held loss over and hands its last one back
+  (a test counts the graphs alive at each forward pass: one, throughout).
+  Size, measured on this machine's CPU rows (freeing a graph after backward:
+  28-74 us, 0.09-0.55% of a step): the timed blocks of 4 steps were short
+  by 0.02-0.14% of a step; on the GPU rows it is expected under 0.3%. The
+  command and everything else of pass 10 unchanged.
+- CPU pass 12 (registered here before it runs): CPU pass 11 with change (4)
+  on the same seven rows, a replication. Expected: within 3%; the change
+  (+0.02..+0.14%) is far below this machine's pass-to-pass noise (rows moved
+  by up to 1.7 points between CPU passes 10 and 11), so no row is expected
+  to show it.
 
 On CUDA the script also records two ``torch.profiler`` traces for
 ``read_trace`` (``cuda_mlp.json.gz`` for the tests, ``resnet50_bf16.json.gz``
