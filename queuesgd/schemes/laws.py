@@ -2,6 +2,10 @@
 
 - :func:`worker_laws` -- each worker's compute-time law (speed factors
   applied), for closed forms and order statistics.
+- :func:`symmetric_workers`, :func:`resolve_symmetric` and
+  :func:`worker_stretches` -- for the task graphs: whether one drawn worker
+  stands for all, and how each drawn worker's tasks are stretched or scaled
+  by its compute law.
 - :func:`sample_compute` -- a NumPy array (iterations x workers) of compute
   times with the actual laws, speeds and random straggler delays, for
   Monte Carlo simulation.
@@ -27,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from queuesgd.batchmeans import MAX_SAMPLES, check_simulation_size
-from queuesgd.distributions import Distribution, PhaseType, fit_phase_type
-from queuesgd.errors import NotRepresentable
+from queuesgd.distributions import Deterministic, Distribution, PhaseType, fit_phase_type
+from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.rng import as_generator
 from queuesgd.workload import Cluster, Workload
 
@@ -38,8 +42,11 @@ __all__ = [
     "add_phase_type_stage",
     "check_sample_size",
     "ctmc_law",
+    "resolve_symmetric",
     "sample_compute",
+    "symmetric_workers",
     "worker_laws",
+    "worker_stretches",
 ]
 
 
@@ -66,6 +73,93 @@ def worker_laws(workload: Workload, cluster: Cluster) -> list[Distribution]:
             cache[s] = base if s == 1.0 else base.scaled(1.0 / s)
         out.append(cache[s])
     return out
+
+
+def symmetric_workers(workload: Workload, cluster: Cluster) -> bool:
+    """True when every worker is identical and deterministic (one drawn worker stands for all).
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster
+    >>> symmetric_workers(Workload(0.1, "1MB"), Cluster(4, "1GB/s", speeds=[1, 1, 1, 0.5]))
+    False
+    """
+    same = cluster.speeds is None or len(set(cluster.speeds)) == 1
+    return isinstance(workload.compute, Deterministic) and same and cluster.stragglers is None
+
+
+def resolve_symmetric(workload: Workload, cluster: Cluster, symmetric: bool | None) -> bool:
+    """Whether a task graph draws one worker for all: ``symmetric``, else :func:`symmetric_workers`.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``symmetric=True`` where the workers are not identical and deterministic.
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster
+    >>> w, c = Workload(0.1, "1MB"), Cluster(4, "1GB/s")
+    >>> resolve_symmetric(w, c, None), resolve_symmetric(w, c, False)
+    (True, False)
+    >>> resolve_symmetric(w, Cluster(2, "1GB/s", speeds=[1, 2]), True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: symmetric: got True; accepted: False or None: one drawn worker ...
+    """
+    exact = symmetric_workers(workload, cluster)
+    if symmetric is None:
+        return exact
+    if symmetric and not exact:
+        raise InvalidParameterError(
+            "symmetric",
+            symmetric,
+            "False or None: one drawn worker stands for all only when they are identical and deterministic",
+        )
+    return bool(symmetric)
+
+
+def worker_stretches(
+    workload: Workload, cluster: Cluster, drawn: int
+) -> tuple[list[tuple[float, str | None]], dict[str, Distribution]]:
+    """How the compute tasks of each of the first ``drawn`` workers are timed in a task graph.
+
+    A worker whose law (:func:`worker_laws`) is deterministic gets
+    ``(mean_i / E[X], None)``: its tasks stretched by that factor. Any other
+    gets ``(1.0, "x{w}")``: its tasks scaled by the random factor named
+    ``"x{w}"``, its law divided by ``E[X]`` (``workload.compute_time``), which
+    the returned mapping holds.
+
+    Returns
+    -------
+    stretches : list of (float, str or None)
+        One ``(stretch, scale)`` per drawn worker.
+    factors : dict of str to Distribution
+        The random factors, by name.
+
+    Examples
+    --------
+    >>> from queuesgd import Workload, Cluster
+    >>> from queuesgd.distributions import Exponential
+    >>> worker_stretches(Workload(0.1, 1e6), Cluster(2, "1GB/s", speeds=[1, 2]), 2)[0]
+    [(1.0, None), (0.5, None)]
+    >>> s, f = worker_stretches(Workload(Exponential(10.0), 1e6), Cluster(2, "1GB/s"), 2)
+    >>> s, [round(float(law.mean), 12) for law in f.values()]
+    ([(1.0, 'x0'), (1.0, 'x1')], [1.0, 1.0])
+    """
+    laws = worker_laws(workload, cluster)
+    mean = workload.compute_time
+    stretches: list[tuple[float, str | None]] = []
+    factors: dict[str, Distribution] = {}
+    for w in range(drawn):
+        law = laws[w]
+        if isinstance(law, Deterministic):
+            stretches.append((float(law.mean) / mean, None))
+        else:
+            scale = f"x{w}"
+            factors[scale] = law.scaled(1.0 / mean)
+            stretches.append((1.0, scale))
+    return stretches, factors
 
 
 def check_sample_size(iterations: int, workers: int) -> None:

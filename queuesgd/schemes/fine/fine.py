@@ -46,9 +46,8 @@ import numpy as np
 
 from queuesgd import _checks, units
 from queuesgd.dag import Task, TaskGraph
-from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable
-from queuesgd.schemes.laws import worker_laws
+from queuesgd.schemes.laws import resolve_symmetric, worker_stretches
 
 if TYPE_CHECKING:
     from queuesgd.workload import Cluster, Workload
@@ -228,24 +227,6 @@ class FineModel:
     note: str
 
 
-def _symmetric(workload: Workload, cluster: Cluster) -> bool:
-    same_speed = cluster.speeds is None or len(set(cluster.speeds)) == 1
-    return isinstance(workload.compute, Deterministic) and same_speed and cluster.stragglers is None
-
-
-def _use_symmetry(workload: Workload, cluster: Cluster, symmetric: bool | None) -> bool:
-    exact = _symmetric(workload, cluster)
-    if symmetric is None:
-        return exact
-    if symmetric and not exact:
-        raise InvalidParameterError(
-            "symmetric",
-            symmetric,
-            "False or None: one drawn worker stands for all only when they are identical and deterministic",
-        )
-    return bool(symmetric)
-
-
 def _worker_tasks(
     workload: Workload, cluster: Cluster, symmetric: bool
 ) -> tuple[list[Task], dict[str, Any], list[list[str]], str]:
@@ -257,20 +238,11 @@ def _worker_tasks(
         )
     layers = require_layers(workload)
     phases = workload.phase_times()
-    mean = workload.compute_time
     tasks: list[Task] = []
-    factors: dict[str, Any] = {}
     names: list[list[str]] = []
-    laws = worker_laws(workload, cluster)
-    drawn = 1 if symmetric else cluster.workers
+    stretches, factors = worker_stretches(workload, cluster, 1 if symmetric else cluster.workers)
     have_forward = not phases.derived
-    for w in range(drawn):
-        law = laws[w]
-        if isinstance(law, Deterministic):
-            stretch, scale = float(law.mean) / mean, None
-        else:
-            stretch, scale = 1.0, f"x{w}"
-            factors[scale] = law.scaled(1.0 / mean)
+    for w, (stretch, scale) in enumerate(stretches):
         prev: tuple[str, ...] = ()
         if phases.other > 0:
             tasks.append(Task(f"w{w}/other", phases.other * stretch, prev, scale=scale, group="other"))
@@ -296,6 +268,28 @@ def _worker_tasks(
 def _senders(backward: list[list[str]], bucket: Bucket, overlap: bool) -> list[str]:
     """The task after which each drawn worker can send ``bucket``."""
     return [mine[bucket.last] if overlap else mine[-1] for mine in backward]
+
+
+def _fine_model(
+    tasks: list[Task],
+    factors: dict[str, Any],
+    name: str,
+    buckets: Sequence[Bucket],
+    backward: list[list[str]],
+    comm_names: list[str],
+    note: str,
+) -> FineModel:
+    """The :class:`FineModel` of a finished task list (the drawn workers' last backward and communication
+    tasks by index): what :func:`allreduce_graph` and :func:`ps_graph` return."""
+    graph = TaskGraph(tasks, factors or None, name=name)
+    return FineModel(
+        graph,
+        tuple(buckets),
+        len(backward),
+        tuple(graph.index(mine[-1]) for mine in backward),
+        tuple(graph.index(c) for c in comm_names),
+        note,
+    )
 
 
 def allreduce_graph(
@@ -340,7 +334,7 @@ def allreduce_graph(
     >>> round(schedule(m.graph).makespan, 9)     # forward 0-20 ms; "b" ready at 30, sent 30-55; "a" 55-60
     0.06
     """
-    symmetric = _use_symmetry(workload, cluster, symmetric)
+    symmetric = resolve_symmetric(workload, cluster, symmetric)
     tasks, factors, backward, note = _worker_tasks(workload, cluster, symmetric)
     costs = np.asarray(message_cost, dtype=float)
     if costs.shape != (len(buckets),):
@@ -355,15 +349,7 @@ def allreduce_graph(
     upd = workload.update_time if update_time is None else update_time
     for w in range(len(backward)):
         tasks.append(Task(f"w{w}/update", upd, tuple(comm_names), group="update"))
-    graph = TaskGraph(tasks, factors or None, name="sync all-reduce iteration")
-    return FineModel(
-        graph,
-        tuple(buckets),
-        len(backward),
-        tuple(graph.index(mine[-1]) for mine in backward),
-        tuple(graph.index(c) for c in comm_names),
-        note,
-    )
+    return _fine_model(tasks, factors, "sync all-reduce iteration", buckets, backward, comm_names, note)
 
 
 def shard_of(buckets: Sequence[Bucket], shards: int) -> list[int]:
@@ -402,7 +388,7 @@ def ps_graph(
     >>> round(schedule(m.graph).makespan, 9)   # 10 ms forward, 20 ms backward, 2 pushes + 2 pulls of 1 ms
     0.034
     """
-    symmetric = _use_symmetry(workload, cluster, symmetric)
+    symmetric = resolve_symmetric(workload, cluster, symmetric)
     tasks, factors, backward, note = _worker_tasks(workload, cluster, symmetric)
     n, bw, lat = cluster.workers, cluster.bandwidth, cluster.latency
     copies = n if symmetric else 1
@@ -434,15 +420,7 @@ def ps_graph(
                 )
             )
             comm_names.append(name)
-    graph = TaskGraph(tasks, factors or None, name="sync parameter-server iteration")
-    return FineModel(
-        graph,
-        tuple(buckets),
-        len(backward),
-        tuple(graph.index(mine[-1]) for mine in backward),
-        tuple(graph.index(c) for c in comm_names),
-        note,
-    )
+    return _fine_model(tasks, factors, "sync parameter-server iteration", buckets, backward, comm_names, note)
 
 
 def ring_message_costs(

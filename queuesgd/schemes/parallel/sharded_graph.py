@@ -43,11 +43,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from queuesgd.dag import Task, TaskGraph
-from queuesgd.distributions import Deterministic
 from queuesgd.errors import InvalidParameterError, NotRepresentable
 from queuesgd.schemes.costs import ring_allgather, ring_reduce_scatter
 from queuesgd.schemes.fine.fine import COMMUNICATION
-from queuesgd.schemes.laws import worker_laws
+from queuesgd.schemes.laws import resolve_symmetric, symmetric_workers, worker_stretches
 from queuesgd.schemes.memory import MAX_DEFAULT_UNITS, default_unit_count
 from queuesgd.schemes.parallel.pipeline_stages import BACKWARD_SHARE
 
@@ -361,19 +360,6 @@ class ShardedModel:
     order: tuple[tuple[str, int], ...]
 
 
-def symmetric_workers(workload: Workload, cluster: Cluster) -> bool:
-    """True when every worker is identical and deterministic (one drawn worker stands for all).
-
-    Examples
-    --------
-    >>> from queuesgd import Workload, Cluster
-    >>> symmetric_workers(Workload(0.1, "1MB"), Cluster(4, "1GB/s", speeds=[1, 1, 1, 0.5]))
-    False
-    """
-    same = cluster.speeds is None or len(set(cluster.speeds)) == 1
-    return isinstance(workload.compute, Deterministic) and same and cluster.stragglers is None
-
-
 def sharded_graph(
     workload: Workload,
     cluster: Cluster,
@@ -432,19 +418,10 @@ def sharded_graph(
         )
     order = channel_order(stage, len(units), prefetch=prefetch, overlap=overlap)  # checks the stage
     k = len(units)
-    exact = symmetric_workers(workload, cluster)
-    if symmetric is None:
-        symmetric = exact
-    elif symmetric and not exact:
-        raise InvalidParameterError(
-            "symmetric", symmetric, "False or None: one drawn worker stands for all only when identical"
-        )
-    drawn = 1 if symmetric else cluster.workers
-    laws = worker_laws(workload, cluster)
-    mean = workload.compute_time
+    drawn = 1 if resolve_symmetric(workload, cluster, symmetric) else cluster.workers
+    stretches, factors = worker_stretches(workload, cluster, drawn)
     other = workload.phase_times().other if workload.layers is not None else 0.0
     tasks: list[Task] = []
-    factors: dict[str, Any] = {}
     fwd: list[list[str]] = []  # fwd[w][i]
     bwd: list[list[str]] = []  # bwd[w][i]
     first: list[str | None] = []  # the task before F(0) on each worker
@@ -453,13 +430,7 @@ def sharded_graph(
     if stage == 3:
         gather_before = {("F", i): name_of[("ag", i)] for i in range(k)}
         gather_before.update({("B", i): name_of[("agb", i)] for i in range(k - 1)})
-    for w in range(drawn):
-        law = laws[w]
-        if isinstance(law, Deterministic):
-            stretch, scale = float(law.mean) / mean, None
-        else:
-            stretch, scale = 1.0, f"x{w}"
-            factors[scale] = law.scaled(1.0 / mean)
+    for w, (stretch, scale) in enumerate(stretches):
         prev: tuple[str, ...] = ()
         if other > 0:
             tasks.append(Task(f"w{w}/other", other * stretch, (), scale=scale, group="other"))
