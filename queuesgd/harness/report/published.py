@@ -29,6 +29,23 @@ def _pct(x: Any) -> str:
     return "-" if x is None else f"{x:.1f}%"
 
 
+def _accuracy_row(name: str, acc: Mapping[str, Any], last: Any) -> str:
+    """A table row ``| name | rows | median |error| | max |error| | last |`` of one accuracy record."""
+    return f"| {name} | {acc['rows']} | {_pct(acc['median_abs_pct'])} | {_pct(acc['max_abs_pct'])} | {last} |"
+
+
+def _listed(title: str, items: Mapping[str, Any], *, bold: bool = False) -> list[str]:
+    """A blank line, ``title``, a blank line and a bullet per item, its key in code (in bold: ``bold``)."""
+    key = "**{}**" if bold else "`{}`"
+    return ["", title, "", *(f"- {key.format(k)}: {v}" for k, v in items.items())]
+
+
+def _diagnosis(name: str, text: str) -> list[str]:
+    """A blank line and the labelled paragraph of ``validation/diagnose_published_{name}.py``'s diagnosis."""
+    script = f"validation/diagnose_published_{name}.py"
+    return ["", f"*Diagnosis, after the run, not evidence* (`{script}`): {text}"]
+
+
 def _judged(acc: Mapping[str, Any], tg: Mapping[str, Any]) -> str:
     """One accuracy's figures against the targets, each judged: ``median |error| x%, max y%, ... .``"""
     median = acc["median_abs_pct"] is not None and acc["median_abs_pct"] <= tg["median_abs_pct"]
@@ -82,9 +99,7 @@ def published_lines(record: Mapping[str, Any], *, number: int | None = None) -> 
     for name, st in s["series"].items():
         a = record["anchors"].get(name)
         sets = f"{a['sets']} = {a['value']:.4g}" if a else record.get("anchor_sets", {}).get(name, "none")
-        lines.append(
-            f"| {name} | {st['rows']} | {_pct(st['median_abs_pct'])} | {_pct(st['max_abs_pct'])} | {sets} |"
-        )
+        lines.append(_accuracy_row(name, st, sets))
     lines += ["", "| series | row | GPUs | measured | predicted | error | unit | source |",
               "|---|---|---:|---:|---:|---:|---|---|"]  # fmt: skip
     for r in record["rows"]:
@@ -93,14 +108,11 @@ def published_lines(record: Mapping[str, Any], *, number: int | None = None) -> 
             f"| {r['series']} | {r['name']}{tag} | {r['gpus']} | {r['measured']:g} | {r['predicted']:.4g} | "
             f"{r['error_pct']:+.1f}% | {r['unit']} | {r['source']} |"
         )
-    lines += ["", "Sources:", ""]
-    lines += [f"- `{k}`: {v}" for k, v in record["sources"].items()]
+    lines += _listed("Sources:", record["sources"])
     if record["assumptions"]:
-        lines += ["", "Assumptions (not published):", ""]
-        lines += [f"- `{k}`: {v}" for k, v in record["assumptions"].items()]
+        lines += _listed("Assumptions (not published):", record["assumptions"])
     if record["misfits"]:
-        lines += ["", "Misfits and their causes:", ""]
-        lines += [f"- **{k}**: {v}" for k, v in record["misfits"].items()]
+        lines += _listed("Misfits and their causes:", record["misfits"], bold=True)
     return lines + [""]
 
 
@@ -137,16 +149,12 @@ def heldout_lines(record: Mapping[str, Any]) -> list[str]:
         "|---|---:|---:|---:|---:|",
     ]
     for name, st in s["series"].items():
-        lines.append(
-            f"| {name} | {st['rows']} | {_pct(st['median_abs_pct'])} | {_pct(st['max_abs_pct'])} | "
-            f"{st['within_15']} |"
-        )
+        lines.append(_accuracy_row(name, st, st["within_15"]))
     if record.get("not_predicted"):
-        lines += ["", "Not predicted:", ""]
-        lines += [f"- `{k}`: {v}" for k, v in record["not_predicted"].items()]
+        lines += _listed("Not predicted:", record["not_predicted"])
     if record.get("misfits"):
-        lines += ["", "Held-out misfits and their causes (the model was not changed for them):", ""]
-        lines += [f"- **{k}**: {v}" for k, v in record["misfits"].items()]
+        title = "Held-out misfits and their causes (the model was not changed for them):"
+        lines += _listed(title, record["misfits"], bold=True)
     return lines + [""]
 
 
@@ -257,8 +265,7 @@ def h100_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | None = 
             f"max {_pct(v['summary']['max_abs_pct'])} over {v['summary']['rows']} rows"
             for name, v in diagnosis["variants"].items()
         ]
-        lines += ["", "*Diagnosis, after the run, not evidence* (`validation/diagnose_published_h100.py`): "
-                  + diagnosis["note"] + " " + "; ".join(parts) + "."]  # fmt: skip
+        lines += _diagnosis("h100", diagnosis["note"] + " " + "; ".join(parts) + ".")
     return lines + [""]
 
 
@@ -341,8 +348,7 @@ def llmfoundry_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | N
             f"{unanchored} | {r['without_overlap_pct']:+.1f}% |"
         )
     if diagnosis is not None:
-        lines += ["", "*Diagnosis, after the run, not evidence* "
-                  "(`validation/diagnose_published_llmfoundry.py`): " + diagnosis["note"]]  # fmt: skip
+        lines += _diagnosis("llmfoundry", diagnosis["note"])
     return lines + [""]
 
 
@@ -448,8 +454,7 @@ def microbatch_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | N
             f"{r['post_pct']:+.1f}% |"
         )
     if diagnosis is not None:
-        lines += ["", "*Diagnosis, after the run, not evidence* "
-                  "(`validation/diagnose_published_microbatch.py`): " + diagnosis["note"]]  # fmt: skip
+        lines += _diagnosis("microbatch", diagnosis["note"])
     return lines + [""]
 
 
@@ -493,16 +498,17 @@ def dgxc_lines(record: Mapping[str, Any], diagnosis: Mapping[str, Any] | None = 
         sc = record["scaling"][model]
         span = f"{sc['from_gpus']}-{sc['to_gpus']} GPUs"
         ratio = f"{sc['measured_tps']:.3f} / {sc['predicted_tps']:.3f} ({span})"
-        lines.append(f"| {model} | {acc['rows']} | {_pct(acc['median_abs_pct'])} | "
-                     f"{_pct(acc['max_abs_pct'])} | {ratio} |")  # fmt: skip
+        lines.append(_accuracy_row(model, acc, ratio))
     if diagnosis is not None:
         parts = ", ".join(f"{m} {s['implied_factor_median']:.3f} ({s['gemm']:.0%} GEMM)"
                           for m, s in diagnosis["by_model"].items())  # fmt: skip
         rho = diagnosis["spearman_gemm_share_vs_implied_factor"]
-        lines += ["", "*Diagnosis, after the run, not evidence* (`validation/diagnose_published_dgxc.py`): "
-                  f"each model's implied GEMM factor (median) and the share of its block's forward in matrix "
-                  f"products: {parts}; Spearman's rho between the two over the {rho['rows']} full-depth rows "
-                  f"{rho['rho']:.2f}."]  # fmt: skip
+        lines += _diagnosis(
+            "dgxc",
+            f"each model's implied GEMM factor (median) and the share of its block's forward in matrix "
+            f"products: {parts}; Spearman's rho between the two over the {rho['rows']} full-depth rows "
+            f"{rho['rho']:.2f}.",
+        )
     lines += [
         "",
         "| model | GPUs | layers | t / p / c / v | measured s | predicted s | error | unanchored | "
