@@ -225,13 +225,20 @@ class CompiledNet:
             self._covered = (res.x[P:] > 0.5) if res.success else np.zeros(P, dtype=bool)
         return self._covered
 
+    def _first_growing(self, d: np.ndarray) -> tuple[int, list[str]] | None:
+        """The first row of token changes ``d`` that removes none, adds some and leaves every watched place
+        as it is (a step that can repeat forever), and the places it adds to; None if no row does."""
+        grows = (d >= 0).all(axis=1) & (d > 0).any(axis=1) & (d[:, self.watched] == 0).all(axis=1)
+        if not grows.any():
+            return None
+        i = int(np.flatnonzero(grows)[0])
+        return i, [self.places[p] for p in np.flatnonzero(d[i] > 0)]
+
     def check_dominance(self, src_rows: np.ndarray, dst_rows: np.ndarray) -> None:
         """Raise UnboundedNetError if some edge ``m -> m'`` is repeatable forever (see module notes)."""
-        d = dst_rows - src_rows
-        rep = (d >= 0).all(axis=1) & (d > 0).any(axis=1) & (d[:, self.watched] == 0).all(axis=1)
-        if rep.any():
-            i = int(np.flatnonzero(rep)[0])
-            grow = [self.places[p] for p in np.flatnonzero(d[i] > 0)]
+        found = self._first_growing(dst_rows - src_rows)
+        if found is not None:
+            i, grow = found
             raise UnboundedNetError(
                 f"net {self.net.name!r} is unbounded: place(s) {', '.join(map(repr, grow))} grow without "
                 f"bound (from marking {self.fmt(src_rows[i])} the net reaches {self.fmt(dst_rows[i])}, "
@@ -338,11 +345,9 @@ class CompiledNet:
 
     def check_endless(self, parents: np.ndarray, j: np.ndarray) -> None:
         """An immediate transition that only adds tokens to places no choice depends on fires forever."""
-        C = self.C_imm[j]
-        bad = (C >= 0).all(axis=1) & (C > 0).any(axis=1) & (C[:, self.watched] == 0).all(axis=1)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            grow = [self.places[p] for p in np.flatnonzero(C[i] > 0)]
+        found = self._first_growing(self.C_imm[j])
+        if found is not None:
+            i, grow = found
             raise UnboundedNetError(
                 f"net {self.net.name!r} is unbounded: immediate transition {self.tnames[self.imm[j[i]]]!r} "
                 f"fires in marking {self.fmt(parents[i])} and stays enabled while it adds tokens to "
