@@ -140,6 +140,19 @@ def _nonneg(name: str, value: float) -> float:
     return v
 
 
+def _link_seconds(
+    push: float, pull: float, latency: float, update: float, buffered: float
+) -> tuple[float, float, float, float, float]:
+    """The simulations' ``(push, pull, latency, update, buffered)`` checked: finite seconds >= 0, ``buffered``
+    at most ``pull``."""
+    push, pull = _nonneg("push", push), _nonneg("pull", pull)
+    alpha, u = _nonneg("latency", latency), _nonneg("update", update)
+    beta = _nonneg("buffered", buffered)
+    if beta > pull:
+        raise InvalidParameterError("buffered", buffered, f"seconds between 0 and pull (= {pull})")
+    return push, pull, alpha, u, beta
+
+
 def simulate_ps_barrier(
     samples: np.ndarray,
     k: int | None = None,
@@ -219,11 +232,7 @@ def simulate_ps_barrier(
     T = float(timer)
     if not T > 0:
         raise InvalidParameterError("timer", timer, "seconds > 0 (inf: none)")
-    push, pull = _nonneg("push", push), _nonneg("pull", pull)
-    alpha, u = _nonneg("latency", latency), _nonneg("update", update)
-    beta = _nonneg("buffered", buffered)
-    if beta > pull:
-        raise InvalidParameterError("buffered", buffered, f"seconds between 0 and pull (= {pull})")
+    push, pull, alpha, u, beta = _link_seconds(push, pull, latency, update, buffered)
     xs = x.tolist()
 
     cols = {f: np.zeros(rounds) for f in ("gradients", "barrier", "compute", "communication", "update")}
@@ -427,11 +436,7 @@ def simulate_ps_ssp(
         )
     iters, n = x.shape
     s = float(staleness)
-    push, pull = _nonneg("push", push), _nonneg("pull", pull)
-    alpha, u = _nonneg("latency", latency), _nonneg("update", update)
-    beta = _nonneg("buffered", buffered)
-    if beta > pull:
-        raise InvalidParameterError("buffered", buffered, f"seconds between 0 and pull (= {pull})")
+    push, pull, alpha, u, beta = _link_seconds(push, pull, latency, update, buffered)
     xs = x.tolist()
     clocks = [0] * n
     read = [0] * n  # version each worker read
