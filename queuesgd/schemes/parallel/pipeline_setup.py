@@ -96,18 +96,8 @@ def pipeline_setup(scheme: Pipeline, workload: Workload, cluster: Cluster) -> Pi
     speed = cluster.speed_factors.reshape(D, S)
     deterministic = isinstance(workload.compute, Deterministic)
     symmetric = deterministic and bool(np.all(speed == speed[0])) and cluster.stragglers is None
-    send = lat + np.asarray(scheme.activation_sizes(), dtype=float) / bw
-    g = np.asarray(profile.gradient_bytes)
-    p = np.asarray(profile.parameter_bytes)
-    share = g / workload.gradient_bytes
-    if scheme.data_parallel == "sharded":
-        collective = ring_reduce_scatter(D, g, bw, lat)
-        gather = ring_allgather(D, p, bw, lat)
-        update = workload.update_time * share / D
-    else:
-        gather = None
-        collective = np.asarray(ring_allreduce(D, g, bw, lat), dtype=float)
-        update = workload.update_time * share
+    row = batch_costs(scheme, workload, np.array([D]), np.array([bw]), np.array([lat]), profile)
+    send, gather, collective, update = (None if c is None else c[0] for c in row)
     return PipelineSetup(profile, D, speed, deterministic, symmetric, send, gather, collective, update)
 
 
@@ -264,9 +254,20 @@ def batch_rows(
 def batch_costs(
     scheme: Pipeline, workload: Workload, D: np.ndarray, bw: np.ndarray, lat: np.ndarray, profile: StageSplit
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
-    """The costs of :func:`pipeline_setup` for ``k`` rows of replicas, bandwidths and latencies at once.
+    """The costs of every send, collective and update for ``k`` rows of replicas, bandwidths and latencies.
 
     Returns per row: send (k, S-1), gather (k, S) or None, collective (k, S), update (k, S).
+    :func:`pipeline_setup` takes its costs from one such row.
+
+    Examples
+    --------
+    >>> from queuesgd import Workload
+    >>> from queuesgd.schemes.parallel.pipeline import Pipeline
+    >>> s, w = Pipeline(2, 4, activation_bytes="1MB"), Workload("6ms", "2MB")
+    >>> send, gather, collective, update = batch_costs(
+    ...     s, w, np.array([1, 2]), np.array([1e9, 1e9]), np.array([0.0, 0.0]), s.profile(w))
+    >>> send.tolist(), collective.tolist()          # a ring of 1 MB: free on 1 replica, 1 ms over 2
+    ([[0.001], [0.001]], [[0.0, 0.0], [0.001, 0.001]])
     """
     Dc, bwc, latc = D[:, None].astype(float), bw[:, None], lat[:, None]
     send = latc + np.asarray(scheme.activation_sizes(), dtype=float)[None, :] / bwc
