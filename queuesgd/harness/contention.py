@@ -43,7 +43,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -62,10 +62,11 @@ def _checked(
     batch_size: int,
     repetitions: int,
     warmup: int,
+    device: str,
     force: bool,
-) -> tuple[list[int], dict[str, Any], int, int, int]:
+) -> tuple[list[int], dict[str, Any], int, int, int, str]:
     """The arguments both measurements share, checked: copies (within the process limit unless
-    ``force``), model options, batch, repetitions, warm-up."""
+    ``force``), model options, batch, repetitions, warm-up, device."""
     from queuesgd.harness.models import check_model
 
     check_model(kind)
@@ -81,7 +82,24 @@ def _checked(
         _checks.integer("batch_size", batch_size),
         _checks.integer("repetitions", repetitions, minimum=2),
         _checks.integer("warmup", warmup, minimum=0),
+        _checks.device("device", device),
     )
+
+
+def _per_count(
+    counts: list[int],
+    fn: Callable[[WorkerContext], None],
+    summary: Callable[[list[dict]], dict[str, Any]],
+    *,
+    timeout: float,
+    force: bool,
+) -> dict[int, dict[str, Any]]:
+    """Run ``fn`` on ``k`` processes for each ``k`` in ``counts``, one run after another; each run's summary.
+
+    Both measurements' loop: ``{k: summary(records of the k-process run)}``, each run
+    bounded by ``timeout`` seconds (:func:`~queuesgd.harness.launch.run_workers`).
+    """
+    return {k: summary(run_workers(fn, k, timeout=timeout, force=force)) for k in counts}
 
 
 def _copy(
@@ -167,24 +185,22 @@ def measure_concurrency(
         "update": array of each copy's median optimizer step,
         "workload": copy 0's layer-wise Workload}}``.
     """
-    counts, options, batch_size, repetitions, warmup = _checked(
-        kind, copies, model_options, batch_size, repetitions, warmup, force
+    counts, options, batch_size, repetitions, warmup, device = _checked(
+        kind, copies, model_options, batch_size, repetitions, warmup, device, force
     )
-    device = _checks.device("device", device)
-    out: dict[int, dict[str, Any]] = {}
-    for k in counts:
 
-        def fn(ctx: WorkerContext) -> None:
-            _copy(ctx, kind, batch_size, repetitions, warmup, seed, options, device)
+    def fn(ctx: WorkerContext) -> None:
+        _copy(ctx, kind, batch_size, repetitions, warmup, seed, options, device)
 
-        records = run_workers(fn, k, timeout=timeout, force=force)
+    def summary(records: list[dict]) -> dict[str, Any]:
         records.sort(key=lambda r: r["rank"])
-        out[k] = {
+        return {
             "compute": np.concatenate([np.asarray(r["compute"], dtype=float) for r in records]),
             "update": np.array([r["update"] for r in records]),
             "workload": records[0]["workload"],
         }
-    return out
+
+    return _per_count(counts, fn, summary, timeout=timeout, force=force)
 
 
 def synchronized_step(
@@ -323,21 +339,19 @@ def measure_synchronized(
     >>> sorted(m), m[2]["span"].size, bool((m[2]["span"] > 0).all())
     ([1, 2], 5, True)
     """
-    counts, options, batch_size, repetitions, warmup = _checked(
-        kind, copies, model_options, batch_size, repetitions, warmup, force
+    counts, options, batch_size, repetitions, warmup, device = _checked(
+        kind, copies, model_options, batch_size, repetitions, warmup, device, force
     )
-    device = _checks.device("device", device)
-    out: dict[int, dict[str, Any]] = {}
-    for k in counts:
 
-        def fn(ctx: WorkerContext) -> None:
-            synchronized_step(
-                ctx, kind, batch_size, repetitions, warmup, seed, options, bool(ddp), device, bool(local)
-            )
+    def fn(ctx: WorkerContext) -> None:
+        synchronized_step(
+            ctx, kind, batch_size, repetitions, warmup, seed, options, bool(ddp), device, bool(local)
+        )
 
-        records = run_workers(fn, k, timeout=timeout, force=force)
-        out[k] = lock_step_spans([r["times"] for r in records])
-    return out
+    def summary(records: list[dict]) -> dict[str, Any]:
+        return lock_step_spans([r["times"] for r in records])
+
+    return _per_count(counts, fn, summary, timeout=timeout, force=force)
 
 
 def lock_step_spans(times: Any) -> dict[str, np.ndarray]:
