@@ -35,8 +35,7 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
-from queuesgd.harness.process_limit import check_processes
-from queuesgd.harness.run_args import steps_and_warmup
+from queuesgd.harness.run_args import check_data_parallel
 
 __all__ = ["ddp_worker", "run_ddp", "train_steps"]
 
@@ -201,12 +200,9 @@ def run_ddp(
     -------
     list of dict
     """
-    from queuesgd.harness.models import MODELS
-
-    _checks.choice("model", kind, MODELS)
-    workers = check_processes("workers", workers, _checks.integer("workers", workers), force=force)
-    steps, warmup = steps_and_warmup(steps, warmup)
-    batch_size = _checks.integer("batch_size", batch_size)
+    workers, steps, warmup, batch_size = check_data_parallel(
+        kind, workers, steps, warmup, batch_size, force=force
+    )
     cap = None if bucket_cap_mb is None else _checks.positive("bucket_cap_mb", bucket_cap_mb)
     device = _checks.device("device", device)
 

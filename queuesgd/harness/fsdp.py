@@ -39,10 +39,8 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
-from queuesgd.harness.process_limit import check_processes
-from queuesgd.harness.run_args import steps_and_warmup
+from queuesgd.harness.run_args import check_data_parallel
 
 __all__ = ["COLLECTIVES", "collective_seconds", "fsdp_units", "fsdp_worker", "run_fsdp", "timed_collectives"]
 
@@ -240,13 +238,11 @@ def run_fsdp(
     queuesgd.errors.InvalidParameterError: warmup: got 3; accepted: fewer than steps (3)
     """
     from queuesgd.errors import InvalidParameterError
-    from queuesgd.harness.models import MODELS
     from queuesgd.schemes import ShardedDataParallel
 
-    _checks.choice("model", kind, MODELS)
-    workers = check_processes("workers", workers, _checks.integer("workers", workers), force=force)
-    steps, warmup = steps_and_warmup(steps, warmup)
-    batch_size = _checks.integer("batch_size", batch_size)
+    workers, steps, warmup, batch_size = check_data_parallel(
+        kind, workers, steps, warmup, batch_size, force=force
+    )
     if not isinstance(reshard_after_forward, bool):
         raise InvalidParameterError("reshard_after_forward", reshard_after_forward, "True or False")
 

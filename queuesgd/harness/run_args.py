@@ -5,6 +5,8 @@ queuesgd.harness.torchrun`` run the same worker loops, so they take the same
 steps, warm-up, workload, compute time, gradient, batch, random delay and seed
 with the same bounds (:func:`check_run`). An error names the Python argument
 (``steps``) or, with ``flags=True``, the command line's flag (``--steps``).
+:func:`check_data_parallel` checks the arguments that the real data-parallel
+launchers (DDP, FSDP) share.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from typing import Any
 
 from queuesgd import _checks, units
 from queuesgd.errors import InvalidParameterError
+from queuesgd.harness.process_limit import check_processes
 from queuesgd.workload import RandomDelay
 
-__all__ = ["MIN_STEPS", "RunArgs", "check_run", "run_seconds", "steps_and_warmup"]
+__all__ = ["MIN_STEPS", "RunArgs", "check_data_parallel", "check_run", "run_seconds", "steps_and_warmup"]
 
 #: Fewest steps of a live run, warm-up included (and at least 10 measured after the warm-up).
 MIN_STEPS = 20
@@ -175,3 +178,50 @@ def steps_and_warmup(steps: Any, warmup: Any, prefix: str = "") -> tuple[int, in
     if warmup >= steps:
         raise InvalidParameterError(f"{prefix}warmup", warmup, f"fewer than {prefix}steps ({steps})")
     return steps, warmup
+
+
+def check_data_parallel(
+    kind: Any, workers: Any, steps: Any, warmup: Any, batch_size: Any, *, force: bool = False
+) -> tuple[int, int, int, int]:
+    """The arguments a real data-parallel launch shares, checked in order before any process starts.
+
+    :func:`~queuesgd.harness.ddp.run_ddp` and :func:`~queuesgd.harness.fsdp.run_fsdp` take them:
+    ``kind`` a harness model, ``workers`` an integer within
+    :func:`~queuesgd.harness.process_limit.process_limit` (unless ``force``), ``steps`` and
+    ``warmup`` as :func:`steps_and_warmup`, ``batch_size`` an integer >= 1.
+
+    Parameters
+    ----------
+    kind : str
+        A harness model (:data:`queuesgd.harness.models.MODELS`).
+    workers, steps, warmup, batch_size : int
+        Processes, training steps per worker (warm-up included), the first steps marked
+        ``warmup``, samples per step per worker.
+    force : bool
+        Accept more processes than the limit.
+
+    Returns
+    -------
+    tuple of int
+        ``(workers, steps, warmup, batch_size)``.
+
+    Raises
+    ------
+    InvalidParameterError
+        Naming the first argument out of bounds (``UnknownNameError`` for ``kind``).
+
+    Examples
+    --------
+    >>> check_data_parallel("mlp", 2, 10, 2.0, 8)
+    (2, 10, 2, 8)
+    >>> check_data_parallel("mlp", 2, 3, 3, 8)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: warmup: got 3; accepted: fewer than steps (3)
+    """
+    from queuesgd.harness.models import MODELS
+
+    _checks.choice("model", kind, MODELS)
+    workers = check_processes("workers", workers, _checks.integer("workers", workers), force=force)
+    steps, warmup = steps_and_warmup(steps, warmup)
+    return workers, steps, warmup, _checks.integer("batch_size", batch_size)
