@@ -56,7 +56,17 @@ from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.base import Scheme
 
-__all__ = ["CALIBRATIONS", "LAYOUTS", "ROLES", "Loop", "LiveScheme", "ModelInputs", "Param", "real_model"]
+__all__ = [
+    "CALIBRATIONS",
+    "LAYOUTS",
+    "ROLES",
+    "Loop",
+    "LiveScheme",
+    "ModelInputs",
+    "Param",
+    "real_model",
+    "real_model_loop",
+]
 
 #: World layouts: all-reduce (ranks = workers) or parameter server (rank 0 + workers).
 LAYOUTS: tuple[str, ...] = ("allreduce", "ps")
@@ -306,3 +316,64 @@ def real_model(live: Any, what: str) -> Any:
     if not hasattr(live, "sizes") or getattr(live, "random_delay", None) is not None:
         raise InvalidParameterError("live", live, f"a RealModel without random delays ({what} a real model)")
     return live
+
+
+def real_model_loop(worker: Callable[..., None], what: str, *harness: str) -> Loop:
+    """The :class:`Loop` of a row whose every rank trains a real model with ``worker`` (DDP, FSDP).
+
+    The loop checks the workload with :func:`real_model` (``what`` names the
+    trainer in its error) and calls ``worker(ctx, live.kind, steps,
+    batch_size=live.batch_size, warmup=warmup, seed=seed,
+    model_options=live.sizes(), key=key)``, plus each parameter named in
+    ``harness`` from the checked ``params`` (DDP's ``device``).
+
+    Parameters
+    ----------
+    worker : callable
+        The worker function (:func:`~queuesgd.harness.ddp.ddp_worker`,
+        :func:`~queuesgd.harness.fsdp.fsdp_worker`).
+    what : str
+        Who trains, for the error (``"DDP trains"``).
+    *harness : str
+        The row's parameters passed on to ``worker`` by name.
+
+    Returns
+    -------
+    Loop
+
+    Examples
+    --------
+    >>> class Live:
+    ...     kind, batch_size, random_delay = "mlp", 8, None
+    ...     def sizes(self): return {"hidden": 16}
+    >>> calls = []
+    >>> loop = real_model_loop(lambda *a, **k: calls.append((a, k)), "DDP trains", "device")
+    >>> loop("ctx", "ddp", Live(), 5, None, 1, 0, {"device": "cpu"})
+    >>> calls[0][0], sorted(calls[0][1])
+    (('ctx', 'mlp', 5), ['batch_size', 'device', 'key', 'model_options', 'seed', 'warmup'])
+    """
+
+    def loop(
+        ctx: Any,
+        key: str,
+        live: Any,
+        steps: int,
+        shaper: Any,
+        warmup: int,
+        seed: int,
+        params: Mapping[str, Any],
+    ) -> None:
+        live = real_model(live, what)
+        worker(
+            ctx,
+            live.kind,
+            steps,
+            batch_size=live.batch_size,
+            warmup=warmup,
+            seed=seed,
+            model_options=live.sizes(),
+            key=key,
+            **{name: params[name] for name in harness},
+        )
+
+    return loop

@@ -23,27 +23,11 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.harness.ddp import ddp_worker
-from queuesgd.harness.live_schemes.base import LiveScheme, ModelInputs, Param, real_model
+from queuesgd.harness.live_schemes.base import LiveScheme, ModelInputs, Param, real_model_loop
 from queuesgd.schemes import RingAllReduce
 from queuesgd.schemes.base import Scheme
 
 __all__ = ["DDP"]
-
-def _loop(
-    ctx: Any, key: str, live: Any, steps: int, shaper: Any, warmup: int, seed: int, params: Mapping[str, Any]
-) -> None:
-    live = real_model(live, "DDP trains")
-    ddp_worker(
-        ctx,
-        live.kind,
-        steps,
-        batch_size=live.batch_size,
-        warmup=warmup,
-        seed=seed,
-        model_options=live.sizes(),
-        device=params["device"],
-        key=key,
-    )
 
 
 def _model(params: Mapping[str, Any], inputs: ModelInputs) -> tuple[Scheme, str]:
@@ -55,7 +39,7 @@ def _model(params: Mapping[str, Any], inputs: ModelInputs) -> tuple[Scheme, str]
 DDP = LiveScheme(
     RingAllReduce,
     "allreduce",
-    _loop,
+    real_model_loop(ddp_worker, "DDP trains", "device"),
     model_fn=_model,
     harness=(Param("device", "cpu", lambda v: _checks.device("device", v), "the tensors' device"),),
     profile="ddp",

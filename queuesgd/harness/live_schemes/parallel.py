@@ -50,29 +50,13 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.fsdp import fsdp_worker
-from queuesgd.harness.live_schemes.base import LiveScheme, ModelInputs, real_model
+from queuesgd.harness.live_schemes.base import LiveScheme, ModelInputs, real_model, real_model_loop
 from queuesgd.harness.pipelining.units import SCHEDULES
 from queuesgd.harness.pipelining.worker import pipeline_worker
 from queuesgd.schemes import Pipeline, ShardedDataParallel
 from queuesgd.schemes.base import Scheme
 
 __all__ = ["FSDP", "PIPELINE"]
-
-
-def _fsdp_loop(
-    ctx: Any, key: str, live: Any, steps: int, shaper: Any, warmup: int, seed: int, params: Mapping[str, Any]
-) -> None:
-    live = real_model(live, "FSDP trains")
-    fsdp_worker(
-        ctx,
-        live.kind,
-        steps,
-        batch_size=live.batch_size,
-        warmup=warmup,
-        seed=seed,
-        model_options=live.sizes(),
-        key=key,
-    )
 
 
 def _fsdp_model(params: Mapping[str, Any], inputs: ModelInputs) -> tuple[Scheme, str]:
@@ -122,7 +106,7 @@ def _pipeline_model(params: Mapping[str, Any], inputs: ModelInputs) -> tuple[Sch
 FSDP = LiveScheme(
     ShardedDataParallel,
     "allreduce",
-    _fsdp_loop,
+    real_model_loop(fsdp_worker, "FSDP trains"),
     model_fn=_fsdp_model,
     profile="sharded",
     calibrates="sharded",
