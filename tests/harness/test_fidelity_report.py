@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import queuesgd as q
 from queuesgd.harness.report.fidelity import fidelity_lines, read_passes, trace_rows
 
@@ -122,46 +124,71 @@ def test_memory_cells_are_the_measured_peaks_over_memorys_total(tmp_path):
     assert "(no transient term): a pass made before" in text
 
 
-def _interleaved(name: str, device: str, blocks: int, errors: list[float], held: str | None = None) -> dict:
-    row = {"name": name, "notes": "target", "protocol": "interleaved", "blocks": blocks, "block_steps": 8}
+def _interleaved(
+    name: str, device: str, loop: list[float], timed: list[float], held: str | None = None
+) -> dict:
+    row = {"name": name, "notes": "target", "protocol": "interleaved", "blocks": len(timed), "block_steps": 8}
     return {
         "device": "cpu" if device == "cpu" else "cuda",
         "device_name": device,
-        "file": f"{name}-{blocks}-{len(errors)}.json",
+        "file": f"{name}-{len(timed)}-{loop[0]}.json",
         "registered": {"target_error": 0.03},
-        "rows": [{**row, "block_errors": errors, **({"held": held} if held else {})}],
+        "rows": [{**row, "loop_s": loop, "profile_s": timed, **({"held": held} if held else {})}],
     }
 
 
-def test_pooled_block_errors_take_the_textbook_order_statistics_of_the_median():
-    # 18 block errors pooled from three passes of one protocol: the 95% interval of the median is
-    # [x(5), x(14)] (binomial(18, 1/2): P(B <= 4) = 0.0154, P(B <= 5) = 0.0481; Conover's table A3).
+def test_the_median_interval_takes_the_textbook_order_statistics_and_counts_blocks_once():
+    # 95% interval of a median of 18 values: [x(5), x(14)] (binomial(18, 1/2): P(B <= 4) = 0.0154,
+    # P(B <= 5) = 0.0481; Conover, Practical Nonparametric Statistics, table A3), as scipy's quantile_test
     from fractions import Fraction
     from math import comb
 
-    from queuesgd.harness.report.fidelity import pooled_blocks
+    from scipy import stats
+
+    from queuesgd.errors import InvalidParameterError
+    from queuesgd.harness.report.fidelity import median_interval
 
     coverage = sum(Fraction(comb(18, k), 2**18) for k in range(5, 14))  # x(5) <= median < x(14)
     assert coverage >= Fraction(95, 100) > sum(Fraction(comb(18, k), 2**18) for k in range(6, 13))
-    values = [(-1) ** i * i / 100 for i in range(18)]  # distinct, unsorted
-    passes = [_interleaved("m", "H200", 6, values[6 * j : 6 * j + 6]) for j in range(3)]
-    passes.append(_interleaved("m", "H200", 100, [0.1] * 4, held="paired"))  # another protocol
-    passes.append(_interleaved("m", "cpu", 6, [0.0] * 6))  # another device
-    passes.append(_interleaved("k", "H200", 6, [0.029, -0.03, 0.0, 0.01, -0.01, 0.02]))  # another model
-    got = pooled_blocks(passes)
-    assert [(g["device"], g["protocol"], g["blocks"], len(g["passes"])) for g in got] == [
-        ("H200", "interleaved, 6 x 8 steps", 18, 3),
-        ("H200", "interleaved, 100 x 8 steps, paired", 4, 1),
-        ("cpu", "interleaved, 6 x 8 steps", 6, 1),
-        ("H200", "interleaved, 6 x 8 steps", 6, 1),
-    ]
+    values = [(-1) ** i * i / 100 for i in range(18)]
     ordered = sorted(values)
-    assert got[0]["interval"] == (ordered[4], ordered[13])
-    assert got[0]["median"] == (ordered[8] + ordered[9]) / 2
+    assert median_interval(values, 18) == (ordered[4], ordered[13])
+    ci = stats.quantile_test(values, q=0.0, p=0.5).confidence_interval(0.95)
+    assert median_interval(values, 18) == (ci.low, ci.high)
+    # 18 blocks of two pair errors each: the outer values of the blocks' ranks 5 and 14
+    doubled = sorted([*values, *(v + 0.001 for v in values)])
+    assert median_interval(doubled, 18) == (doubled[8], doubled[27])
+    with pytest.raises(InvalidParameterError, match="^units: got 4"):
+        median_interval(range(18), 4)
+
+
+def test_pooled_pair_errors_group_passes_by_device_and_protocol():
+    from queuesgd.harness.report.fidelity import pooled_blocks
+
+    # Three passes of one protocol, 3 timed blocks each, loop blocks alternating 1 and 2 (so every pair
+    # error is distinct): 9 blocks, 18 pair errors, recomputed here by hand
+    passes, pairs = [], []
+    for j in range(3):
+        timed = [1.2 + 0.1 * j + 0.01 * i for i in range(3)]
+        loop = [1.0, 2.0, 1.0, 2.0]
+        passes.append(_interleaved("m", "H200", loop, timed))
+        pairs += [t / loop[i + k] - 1 for i, t in enumerate(timed) for k in (0, 1)]
+    passes.append(_interleaved("m", "H200", [1.0] * 101, [1.1] * 100, held="paired"))  # another protocol
+    passes.append(_interleaved("m", "cpu", [1.0] * 7, [1.0] * 6))  # another device
+    tight = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.0, 1.01, 0.99, 1.0, 1.0, 1.0]
+    passes.append(_interleaved("k", "H200", tight, [1.0 + 0.002 * i for i in range(12)]))  # another model
+    got = pooled_blocks(passes)
+    assert [(g["device"], g["protocol"], g["blocks"], g["pairs"], len(g["passes"])) for g in got] == [
+        ("H200", "interleaved, 3 x 8 steps", 9, 18, 3),
+        ("H200", "interleaved, 100 x 8 steps, paired", 100, 200, 1),
+        ("cpu", "interleaved, 6 x 8 steps", 6, 12, 1),
+        ("H200", "interleaved, 12 x 8 steps", 12, 24, 1),
+    ]
+    assert got[0]["median"] == pytest.approx(sorted(pairs)[8] / 2 + sorted(pairs)[9] / 2, abs=1e-15)
+    assert got[1]["median"] == pytest.approx(0.1, abs=1e-12)
     text = "\n".join(fidelity_lines(passes))
-    assert "| H200 | interleaved, 6 x 8 steps | m | 3 | 18 |" in text
-    # m's interval [-0.08, +0.09] is not within 3%, nor are the four +10% blocks; k's six blocks
-    # ([x(1), x(6)] for n = 6: coverage 1 - 2/64) are; the CPU pass (device 'cpu') is not held
-    assert got[3]["interval"] == (-0.03, 0.029)
+    assert "| H200 | interleaved, 3 x 8 steps | m | 3 | 9 |" in text
+    # m's pairs (-0.4..+0.44) and the 100 +10% blocks are not within 3%; k's 12 blocks (pairs within
+    # -0.02..+0.045, interval over ranks 3 and 10 of 12) are; the CPU pass is not held
     lines = [line for line in text.splitlines() if line.startswith("| H200 |") or line.startswith("| cpu |")]
     assert [line.rsplit("|", 2)[-2].strip() for line in lines] == ["no", "no", "not held", "yes"]

@@ -14,6 +14,7 @@ peak from the step's structure (passes made before it show the sum without it).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.report.sections import short_commit
 
-__all__ = ["fidelity_lines", "pooled_blocks", "read_passes", "trace_rows"]
+__all__ = ["fidelity_lines", "median_interval", "pooled_blocks", "read_passes", "trace_rows"]
 
 #: Confidence of the interval given for a model's median block error, pooled over passes.
 POOLED_CONFIDENCE = 0.95
@@ -137,33 +139,66 @@ def _shown(passes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return out
 
 
-def pooled_blocks(passes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Each model's block errors pooled over the passes of one protocol on one device, with their median.
+def median_interval(values: Any, units: int, confidence: float = POOLED_CONFIDENCE) -> tuple[float, float]:
+    """A distribution-free interval of the median of ``values``, ``units`` independent groups of them.
 
-    A row's ``block_errors`` (interleaved passes) are each timed block over
-    the mean of the two plain-loop blocks around it. Passes are pooled where
-    the device, the blocks, the steps a block and the held statistic are the
-    same (the same protocol run again); a model is pooled by its row's name.
-    The median's interval is distribution-free, from order statistics
-    (:func:`scipy.stats.quantile_test`): with 18 block errors, the 5th and
-    14th smallest (coverage 96.9%).
+    The order-statistic interval of a median (ranks ``r`` and ``n - r + 1``
+    of ``n`` independent values, ``r`` the binomial ``(n, 1/2)`` law's
+    ``(1 - confidence) / 2`` quantile) counted in groups: ``values`` holds
+    ``c = len(values) / units`` values a group (a timed block's two pair
+    errors share the block), so ``n = units``, and the bounds are the
+    outermost values of the groups' ranks ``r`` and ``units - r + 1``. With
+    one value a group it is :func:`scipy.stats.quantile_test`'s interval
+    (18 values: the 5th and 14th smallest, coverage 96.9%). Infinite bounds
+    where ``units`` is too small for ``confidence`` (5 or fewer at 95%).
 
     Examples
     --------
-    >>> row = {"name": "m", "notes": "target", "protocol": "interleaved", "blocks": 6, "block_steps": 8,
-    ...        "block_errors": [0.01, -0.02, 0.03, 0.0, 0.02, -0.01]}
-    >>> doc = {"device": "cuda", "device_name": "H200", "file": "a.json", "rows": [row]}
-    >>> [(g["model"], g["passes"], g["blocks"], round(g["median"], 4), g["interval"])
-    ...  for g in pooled_blocks([doc])]
-    [('m', ['a.json'], 6, 0.005, (-0.02, 0.03))]
+    >>> median_interval(range(18), 18)
+    (4.0, 13.0)
+    >>> median_interval(range(36), 18)    # two values a group: the outer values of ranks 5 and 14
+    (8.0, 27.0)
+    >>> median_interval(range(5), 5)
+    (-inf, inf)
     """
     from scipy import stats
+
+    v = np.sort(np.asarray(values, dtype=float))
+    if units < 1 or v.size % units:
+        raise InvalidParameterError("units", units, f"a count of groups of equal size of the {v.size} values")
+    c = v.size // units
+    r = int(stats.binom.ppf((1.0 - confidence) / 2.0, units, 0.5))
+    if r < 1:
+        return -math.inf, math.inf
+    return float(v[c * (r - 1)]), float(v[c * (units - r + 1) - 1])
+
+
+def pooled_blocks(passes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each model's pair errors pooled over the passes of one protocol on one device, with their median.
+
+    A row of an interleaved pass records its loop blocks and the profile's
+    timed blocks between them; its pair errors
+    (:func:`queuesgd.harness.fidelity.pair_errors`) are each timed block over
+    each loop block beside it, less 1. Passes are pooled where the device,
+    the blocks, the steps a block and the held statistic are the same (the
+    same protocol run again); a model is pooled by its row's name. The
+    median's interval is :func:`median_interval`'s, each timed block one
+    group (its two pairs share it).
+
+    Examples
+    --------
+    >>> row = {"name": "m", "notes": "target", "protocol": "interleaved", "blocks": 2, "block_steps": 8,
+    ...        "loop_s": [1.0, 2.0, 1.0], "profile_s": [1.5, 1.5]}
+    >>> doc = {"device": "cuda", "device_name": "H200", "file": "a.json", "rows": [row]}
+    >>> [(g["model"], g["passes"], g["pairs"], g["median"]) for g in pooled_blocks([doc])]
+    [('m', ['a.json'], 4, 0.125)]
+    """
+    from queuesgd.harness.fidelity import pair_errors
 
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for d in passes:
         for r in d["rows"]:
-            errors = [float(e) for e in r.get("block_errors") or ()]
-            if not errors:
+            if not r.get("profile_s") or not r.get("loop_s"):
                 continue
             key = (_device_of(d), _protocol(r), r["name"])
             g = groups.setdefault(
@@ -176,20 +211,21 @@ def pooled_blocks(passes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     "target": float(d.get("registered", {}).get("target_error", 0.03)),
                     "passes": [],
                     "errors": [],
+                    "blocks": 0,
                 },
             )
             g["passes"].append(str(d.get("file", "")))
-            g["errors"].extend(errors)
+            g["errors"].extend(pair_errors(r["loop_s"], r["profile_s"]))
+            g["blocks"] += len(r["profile_s"])
     out = []
     for g in groups.values():
         e = np.asarray(g.pop("errors"))
-        ci = stats.quantile_test(e, q=0.0, p=0.5).confidence_interval(POOLED_CONFIDENCE)
         out.append(
             {
                 **g,
-                "blocks": int(e.size),
+                "pairs": int(e.size),
                 "median": float(np.median(e)),
-                "interval": (float(ci.low), float(ci.high)),
+                "interval": median_interval(e, g["blocks"]),
             }
         )
     return out
@@ -202,17 +238,20 @@ def _pooled_lines(passes: Sequence[Mapping[str, Any]]) -> list[str]:
         return []
     lines = [
         "",
-        "### Block errors pooled over the passes of one protocol",
+        "### Pair errors pooled over the passes of one protocol",
         "",
-        "Each model's block errors (a timed block of the profile over the mean of the two plain-loop "
-        "blocks around it), pooled over every pass that ran the same interleaved protocol on the same "
-        f"device: their median and its {100 * POOLED_CONFIDENCE:g}% interval (order statistics, "
-        "distribution-free). *Within the target* says whether the whole interval lies within the "
-        "registered |error|. Until pass 10 the held statistic was the ratio of medians, and this pooled "
-        "median of block errors was chosen after passes 7-9 had been seen: for those passes this table "
-        "is a re-reading of their records, not evidence.",
+        "Each model's pair errors (a timed block of the profile over each plain-loop block beside it, "
+        "less 1: unbiased where both kinds of block share one law, however much the blocks spread), "
+        "pooled over every pass that ran the same interleaved protocol on the same device: their median "
+        f"and its {100 * POOLED_CONFIDENCE:g}% interval (order statistics, distribution-free, each timed "
+        "block counted once). *Within the target* says whether the whole interval lies within the "
+        "registered |error|. This pooled median was chosen after passes 7-9 had been seen (until pass 10 "
+        "the held statistic was the ratio of medians; CPU passes 10-11 held the median of each block "
+        "over the mean of its two neighbours): for those passes this table is a re-reading of their "
+        "records, not evidence.",
         "",
-        "| device | protocol | model | passes | blocks | median block error | interval | within the target |",
+        "| device | protocol | model | passes | timed blocks | median pair error | interval "
+        "| within the target |",
         "|---|---|---|---:|---:|---:|---:|---|",
     ]
     for g in pooled:
