@@ -259,6 +259,12 @@ Registered before the run (fixed here, not after seeing results):
   (rows moved by up to 1.7 points between CPU passes 10 and 11), and (5)
   moved the recorded rows by -1.1 to +0.7 points, so no row is expected to
   show either beyond the noise.
+- CPU pass 12 (2026-11-28 11:15, commit a74a026, ``cpu-pass12.json``): all
+  seven within 3%, within 0.6% (-0.01..+0.57%, 6 of 7 positive). The machine
+  was quieter than in CPU passes 10-11 (loop blocks spread by 10-44%, no
+  other job ran), so the tighter rows are not put down to the changes; the
+  old statistics on the same records read -0.13..+0.64% (neighbours' mean)
+  and -0.40..+0.91% (ratio of medians).
 
 On CUDA the script also records two ``torch.profiler`` traces for
 ``read_trace`` (``cuda_mlp.json.gz`` for the tests, ``resnet50_bf16.json.gz``
