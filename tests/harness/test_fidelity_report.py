@@ -163,7 +163,7 @@ def test_the_median_interval_takes_the_textbook_order_statistics_and_counts_bloc
 
 
 def test_pooled_pair_errors_group_passes_by_device_and_protocol():
-    from queuesgd.harness.report.fidelity import pooled_blocks
+    from queuesgd.harness.report.fidelity import pooled_pairs
 
     # Three passes of one protocol, 3 timed blocks each, loop blocks alternating 1 and 2 (so every pair
     # error is distinct): 9 blocks, 18 pair errors, recomputed here by hand
@@ -177,7 +177,7 @@ def test_pooled_pair_errors_group_passes_by_device_and_protocol():
     passes.append(_interleaved("m", "cpu", [1.0] * 7, [1.0] * 6))  # another device
     tight = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.0, 1.01, 0.99, 1.0, 1.0, 1.0]
     passes.append(_interleaved("k", "H200", tight, [1.0 + 0.002 * i for i in range(12)]))  # another model
-    got = pooled_blocks(passes)
+    got = pooled_pairs(passes)
     assert [(g["device"], g["protocol"], g["blocks"], g["pairs"], len(g["passes"])) for g in got] == [
         ("H200", "interleaved, 3 x 8 steps", 9, 18, 3),
         ("H200", "interleaved, 100 x 8 steps, paired", 100, 200, 1),

@@ -25,7 +25,7 @@ import numpy as np
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.report.sections import short_commit
 
-__all__ = ["fidelity_lines", "median_interval", "pooled_blocks", "read_passes", "trace_rows"]
+__all__ = ["fidelity_lines", "median_interval", "pooled_pairs", "read_passes", "trace_rows"]
 
 #: Confidence of the interval given for a model's median block error, pooled over passes.
 POOLED_CONFIDENCE = 0.95
@@ -173,7 +173,7 @@ def median_interval(values: Any, units: int, confidence: float = POOLED_CONFIDEN
     return float(v[c * (r - 1)]), float(v[c * (units - r + 1) - 1])
 
 
-def pooled_blocks(passes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def pooled_pairs(passes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each model's pair errors pooled over the passes of one protocol on one device, with their median.
 
     A row of an interleaved pass records its loop blocks and the profile's
@@ -190,7 +190,7 @@ def pooled_blocks(passes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     >>> row = {"name": "m", "notes": "target", "protocol": "interleaved", "blocks": 2, "block_steps": 8,
     ...        "loop_s": [1.0, 2.0, 1.0], "profile_s": [1.5, 1.5]}
     >>> doc = {"device": "cuda", "device_name": "H200", "file": "a.json", "rows": [row]}
-    >>> [(g["model"], g["passes"], g["pairs"], g["median"]) for g in pooled_blocks([doc])]
+    >>> [(g["model"], g["passes"], g["pairs"], g["median"]) for g in pooled_pairs([doc])]
     [('m', ['a.json'], 4, 0.125)]
     """
     from queuesgd.harness.fidelity import pair_errors
@@ -232,8 +232,8 @@ def pooled_blocks(passes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _pooled_lines(passes: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The table of :func:`pooled_blocks`, with what it may and may not be read as."""
-    pooled = pooled_blocks(passes)
+    """The table of :func:`pooled_pairs`, with what it may and may not be read as."""
+    pooled = pooled_pairs(passes)
     if not pooled:
         return []
     lines = [
