@@ -42,6 +42,7 @@ from queuesgd.profiler_model import (
     model_factory_of,
     resolve_model,
 )
+from queuesgd.training_optimizer import default_optimizer
 
 __all__ = [
     "INPUTS_ACCEPTED",
@@ -262,7 +263,7 @@ def training_step(
         opt = (
             optimizer([p for _, p in trainable])
             if optimizer is not None
-            else torch.optim.SGD([p for _, p in trainable], lr=0.01, momentum=0.9)
+            else default_optimizer([p for _, p in trainable])
         )
     except QueuesgdError:
         raise

@@ -51,6 +51,7 @@ import numpy as np
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
 from queuesgd.harness.process_limit import check_processes
+from queuesgd.training_optimizer import default_optimizer
 
 __all__ = ["lock_step_spans", "measure_concurrency", "measure_synchronized", "synchronized_step"]
 
@@ -247,7 +248,7 @@ def synchronized_step(
     model = torch.nn.parallel.DistributedDataParallel(net, device_ids=ids, process_group=own) if ddp else net
     if ddp and local:
         model.register_comm_hook(None, _hand_back)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    opt = default_optimizer(model.parameters())
     loss_fn = torch.nn.CrossEntropyLoss()
     classes = int(dict(model_options).get("classes", 10))
     ((x, y),) = worker_batches(seed, ctx.rank, batch_size, shape, classes, count=1, device=dev)

@@ -4,11 +4,11 @@ This is the training users run: every worker process builds the same model
 (:func:`queuesgd.harness.models.build`, same seed), wraps it in
 ``torch.nn.parallel.DistributedDataParallel`` and trains it on its own
 synthetic mini-batches (random inputs, random labels, cross-entropy), with
-SGD (learning rate 0.01, momentum 0.9, as :func:`queuesgd.profile` times the
-optimizer step) and one thread per process. DDP does its own gradient
-bucketing and overlaps each bucket's all-reduce with the rest of the backward
-pass (wait-free back-propagation with tensor fusion, done by PyTorch itself);
-nothing here emulates a network time.
+SGD (learning rate 0.01, momentum 0.9: the optimizer :func:`queuesgd.profile`
+times, :func:`~queuesgd.training_optimizer.default_optimizer`) and one thread
+per process. DDP does its own gradient bucketing and overlaps each bucket's
+all-reduce with the rest of the backward pass (wait-free back-propagation with
+tensor fusion, done by PyTorch itself); nothing here emulates a network time.
 
 Each worker reports one record per step: ``t0`` (step start), ``t_backward``
 (end of ``loss.backward()``: the gradients are averaged, DDP waits for its
@@ -36,6 +36,7 @@ from typing import Any
 from queuesgd import _checks
 from queuesgd.harness.launch import WorkerContext, run_workers
 from queuesgd.harness.run_args import check_data_parallel
+from queuesgd.training_optimizer import default_optimizer
 
 __all__ = ["ddp_worker", "run_ddp", "train_steps"]
 
@@ -132,7 +133,7 @@ def ddp_worker(
     # cap (even 25) makes the first bucket as large as the cap.
     ids = ddp_device_ids(dev)
     ddp = nn.parallel.DistributedDataParallel(net, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+    opt = default_optimizer(ddp.parameters())
     loss_fn = nn.CrossEntropyLoss()
     classes = int(dict(model_options or {}).get("classes", 10))
     data = worker_batches(seed, ctx.rank, batch_size, shape, classes, device=dev)

@@ -41,6 +41,7 @@ from typing import Any
 
 from queuesgd.harness.launch import WorkerContext, run_workers
 from queuesgd.harness.run_args import check_data_parallel
+from queuesgd.training_optimizer import default_optimizer
 
 __all__ = ["COLLECTIVES", "collective_seconds", "fsdp_units", "fsdp_worker", "run_fsdp", "timed_collectives"]
 
@@ -163,7 +164,7 @@ def fsdp_worker(
     for _, module in units:
         fully_shard(module, mesh=mesh, reshard_after_forward=reshard_after_forward)
     fully_shard(net, mesh=mesh, reshard_after_forward=reshard_after_forward)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    opt = default_optimizer(net.parameters())
     loss_fn = nn.CrossEntropyLoss()
     classes = int(dict(model_options or {}).get("classes", 10))
     data = worker_batches(seed, ctx.rank, batch_size, shape, classes)

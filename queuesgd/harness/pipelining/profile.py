@@ -34,6 +34,7 @@ from queuesgd.harness.launch import WorkerContext
 from queuesgd.harness.pipelining.units import balanced_split, check_split, model_units
 from queuesgd.harness.process_limit import check_processes
 from queuesgd.harness.records_json import load_fields, save_fields
+from queuesgd.training_optimizer import default_optimizer
 
 __all__ = ["StageProfile", "default_split", "profile_stages"]
 
@@ -267,7 +268,7 @@ def _time_units(kind: str, mb: int, options: dict, reps: int, warm: int, seed: i
             net.train()
             units = model_units(net)
             mods = [torch.nn.Sequential(*m) for _, m in units]
-            opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+            opt = default_optimizer(net.parameters())
             gen = torch.Generator().manual_seed(seed)
             x = torch.randn((mb, *shape), generator=gen)
             y = torch.randint(0, int(options.get("classes", 10)), (mb,), generator=gen)

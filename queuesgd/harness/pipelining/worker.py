@@ -18,6 +18,7 @@ import numpy as np
 from queuesgd.harness.launch import WorkerContext
 from queuesgd.harness.pipelining.profile import default_split
 from queuesgd.harness.pipelining.units import check_split, model_units
+from queuesgd.training_optimizer import default_optimizer
 
 __all__ = ["agreed_split", "pipeline_worker"]
 
@@ -120,7 +121,7 @@ def pipeline_worker(
     loss_fn = nn.CrossEntropyLoss()
     sched_cls = Schedule1F1B if schedule == "1f1b" else ScheduleGPipe
     sched = sched_cls(stage, M, loss_fn=loss_fn)
-    opt = torch.optim.SGD(sub.parameters(), lr=0.01, momentum=0.9)
+    opt = default_optimizer(sub.parameters())
     classes = int(dict(model_options or {}).get("classes", 10))
     data = worker_batches(seed, replica, batch_size, shape, classes)
     params = [p for p in sub.parameters()]
