@@ -232,7 +232,7 @@ def synchronized_step(
 
     from queuesgd.harness._torch import ddp_device_ids, use_device
     from queuesgd.harness.model_build import build_model_seeded
-    from queuesgd.harness.models import worker_batches
+    from queuesgd.harness.models import classes_of, worker_batches
 
     torch.set_num_threads(1)
     dev, wait = use_device(device)
@@ -250,7 +250,7 @@ def synchronized_step(
         model.register_comm_hook(None, _hand_back)
     opt = default_optimizer(model.parameters())
     loss_fn = torch.nn.CrossEntropyLoss()
-    classes = int(dict(model_options).get("classes", 10))
+    classes = classes_of(model_options)
     ((x, y),) = worker_batches(seed, ctx.rank, batch_size, shape, classes, count=1, device=dev)
     times = []
     for step in range(warmup + repetitions):

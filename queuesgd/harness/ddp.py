@@ -120,7 +120,7 @@ def ddp_worker(
     """
     from queuesgd.harness._torch import ddp_device_ids, require_torch, use_device
     from queuesgd.harness.model_build import build_model_seeded
-    from queuesgd.harness.models import worker_batches
+    from queuesgd.harness.models import classes_of, worker_batches
 
     torch = require_torch()
     torch.set_num_threads(1)
@@ -135,8 +135,7 @@ def ddp_worker(
     ddp = nn.parallel.DistributedDataParallel(net, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
     opt = default_optimizer(ddp.parameters())
     loss_fn = nn.CrossEntropyLoss()
-    classes = int(dict(model_options or {}).get("classes", 10))
-    data = worker_batches(seed, ctx.rank, batch_size, shape, classes, device=dev)
+    data = worker_batches(seed, ctx.rank, batch_size, shape, classes_of(model_options), device=dev)
     train_steps(ctx, key, ddp, opt, loss_fn, data, steps, warmup, ctx.world_size, wait=wait)
     if ctx.rank == 0:
         data_ = ddp._get_ddp_logging_data()

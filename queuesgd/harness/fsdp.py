@@ -143,7 +143,7 @@ def fsdp_worker(
     """
     from queuesgd.harness._torch import require_torch
     from queuesgd.harness.ddp import train_steps
-    from queuesgd.harness.models import build_seeded, worker_batches
+    from queuesgd.harness.models import build_seeded, classes_of, worker_batches
 
     torch = require_torch()
     from torch.distributed.fsdp import fully_shard
@@ -166,8 +166,7 @@ def fsdp_worker(
     fully_shard(net, mesh=mesh, reshard_after_forward=reshard_after_forward)
     opt = default_optimizer(net.parameters())
     loss_fn = nn.CrossEntropyLoss()
-    classes = int(dict(model_options or {}).get("classes", 10))
-    data = worker_batches(seed, ctx.rank, batch_size, shape, classes)
+    data = worker_batches(seed, ctx.rank, batch_size, shape, classes_of(model_options))
     applied = 1 if solo else ctx.world_size
     train_steps(ctx, key, net, opt, loss_fn, data, steps, warmup, applied, report_loss=True)
     if ctx.rank == 0:

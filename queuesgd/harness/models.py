@@ -26,7 +26,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from queuesgd import _checks
@@ -38,6 +38,7 @@ __all__ = [
     "MODELS",
     "build",
     "check_model",
+    "classes_of",
     "is_named",
     "build_seeded",
     "cnn",
@@ -335,6 +336,23 @@ def seeded(seed: int, make: Callable[[], T]) -> T:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
         return make()
+
+
+def classes_of(model_options: Mapping[str, Any] | None) -> int:
+    """The classes of a model built with ``model_options``: labels ``0 .. classes - 1`` and its logits.
+
+    ``model_options["classes"]``, or :func:`build`'s default (10) when it is
+    not given, as for a named model (its ``classes`` option, the logits its
+    ``model_args`` give).
+
+    Examples
+    --------
+    >>> classes_of({"classes": 4, "hidden": 8}), classes_of(None), classes_of({"input_shape": [3]})
+    (4, 10, 10)
+    >>> import inspect; classes_of({}) == inspect.signature(build).parameters["classes"].default
+    True
+    """
+    return int(dict(model_options or {}).get("classes", 10))
 
 
 def worker_batches(

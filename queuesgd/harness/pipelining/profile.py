@@ -256,7 +256,7 @@ def profile_stages(
 def _time_units(kind: str, mb: int, options: dict, reps: int, warm: int, seed: int) -> dict[str, Any]:
     """The timing loop of :func:`profile_stages` in this process (one thread); plain lists."""
     from queuesgd.harness._torch import require_torch
-    from queuesgd.harness.models import build
+    from queuesgd.harness.models import build, classes_of
 
     torch = require_torch()
     old = torch.get_num_threads()
@@ -271,7 +271,7 @@ def _time_units(kind: str, mb: int, options: dict, reps: int, warm: int, seed: i
             opt = default_optimizer(net.parameters())
             gen = torch.Generator().manual_seed(seed)
             x = torch.randn((mb, *shape), generator=gen)
-            y = torch.randint(0, int(options.get("classes", 10)), (mb,), generator=gen)
+            y = torch.randint(0, classes_of(options), (mb,), generator=gen)
             fwd = np.zeros((reps, len(mods)))
             bwd = np.zeros((reps, len(mods)))
             act = [0.0] * len(mods)
@@ -300,7 +300,7 @@ def _time_units(kind: str, mb: int, options: dict, reps: int, warm: int, seed: i
                 opt.step()
                 if rep >= warm:
                     updates.append(time.perf_counter() - t3)
-            act[-1] = float(mb * int(options.get("classes", 10)) * 4)  # the logits (never sent)
+            act[-1] = float(mb * classes_of(options) * 4)  # the logits (never sent)
     finally:
         torch.set_num_threads(old)
     return {

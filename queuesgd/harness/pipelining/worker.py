@@ -68,7 +68,7 @@ def pipeline_worker(
     profile (:func:`agreed_split`). ``key`` is the records' ``scheme``.
     """
     from queuesgd.harness._torch import require_torch
-    from queuesgd.harness.models import build_seeded, worker_batches
+    from queuesgd.harness.models import build_seeded, classes_of, worker_batches
 
     torch = require_torch()
     import torch.distributed as dist
@@ -122,8 +122,7 @@ def pipeline_worker(
     sched_cls = Schedule1F1B if schedule == "1f1b" else ScheduleGPipe
     sched = sched_cls(stage, M, loss_fn=loss_fn)
     opt = default_optimizer(sub.parameters())
-    classes = int(dict(model_options or {}).get("classes", 10))
-    data = worker_batches(seed, replica, batch_size, shape, classes)
+    data = worker_batches(seed, replica, batch_size, shape, classes_of(model_options))
     params = [p for p in sub.parameters()]
     for step in range(steps):
         x, y = data[step % len(data)]
