@@ -244,21 +244,41 @@ def _check_sizes(sizes: Iterable[Any], itemsize: int) -> list[int]:
     return out
 
 
-def _launch(
-    fn: Callable[[Any], None],
+def _checked(
+    sizes: Iterable[Any], itemsize: int, repeats: int, warmup: int, timeout: float, gap: float
+) -> tuple[list[int], int, int, float, float]:
+    """The arguments both calibrations take, checked: sizes in bytes, repeats, warmup, timeout, gap."""
+    return (
+        _check_sizes(sizes, itemsize),
+        _checks.integer("repeats", repeats),
+        _checks.integer("warmup", warmup, minimum=0),
+        _checks.positive("timeout", timeout),
+        _checks.positive("gap", gap, allow_zero=True),
+    )
+
+
+def _measure(
+    kind: str,
+    probe: Callable[[Any], None],
     world_size: int,
+    sizes: list[int],
+    repeats: int,
     timeout: float,
     setup: Callable[[int], None] | None,
     host: str,
     force: bool = False,
-) -> list[dict]:
+) -> AlphaBeta:
+    """Run ``probe`` on ``world_size`` ranks (``host`` checked first) and fit ``kind`` to the spans."""
     from queuesgd.harness.launch import run_workers
 
+    host = _checks.name("host", host)
     # One record per size: at 100 Mbit/s a size can take longer than run_workers' default
     # progress timeout, so only the wall-clock timeout applies.
-    return run_workers(
-        fn, world_size, timeout=timeout, progress_timeout=None, setup=setup, host=host, force=force
+    records = run_workers(
+        probe, world_size, timeout=timeout, progress_timeout=None, setup=setup, host=host, force=force
     )
+    nbytes, seconds = _span(records, sizes, repeats)
+    return fit_alpha_beta(nbytes, seconds, kind=kind, world_size=world_size)
 
 
 def _span(records: list[dict], sizes: list[int], repeats: int) -> tuple[list[float], list[float]]:
@@ -404,19 +424,13 @@ def calibrate_allreduce(
     (True, True)
     """
     n = _checks.integer("world_size", world_size, minimum=2)
-    sizes_b = _check_sizes(sizes, 4)
-    reps = _checks.integer("repeats", repeats)
-    warm = _checks.integer("warmup", warmup, minimum=0)
-    limit = _checks.positive("timeout", timeout)
-    idle = _checks.positive("gap", gap, allow_zero=True)
+    sizes_b, reps, warm, limit, idle = _checked(sizes, 4, repeats, warmup, timeout, gap)
     device = _checks.device("device", device)
 
     def fn(ctx: Any) -> None:
         allreduce_probe(ctx, sizes_b, reps, warm, shaper, idle, device)
 
-    records = _launch(fn, n, limit, setup, _checks.name("host", host), force)
-    nbytes, seconds = _span(records, sizes_b, reps)
-    return fit_alpha_beta(nbytes, seconds, kind="allreduce", world_size=n)
+    return _measure("allreduce", fn, n, sizes_b, reps, limit, setup, host, force)
 
 
 def p2p_probe(ctx: Any, sizes: list[int], repeats: int, warmup: int, shaper: Any, gap: float = 0.0) -> None:
@@ -498,15 +512,9 @@ def calibrate_p2p(
     >>> 0.5 < fit.alpha / 0.002 < 2.5, 0.5 < fit.bandwidth / 50e6 < 2   # loose: see calibrate_allreduce
     (True, True)
     """
-    sizes_b = _check_sizes(sizes, 8)
-    reps = _checks.integer("repeats", repeats)
-    warm = _checks.integer("warmup", warmup, minimum=0)
-    limit = _checks.positive("timeout", timeout)
-    idle = _checks.positive("gap", gap, allow_zero=True)
+    sizes_b, reps, warm, limit, idle = _checked(sizes, 8, repeats, warmup, timeout, gap)
 
     def fn(ctx: Any) -> None:
         p2p_probe(ctx, sizes_b, reps, warm, shaper, idle)
 
-    records = _launch(fn, 2, limit, setup, _checks.name("host", host))
-    nbytes, seconds = _span(records, sizes_b, reps)
-    return fit_alpha_beta(nbytes, seconds, kind="p2p")
+    return _measure("p2p", fn, 2, sizes_b, reps, limit, setup, host)
