@@ -27,10 +27,11 @@ def record_trace(
     from torch.profiler import ProfilerActivity, schedule
 
     from queuesgd.profiler import plain_step_time
+    from queuesgd.training_optimizer import default_optimizer
 
     torch.manual_seed(0)
     net = factory().to(device)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    opt = default_optimizer(net.parameters())  # the profile's and plain_step_time's own
     x = batch.to(device)
     kind = "cuda" if device.startswith("cuda") else "cpu"
 
