@@ -23,8 +23,12 @@ from being reused: a process a worker started does not outlive the run. A
 child that outlives a parent killed without cleanup is killed by the kernel
 (:func:`~queuesgd.harness.lifecycle.die_with_parent`), and so is what it starts
 through the harness (a :class:`~queuesgd.harness.busy.BusyProcesses` spinner, a
-program started with :func:`~queuesgd.harness.lifecycle.run_with_parent`; a
-plain ``subprocess.Popen`` of the worker's would run on under init). SIGTERM to
+program started with :func:`~queuesgd.harness.lifecycle.run_with_parent`). What
+it starts otherwise (a plain ``subprocess.Popen``: the signal is not inherited)
+is ended with its group by a :class:`~queuesgd.harness.reaper.Reaper`, a process
+of its own that the parent tells each worker's pid before the worker runs any
+code of the caller's (``setup`` and ``fn`` wait for the rendezvous port, sent
+once every worker is told of) and stands down once the groups are ended. SIGTERM to
 the parent raises ``SystemExit(143)``
 (:func:`~queuesgd.harness.lifecycle.take_sigterm`, or the handler of an
 enclosing :class:`~queuesgd.harness.netns.Namespaces`), which runs the same
@@ -58,6 +62,7 @@ from queuesgd.errors import WorkerFailure
 from queuesgd.harness._torch import require_torch
 from queuesgd.harness.lifecycle import die_with_parent, restore_sigterm, sigterm_deferred, take_sigterm
 from queuesgd.harness.process_limit import check_processes
+from queuesgd.harness.reaper import Reaper
 
 __all__ = ["WorkerContext", "run_probe", "run_workers"]
 
@@ -135,7 +140,10 @@ def _child(
     fn: Callable[[WorkerContext], None],
     setup: Callable[[int], None] | None,
     parent: int,
+    reaper_fd: int,
 ) -> None:  # pragma: no cover - runs in the forked child (its effects are tested)
+    with contextlib.suppress(OSError):
+        os.close(reaper_fd)  # only the parent holds the reaper's pipe: its end of file says the parent died
     gc.freeze()  # the parent's objects: the final gc.collect() need not scan them
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # its own process group: the parent ends it whole, whatever it started
@@ -148,8 +156,6 @@ def _child(
 
     code = 0
     try:
-        if setup is not None:
-            setup(rank)
         torch.set_num_threads(1)
         _timer_slack()
         limit = timedelta(seconds=timeout)
@@ -158,6 +164,10 @@ def _child(
                 raise TimeoutError("no rendezvous port from the parent")
         port = go.recv()
         go.close()
+        # The port comes once the reaper knows every worker's group: only then may the caller's code start
+        # processes (a parent SIGKILLed between a fork and its reaper.watch would leave them to init).
+        if setup is not None:
+            setup(rank)
         store = dist.TCPStore(host, port, world_size, is_master=False, timeout=limit)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=limit)
         fn(WorkerContext(rank, world_size, deadline, epoch, conn))
@@ -254,8 +264,9 @@ def run_workers(
     progress_timeout : float or None
         Fail when no record arrives from anyone for this long (``None``: never).
     setup : callable, optional
-        ``setup(rank)``, run first in each child, before the process group is
-        made (enter a network namespace, set ``GLOO_SOCKET_IFNAME``).
+        ``setup(rank)``, run in each child once every child is started, before
+        the process group is made (enter a network namespace, set
+        ``GLOO_SOCKET_IFNAME``).
     on_record : callable, optional
         Called in the parent with each record as it arrives (a progress bar).
     host : str
@@ -316,20 +327,25 @@ def run_workers(
     records: list[dict] = []
     failure: tuple[int | None, str] | None = None
     store = None
+    reaper: Reaper | None = None
     try:
+        # Before any worker: ends the workers' groups if this process dies without the cleanup below.
+        reaper = Reaper()
         # Fork every child first, then start the store's server thread: forking while that thread
         # serves earlier children can leave a lock held in the new child (measured: 2 hangs in 3 runs).
         gos = []
         for rank in range(world_size):
             reader, writer = mp.Pipe(duplex=False)
             go_reader, go_writer = mp.Pipe(duplex=False)
+            args = (rank, world_size, host, go_reader, timeout, deadline, epoch, writer, fn, setup)
             proc = mp.Process(
                 target=_child,
-                args=(rank, world_size, host, go_reader, timeout, deadline, epoch, writer, fn, setup, parent),
+                args=(*args, parent, reaper.fd),
                 name=f"queuesgd-worker-{rank}",
                 daemon=True,
             )
             proc.start()
+            reaper.watch(proc.pid)  # before the child gets its port, so before any code of the caller's
             writer.close()  # only the child writes; later children must not inherit it
             go_reader.close()
             procs.append(proc)
@@ -384,8 +400,12 @@ def run_workers(
                         with contextlib.suppress(OSError):
                             os.killpg(proc.pid, signal.SIGKILL)
                         proc.kill()  # killed before its setpgid: not yet its own group's leader
+                if reaper is not None:  # the groups are ended, their ids still held: "done" before reaping
+                    reaper.stand_down()
                 for proc in procs:
                     proc.join()
+                if reaper is not None:
+                    reaper.join()
                 for rank, reader in enumerate(readers):
                     if failure is not None:
                         _drain(reader, rank, records, on_record)

@@ -22,7 +22,11 @@ busy spinner (whoever forked it: the harness's parent or a worker), a
 program started with :func:`run_with_parent` (through ``preexec_fn``, before
 its ``exec``). The signal is not inherited by a child's own children, so
 each process a worker starts must ask for it itself: the harness starts
-them only through these two.
+them only through these two. What the caller's code in a worker starts
+otherwise (a plain ``subprocess.Popen``) stays in the worker's process
+group, which a :class:`~queuesgd.harness.reaper.Reaper`, a process of its
+own, ends when the parent dies without cleanup; only a process that leaves
+that group (``start_new_session=True``, ``setsid``) escapes both.
 
 Examples
 --------
@@ -218,9 +222,11 @@ def run_with_parent(args: Sequence[str], **kwargs: Any) -> subprocess.Popen:
     :func:`die_with_parent` runs in the child between its fork and its
     ``exec`` (``preexec_fn``; the parent-death signal survives the
     ``exec``): a program a worker starts ends with that worker, and so with
-    the harness's parent however it dies, where a plain ``Popen``'s would
-    run on under init. As :func:`die_with_parent`, the signal comes when
-    the calling *thread* ends.
+    the harness's parent however it dies, wherever it runs (a plain
+    ``Popen``'s ends only with its process group: in a worker of
+    :func:`~queuesgd.harness.launch.run_workers`, ended by its reaper;
+    elsewhere it runs on under init). As :func:`die_with_parent`, the
+    signal comes when the calling *thread* ends.
 
     Raises
     ------

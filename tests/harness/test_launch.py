@@ -10,9 +10,10 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import Any
 
 import pytest
-from process_groups import survivors_of_signal
+from process_groups import alive, survivors_of_signal
 
 torch = pytest.importorskip("torch")
 
@@ -361,3 +362,106 @@ def test_what_a_worker_starts_dies_with_a_parent_killed_without_cleanup(tmp_path
     status, left, err = survivors_of_signal(script, tmp_path, 6, sig=signal.SIGKILL)
     assert status == -signal.SIGKILL, err[-2000:]
     assert left == [], err[-2000:]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, process groups")
+def test_a_plain_popen_of_a_worker_dies_with_a_parent_killed_without_cleanup(tmp_path):
+    # The parent-death signal is not inherited: a program a worker started with a plain subprocess.Popen
+    # ran on under init after a SIGKILL of the parent (launch.py's docstring said so). The reaper, told
+    # each worker's group, ends them: all 6 descendants gone within 10 s, counted from /proc.
+    script = f"PID_DIR = {str(tmp_path)!r}\n" + _GRANDCHILDREN.replace("START", "subprocess.Popen")
+    status, left, err = survivors_of_signal(script, tmp_path, 6, sig=signal.SIGKILL)
+    assert status == -signal.SIGKILL, err[-2000:]
+    assert left == [], err[-2000:]
+    workers = sorted(int((tmp_path / f"worker{rank}.pid").read_text()) for rank in range(2))
+    assert f"killed the process groups {workers[0]}, {workers[1]}" in err
+
+
+_KILLED_IN_SETUP = """
+import os, signal, subprocess, sys, time
+from queuesgd.harness import launch
+from queuesgd.harness.launch import run_workers
+
+told = launch.Reaper.watch
+
+def slow_watch(self, pid):
+    time.sleep(0.5)  # a parent slow to tell the reaper of a worker just forked (descheduled, say)
+    told(self, pid)
+
+launch.Reaper.watch = slow_watch
+
+def setup(rank):
+    # The first code of the caller's that a worker runs: it starts a program, then kills the parent.
+    if rank == 0:
+        program = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        with open(os.path.join(PID_DIR, "program.tmp"), "w") as fh:
+            fh.write(str(program.pid))
+        os.replace(os.path.join(PID_DIR, "program.tmp"), os.path.join(PID_DIR, "program.pid"))
+        os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(120)
+
+run_workers(lambda ctx: None, 3, setup=setup, timeout=100, progress_timeout=None)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, process groups")
+def test_a_parent_killed_as_soon_as_the_callers_code_runs_leaves_nothing(tmp_path):
+    # The caller's code (setup, then fn) runs only once the reaper knows every worker's group: the parent
+    # SIGKILLed from rank 0's setup, right after it started a program, leaves nothing running 10 s later,
+    # even with the parent 0.5 s slow to tell the reaper of each worker it forks (setup run before the
+    # rendezvous port, as it was, killed the parent before rank 0 was told of: the program ran on).
+    script = f"PID_DIR = {str(tmp_path)!r}\n" + _KILLED_IN_SETUP
+    err_path = tmp_path / "parent.err"
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+        )
+    pid = None
+    try:
+        status = proc.wait(timeout=90)  # killed by its worker
+        pid = int((tmp_path / "program.pid").read_text())
+        deadline = time.monotonic() + 10
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert status == -signal.SIGKILL, err_path.read_text()[-2000:]
+        assert not alive(pid), err_path.read_text()[-2000:]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if pid is not None and alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
+
+
+def test_a_normal_run_stands_its_reaper_down_and_reaps_it(monkeypatch, capfd):
+    # The reaper was told both workers' groups, said nothing (it speaks only when it kills), left with
+    # status 0 and was reaped (the autouse fixture also finds no child of this process left).
+    from queuesgd.harness import launch
+    from queuesgd.harness.reaper import Reaper
+
+    reapers: list[Any] = []
+
+    class Recording(Reaper):
+        def __init__(self) -> None:
+            super().__init__()
+            self.watched: list[int] = []
+            self.status: int | None = None
+            self.first_pid = self.pid
+            reapers.append(self)
+
+        def watch(self, pid: int) -> None:
+            self.watched.append(pid)
+            super().watch(pid)
+
+        def join(self, timeout: float = 5.0) -> int | None:
+            self.status = super().join(timeout)
+            return self.status
+
+    monkeypatch.setattr(launch, "Reaper", Recording)
+    records = run_workers(lambda ctx: ctx.report({"pid": os.getpid()}), 2, timeout=60)
+    (reaper,) = reapers
+    assert sorted(reaper.watched) == sorted(r["pid"] for r in records)
+    assert reaper.status == 0
+    assert not alive(reaper.first_pid)
+    assert "queuesgd reaper" not in capfd.readouterr().err
