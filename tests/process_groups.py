@@ -60,11 +60,13 @@ def survivors_of_signal(
     start: float = 90.0,
     stop: float = 30.0,
     gone: float = 10.0,
+    group: bool = False,
 ) -> tuple[int | None, list[int], str]:
     """Signal a Python parent (SIGTERM) once its children have written their pids; the ones alive after.
 
     ``script`` runs in its own session; it (or what it starts) writes one file ``*.pid`` per child into
-    ``pid_dir``. Once ``count`` are there (at most ``start`` s), the parent gets ``sig`` and ``stop`` s
+    ``pid_dir``. Once ``count`` are there (at most ``start`` s), the parent (``group``: its whole process
+    group, as ``kill -SIG -PGID`` or ``timeout`` would) gets ``sig`` and ``stop`` s
     to exit; its children then get ``gone`` s to end. Returns the parent's exit status (None: still
     running, killed here), the children's pids still running at the end and the parent's stderr.
     Whatever happens, everything it started is killed before this returns (the parent's group, and
@@ -85,7 +87,10 @@ def survivors_of_signal(
             pids = [int(p.read_text()) for p in pid_dir.glob("*.pid") if p.read_text().strip()]
         if len(pids) < count:
             pytest.fail(f"{len(pids)} of {count} children started: {err_path.read_text()[-3000:]}")
-        proc.send_signal(sig)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         with contextlib.suppress(subprocess.TimeoutExpired):
             status = proc.wait(timeout=stop)
         deadline = time.monotonic() + gone

@@ -365,12 +365,14 @@ def test_what_a_worker_starts_dies_with_a_parent_killed_without_cleanup(tmp_path
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, process groups")
-def test_a_plain_popen_of_a_worker_dies_with_a_parent_killed_without_cleanup(tmp_path):
+@pytest.mark.parametrize("group", [False, True], ids=["parent", "parent-group"])
+def test_a_plain_popen_of_a_worker_dies_with_a_parent_killed_without_cleanup(tmp_path, group):
     # The parent-death signal is not inherited: a program a worker started with a plain subprocess.Popen
     # ran on under init after a SIGKILL of the parent (launch.py's docstring said so). The reaper, told
-    # each worker's group, ends them: all 6 descendants gone within 10 s, counted from /proc.
+    # each worker's group, ends them: all 6 descendants gone within 10 s, counted from /proc. The reaper
+    # is in a session of its own: SIGKILL to the parent's whole process group leaves it to do that too.
     script = f"PID_DIR = {str(tmp_path)!r}\n" + _GRANDCHILDREN.replace("START", "subprocess.Popen")
-    status, left, err = survivors_of_signal(script, tmp_path, 6, sig=signal.SIGKILL)
+    status, left, err = survivors_of_signal(script, tmp_path, 6, sig=signal.SIGKILL, group=group)
     assert status == -signal.SIGKILL, err[-2000:]
     assert left == [], err[-2000:]
     workers = sorted(int((tmp_path / f"worker{rank}.pid").read_text()) for rank in range(2))
