@@ -40,7 +40,7 @@ the reaper itself is SIGKILLed with the parent.
 
 Examples
 --------
->>> import subprocess, time
+>>> import subprocess
 >>> sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)  # a group of its own
 >>> reaper = Reaper()
 >>> reaper.watch(sleeper.pid)
