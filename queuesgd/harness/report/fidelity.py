@@ -292,7 +292,8 @@ def fidelity_lines(
         "a plain loop of the same step, no hooks, timed before and after the profile "
         "(`validation/run_profile_fidelity.py`; from pass 5 the profile's timed blocks alternate with "
         "blocks of the plain loop, *interleaved*, and their medians are compared; from pass 10, "
-        "*paired*, the error is the median of each timed block over the two loop blocks around it). "
+        "*paired*, the error is the median of each timed block over each loop block beside it, less 1; "
+        "CPU passes 10-11 held each timed block over the mean of the two). "
         "Targets, registered in the script before each pass: "
         "|error| <= 3% on the GPU rows noted *target*, the profile's wall time per step at most 2x a "
         "plain step.",
