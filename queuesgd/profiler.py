@@ -159,7 +159,8 @@ def profile(
         (the per-layer split). At most 100,000 forward + backward passes in all
         (``accumulation x (warmup + repetitions + 1)``).
     optimizer : callable or None
-        ``optimizer(parameters) -> torch.optim.Optimizer``; SGD (lr 0.01, momentum 0.9) if None.
+        ``optimizer(parameters) -> torch.optim.Optimizer``; if None,
+        :func:`~queuesgd.training_optimizer.default_optimizer` (SGD, lr 0.01, momentum 0.9).
     seed : int
         Seed of the random inputs and of the model's initialization when it is built here.
     name : str or None

@@ -219,7 +219,7 @@ def synchronized_step(
     """One of ``k`` copies stepping in lock step: report each step's start, end of backward, end of update.
 
     The step is :mod:`queuesgd.harness.ddp`'s: cross-entropy on a synthetic
-    batch, SGD (learning rate 0.01, momentum 0.9), one thread; through
+    batch, SGD (:func:`~queuesgd.training_optimizer.default_optimizer`), one thread; through
     ``DistributedDataParallel`` on a one-rank group of its own when ``ddp``
     (with ``local``, its buckets handed back unreduced by a communication
     hook: no collective call); on ``device`` (on CUDA, timed after

@@ -6,7 +6,7 @@ seed), applies ``torch.distributed.fsdp.fully_shard`` to each child block of
 the model that holds parameters (the FSDP *units*, in forward order), then to
 the root (which owns nothing left over in these models), and trains it on its
 own synthetic mini-batches (random inputs, random labels, cross-entropy) with
-SGD (learning rate 0.01, momentum 0.9), one thread per process. FSDP2 shards
+SGD (:func:`~queuesgd.training_optimizer.default_optimizer`), one thread per process. FSDP2 shards
 every parameter along its first dimension across the ranks (ZeRO-3), gathers
 a unit's parameters before its forward and again before its backward (with
 ``reshard_after_forward=True``), reduce-scatters its gradients after its

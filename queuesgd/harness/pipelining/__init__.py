@@ -22,7 +22,7 @@ the schedule divides the gradients by ``M``, so a step's gradient is the
 whole mini-batch's mean gradient). With ``D > 1`` each stage's gradients
 are then averaged across the ``D`` replicas (one all-reduce of the stage's
 flattened gradients on a process group of the replicas of that stage).
-Then SGD (learning rate 0.01, momentum 0.9), one thread per process.
+Then SGD (:func:`~queuesgd.training_optimizer.default_optimizer`), one thread per process.
 
 Each rank reports one record per step: ``t0`` (step start), ``t_backward``
 (end of the schedule's step: every micro-batch's forward and backward of
