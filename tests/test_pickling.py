@@ -105,3 +105,24 @@ def test_a_result_pickles_and_loads_as_itself(name):
     assert proxies, f"{name} holds no read-only mapping: nothing here was refused before"
     with pytest.raises(TypeError):
         proxies[0]["new"] = 1  # read-only again
+
+
+def test_a_prediction_solved_on_its_petri_net_equals_itself_loaded_and_solved_again():
+    # A PetriNet compared by identity made a loaded prediction (or the same prediction solved again)
+    # unequal to the original, though every number agreed; nets now compare by what they declare.
+    solved = RESULTS["Prediction (async-ps, its Petri net)"]
+    assert isinstance(solved.model, q.PetriNet)
+    again = q.predict(q.AsyncPS(), W, q.Cluster(2, "10Gbit/s"), method="ctmc")
+    assert pickle.loads(pickle.dumps(solved)) == solved == again
+    assert again.model is not solved.model and hash(again.model) == hash(solved.model)
+    # a net that differs in one rate, one token or its name is another net
+    other = q.predict(q.AsyncPS(), q.Workload(0.2, "20MB", batch_size=32), q.Cluster(2, "10Gbit/s"),
+                      method="ctmc")  # fmt: skip
+    assert other.model != solved.model and other != solved
+    copy = pickle.loads(pickle.dumps(solved.model))
+    name = next(iter(copy.places))
+    copy._places[name] = dataclasses.replace(copy.places[name], tokens=copy.places[name].tokens + 1)
+    assert copy != solved.model
+    renamed = pickle.loads(pickle.dumps(solved.model))
+    renamed.name = solved.model.name + "-2"
+    assert renamed != solved.model

@@ -317,6 +317,37 @@ class PetriNet:
     def __repr__(self) -> str:
         return f"PetriNet({self.name!r}, places={len(self._places)}, transitions={len(self._transitions)})"
 
+    def __eq__(self, other: object) -> bool:
+        """The same net: the same name, places (with their tokens) and transitions (arcs, rates, weights).
+
+        The order of declaration does not count (it only numbers the
+        places and transitions). A net saved and loaded (``pickle``), or
+        declared again the same way, equals the original, and so does a
+        :class:`~queuesgd.Prediction` solved on it.
+
+        Examples
+        --------
+        >>> def mm1(rate):
+        ...     net = PetriNet("mm1")
+        ...     net.place("q")
+        ...     _ = net.timed("arrive", rate=1.0, outputs={"q": 1}, inhibitors={"q": 3})
+        ...     _ = net.timed("serve", rate=rate, inputs={"q": 1})
+        ...     return net
+        >>> mm1(2.0) == mm1(2.0), mm1(2.0) == mm1(3.0), hash(mm1(2.0)) == hash(mm1(3.0))
+        (True, False, True)
+        """
+        if not isinstance(other, PetriNet):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self._places == other._places
+            and self._transitions == other._transitions
+        )
+
+    def __hash__(self) -> int:
+        """By the name alone: equal nets have equal names, and a net's hash stays while it is declared."""
+        return hash((PetriNet, self.name))
+
     # ---- analysis (solvers are functions in sibling modules) ---------------------
     def state_space(self, max_states: int = 2_000_000) -> StateSpace:
         """The tangible reachability graph (see :func:`queuesgd.petri.statespace.state_space`)."""
