@@ -29,6 +29,7 @@ from typing import Any
 
 from queuesgd import _checks
 from queuesgd.harness.lifecycle import die_with_parent, restore_sigterm, sigterm_deferred, take_sigterm
+from queuesgd.harness.process_limit import check_processes
 
 __all__ = ["BusyProcesses"]
 
@@ -58,11 +59,29 @@ class BusyProcesses:
     Parameters
     ----------
     count : int
-        How many (0: none, the block runs on idle cores).
+        How many (0: none, the block runs on idle cores); at most the
+        harness's process limit
+        (:func:`~queuesgd.harness.process_limit.process_limit`, 8 a core).
+    force : bool
+        Start more all the same.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``busy`` above the process limit (checked before anything is forked).
+
+    Examples
+    --------
+    >>> from queuesgd.harness.process_limit import process_limit
+    >>> BusyProcesses(process_limit() + 1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: busy: got ...; accepted: at most ... processes on ... force=True...
     """
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, *, force: bool = False) -> None:
         self.count = _checks.integer("busy", count, minimum=0)
+        check_processes("busy", self.count, self.count, force=force, ranks=False)
         self._procs: list[Any] = []
         self._stop: Any = None
         self._prev_sigterm: Any = None

@@ -50,7 +50,13 @@ def process_limit() -> int:
 
 
 def check_processes(
-    field: str, got: Any, processes: int, *, force: Any = False, option: str = "force=True"
+    field: str,
+    got: Any,
+    processes: int,
+    *,
+    force: Any = False,
+    option: str = "force=True",
+    ranks: bool = True,
 ) -> int:
     """``processes``, or :class:`~queuesgd.errors.InvalidParameterError` naming ``field`` above the limit.
 
@@ -64,6 +70,9 @@ def check_processes(
         Start them all the same.
     option : str
         How the error tells the caller to force (``"--force"`` on the command line).
+    ranks : bool
+        The processes are gloo ranks (the error counts their connections); False for others
+        (:class:`~queuesgd.harness.busy.BusyProcesses`' spinners).
 
     Examples
     --------
@@ -82,14 +91,18 @@ def check_processes(
     most = process_limit()
     if force or processes <= most:
         return processes
+    gloo = (
+        f"; PyTorch's gloo connects every pair of ranks: {processes * (processes - 1) // 2:,} TCP "
+        f"connections, about {processes + 1:,} sockets per process"
+        if ranks
+        else ""
+    )
     raise InvalidParameterError(
         field,
         got,
-        f"at most {most} worker processes on {cores} CPU core(s), or {option}. "
+        f"at most {most} {'worker ' if ranks else ''}processes on {cores} CPU core(s), or {option}. "
         f"Estimate: {processes:,} processes, each with 1/{processes / cores:.0f} of a core, so the run "
-        "would time the scheduler rather than the scheme; PyTorch's gloo connects every pair of "
-        f"ranks: {processes * (processes - 1) // 2:,} TCP connections, about {processes + 1:,} sockets "
-        "per process",
+        "would time the scheduler rather than the scheme" + gloo,
     )
 
 

@@ -132,3 +132,24 @@ def test_probe_runtime_forced_past_the_limit(one_core: None) -> None:
     else:
         with pytest.raises(InvalidParameterError, match=rf"model's {units} units"):
             probe_runtime(9, "1f1b", 9, profile=Profile(), force=True)
+
+
+def test_busy_spinners_count_against_the_limit(one_core: None) -> None:
+    # The spinners that stand in for computing workers are processes too: 9 alone, or a point-to-point
+    # calibration's 3 ranks with 6 beside them, are refused naming `busy` (no gloo ranks to count);
+    # forced, each gets to its first fork.
+    from queuesgd.harness.apriori import calibrate_network
+    from queuesgd.harness.busy import BusyProcesses
+
+    calls = [lambda f: BusyProcesses(9, force=f).__enter__(),
+             lambda f: calibrate_network("p2p", 1, None, busy=6, force=f)]  # fmt: skip
+    for call in calls:
+        with pytest.raises(InvalidParameterError) as err:
+            call(False)
+        assert err.value.field == "busy"
+        assert err.value.accepted.startswith(f"at most {LIMIT} processes on 1 CPU core(s), or force=True")
+        assert "Estimate: 9 processes" in err.value.accepted and "gloo" not in err.value.accepted
+        with pytest.raises(Forked):
+            call(True)
+    with pytest.raises(Forked):
+        calibrate_network("p2p", 1, None, busy=5)  # 3 + 5 = 8: within the limit, on to the first fork

@@ -217,7 +217,7 @@ def calibrate_network(
         from queuesgd.harness.duplex import measure_duplex, measure_send_buffer
         from queuesgd.harness.incast import measure_incast
 
-        with BusyProcesses(busy):
+        with BusyProcesses(busy, force=force):
             fit = calibrate.calibrate_p2p(sizes, repeats, setup=setup, host=host, gap=gap, timeout=timeout)
             duplex = measure_duplex(1 << 20, repeats, setup=setup, host=host, timeout=timeout)
             held = measure_send_buffer(4 << 20, 5, setup=setup, host=host, timeout=timeout)
@@ -228,6 +228,7 @@ def calibrate_network(
 
     # p2p: two ranks, and a third for the duplex and incast probes
     world = check_processes("workers", workers, workers if kind == "allreduce" else 3, force=force)
+    check_processes("busy", busy, world + busy, force=force, ranks=False)  # the spinners run beside the ranks
     (fit, over, duplex, ps_link), emulation = on_network(world, bw, go)
     held, incast = ps_link if ps_link is not None else (None, None)
     return Calibration(
