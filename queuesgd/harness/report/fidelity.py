@@ -3,8 +3,10 @@
 A pass is the JSON document the script writes (its registered targets, the
 device, the commit, every row). :func:`fidelity_lines` turns all passes into
 Markdown: the pooled figures over the rows held to the targets, a table of
-passes, the newest pass on each device row by row, and the GPU traces read
-by :func:`queuesgd.read_trace` against the plain step recorded beside them
+passes, the newest pass on each device row by row, each model's pair errors
+pooled over the passes of one protocol (:func:`pooled_pairs`, with
+:func:`median_interval`), and the GPU traces read by
+:func:`queuesgd.read_trace` against the plain step recorded beside them
 (:func:`trace_rows`). Memory: the measured peak (CUDA's ``max_memory_allocated``,
 or the CPU allocator's count of one step) over the profile's
 :class:`~queuesgd.Memory`, whose transient term predicts the backward pass's
@@ -22,12 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from queuesgd import _checks
 from queuesgd.errors import InvalidParameterError
 from queuesgd.harness.report.sections import short_commit
 
 __all__ = ["fidelity_lines", "median_interval", "pooled_pairs", "read_passes", "trace_rows"]
 
-#: Confidence of the interval given for a model's median block error, pooled over passes.
+#: Confidence of the interval of a model's median pair error, pooled over passes (:func:`pooled_pairs`).
 POOLED_CONFIDENCE = 0.95
 
 
@@ -160,12 +163,19 @@ def median_interval(values: Any, units: int, confidence: float = POOLED_CONFIDEN
     (8.0, 27.0)
     >>> median_interval(range(5), 5)
     (-inf, inf)
+    >>> median_interval(range(18), 18, confidence=95)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    queuesgd.errors.InvalidParameterError: confidence: got 95; accepted: a number strictly between 0 and 1...
     """
     from scipy import stats
 
     v = np.sort(np.asarray(values, dtype=float))
-    if units < 1 or v.size % units:
+    units = _checks.integer("units", units)
+    if v.size % units:
         raise InvalidParameterError("units", units, f"a count of groups of equal size of the {v.size} values")
+    if not 0.0 < _checks.real("confidence", confidence) < 1.0:
+        raise InvalidParameterError("confidence", confidence, "a number strictly between 0 and 1, e.g. 0.95")
     c = v.size // units
     r = int(stats.binom.ppf((1.0 - confidence) / 2.0, units, 0.5))
     if r < 1:
