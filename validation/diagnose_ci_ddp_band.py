@@ -16,7 +16,7 @@ existed (the same calls; 8 on commit 3c1124e, 4 on 7b96391): on
 +33.4, +39.6 and +41.9%; at **1 Gbit/s** (``netns-tbf``) -7.0, -1.2, +2.9
 and +7.1%. CI's machine, four loopback protocols: +37..+39%, which failed
 the test's old 35% band. This script's run (8 rounds, commit 3c1124e plus
-the script; ``results/diagnose_ci_ddp_band.json``): loopback median +33.5%,
+the script; ``apriori/diagnose_ci_ddp_band.json``): loopback median +33.5%,
 +21.7..+49.3%; 1 Gbit/s median +1.9%, -5.1..+8.3%. So loopback (20
 protocols: -1.1..+49.3%, median +27%) is predicted fast and spreads over 50
 points: two ranks and gloo's threads share the two cores, and the same
@@ -26,7 +26,7 @@ against 1.0-1.15 ms idle). The emulated link, where the a-priori campaigns
 are validated (``validation/REPORT.md``: the CNN at 1 Gbit/s +12.5%; 12
 protocols here -7.0..+8.3%), is not.
 
-Writes ``results/diagnose_ci_ddp_band.json``.
+Writes ``apriori/diagnose_ci_ddp_band.json``.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--rates", nargs="+", default=["loopback", "1Gbit/s"])
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "diagnose_ci_ddp_band.json")
+    parser.add_argument("--out", type=Path, default=HERE / "apriori" / "diagnose_ci_ddp_band.json")
     args = parser.parse_args()
     rows = []
     for r in range(args.rounds):
