@@ -41,7 +41,6 @@ from queuesgd.run_options import MAX_ITERATIONS, iterations_option
 __all__ = ["SECONDS_PER_TASK", "Simulation", "default_iterations", "simulate"]
 
 
-
 #: Seconds one task costs in one iteration of :func:`simulate`: 70-110 ns measured on a 2-core development
 #: machine (2026-11-26, graphs of 19,000-69,000 tasks), rounded up. The size guard and
 #: :func:`default_iterations` plan with it.
@@ -89,8 +88,9 @@ class Simulation:
         95% confidence interval of the mean: the Student-t interval of
         :data:`~queuesgd.batchmeans.BATCHES` batch means
         (:func:`queuesgd.batchmeans.batch_means`; with fewer iterations, one
-        per batch); ``(-inf, inf)`` for one iteration. Asymptotic: a
-        makespan with a tail too heavy for it gets an
+        per batch); ``(-inf, inf)`` for one iteration. Makespans with a tail
+        too heavy for it get the studentized subsampling interval
+        (:func:`queuesgd.batchmeans.subsampling_interval`) and an
         :class:`~queuesgd.errors.AccuracyWarning`
         (:func:`queuesgd.batchmeans.check_tail`).
     mean_start, mean_finish : numpy.ndarray
@@ -294,10 +294,10 @@ def simulate(
         if critical:
             flat = np.flatnonzero(ev.on_path[:T])  # much faster than a 2-D nonzero
             sum_path += np.bincount(flat // (r1 - r0), weights=D.ravel()[flat], minlength=T)
-    # Iterations are independent replications: no warm-up, batch means over all of them. The interval is
-    # asymptotic: a makespan whose tail looks too heavy for the central limit theorem is said so.
+    # Iterations are independent replications: no warm-up, batch means over all of them. A makespan whose
+    # tail looks too heavy for the central limit theorem gets the subsampling interval, and is said so.
     mean, interval = batch_means(makespans)
-    check_tail(makespans, f"simulate(iterations={n:,})")
+    check_tail(makespans, f"simulate(iterations={n:,})", repaired=True)
     total = float(makespans.sum())
     task_share: dict[str, float] = {}
     group_share: dict[str, float] = {}

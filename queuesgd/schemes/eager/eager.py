@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, check_iterations, check_simulation_size, check_tail, ratio_interval
+from queuesgd.batchmeans import (
+    BATCHES,
+    check_iterations,
+    check_simulation_size,
+    check_tail,
+    heavy_tailed,
+    ratio_interval,
+)
 from queuesgd.distributions import Deterministic, Distribution, Exponential
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.rng import as_generator
@@ -386,9 +393,9 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         )
         durations, idle, contrib, fresh = durations[warm:], idle[warm:], contrib[warm:], fresh[warm:]
         total_time = float(durations.sum())
-        check_tail(durations, f"EagerSGD simulation of {rounds:,} rounds")  # the interval is asymptotic
+        # A tail too heavy for the CLT: the interval is the subsampling one, and the user is told.
+        check_tail(durations, f"EagerSGD simulation of {rounds:,} rounds", repaired=True)
         rate, (lo, hi) = ratio_interval(contrib, durations, BATCHES)
-        half = (hi - lo) / 2
         sdist = np.bincount(stale) / stale.size
         kdist = np.bincount(fresh, minlength=P + 1) / fresh.size
         mean_step = float(np.mean([float(law.mean) for law in worker_laws(workload, cluster)]))
@@ -404,7 +411,8 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         }
         reason = (
             f"event simulation of {rounds} rounds (after {warm} warm-up rounds) with the actual "
-            f"compute laws; 95% batch-means interval ({BATCHES} batches)"
+            f"compute laws; 95% batch-means interval ({BATCHES} batches"
+            + ("; subsampling: the rounds' tail is heavy)" if heavy_tailed(durations) else ")")
         )
         sol = _solution(cycle, P, A, workload.update_time, mean_step, "simulate", reason)
         return _with_details(
@@ -414,7 +422,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
                 "rounds": rounds,
             },
             staleness=float(stale.mean()),
-            interval=(float(rate - half), float(rate + half)),
+            interval=(float(lo), float(hi)),
         )
 
     def _run_rounds(
