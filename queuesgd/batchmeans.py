@@ -26,7 +26,7 @@ One policy, used by the schemes' simulations, the Petri-net simulator
   the variance may be infinite and that interval covers the mean far less
   often than its confidence says. There :func:`batch_means` and
   :func:`ratio_interval` give the studentized subsampling interval instead
-  (:func:`subsampling_interval`; Romano and Wolf 1999, McElroy and Politis
+  (:func:`~queuesgd.subsampling.subsampling_interval`; Romano and Wolf 1999, McElroy and Politis
   2002: valid for tail indices between 1 and 2 and for dependent values),
   blocks of the batch length, and every simulation that reports an interval
   still warns (:func:`check_tail`, :class:`~queuesgd.errors.AccuracyWarning`),
@@ -42,7 +42,7 @@ One policy, used by the schemes' simulations, the Petri-net simulator
   835 of 1,000, their ratio interval 947 and 780; the Petri-net cycle 451
   and 388 of 500; stale-synchronous (no bound) 444 and 280 of 500;
   asynchronous PS 269 and 178 of 300. The repaired intervals' coverage is in
-  :func:`subsampling_interval`.
+  :func:`~queuesgd.subsampling.subsampling_interval`.
 - **Cost.** Before it allocates or loops, every simulation checks its size
   (:func:`check_simulation_size`): at most :data:`MAX_SAMPLES` values held
   at once and, by the caller's estimate of an iteration's time, at most
@@ -62,6 +62,8 @@ import math
 import numpy as np
 from scipy import stats
 
+from queuesgd.subsampling import subsampling_interval
+
 __all__ = [
     "BATCHES",
     "MAX_SAMPLES",
@@ -70,6 +72,7 @@ __all__ = [
     "WARMUP",
     "TAIL_INDEX",
     "batch_means",
+    "count_rate_interval",
     "check_iterations",
     "check_simulation_size",
     "check_tail",
@@ -77,7 +80,6 @@ __all__ = [
     "heavy_tailed",
     "ratio_interval",
     "ratio_interval_of_runs",
-    "subsampling_interval",
     "tail_index",
     "warmup_cut",
 ]
@@ -215,7 +217,7 @@ def batch_means(
     it with the half-width of the Student-t interval of the batch means, or,
     where the values' tail is too heavy for it (:func:`heavy_tailed`), the
     studentized subsampling interval with blocks of the batch length
-    (:func:`subsampling_interval`).
+    (:func:`~queuesgd.subsampling.subsampling_interval`).
 
     Examples
     --------
@@ -258,7 +260,7 @@ def ratio_interval(
     Consecutive cycles are grouped into ``batches`` batches; the interval is
     that of the batch ratios, or, where the durations' or the rewards' tail is
     too heavy for it (:func:`heavy_tailed`), the studentized subsampling
-    interval with blocks of the batch length (:func:`subsampling_interval`).
+    interval with blocks of the batch length (:func:`~queuesgd.subsampling.subsampling_interval`).
 
     Examples
     --------
@@ -323,6 +325,39 @@ def ratio_interval_of_runs(
     return point, (point - half, point + half)
 
 
+def count_rate_interval(
+    times: np.ndarray,
+    t0: float,
+    t1: float,
+    batches: int = BATCHES,
+    confidence: float = 0.95,
+) -> tuple[float, tuple[float, float]]:
+    """Events per second in ``(t0, t1]`` from their ``times`` (all inside it), with its interval.
+
+    The rate is ``times.size / (t1 - t0)``; the interval is the Student-t interval of the rates of
+    ``batches`` equal spans of time. Used by the simulations that count updates in time (SSP, the
+    asynchronous PS). Not repaired for heavy tails: the studentized subsampling of the counts in 1,000
+    bins (windows of a batch's time) was tried and barely moved the coverage (exploratory, 2026-11-28:
+    ``StaleSynchronous(inf)`` of 4 workers of lognormal compute of sigma 3, 21 -> 25 of 40 runs held the
+    closed form; ``AsyncPS`` 16 -> 17 of 30 held exact MVA): counts in time look homogeneous in a run
+    that drew none of the rare long cycles, which carry the mean. Their callers warn
+    (:func:`check_tail`).
+
+    Examples
+    --------
+    >>> times = np.cumsum(np.random.default_rng(0).exponential(0.05, 25_000))   # Poisson, 20 a second
+    >>> rate, (lo, hi) = count_rate_interval(times[times <= 1_000.0], 0.0, 1_000.0)
+    >>> bool(lo < 20.0 < hi), bool(abs(rate - 20.0) < 0.2)
+    (True, True)
+    """
+    times = np.asarray(times, dtype=float)
+    span = float(t1 - t0)
+    rate = times.size / span
+    counts = np.histogram(times, bins=np.linspace(t0, t1, batches + 1))[0]
+    half = half_width(counts / (span / batches), confidence)
+    return rate, (rate - half, rate + half)
+
+
 def tail_index(values: np.ndarray) -> tuple[float, int]:
     """Hill's (1975) estimate of the tail index of ``values`` above their median, and the ``k`` it used.
 
@@ -365,7 +400,7 @@ def heavy_tailed(values: np.ndarray) -> bool:
     True where :func:`tail_index` is below :data:`TAIL_INDEX` even at the upper end of its one-sided 95%
     band (``alpha (1 + 1.645 / sqrt(k)) < 2``); fewer than 200 values are not judged (False). The test
     :func:`check_tail` warns on, and the one on which :func:`batch_means` and :func:`ratio_interval` turn
-    to :func:`subsampling_interval`.
+    to :func:`~queuesgd.subsampling.subsampling_interval`.
 
     Examples
     --------
@@ -383,14 +418,14 @@ def check_tail(values: np.ndarray, what: str, *, repaired: bool = False) -> None
     The values look like a law with no finite variance, and a Student-t interval on their batch means,
     asymptotic, covers the mean far less often than 95% (the maximum of 8 lognormal durations of sigma
     3: 163 of 200 at 20,000 iterations, 37 of them wholly below the mean). ``repaired``: the caller's
-    interval is :func:`subsampling_interval`'s (through :func:`batch_means` or :func:`ratio_interval`),
-    and the warning says so; otherwise it says the interval may cover far less often. Fewer than 200
-    values are not judged. Measured (2,000 runs of 200 and 1,000 values, 500 of 10,000, 300 of 20,000):
-    never for exponential, normal or uniform laws, or the maximum of 8 gamma laws of shape 0.2; for the
-    maximum of 8 lognormals of sigma 3 in 94% of runs of 200 values, 98.7% of 1,000, every run from
-    10,000; of sigma 2 in 37-61% (their intervals cover 85-95%); for a gamma law of shape 0.05 (scv 20)
-    in 97% of runs of 200 values and 67% of 1,000, where its interval covers 90% and 94%, none from
-    10,000.
+    interval is the subsampling one (:func:`~queuesgd.subsampling.subsampling_interval`, through
+    :func:`batch_means`, :func:`ratio_interval` or :func:`count_rate_interval`), and the warning says
+    so; otherwise it says the interval may cover far less often. Fewer than 200 values are not judged.
+    Measured (2,000 runs of 200 and 1,000 values, 500 of 10,000, 300 of 20,000): never for
+    exponential, normal or uniform laws, or the maximum of 8 gamma laws of shape 0.2; for the maximum of
+    8 lognormals of sigma 3 in 94% of runs of 200 values, 98.7% of 1,000, every run from 10,000; of
+    sigma 2 in 37-61% (their intervals cover 85-95%); for a gamma law of shape 0.05 (scv 20) in 97% of
+    runs of 200 values and 67% of 1,000, where its interval covers 90% and 94%, none from 10,000.
 
     Examples
     --------
@@ -411,8 +446,9 @@ def check_tail(values: np.ndarray, what: str, *, repaired: bool = False) -> None
     alpha, k, upper = bound
     if repaired:
         consequence = (
-            "the 95% interval is the studentized subsampling one (queuesgd.batchmeans.subsampling_interval), "
-            "which holds for such tails but is wide and may be unbounded"
+            "the 95% interval is the studentized subsampling one "
+            "(queuesgd.subsampling.subsampling_interval), which holds for such tails but is wide and "
+            "may be unbounded"
         )
     else:
         consequence = (
@@ -426,128 +462,3 @@ def check_tail(values: np.ndarray, what: str, *, repaired: bool = False) -> None
         "only slowly",
         AccuracyWarning,
     )
-
-
-def _window_sums(x: np.ndarray, b: int) -> np.ndarray:
-    """Sums of the ``x.size - b + 1`` windows of ``b`` consecutive values, each from its own values only.
-
-    A window ``[j, j + b)`` is a suffix of the chunk of ``b`` values it starts in plus a prefix of the
-    next one, both cumulative sums within their chunk: no difference of two long running sums, so a
-    huge value outside a window does not swamp it (a running sum's difference would carry the huge
-    value's rounding error into every later window).
-    """
-    n = x.size
-    m = -(-n // b) + 1
-    padded = np.zeros(m * b)
-    padded[:n] = x
-    chunks = padded.reshape(m, b)
-    prefix = np.cumsum(chunks, axis=1)
-    suffix = np.cumsum(chunks[:, ::-1], axis=1)[:, ::-1]
-    j = np.arange(n - b + 1)
-    k, r = np.divmod(j, b)
-    before = np.where(r > 0, prefix[k + 1, r - 1], 0.0)
-    return suffix[k, r] + before
-
-
-def subsampling_interval(
-    values: np.ndarray,
-    durations: np.ndarray | None = None,
-    *,
-    block: int,
-    confidence: float = 0.95,
-) -> tuple[float, tuple[float, float]]:
-    """The mean of ``values``, or the ratio ``sum(values) / sum(durations)``, with its subsampling interval.
-
-    For tails too heavy for the central limit theorem (a tail index between 1 and 2: the mean exists,
-    the variance does not), where a Student-t interval on batch means covers far less often than it says.
-    The statistic is self-normalized: with ``z_i = values_i - theta durations_i`` (``durations`` 1 for a
-    mean), ``T(theta) = sqrt(n) mean(z) / sd(z)``. Its law is taken from the ``n - block + 1`` windows of
-    ``block`` consecutive values, each at the point estimate: ``sqrt(b) |mean_w(z)| / sd_w(z)``
-    (studentized subsampling; Romano and Wolf 1999, *Metrika* 50:55-78, for i.i.d. heavy tails; McElroy and
-    Politis 2002, *J. Econometrics* 106:1-28, for dependent values). The interval is every ``theta`` with
-    ``|T(theta)| <= q``, ``q`` the ``confidence`` quantile of the windows' values (symmetric; Fieller's
-    inversion for a ratio: a quadratic in ``theta``). Where ``q`` leaves the mean duration not clearly above
-    0 the interval has no upper end (``inf``); with nonnegative values and durations its lower end is at
-    least 0.
-
-    Measured (2026-11-28, ``validation/measure_heavy_tail_coverage.py``, record
-    ``validation/tails/coverage.json``). The window (``block``, in :func:`batch_means` and
-    :func:`ratio_interval` the batch length ``n / 20``) was chosen first, on i.i.d. laws that are no
-    scheme's rounds: Pareto of index 1.5 and 1.8, lognormal of sigma 2 and 2.5, 400 runs each of 2,000
-    and 20,000 values; the rate ``1 / E[X]`` was held in 90.0-98.0% of runs (the Student-t interval of 20
-    batch ratios: 69.3-92.8%), against 93.5-99.3% for windows of ``2 sqrt(n)``, which are wider. Then, on
-    the schemes, the same runs read both ways (exact values by mpmath): barrier rounds of 8 workers of
-    lognormal compute and a 0.5 s phase, 1,000 runs of 20,000 rounds: the rate held in 949 (sigma 3;
-    Student-t 780) and 962 (sigma 2; 947), ``simulate_barrier``'s inverted mean 949 (835) and 961 (953);
-    the task-graph Monte Carlo of a fork-join of 8, 200 runs: 187 (163) and 188 (188). The price is width:
-    at sigma 3 the interval spans 74% of the rate at the median (Student-t: 26%), at sigma 2 8.6% (8.1%).
-    The barrier rounds were looked at while the method was chosen; the task graph was not.
-
-    Parameters
-    ----------
-    values : ndarray
-        One value per iteration (a reward, or the value whose mean is wanted).
-    durations : ndarray, optional
-        One duration per iteration, as many as ``values``; None for the mean of ``values``.
-    block : int
-        Length of the windows, at least 2 and below the number of values.
-    confidence : float
-        Strictly between 0 and 1.
-
-    Returns
-    -------
-    tuple
-        ``(point, (low, high))``.
-
-    Examples
-    --------
-    >>> rng = np.random.default_rng(1)
-    >>> x = rng.pareto(1.5, 20_000) + 1.0        # mean 3, no finite variance
-    >>> m, (lo, hi) = subsampling_interval(x, block=1_000)
-    >>> bool(lo <= 3.0 <= hi), bool(lo < m < hi)
-    (True, True)
-    >>> r, (lo, hi) = subsampling_interval(np.ones(20_000), x, block=1_000)   # the rate 1 / E[X]
-    >>> bool(lo <= 1 / 3 <= hi), round(r * m, 12)
-    (True, 1.0)
-    """
-    from queuesgd import _checks
-    from queuesgd.errors import InvalidParameterError
-
-    x = np.asarray(values, dtype=float).ravel()
-    n = x.size
-    d = np.ones(n) if durations is None else np.asarray(durations, dtype=float).ravel()
-    if d.size != n:
-        raise InvalidParameterError("durations", f"{d.size} values", f"as many as values ({n})")
-    b = _checks.integer("block", block)
-    if not 2 <= b < n:
-        raise InvalidParameterError("block", block, f"an integer from 2 to {n - 1} (below the values)")
-    conf = _checks.real("confidence", confidence)
-    if not 0.0 < conf < 1.0:
-        raise InvalidParameterError("confidence", confidence, "a number strictly between 0 and 1")
-    theta = float(x.sum() / d.sum())
-    z = x - theta * d
-    z = z - z.mean()  # zero up to rounding: the windows' means are measured from the point estimate
-    s1 = _window_sums(z, b)
-    s2 = _window_sums(z * z, b)
-    var = np.maximum((s2 - s1 * s1 / b) / (b - 1), 0.0)
-    spread = np.sqrt(var)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(spread > 0, math.sqrt(b) * np.abs(s1 / b) / spread, np.where(s1 == 0, 0.0, np.inf))
-    q = float(np.quantile(t, conf))
-    cov = np.cov(np.vstack([x, d]), ddof=1)
-    q2 = q * q
-    a = n * float(d.mean()) ** 2 - q2 * cov[1, 1]
-    h = n * float(x.mean()) * float(d.mean()) - q2 * cov[0, 1]
-    c = n * float(x.mean()) ** 2 - q2 * cov[0, 0]
-    disc = h * h - a * c
-    if a > 0 and disc >= 0:
-        root = math.sqrt(disc)
-        low, high = (h - root) / a, (h + root) / a
-    elif a < 0 and disc > 0:  # outside the roots: the piece that holds the point estimate, unbounded
-        r1, r2 = sorted(((h - math.sqrt(disc)) / a, (h + math.sqrt(disc)) / a))
-        low, high = (r2, math.inf) if theta >= r2 else (-math.inf, r1)
-    else:
-        low, high = -math.inf, math.inf
-    if np.all(x >= 0) and np.all(d >= 0):
-        low = max(low, 0.0)
-    return theta, (min(low, theta), max(high, theta))

@@ -1,4 +1,4 @@
-"""The studentized subsampling interval that replaces batch means under heavy tails (queuesgd.batchmeans).
+"""The studentized subsampling interval that replaces batch means under heavy tails (queuesgd.subsampling).
 
 Each number is checked by a second route: the windows' statistic by brute force over every window
 (``sliding_window_view``), the interval's ends by putting them back into the self-normalized statistic
@@ -16,16 +16,9 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy import stats
 
-from queuesgd.batchmeans import (
-    BATCHES,
-    _window_sums,
-    batch_means,
-    half_width,
-    heavy_tailed,
-    ratio_interval,
-    subsampling_interval,
-)
+from queuesgd.batchmeans import BATCHES, batch_means, half_width, heavy_tailed, ratio_interval
 from queuesgd.errors import InvalidParameterError
+from queuesgd.subsampling import _window_sums, subsampling_interval
 
 
 def _q_by_brute_force(z: np.ndarray, b: int, confidence: float) -> float:

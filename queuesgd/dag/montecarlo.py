@@ -90,7 +90,7 @@ class Simulation:
         (:func:`queuesgd.batchmeans.batch_means`; with fewer iterations, one
         per batch); ``(-inf, inf)`` for one iteration. Makespans with a tail
         too heavy for it get the studentized subsampling interval
-        (:func:`queuesgd.batchmeans.subsampling_interval`) and an
+        (:func:`queuesgd.subsampling.subsampling_interval`) and an
         :class:`~queuesgd.errors.AccuracyWarning`
         (:func:`queuesgd.batchmeans.check_tail`).
     mean_start, mean_finish : numpy.ndarray

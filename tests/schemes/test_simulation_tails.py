@@ -14,7 +14,7 @@ interval held it:
 - ``EagerSGD`` of 4 workers on a balanced H2 of scv 20 (phase-type: its CTMC is exact): 285 of 300.
 
 The barrier rounds (and every scheme built on them), eager-SGD and the task-graph Monte Carlo now take the
-studentized subsampling interval where the tail is heavy (``queuesgd.batchmeans.subsampling_interval``; its
+studentized subsampling interval where the tail is heavy (``queuesgd.subsampling.subsampling_interval``; its
 coverage: tests/test_subsampling_interval.py, validation/measure_heavy_tail_coverage.py). SSP and the
 asynchronous PS count updates in time windows and keep the asymptotic interval: each simulation passes the
 values behind its interval to ``queuesgd.batchmeans.check_tail``, which warns where their tail looks like a

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, check_tail, half_width
+from queuesgd.batchmeans import BATCHES, check_tail, count_rate_interval
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.barrier.kofn_sim import Rounds
 
@@ -335,8 +335,9 @@ class SSPRun:
     rate : float
         Updates per second (all workers).
     interval : tuple of float
-        95% batch-means interval of ``rate`` (batches of equal time); asymptotic: compute times with a
-        tail too heavy for it warn (:func:`queuesgd.batchmeans.check_tail`).
+        95% batch-means interval of ``rate`` (batches of equal time,
+        :func:`queuesgd.batchmeans.count_rate_interval`); asymptotic: compute times with a tail too heavy
+        for it warn (:func:`queuesgd.batchmeans.check_tail`).
     cycle : float
         A worker's mean iteration (``n / rate``).
     compute, transfer, update : float
@@ -499,15 +500,13 @@ def simulate_ps_ssp(
     count = int(inwin.sum())
     if count < 2 * batches or not t1 > t0:
         raise InvalidParameterError("iterations", iters, "more iterations (the run is too short)")
-    rate = count / (t1 - t0)
-    per = np.histogram(times[inwin], bins=np.linspace(t0, t1, batches + 1))[0] / ((t1 - t0) / batches)
-    half = half_width(per)
+    rate, interval = count_rate_interval(times[inwin], t0, t1, batches)
     # The interval is asymptotic: compute times (a cycle's only random part) with too heavy a tail warn.
     check_tail(x, f"the SSP simulation of {iters:,} iterations of {n} workers")
     cycle = n / rate
     return SSPRun(
         rate=rate,
-        interval=(rate - half, rate + half),
+        interval=interval,
         cycle=cycle,
         compute=float(x.mean()),
         transfer=2 * alpha + push + pull,

@@ -253,7 +253,8 @@ worker (majority all-reduce needs Cluster.workers >= 2)
     ) -> SchemeSolution:
         """Monte Carlo of the rounds with the actual laws (speeds and ``RandomDelay`` stragglers included).
 
-        The 95% interval is asymptotic: round durations with a tail too heavy for it warn
+        The 95% interval is of batch ratios; round durations with a tail too heavy for it get the
+        subsampling interval (:func:`queuesgd.batchmeans.ratio_interval`) and a warning
         (:func:`queuesgd.batchmeans.check_tail`)."""
         return self._simulate(workload, cluster, rng, iterations)
 

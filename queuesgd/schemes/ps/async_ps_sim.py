@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from queuesgd.batchmeans import BATCHES, check_iterations, check_simulation_size, check_tail, half_width
+from queuesgd.batchmeans import (
+    BATCHES,
+    check_iterations,
+    check_simulation_size,
+    check_tail,
+    count_rate_interval,
+    half_width,
+)
 from queuesgd.errors import NotRepresentable
 from queuesgd.queueing.results import bottleneck_station
 from queuesgd.rng import as_generator
@@ -93,22 +100,20 @@ def simulate_async_ps(
     W = dep[:, write_k]
     stale = _staleness(W, dep[:, -1] if read_k is None else begin, who, warm)
     t0, t1 = W[warm - 1], W[-1]
-    X = (cycles - warm) / (t1 - t0)
     nb = BATCHES
-    counts = np.histogram(W[warm:], bins=np.linspace(t0, t1, nb + 1))[0]
-    rates = counts / ((t1 - t0) / nb)
-    half = half_width(rates)
+    sl = slice(warm, cycles)
+    before = np.column_stack([A, dep[:, :-1]])
+    res_each = (dep - before)[sl]
+    cycle = C[sl] + res_each.sum(axis=1)  # each pass's cycle: compute, then the PS queues
+    X, interval = count_rate_interval(W[warm:], t0, t1, nb)
     sm = np.array([g.mean() for g in np.array_split(stale, nb)])
     s_half = half_width(sm)
     values, freq = np.unique(stale, return_counts=True)
     dist = {int(v): float(f / stale.size) for v, f in zip(values, freq)}
     # per-station means (Little's law for queue lengths)
-    sl = slice(warm, cycles)
-    before = np.column_stack([A, dep[:, :-1]])
-    res_each = (dep - before)[sl]
     res = res_each.mean(axis=0)
     # The interval is asymptotic: each pass's cycle (compute, then the PS queues) with too heavy a tail warns.
-    check_tail(C[sl] + res_each.sum(axis=1), f"AsyncPS simulation of {cycles - warm:,} updates")
+    check_tail(cycle, f"AsyncPS simulation of {cycles - warm:,} updates")
     svc_mean = S[sl].mean(axis=0)
     R = {"compute": float(C[sl].mean())}
     demands = {"compute": R["compute"]}
@@ -143,7 +148,7 @@ def simulate_async_ps(
         bottleneck,
         None,
         details,
-        interval=(float(X - half), float(X + half)),
+        interval=(float(interval[0]), float(interval[1])),
     )
 
 

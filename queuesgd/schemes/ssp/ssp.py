@@ -25,7 +25,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, check_iterations, check_tail, half_width
+from queuesgd.batchmeans import (
+    BATCHES,
+    check_iterations,
+    check_tail,
+    count_rate_interval,
+    half_width,
+)
 from queuesgd.distributions import Convolution, Deterministic, Distribution, Exponential, Shifted
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
 from queuesgd.orderstats import expected_max
@@ -436,11 +442,10 @@ class StaleSynchronous(Scheme):
         times = E[1:]  # (rounds, n)
         flat = np.sort(times.ravel())
         in_win = (times > t0) & (times <= t1)
-        X = float(in_win.sum() / (t1 - t0))
         nb = BATCHES
-        counts = np.histogram(times[in_win], bins=np.linspace(t0, t1, nb + 1))[0]
-        rates = counts / ((t1 - t0) / nb)
-        half = half_width(rates)
+        rows = slice(warm, rounds)
+        elapsed = (E[1:] - E[:-1])[rows]
+        X, interval = count_rate_interval(times[in_win], t0, t1, nb)
         # staleness: other workers' updates between a worker's previous update (its read) and this one
         prev = E[:-1]
         stale = np.searchsorted(flat, times, side="left") - np.searchsorted(flat, prev, side="right")
@@ -451,9 +456,7 @@ class StaleSynchronous(Scheme):
         values, freq = np.unique(st_w, return_counts=True)
         batches = np.array([g.mean() for g in np.array_split(st_w, nb)])
         s_half = half_width(batches)
-        rows = slice(warm, rounds)
         blocked = (start - E[:-1])[rows]
-        elapsed = (E[1:] - E[:-1])[rows]
         check_tail(elapsed, f"StaleSynchronous simulation of {elapsed.size:,} worker cycles")  # asymptotic
         share = upd / (comm + upd)
         details = {
@@ -473,7 +476,7 @@ class StaleSynchronous(Scheme):
             f"Monte Carlo of {rounds} iterations per worker ({warm} warm-up): actual compute law, "
             "exponential communicate",
             details,
-            interval=(X - half, X + half),
+            interval=interval,
             staleness=float(st_w.mean()),
         )
         return sol
