@@ -33,16 +33,19 @@ One policy, used by the schemes' simulations, the Petri-net simulator
   saying whether its interval is the repaired one. It checks the values
   behind it: the task-graph Monte Carlo its makespans, the barrier rounds
   (:mod:`~queuesgd.schemes.barrier.kofn_sim`: sync, backup workers, cutoffs)
-  and eager-SGD their round durations (these three repaired), the
-  asynchronous PS and stale-synchronous simulations each worker's cycles,
-  the Petri-net simulation the firing times drawn from each non-exponential
-  law (these not: their intervals are of rates counted in time windows).
-  Measured before the repair (2026-11-28; lognormal compute of sigma 2 and 3
-  against an exact value, 95% asked): barrier rounds of 8 workers 953 and
-  835 of 1,000, their ratio interval 947 and 780; the Petri-net cycle 451
-  and 388 of 500; stale-synchronous (no bound) 444 and 280 of 500;
-  asynchronous PS 269 and 178 of 300. The repaired intervals' coverage is in
-  :func:`~queuesgd.subsampling.subsampling_interval`.
+  and eager-SGD their round durations, the asynchronous PS and
+  stale-synchronous simulations each worker's cycles (these repaired; the
+  last two count updates in time and take :func:`little_interval`, Little's
+  law on the mean cycle, SSP only where the workers' rates are equal), SSP
+  on a shared link its compute times and the Petri-net simulation the
+  firing times drawn from each non-exponential law (these not). Measured
+  before the repair (2026-11-28; lognormal compute of sigma 2 and 3 against
+  an exact value, 95% asked): barrier rounds of 8 workers 953 and 835 of
+  1,000, their ratio interval 947 and 780; the Petri-net cycle 451 and 388
+  of 500; stale-synchronous (no bound) 444 and 280 of 500; asynchronous PS
+  269 and 178 of 300. After: 961 and 949, 962 and 949; 474 and 463; 288 and
+  282 (``validation/measure_heavy_tail_coverage.py``; the Petri net not
+  repaired).
 - **Cost.** Before it allocates or loops, every simulation checks its size
   (:func:`check_simulation_size`): at most :data:`MAX_SAMPLES` values held
   at once and, by the caller's estimate of an iteration's time, at most
@@ -78,6 +81,7 @@ __all__ = [
     "check_tail",
     "half_width",
     "heavy_tailed",
+    "little_interval",
     "ratio_interval",
     "ratio_interval_of_runs",
     "tail_index",
@@ -336,12 +340,8 @@ def count_rate_interval(
 
     The rate is ``times.size / (t1 - t0)``; the interval is the Student-t interval of the rates of
     ``batches`` equal spans of time. Used by the simulations that count updates in time (SSP, the
-    asynchronous PS). Not repaired for heavy tails: the studentized subsampling of the counts in 1,000
-    bins (windows of a batch's time) was tried and barely moved the coverage (exploratory, 2026-11-28:
-    ``StaleSynchronous(inf)`` of 4 workers of lognormal compute of sigma 3, 21 -> 25 of 40 runs held the
-    closed form; ``AsyncPS`` 16 -> 17 of 30 held exact MVA): counts in time look homogeneous in a run
-    that drew none of the rare long cycles, which carry the mean. Their callers warn
-    (:func:`check_tail`).
+    asynchronous PS); where their cycles' tail is too heavy for it, they take :func:`little_interval`
+    instead.
 
     Examples
     --------
@@ -356,6 +356,37 @@ def count_rate_interval(
     counts = np.histogram(times, bins=np.linspace(t0, t1, batches + 1))[0]
     half = half_width(counts / (span / batches), confidence)
     return rate, (rate - half, rate + half)
+
+
+def little_interval(
+    cycles: np.ndarray, customers: int, rate: float, batches: int = BATCHES, confidence: float = 0.95
+) -> tuple[float, float]:
+    """A closed system's throughput interval from its cycle times, by Little's law ``X = N / E[cycle]``.
+
+    ``cycles``: the time each completed cycle took, in order (every customer is always in some cycle, so
+    the mean over cycles is ``N / X``); the interval is ``N`` over the ends of the studentized subsampling
+    interval of that mean (:func:`~queuesgd.subsampling.subsampling_interval`, windows of
+    ``len(cycles) / batches``), widened to hold ``rate``, the throughput the caller measured (its point
+    estimate). The simulations that count updates in time take it where their cycles are too
+    heavy-tailed for the Student-t interval of batches (:func:`heavy_tailed`): the asynchronous PS (every
+    pass is one worker's cycle) and SSP (where the workers' rates are equal, by a staleness bound or by
+    one law). The subsampling of the counts in time was tried first and barely moved the coverage
+    (exploratory: ``StaleSynchronous(inf)`` of 4 workers of lognormal compute of sigma 3, 21 -> 25 of 40
+    runs held the closed form; ``AsyncPS`` 16 -> 17 of 30 held exact MVA): counts in time look
+    homogeneous in a run that drew none of the rare long cycles that carry the mean. Coverage of this
+    one: ``validation/measure_heavy_tail_coverage.py`` (``validation/tails/coverage.json``).
+
+    Examples
+    --------
+    >>> cycles = np.random.default_rng(0).pareto(1.5, 20_000) + 1.0      # mean 3 with 4 customers: X = 4 / 3
+    >>> lo, hi = little_interval(cycles, 4, 4 / np.mean(cycles))
+    >>> bool(lo < 4 / 3 < hi)
+    True
+    """
+    c = np.asarray(cycles, dtype=float).ravel()
+    _, (low, high) = subsampling_interval(c, block=max(c.size // batches, 2), confidence=confidence)
+    upper = customers / low if low > 0 else math.inf
+    return min(customers / high, rate), max(upper, rate)
 
 
 def tail_index(values: np.ndarray) -> tuple[float, int]:

@@ -143,3 +143,15 @@ def test_barrier_rounds_of_sigma_3_are_covered_as_asked_where_student_t_was_not(
         old += point - half <= exact <= point + half
     assert stats.binom.cdf(old, 200, 0.95) < 1e-4, old
     assert stats.binom.cdf(new, 200, 0.95) > 1e-3, new
+
+
+def test_little_interval_is_the_customers_over_the_mean_cycles_interval_widened_to_the_rate():
+    """``N / (the ends of the mean cycle's interval)``, reversed; a measured rate outside widens it."""
+    from queuesgd.batchmeans import little_interval
+
+    cycles = np.random.default_rng(8).pareto(1.4, 8_000) + 1.0
+    _, (lo_c, hi_c) = subsampling_interval(cycles, block=8_000 // BATCHES)
+    lo, hi = little_interval(cycles, 4, 4 / cycles.mean())
+    assert (lo, hi) == pytest.approx((4 / hi_c, 4 / lo_c), rel=1e-15)
+    assert little_interval(cycles, 4, 10 * hi)[1] == 10 * hi
+    assert little_interval(cycles, 4, lo / 10)[0] == lo / 10

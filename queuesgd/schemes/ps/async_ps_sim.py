@@ -24,6 +24,8 @@ from queuesgd.batchmeans import (
     check_tail,
     count_rate_interval,
     half_width,
+    heavy_tailed,
+    little_interval,
 )
 from queuesgd.errors import NotRepresentable
 from queuesgd.queueing.results import bottleneck_station
@@ -104,16 +106,18 @@ def simulate_async_ps(
     sl = slice(warm, cycles)
     before = np.column_stack([A, dep[:, :-1]])
     res_each = (dep - before)[sl]
-    cycle = C[sl] + res_each.sum(axis=1)  # each pass's cycle: compute, then the PS queues
+    cycle = C[sl] + lat + res_each.sum(axis=1)  # each pass's whole cycle: compute, latency, the PS queues
     X, interval = count_rate_interval(W[warm:], t0, t1, nb)
+    heavy = heavy_tailed(cycle)
+    if heavy:  # Little's law, X = n / E[cycle]: the subsampling interval of the mean cycle, inverted
+        interval = little_interval(cycle, n, X, nb)
     sm = np.array([g.mean() for g in np.array_split(stale, nb)])
     s_half = half_width(sm)
     values, freq = np.unique(stale, return_counts=True)
     dist = {int(v): float(f / stale.size) for v, f in zip(values, freq)}
     # per-station means (Little's law for queue lengths)
     res = res_each.mean(axis=0)
-    # The interval is asymptotic: each pass's cycle (compute, then the PS queues) with too heavy a tail warns.
-    check_tail(cycle, f"AsyncPS simulation of {cycles - warm:,} updates")
+    check_tail(cycle, f"AsyncPS simulation of {cycles - warm:,} updates", repaired=heavy)
     svc_mean = S[sl].mean(axis=0)
     R = {"compute": float(C[sl].mean())}
     demands = {"compute": R["compute"]}

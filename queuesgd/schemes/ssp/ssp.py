@@ -31,6 +31,8 @@ from queuesgd.batchmeans import (
     check_tail,
     count_rate_interval,
     half_width,
+    heavy_tailed,
+    little_interval,
 )
 from queuesgd.distributions import Convolution, Deterministic, Distribution, Exponential, Shifted
 from queuesgd.errors import InvalidParameterError, NotRepresentable, StateSpaceTooLargeError
@@ -446,6 +448,12 @@ class StaleSynchronous(Scheme):
         rows = slice(warm, rounds)
         elapsed = (E[1:] - E[:-1])[rows]
         X, interval = count_rate_interval(times[in_win], t0, t1, nb)
+        # Little's law, X = n / E[cycle], pools every worker's cycles alike: right where the workers'
+        # rates are equal (a staleness bound) or their laws are (one speed).
+        pooled = math.isfinite(s) or len(set(cluster.speed_factors.tolist())) == 1
+        repaired = pooled and heavy_tailed(elapsed)
+        if repaired:
+            interval = little_interval(elapsed.ravel(), n, X, nb)
         # staleness: other workers' updates between a worker's previous update (its read) and this one
         prev = E[:-1]
         stale = np.searchsorted(flat, times, side="left") - np.searchsorted(flat, prev, side="right")
@@ -457,7 +465,9 @@ class StaleSynchronous(Scheme):
         batches = np.array([g.mean() for g in np.array_split(st_w, nb)])
         s_half = half_width(batches)
         blocked = (start - E[:-1])[rows]
-        check_tail(elapsed, f"StaleSynchronous simulation of {elapsed.size:,} worker cycles")  # asymptotic
+        check_tail(
+            elapsed, f"StaleSynchronous simulation of {elapsed.size:,} worker cycles", repaired=repaired
+        )
         share = upd / (comm + upd)
         details = {
             "blocked_fraction": float(blocked.sum() / elapsed.sum()),
