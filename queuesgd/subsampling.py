@@ -131,20 +131,40 @@ def subsampling_interval(
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(spread > 0, math.sqrt(b) * np.abs(s1 / b) / spread, np.where(s1 == 0, 0.0, np.inf))
     q = float(np.quantile(t, conf))
-    cov = np.cov(np.vstack([x, d]), ddof=1)
-    q2 = q * q
-    a = n * float(d.mean()) ** 2 - q2 * cov[1, 1]
-    h = n * float(x.mean()) * float(d.mean()) - q2 * cov[0, 1]
-    c = n * float(x.mean()) ** 2 - q2 * cov[0, 0]
-    disc = h * h - a * c
-    if a > 0 and disc >= 0:
-        root = math.sqrt(disc)
-        low, high = (h - root) / a, (h + root) / a
-    elif a < 0 and disc > 0:  # outside the roots: the piece that holds the point estimate, unbounded
-        r1, r2 = sorted(((h - math.sqrt(disc)) / a, (h + math.sqrt(disc)) / a))
-        low, high = (r2, math.inf) if theta >= r2 else (-math.inf, r1)
-    else:
-        low, high = -math.inf, math.inf
+    low, high = _fieller(n, float(d.mean()), z, d, q)
+    low, high = theta + low, theta + high
     if np.all(x >= 0) and np.all(d >= 0):
         low = max(low, 0.0)
     return theta, (min(low, theta), max(high, theta))
+
+
+def _fieller(n: int, mean_d: float, z: np.ndarray, d: np.ndarray, q: float) -> tuple[float, float]:
+    """The offsets ``delta`` from the point estimate with ``|T(theta + delta)| <= q``.
+
+    ``z`` are the residuals at the point estimate (mean 0), so ``mean(x - (theta + delta) d) = -delta
+    mean(d)`` and ``var(x - (theta + delta) d) = var(z) - 2 delta cov(z, d) + delta^2 var(d)``: the
+    quadratic ``a delta^2 - 2 h delta + c <= 0`` with ``a = n mean(d)^2 - q^2 var(d)``,
+    ``h = -q^2 cov(z, d)``, ``c = -q^2 var(z)``. Its discriminant ``h^2 - a c`` is a sum of two
+    nonnegative terms where ``a > 0``: no cancellation, however narrow the interval. ``delta = 0``
+    always satisfies it (``c <= 0``), so the offsets are the piece of the solution set that holds 0.
+    """
+    if not math.isfinite(q):
+        return -math.inf, math.inf
+    cov = np.cov(np.vstack([z, d]), ddof=1)
+    q2 = q * q
+    a = n * mean_d * mean_d - q2 * float(cov[1, 1])
+    h = -q2 * float(cov[0, 1])
+    c = -q2 * float(cov[0, 0])
+    disc = h * h - a * c
+    if a > 0:
+        root = math.sqrt(max(disc, 0.0))
+        return (h - root) / a, (h + root) / a
+    if a == 0:  # linear: -2 h delta + c <= 0
+        if h == 0:
+            return -math.inf, math.inf
+        edge = c / (2 * h)
+        return (edge, math.inf) if h > 0 else (-math.inf, edge)
+    if disc <= 0:  # a < 0 and no real roots: every delta
+        return -math.inf, math.inf
+    r1, r2 = sorted(((h - math.sqrt(disc)) / a, (h + math.sqrt(disc)) / a))
+    return (r2, math.inf) if r2 <= 0 else (-math.inf, r1)

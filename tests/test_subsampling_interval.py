@@ -155,3 +155,13 @@ def test_little_interval_is_the_customers_over_the_mean_cycles_interval_widened_
     assert (lo, hi) == pytest.approx((4 / hi_c, 4 / lo_c), rel=1e-15)
     assert little_interval(cycles, 4, 10 * hi)[1] == 10 * hi
     assert little_interval(cycles, 4, lo / 10)[0] == lo / 10
+
+
+def test_a_narrow_interval_far_from_zero_keeps_its_width():
+    """Values of 1e8 plus a heavy tail: the interval is 1e-9 of the mean wide. Solving Fieller's quadratic
+    about 0 would subtract two numbers of 1e32 to find one of 1e14; about the point estimate its
+    half-width is ``q s / sqrt(n)`` to 1e-6 (doubles near 1e8 are 1.5e-8 apart)."""
+    x = 1e8 + np.random.default_rng(6).pareto(1.5, 4_000)
+    m, (lo, hi) = subsampling_interval(x, block=200)
+    half = _q_by_brute_force(x - x.mean(), 200, 0.95) * x.std(ddof=1) / math.sqrt(x.size)
+    assert hi - m == pytest.approx(half, rel=1e-6) and m - lo == pytest.approx(half, rel=1e-6)
