@@ -350,11 +350,22 @@ def count_rate_interval(
     >>> bool(lo < 20.0 < hi), bool(abs(rate - 20.0) < 0.2)
     (True, True)
     """
-    times = np.asarray(times, dtype=float)
-    span = float(t1 - t0)
+    from queuesgd import _checks
+    from queuesgd.errors import InvalidParameterError
+
+    times = np.asarray(times, dtype=float).ravel()
+    start, end = _checks.real("t0", t0), _checks.real("t1", t1)
+    if not end > start:
+        raise InvalidParameterError("t1", t1, f"a time after t0 (= {start:g})")
+    if times.size and not (times.min() > start and times.max() <= end):
+        raise InvalidParameterError(
+            "times", f"{times.min():g}..{times.max():g}", f"times in ({start:g}, {end:g}]"
+        )
+    nb = _checks.integer("batches", batches, minimum=2)
+    span = end - start
     rate = times.size / span
-    counts = np.histogram(times, bins=np.linspace(t0, t1, batches + 1))[0]
-    half = half_width(counts / (span / batches), confidence)
+    counts = np.histogram(times, bins=np.linspace(start, end, nb + 1))[0]
+    half = half_width(counts / (span / nb), confidence)
     return rate, (rate - half, rate + half)
 
 
@@ -383,8 +394,15 @@ def little_interval(
     >>> bool(lo < 4 / 3 < hi)
     True
     """
+    from queuesgd import _checks
+    from queuesgd.errors import InvalidParameterError
+
     c = np.asarray(cycles, dtype=float).ravel()
-    _, (low, high) = subsampling_interval(c, block=max(c.size // batches, 2), confidence=confidence)
+    if c.size < 3 or not np.all(np.isfinite(c)):
+        raise InvalidParameterError("cycles", f"{c.size} values", "3 or more finite cycle times")
+    customers = _checks.integer("customers", customers)
+    nb = _checks.integer("batches", batches, minimum=2)
+    _, (low, high) = subsampling_interval(c, block=max(c.size // nb, 2), confidence=confidence)
     upper = customers / low if low > 0 else math.inf
     return min(customers / high, rate), max(upper, rate)
 

@@ -16,7 +16,15 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy import stats
 
-from queuesgd.batchmeans import BATCHES, batch_means, half_width, heavy_tailed, ratio_interval
+from queuesgd.batchmeans import (
+    BATCHES,
+    batch_means,
+    count_rate_interval,
+    half_width,
+    heavy_tailed,
+    little_interval,
+    ratio_interval,
+)
 from queuesgd.errors import InvalidParameterError
 from queuesgd.subsampling import _window_sums, subsampling_interval
 
@@ -147,8 +155,6 @@ def test_barrier_rounds_of_sigma_3_are_covered_as_asked_where_student_t_was_not(
 
 def test_little_interval_is_the_customers_over_the_mean_cycles_interval_widened_to_the_rate():
     """``N / (the ends of the mean cycle's interval)``, reversed; a measured rate outside widens it."""
-    from queuesgd.batchmeans import little_interval
-
     cycles = np.random.default_rng(8).pareto(1.4, 8_000) + 1.0
     _, (lo_c, hi_c) = subsampling_interval(cycles, block=8_000 // BATCHES)
     lo, hi = little_interval(cycles, 4, 4 / cycles.mean())
@@ -165,3 +171,18 @@ def test_a_narrow_interval_far_from_zero_keeps_its_width():
     m, (lo, hi) = subsampling_interval(x, block=200)
     half = _q_by_brute_force(x - x.mean(), 200, 0.95) * x.std(ddof=1) / math.sqrt(x.size)
     assert hi - m == pytest.approx(half, rel=1e-6) and m - lo == pytest.approx(half, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("function", "args", "field"),
+    [
+        (little_interval, (np.ones(2), 4, 1.0), "cycles"),
+        (little_interval, (np.ones(30), 0, 1.0), "customers"),
+        (count_rate_interval, ([0.5, 2.0], 0.0, 1.0), "times"),
+        (count_rate_interval, ([0.5], 1.0, 1.0), "t1"),
+        (count_rate_interval, ([0.5], 0.0, 1.0, 1), "batches"),
+    ],
+)
+def test_the_interval_helpers_name_a_bad_argument(function, args, field):
+    with pytest.raises(InvalidParameterError, match=f"^{field}: "):
+        function(*args)
