@@ -34,11 +34,11 @@ One policy, used by the schemes' simulations, the Petri-net simulator
   behind it: the task-graph Monte Carlo its makespans, the barrier rounds
   (:mod:`~queuesgd.schemes.barrier.kofn_sim`: sync, backup workers, cutoffs)
   and eager-SGD their round durations, the asynchronous PS and
-  stale-synchronous simulations each worker's cycles (these repaired; the
-  last two count updates in time and take :func:`little_interval`, Little's
-  law on the mean cycle, SSP only where the workers' rates are equal), SSP
-  on a shared link its compute times and the Petri-net simulation the
-  firing times drawn from each non-exponential law (these not). Measured
+  stale-synchronous simulations (on a shared link too) each worker's cycles
+  (these repaired; the last two count updates in time and take
+  :func:`little_interval`, Little's law on the mean cycle, SSP only where
+  the workers' rates are equal), and the Petri-net simulation the firing
+  times drawn from each non-exponential law (not repaired). Measured
   before the repair (2026-11-28; lognormal compute of sigma 2 and 3 against
   an exact value, 95% asked): barrier rounds of 8 workers 953 and 835 of
   1,000, their ratio interval 947 and 780; the Petri-net cycle 451 and 388

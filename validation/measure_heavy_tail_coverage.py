@@ -21,8 +21,10 @@ Three parts, in this order:
    Lognormal compute of mean 1, sigma 2 and 3, 20,000 iterations a run.
 
 3. ``counting`` (added after parts 1-2 were recorded, the window rule unchanged): the simulations
-   that count updates in time, SSP without a bound against its closed form and the asynchronous PS
-   against exact MVA (4 workers, lognormal compute of mean 0.1 s, sigma 2 and 3, 20,000 iterations),
+   that count updates in time, SSP without a bound against its closed form, the asynchronous PS
+   against exact MVA and SSP without a bound on a shared link with 1-byte messages against the renewal
+   rate ``n / (E[C] + its 1 ns transfers)`` (4 workers, lognormal compute of mean 0.1 s, sigma 2 and 3,
+   20,000 iterations; the shared link was added last, after the other two were recorded),
    whose repaired interval is Little's law's (:func:`queuesgd.batchmeans.little_interval`); each run
    read both ways, the Student-t one by turning the tail test off in the scheme's module.
 
@@ -180,6 +182,7 @@ def counting_part(ssp_seeds: int, async_seeds: int) -> list[dict]:
     the first audit's setups; each run read both ways: the repaired interval (Little's law), and the
     Student-t one (the tail test turned off in the scheme's module, the same seed)."""
     import queuesgd as q
+    import queuesgd.schemes.barrier.ps_arrivals as shared_sim
     import queuesgd.schemes.ps.async_ps_sim as async_sim
     import queuesgd.schemes.ssp.ssp as ssp_mod
 
@@ -189,13 +192,21 @@ def counting_part(ssp_seeds: int, async_seeds: int) -> list[dict]:
          ssp_mod, ssp_seeds),
         ("AsyncPS, 4 workers", q.AsyncPS(), {"gradient_bytes": "1MB", "batch_size": 8}, "40MB/s", "mva",
          async_sim, async_seeds),
+        ("StaleSynchronous(inf, link='shared'), 4 workers, 1-byte messages",
+         q.StaleSynchronous(math.inf, link="shared"), {"gradient_bytes": "1B", "parameter_bytes": "1B",
+         "batch_size": 8}, "1GB/s", "renewal", shared_sim, async_seeds),
     ]  # fmt: skip
     rows = []
     for name, scheme, fields, bandwidth, exact_method, module, seeds in setups:
         cluster = q.Cluster(workers=4, bandwidth=bandwidth)
         for sigma in (2.0, 3.0):
             w = q.Workload(compute=_lognormal(0.1, sigma), **fields)
-            exact = scheme.solve(w, cluster, exact_method).iteration_rate
+            if exact_method == "renewal":  # transfers of 1 ns: each worker a renewal process of C + costs
+                costs = shared_sim.barrier_link_costs(w, cluster, 0.0)
+                spent = costs["push"] + costs["pull"] + costs["update"] + 2 * costs["latency"]
+                exact = 4 / (0.1 + spent)
+            else:
+                exact = scheme.solve(w, cluster, exact_method).iteration_rate
             hits: dict = {}
             widths: dict = {}
             real = module.heavy_tailed

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, check_tail, count_rate_interval
+from queuesgd.batchmeans import BATCHES, check_tail, count_rate_interval, heavy_tailed, little_interval
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.barrier.kofn_sim import Rounds
 
@@ -336,8 +336,10 @@ class SSPRun:
         Updates per second (all workers).
     interval : tuple of float
         95% batch-means interval of ``rate`` (batches of equal time,
-        :func:`queuesgd.batchmeans.count_rate_interval`); asymptotic: compute times with a tail too heavy
-        for it warn (:func:`queuesgd.batchmeans.check_tail`).
+        :func:`queuesgd.batchmeans.count_rate_interval`). Where the workers' cycles have a tail too heavy
+        for it and their rates are equal (a finite staleness, or ``equal_rates``), Little's law's
+        (:func:`queuesgd.batchmeans.little_interval`); either way such cycles warn
+        (:func:`queuesgd.batchmeans.check_tail`).
     cycle : float
         A worker's mean iteration (``n / rate``).
     compute, transfer, update : float
@@ -369,6 +371,16 @@ class SSPRun:
     update_times: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False, compare=False)
 
 
+def _cycles_ending_in(times: np.ndarray, who: np.ndarray, inwin: np.ndarray) -> np.ndarray:
+    """Each worker's iterations that end in the window (``inwin``), from its previous counted apply to
+    this one, in order of their ends; a worker's first apply has no previous one and is left out."""
+    cycles = np.full(times.size, np.nan)
+    for w in np.unique(who):
+        mine = np.flatnonzero(who == w)
+        cycles[mine[1:]] = np.diff(times[mine])
+    return cycles[inwin & ~np.isnan(cycles)]
+
+
 def simulate_ps_ssp(
     samples: np.ndarray,
     staleness: float,
@@ -380,6 +392,7 @@ def simulate_ps_ssp(
     buffered: float = 0.0,
     warmup: float = 0.1,
     batches: int = BATCHES,
+    equal_rates: bool = False,
 ) -> SSPRun:
     """The stale-synchronous PS on a shared link: one event loop, every message on the wire.
 
@@ -408,6 +421,9 @@ def simulate_ps_ssp(
         Fraction of the run's time left out at its start.
     batches : int
         Batches of the interval.
+    equal_rates : bool
+        The workers' long-run rates are equal whatever the staleness (their compute laws are alike):
+        Little's law may then pool their cycles for the interval where they are heavy-tailed.
 
     Returns
     -------
@@ -448,6 +464,7 @@ def simulate_ps_ssp(
     events: list[tuple[float, int, str, int]] = []  # (time, seq, kind, worker)
     seq = 0
     t_apply: list[float] = []
+    who: list[int] = []  # whose iteration each apply counted
     stale: list[int] = []
     blocked_time = 0.0
     t_reply = [0.0] * n  # when a worker's iteration was counted (its apply done)
@@ -468,6 +485,7 @@ def simulate_ps_ssp(
             stale.append(version - read[i])
             version += 1
             t_apply.append(ps_free)
+            who.append(i)
             t = ps_free
             clocks[i] += 1
             t_reply[i] = t
@@ -501,8 +519,13 @@ def simulate_ps_ssp(
     if count < 2 * batches or not t1 > t0:
         raise InvalidParameterError("iterations", iters, "more iterations (the run is too short)")
     rate, interval = count_rate_interval(times[inwin], t0, t1, batches)
-    # The interval is asymptotic: compute times (a cycle's only random part) with too heavy a tail warn.
-    check_tail(x, f"the SSP simulation of {iters:,} iterations of {n} workers")
+    cycles = _cycles_ending_in(times, np.asarray(who), inwin)
+    # Little's law, X = n / E[cycle], pools every worker's cycles alike: right where their rates are equal
+    # (a staleness bound, or workers alike); then cycles too heavy-tailed for the batches take it.
+    repaired = (math.isfinite(s) or equal_rates) and cycles.size >= 2 * batches and heavy_tailed(cycles)
+    if repaired:
+        interval = little_interval(cycles, n, rate, batches)
+    check_tail(cycles, f"the SSP simulation of {iters:,} iterations of {n} workers", repaired=repaired)
     cycle = n / rate
     return SSPRun(
         rate=rate,

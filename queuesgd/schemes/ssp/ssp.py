@@ -275,7 +275,12 @@ class StaleSynchronous(Scheme):
         rounds = max(total // n, 2 * BATCHES + 10)
         gen = as_generator(np.random.default_rng() if rng is None else rng)
         x = sample_compute(workload, cluster, gen, rounds)
-        run = simulate_ps_ssp(x, self.staleness, **barrier_link_costs(workload, cluster, self.send_buffer))
+        run = simulate_ps_ssp(
+            x,
+            self.staleness,
+            **barrier_link_costs(workload, cluster, self.send_buffer),
+            equal_rates=len(set(cluster.speed_factors.tolist())) == 1,
+        )
         comm = run.transfer
         waiting = max(run.cycle - run.compute - comm - run.update, 0.0)
         details = {"blocked_fraction": run.blocked_fraction, "updates": run.updates, "link": "shared"}
