@@ -44,8 +44,9 @@ One policy, used by the schemes' simulations, the Petri-net simulator
   1,000, their ratio interval 947 and 780; the Petri-net cycle 451 and 388
   of 500; stale-synchronous (no bound) 444 and 280 of 500; asynchronous PS
   269 and 178 of 300. After: 961 and 949, 962 and 949; 474 and 463; 288 and
-  282 (``validation/measure_heavy_tail_coverage.py``; the Petri net not
-  repaired).
+  282; SSP on a shared link (1-byte messages) 261 and 179 of 300 before, 288
+  and 276 after (``validation/measure_heavy_tail_coverage.py``; the Petri
+  net not repaired).
 - **Cost.** Before it allocates or loops, every simulation checks its size
   (:func:`check_simulation_size`): at most :data:`MAX_SAMPLES` values held
   at once and, by the caller's estimate of an iteration's time, at most
