@@ -104,6 +104,18 @@ def _covered(scheme, workload, cluster, value, *, seeds, match=MATCH):
     return hits
 
 
+def _repaired_beats_student_t(scheme, workload, cluster, value, module, *, seeds, at_most):
+    """Both readings of the same ``seeds`` runs: the repaired interval (Little's law) holds ``value`` in a
+    count plausible for 95% (binomial tail above 1e-3) and says so in its warning; the Student-t one (the
+    tail test in the scheme's ``module`` turned off) in at most ``at_most``."""
+    hits = _covered(scheme, workload, cluster, value, seeds=seeds, match="studentized subsampling")
+    assert stats.binom.cdf(hits, seeds, 0.95) > 1e-3, hits
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(module, "heavy_tailed", lambda values: False)
+        old = _covered(scheme, workload, cluster, value, seeds=seeds)
+    assert old <= at_most, old
+
+
 def test_ssp_without_bound_is_covered_at_sigma_3_and_says_its_interval_is_repaired():
     """``StaleSynchronous(inf)``: 60 seeds of 20,000 iterations against the closed form. The Student-t
     interval (the tail test turned off, same seeds) held it in at most 51 (the audit: 280 of 500); the
@@ -117,12 +129,7 @@ def test_ssp_without_bound_is_covered_at_sigma_3_and_says_its_interval_is_repair
     value = exact.iteration_rate * exact.gradients_per_update
     comm = sum(S.communication_time(w, C4))
     assert value == pytest.approx(4 / (0.1 + comm), rel=1e-12)  # n / (E[C] + E[M]), renewal
-    hits = _covered(S, w, C4, value, seeds=60, match="studentized subsampling")
-    assert stats.binom.cdf(hits, 60, 0.95) > 1e-3, hits
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ssp_mod, "heavy_tailed", lambda values: False)
-        old = _covered(S, w, C4, value, seeds=60)
-    assert old <= 51, old
+    _repaired_beats_student_t(S, w, C4, value, ssp_mod, seeds=60, at_most=51)
 
 
 def test_ssp_with_unequal_speeds_and_no_bound_keeps_the_student_t_interval():
@@ -155,12 +162,7 @@ def test_shared_link_ssp_is_covered_at_sigma_3_and_says_its_interval_is_repaired
     c = q.Cluster(workers=4, bandwidth="1GB/s")
     S = q.StaleSynchronous(math.inf, link="shared")
     value = 4 / (0.1 + 2e-9)
-    hits = _covered(S, w, c, value, seeds=40, match="studentized subsampling")
-    assert stats.binom.cdf(hits, 40, 0.95) > 1e-3, hits
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(shared_sim, "heavy_tailed", lambda values: False)
-        old = _covered(S, w, c, value, seeds=40)
-    assert old <= 34, old
+    _repaired_beats_student_t(S, w, c, value, shared_sim, seeds=40, at_most=34)
 
 
 def test_shared_link_ssp_with_unequal_speeds_and_no_bound_keeps_the_student_t_interval():
@@ -182,12 +184,7 @@ def test_async_ps_is_covered_at_sigma_3_and_says_its_interval_is_repaired():
     exact = S.solve(w, c, "mva")
     assert exact.method == "mva"
     value = exact.iteration_rate * exact.gradients_per_update
-    hits = _covered(S, w, c, value, seeds=40, match="studentized subsampling")
-    assert stats.binom.cdf(hits, 40, 0.95) > 1e-3, hits
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(async_sim, "heavy_tailed", lambda values: False)
-        old = _covered(S, w, c, value, seeds=40)
-    assert old <= 34, old
+    _repaired_beats_student_t(S, w, c, value, async_sim, seeds=40, at_most=34)
 
 
 def test_async_ps_with_exponential_compute_does_not_warn():
