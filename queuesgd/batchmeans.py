@@ -236,7 +236,7 @@ def batch_means(
     if nb < 2:
         return mean, (-math.inf, math.inf)
     size = v.size // nb
-    if heavy_tailed(v):
+    if size >= 2 and heavy_tailed(v):  # one value a batch: the values are batches already
         return subsampling_interval(v, block=size, confidence=confidence)
     half = half_width(v[: nb * size].reshape(nb, size).mean(axis=1), confidence)
     return mean, (mean - half, mean + half)
@@ -279,8 +279,9 @@ def ratio_interval(
     nb = min(batches, rewards.size)
     if nb < 2:
         return point, (point, point)
-    if heavy_tailed(durations) or heavy_tailed(rewards):
-        return subsampling_interval(rewards, durations, block=rewards.size // nb, confidence=confidence)
+    size = rewards.size // nb
+    if size >= 2 and (heavy_tailed(durations) or heavy_tailed(rewards)):  # not where the values are batches
+        return subsampling_interval(rewards, durations, block=size, confidence=confidence)
     half = half_width(_batch_ratios(rewards, durations, nb), confidence)
     return point, (point - half, point + half)
 

@@ -186,3 +186,16 @@ def test_a_narrow_interval_far_from_zero_keeps_its_width():
 def test_the_interval_helpers_name_a_bad_argument(function, args, field):
     with pytest.raises(InvalidParameterError, match=f"^{field}: "):
         function(*args)
+
+
+def test_values_that_are_batches_already_keep_the_student_t_interval():
+    """One value a batch (the Petri-net simulation passes its batches so): no windows to take, so the
+    heavy path is not taken, whatever the tail; before this guard it refused ``block=1``."""
+    heavy = np.random.default_rng(9).pareto(1.2, 400) + 1.0
+    assert heavy_tailed(heavy)
+    ones = np.ones(400)
+    point, (lo, hi) = ratio_interval(ones, heavy, batches=400)
+    half = half_width(ones / heavy)
+    assert (lo, hi) == pytest.approx((point - half, point + half), rel=1e-12)
+    m, (lo, hi) = batch_means(heavy, batches=400)
+    assert (lo, hi) == pytest.approx((m - half_width(heavy), m + half_width(heavy)), rel=1e-12)
