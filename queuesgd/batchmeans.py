@@ -303,6 +303,9 @@ def ratio_interval_of_runs(
     :func:`ratio_interval` cuts one (consecutive cycles, the remainder at its
     end left out): no batch straddles two runs, so the interval does not
     depend on the order the runs come in. One run is :func:`ratio_interval`.
+    Where the durations' or rewards' tail is too heavy for it (:func:`heavy_tailed`), the studentized
+    subsampling interval instead, its windows (of the total over ``batches``) inside each run
+    (:func:`~queuesgd.subsampling.subsampling_interval` with ``segments``).
 
     Examples
     --------
@@ -318,6 +321,11 @@ def ratio_interval_of_runs(
         return ratio_interval(rewards[0], durations[0], batches, confidence)
     sizes = np.array([r.size for r in rewards])
     point = float(sum(r.sum() for r in rewards) / sum(d.sum() for d in durations))
+    block = int(sizes.sum()) // max(batches, 1)
+    every_r, every_d = np.concatenate(rewards), np.concatenate(durations)
+    if block >= 2 and sizes.max() > block and (heavy_tailed(every_d) or heavy_tailed(every_r)):
+        seg = sizes.tolist()
+        return subsampling_interval(every_r, every_d, block=block, confidence=confidence, segments=seg)
     nb = max(min(batches, int(sizes.sum())), len(rewards))
     share = nb * sizes / sizes.sum()
     each = np.maximum(np.floor(share).astype(int), 1)

@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -52,6 +53,7 @@ def subsampling_interval(
     *,
     block: int,
     confidence: float = 0.95,
+    segments: Sequence[int] | None = None,
 ) -> tuple[float, tuple[float, float]]:
     """The mean of ``values``, or the ratio ``sum(values) / sum(durations)``, with its subsampling interval.
 
@@ -90,6 +92,9 @@ def subsampling_interval(
         Length of the windows, at least 2 and below the number of values.
     confidence : float
         Strictly between 0 and 1.
+    segments : sequence of int, optional
+        Lengths of independent runs laid end to end in ``values`` (summing to their number): no window
+        straddles two, and a run shorter than ``block`` gives none (at least one must). None: one run.
 
     Returns
     -------
@@ -121,11 +126,18 @@ def subsampling_interval(
     conf = _checks.real("confidence", confidence)
     if not 0.0 < conf < 1.0:
         raise InvalidParameterError("confidence", confidence, "a number strictly between 0 and 1")
+    runs = [n] if segments is None else [_checks.integer("segments", k) for k in segments]
+    if sum(runs) != n or max(runs) <= b:
+        raise InvalidParameterError(
+            "segments", segments, f"run lengths summing to {n}, one at least longer than block ({b})"
+        )
     theta = float(x.sum() / d.sum())
     z = x - theta * d
     z = z - z.mean()  # zero up to rounding: the windows' means are measured from the point estimate
-    s1 = _window_sums(z, b)
-    s2 = _window_sums(z * z, b)
+    ends = np.cumsum(runs)
+    pieces = [(e - k, e) for k, e in zip(runs, ends) if k > b]
+    s1 = np.concatenate([_window_sums(z[a:e], b) for a, e in pieces])
+    s2 = np.concatenate([_window_sums(z[a:e] * z[a:e], b) for a, e in pieces])
     var = np.maximum((s2 - s1 * s1 / b) / (b - 1), 0.0)
     spread = np.sqrt(var)
     with np.errstate(divide="ignore", invalid="ignore"):
