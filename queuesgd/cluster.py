@@ -384,6 +384,17 @@ class Cluster:
         return self.rails * self.bandwidth
 
     @property
+    def same_speeds(self) -> bool:
+        """Whether every worker has the same speed (``speeds`` None, or one value repeated).
+
+        Examples
+        --------
+        >>> Cluster(3, "1GB/s").same_speeds, Cluster(3, "1GB/s", speeds=[1, 1, 0.5]).same_speeds
+        (True, False)
+        """
+        return self.speeds is None or len(set(self.speeds)) == 1
+
+    @property
     def speed_factors(self) -> np.ndarray:
         """Per-worker speed factors as an array of length ``workers`` (ones when ``speeds`` is None)."""
         if self.speeds is None:

@@ -84,8 +84,7 @@ def symmetric_workers(workload: Workload, cluster: Cluster) -> bool:
     >>> symmetric_workers(Workload(0.1, "1MB"), Cluster(4, "1GB/s", speeds=[1, 1, 1, 0.5]))
     False
     """
-    same = cluster.speeds is None or len(set(cluster.speeds)) == 1
-    return isinstance(workload.compute, Deterministic) and same and cluster.stragglers is None
+    return isinstance(workload.compute, Deterministic) and cluster.same_speeds and cluster.stragglers is None
 
 
 def resolve_symmetric(workload: Workload, cluster: Cluster, symmetric: bool | None) -> bool:

@@ -323,7 +323,7 @@ class BarrierScheme(Scheme):
     def _exponential_rate(self, workload: Workload, cluster: Cluster) -> float | None:
         """The common rate where one round is one i.i.d. exponential step (closed-form order statistics)."""
         law = workload.compute
-        plain = cluster.stragglers is None and (cluster.speeds is None or len(set(cluster.speeds)) == 1)
+        plain = cluster.stragglers is None and cluster.same_speeds
         if plain and isinstance(law, Exponential) and type(self).round_laws is BarrierScheme.round_laws:
             return float(law.rate) * (1.0 if cluster.speeds is None else float(cluster.speeds[0]))
         return None

@@ -88,7 +88,7 @@ def iteration_laws(workload: Workload, cluster: Cluster, who: str) -> list[Distr
     st = cluster.stragglers
     if st is None:
         return laws
-    if cluster.speeds is not None and len(set(cluster.speeds)) > 1:
+    if not cluster.same_speeds:
         raise NotRepresentable(
             f"{who}: the closed form with RandomDelay stragglers needs identical worker speeds (the delayed "
             "workers change every step); use method='simulate'"

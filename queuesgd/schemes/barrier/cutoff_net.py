@@ -27,7 +27,7 @@ def cutoff_net(workload: Workload, cluster: Cluster, timeout: float, mode: str) 
 
     if cluster.stragglers is not None:
         raise NotRepresentable("the cutoff's Petri net has no RandomDelay stragglers; use method='simulate'")
-    if cluster.speeds is not None and len(set(cluster.speeds)) > 1:
+    if not cluster.same_speeds:
         raise NotRepresentable(
             "the cutoff's Petri net lumps identical workers; heterogeneous speeds need simulate"
         )

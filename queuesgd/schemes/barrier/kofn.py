@@ -126,7 +126,7 @@ def compute_laws(workload: Workload, cluster: Cluster) -> list[Distribution]:
     st = cluster.stragglers
     if st is None:
         return laws
-    if cluster.speeds is not None and len(set(cluster.speeds)) > 1:
+    if not cluster.same_speeds:
         raise NotRepresentable(
             "random straggler delays (RandomDelay) on workers of different speeds: which workers are "
             "delayed changes the order statistic; use method='simulate'"

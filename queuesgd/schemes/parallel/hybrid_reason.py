@@ -45,7 +45,7 @@ def at_mean(workload: Workload, cluster: Cluster) -> bool:
     ...                                                            Cluster(2, "1GB/s"))
     (False, True)
     """
-    return not isinstance(workload.compute, Deterministic) or len(set(cluster.speed_factors.tolist())) > 1
+    return not isinstance(workload.compute, Deterministic) or not cluster.same_speeds
 
 
 def caveats(scheme: HybridParallel, cluster: Cluster, workload: Workload | None = None) -> tuple[str, ...]:

@@ -244,7 +244,7 @@ def batch_rows(
         raise InvalidParameterError(
             "Cluster.workers", bad, f"a multiple of Pipeline.stages (= {scheme.stages})"
         )
-    if cluster.speeds is not None and len(set(cluster.speeds)) > 1:
+    if not cluster.same_speeds:
         raise NotRepresentable("per-worker speeds that differ: solve the rows one by one")
     bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), n.shape)
     lat = np.broadcast_to(np.asarray(latency, dtype=float), n.shape)

@@ -279,7 +279,7 @@ class StaleSynchronous(Scheme):
             x,
             self.staleness,
             **barrier_link_costs(workload, cluster, self.send_buffer),
-            equal_rates=len(set(cluster.speed_factors.tolist())) == 1,
+            equal_rates=cluster.same_speeds,
         )
         comm = run.transfer
         waiting = max(run.cycle - run.compute - comm - run.update, 0.0)
@@ -455,7 +455,7 @@ class StaleSynchronous(Scheme):
         X, interval = count_rate_interval(times[in_win], t0, t1, nb)
         # Little's law, X = n / E[cycle], pools every worker's cycles alike: right where the workers'
         # rates are equal (a staleness bound) or their laws are (one speed).
-        pooled = math.isfinite(s) or len(set(cluster.speed_factors.tolist())) == 1
+        pooled = math.isfinite(s) or cluster.same_speeds
         repaired = pooled and heavy_tailed(elapsed)
         if repaired:
             interval = little_interval(elapsed.ravel(), n, X, nb)
