@@ -1,7 +1,9 @@
 """Textbook CDFs in mpmath for the high-precision reference suites (issue 25).
 
 Shared by ``tests/test_orderstats_reference.py`` and ``tests/schemes/test_cutoff_reference.py``: each law's
-CDF written out from its textbook form, independent of ``queuesgd.distributions``.
+CDF written out from its textbook form, independent of ``queuesgd.distributions``; and the exact
+``E[max of n]`` of lognormal draws that the heavy-tail coverage tests hold simulations to
+(``tests/schemes/test_simulation_tails.py``, ``tests/test_subsampling_interval.py``).
 """
 
 from __future__ import annotations
@@ -34,3 +36,12 @@ def h2_cdf(mean: float, scv: float):
     """The balanced-means H2's CDF ``1 - p e^(-mu1 x) - (1 - p) e^(-mu2 x)``, and its ``(p, mu1, mu2)``."""
     p, mu1, mu2 = _h2(mean, scv)
     return (lambda x: 1 - p * mp.e ** (-mu1 * x) - (1 - p) * mp.e ** (-mu2 * x)), (p, mu1, mu2)
+
+
+def expected_max_lognormal(sigma: float, n: int) -> float:
+    """``E[max of n]`` of the lognormal of mean 1: ``integral_0^inf 1 - Phi((ln x - mu) / sigma)^n dx``
+    by mpmath at 30 digits, split at decades around the median (``mu = -sigma^2 / 2``)."""
+    mp.mp.dps = 30
+    mu = -(mp.mpf(sigma) ** 2) / 2
+    pts = [0] + [mp.e ** (mu + j * sigma) for j in range(-6, 9)] + [mp.inf]
+    return float(mp.quad(lambda x: 1 - mp.ncdf((mp.log(x) - mu) / sigma) ** n if x > 0 else 1, pts))

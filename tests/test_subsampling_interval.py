@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
+from mp_laws import expected_max_lognormal
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy import stats
 
@@ -120,15 +121,6 @@ def test_bad_arguments_are_named(kwargs, field):
         subsampling_interval(np.ones(300), **kwargs)
 
 
-def _expected_max_lognormal(sigma: float, n: int) -> float:
-    import mpmath as mp
-
-    mp.mp.dps = 30
-    mu = -(mp.mpf(sigma) ** 2) / 2
-    pts = [0] + [mp.e ** (mu + j * sigma) for j in range(-6, 9)] + [mp.inf]
-    return float(mp.quad(lambda x: 1 - mp.ncdf((mp.log(x) - mu) / sigma) ** n if x > 0 else 1, pts))
-
-
 def test_barrier_rounds_of_sigma_3_are_covered_as_asked_where_student_t_was_not():
     """200 seeds of 20,000 rounds of 8 workers of lognormal compute (sigma 3) and a 0.5 s phase, against
     ``8 / (E[max of 8] + 0.5)`` (mpmath). The Student-t interval of 20 batch ratios of the same rounds
@@ -139,7 +131,7 @@ def test_barrier_rounds_of_sigma_3_are_covered_as_asked_where_student_t_was_not(
     from queuesgd.schemes.barrier.kofn_sim import simulate_rounds
 
     law = LogNormal(-4.5, 3.0)
-    exact = 8 / (_expected_max_lognormal(3.0, 8) + 0.5)
+    exact = 8 / (expected_max_lognormal(3.0, 8) + 0.5)
     old = new = 0
     for seed in range(200):
         rounds = simulate_rounds(law.sample(np.random.default_rng(seed), (20_000, 8)), phase=0.5)

@@ -29,9 +29,9 @@ from __future__ import annotations
 import math
 import warnings
 
-import mpmath as mp
 import numpy as np
 import pytest
+from mp_laws import expected_max_lognormal
 from scipy import stats
 
 import queuesgd as q
@@ -46,20 +46,11 @@ def _lognormal(mean: float, sigma: float) -> LogNormal:
     return LogNormal(math.log(mean) - sigma**2 / 2, sigma)
 
 
-def _expected_max_lognormal(sigma: float, n: int) -> float:
-    """``E[max of n]`` of the lognormal of mean 1: ``integral_0^inf 1 - Phi((ln x - mu) / sigma)^n dx``
-    by mpmath, split at decades around the median (``mu = -sigma^2 / 2``)."""
-    mp.mp.dps = 30
-    mu = -(mp.mpf(sigma) ** 2) / 2
-    pts = [0] + [mp.e ** (mu + j * sigma) for j in range(-6, 9)] + [mp.inf]
-    return float(mp.quad(lambda x: 1 - mp.ncdf((mp.log(x) - mu) / sigma) ** n if x > 0 else 1, pts))
-
-
 def test_expected_max_reference_against_exponential_form():
     """The quadrature of the reference, checked where a closed form exists: sigma -> its lognormal value
     for n = 1 is the mean itself."""
-    assert _expected_max_lognormal(3.0, 1) == pytest.approx(1.0, rel=1e-10)
-    assert _expected_max_lognormal(2.0, 1) == pytest.approx(1.0, rel=1e-10)
+    assert expected_max_lognormal(3.0, 1) == pytest.approx(1.0, rel=1e-10)
+    assert expected_max_lognormal(2.0, 1) == pytest.approx(1.0, rel=1e-10)
 
 
 def test_barrier_rounds_of_sigma_3_warn_that_their_interval_is_the_subsampling_one():
