@@ -51,6 +51,26 @@ def alive(pid: int) -> bool:
         return False
 
 
+_NOTE = """
+import os as _os
+
+
+def note(name, pid):
+    path = _os.path.join(PID_DIR, name)
+    with open(path + ".tmp", "w") as fh:
+        fh.write(str(pid))
+    _os.replace(path + ".tmp", path + ".pid")
+
+"""
+
+
+def script_head(pid_dir: Path) -> str:
+    """The first lines of a parent script for :func:`survivors_of_signal`: ``PID_DIR`` and ``note(name,
+    pid)``, which writes ``PID_DIR/name.pid`` whole (written aside, then renamed: a reader polling for
+    ``*.pid`` never sees half a number)."""
+    return f"PID_DIR = {str(pid_dir)!r}\n" + _NOTE
+
+
 def survivors_of_signal(
     script: str,
     pid_dir: Path,

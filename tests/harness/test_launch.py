@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from process_groups import alive, survivors_of_signal
+from process_groups import alive, script_head, survivors_of_signal
 
 torch = pytest.importorskip("torch")
 
@@ -251,7 +251,8 @@ def test_sigterm_to_the_parent_ends_its_workers(tmp_path):
     # audit 2026-11-28: `timeout 12 queuesgd validate ...` (SIGTERM to the parent) left both workers
     # running under init: they sit in process groups of their own, and the parent died without cleanup
     script = tmp_path / "parent.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import os, time
         from queuesgd.harness.launch import run_workers
 
@@ -262,7 +263,8 @@ def test_sigterm_to_the_parent_ends_its_workers(tmp_path):
             time.sleep(120)
 
         run_workers(fn, 2, timeout=100, progress_timeout=None)
-    """))
+    """)
+    )
     proc = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
     try:
         deadline = time.monotonic() + 60
@@ -333,12 +335,6 @@ from queuesgd.harness.busy import BusyProcesses
 from queuesgd.harness.launch import run_workers
 from queuesgd.harness.lifecycle import run_with_parent
 
-def note(name, pid):
-    path = os.path.join(PID_DIR, name)
-    with open(path + ".tmp", "w") as fh:
-        fh.write(str(pid))
-    os.replace(path + ".tmp", path + ".pid")
-
 def fn(ctx):
     with BusyProcesses(1) as busy:
         program = START([sys.executable, "-c", "import time; time.sleep(120)"])
@@ -358,7 +354,7 @@ def test_what_a_worker_starts_dies_with_a_parent_killed_without_cleanup(tmp_path
     # kernel's signal to the worker: each asks for its own (lifecycle.die_with_parent, run_with_parent).
     # The parent, in its own session, is SIGKILLed (no cleanup runs): all 6 descendants must be gone
     # within 10 s, counted from /proc; whatever is left is killed by survivors_of_signal.
-    script = f"PID_DIR = {str(tmp_path)!r}\n" + _GRANDCHILDREN.replace("START", "run_with_parent")
+    script = script_head(tmp_path) + _GRANDCHILDREN.replace("START", "run_with_parent")
     status, left, err = survivors_of_signal(script, tmp_path, 6, sig=signal.SIGKILL)
     assert status == -signal.SIGKILL, err[-2000:]
     assert left == [], err[-2000:]
@@ -371,7 +367,7 @@ def test_a_plain_popen_of_a_worker_dies_with_a_parent_killed_without_cleanup(tmp
     # ran on under init after a SIGKILL of the parent (launch.py's docstring said so). The reaper, told
     # each worker's group, ends them: all 6 descendants gone within 10 s, counted from /proc. The reaper
     # is in a session of its own: SIGKILL to the parent's whole process group leaves it to do that too.
-    script = f"PID_DIR = {str(tmp_path)!r}\n" + _GRANDCHILDREN.replace("START", "subprocess.Popen")
+    script = script_head(tmp_path) + _GRANDCHILDREN.replace("START", "subprocess.Popen")
     status, left, err = survivors_of_signal(script, tmp_path, 6, sig=signal.SIGKILL, group=group)
     assert status == -signal.SIGKILL, err[-2000:]
     assert left == [], err[-2000:]
@@ -396,9 +392,7 @@ def setup(rank):
     # The first code of the caller's that a worker runs: it starts a program, then kills the parent.
     if rank == 0:
         program = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-        with open(os.path.join(PID_DIR, "program.tmp"), "w") as fh:
-            fh.write(str(program.pid))
-        os.replace(os.path.join(PID_DIR, "program.tmp"), os.path.join(PID_DIR, "program.pid"))
+        note("program", program.pid)
         os.kill(os.getppid(), signal.SIGKILL)
     time.sleep(120)
 
@@ -412,7 +406,7 @@ def test_a_parent_killed_as_soon_as_the_callers_code_runs_leaves_nothing(tmp_pat
     # SIGKILLed from rank 0's setup, right after it started a program, leaves nothing running 10 s later,
     # even with the parent 0.5 s slow to tell the reaper of each worker it forks (setup run before the
     # rendezvous port, as it was, killed the parent before rank 0 was told of: the program ran on).
-    script = f"PID_DIR = {str(tmp_path)!r}\n" + _KILLED_IN_SETUP
+    script = script_head(tmp_path) + _KILLED_IN_SETUP
     err_path = tmp_path / "parent.err"
     with open(err_path, "w") as err:
         proc = subprocess.Popen(

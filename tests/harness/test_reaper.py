@@ -13,19 +13,13 @@ import sys
 import textwrap
 
 import pytest
-from process_groups import survivors_of_signal
+from process_groups import script_head, survivors_of_signal
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, process groups")
 
 _PARENT = """
 import os, subprocess, sys, time
 from queuesgd.harness.reaper import Reaper
-
-def note(name, pid):
-    path = os.path.join(PID_DIR, name)
-    with open(path + ".tmp", "w") as fh:
-        fh.write(str(pid))
-    os.replace(path + ".tmp", path + ".pid")
 
 sleeper = subprocess.Popen(["sleep", "300"], start_new_session=True)  # leads a group, as a worker does
 reaper = Reaper()
@@ -43,8 +37,7 @@ time.sleep(120)
 
 
 def _script(tmp_path, *, hold: bool, stand_down: bool) -> str:
-    head = f"PID_DIR = {str(tmp_path)!r}\nHOLD = {hold}\nSTAND_DOWN = {stand_down}\n"
-    return head + textwrap.dedent(_PARENT)
+    return script_head(tmp_path) + f"HOLD = {hold}\nSTAND_DOWN = {stand_down}\n" + textwrap.dedent(_PARENT)
 
 
 @pytest.mark.parametrize("hold", [False, True], ids=["end-of-file", "parent-pid-changed"])
