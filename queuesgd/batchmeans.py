@@ -471,8 +471,11 @@ def heavy_tailed(values: np.ndarray) -> bool:
     return bound is not None and bound[2] < TAIL_INDEX
 
 
-def check_tail(values: np.ndarray, what: str, *, repaired: bool = False) -> None:
+def check_tail(values: np.ndarray, what: str, *, repaired: bool = False) -> bool:
     """Warn where the values behind an interval have a tail too heavy for the CLT (:func:`heavy_tailed`).
+
+    Returns whether it warned (:func:`heavy_tailed` of ``values``), so that a caller deciding on the same
+    test need not take it again.
 
     The values look like a law with no finite variance, and a Student-t interval on their batch means,
     asymptotic, covers the mean far less often than 95% (the maximum of 8 lognormal durations of sigma
@@ -492,16 +495,16 @@ def check_tail(values: np.ndarray, what: str, *, repaired: bool = False) -> None
     >>> rng = np.random.default_rng(0)
     >>> with warnings.catch_warnings(record=True) as seen:
     ...     warnings.simplefilter("always")
-    ...     check_tail(rng.exponential(size=10_000), "exponential")
-    ...     check_tail(rng.pareto(1.2, 10_000), "Pareto(1.2)")
-    >>> [str(w.message).split(":")[0] for w in seen]
-    ['Pareto(1.2)']
+    ...     light = check_tail(rng.exponential(size=10_000), "exponential")
+    ...     heavy = check_tail(rng.pareto(1.2, 10_000), "Pareto(1.2)")
+    >>> [str(w.message).split(":")[0] for w in seen], light, heavy
+    (['Pareto(1.2)'], False, True)
     """
     from queuesgd.errors import AccuracyWarning, warn_user
 
     bound = _tail_bound(values)
     if bound is None or not bound[2] < TAIL_INDEX:
-        return
+        return False
     alpha, k, upper = bound
     if repaired:
         consequence = (
@@ -521,3 +524,4 @@ def check_tail(values: np.ndarray, what: str, *, repaired: bool = False) -> None
         "only slowly",
         AccuracyWarning,
     )
+    return True

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from queuesgd import _checks
-from queuesgd.batchmeans import BATCHES, check_tail, count_rate_interval, heavy_tailed, little_interval
+from queuesgd.batchmeans import BATCHES, check_tail, count_rate_interval, little_interval
 from queuesgd.errors import InvalidParameterError
 from queuesgd.schemes.barrier.kofn_sim import Rounds
 
@@ -522,10 +522,12 @@ def simulate_ps_ssp(
     cycles = _cycles_ending_in(times, np.asarray(who), inwin)
     # Little's law, X = n / E[cycle], pools every worker's cycles alike: right where their rates are equal
     # (a staleness bound, or workers alike); then cycles too heavy-tailed for the batches take it.
-    repaired = (math.isfinite(s) or equal_rates) and cycles.size >= 2 * batches and heavy_tailed(cycles)
-    if repaired:
+    pooled = (math.isfinite(s) or equal_rates) and cycles.size >= 2 * batches
+    if (
+        check_tail(cycles, f"the SSP simulation of {iters:,} iterations of {n} workers", repaired=pooled)
+        and pooled
+    ):
         interval = little_interval(cycles, n, rate, batches)
-    check_tail(cycles, f"the SSP simulation of {iters:,} iterations of {n} workers", repaired=repaired)
     cycle = n / rate
     return SSPRun(
         rate=rate,

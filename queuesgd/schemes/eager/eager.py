@@ -38,7 +38,6 @@ from queuesgd.batchmeans import (
     check_iterations,
     check_simulation_size,
     check_tail,
-    heavy_tailed,
     ratio_interval,
 )
 from queuesgd.distributions import Deterministic, Distribution, Exponential
@@ -395,7 +394,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         durations, idle, contrib, fresh = durations[warm:], idle[warm:], contrib[warm:], fresh[warm:]
         total_time = float(durations.sum())
         # A tail too heavy for the CLT: the interval is the subsampling one, and the user is told.
-        check_tail(durations, f"EagerSGD simulation of {rounds:,} rounds", repaired=True)
+        heavy = check_tail(durations, f"EagerSGD simulation of {rounds:,} rounds", repaired=True)
         rate, (lo, hi) = ratio_interval(contrib, durations, BATCHES)
         sdist = np.bincount(stale) / stale.size
         kdist = np.bincount(fresh, minlength=P + 1) / fresh.size
@@ -413,7 +412,7 @@ worker (majority all-reduce needs Cluster.workers >= 2)
         reason = (
             f"event simulation of {rounds} rounds (after {warm} warm-up rounds) with the actual "
             f"compute laws; 95% batch-means interval ({BATCHES} batches"
-            + ("; subsampling: the rounds' tail is heavy)" if heavy_tailed(durations) else ")")
+            + ("; subsampling: the rounds' tail is heavy)" if heavy else ")")
         )
         sol = _solution(cycle, P, A, workload.update_time, mean_step, "simulate", reason)
         return _with_details(

@@ -24,7 +24,6 @@ from queuesgd.batchmeans import (
     check_tail,
     count_rate_interval,
     half_width,
-    heavy_tailed,
     little_interval,
 )
 from queuesgd.errors import NotRepresentable
@@ -108,8 +107,9 @@ def simulate_async_ps(
     res_each = (dep - before)[sl]
     cycle = C[sl] + lat + res_each.sum(axis=1)  # each pass's whole cycle: compute, latency, the PS queues
     X, interval = count_rate_interval(W[warm:], t0, t1, nb)
-    heavy = heavy_tailed(cycle)
-    if heavy:  # Little's law, X = n / E[cycle]: the subsampling interval of the mean cycle, inverted
+    # Cycles too heavy-tailed for the batches: Little's law, X = n / E[cycle], with the subsampling
+    # interval of the mean cycle, inverted; the user is told.
+    if check_tail(cycle, f"AsyncPS simulation of {cycles - warm:,} updates", repaired=True):
         interval = little_interval(cycle, n, X, nb)
     sm = np.array([g.mean() for g in np.array_split(stale, nb)])
     s_half = half_width(sm)
@@ -117,7 +117,6 @@ def simulate_async_ps(
     dist = {int(v): float(f / stale.size) for v, f in zip(values, freq)}
     # per-station means (Little's law for queue lengths)
     res = res_each.mean(axis=0)
-    check_tail(cycle, f"AsyncPS simulation of {cycles - warm:,} updates", repaired=heavy)
     svc_mean = S[sl].mean(axis=0)
     R = {"compute": float(C[sl].mean())}
     demands = {"compute": R["compute"]}

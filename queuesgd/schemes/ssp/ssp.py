@@ -31,7 +31,6 @@ from queuesgd.batchmeans import (
     check_tail,
     count_rate_interval,
     half_width,
-    heavy_tailed,
     little_interval,
 )
 from queuesgd.distributions import Convolution, Deterministic, Distribution, Exponential, Shifted
@@ -456,8 +455,8 @@ class StaleSynchronous(Scheme):
         # Little's law, X = n / E[cycle], pools every worker's cycles alike: right where the workers'
         # rates are equal (a staleness bound) or their laws are (one speed).
         pooled = math.isfinite(s) or cluster.same_speeds
-        repaired = pooled and heavy_tailed(elapsed)
-        if repaired:
+        what = f"StaleSynchronous simulation of {elapsed.size:,} worker cycles"
+        if check_tail(elapsed, what, repaired=pooled) and pooled:
             interval = little_interval(elapsed.ravel(), n, X, nb)
         # staleness: other workers' updates between a worker's previous update (its read) and this one
         prev = E[:-1]
@@ -470,9 +469,6 @@ class StaleSynchronous(Scheme):
         batches = np.array([g.mean() for g in np.array_split(st_w, nb)])
         s_half = half_width(batches)
         blocked = (start - E[:-1])[rows]
-        check_tail(
-            elapsed, f"StaleSynchronous simulation of {elapsed.size:,} worker cycles", repaired=repaired
-        )
         share = upd / (comm + upd)
         details = {
             "blocked_fraction": float(blocked.sum() / elapsed.sum()),
